@@ -1,0 +1,10 @@
+//! # Parasol
+//!
+//! A drop-in replacement for the OpenStack Nova scheduler.
+//!
+//! # Layout
+//! - [`domain`]: resource vectors, host state and the per-request scheduling context.
+//! - [`clock`]: the injectable clock every interval and timestamp comes from.
+
+pub mod clock;
+pub mod domain;
