@@ -1,0 +1,187 @@
+//! Claims and releases: the only writes on the scheduling path.
+//!
+//! A claim is one conditional UPDATE of the host row — it succeeds only if every class still
+//! fits `usable − used` — plus the allocation row, in one transaction. Both engines evaluate the
+//! UPDATE's condition on the latest row version under its row lock, so no host is ever
+//! oversubscribed however many workers or processes race.
+
+use super::{read_pool, write_pool, Ledger, LedgerError};
+use crate::domain::{HostId, Resources};
+use sqlx::Row;
+
+/// What a claim came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    Claimed,
+    /// The host no longer had room in at least one class (or no longer exists).
+    Declined,
+}
+
+/// One instance's allocation on a host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Allocation {
+    pub instance_uuid: String,
+    pub host_id: HostId,
+    pub demand: Resources,
+    pub confirmed: bool,
+}
+
+pub(crate) const CLAIM_UPDATE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + $1, \
+    memory_mb_used = memory_mb_used + $2, disk_gb_used = disk_gb_used + $3, \
+    num_instances = num_instances + 1, num_io_ops = num_io_ops + 1 \
+    WHERE id = $4 AND vcpu_used + $1 <= vcpu_usable AND memory_mb_used + $2 <= memory_mb_usable \
+    AND disk_gb_used + $3 <= disk_gb_usable";
+
+pub(crate) const ADD_USAGE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + $1, \
+    memory_mb_used = memory_mb_used + $2, disk_gb_used = disk_gb_used + $3, \
+    num_instances = CASE WHEN num_instances + $5 < 0 THEN 0 ELSE num_instances + $5 END, \
+    num_io_ops = CASE WHEN num_io_ops + $5 < 0 THEN 0 ELSE num_io_ops + $5 END WHERE id = $4";
+
+pub(crate) const INSERT_ALLOCATION: &str =
+    "INSERT INTO allocations (instance_uuid, host_id, vcpu, \
+    memory_mb, disk_gb, confirmed, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+    ON CONFLICT (instance_uuid) DO NOTHING";
+
+pub(crate) const DELETE_ALLOCATION: &str = "DELETE FROM allocations WHERE instance_uuid = $1 \
+    RETURNING host_id, vcpu, memory_mb, disk_gb, confirmed";
+
+/// Inserts an allocation row inside `$tx` (no-op when the instance already has one).
+macro_rules! insert_allocation {
+    ($tx:expr, $uuid:expr, $host_id:expr, $demand:expr, $confirmed:expr, $now_ms:expr) => {{
+        let d: &$crate::domain::Resources = $demand;
+        sqlx::query($crate::ledger::claims::INSERT_ALLOCATION)
+            .bind($uuid)
+            .bind($host_id)
+            .bind(d.0[0])
+            .bind(d.0[1])
+            .bind(d.0[2])
+            .bind($confirmed)
+            .bind($now_ms)
+            .execute(&mut *$tx)
+            .await
+    }};
+}
+pub(crate) use insert_allocation;
+
+/// Adds `$demand` (times `$sign`, ±1) to a host's usage unconditionally, inside `$tx`.
+macro_rules! add_usage {
+    ($tx:expr, $host_id:expr, $demand:expr, $sign:expr) => {{
+        let d: $crate::domain::Resources = $demand;
+        let sign: i64 = $sign;
+        sqlx::query($crate::ledger::claims::ADD_USAGE)
+            .bind(sign * d.0[0])
+            .bind(sign * d.0[1])
+            .bind(sign * d.0[2])
+            .bind($host_id)
+            .bind(sign)
+            .execute(&mut *$tx)
+            .await
+    }};
+}
+pub(crate) use add_usage;
+
+/// Deletes an instance's allocation and gives its usage back, inside `$tx`; evaluates to the
+/// removed allocation, if there was one.
+macro_rules! release_in_tx {
+    ($tx:expr, $uuid:expr) => {{
+        let uuid: &str = $uuid;
+        let row = sqlx::query($crate::ledger::claims::DELETE_ALLOCATION)
+            .bind(uuid)
+            .fetch_optional(&mut *$tx)
+            .await?;
+        match row {
+            None => None,
+            Some(row) => {
+                let alloc = $crate::ledger::Allocation {
+                    instance_uuid: uuid.to_string(),
+                    host_id: $crate::domain::HostId(row.try_get(0)?),
+                    demand: $crate::domain::Resources([
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                    ]),
+                    confirmed: row.try_get(4)?,
+                };
+                $crate::ledger::claims::add_usage!($tx, alloc.host_id.0, alloc.demand, -1)?;
+                Some(alloc)
+            }
+        }
+    }};
+}
+pub(crate) use release_in_tx;
+
+impl Ledger {
+    /// Claims `demand` on `host` for `instance_uuid`. An earlier allocation of the same
+    /// instance (a reschedule) is released in the same transaction.
+    pub async fn claim(
+        &self,
+        host: HostId,
+        instance_uuid: &str,
+        demand: &Resources,
+        now_ms: i64,
+    ) -> Result<ClaimOutcome, LedgerError> {
+        if !demand.is_non_negative() {
+            return Err(LedgerError::Invalid(format!("negative demand {demand:?}")));
+        }
+        write_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let updated = sqlx::query(CLAIM_UPDATE)
+                .bind(demand.0[0])
+                .bind(demand.0[1])
+                .bind(demand.0[2])
+                .bind(host.0)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if updated == 0 {
+                tx.rollback().await?;
+                return Ok(ClaimOutcome::Declined);
+            }
+            let inserted = insert_allocation!(tx, instance_uuid, host.0, demand, false, now_ms)?;
+            if inserted.rows_affected() == 0 {
+                release_in_tx!(tx, instance_uuid);
+                insert_allocation!(tx, instance_uuid, host.0, demand, false, now_ms)?;
+            }
+            tx.commit().await?;
+            Ok(ClaimOutcome::Claimed)
+        })
+    }
+
+    /// Releases an instance's allocation; releasing one that is gone is a no-op.
+    pub async fn release(&self, instance_uuid: &str) -> Result<Option<Allocation>, LedgerError> {
+        write_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let released = release_in_tx!(tx, instance_uuid);
+            tx.commit().await?;
+            Ok(released)
+        })
+    }
+
+    /// The allocation of one instance.
+    pub async fn allocation(&self, instance_uuid: &str) -> Result<Option<Allocation>, LedgerError> {
+        read_pool!(self, pool => {
+            let row = sqlx::query(
+                "SELECT host_id, vcpu, memory_mb, disk_gb, confirmed FROM allocations WHERE instance_uuid = $1",
+            )
+            .bind(instance_uuid)
+            .fetch_optional(pool)
+            .await?;
+            match row {
+                None => Ok(None),
+                Some(row) => Ok(Some(Allocation {
+                    instance_uuid: instance_uuid.to_string(),
+                    host_id: HostId(row.try_get(0)?),
+                    demand: Resources([row.try_get(1)?, row.try_get(2)?, row.try_get(3)?]),
+                    confirmed: row.try_get(4)?,
+                })),
+            }
+        })
+    }
+
+    /// Number of allocations in the ledger.
+    pub async fn allocation_count(&self) -> Result<i64, LedgerError> {
+        read_pool!(self, pool => {
+            Ok(sqlx::query_scalar("SELECT COUNT(*) FROM allocations").fetch_one(pool).await?)
+        })
+    }
+}

@@ -1,0 +1,203 @@
+//! Registering hosts and reading their state: every row read is one "query" in DESIGN's terms.
+
+use super::{read_pool, write_pool, Ledger, LedgerError};
+use crate::domain::{HostId, HostState, Inventory, Resources};
+use sqlx::Row;
+use std::sync::Arc;
+
+/// A host's identity, state and inventory as a host-state event or Placement reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostRegistration {
+    pub host: String,
+    pub node: String,
+    pub uuid: String,
+    pub availability_zone: String,
+    pub up: bool,
+    pub disabled: bool,
+    /// VCPU, MEMORY_MB, DISK_GB.
+    pub inventory: [Inventory; 3],
+}
+
+impl HostRegistration {
+    /// Refuses negative totals or reserved amounts and non-finite or negative ratios.
+    pub fn validate(&self) -> Result<(), LedgerError> {
+        if self.host.is_empty() || self.node.is_empty() || self.uuid.is_empty() {
+            return Err(LedgerError::Invalid(
+                "host, node and compute_node_uuid must not be empty".into(),
+            ));
+        }
+        for (class, inv) in crate::domain::CLASSES.iter().zip(self.inventory.iter()) {
+            if inv.total < 0 || inv.reserved < 0 {
+                return Err(LedgerError::Invalid(format!(
+                    "inventory {class}: total and reserved must not be negative"
+                )));
+            }
+            if !inv.allocation_ratio.is_finite() || inv.allocation_ratio < 0.0 {
+                return Err(LedgerError::Invalid(format!(
+                    "inventory {class}: allocation_ratio must be a non-negative number"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) const HOST_COLUMNS: &str = "id, host, node, uuid, availability_zone, up, disabled, \
+    forced_down, last_seen_ms, vcpu_usable, memory_mb_usable, disk_gb_usable, vcpu_used, \
+    memory_mb_used, disk_gb_used, num_instances, num_io_ops";
+
+pub(crate) const UPSERT_HOST: &str = "INSERT INTO hosts (host, node, uuid, availability_zone, up, \
+    disabled, last_seen_ms, vcpu_total, vcpu_reserved, vcpu_ratio, vcpu_usable, memory_mb_total, \
+    memory_mb_reserved, memory_mb_ratio, memory_mb_usable, disk_gb_total, disk_gb_reserved, \
+    disk_gb_ratio, disk_gb_usable) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+    $14, $15, $16, $17, $18, $19) ON CONFLICT (uuid) DO UPDATE SET host = excluded.host, \
+    node = excluded.node, availability_zone = excluded.availability_zone, up = excluded.up, \
+    disabled = excluded.disabled, last_seen_ms = excluded.last_seen_ms, \
+    vcpu_total = excluded.vcpu_total, vcpu_reserved = excluded.vcpu_reserved, \
+    vcpu_ratio = excluded.vcpu_ratio, vcpu_usable = excluded.vcpu_usable, \
+    memory_mb_total = excluded.memory_mb_total, memory_mb_reserved = excluded.memory_mb_reserved, \
+    memory_mb_ratio = excluded.memory_mb_ratio, memory_mb_usable = excluded.memory_mb_usable, \
+    disk_gb_total = excluded.disk_gb_total, disk_gb_reserved = excluded.disk_gb_reserved, \
+    disk_gb_ratio = excluded.disk_gb_ratio, disk_gb_usable = excluded.disk_gb_usable";
+
+/// Binds a [`HostRegistration`] to [`UPSERT_HOST`] and executes it on `$exec`.
+macro_rules! upsert_host {
+    ($exec:expr, $reg:expr, $now_ms:expr) => {{
+        let reg: &$crate::ledger::HostRegistration = $reg;
+        let [v, m, d] = reg.inventory;
+        sqlx::query($crate::ledger::hosts::UPSERT_HOST)
+            .bind(&reg.host)
+            .bind(&reg.node)
+            .bind(&reg.uuid)
+            .bind(&reg.availability_zone)
+            .bind(reg.up)
+            .bind(reg.disabled)
+            .bind($now_ms)
+            .bind(v.total)
+            .bind(v.reserved)
+            .bind(v.allocation_ratio)
+            .bind(v.usable())
+            .bind(m.total)
+            .bind(m.reserved)
+            .bind(m.allocation_ratio)
+            .bind(m.usable())
+            .bind(d.total)
+            .bind(d.reserved)
+            .bind(d.allocation_ratio)
+            .bind(d.usable())
+            .execute($exec)
+            .await
+    }};
+}
+pub(crate) use upsert_host;
+
+/// Decodes a row selected with [`HOST_COLUMNS`].
+macro_rules! host_from_row {
+    ($row:expr) => {{
+        let r = $row;
+        HostState {
+            id: HostId(r.try_get(0)?),
+            host: Arc::from(r.try_get::<String, _>(1)?),
+            node: Arc::from(r.try_get::<String, _>(2)?),
+            uuid: Arc::from(r.try_get::<String, _>(3)?),
+            availability_zone: Arc::from(r.try_get::<String, _>(4)?),
+            up: r.try_get(5)?,
+            disabled: r.try_get(6)?,
+            forced_down: r.try_get(7)?,
+            last_seen_ms: r.try_get(8)?,
+            usable: Resources([r.try_get(9)?, r.try_get(10)?, r.try_get(11)?]),
+            used: Resources([r.try_get(12)?, r.try_get(13)?, r.try_get(14)?]),
+            num_instances: r.try_get(15)?,
+            num_io_ops: r.try_get(16)?,
+        }
+    }};
+}
+
+impl Ledger {
+    /// Registers a host or updates its inventory and state; returns its id.
+    pub async fn register_host(
+        &self,
+        reg: &HostRegistration,
+        now_ms: i64,
+    ) -> Result<HostId, LedgerError> {
+        reg.validate()?;
+        write_pool!(self, pool => { upsert_host!(pool, reg, now_ms)?; });
+        self.host_id_by_uuid(&reg.uuid)
+            .await?
+            .ok_or_else(|| LedgerError::UnknownHost(reg.uuid.clone()))
+    }
+
+    /// Every host's current state, in id order (n queries).
+    pub async fn read_hosts(&self) -> Result<Vec<HostState>, LedgerError> {
+        let sql = format!("SELECT {HOST_COLUMNS} FROM hosts ORDER BY id");
+        read_pool!(self, pool => {
+            let rows = sqlx::query(&sql).fetch_all(pool).await?;
+            let mut hosts = Vec::with_capacity(rows.len());
+            for row in &rows {
+                hosts.push(host_from_row!(row));
+            }
+            Ok(hosts)
+        })
+    }
+
+    /// The current state of the given hosts (one query per id), in id order.
+    pub async fn read_hosts_by_id(&self, ids: &[HostId]) -> Result<Vec<HostState>, LedgerError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = format!("SELECT {HOST_COLUMNS} FROM hosts WHERE id IN (");
+        for (i, id) in ids.iter().enumerate() {
+            if i > 0 {
+                sql.push(',');
+            }
+            sql.push_str(&id.0.to_string());
+        }
+        sql.push_str(") ORDER BY id");
+        read_pool!(self, pool => {
+            let rows = sqlx::query(&sql).fetch_all(pool).await?;
+            let mut hosts = Vec::with_capacity(rows.len());
+            for row in &rows {
+                hosts.push(host_from_row!(row));
+            }
+            Ok(hosts)
+        })
+    }
+
+    /// The ids of every host, in id order (the population APSR samples from).
+    pub async fn host_ids(&self) -> Result<Vec<HostId>, LedgerError> {
+        read_pool!(self, pool => {
+            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM hosts ORDER BY id")
+                .fetch_all(pool)
+                .await?;
+            Ok(ids.into_iter().map(HostId).collect())
+        })
+    }
+
+    pub async fn host_id_by_uuid(&self, uuid: &str) -> Result<Option<HostId>, LedgerError> {
+        read_pool!(self, pool => {
+            let id: Option<i64> = sqlx::query_scalar("SELECT id FROM hosts WHERE uuid = $1")
+                .bind(uuid)
+                .fetch_optional(pool)
+                .await?;
+            Ok(id.map(HostId))
+        })
+    }
+
+    /// The id of the host with this service host name (and node, when given).
+    pub async fn host_id_by_name(
+        &self,
+        host: &str,
+        node: Option<&str>,
+    ) -> Result<Option<HostId>, LedgerError> {
+        read_pool!(self, pool => {
+            let id: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM hosts WHERE host = $1 AND (CAST($2 AS TEXT) IS NULL OR node = $2) ORDER BY id LIMIT 1",
+            )
+            .bind(host)
+            .bind(node)
+            .fetch_optional(pool)
+            .await?;
+            Ok(id.map(HostId))
+        })
+    }
+}

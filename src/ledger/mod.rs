@@ -1,0 +1,145 @@
+//! The ledger: the authoritative store of hosts, inventories, allocations and applied message
+//! ids, in SQLite (default, a file) or PostgreSQL (several Parasol processes sharing the work).
+//!
+//! # Layout
+//! - `hosts`: registering hosts and reading their state (the backends' "queries").
+//! - `claims`: the atomic conditional claim and the idempotent release.
+//! - `messages`: exactly-once bookkeeping and the dead-letter table.
+
+mod claims;
+mod hosts;
+mod messages;
+
+pub use claims::{Allocation, ClaimOutcome};
+pub use hosts::HostRegistration;
+pub use messages::DeadLetter;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, SqlitePool};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Errors of the ledger layer.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger url {url:?} is not supported: use sqlite://PATH or postgres://…")]
+    UnsupportedUrl { url: String },
+    #[error("unknown host {0:?}")]
+    UnknownHost(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Which database engine the ledger runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Clone, Debug)]
+enum Pools {
+    /// SQLite allows one writer at a time: writes go through a single connection so that
+    /// in-process writers queue instead of spinning on SQLITE_BUSY; reads use a pool (WAL).
+    Sqlite {
+        read: SqlitePool,
+        write: SqlitePool,
+    },
+    Postgres(PgPool),
+}
+
+/// A handle on the ledger; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    pools: Pools,
+}
+
+/// Runs `$body` with `$pool` bound to the read pool of the engine in use.
+macro_rules! read_pool {
+    ($ledger:expr, $pool:ident => $body:expr) => {
+        match &$ledger.pools {
+            $crate::ledger::Pools::Sqlite { read: $pool, .. } => $body,
+            $crate::ledger::Pools::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Runs `$body` with `$pool` bound to the write pool of the engine in use.
+macro_rules! write_pool {
+    ($ledger:expr, $pool:ident => $body:expr) => {
+        match &$ledger.pools {
+            $crate::ledger::Pools::Sqlite { write: $pool, .. } => $body,
+            $crate::ledger::Pools::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use read_pool;
+pub(crate) use write_pool;
+
+impl Ledger {
+    /// Connects to `url` (`sqlite://path` — the file is created — or `postgres://…`).
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Ledger, LedgerError> {
+        let pools = if url.starts_with("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true);
+            let write = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(opts.clone())
+                .await?;
+            let read = SqlitePoolOptions::new()
+                .max_connections(max_connections.max(1))
+                .connect_with(opts.read_only(false))
+                .await?;
+            Pools::Sqlite { read, write }
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            let opts = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(max_connections.max(1))
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(opts)
+                .await?;
+            Pools::Postgres(pool)
+        } else {
+            return Err(LedgerError::UnsupportedUrl {
+                url: url.to_string(),
+            });
+        };
+        Ok(Ledger { pools })
+    }
+
+    pub fn engine(&self) -> Engine {
+        match self.pools {
+            Pools::Sqlite { .. } => Engine::Sqlite,
+            Pools::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// Applies the migrations in `migrations/<engine>/` that have not run yet.
+    pub async fn migrate(&self) -> Result<(), LedgerError> {
+        match &self.pools {
+            Pools::Sqlite { write, .. } => sqlx::migrate!("./migrations/sqlite").run(write).await?,
+            Pools::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        match &self.pools {
+            Pools::Sqlite { read, write } => {
+                read.close().await;
+                write.close().await;
+            }
+            Pools::Postgres(pool) => pool.close().await,
+        }
+    }
+}

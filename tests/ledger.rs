@@ -1,0 +1,174 @@
+//! The ledger against a real SQLite file and the running PostgreSQL.
+
+mod support;
+
+use parasol::domain::{Inventory, Resources};
+use parasol::ledger::ClaimOutcome;
+use std::sync::Arc;
+use support::{ledger, registration};
+
+async fn claim_succeeds_only_while_every_class_fits(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let host = ledger
+        .register_host(&registration("c1", 4, 4096, 40), 1)
+        .await
+        .unwrap();
+    let d = Resources::new(2, 2048, 20);
+    assert_eq!(
+        ledger.claim(host, "i1", &d, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        ledger.claim(host, "i2", &d, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        ledger
+            .claim(host, "i3", &Resources::new(0, 0, 1), 1)
+            .await
+            .unwrap(),
+        ClaimOutcome::Declined
+    );
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!(h.used, Resources::new(4, 4096, 40));
+    assert_eq!(h.num_instances, 2);
+    assert!(ledger.allocation("i3").await.unwrap().is_none());
+}
+on_both_engines!(
+    claim_succeeds_only_while_every_class_fits,
+    super::claim_succeeds_only_while_every_class_fits
+);
+
+async fn claim_honours_reserved_and_allocation_ratio(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let mut reg = registration("c1", 8, 10_000, 100);
+    reg.inventory[0] = Inventory {
+        total: 8,
+        reserved: 2,
+        allocation_ratio: 4.0,
+    };
+    reg.inventory[1] = Inventory {
+        total: 10_000,
+        reserved: 1_000,
+        allocation_ratio: 1.5,
+    };
+    let host = ledger.register_host(&reg, 1).await.unwrap();
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!(h.usable, Resources::new(24, 13_500, 100));
+    assert_eq!(
+        ledger
+            .claim(host, "a", &Resources::new(24, 13_500, 0), 1)
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        ledger
+            .claim(host, "b", &Resources::new(1, 0, 0), 1)
+            .await
+            .unwrap(),
+        ClaimOutcome::Declined
+    );
+}
+on_both_engines!(
+    claim_honours_reserved_and_allocation_ratio,
+    super::claim_honours_reserved_and_allocation_ratio
+);
+
+async fn release_is_idempotent_and_gives_capacity_back(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let host = ledger
+        .register_host(&registration("c1", 4, 4096, 40), 1)
+        .await
+        .unwrap();
+    ledger
+        .claim(host, "i1", &Resources::new(4, 4096, 40), 1)
+        .await
+        .unwrap();
+    let released = ledger.release("i1").await.unwrap().expect("released");
+    assert_eq!(released.demand, Resources::new(4, 4096, 40));
+    assert!(ledger.release("i1").await.unwrap().is_none());
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!(h.used, Resources::ZERO);
+    assert_eq!(h.num_instances, 0);
+}
+on_both_engines!(
+    release_is_idempotent_and_gives_capacity_back,
+    super::release_is_idempotent_and_gives_capacity_back
+);
+
+async fn reclaiming_an_instance_moves_its_allocation(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let a = ledger
+        .register_host(&registration("a", 4, 4096, 40), 1)
+        .await
+        .unwrap();
+    let b = ledger
+        .register_host(&registration("b", 4, 4096, 40), 1)
+        .await
+        .unwrap();
+    ledger
+        .claim(a, "i1", &Resources::new(1, 1024, 10), 1)
+        .await
+        .unwrap();
+    ledger
+        .claim(b, "i1", &Resources::new(1, 1024, 10), 1)
+        .await
+        .unwrap();
+    let hosts = ledger.read_hosts().await.unwrap();
+    assert_eq!(hosts[0].used, Resources::ZERO);
+    assert_eq!(hosts[1].used, Resources::new(1, 1024, 10));
+    assert_eq!(ledger.allocation("i1").await.unwrap().unwrap().host_id, b);
+}
+on_both_engines!(
+    reclaiming_an_instance_moves_its_allocation,
+    super::reclaiming_an_instance_moves_its_allocation
+);
+
+async fn racing_claims_never_oversubscribe(engine: &str) {
+    let (ledger, db) = ledger(engine).await;
+    let host = ledger
+        .register_host(&registration("c1", 10, 10_000, 100), 1)
+        .await
+        .unwrap();
+    // A second, independent connection pool stands for a second Parasol process.
+    let other = parasol::ledger::Ledger::connect(&db.url, 4).await.unwrap();
+    let ledgers = Arc::new([ledger.clone(), other]);
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let ledgers = ledgers.clone();
+        tasks.push(tokio::spawn(async move {
+            ledgers[i % 2]
+                .claim(host, &format!("i{i}"), &Resources::new(1, 1000, 10), 1)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut claimed = 0;
+    for t in tasks {
+        if t.await.unwrap() == ClaimOutcome::Claimed {
+            claimed += 1;
+        }
+    }
+    assert_eq!(claimed, 10);
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!(h.used, Resources::new(10, 10_000, 100));
+    assert_eq!(ledger.allocation_count().await.unwrap(), 10);
+}
+on_both_engines!(
+    racing_claims_never_oversubscribe,
+    super::racing_claims_never_oversubscribe
+);
+
+async fn invalid_registration_changes_nothing(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let mut reg = registration("c1", 4, 4096, 40);
+    reg.inventory[2].total = -1;
+    let err = ledger.register_host(&reg, 1).await.unwrap_err();
+    assert!(err.to_string().contains("DISK_GB"), "{err}");
+    assert!(ledger.read_hosts().await.unwrap().is_empty());
+}
+on_both_engines!(
+    invalid_registration_changes_nothing,
+    super::invalid_registration_changes_nothing
+);

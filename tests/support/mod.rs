@@ -1,0 +1,108 @@
+//! Shared test helpers: a fresh ledger per test, on a SQLite file or in its own database of
+//! the running PostgreSQL (`PARASOL_TEST_PG_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
+#![allow(dead_code)]
+
+use parasol::domain::Inventory;
+use parasol::ledger::{HostRegistration, Ledger};
+use sqlx::Connection;
+
+/// Where a test's ledger lives; keeps the SQLite file's folder alive for the test.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub fn pg_admin_url() -> String {
+    std::env::var("PARASOL_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A fresh, empty SQLite file.
+pub fn sqlite_db() -> TestDb {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    TestDb {
+        url,
+        _dir: Some(dir),
+    }
+}
+
+/// A fresh database in the running PostgreSQL.
+pub async fn postgres_db() -> TestDb {
+    let admin = pg_admin_url();
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("PostgreSQL must be running (see .ci/run)");
+    let name = format!("parasol_test_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_string())
+        .unwrap_or(admin);
+    TestDb {
+        url: format!("{base}/{name}"),
+        _dir: None,
+    }
+}
+
+pub async fn db(engine: &str) -> TestDb {
+    match engine {
+        "sqlite" => sqlite_db(),
+        _ => postgres_db().await,
+    }
+}
+
+/// A migrated ledger on a fresh database of the given engine.
+pub async fn ledger(engine: &str) -> (Ledger, TestDb) {
+    let db = db(engine).await;
+    let ledger = Ledger::connect(&db.url, 8).await.expect("connect");
+    ledger.migrate().await.expect("migrate");
+    (ledger, db)
+}
+
+/// A host registration with the given capacity and ratios of 1.
+pub fn registration(name: &str, vcpu: i64, memory_mb: i64, disk_gb: i64) -> HostRegistration {
+    let inv = |total| Inventory {
+        total,
+        reserved: 0,
+        allocation_ratio: 1.0,
+    };
+    HostRegistration {
+        host: name.to_string(),
+        node: name.to_string(),
+        uuid: format!("{:0>8}-0000-4000-8000-000000000000", name.len())
+            .replace("00000000", &format!("{:0>8}", hex(name))),
+        availability_zone: "nova".into(),
+        up: true,
+        disabled: false,
+        inventory: [inv(vcpu), inv(memory_mb), inv(disk_gb)],
+    }
+}
+
+fn hex(name: &str) -> String {
+    let mut h: u32 = 2166136261;
+    for b in name.bytes() {
+        h = (h ^ b as u32).wrapping_mul(16777619);
+    }
+    format!("{h:08x}")
+}
+
+/// Declares one `#[tokio::test]` per engine running `$body(engine)`.
+#[macro_export]
+macro_rules! on_both_engines {
+    ($name:ident, $body:path) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn on_sqlite() {
+                $body("sqlite").await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn on_postgres() {
+                $body("postgres").await
+            }
+        }
+    };
+}
