@@ -1,0 +1,59 @@
+//! The command line: `parasol serve | migrate | config check | apsr plan | sim`.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Parasol: a drop-in replacement for the OpenStack Nova scheduler.
+#[derive(Debug, Parser)]
+#[command(name = "parasol", version, about, long_about = None)]
+pub struct Cli {
+    /// Configuration file (TOML). Without this flag `etc/parasol.toml` is read when it exists;
+    /// `PARASOL__SECTION__KEY` environment variables override either.
+    #[arg(long, short, global = true, env = "PARASOL_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the scheduler service (HTTP API, and Nova RPC / notifications when configured).
+    /// SIGHUP re-reads the configuration file and switches backend without dropping calls.
+    Serve,
+    /// Apply the ledger's database migrations and exit.
+    Migrate,
+    /// Configuration tools.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// APSR tools.
+    #[command(subcommand)]
+    Apsr(ApsrCommand),
+    /// Reproduce the APSR and ASC papers' experiments in virtual time.
+    #[command(subcommand)]
+    Sim(crate::sim::SimCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a configuration file offline (no environment overrides) and print the result.
+    Check {
+        /// The file to check.
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApsrCommand {
+    /// Plan the number of schedulers s and hosts per scheduler d for an SLA ε (DESIGN §4).
+    Plan(crate::control::PlanArgs),
+}
+
+impl Cli {
+    /// The configuration file to read, and whether the operator named it.
+    pub fn config_path(&self) -> (PathBuf, bool) {
+        match &self.config {
+            Some(p) => (p.clone(), true),
+            None => (PathBuf::from("etc/parasol.toml"), false),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! `GET /healthz`: the ledger answers, and whether the broker is connected.
+
+use crate::startup::AppState;
+use actix_web::{web, HttpResponse};
+use serde_json::json;
+
+pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
+    let ledger_ok = state.scheduler.ledger().host_ids().await.is_ok();
+    let body = json!({
+        "status": if ledger_ok { "ok" } else { "degraded" },
+        "ledger": if ledger_ok { "ok" } else { "unreachable" },
+        "backend": state.scheduler.backend().kind().as_str(),
+        "broker": state.broker.to_json(),
+    });
+    if ledger_ok {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}

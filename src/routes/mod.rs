@@ -1,0 +1,81 @@
+//! The HTTP surface (DESIGN §3.1), one file per route, and the JSON error every route answers.
+
+mod health;
+mod hosts;
+mod metrics;
+mod notifications;
+mod select_destinations;
+mod stats;
+
+pub use health::healthz;
+pub use hosts::list_hosts;
+pub use metrics::metrics;
+pub use notifications::post_notification;
+pub use select_destinations::select_destinations;
+pub use stats::get_stats;
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse, ResponseError};
+use futures::StreamExt;
+
+/// An error answered as `{"error": {"class", "message", "reason"}}` with its status.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub class: &'static str,
+    pub message: String,
+    pub reason: Option<String>,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::BAD_REQUEST, class: "BadRequest", message: message.into(), reason: None }
+    }
+
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %message, "request failed");
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            class: "InternalError",
+            message: message.to_string(),
+            reason: None,
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status).json(crate::nova::http_error_body(self.class, &self.message, self.reason.as_deref()))
+    }
+}
+
+/// Reads a request body up to `limit` bytes, refusing larger ones with 413.
+pub(crate) async fn read_body(mut payload: web::Payload, limit: usize) -> Result<web::BytesMut, ApiError> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                class: "PayloadTooLarge",
+                message: format!("request body is larger than {limit} bytes (server.max_body_bytes)"),
+                reason: None,
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Parses a JSON body, naming the position of a syntax error.
+pub(crate) fn parse_json(body: &[u8]) -> Result<serde_json::Value, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request("request body is empty: a JSON object is expected"));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))
+}

@@ -1,0 +1,206 @@
+//! Per-backend counters (requests, attempts, declines, placed, no_valid_host, queries),
+//! latency percentiles over the whole run and a recent window, and the backends' live
+//! parameters; the same counters feed `/v1/stats` and the Prometheus `/metrics`.
+//!
+//! # Layout
+//! - `window`: the sliding window of recent counters and latencies.
+//! - `metrics`: the Prometheus registry the counters live in.
+
+mod metrics;
+mod window;
+
+pub use metrics::Metrics;
+
+use crate::clock::SharedClock;
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use window::Window;
+
+/// The counters of one event kind, as a plain record for snapshots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub requests: u64,
+    pub attempts: u64,
+    pub declines: u64,
+    pub placed: u64,
+    pub no_valid_host: u64,
+    pub queries: u64,
+}
+
+impl Counts {
+    pub fn decline_ratio(&self) -> f64 {
+        ratio(self.declines, self.attempts)
+    }
+
+    pub fn queries_per_request(&self) -> f64 {
+        ratio(self.queries, self.requests)
+    }
+
+    fn add(&mut self, o: &Counts) {
+        self.requests += o.requests;
+        self.attempts += o.attempts;
+        self.declines += o.declines;
+        self.placed += o.placed;
+        self.no_valid_host += o.no_valid_host;
+        self.queries += o.queries;
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Statistics of one backend. Cheap to share: every recorder takes `&self`.
+#[derive(Debug)]
+pub struct BackendStats {
+    name: String,
+    clock: SharedClock,
+    metrics: metrics::BackendMetrics,
+    // std-like lock from parking_lot: held for a few arithmetic operations, never across await.
+    inner: Mutex<Inner>,
+    params: Mutex<Map<String, Value>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    total: Counts,
+    latency_us: Histogram<u64>,
+    window: Window,
+}
+
+fn histogram() -> Histogram<u64> {
+    // 1 µs … 1 h with 3 significant digits.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static histogram bounds are valid")
+}
+
+impl BackendStats {
+    /// Records one finished request-level event: counters to add, and the decision latency.
+    pub fn record(&self, delta: Counts, latency_us: Option<u64>) {
+        self.metrics.add(&delta, latency_us);
+        let now = self.clock.now_ms();
+        let mut inner = self.inner.lock();
+        inner.total.add(&delta);
+        if let Some(us) = latency_us {
+            let _ = inner.latency_us.record(us.max(1));
+        }
+        inner.window.record(now, &delta, latency_us);
+    }
+
+    /// Adds host reads that are not tied to one request (a cache refresh).
+    pub fn add_queries(&self, queries: u64) {
+        self.record(Counts { queries, ..Counts::default() }, None);
+    }
+
+    /// Publishes a live parameter of the backend (e.g. `refresh_interval_s`).
+    pub fn set_param(&self, key: &str, value: Value) {
+        self.params.lock().insert(key.to_string(), value);
+    }
+
+    pub fn totals(&self) -> Counts {
+        self.inner.lock().total
+    }
+
+    /// Counters and latencies over the recent window.
+    pub fn window_totals(&self) -> Counts {
+        let now = self.clock.now_ms();
+        self.inner.lock().window.view(now).0
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The JSON object of DESIGN §3.1 for this backend.
+    pub fn to_json(&self) -> Value {
+        let now = self.clock.now_ms();
+        let inner = self.inner.lock();
+        let (wc, wh, secs) = inner.window.view(now);
+        let mut obj = counts_json(&inner.total, &inner.latency_us);
+        let mut window = counts_json(&wc, &wh);
+        window.insert("seconds".into(), json!(secs));
+        obj.insert("window".into(), Value::Object(window));
+        obj.insert("params".into(), Value::Object(self.params.lock().clone()));
+        Value::Object(obj)
+    }
+}
+
+fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
+    let pct = |q: f64| {
+        if h.is_empty() {
+            Value::Null
+        } else {
+            json!(h.value_at_quantile(q) as f64 / 1000.0)
+        }
+    };
+    let mut m = Map::new();
+    m.insert("requests".into(), json!(c.requests));
+    m.insert("attempts".into(), json!(c.attempts));
+    m.insert("declines".into(), json!(c.declines));
+    m.insert("decline_ratio".into(), json!(c.decline_ratio()));
+    m.insert("placed".into(), json!(c.placed));
+    m.insert("no_valid_host".into(), json!(c.no_valid_host));
+    m.insert("queries".into(), json!(c.queries));
+    m.insert("queries_per_request".into(), json!(c.queries_per_request()));
+    m.insert(
+        "latency_ms".into(),
+        json!({"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": pct(1.0), "count": h.len()}),
+    );
+    m
+}
+
+/// The statistics of every backend that has run in this process.
+#[derive(Debug)]
+pub struct Stats {
+    clock: SharedClock,
+    window_ms: i64,
+    metrics: Metrics,
+    backends: Mutex<BTreeMap<String, Arc<BackendStats>>>,
+}
+
+impl Stats {
+    pub fn new(clock: SharedClock, window_s: u64) -> Self {
+        Stats {
+            clock,
+            window_ms: (window_s.max(1) * 1000) as i64,
+            metrics: Metrics::default(),
+            backends: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The statistics of `backend`, created on first use; they survive backend switches.
+    pub fn backend(&self, backend: &str) -> Arc<BackendStats> {
+        let mut map = self.backends.lock();
+        map.entry(backend.to_string())
+            .or_insert_with(|| {
+                Arc::new(BackendStats {
+                    name: backend.to_string(),
+                    clock: self.clock.clone(),
+                    metrics: self.metrics.backend(backend),
+                    inner: Mutex::new(Inner {
+                        total: Counts::default(),
+                        latency_us: histogram(),
+                        window: Window::new(self.window_ms),
+                    }),
+                    params: Mutex::new(Map::new()),
+                })
+            })
+            .clone()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// `{"backends": {"<name>": {...}}}` for every backend seen.
+    pub fn backends_json(&self) -> Map<String, Value> {
+        let map = self.backends.lock().clone();
+        map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()
+    }
+}

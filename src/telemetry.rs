@@ -1,0 +1,13 @@
+//! Structured logging with `tracing`; the sink is injectable so tests can silence it.
+
+use tracing_subscriber::{fmt::MakeWriter, EnvFilter};
+
+/// Installs a global subscriber writing to `sink`, filtered by `RUST_LOG` (default `level`).
+/// A second call (tests) is a no-op.
+pub fn init<W>(level: &str, sink: W)
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(sink).with_target(false).try_init();
+}

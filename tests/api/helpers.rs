@@ -1,0 +1,155 @@
+//! `spawn_app`: a Parasol service on port 0 with a fresh ledger, and request builders.
+
+use crate::support::{self, TestDb};
+use parasol::clock::SystemClock;
+use parasol::configuration::{BackendKind, Settings};
+use parasol::startup::{AppState, Application};
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::sync::Arc;
+
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub state: actix_web::web::Data<AppState>,
+    pub db: TestDb,
+}
+
+/// Default test settings: the given engine and backend, a fixed seed.
+pub async fn settings(engine: &str, backend: BackendKind) -> (Settings, TestDb) {
+    let db = support::db(engine).await;
+    let mut s = Settings::default();
+    s.ledger.url = db.url.clone();
+    s.scheduler.backend = backend;
+    s.scheduler.seed = Some(7);
+    s.amqp.url = String::new();
+    (s, db)
+}
+
+pub async fn spawn_app(engine: &str) -> TestApp {
+    let (s, db) = settings(engine, BackendKind::Filter).await;
+    spawn_with(s, db).await
+}
+
+pub async fn spawn_with(settings: Settings, db: TestDb) -> TestApp {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    let app = Application::build_with(settings, listener, Arc::new(SystemClock)).await.expect("build app");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let state = app.state();
+    tokio::spawn(app.run_until_stopped());
+    TestApp { address, client: reqwest::Client::new(), state, db }
+}
+
+/// A Parasol host-state event (DESIGN §3.3) for a host with ratios of 1.
+pub fn host_state_event(message_id: &str, host: &str, vcpu: i64, memory_mb: i64, disk_gb: i64) -> Value {
+    json!({
+        "message_id": message_id,
+        "publisher_id": format!("parasol-host:{host}"),
+        "event_type": "compute.host.state",
+        "priority": "INFO",
+        "timestamp": "2026-11-25 21:13:16.777260",
+        "payload": {
+            "host": host, "node": host,
+            "compute_node_uuid": uuid_for(host),
+            "availability_zone": "nova", "up": true, "disabled": false,
+            "inventory": {
+                "VCPU": {"total": vcpu, "reserved": 0, "allocation_ratio": 1.0},
+                "MEMORY_MB": {"total": memory_mb, "reserved": 0, "allocation_ratio": 1.0},
+                "DISK_GB": {"total": disk_gb, "reserved": 0, "allocation_ratio": 1.0}
+            }
+        }
+    })
+}
+
+/// A stable uuid per host name.
+pub fn uuid_for(host: &str) -> String {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string()
+}
+
+/// A Flavor primitive.
+pub fn flavor(vcpus: i64, memory_mb: i64, root_gb: i64) -> Value {
+    json!({
+        "nova_object.name": "Flavor", "nova_object.namespace": "nova", "nova_object.version": "1.2",
+        "nova_object.data": {
+            "id": 1, "name": format!("f{vcpus}-{memory_mb}-{root_gb}"), "flavorid": "1",
+            "memory_mb": memory_mb, "vcpus": vcpus, "root_gb": root_gb, "ephemeral_gb": 0, "swap": 0
+        }
+    })
+}
+
+/// A RequestSpec 1.15 primitive with the given data fields merged over the defaults.
+pub fn request_spec(flavor: Value, num_instances: usize, extra: Value) -> Value {
+    let mut data = json!({"flavor": flavor, "num_instances": num_instances, "project_id": "p", "user_id": "u"});
+    if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            d.insert(k.clone(), v.clone());
+        }
+    }
+    json!({"nova_object.name": "RequestSpec", "nova_object.namespace": "nova", "nova_object.version": "1.15", "nova_object.data": data})
+}
+
+/// The HTTP body of a call for `uuids` with objects and alternates.
+pub fn call_body(spec: Value, uuids: &[String]) -> Value {
+    json!({"spec_obj": spec, "instance_uuids": uuids, "return_objects": true, "return_alternates": true})
+}
+
+pub fn uuids(n: usize) -> Vec<String> {
+    (0..n).map(|_| uuid::Uuid::new_v4().to_string()).collect()
+}
+
+impl TestApp {
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.client.post(format!("{}{path}", self.address)).json(body).send().await.expect("request")
+    }
+
+    pub async fn post_raw(&self, path: &str, body: &'static str) -> reqwest::Response {
+        self.client
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.client.get(format!("{}{path}", self.address)).send().await.expect("request").json().await.expect("json")
+    }
+
+    pub async fn register(&self, host: &str, vcpu: i64, memory_mb: i64, disk_gb: i64) {
+        let id = uuid::Uuid::new_v4().to_string();
+        let resp = self.post("/v1/notifications", &host_state_event(&id, host, vcpu, memory_mb, disk_gb)).await;
+        assert_eq!(resp.status(), 200, "registering {host}: {}", resp.text().await.unwrap_or_default());
+    }
+
+    /// Calls select_destinations for `n` instances of `flavor`; returns status and body.
+    pub async fn place(&self, flavor: Value, n: usize, extra: Value) -> (u16, Value) {
+        let ids = uuids(n);
+        let resp = self.post("/v1/select_destinations", &call_body(request_spec(flavor, n, extra), &ids)).await;
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `used` per host name from `/v1/hosts`.
+    pub async fn used(&self) -> Vec<(String, i64, i64, i64)> {
+        let hosts = self.get_json("/v1/hosts").await;
+        hosts["hosts"]
+            .as_array()
+            .expect("hosts")
+            .iter()
+            .map(|h| {
+                let u = &h["used"];
+                (
+                    h["host"].as_str().unwrap_or_default().to_string(),
+                    u["VCPU"].as_i64().unwrap_or(-1),
+                    u["MEMORY_MB"].as_i64().unwrap_or(-1),
+                    u["DISK_GB"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect()
+    }
+
+    pub async fn stats(&self, backend: &str) -> Value {
+        self.get_json("/v1/stats").await["backends"][backend].clone()
+    }
+}

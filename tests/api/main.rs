@@ -1,0 +1,12 @@
+//! The HTTP surface against a real ledger: every test on a fresh SQLite file and on its own
+//! database of the running PostgreSQL.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bad_input;
+mod backends;
+mod concurrency;
+mod helpers;
+mod notifications;
+mod select_destinations;
