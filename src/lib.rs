@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`domain`]: resource vectors, host state and the per-request scheduling context.
 //! - [`clock`]: the injectable clock every interval and timestamp comes from.
+//! - [`policy`]: filters, weighers and placement algorithms that rank hosts for a request.
 
 pub mod clock;
 pub mod domain;
+pub mod policy;
