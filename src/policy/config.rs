@@ -48,6 +48,7 @@ impl Algorithm {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyConfig {
+    /// How passing hosts are ranked (`nova` by default).
     pub algorithm: Algorithm,
     /// Filter names, run in this order (the order the rejection report follows).
     pub enabled_filters: Vec<String>,
@@ -56,12 +57,20 @@ pub struct PolicyConfig {
     /// A host not heard from for this long counts as down (Nova's `service_down_time`);
     /// 0 turns the heartbeat check off (simulator, tests).
     pub host_timeout_s: u64,
+    /// `RAMWeigher` multiplier (1.0: spread on free memory).
     pub ram_weight_multiplier: f64,
+    /// `CPUWeigher` multiplier (1.0: spread on free VCPU).
     pub cpu_weight_multiplier: f64,
+    /// `DiskWeigher` multiplier (1.0: spread on free disk).
     pub disk_weight_multiplier: f64,
+    /// `IoOpsWeigher` multiplier (−1.0: prefer hosts with fewer I/O operations).
     pub io_ops_weight_multiplier: f64,
+    /// `NumInstancesWeigher` multiplier (0.0: off).
     pub num_instances_weight_multiplier: f64,
+    /// `ServerGroupSoftAffinityWeigher` multiplier (1.0). Nova's option, kept so
+    /// that an operator's nova.conf values carry over.
     pub soft_affinity_weight_multiplier: f64,
+    /// `ServerGroupSoftAntiAffinityWeigher` multiplier (1.0), as above.
     pub soft_anti_affinity_weight_multiplier: f64,
     /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
     pub weight_classes: Vec<String>,

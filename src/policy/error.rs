@@ -5,14 +5,17 @@ use thiserror::Error;
 /// A configuration the policy refuses, naming the offending name or key.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum PolicyError {
+    /// A filter or weigher name no registry entry has.
     #[error("unknown {kind} {name:?}; known {kind}s: {known}")]
     Unknown {
         kind: &'static str,
         name: String,
         known: String,
     },
+    /// A filter or weigher named twice (in a list or when registering).
     #[error("{kind} {name:?} is named more than once")]
     Duplicate { kind: &'static str, name: String },
+    /// A setting out of its range.
     #[error("invalid policy setting `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
 }

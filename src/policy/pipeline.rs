@@ -105,10 +105,12 @@ impl Policy {
         Policy { algorithm, ..self }
     }
 
+    /// The ranking algorithm.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
 
+    /// The configured `host_subset_size` (an algorithm may widen it, see `ffr`).
     pub fn host_subset_size(&self) -> usize {
         self.host_subset_size
     }
@@ -146,8 +148,9 @@ impl Policy {
     ///
     /// Per-request work (algorithm resolution, `adaptive`'s cloud utilisation) is done once;
     /// per host there is one pass of filters, one key or one raw value per weigher into
-    /// `scratch`, and a partial sort of the top `max(ℓ, max)`; nothing is boxed or allocated.
-    /// Errs with the per-filter removals when no host passes.
+    /// `scratch`, and a partial sort of the top `max(ℓ, max)`; nothing is boxed or allocated
+    /// on the success path. Errs with the per-filter removals when no host passes (even when
+    /// `max` is 0).
     #[allow(clippy::too_many_arguments)]
     pub fn rank_with(
         &self,

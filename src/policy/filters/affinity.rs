@@ -9,6 +9,7 @@ use crate::domain::{GroupPolicy, HostState, RequestContext};
 pub struct ServerGroupAffinityFilter;
 
 impl ServerGroupAffinityFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "ServerGroupAffinityFilter";
 }
 

@@ -9,6 +9,7 @@ use crate::domain::{GroupPolicy, HostState, RequestContext, ServerGroup};
 pub struct ServerGroupAntiAffinityFilter;
 
 impl ServerGroupAntiAffinityFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "ServerGroupAntiAffinityFilter";
 }
 

@@ -9,6 +9,7 @@ use crate::domain::{HostState, RequestContext};
 pub struct AvailabilityZoneFilter;
 
 impl AvailabilityZoneFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "AvailabilityZoneFilter";
 }
 

@@ -9,6 +9,7 @@ use crate::domain::{HostState, RequestContext};
 pub struct CapacityFilter;
 
 impl CapacityFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "CapacityFilter";
 }
 

@@ -14,6 +14,7 @@ use crate::domain::{HostState, RequestContext};
 pub struct ComputeFilter;
 
 impl ComputeFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "ComputeFilter";
 }
 

@@ -13,6 +13,7 @@ use crate::domain::{HostState, RequestContext};
 pub struct ForceHostsFilter;
 
 impl ForceHostsFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "ForceHostsFilter";
 }
 

@@ -9,6 +9,7 @@ use crate::domain::{HostState, RequestContext};
 pub struct IgnoreHostsFilter;
 
 impl IgnoreHostsFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "IgnoreHostsFilter";
 }
 

@@ -16,6 +16,7 @@ pub use anti_affinity::members_on;
 pub use anti_affinity::ServerGroupAntiAffinityFilter;
 pub use availability_zone::AvailabilityZoneFilter;
 pub use capacity::CapacityFilter;
+pub use compute::heard_from_recently;
 pub use compute::ComputeFilter;
 pub use force_hosts::ForceHostsFilter;
 pub use ignore_hosts::IgnoreHostsFilter;
@@ -59,6 +60,28 @@ pub trait Filter: Send + Sync {
     fn name(&self) -> &'static str;
     /// True when `host` may take `req`.
     fn passes(&self, host: &HostState, req: &RequestContext, env: &FilterEnv) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_takes_the_host_timeout_from_config_in_milliseconds() {
+        let cfg = PolicyConfig::default();
+        assert_eq!(
+            FilterEnv::new(5, &cfg),
+            FilterEnv {
+                now_ms: 5,
+                host_timeout_ms: 60_000
+            }
+        );
+        let huge = PolicyConfig {
+            host_timeout_s: u64::MAX,
+            ..cfg
+        };
+        assert_eq!(FilterEnv::new(5, &huge).host_timeout_ms, i64::MAX);
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::domain::{HostState, RequestContext};
 pub struct RequestedDestinationFilter;
 
 impl RequestedDestinationFilter {
+    /// The name in `enabled_filters`.
     pub const NAME: &'static str = "RequestedDestinationFilter";
 }
 

@@ -6,10 +6,12 @@ use crate::domain::{HostState, RequestContext};
 /// Free VCPU after allocation ratios (Nova's `CPUWeigher`; multiplier 1.0 spreads, negative stacks).
 #[derive(Clone, Copy, Debug)]
 pub struct CPUWeigher {
+    /// Normalised weights are multiplied by this (its `*_weight_multiplier` option).
     pub multiplier: f64,
 }
 
 impl CPUWeigher {
+    /// The name in `weight_classes`.
     pub const NAME: &'static str = "CPUWeigher";
 }
 

@@ -6,10 +6,12 @@ use crate::domain::{HostState, RequestContext};
 /// Free DISK_GB after allocation ratios (Nova's `DiskWeigher`; multiplier 1.0 spreads, negative stacks).
 #[derive(Clone, Copy, Debug)]
 pub struct DiskWeigher {
+    /// Normalised weights are multiplied by this (its `*_weight_multiplier` option).
     pub multiplier: f64,
 }
 
 impl DiskWeigher {
+    /// The name in `weight_classes`.
     pub const NAME: &'static str = "DiskWeigher";
 }
 

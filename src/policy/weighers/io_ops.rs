@@ -6,10 +6,12 @@ use crate::domain::{HostState, RequestContext};
 /// The host's `num_io_ops` (Nova's `IoOpsWeigher`; the default multiplier −1.0 prefers idle hosts).
 #[derive(Clone, Copy, Debug)]
 pub struct IoOpsWeigher {
+    /// Normalised weights are multiplied by this (its `*_weight_multiplier` option).
     pub multiplier: f64,
 }
 
 impl IoOpsWeigher {
+    /// The name in `weight_classes`.
     pub const NAME: &'static str = "IoOpsWeigher";
 }
 

@@ -6,10 +6,12 @@ use crate::domain::{HostState, RequestContext};
 /// The host's `num_instances` (Nova's `NumInstancesWeigher`; multiplier 0.0 by default, negative spreads).
 #[derive(Clone, Copy, Debug)]
 pub struct NumInstancesWeigher {
+    /// Normalised weights are multiplied by this (its `*_weight_multiplier` option).
     pub multiplier: f64,
 }
 
 impl NumInstancesWeigher {
+    /// The name in `weight_classes`.
     pub const NAME: &'static str = "NumInstancesWeigher";
 }
 

@@ -6,10 +6,12 @@ use crate::domain::{HostState, RequestContext};
 /// Free MEMORY_MB after allocation ratios (Nova's `RAMWeigher`; multiplier 1.0 spreads, negative stacks).
 #[derive(Clone, Copy, Debug)]
 pub struct RAMWeigher {
+    /// Normalised weights are multiplied by this (its `*_weight_multiplier` option).
     pub multiplier: f64,
 }
 
 impl RAMWeigher {
+    /// The name in `weight_classes`.
     pub const NAME: &'static str = "RAMWeigher";
 }
 

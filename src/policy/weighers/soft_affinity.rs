@@ -8,10 +8,12 @@ use crate::policy::filters::members_on;
 /// `ServerGroupSoftAffinityWeigher`.
 #[derive(Clone, Copy, Debug)]
 pub struct ServerGroupSoftAffinityWeigher {
+    /// Normalised weights are multiplied by this (its `*_weight_multiplier` option).
     pub multiplier: f64,
 }
 
 impl ServerGroupSoftAffinityWeigher {
+    /// The name in `weight_classes`.
     pub const NAME: &'static str = "ServerGroupSoftAffinityWeigher";
 }
 

@@ -9,10 +9,12 @@ use crate::policy::filters::members_on;
 /// positive multiplier spreads members.
 #[derive(Clone, Copy, Debug)]
 pub struct ServerGroupSoftAntiAffinityWeigher {
+    /// Normalised weights are multiplied by this (its `*_weight_multiplier` option).
     pub multiplier: f64,
 }
 
 impl ServerGroupSoftAntiAffinityWeigher {
+    /// The name in `weight_classes`.
     pub const NAME: &'static str = "ServerGroupSoftAntiAffinityWeigher";
 }
 
