@@ -301,3 +301,7 @@ fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "notification_tests.rs"]
+mod tests;
