@@ -26,6 +26,8 @@ mod selection;
 
 #[cfg(test)]
 mod golden_tests;
+#[cfg(test)]
+mod robustness_tests;
 
 pub use error::CodecError;
 pub use failure::{http_error_body, no_valid_host_failure, no_valid_host_message, oslo_failure};

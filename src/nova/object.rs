@@ -43,6 +43,9 @@ impl<'a> Fields<'a> {
         let path = path.into();
         match value.as_object() {
             Some(map) => Ok(Fields { map, path }),
+            None if path.is_empty() => {
+                Err(CodecError::invalid("the message", "must be a JSON object"))
+            }
             None => Err(CodecError::invalid(path, "must be a JSON object")),
         }
     }

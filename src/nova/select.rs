@@ -67,3 +67,66 @@ impl SelectDestinationsArgs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> Value {
+        json!({"nova_object.name": "RequestSpec", "nova_object.namespace": "nova",
+               "nova_object.version": "1.10",
+               "nova_object.data": {"flavor": {"nova_object.name": "Flavor", "nova_object.namespace": "nova",
+                   "nova_object.version": "1.2", "nova_object.data": {"vcpus": 1, "memory_mb": 64, "root_gb": 0}}}})
+    }
+
+    #[test]
+    fn the_http_body_defaults_both_flags_to_false() {
+        let body = json!({"spec_obj": spec()}).to_string();
+        let args = SelectDestinationsArgs::from_http_body(body.as_bytes()).unwrap();
+        assert!(!args.return_objects && !args.return_alternates && args.instance_uuids.is_empty());
+        assert_eq!(args.spec.version, (1, 10));
+    }
+
+    #[test]
+    fn bad_http_bodies_say_what_is_wrong() {
+        let cases: [(&[u8], &str); 4] = [
+            (b"[]", "the message must be a JSON object"),
+            (b"{}", "spec_obj is missing"),
+            (b"{\"spec_obj\": 1}", "spec_obj must be a JSON object"),
+            (
+                b"{\"spec_obj\": null, \"return_objects\": true}",
+                "spec_obj is missing",
+            ),
+        ];
+        for (body, want) in cases {
+            let err = SelectDestinationsArgs::from_http_body(body)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{err:?} should contain {want:?}");
+        }
+        let flags = json!({"spec_obj": spec(), "return_objects": "yes"}).to_string();
+        let err = SelectDestinationsArgs::from_http_body(flags.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("return_objects must be a boolean"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rpc_versions_below_4_3_read_the_legacy_dicts_and_need_a_request_spec() {
+        let err = SelectDestinationsArgs::from_rpc_args(&json!({}), (4, 0)).unwrap_err();
+        assert!(
+            err.to_string().contains("args.request_spec is missing"),
+            "{err}"
+        );
+        let err = SelectDestinationsArgs::from_rpc_args(&json!({}), (3, 9)).unwrap_err();
+        assert!(
+            err.to_string().contains("version 3.9 is not supported"),
+            "{err}"
+        );
+        let args = json!({"spec_obj": spec(), "instance_uuids": ["a"]});
+        let d = SelectDestinationsArgs::from_rpc_args(&args, (4, 4)).unwrap();
+        assert_eq!(d.instance_uuids, vec!["a"]);
+    }
+}
