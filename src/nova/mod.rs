@@ -1,0 +1,42 @@
+//! The Nova contract codec: what nova-conductor and nova-compute send, and what they expect back.
+//!
+//! # Layout
+//! - `error`: [`CodecError`], every variant naming the field or part that is wrong.
+//! - `object`: reading versioned-object JSON (`nova_object.*`; absent = unset, null = None).
+//! - `request_spec`: [`RequestSpec`] 1.x → flavor demand and constraints → [`RequestContext`]s.
+//! - `legacy`: RPC 4.0's `request_spec` / `filter_properties` dicts → the same [`RequestSpec`].
+//! - `select`: [`SelectDestinationsArgs`] from an RPC call of any 4.x version or the HTTP body.
+//! - `selection`: [`Selection`] 1.1/1.0 primitives, [`encode_selections`], [`encode_legacy`].
+//! - `failure`: NoValidHost and other oslo failure strings, and the HTTP error body.
+//! - `oslo`: the `oslo.version` 2.0 envelope, [`RpcMessage`] and [`Reply`] (with heartbeats).
+//! - `notification`: versioned notifications, `compute.host.state` and the fanout casts →
+//!   [`Notification`] with a typed [`HostEvent`].
+//!
+//! [`RequestContext`]: crate::domain::RequestContext
+
+mod error;
+mod failure;
+mod legacy;
+mod notification;
+mod object;
+mod oslo;
+mod request_spec;
+mod select;
+mod selection;
+
+#[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
+mod robustness_tests;
+
+pub use error::CodecError;
+pub use failure::{http_error_body, no_valid_host_failure, no_valid_host_message, oslo_failure};
+pub use legacy::decode_legacy;
+pub use notification::{HostEvent, HostStatePayload, Notification, HOST_STATE_EVENT};
+pub use object::{parse_version, FieldValue, Fields, NovaObject};
+pub use oslo::{decode_envelope, encode_envelope, OsloEnvelope, Reply, RpcMessage, OSLO_VERSION};
+pub use request_spec::{Flavor, InstanceGroup, Limits, RequestSpec, MAX_INSTANCES};
+pub use select::SelectDestinationsArgs;
+pub use selection::{
+    encode_legacy, encode_selections, Selection, SelectionVersion, ALLOCATION_REQUEST_VERSION,
+};

@@ -1,0 +1,307 @@
+//! Host-state inputs: Nova versioned notifications, Parasol's `compute.host.state` event and
+//! nova-compute's fanout casts, decoded into one typed [`HostEvent`].
+
+use super::error::{CodecError, Result};
+use super::object::{FieldValue, Fields, NovaObject};
+use super::oslo::{decode_envelope, RpcMessage};
+use super::request_spec::Flavor;
+use crate::domain::{Inventory, ResourceClass, Resources};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Parasol's own event type carrying a host's inventory (DESIGN §3.3).
+pub const HOST_STATE_EVENT: &str = "compute.host.state";
+
+/// Events that (re)place an instance's allocation on its payload's host.
+const UPSERT_EVENTS: [&str; 8] = [
+    "instance.create.end",
+    "instance.resize_finish.end",
+    "instance.resize_confirm.end",
+    "instance.resize_revert.end",
+    "instance.live_migration_post_dest.end",
+    "instance.evacuate",
+    "instance.unshelve.end",
+    "instance.rebuild.end",
+];
+
+/// Events after which an instance holds nothing on any host.
+const RELEASE_EVENTS: [&str; 3] = [
+    "instance.create.error",
+    "instance.delete.end",
+    "instance.shelve_offload.end",
+];
+
+/// The payload of a `compute.host.state` event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostStatePayload {
+    pub host: String,
+    /// Defaults to `host`.
+    pub node: String,
+    pub compute_node_uuid: String,
+    pub availability_zone: Option<String>,
+    /// Defaults to true.
+    pub up: bool,
+    /// Defaults to false.
+    pub disabled: bool,
+    /// Inventory per known class; unknown classes are ignored.
+    pub inventory: HashMap<ResourceClass, Inventory>,
+    /// Measured usage per known class, when reported.
+    pub usage: Option<HashMap<ResourceClass, f64>>,
+}
+
+impl HostStatePayload {
+    /// Usable capacity per class (0 for a class without inventory).
+    pub fn usable(&self) -> Resources {
+        let mut r = Resources::ZERO;
+        for (class, inv) in &self.inventory {
+            r.0[class.index()] = inv.usable();
+        }
+        r
+    }
+
+    fn from_fields(p: &Fields<'_>) -> Result<Self> {
+        let host = p.req_str("host")?;
+        let mut inventory = HashMap::new();
+        if let Some(inv) = p.opt_dict("inventory")? {
+            for (name, value) in inv.map() {
+                let Some(class) = ResourceClass::parse(name) else {
+                    continue;
+                };
+                let f = Fields::new(value, inv.path_of(name))?;
+                let allocation_ratio = match f.field("allocation_ratio") {
+                    FieldValue::Set(v) => v
+                        .as_f64()
+                        .filter(|r| r.is_finite() && *r > 0.0)
+                        .ok_or_else(|| {
+                            CodecError::invalid(
+                                f.path_of("allocation_ratio"),
+                                "must be a positive number",
+                            )
+                        })?,
+                    _ => 1.0,
+                };
+                let entry = Inventory {
+                    total: f.req_size("total")?,
+                    reserved: f.opt_size("reserved")?.unwrap_or(0),
+                    allocation_ratio,
+                };
+                inventory.insert(class, entry);
+            }
+        }
+        let usage = match p.opt_dict("usage")? {
+            None => None,
+            Some(u) => Some(
+                u.map()
+                    .iter()
+                    .filter_map(|(name, v)| ResourceClass::parse(name).map(|c| (c, name, v)))
+                    .map(|(class, name, v)| {
+                        v.as_f64()
+                            .filter(|x| x.is_finite() && *x >= 0.0)
+                            .map(|x| (class, x))
+                            .ok_or_else(|| {
+                                CodecError::invalid(
+                                    u.path_of(name),
+                                    "must be a non-negative number",
+                                )
+                            })
+                    })
+                    .collect::<Result<HashMap<_, _>>>()?,
+            ),
+        };
+        Ok(HostStatePayload {
+            node: p.opt_str("node")?.unwrap_or_else(|| host.clone()),
+            host,
+            compute_node_uuid: p.req_str("compute_node_uuid")?,
+            availability_zone: p.opt_str("availability_zone")?,
+            up: p.opt_bool("up")?.unwrap_or(true),
+            disabled: p.opt_bool("disabled")?.unwrap_or(false),
+            inventory,
+            usage,
+        })
+    }
+}
+
+/// What a notification or fanout cast means for the scheduler's view of hosts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostEvent {
+    /// A host's inventory and status (`compute.host.state`).
+    HostState(HostStatePayload),
+    /// The instance now holds `demand` on `host` (create, resize, move, unshelve, rebuild).
+    Upsert {
+        instance_uuid: String,
+        host: String,
+        node: Option<String>,
+        demand: Resources,
+        /// Flavor name (or id).
+        flavor: String,
+    },
+    /// The instance holds nothing any more (delete, failed create, shelve-offload).
+    Release {
+        instance_uuid: String,
+        host: Option<String>,
+    },
+    /// A nova-compute service was enabled/disabled or forced down (`service.update`).
+    ServiceUpdate {
+        host: String,
+        disabled: bool,
+        forced_down: bool,
+    },
+    /// Fanout `update_instance_info`: these instances run on `host`.
+    UpdateInstanceInfo {
+        host: String,
+        instance_uuids: Vec<String>,
+    },
+    /// Fanout `delete_instance_info`: the instance left `host`.
+    DeleteInstanceInfo { host: String, instance_uuid: String },
+    /// Fanout `sync_instance_info`: exactly these instances run on `host`.
+    SyncInstanceInfo {
+        host: String,
+        instance_uuids: Vec<String>,
+    },
+    /// Anything else (including `service.update` of services other than nova-compute).
+    Unknown { event_type: String },
+}
+
+/// A decoded host-state input, with the id it is deduplicated on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notification {
+    /// `message_id` of a notification, `_unique_id` of a fanout cast.
+    pub message_id: String,
+    /// `event_type`, or the RPC method of a fanout cast.
+    pub event_type: String,
+    pub publisher_id: Option<String>,
+    pub timestamp: Option<String>,
+    pub event: HostEvent,
+}
+
+impl Notification {
+    /// Unwraps the envelope and decodes either a notification (`event_type`) or a fanout
+    /// cast (`method`).
+    pub fn decode(body: &[u8]) -> Result<Self> {
+        let inner = decode_envelope(body)?;
+        if inner.get("method").is_some() {
+            Self::from_rpc(&RpcMessage::from_value(&inner)?)
+        } else {
+            Self::from_inner(&inner)
+        }
+    }
+
+    /// Decodes a versioned notification (or a `compute.host.state` event) out of its envelope.
+    pub fn from_inner(inner: &Value) -> Result<Self> {
+        let n = Fields::new(inner, "")?;
+        let event_type = n.req_str("event_type")?;
+        let event = decode_payload(&event_type, n.required("payload")?)?;
+        Ok(Notification {
+            message_id: n.req_str("message_id")?,
+            publisher_id: n.opt_str("publisher_id")?,
+            timestamp: n.opt_str("timestamp")?,
+            event_type,
+            event,
+        })
+    }
+
+    /// Decodes one of nova-compute's fanout casts to the schedulers.
+    pub fn from_rpc(msg: &RpcMessage) -> Result<Self> {
+        let a = Fields::new(&msg.args, "args")?;
+        let event = match msg.method.as_str() {
+            "update_instance_info" => HostEvent::UpdateInstanceInfo {
+                host: a.req_str("host_name")?,
+                instance_uuids: instance_list_uuids(&a)?,
+            },
+            "delete_instance_info" => HostEvent::DeleteInstanceInfo {
+                host: a.req_str("host_name")?,
+                instance_uuid: a.req_str("instance_uuid")?,
+            },
+            "sync_instance_info" => HostEvent::SyncInstanceInfo {
+                host: a.req_str("host_name")?,
+                instance_uuids: a
+                    .opt_str_list("instance_uuids")?
+                    .ok_or_else(|| CodecError::missing(a.path_of("instance_uuids")))?,
+            },
+            other => HostEvent::Unknown {
+                event_type: other.to_string(),
+            },
+        };
+        Ok(Notification {
+            message_id: msg
+                .unique_id
+                .clone()
+                .ok_or_else(|| CodecError::missing("_unique_id"))?,
+            event_type: msg.method.clone(),
+            publisher_id: None,
+            timestamp: None,
+            event,
+        })
+    }
+}
+
+fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
+    if event_type == HOST_STATE_EVENT {
+        return HostStatePayload::from_fields(&Fields::new(payload, "payload")?)
+            .map(HostEvent::HostState);
+    }
+    let upsert = UPSERT_EVENTS.contains(&event_type);
+    let release = RELEASE_EVENTS.contains(&event_type);
+    if !upsert && !release && event_type != "service.update" {
+        return Ok(HostEvent::Unknown {
+            event_type: event_type.to_string(),
+        });
+    }
+    let p = NovaObject::parse_any(payload, "payload")?.data;
+    if event_type == "service.update" {
+        if p.opt_str("binary")?.is_some_and(|b| b != "nova-compute") {
+            return Ok(HostEvent::Unknown {
+                event_type: event_type.to_string(),
+            });
+        }
+        return Ok(HostEvent::ServiceUpdate {
+            host: p.req_str("host")?,
+            disabled: p.opt_bool("disabled")?.unwrap_or(false),
+            forced_down: p.opt_bool("forced_down")?.unwrap_or(false),
+        });
+    }
+    let instance_uuid = p.req_str("uuid")?;
+    if release {
+        return Ok(HostEvent::Release {
+            instance_uuid,
+            host: p.opt_str("host")?,
+        });
+    }
+    let flavor = match p.opt_object("flavor", "FlavorPayload")? {
+        Some(f) => Flavor::from_fields(&f.data)?,
+        None => return Err(CodecError::missing(p.path_of("flavor"))),
+    };
+    Ok(HostEvent::Upsert {
+        instance_uuid,
+        host: p.req_str("host")?,
+        node: p.opt_str("node")?,
+        demand: flavor.demand(false),
+        flavor: flavor.key(),
+    })
+}
+
+/// The uuids of the Instance objects in `args.instance_info` (an InstanceList).
+fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
+    let list = a
+        .opt_object("instance_info", "InstanceList")?
+        .ok_or_else(|| CodecError::missing(a.path_of("instance_info")))?;
+    let objects_path = list.data.path_of("objects");
+    let objects = match list.data.field("objects").value() {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(CodecError::invalid(objects_path, "must be a list")),
+    };
+    objects
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            NovaObject::parse(item, "Instance", format!("{objects_path}[{i}]"))?
+                .data
+                .req_str("uuid")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "notification_tests.rs"]
+mod tests;

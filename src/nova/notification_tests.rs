@@ -1,0 +1,298 @@
+//! Unit tests of notification decoding: host state, service updates and malformed inputs.
+
+use super::*;
+use crate::nova::oslo::encode_envelope;
+use serde_json::json;
+
+fn payload_object(name: &str, data: Value) -> Value {
+    json!({"nova_object.name": name, "nova_object.namespace": "nova",
+           "nova_object.version": "1.0", "nova_object.data": data})
+}
+
+fn notification(event_type: &str, payload: Value) -> Value {
+    json!({"message_id": "m1", "publisher_id": "p", "event_type": event_type,
+           "priority": "INFO", "payload": payload, "timestamp": "2026-11-25 21:13:16.777260"})
+}
+
+fn host_state() -> Value {
+    notification(
+        HOST_STATE_EVENT,
+        json!({"host": "compute1", "node": "compute1", "compute_node_uuid": "6f1a",
+               "availability_zone": "nova", "up": true, "disabled": false,
+               "inventory": {"VCPU": {"total": 64, "reserved": 0, "allocation_ratio": 4.0},
+                             "MEMORY_MB": {"total": 262144, "reserved": 512, "allocation_ratio": 1.0},
+                             "DISK_GB": {"total": 2000, "reserved": 0, "allocation_ratio": 1.0},
+                             "PCPU": {"total": 8}},
+               "usage": {"VCPU": 12.5, "MEMORY_MB": 100000}, "extra": 1}),
+    )
+}
+
+#[test]
+fn decodes_the_design_s_host_state_example() {
+    let n = Notification::decode(&encode_envelope(&host_state())).unwrap();
+    assert_eq!(n.message_id, "m1");
+    let HostEvent::HostState(p) = n.event else {
+        panic!("not a host state: {:?}", n.event)
+    };
+    assert_eq!(
+        (
+            p.host.as_str(),
+            p.node.as_str(),
+            p.compute_node_uuid.as_str()
+        ),
+        ("compute1", "compute1", "6f1a")
+    );
+    assert_eq!(p.availability_zone.as_deref(), Some("nova"));
+    assert!(p.up && !p.disabled);
+    assert_eq!(p.inventory.len(), 3, "PCPU is ignored");
+    assert_eq!(p.usable(), Resources::new(256, 261632, 2000));
+    let usage = p.usage.unwrap();
+    assert_eq!(
+        (
+            usage[&ResourceClass::Vcpu],
+            usage.get(&ResourceClass::DiskGb)
+        ),
+        (12.5, None)
+    );
+}
+
+#[test]
+fn host_state_defaults_node_up_disabled_and_ratio() {
+    let v = notification(
+        HOST_STATE_EVENT,
+        json!({"host": "h", "compute_node_uuid": "u",
+                         "inventory": {"VCPU": {"total": 4}}}),
+    );
+    let HostEvent::HostState(p) = Notification::from_inner(&v).unwrap().event else {
+        panic!("not a host state")
+    };
+    assert_eq!(p.node, "h");
+    assert!(p.up && !p.disabled && p.usage.is_none());
+    assert_eq!(
+        p.inventory[&ResourceClass::Vcpu],
+        Inventory {
+            total: 4,
+            reserved: 0,
+            allocation_ratio: 1.0
+        }
+    );
+}
+
+#[test]
+fn service_update_of_a_compute_service_becomes_a_service_update() {
+    let v = notification(
+        "service.update",
+        payload_object(
+            "ServiceStatusPayload",
+            json!({"host": "compute1", "binary": "nova-compute", "disabled": true, "forced_down": false}),
+        ),
+    );
+    let want = HostEvent::ServiceUpdate {
+        host: "compute1".into(),
+        disabled: true,
+        forced_down: false,
+    };
+    assert_eq!(Notification::from_inner(&v).unwrap().event, want);
+    let other = notification(
+        "service.update",
+        payload_object(
+            "ServiceStatusPayload",
+            json!({"host": "compute1", "binary": "nova-conductor", "disabled": true}),
+        ),
+    );
+    let event = Notification::from_inner(&other).unwrap().event;
+    assert_eq!(
+        event,
+        HostEvent::Unknown {
+            event_type: "service.update".into()
+        }
+    );
+}
+
+#[test]
+fn every_usage_event_maps_to_upsert_or_release_and_others_to_unknown() {
+    let data = json!({"uuid": "i1", "host": "h1", "node": "n1", "flavor": payload_object("FlavorPayload",
+                      json!({"name": "tiny", "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}))});
+    let payload = payload_object("InstanceActionPayload", data);
+    for event_type in UPSERT_EVENTS {
+        let event = Notification::from_inner(&notification(event_type, payload.clone()))
+            .unwrap()
+            .event;
+        assert!(
+            matches!(event, HostEvent::Upsert { ref host, demand, .. } if host == "h1" && demand == Resources::new(1, 512, 1)),
+            "{event_type}: {event:?}"
+        );
+    }
+    for event_type in RELEASE_EVENTS {
+        let event = Notification::from_inner(&notification(event_type, payload.clone()))
+            .unwrap()
+            .event;
+        assert_eq!(
+            event,
+            HostEvent::Release {
+                instance_uuid: "i1".into(),
+                host: Some("h1".into())
+            },
+            "{event_type}"
+        );
+    }
+    let event = Notification::from_inner(&notification("instance.pause.end", json!("anything")))
+        .unwrap()
+        .event;
+    assert_eq!(
+        event,
+        HostEvent::Unknown {
+            event_type: "instance.pause.end".into()
+        }
+    );
+}
+
+#[test]
+fn malformed_notifications_name_what_is_wrong() {
+    let flavor = |vcpus: i64| {
+        payload_object(
+            "FlavorPayload",
+            json!({"vcpus": vcpus, "memory_mb": 1, "root_gb": 1}),
+        )
+    };
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "no uuid",
+            notification(
+                "instance.create.end",
+                payload_object(
+                    "InstanceCreatePayload",
+                    json!({"host": "h", "flavor": flavor(1)}),
+                ),
+            ),
+            "payload.uuid is missing",
+        ),
+        (
+            "no host",
+            notification(
+                "instance.create.end",
+                payload_object(
+                    "InstanceCreatePayload",
+                    json!({"uuid": "i", "flavor": flavor(1)}),
+                ),
+            ),
+            "payload.host is missing",
+        ),
+        (
+            "no flavor",
+            notification(
+                "instance.create.end",
+                payload_object("InstanceCreatePayload", json!({"uuid": "i", "host": "h"})),
+            ),
+            "payload.flavor is missing",
+        ),
+        (
+            "negative size",
+            notification(
+                "instance.create.end",
+                payload_object(
+                    "InstanceCreatePayload",
+                    json!({"uuid": "i", "host": "h", "flavor": flavor(-2)}),
+                ),
+            ),
+            "payload.flavor.vcpus must be a non-negative integer",
+        ),
+        (
+            "no message id",
+            json!({"event_type": "x", "payload": {}}),
+            "message_id is missing",
+        ),
+        (
+            "no payload",
+            json!({"message_id": "m", "event_type": "x"}),
+            "payload is missing",
+        ),
+        (
+            "host state without host",
+            notification(HOST_STATE_EVENT, json!({"compute_node_uuid": "u"})),
+            "payload.host is missing",
+        ),
+        (
+            "host state without uuid",
+            notification(HOST_STATE_EVENT, json!({"host": "h"})),
+            "payload.compute_node_uuid is missing",
+        ),
+        (
+            "negative total",
+            notification(
+                HOST_STATE_EVENT,
+                json!({"host": "h", "compute_node_uuid": "u", "inventory": {"VCPU": {"total": -1}}}),
+            ),
+            "payload.inventory.VCPU.total",
+        ),
+        (
+            "zero ratio",
+            notification(
+                HOST_STATE_EVENT,
+                json!({"host": "h", "compute_node_uuid": "u", "inventory": {"VCPU": {"total": 1, "allocation_ratio": 0}}}),
+            ),
+            "payload.inventory.VCPU.allocation_ratio",
+        ),
+        (
+            "negative usage",
+            notification(
+                HOST_STATE_EVENT,
+                json!({"host": "h", "compute_node_uuid": "u", "usage": {"VCPU": -1}}),
+            ),
+            "payload.usage.VCPU",
+        ),
+    ];
+    for (name, value, want) in cases {
+        let err = Notification::from_inner(&value)
+            .expect_err(name)
+            .to_string();
+        assert!(
+            err.contains(want),
+            "{name}: {err:?} should contain {want:?}"
+        );
+    }
+}
+
+#[test]
+fn malformed_fanouts_name_what_is_wrong() {
+    let cast = |method: &str, args: Value| json!({"method": method, "args": args, "version": "4.2", "_unique_id": "u"});
+    let cases = [
+        (
+            cast("delete_instance_info", json!({"host_name": "h"})),
+            "args.instance_uuid is missing",
+        ),
+        (
+            cast("sync_instance_info", json!({"instance_uuids": []})),
+            "args.host_name is missing",
+        ),
+        (
+            cast("update_instance_info", json!({"host_name": "h"})),
+            "args.instance_info is missing",
+        ),
+        (
+            cast(
+                "update_instance_info",
+                json!({"host_name": "h", "instance_info": payload_object("InstanceList",
+            json!({"objects": [payload_object("Instance", json!({"host": "h"}))]}))}),
+            ),
+            "args.instance_info.objects[0].uuid is missing",
+        ),
+        (
+            json!({"method": "sync_instance_info", "args": {"host_name": "h", "instance_uuids": []}}),
+            "_unique_id is missing",
+        ),
+    ];
+    for (value, want) in cases {
+        let err = Notification::decode(&encode_envelope(&value))
+            .expect_err(want)
+            .to_string();
+        assert!(err.contains(want), "{err:?} should contain {want:?}");
+    }
+    let ping = Notification::decode(&encode_envelope(&cast("ping", json!({})))).unwrap();
+    assert_eq!(
+        ping.event,
+        HostEvent::Unknown {
+            event_type: "ping".into()
+        }
+    );
+}

@@ -1,0 +1,255 @@
+//! oslo.messaging's rabbit-driver framing: the 2.0 envelope, RPC calls/casts and replies.
+
+use super::error::{CodecError, Result};
+use super::object::parse_version;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+/// The only envelope version oslo.messaging writes.
+pub const OSLO_VERSION: &str = "2.0";
+
+/// The outer body `{"oslo.version": "2.0", "oslo.message": "<json string>"}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OsloEnvelope {
+    #[serde(rename = "oslo.version")]
+    pub version: String,
+    #[serde(rename = "oslo.message")]
+    pub message: String,
+}
+
+/// Unwraps an envelope and parses its inner JSON object.
+pub fn decode_envelope(body: &[u8]) -> Result<Value> {
+    let outer: Value = serde_json::from_slice(body).map_err(|source| CodecError::Json {
+        what: "message body".to_string(),
+        source,
+    })?;
+    match outer.get("oslo.version") {
+        Some(Value::String(v)) if v == OSLO_VERSION => {}
+        Some(other) => {
+            return Err(CodecError::Envelope(format!(
+                "oslo.version must be \"2.0\", got {other}"
+            )))
+        }
+        None => return Err(CodecError::Envelope("oslo.version is missing".to_string())),
+    }
+    let inner = match outer.get("oslo.message") {
+        Some(Value::String(s)) => s,
+        Some(_) => {
+            return Err(CodecError::Envelope(
+                "oslo.message must be a JSON string".to_string(),
+            ))
+        }
+        None => return Err(CodecError::Envelope("oslo.message is missing".to_string())),
+    };
+    let message: Value = serde_json::from_str(inner).map_err(|source| CodecError::Json {
+        what: "oslo.message".to_string(),
+        source,
+    })?;
+    if !message.is_object() {
+        return Err(CodecError::Envelope(
+            "oslo.message must hold a JSON object".to_string(),
+        ));
+    }
+    Ok(message)
+}
+
+/// Wraps an inner message in a 2.0 envelope, ready to publish.
+pub fn encode_envelope(inner: &Value) -> Vec<u8> {
+    json!({"oslo.version": OSLO_VERSION, "oslo.message": inner.to_string()})
+        .to_string()
+        .into_bytes()
+}
+
+/// An RPC call (with `_msg_id`/`_reply_q`) or cast, as the server receives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcMessage {
+    pub method: String,
+    /// The `args` object (empty when absent).
+    pub args: Value,
+    /// `version` as (major, minor); oslo's default `1.0` when absent.
+    pub version: (u32, u32),
+    pub namespace: Option<String>,
+    pub msg_id: Option<String>,
+    pub reply_q: Option<String>,
+    /// `_timeout` in seconds (the call-monitor timeout: heartbeat every half of it).
+    pub timeout: Option<f64>,
+    pub unique_id: Option<String>,
+    /// The flattened request context, keys without their `_context_` prefix.
+    pub context: Map<String, Value>,
+}
+
+impl RpcMessage {
+    /// Unwraps the envelope and decodes the call.
+    pub fn decode(body: &[u8]) -> Result<Self> {
+        Self::from_value(&decode_envelope(body)?)
+    }
+
+    /// Decodes an inner message already taken out of its envelope.
+    pub fn from_value(inner: &Value) -> Result<Self> {
+        let map = inner
+            .as_object()
+            .ok_or_else(|| CodecError::invalid("oslo.message", "must be a JSON object"))?;
+        let text = |key: &str| -> Result<Option<String>> {
+            match map.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(CodecError::invalid(key, "must be a string")),
+            }
+        };
+        let method = text("method")?.ok_or_else(|| CodecError::missing("method"))?;
+        let version = match text("version")? {
+            None => (1, 0),
+            Some(v) => parse_version(&v).ok_or_else(|| {
+                CodecError::invalid("version", format!("must be \"major.minor\", got {v:?}"))
+            })?,
+        };
+        let args = match map.get("args") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(CodecError::invalid("args", "must be a JSON object")),
+        };
+        let timeout = match map.get("_timeout") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_f64()
+                    .filter(|t| t.is_finite() && *t >= 0.0)
+                    .ok_or_else(|| {
+                        CodecError::invalid("_timeout", "must be a non-negative number")
+                    })?,
+            ),
+        };
+        let context = map
+            .iter()
+            .filter_map(|(k, v)| {
+                k.strip_prefix("_context_")
+                    .map(|k| (k.to_string(), v.clone()))
+            })
+            .collect();
+        Ok(RpcMessage {
+            method,
+            args,
+            version,
+            namespace: text("namespace")?,
+            msg_id: text("_msg_id")?,
+            reply_q: text("_reply_q")?,
+            timeout,
+            unique_id: text("_unique_id")?,
+            context,
+        })
+    }
+
+    /// True for a call that expects a reply.
+    pub fn is_call(&self) -> bool {
+        self.msg_id.is_some() && self.reply_q.is_some()
+    }
+
+    /// `version` written back as `"major.minor"`.
+    pub fn version_string(&self) -> String {
+        format!("{}.{}", self.version.0, self.version.1)
+    }
+}
+
+/// A reply to a call, sent to the default exchange with routing key `_reply_q`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    pub result: Value,
+    /// A failure string from [`super::no_valid_host_failure`] or [`super::oslo_failure`].
+    pub failure: Option<String>,
+    /// False only for heartbeats.
+    pub ending: bool,
+    pub msg_id: String,
+    pub unique_id: String,
+}
+
+impl Reply {
+    /// The final reply carrying `result`.
+    pub fn result(msg_id: &str, result: Value) -> Self {
+        Self::new(msg_id, result, None, true)
+    }
+
+    /// The final reply carrying a failure string.
+    pub fn failure(msg_id: &str, failure: String) -> Self {
+        Self::new(msg_id, Value::Null, Some(failure), true)
+    }
+
+    /// The call-monitor heartbeat: `result` and `failure` null, `ending` false.
+    pub fn heartbeat(msg_id: &str) -> Self {
+        Self::new(msg_id, Value::Null, None, false)
+    }
+
+    fn new(msg_id: &str, result: Value, failure: Option<String>, ending: bool) -> Self {
+        Reply {
+            result,
+            failure,
+            ending,
+            msg_id: msg_id.to_string(),
+            unique_id: uuid::Uuid::new_v4().simple().to_string(),
+        }
+    }
+
+    /// The inner reply message.
+    pub fn to_value(&self) -> Value {
+        json!({
+            "result": self.result,
+            "failure": self.failure,
+            "ending": self.ending,
+            "_msg_id": self.msg_id,
+            "_unique_id": self.unique_id,
+        })
+    }
+
+    /// The reply wrapped in its envelope.
+    pub fn to_body(&self) -> Vec<u8> {
+        encode_envelope(&self.to_value())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_envelopes_say_what_is_wrong() {
+        let cases: [(&[u8], &str); 6] = [
+            (b"not json", "message body"),
+            (br#"{"oslo.message": "{}"}"#, "oslo.version is missing"),
+            (
+                br#"{"oslo.version": "1.0", "oslo.message": "{}"}"#,
+                "oslo.version must be",
+            ),
+            (
+                br#"{"oslo.version": "2.0", "oslo.message": {}}"#,
+                "oslo.message must be a JSON string",
+            ),
+            (
+                br#"{"oslo.version": "2.0", "oslo.message": "{nope"}"#,
+                "oslo.message is not valid JSON",
+            ),
+            (
+                br#"{"oslo.version": "2.0", "oslo.message": "[1]"}"#,
+                "must hold a JSON object",
+            ),
+        ];
+        for (body, want) in cases {
+            let err = decode_envelope(body).unwrap_err().to_string();
+            assert!(err.contains(want), "{err} should contain {want}");
+        }
+    }
+
+    #[test]
+    fn envelope_round_trips() {
+        let inner = json!({"method": "ping", "args": {"arg": 1}});
+        assert_eq!(decode_envelope(&encode_envelope(&inner)).unwrap(), inner);
+    }
+
+    #[test]
+    fn a_message_without_version_defaults_to_1_0_and_bad_versions_are_errors() {
+        let m = RpcMessage::from_value(&json!({"method": "ping", "namespace": "baseapi"})).unwrap();
+        assert_eq!(m.version, (1, 0));
+        assert!(!m.is_call());
+        let err = RpcMessage::from_value(&json!({"method": "x", "version": "four"})).unwrap_err();
+        assert!(err.to_string().contains("version"), "{err}");
+        let err = RpcMessage::from_value(&json!({"args": {}})).unwrap_err();
+        assert!(err.to_string().contains("method"), "{err}");
+    }
+}

@@ -1,0 +1,233 @@
+//! Encoding the answer of `select_destinations`: Selection 1.1/1.0 primitives or legacy dicts.
+
+use super::request_spec::Limits;
+use crate::domain::{HostState, Resources, CLASSES};
+use serde_json::{json, Map, Value};
+
+/// The Placement microversion Nova's allocation requests are written in.
+pub const ALLOCATION_REQUEST_VERSION: &str = "1.36";
+
+/// The Selection object version to answer with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SelectionVersion {
+    /// For conductors capped below Ussuri: no `availability_zone`.
+    V1_0,
+    /// Nova's current version.
+    #[default]
+    V1_1,
+}
+
+impl SelectionVersion {
+    fn as_str(self) -> &'static str {
+        match self {
+            SelectionVersion::V1_0 => "1.0",
+            SelectionVersion::V1_1 => "1.1",
+        }
+    }
+}
+
+/// One destination (chosen host or alternate) for one instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selection {
+    pub compute_node_uuid: String,
+    pub service_host: String,
+    pub nodename: String,
+    pub cell_uuid: String,
+    pub availability_zone: Option<String>,
+    /// What was (or would be) claimed on the host: the body of `allocation_request`.
+    pub demand: Resources,
+    /// Host limits; `None` encodes as a SchedulerLimits with every field null.
+    pub limits: Option<Limits>,
+}
+
+impl Selection {
+    /// A selection of `host` for `demand`, in cell `cell_uuid`.
+    pub fn from_host(host: &HostState, demand: Resources, cell_uuid: &str) -> Self {
+        Selection {
+            compute_node_uuid: host.uuid.to_string(),
+            service_host: host.host.to_string(),
+            nodename: host.node.to_string(),
+            cell_uuid: cell_uuid.to_string(),
+            availability_zone: Some(host.availability_zone.to_string()),
+            demand,
+            limits: None,
+        }
+    }
+
+    /// The `allocation_request` JSON string, written as Python's `json.dumps` writes it:
+    /// `{"allocations": {<uuid>: {"resources": {...}}}, "mappings": {}}`, zero classes left
+    /// out (Placement refuses allocations of 0).
+    pub fn allocation_request(&self) -> String {
+        let resources: Vec<String> = CLASSES
+            .iter()
+            .filter(|c| self.demand.get(**c) > 0)
+            .map(|c| format!("\"{}\": {}", c.as_str(), self.demand.get(*c)))
+            .collect();
+        format!(
+            "{{\"allocations\": {{{}: {{\"resources\": {{{}}}}}}}, \"mappings\": {{}}}}",
+            Value::String(self.compute_node_uuid.clone()),
+            resources.join(", ")
+        )
+    }
+
+    /// The Selection primitive (`obj_to_primitive()`) at `version`.
+    pub fn to_primitive(&self, version: SelectionVersion) -> Value {
+        let mut data = Map::new();
+        data.insert("compute_node_uuid".into(), json!(self.compute_node_uuid));
+        data.insert("service_host".into(), json!(self.service_host));
+        data.insert("nodename".into(), json!(self.nodename));
+        data.insert("cell_uuid".into(), json!(self.cell_uuid));
+        data.insert("limits".into(), limits_primitive(self.limits.as_ref()));
+        data.insert(
+            "allocation_request".into(),
+            json!(self.allocation_request()),
+        );
+        data.insert(
+            "allocation_request_version".into(),
+            json!(ALLOCATION_REQUEST_VERSION),
+        );
+        let mut changes = vec![
+            "compute_node_uuid",
+            "limits",
+            "nodename",
+            "cell_uuid",
+            "allocation_request",
+            "service_host",
+            "allocation_request_version",
+        ];
+        if version == SelectionVersion::V1_1 {
+            data.insert("availability_zone".into(), json!(self.availability_zone));
+            changes.insert(0, "availability_zone");
+        }
+        json!({
+            "nova_object.name": "Selection",
+            "nova_object.namespace": "nova",
+            "nova_object.version": version.as_str(),
+            "nova_object.data": data,
+            "nova_object.changes": changes,
+        })
+    }
+
+    /// The legacy host dict `{"host", "nodename", "limits"}` (limits as `to_dict()`: only
+    /// the set ones).
+    pub fn to_legacy(&self) -> Value {
+        let mut limits = Map::new();
+        if let Some(l) = &self.limits {
+            for (key, value) in [
+                ("vcpu", l.vcpu),
+                ("memory_mb", l.memory_mb),
+                ("disk_gb", l.disk_gb),
+            ] {
+                if let Some(v) = value {
+                    limits.insert(key.into(), json!(v));
+                }
+            }
+        }
+        json!({"host": self.service_host, "nodename": self.nodename, "limits": limits})
+    }
+}
+
+fn limits_primitive(limits: Option<&Limits>) -> Value {
+    let l = limits.cloned().unwrap_or_default();
+    json!({
+        "nova_object.name": "SchedulerLimits",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "1.0",
+        "nova_object.data": {
+            "numa_topology": null,
+            "vcpu": l.vcpu,
+            "disk_gb": l.disk_gb,
+            "memory_mb": l.memory_mb,
+        },
+        "nova_object.changes": ["numa_topology", "vcpu", "disk_gb", "memory_mb"],
+    })
+}
+
+/// The `select_destinations` result with `return_objects=True`: one list per instance,
+/// the chosen host first then its alternates (only the chosen host without alternates).
+pub fn encode_selections(
+    per_instance: &[Vec<Selection>],
+    version: SelectionVersion,
+    return_alternates: bool,
+) -> Value {
+    let keep = if return_alternates { usize::MAX } else { 1 };
+    Value::Array(
+        per_instance
+            .iter()
+            .map(|list| {
+                Value::Array(
+                    list.iter()
+                        .take(keep)
+                        .map(|s| s.to_primitive(version))
+                        .collect(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The `select_destinations` result with `return_objects=False`: the first selection of
+/// each instance as a legacy host dict.
+pub fn encode_legacy(per_instance: &[Vec<Selection>]) -> Value {
+    Value::Array(
+        per_instance
+            .iter()
+            .filter_map(|list| list.first().map(Selection::to_legacy))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn selection() -> Selection {
+        let host = HostState::synthetic(7, Resources::new(8, 8192, 100), Resources::ZERO);
+        Selection::from_host(&host, Resources::new(2, 1024, 0), "cell")
+    }
+
+    #[test]
+    fn allocation_request_leaves_out_zero_classes() {
+        let ar: Value = serde_json::from_str(&selection().allocation_request()).unwrap();
+        let uuid = selection().compute_node_uuid;
+        assert_eq!(
+            ar,
+            json!({"allocations": {uuid: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}}}, "mappings": {}})
+        );
+    }
+
+    #[test]
+    fn selection_1_0_has_no_availability_zone() {
+        let p = selection().to_primitive(SelectionVersion::V1_0);
+        assert_eq!(p["nova_object.version"], "1.0");
+        assert!(p["nova_object.data"].get("availability_zone").is_none());
+        assert!(!p["nova_object.changes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("availability_zone")));
+    }
+
+    #[test]
+    fn alternates_are_dropped_unless_asked_for() {
+        let lists = vec![vec![selection(), selection()], vec![selection()]];
+        let with = encode_selections(&lists, SelectionVersion::V1_1, true);
+        let without = encode_selections(&lists, SelectionVersion::V1_1, false);
+        assert_eq!(with[0].as_array().unwrap().len(), 2);
+        assert_eq!(without[0].as_array().unwrap().len(), 1);
+        assert_eq!(without[1].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn legacy_answer_is_the_first_host_of_each_instance_with_set_limits_only() {
+        let mut s = selection();
+        s.limits = Some(Limits {
+            vcpu: Some(16),
+            ..Limits::default()
+        });
+        let legacy = encode_legacy(&[vec![s, selection()], vec![]]);
+        assert_eq!(
+            legacy,
+            json!([{"host": "host7", "nodename": "host7", "limits": {"vcpu": 16}}])
+        );
+    }
+}
