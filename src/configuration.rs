@@ -28,7 +28,7 @@ impl BackendKind {
 }
 
 /// Every setting; see `etc/parasol.toml` for each one's meaning.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub server: ServerSettings,
@@ -40,22 +40,6 @@ pub struct Settings {
     pub apsr: ApsrParams,
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            server: ServerSettings::default(),
-            ledger: LedgerSettings::default(),
-            scheduler: SchedulerSettings::default(),
-            policy: PolicyConfig::default(),
-            caching: CachingSettings::default(),
-            asc: AscParams::default(),
-            apsr: ApsrParams::default(),
-            amqp: AmqpSettings::default(),
-            rpc: RpcSettings::default(),
-        }
-    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -71,7 +55,12 @@ pub struct ServerSettings {
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        ServerSettings { host: "127.0.0.1".into(), port: 8790, max_body_bytes: 1 << 20, http_workers: 0 }
+        ServerSettings {
+            host: "127.0.0.1".into(),
+            port: 8790,
+            max_body_bytes: 1 << 20,
+            http_workers: 0,
+        }
     }
 }
 
@@ -87,7 +76,11 @@ pub struct LedgerSettings {
 
 impl Default for LedgerSettings {
     fn default() -> Self {
-        LedgerSettings { url: String::new(), data_dir: PathBuf::from("data"), max_connections: 8 }
+        LedgerSettings {
+            url: String::new(),
+            data_dir: PathBuf::from("data"),
+            max_connections: 8,
+        }
     }
 }
 
@@ -98,7 +91,10 @@ impl LedgerSettings {
             return Ok(self.url.clone());
         }
         std::fs::create_dir_all(&self.data_dir)?;
-        Ok(format!("sqlite://{}", self.data_dir.join("parasol.db").display()))
+        Ok(format!(
+            "sqlite://{}",
+            self.data_dir.join("parasol.db").display()
+        ))
     }
 }
 
@@ -143,7 +139,9 @@ pub struct CachingSettings {
 
 impl Default for CachingSettings {
     fn default() -> Self {
-        CachingSettings { refresh_interval_s: 60.0 }
+        CachingSettings {
+            refresh_interval_s: 60.0,
+        }
     }
 }
 
@@ -190,7 +188,11 @@ pub struct RpcSettings {
 
 impl Default for RpcSettings {
     fn default() -> Self {
-        RpcSettings { enabled: false, host: "parasol".into(), topic: "scheduler".into() }
+        RpcSettings {
+            enabled: false,
+            host: "parasol".into(),
+            topic: "scheduler".into(),
+        }
     }
 }
 
@@ -209,18 +211,30 @@ impl Settings {
     /// Reads `path` (required when `explicit`, else optional), then the environment.
     pub fn load(path: &Path, explicit: bool) -> Result<Settings, ConfigError> {
         if explicit && !path.exists() {
-            return Err(ConfigError::File { path: path.to_path_buf(), message: "does not exist".into() });
+            return Err(ConfigError::File {
+                path: path.to_path_buf(),
+                message: "does not exist".into(),
+            });
         }
         let env = config::Environment::with_prefix("PARASOL")
             .prefix_separator("__")
             .separator("__")
             .try_parsing(true);
         let built = config::Config::builder()
-            .add_source(config::File::from(path).format(config::FileFormat::Toml).required(false))
+            .add_source(
+                config::File::from(path)
+                    .format(config::FileFormat::Toml)
+                    .required(false),
+            )
             .add_source(env)
             .build()
-            .map_err(|e| ConfigError::File { path: path.to_path_buf(), message: e.to_string() })?;
-        let settings: Settings = built.try_deserialize().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+            .map_err(|e| ConfigError::File {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        let settings: Settings = built
+            .try_deserialize()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -231,14 +245,21 @@ impl Settings {
             .add_source(config::File::from_str(text, config::FileFormat::Toml))
             .build()
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let settings: Settings = built.try_deserialize().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let settings: Settings = built
+            .try_deserialize()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         settings.validate()?;
         Ok(settings)
     }
 
     /// Semantic checks serde cannot do, each error naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let key = |key: &str, message: &str| Err(ConfigError::Key { key: key.into(), message: message.into() });
+        let key = |key: &str, message: &str| {
+            Err(ConfigError::Key {
+                key: key.into(),
+                message: message.into(),
+            })
+        };
         if self.scheduler.workers == 0 {
             return key("scheduler.workers", "must be at least 1");
         }
@@ -249,7 +270,10 @@ impl Settings {
             return key("scheduler.selection_version", "must be \"1.0\" or \"1.1\"");
         }
         if !(self.caching.refresh_interval_s.is_finite() && self.caching.refresh_interval_s > 0.0) {
-            return key("caching.refresh_interval_s", "must be a positive number of seconds");
+            return key(
+                "caching.refresh_interval_s",
+                "must be a positive number of seconds",
+            );
         }
         if self.server.max_body_bytes < 1024 {
             return key("server.max_body_bytes", "must be at least 1024");
@@ -257,12 +281,21 @@ impl Settings {
         if self.ledger.max_connections == 0 {
             return key("ledger.max_connections", "must be at least 1");
         }
-        if self.amqp.reconnect_min_s <= 0.0 || self.amqp.reconnect_max_s < self.amqp.reconnect_min_s {
-            return key("amqp.reconnect_min_s", "must be positive and at most amqp.reconnect_max_s");
+        if self.amqp.reconnect_min_s <= 0.0 || self.amqp.reconnect_max_s < self.amqp.reconnect_min_s
+        {
+            return key(
+                "amqp.reconnect_min_s",
+                "must be positive and at most amqp.reconnect_max_s",
+            );
         }
-        self.asc.validate().map_err(|e| ConfigError::Invalid(format!("[asc] {e}")))?;
-        self.apsr.validate().map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
-        crate::policy::Policy::from_config(&self.policy).map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
+        self.asc
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("[asc] {e}")))?;
+        self.apsr
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
+        crate::policy::Policy::from_config(&self.policy)
+            .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
         Ok(())
     }
 }

@@ -12,24 +12,37 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => {
             let settings = load(&cli)?;
-            parasol::service::serve(settings, cli.config_path()).await.context("parasol serve")?;
+            parasol::service::serve(settings, cli.config_path())
+                .await
+                .context("parasol serve")?;
         }
         Command::Migrate => {
             let settings = load(&cli)?;
-            let url = settings.ledger.resolve_url().context("creating the data directory")?;
-            let ledger = parasol::ledger::Ledger::connect(&url, 1).await.context("connecting to the ledger")?;
+            let url = settings
+                .ledger
+                .resolve_url()
+                .context("creating the data directory")?;
+            let ledger = parasol::ledger::Ledger::connect(&url, 1)
+                .await
+                .context("connecting to the ledger")?;
             ledger.migrate().await.context("applying migrations")?;
             println!("migrations applied to {}", parasol::startup::redact(&url));
         }
         Command::Config(ConfigCommand::Check { file }) => {
-            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-            let settings = Settings::from_toml(&text).with_context(|| format!("{} is not valid", file.display()))?;
-            println!("{}: valid (backend {})", file.display(), settings.scheduler.backend.as_str());
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let settings = Settings::from_toml(&text)
+                .with_context(|| format!("{} is not valid", file.display()))?;
+            println!(
+                "{}: valid (backend {})",
+                file.display(),
+                settings.scheduler.backend.as_str()
+            );
         }
         Command::Apsr(ApsrCommand::Plan(args)) => {
-            parasol::control::run_plan(&args, &mut std::io::stdout()).context("parasol apsr plan")?;
+            parasol::control::run_plan(&args, &mut std::io::stdout())
+                .context("parasol apsr plan")?;
         }
-        Command::Sim(cmd) => parasol::sim::run(cmd)?,
     }
     Ok(())
 }

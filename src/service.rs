@@ -18,20 +18,26 @@ pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), St
         tracing::info!("stopping: finishing in-flight requests");
         handle.stop(true).await;
     });
-    app.run_until_stopped().await.map_err(|source| StartupError::Bind { addr: "http".into(), source })
+    app.run_until_stopped()
+        .await
+        .map_err(|source| StartupError::Bind {
+            addr: "http".into(),
+            source,
+        })
 }
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -45,7 +51,8 @@ async fn shutdown_signal() {
 async fn reload_on_sighup(state: web::Data<AppState>, (path, explicit): (PathBuf, bool)) {
     #[cfg(unix)]
     {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
             tracing::warn!("cannot listen for SIGHUP; reload by restarting");
             return;
         };

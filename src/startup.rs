@@ -26,7 +26,10 @@ pub enum StartupError {
     #[error("backend: {0}")]
     Backend(#[from] BuildError),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 /// Whether the broker connection is up, for `/healthz` and `/v1/stats`.
@@ -58,7 +61,11 @@ pub struct AppState {
 impl AppState {
     /// Counts a notification outcome here and on `/metrics`.
     pub fn count_notification(&self, outcome: &str) {
-        *self.notifications.lock().entry(outcome.to_string()).or_default() += 1;
+        *self
+            .notifications
+            .lock()
+            .entry(outcome.to_string())
+            .or_default() += 1;
         self.scheduler.stats().metrics().notification(outcome);
     }
 
@@ -78,13 +85,21 @@ impl Application {
     /// Connects the ledger (applying migrations) and binds `[server] host:port`.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
         let addr = format!("{}:{}", settings.server.host, settings.server.port);
-        let listener = TcpListener::bind(&addr).map_err(|source| StartupError::Bind { addr, source })?;
+        let listener =
+            TcpListener::bind(&addr).map_err(|source| StartupError::Bind { addr, source })?;
         Self::build_with(settings, listener, Arc::new(SystemClock)).await
     }
 
     /// Like [`Application::build`] on a given listener and clock (tests bind port 0).
-    pub async fn build_with(settings: Settings, listener: TcpListener, clock: SharedClock) -> Result<Application, StartupError> {
-        let url = settings.ledger.resolve_url().map_err(StartupError::DataDir)?;
+    pub async fn build_with(
+        settings: Settings,
+        listener: TcpListener,
+        clock: SharedClock,
+    ) -> Result<Application, StartupError> {
+        let url = settings
+            .ledger
+            .resolve_url()
+            .map_err(StartupError::DataDir)?;
         let ledger = Ledger::connect(&url, settings.ledger.max_connections).await?;
         ledger.migrate().await?;
         let stats = Arc::new(Stats::new(clock.clone(), settings.scheduler.stats_window_s));
@@ -98,7 +113,11 @@ impl Application {
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let server = http_server(state.clone(), listener, &settings)?;
         tracing::info!(port, backend = settings.scheduler.backend.as_str(), ledger = %redact(&url), "Parasol ready");
-        Ok(Application { port, server, state })
+        Ok(Application {
+            port,
+            server,
+            state,
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -120,15 +139,25 @@ impl Application {
     }
 }
 
-fn http_server(state: web::Data<AppState>, listener: TcpListener, settings: &Settings) -> Result<Server, StartupError> {
+fn http_server(
+    state: web::Data<AppState>,
+    listener: TcpListener,
+    settings: &Settings,
+) -> Result<Server, StartupError> {
     let limit = settings.server.max_body_bytes;
     let workers = settings.server.http_workers;
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
             .app_data(web::Data::new(BodyLimit(limit)))
-            .route("/v1/select_destinations", web::post().to(routes::select_destinations))
-            .route("/v1/notifications", web::post().to(routes::post_notification))
+            .route(
+                "/v1/select_destinations",
+                web::post().to(routes::select_destinations),
+            )
+            .route(
+                "/v1/notifications",
+                web::post().to(routes::post_notification),
+            )
             .route("/v1/hosts", web::get().to(routes::list_hosts))
             .route("/v1/stats", web::get().to(routes::get_stats))
             .route("/healthz", web::get().to(routes::healthz))
@@ -137,7 +166,10 @@ fn http_server(state: web::Data<AppState>, listener: TcpListener, settings: &Set
     if workers > 0 {
         server = server.workers(workers);
     }
-    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     Ok(server
         .listen(listener)
         .map_err(|source| StartupError::Bind { addr, source })?

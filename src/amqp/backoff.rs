@@ -12,7 +12,11 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new(min: Duration, max: Duration) -> Self {
-        Backoff { min, max: max.max(min), next: min }
+        Backoff {
+            min,
+            max: max.max(min),
+            next: min,
+        }
     }
 
     /// The delay to wait now; the following one doubles, up to the cap.

@@ -5,12 +5,15 @@
 use super::topology::{declare_notification_topology, DEAD_LETTER};
 use super::{connect, Backoff};
 use crate::configuration::AmqpSettings;
-use crate::nova::Notification;
 use crate::notifications::{apply, ApplyError};
+use crate::nova::Notification;
 use crate::startup::AppState;
 use futures::StreamExt;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel};
 use std::sync::atomic::Ordering;
@@ -28,7 +31,11 @@ pub enum ConsumerError {
 }
 
 /// Consumes until `shutdown` turns true, reconnecting with capped exponential backoff.
-pub async fn run_notification_consumer(state: Arc<AppState>, amqp: AmqpSettings, mut shutdown: watch::Receiver<bool>) {
+pub async fn run_notification_consumer(
+    state: Arc<AppState>,
+    amqp: AmqpSettings,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut backoff = Backoff::new(
         Duration::from_secs_f64(amqp.reconnect_min_s),
         Duration::from_secs_f64(amqp.reconnect_max_s),
@@ -66,15 +73,26 @@ async fn session(
 ) -> Result<(), ConsumerError> {
     let conn = connect(&amqp.url).await?;
     let ch = conn.create_channel().await?;
-    ch.basic_qos(amqp.prefetch, BasicQosOptions::default()).await?;
+    ch.basic_qos(amqp.prefetch, BasicQosOptions::default())
+        .await?;
     ch.confirm_select(ConfirmSelectOptions::default()).await?;
     let fanout_queue = declare_notification_topology(&ch, amqp, process_id).await?;
     let tag = format!("parasol-{process_id}");
     let notifications = ch
-        .basic_consume(&amqp.queue, &format!("{tag}-n"), BasicConsumeOptions::default(), FieldTable::default())
+        .basic_consume(
+            &amqp.queue,
+            &format!("{tag}-n"),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
         .await?;
     let fanout = ch
-        .basic_consume(&fanout_queue, &format!("{tag}-f"), BasicConsumeOptions::default(), FieldTable::default())
+        .basic_consume(
+            &fanout_queue,
+            &format!("{tag}-f"),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
         .await?;
     let mut deliveries = futures::stream::select(notifications, fanout);
     state.broker.connected.store(true, Ordering::Relaxed);
@@ -111,13 +129,21 @@ async fn handle(state: &AppState, ch: &Channel, delivery: Delivery) -> Result<()
             delivery.ack(BasicAckOptions::default()).await?;
         }
         Err(ApplyError::Rejected(reason)) => {
-            let reason = format!("{} {}: {reason}", notification.event_type, notification.message_id);
+            let reason = format!(
+                "{} {}: {reason}",
+                notification.event_type, notification.message_id
+            );
             return dead_letter(state, ch, delivery, &reason).await;
         }
         Err(ApplyError::Ledger(e)) => {
             tracing::error!(error = %e, "ledger unavailable; message requeued");
             tokio::time::sleep(Duration::from_millis(500)).await;
-            delivery.nack(BasicNackOptions { requeue: true, ..Default::default() }).await?;
+            delivery
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..Default::default()
+                })
+                .await?;
         }
     }
     Ok(())
@@ -125,21 +151,42 @@ async fn handle(state: &AppState, ch: &Channel, delivery: Delivery) -> Result<()
 
 /// Publishes the message to the dead-letter queue with its reason, waits for the broker's
 /// confirmation, then acknowledges the original: nothing is lost, nothing silently dropped.
-async fn dead_letter(state: &AppState, ch: &Channel, delivery: Delivery, reason: &str) -> Result<(), ConsumerError> {
+async fn dead_letter(
+    state: &AppState,
+    ch: &Channel,
+    delivery: Delivery,
+    reason: &str,
+) -> Result<(), ConsumerError> {
     tracing::warn!(%reason, routing_key = %delivery.routing_key, "message dead-lettered");
     let mut headers = FieldTable::default();
-    headers.insert("x-parasol-reason".into(), AMQPValue::LongString(LongString::from(reason.to_string())));
+    headers.insert(
+        "x-parasol-reason".into(),
+        AMQPValue::LongString(LongString::from(reason.to_string())),
+    );
     headers.insert(
         "x-parasol-routing-key".into(),
         AMQPValue::LongString(LongString::from(delivery.routing_key.as_str().to_string())),
     );
-    let props = BasicProperties::default().with_headers(headers).with_delivery_mode(2);
-    ch.basic_publish(DEAD_LETTER, "", BasicPublishOptions::default(), &delivery.data, props)
-        .await?
-        .await?;
+    let props = BasicProperties::default()
+        .with_headers(headers)
+        .with_delivery_mode(2);
+    ch.basic_publish(
+        DEAD_LETTER,
+        "",
+        BasicPublishOptions::default(),
+        &delivery.data,
+        props,
+    )
+    .await?
+    .await?;
     let body = String::from_utf8_lossy(&delivery.data);
     let now = state.scheduler.clock().now_ms();
-    if let Err(e) = state.scheduler.ledger().dead_letter("amqp", reason, &body, now).await {
+    if let Err(e) = state
+        .scheduler
+        .ledger()
+        .dead_letter("amqp", reason, &body, now)
+        .await
+    {
         tracing::warn!(error = %e, "dead letter not recorded in the ledger (it is on the queue)");
     }
     state.count_notification("dead_letter");

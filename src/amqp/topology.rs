@@ -22,7 +22,10 @@ pub async fn declare_nova_exchange(ch: &Channel, amqp: &AmqpSettings) -> Result<
     ch.exchange_declare(
         &amqp.exchange,
         ExchangeKind::Topic,
-        ExchangeDeclareOptions { durable: amqp.durable_exchange, ..Default::default() },
+        ExchangeDeclareOptions {
+            durable: amqp.durable_exchange,
+            ..Default::default()
+        },
         FieldTable::default(),
     )
     .await
@@ -33,7 +36,11 @@ pub async fn declare_fanout_exchange(ch: &Channel) -> Result<(), lapin::Error> {
     ch.exchange_declare(
         SCHEDULER_FANOUT,
         ExchangeKind::Fanout,
-        ExchangeDeclareOptions { durable: false, auto_delete: true, ..Default::default() },
+        ExchangeDeclareOptions {
+            durable: false,
+            auto_delete: true,
+            ..Default::default()
+        },
         FieldTable::default(),
     )
     .await
@@ -42,27 +49,61 @@ pub async fn declare_fanout_exchange(ch: &Channel) -> Result<(), lapin::Error> {
 /// Parasol's durable notification queue bound to both routing keys, its per-process fanout
 /// queue (expires 30 min after the process is gone, as oslo's), and the dead-letter queue.
 /// Returns the fanout queue's name.
-pub async fn declare_notification_topology(ch: &Channel, amqp: &AmqpSettings, process_id: &str) -> Result<String, lapin::Error> {
+pub async fn declare_notification_topology(
+    ch: &Channel,
+    amqp: &AmqpSettings,
+    process_id: &str,
+) -> Result<String, lapin::Error> {
     declare_nova_exchange(ch, amqp).await?;
-    let durable = QueueDeclareOptions { durable: true, ..Default::default() };
-    ch.queue_declare(&amqp.queue, durable, FieldTable::default()).await?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare(&amqp.queue, durable, FieldTable::default())
+        .await?;
     for key in [NOVA_NOTIFICATIONS, HOST_STATE] {
-        ch.queue_bind(&amqp.queue, &amqp.exchange, key, QueueBindOptions::default(), FieldTable::default()).await?;
+        ch.queue_bind(
+            &amqp.queue,
+            &amqp.exchange,
+            key,
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
     }
     declare_fanout_exchange(ch).await?;
     let fanout_queue = format!("{SCHEDULER_FANOUT}_parasol_{process_id}");
     let mut args = FieldTable::default();
     args.insert("x-expires".into(), AMQPValue::LongInt(1_800_000));
-    ch.queue_declare(&fanout_queue, QueueDeclareOptions::default(), args).await?;
-    ch.queue_bind(&fanout_queue, SCHEDULER_FANOUT, "", QueueBindOptions::default(), FieldTable::default()).await?;
-    ch.exchange_declare(
-        DEAD_LETTER,
-        ExchangeKind::Fanout,
-        ExchangeDeclareOptions { durable: true, ..Default::default() },
+    ch.queue_declare(&fanout_queue, QueueDeclareOptions::default(), args)
+        .await?;
+    ch.queue_bind(
+        &fanout_queue,
+        SCHEDULER_FANOUT,
+        "",
+        QueueBindOptions::default(),
         FieldTable::default(),
     )
     .await?;
-    ch.queue_declare(DEAD_LETTER, durable, FieldTable::default()).await?;
-    ch.queue_bind(DEAD_LETTER, DEAD_LETTER, "", QueueBindOptions::default(), FieldTable::default()).await?;
+    ch.exchange_declare(
+        DEAD_LETTER,
+        ExchangeKind::Fanout,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_declare(DEAD_LETTER, durable, FieldTable::default())
+        .await?;
+    ch.queue_bind(
+        DEAD_LETTER,
+        DEAD_LETTER,
+        "",
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
     Ok(fanout_queue)
 }

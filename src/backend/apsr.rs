@@ -7,7 +7,9 @@
 //! number of parallel schedulers is as large as the SLA allows. A sample with no fitting host
 //! is a decline and is retried with a fresh sample, up to `max_attempts`.
 
-use super::{claim_ranked, filter_env, worker_states, BackendDeps, Outcome, WorkerPool, WorkerState};
+use super::{
+    claim_ranked, filter_env, worker_states, BackendDeps, Outcome, WorkerPool, WorkerState,
+};
 use crate::control::ApsrController;
 use crate::domain::{HostId, RequestContext};
 use crate::ledger::LedgerError;
@@ -38,9 +40,9 @@ pub struct ApsrBackend {
 }
 
 impl ApsrBackend {
-    pub async fn start(deps: BackendDeps, policy: Policy) -> Result<Self, LedgerError> {
+    pub async fn start(deps: BackendDeps, policy: Policy) -> Result<Self, super::BuildError> {
         let ids = deps.ledger.host_ids().await?;
-        let controller = ApsrController::new(deps.settings.apsr.clone(), ids.len() as u64);
+        let controller = ApsrController::new(deps.settings.apsr.clone(), ids.len() as u64)?;
         let plan = controller.plan();
         let shared = Arc::new(Shared {
             ids: RwLock::new(Arc::new(ids)),
@@ -50,10 +52,19 @@ impl ApsrBackend {
         });
         publish(&deps, &shared);
         let task = tokio::spawn(control_loop(deps.clone(), shared.clone()));
-        Ok(ApsrBackend { deps, policy: policy.with_algorithm(Algorithm::Random), shared, task: Mutex::new(Some(task)) })
+        Ok(ApsrBackend {
+            deps,
+            policy: policy.with_algorithm(Algorithm::Random),
+            shared,
+            task: Mutex::new(Some(task)),
+        })
     }
 
-    pub(super) async fn place(&self, req: &RequestContext, counts: &mut Counts) -> Result<Outcome, LedgerError> {
+    pub(super) async fn place(
+        &self,
+        req: &RequestContext,
+        counts: &mut Counts,
+    ) -> Result<Outcome, LedgerError> {
         let mut worker = self.shared.pool.acquire().await;
         let mut budget = self.deps.settings.scheduler.max_attempts;
         let mut empty_samples = 0;
@@ -66,13 +77,26 @@ impl ApsrBackend {
             }
             let d = self.shared.d.load(Ordering::Relaxed).clamp(1, ids.len());
             let WorkerState { rng, ranked, .. } = &mut *worker;
-            let picked: Vec<HostId> = sample(rng, ids.len(), d).into_iter().map(|i| ids[i]).collect();
+            let picked: Vec<HostId> = sample(rng, ids.len(), d)
+                .into_iter()
+                .map(|i| ids[i])
+                .collect();
             let hosts = self.deps.ledger.read_hosts_by_id(&picked).await?;
             counts.queries += hosts.len() as u64;
             let env = filter_env(&self.deps);
-            let fitting = hosts.iter().filter(|h| self.policy.fits_any(h, req, &env)).count();
-            self.shared.controller.lock().record(&req.flavor, hosts.len() as u64, fitting as u64);
-            if self.policy.rank(&hosts, req, &env, rng, budget, ranked).is_err() {
+            let fitting = hosts
+                .iter()
+                .filter(|h| self.policy.fits_any(h, req, &env))
+                .count();
+            self.shared
+                .controller
+                .lock()
+                .record(&req.flavor, hosts.len() as u64, fitting as u64);
+            if self
+                .policy
+                .rank(&hosts, req, &env, rng, budget, ranked)
+                .is_err()
+            {
                 counts.attempts += 1;
                 counts.declines += 1;
                 budget -= 1;
@@ -81,7 +105,9 @@ impl ApsrBackend {
             }
             // One claim per sample: the rest of the sample are the alternates.
             let mut one = 1;
-            if let Some(selection) = claim_ranked(&self.deps, &hosts, ranked, req, &mut one, counts).await? {
+            if let Some(selection) =
+                claim_ranked(&self.deps, &hosts, ranked, req, &mut one, counts).await?
+            {
                 return Ok(Outcome::Placed(selection));
             }
             budget -= 1;
@@ -108,15 +134,21 @@ fn publish(deps: &BackendDeps, shared: &Shared) {
     let c = shared.controller.lock();
     let plan = c.plan();
     deps.stats.set_param("schedulers", json!(plan.schedulers));
-    deps.stats.set_param("hosts_per_scheduler", json!(plan.hosts_per_scheduler));
-    deps.stats.set_param("expected_decline_ratio", json!(plan.expected_decline_ratio));
-    deps.stats.set_param("estimated_available_hosts", json!(c.estimated_available_hosts()));
-    deps.stats.set_param("history", c.history_json());
+    deps.stats
+        .set_param("hosts_per_scheduler", json!(plan.hosts_per_scheduler));
+    deps.stats
+        .set_param("expected_decline_ratio", json!(plan.expected_decline_ratio));
+    deps.stats.set_param(
+        "estimated_available_hosts",
+        json!(c.estimated_available_hosts()),
+    );
+    deps.stats
+        .set_param("history", json!(c.history().collect::<Vec<_>>()));
 }
 
 /// Every round: re-read the host list, end the estimator's round, re-plan and resize.
 async fn control_loop(deps: BackendDeps, shared: Arc<Shared>) {
-    let round = Duration::from_secs_f64(deps.settings.apsr.round_interval_s.max(0.001));
+    let round = Duration::from_millis(deps.settings.apsr.round_interval_ms.max(1));
     loop {
         tokio::time::sleep(round).await;
         match deps.ledger.host_ids().await {
@@ -125,13 +157,21 @@ async fn control_loop(deps: BackendDeps, shared: Arc<Shared>) {
         }
         let n = shared.ids.read().len() as u64;
         let plan = shared.controller.lock().on_round(n);
-        shared.d.store(plan.hosts_per_scheduler as usize, Ordering::Relaxed);
+        shared
+            .d
+            .store(plan.hosts_per_scheduler as usize, Ordering::Relaxed);
         let settings = deps.settings.clone();
         shared
             .pool
-            .resize(plan.schedulers as usize, |i| WorkerState::new(settings.scheduler.seed, 4, i))
+            .resize(plan.schedulers as usize, |i| {
+                WorkerState::new(settings.scheduler.seed, 4, i)
+            })
             .await;
         publish(&deps, &shared);
-        tracing::debug!(schedulers = plan.schedulers, d = plan.hosts_per_scheduler, "APSR re-planned");
+        tracing::debug!(
+            schedulers = plan.schedulers,
+            d = plan.hosts_per_scheduler,
+            "APSR re-planned"
+        );
     }
 }

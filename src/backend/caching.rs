@@ -14,7 +14,9 @@
 //! declined by the ledger (never oversubscribed) and counted as declines, and freed hosts stay
 //! unused until the refresh.
 
-use super::{claim_ranked, filter_env, worker_states, BackendDeps, Outcome, WorkerPool, WorkerState};
+use super::{
+    claim_ranked, filter_env, worker_states, BackendDeps, Outcome, WorkerPool, WorkerState,
+};
 use crate::control::AscController;
 use crate::domain::{HostState, RequestContext};
 use crate::ledger::LedgerError;
@@ -46,7 +48,11 @@ pub struct CacheBackend {
 
 impl CacheBackend {
     /// Reads the first snapshot and starts the refresh task (adaptive for `asc`).
-    pub async fn start(deps: BackendDeps, policy: Policy, adaptive: bool) -> Result<Self, LedgerError> {
+    pub async fn start(
+        deps: BackendDeps,
+        policy: Policy,
+        adaptive: bool,
+    ) -> Result<Self, super::BuildError> {
         let hosts = deps.ledger.read_hosts().await?;
         deps.stats.add_queries(hosts.len() as u64);
         let shared = Arc::new(Shared {
@@ -56,18 +62,42 @@ impl CacheBackend {
             declined: AtomicU64::new(0),
         });
         let salt = if adaptive { 3 } else { 2 };
-        let pool = WorkerPool::new(worker_states(&deps.settings, salt, deps.settings.scheduler.workers));
-        let controller = adaptive.then(|| AscController::new(deps.settings.asc.clone()));
+        let pool = WorkerPool::new(worker_states(
+            &deps.settings,
+            salt,
+            deps.settings.scheduler.workers,
+        ));
+        let controller = if adaptive {
+            Some(AscController::new(deps.settings.asc.clone())?)
+        } else {
+            None
+        };
         let interval_ms = match &controller {
             Some(c) => c.interval_ms(),
             None => (deps.settings.caching.refresh_interval_s * 1000.0).round() as u64,
         };
-        deps.stats.set_param("refresh_interval_s", json!(interval_ms as f64 / 1000.0));
-        let task = tokio::spawn(refresh_loop(deps.clone(), shared.clone(), interval_ms, controller));
-        Ok(CacheBackend { deps, policy, pool, shared, task: Mutex::new(Some(task)) })
+        deps.stats
+            .set_param("refresh_interval_s", json!(interval_ms as f64 / 1000.0));
+        let task = tokio::spawn(refresh_loop(
+            deps.clone(),
+            shared.clone(),
+            interval_ms,
+            controller,
+        ));
+        Ok(CacheBackend {
+            deps,
+            policy,
+            pool,
+            shared,
+            task: Mutex::new(Some(task)),
+        })
     }
 
-    pub(super) async fn place(&self, req: &RequestContext, counts: &mut Counts) -> Result<Outcome, LedgerError> {
+    pub(super) async fn place(
+        &self,
+        req: &RequestContext,
+        counts: &mut Counts,
+    ) -> Result<Outcome, LedgerError> {
         let mut worker = self.pool.acquire().await;
         let epoch = self.shared.epoch.load(Ordering::Acquire);
         if worker.cache_epoch != epoch {
@@ -77,7 +107,9 @@ impl CacheBackend {
         }
         let mut budget = self.deps.settings.scheduler.max_attempts;
         let env = filter_env(&self.deps);
-        let WorkerState { rng, ranked, cache, .. } = &mut *worker;
+        let WorkerState {
+            rng, ranked, cache, ..
+        } = &mut *worker;
         let before = counts.declines;
         if let Err(rejection) = self.policy.rank(cache, req, &env, rng, budget, ranked) {
             counts.attempts += 1;
@@ -87,7 +119,9 @@ impl CacheBackend {
             return Ok(Outcome::NoValidHost(rejection.reason()));
         }
         let result = claim_ranked(&self.deps, cache, ranked, req, &mut budget, counts).await?;
-        self.shared.declined.fetch_add(counts.declines - before, Ordering::Relaxed);
+        self.shared
+            .declined
+            .fetch_add(counts.declines - before, Ordering::Relaxed);
         Ok(match result {
             Some(selection) => {
                 self.shared.placed.fetch_add(1, Ordering::Relaxed);
@@ -96,7 +130,10 @@ impl CacheBackend {
                 }
                 Outcome::Placed(selection)
             }
-            None => Outcome::NoValidHost(format!("{} candidate host(s) declined the claim", ranked.len())),
+            None => Outcome::NoValidHost(format!(
+                "{} candidate host(s) declined the claim",
+                ranked.len()
+            )),
         })
     }
 
@@ -114,15 +151,24 @@ impl Drop for CacheBackend {
 }
 
 /// Sleeps τ, adapts τ (ASC), then reads every host into a new snapshot; forever.
-async fn refresh_loop(deps: BackendDeps, shared: Arc<Shared>, mut interval_ms: u64, mut asc: Option<AscController>) {
+async fn refresh_loop(
+    deps: BackendDeps,
+    shared: Arc<Shared>,
+    mut interval_ms: u64,
+    mut asc: Option<AscController>,
+) {
     loop {
         tokio::time::sleep(Duration::from_millis(interval_ms)).await;
         let placed = shared.placed.swap(0, Ordering::Relaxed);
         let declined = shared.declined.swap(0, Ordering::Relaxed);
         if let Some(controller) = asc.as_mut() {
             interval_ms = controller.on_interval(placed, declined);
-            deps.stats.set_param("refresh_interval_s", json!(interval_ms as f64 / 1000.0));
-            deps.stats.set_param("interval_history", controller.history_json());
+            deps.stats
+                .set_param("refresh_interval_s", json!(interval_ms as f64 / 1000.0));
+            deps.stats.set_param(
+                "interval_history",
+                json!(controller.history().collect::<Vec<_>>()),
+            );
         }
         match deps.ledger.read_hosts().await {
             Ok(hosts) => {
@@ -130,7 +176,9 @@ async fn refresh_loop(deps: BackendDeps, shared: Arc<Shared>, mut interval_ms: u
                 *shared.snapshot.write() = Arc::new(hosts);
                 shared.epoch.fetch_add(1, Ordering::Release);
             }
-            Err(e) => tracing::warn!(error = %e, "snapshot refresh failed; keeping the previous one"),
+            Err(e) => {
+                tracing::warn!(error = %e, "snapshot refresh failed; keeping the previous one")
+            }
         }
     }
 }

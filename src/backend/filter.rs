@@ -4,7 +4,9 @@
 //! Suitable for small clouds and for operators who want the freshest decisions; its cost
 //! grows linearly with the number of hosts.
 
-use super::{claim_ranked, filter_env, worker_states, BackendDeps, Outcome, WorkerPool, WorkerState};
+use super::{
+    claim_ranked, filter_env, worker_states, BackendDeps, Outcome, WorkerPool, WorkerState,
+};
 use crate::domain::RequestContext;
 use crate::ledger::LedgerError;
 use crate::policy::Policy;
@@ -18,11 +20,19 @@ pub struct FilterBackend {
 
 impl FilterBackend {
     pub fn new(deps: BackendDeps, policy: Policy) -> Self {
-        let pool = WorkerPool::new(worker_states(&deps.settings, 1, deps.settings.scheduler.workers));
+        let pool = WorkerPool::new(worker_states(
+            &deps.settings,
+            1,
+            deps.settings.scheduler.workers,
+        ));
         FilterBackend { deps, policy, pool }
     }
 
-    pub(super) async fn place(&self, req: &RequestContext, counts: &mut Counts) -> Result<Outcome, LedgerError> {
+    pub(super) async fn place(
+        &self,
+        req: &RequestContext,
+        counts: &mut Counts,
+    ) -> Result<Outcome, LedgerError> {
         let mut worker = self.pool.acquire().await;
         let max_attempts = self.deps.settings.scheduler.max_attempts;
         let mut budget = max_attempts;
@@ -38,7 +48,9 @@ impl FilterBackend {
                 tracing::info!(instance = %req.instance_uuid, %rejection, "no host passed the filters");
                 return Ok(Outcome::NoValidHost(rejection.reason()));
             }
-            if let Some(selection) = claim_ranked(&self.deps, &hosts, ranked, req, &mut budget, counts).await? {
+            if let Some(selection) =
+                claim_ranked(&self.deps, &hosts, ranked, req, &mut budget, counts).await?
+            {
                 return Ok(Outcome::Placed(selection));
             }
             last_reason = format!("{} candidate host(s) declined the claim", ranked.len());

@@ -45,6 +45,8 @@ pub enum BuildError {
     Policy(#[from] PolicyError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Control(#[from] crate::control::ControlError),
 }
 
 /// What every backend is built from.
@@ -72,11 +74,17 @@ impl WorkerState {
     pub fn new(seed: Option<u64>, salt: u64, index: usize) -> Self {
         let rng = match seed {
             Some(seed) => ChaCha8Rng::seed_from_u64(
-                seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ (index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
             ),
             None => ChaCha8Rng::from_entropy(),
         };
-        WorkerState { rng, ranked: Vec::new(), cache: Vec::new(), cache_epoch: 0 }
+        WorkerState {
+            rng,
+            ranked: Vec::new(),
+            cache: Vec::new(),
+            cache_epoch: 0,
+        }
     }
 }
 
@@ -101,8 +109,12 @@ impl Backend {
         let policy = Policy::from_config(&deps.settings.policy)?;
         Ok(match kind {
             BackendKind::Filter => Backend::Filter(filter::FilterBackend::new(deps, policy)),
-            BackendKind::Caching => Backend::Caching(caching::CacheBackend::start(deps, policy, false).await?),
-            BackendKind::Asc => Backend::Asc(caching::CacheBackend::start(deps, policy, true).await?),
+            BackendKind::Caching => {
+                Backend::Caching(caching::CacheBackend::start(deps, policy, false).await?)
+            }
+            BackendKind::Asc => {
+                Backend::Asc(caching::CacheBackend::start(deps, policy, true).await?)
+            }
             BackendKind::Apsr => Backend::Apsr(apsr::ApsrBackend::start(deps, policy).await?),
         })
     }
@@ -126,10 +138,16 @@ impl Backend {
 
     /// Places every request of one call, or none: when one instance cannot be placed, the
     /// claims made for the call are released and the whole call is NoValidHost (as Nova).
-    pub async fn schedule(&self, mut requests: Vec<RequestContext>) -> Result<Vec<Vec<HostState>>, ScheduleError> {
+    pub async fn schedule(
+        &self,
+        mut requests: Vec<RequestContext>,
+    ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let started = Instant::now();
         let deps = self.deps();
-        let mut counts = Counts { requests: requests.len() as u64, ..Counts::default() };
+        let mut counts = Counts {
+            requests: requests.len() as u64,
+            ..Counts::default()
+        };
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
         for i in 0..requests.len() {
@@ -154,7 +172,7 @@ impl Backend {
                     break;
                 }
                 Err(e) => {
-                    failure = Some(e);
+                    failure = Some(ScheduleError::Ledger(e));
                     break;
                 }
             }
@@ -164,17 +182,23 @@ impl Backend {
                 deps.ledger.release(&req.instance_uuid).await?;
             }
             counts.no_valid_host = counts.requests;
-            deps.stats.record(counts, Some(started.elapsed().as_micros() as u64));
+            deps.stats
+                .record(counts, Some(started.elapsed().as_micros() as u64));
             return Err(match err {
-                ScheduleError::NoValidHost { reason } if requests.len() > 1 && !placed.is_empty() => {
+                ScheduleError::NoValidHost { reason }
+                    if requests.len() > 1 && !placed.is_empty() =>
+                {
                     tracing::info!(%reason, "multi-create failed part-way; claims released");
-                    ScheduleError::NoValidHost { reason: "There are not enough hosts available.".into() }
+                    ScheduleError::NoValidHost {
+                        reason: "There are not enough hosts available.".into(),
+                    }
                 }
                 other => other,
             });
         }
         counts.placed = counts.requests;
-        deps.stats.record(counts, Some(started.elapsed().as_micros() as u64));
+        deps.stats
+            .record(counts, Some(started.elapsed().as_micros() as u64));
         Ok(placed)
     }
 
@@ -205,12 +229,21 @@ pub(crate) async fn claim_ranked(
         }
         *budget -= 1;
         counts.attempts += 1;
-        match deps.ledger.claim(hosts[idx].id, &req.instance_uuid, &req.demand, now).await? {
+        match deps
+            .ledger
+            .claim(hosts[idx].id, &req.instance_uuid, &req.demand, now)
+            .await?
+        {
             ClaimOutcome::Claimed => {
                 let max = deps.settings.scheduler.max_attempts;
                 let mut out = Vec::with_capacity(max);
                 out.push(hosts[idx].clone());
-                out.extend(ranked[pos + 1..].iter().take(max - 1).map(|&j| hosts[j].clone()));
+                out.extend(
+                    ranked[pos + 1..]
+                        .iter()
+                        .take(max - 1)
+                        .map(|&j| hosts[j].clone()),
+                );
                 return Ok(Some(out));
             }
             ClaimOutcome::Declined => {
@@ -224,15 +257,12 @@ pub(crate) async fn claim_ranked(
 
 /// The environment filters run in.
 pub(crate) fn filter_env(deps: &BackendDeps) -> FilterEnv {
-    FilterEnv {
-        now_ms: deps.clock.now_ms(),
-        host_timeout_ms: deps.settings.policy.host_timeout_s.saturating_mul(1000),
-    }
+    FilterEnv::new(deps.clock.now_ms(), &deps.settings.policy)
 }
 
 /// Builds the worker states of a backend.
 pub(crate) fn worker_states(settings: &Settings, salt: u64, count: usize) -> Vec<WorkerState> {
-    (0..count).map(|i| WorkerState::new(settings.scheduler.seed, salt, i)).collect()
+    (0..count)
+        .map(|i| WorkerState::new(settings.scheduler.seed, salt, i))
+        .collect()
 }
-
-pub(crate) type SharedPolicy = Arc<Policy>;

@@ -21,12 +21,27 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub async fn start(settings: Arc<Settings>, ledger: Ledger, stats: Arc<Stats>, clock: SharedClock) -> Result<Self, BuildError> {
+    pub async fn start(
+        settings: Arc<Settings>,
+        ledger: Ledger,
+        stats: Arc<Stats>,
+        clock: SharedClock,
+    ) -> Result<Self, BuildError> {
         let backend = Self::build(&settings, &ledger, &stats, &clock).await?;
-        Ok(Scheduler { ledger, stats, clock, active: RwLock::new((settings, Arc::new(backend))) })
+        Ok(Scheduler {
+            ledger,
+            stats,
+            clock,
+            active: RwLock::new((settings, Arc::new(backend))),
+        })
     }
 
-    async fn build(settings: &Arc<Settings>, ledger: &Ledger, stats: &Arc<Stats>, clock: &SharedClock) -> Result<Backend, BuildError> {
+    async fn build(
+        settings: &Arc<Settings>,
+        ledger: &Ledger,
+        stats: &Arc<Stats>,
+        clock: &SharedClock,
+    ) -> Result<Backend, BuildError> {
         let kind = settings.scheduler.backend;
         let deps = BackendDeps {
             ledger: ledger.clone(),
@@ -59,7 +74,10 @@ impl Scheduler {
     }
 
     /// Places the requests of one call on the active backend.
-    pub async fn schedule(&self, requests: Vec<RequestContext>) -> Result<Vec<Vec<HostState>>, ScheduleError> {
+    pub async fn schedule(
+        &self,
+        requests: Vec<RequestContext>,
+    ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let backend = self.backend();
         backend.schedule(requests).await
     }
@@ -68,13 +86,21 @@ impl Scheduler {
     /// tasks stop; calls already running on it finish there. On error nothing changes.
     pub async fn reconfigure(&self, settings: Arc<Settings>) -> Result<(), BuildError> {
         let current = self.settings();
-        if current.server.port != settings.server.port || current.ledger.url != settings.ledger.url {
-            tracing::warn!("server and ledger settings change only at restart; the rest is applied now");
+        if current.server.port != settings.server.port || current.ledger.url != settings.ledger.url
+        {
+            tracing::warn!(
+                "server and ledger settings change only at restart; the rest is applied now"
+            );
         }
-        let backend = Arc::new(Self::build(&settings, &self.ledger, &self.stats, &self.clock).await?);
+        let backend =
+            Arc::new(Self::build(&settings, &self.ledger, &self.stats, &self.clock).await?);
         let old = std::mem::replace(&mut *self.active.write(), (settings, backend.clone()));
         old.1.stop();
-        tracing::info!(from = old.1.kind().as_str(), to = backend.kind().as_str(), "backend switched");
+        tracing::info!(
+            from = old.1.kind().as_str(),
+            to = backend.kind().as_str(),
+            "backend switched"
+        );
         Ok(())
     }
 }

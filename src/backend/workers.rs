@@ -54,9 +54,18 @@ impl<S: Send + 'static> WorkerPool<S> {
 
     /// Waits for an idle worker.
     pub async fn acquire(&self) -> Worker<S> {
-        let permit = self.permits.clone().acquire_owned().await.expect("worker semaphore is never closed");
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("worker semaphore is never closed");
         let state = self.idle.lock().pop().expect("one idle state per permit");
-        Worker { state: Some(state), idle: self.idle.clone(), _permit: permit }
+        Worker {
+            state: Some(state),
+            idle: self.idle.clone(),
+            _permit: permit,
+        }
     }
 
     pub fn size(&self) -> usize {
@@ -78,7 +87,11 @@ impl<S: Send + 'static> WorkerPool<S> {
             self.permits.add_permits(target - current);
         } else if target < current {
             let n = (current - target) as u32;
-            let permits = self.permits.acquire_many(n).await.expect("worker semaphore is never closed");
+            let permits = self
+                .permits
+                .acquire_many(n)
+                .await
+                .expect("worker semaphore is never closed");
             permits.forget();
             let mut idle = self.idle.lock();
             for _ in 0..n {
@@ -105,7 +118,11 @@ mod tests {
         assert_eq!(pool.size(), 2);
         let a = pool.acquire().await;
         let b = pool.acquire().await;
-        assert!(tokio::time::timeout(std::time::Duration::from_millis(20), pool.acquire()).await.is_err());
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(20), pool.acquire())
+                .await
+                .is_err()
+        );
         drop((a, b));
     }
 }

@@ -6,9 +6,9 @@
 //! - `claims`: the atomic conditional claim and the idempotent release.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
 
-mod claims;
-mod hosts;
-mod messages;
+pub(crate) mod claims;
+pub(crate) mod hosts;
+pub(crate) mod messages;
 
 pub use claims::{Allocation, ClaimOutcome};
 pub use hosts::HostRegistration;
@@ -43,7 +43,7 @@ pub enum Engine {
 }
 
 #[derive(Clone, Debug)]
-enum Pools {
+pub(crate) enum Pools {
     /// SQLite allows one writer at a time: writes go through a single connection so that
     /// in-process writers queue instead of spinning on SQLITE_BUSY; reads use a pool (WAL).
     Sqlite {
@@ -56,7 +56,7 @@ enum Pools {
 /// A handle on the ledger; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Ledger {
-    pools: Pools,
+    pub(crate) pools: Pools,
 }
 
 /// Runs `$body` with `$pool` bound to the read pool of the engine in use.

@@ -47,7 +47,11 @@ impl From<sqlx::Error> for ApplyError {
 }
 
 fn registration(p: &HostStatePayload) -> Result<HostRegistration, ApplyError> {
-    let mut inventory = [Inventory { total: 0, reserved: 0, allocation_ratio: 1.0 }; 3];
+    let mut inventory = [Inventory {
+        total: 0,
+        reserved: 0,
+        allocation_ratio: 1.0,
+    }; 3];
     for class in CLASSES {
         if let Some(inv) = p.inventory.get(&class) {
             inventory[class.index()] = *inv;
@@ -62,7 +66,8 @@ fn registration(p: &HostStatePayload) -> Result<HostRegistration, ApplyError> {
         disabled: p.disabled,
         inventory,
     };
-    reg.validate().map_err(|e| ApplyError::Rejected(e.to_string()))?;
+    reg.validate()
+        .map_err(|e| ApplyError::Rejected(e.to_string()))?;
     Ok(reg)
 }
 
@@ -72,7 +77,9 @@ pub async fn apply(ledger: &Ledger, n: &Notification, now_ms: i64) -> Result<App
     let reg = match &n.event {
         HostEvent::HostState(p) => Some(registration(p)?),
         HostEvent::Upsert { demand, .. } if !demand.is_non_negative() => {
-            return Err(ApplyError::Rejected(format!("negative flavor sizes {demand:?}")))
+            return Err(ApplyError::Rejected(format!(
+                "negative flavor sizes {demand:?}"
+            )))
         }
         _ => None,
     };

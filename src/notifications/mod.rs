@@ -5,4 +5,4 @@
 
 mod apply;
 
-pub use apply::{apply, ApplyError, Applied};
+pub use apply::{apply, Applied, ApplyError};

@@ -15,7 +15,10 @@ pub async fn list_hosts(state: web::Data<AppState>) -> Result<HttpResponse, ApiE
         .iter()
         .map(|h| {
             let per_class = |v: &crate::domain::Resources| -> Map<String, Value> {
-                CLASSES.iter().map(|c| (c.as_str().to_string(), json!(v.get(*c)))).collect()
+                CLASSES
+                    .iter()
+                    .map(|c| (c.as_str().to_string(), json!(v.get(*c))))
+                    .collect()
             };
             let fresh = timeout_ms == 0 || now - h.last_seen_ms <= timeout_ms;
             json!({

@@ -30,7 +30,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::BAD_REQUEST, class: "BadRequest", message: message.into(), reason: None }
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            class: "BadRequest",
+            message: message.into(),
+            reason: None,
+        }
     }
 
     pub fn internal(message: impl std::fmt::Display) -> Self {
@@ -50,20 +55,30 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status).json(crate::nova::http_error_body(self.class, &self.message, self.reason.as_deref()))
+        HttpResponse::build(self.status).json(crate::nova::http_error_body(
+            self.class,
+            &self.message,
+            self.reason.as_deref(),
+        ))
     }
 }
 
 /// Reads a request body up to `limit` bytes, refusing larger ones with 413.
-pub(crate) async fn read_body(mut payload: web::Payload, limit: usize) -> Result<web::BytesMut, ApiError> {
+pub(crate) async fn read_body(
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<web::BytesMut, ApiError> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
         if body.len() + chunk.len() > limit {
             return Err(ApiError {
                 status: StatusCode::PAYLOAD_TOO_LARGE,
                 class: "PayloadTooLarge",
-                message: format!("request body is larger than {limit} bytes (server.max_body_bytes)"),
+                message: format!(
+                    "request body is larger than {limit} bytes (server.max_body_bytes)"
+                ),
                 reason: None,
             });
         }
@@ -75,7 +90,10 @@ pub(crate) async fn read_body(mut payload: web::Payload, limit: usize) -> Result
 /// Parses a JSON body, naming the position of a syntax error.
 pub(crate) fn parse_json(body: &[u8]) -> Result<serde_json::Value, ApiError> {
     if body.is_empty() {
-        return Err(ApiError::bad_request("request body is empty: a JSON object is expected"));
+        return Err(ApiError::bad_request(
+            "request body is empty: a JSON object is expected",
+        ));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
 }

@@ -3,8 +3,8 @@
 
 use super::select_destinations::codec_error;
 use super::{read_body, ApiError};
-use crate::nova::Notification;
 use crate::notifications::{apply, ApplyError};
+use crate::nova::Notification;
 use crate::startup::{AppState, BodyLimit};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
@@ -45,7 +45,12 @@ pub async fn post_notification(
             } else {
                 StatusCode::UNPROCESSABLE_ENTITY
             };
-            Err(ApiError { status, class: "Rejected", message: reason, reason: None })
+            Err(ApiError {
+                status,
+                class: "Rejected",
+                message: reason,
+                reason: None,
+            })
         }
         Err(ApplyError::Ledger(e)) => Err(ApiError::internal(e)),
     }

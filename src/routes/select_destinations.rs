@@ -2,7 +2,10 @@
 
 use super::{read_body, ApiError};
 use crate::backend::ScheduleError;
-use crate::nova::{encode_legacy, encode_selections, CodecError, SelectDestinationsArgs, Selection, SelectionVersion};
+use crate::nova::{
+    encode_legacy, encode_selections, CodecError, SelectDestinationsArgs, Selection,
+    SelectionVersion,
+};
 use crate::startup::{AppState, BodyLimit};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
@@ -25,7 +28,11 @@ pub async fn select_destinations(
 pub async fn place(state: &AppState, args: SelectDestinationsArgs) -> Result<Value, ApiError> {
     let requests = args.spec.contexts(&args.instance_uuids);
     let settings = state.scheduler.settings();
-    let span = tracing::info_span!("select_destinations", instances = requests.len(), backend = state.scheduler.backend().kind().as_str());
+    let span = tracing::info_span!(
+        "select_destinations",
+        instances = requests.len(),
+        backend = state.scheduler.backend().kind().as_str()
+    );
     let demand_of: Vec<_> = requests.iter().map(|r| r.demand).collect();
     match state.scheduler.schedule(requests).instrument(span).await {
         Ok(per_instance) => {
@@ -33,7 +40,10 @@ pub async fn place(state: &AppState, args: SelectDestinationsArgs) -> Result<Val
                 .iter()
                 .zip(demand_of)
                 .map(|(hosts, demand)| {
-                    hosts.iter().map(|h| Selection::from_host(h, demand, &settings.scheduler.cell_uuid)).collect()
+                    hosts
+                        .iter()
+                        .map(|h| Selection::from_host(h, demand, &settings.scheduler.cell_uuid))
+                        .collect()
                 })
                 .collect();
             if args.return_objects {
@@ -42,7 +52,11 @@ pub async fn place(state: &AppState, args: SelectDestinationsArgs) -> Result<Val
                 } else {
                     SelectionVersion::V1_1
                 };
-                Ok(encode_selections(&selections, version, args.return_alternates))
+                Ok(encode_selections(
+                    &selections,
+                    version,
+                    args.return_alternates,
+                ))
             } else {
                 Ok(encode_legacy(&selections))
             }
@@ -59,5 +73,10 @@ pub async fn place(state: &AppState, args: SelectDestinationsArgs) -> Result<Val
 
 /// A request the codec refused: 400 naming what is wrong.
 pub(crate) fn codec_error(e: CodecError) -> ApiError {
-    ApiError { status: StatusCode::BAD_REQUEST, class: "BadRequest", message: e.to_string(), reason: None }
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        class: "BadRequest",
+        message: e.to_string(),
+        reason: None,
+    }
 }

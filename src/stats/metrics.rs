@@ -57,15 +57,43 @@ impl Default for Metrics {
         };
         {
             let mut r = m.registry.lock();
-            r.register("requests", "Instances asked to be placed", m.requests.clone());
-            r.register("attempts", "Claims tried (including empty samples)", m.attempts.clone());
+            r.register(
+                "requests",
+                "Instances asked to be placed",
+                m.requests.clone(),
+            );
+            r.register(
+                "attempts",
+                "Claims tried (including empty samples)",
+                m.attempts.clone(),
+            );
             r.register("declines", "Attempts that failed", m.declines.clone());
             r.register("placed", "Instances placed", m.placed.clone());
-            r.register("no_valid_host", "Instances answered with NoValidHost", m.no_valid_host.clone());
-            r.register("queries", "Host states read from the ledger", m.queries.clone());
-            r.register("decision_latency_seconds", "Time to decide and claim one call", m.latency.clone());
-            r.register("notifications", "Notifications by outcome", m.notifications.clone());
-            r.register("broker_connected", "1 while connected to RabbitMQ", m.broker_connected.clone());
+            r.register(
+                "no_valid_host",
+                "Instances answered with NoValidHost",
+                m.no_valid_host.clone(),
+            );
+            r.register(
+                "queries",
+                "Host states read from the ledger",
+                m.queries.clone(),
+            );
+            r.register(
+                "decision_latency_seconds",
+                "Time to decide and claim one call",
+                m.latency.clone(),
+            );
+            r.register(
+                "notifications",
+                "Notifications by outcome",
+                m.notifications.clone(),
+            );
+            r.register(
+                "broker_connected",
+                "1 while connected to RabbitMQ",
+                m.broker_connected.clone(),
+            );
         }
         m
     }
@@ -99,7 +127,9 @@ impl BackendMetrics {
 
 impl Metrics {
     pub(super) fn backend(&self, backend: &str) -> BackendMetrics {
-        let l = BackendLabel { backend: backend.to_string() };
+        let l = BackendLabel {
+            backend: backend.to_string(),
+        };
         BackendMetrics {
             requests: self.requests.get_or_create(&l).clone(),
             attempts: self.attempts.get_or_create(&l).clone(),
@@ -113,7 +143,11 @@ impl Metrics {
 
     /// Counts a notification outcome.
     pub fn notification(&self, kind: &str) {
-        self.notifications.get_or_create(&KindLabel { kind: kind.to_string() }).inc();
+        self.notifications
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -95,7 +95,13 @@ impl BackendStats {
 
     /// Adds host reads that are not tied to one request (a cache refresh).
     pub fn add_queries(&self, queries: u64) {
-        self.record(Counts { queries, ..Counts::default() }, None);
+        self.record(
+            Counts {
+                queries,
+                ..Counts::default()
+            },
+            None,
+        );
     }
 
     /// Publishes a live parameter of the backend (e.g. `refresh_interval_s`).

@@ -22,9 +22,16 @@ struct Slot {
 impl Window {
     pub(super) fn new(window_ms: i64) -> Self {
         let slots = (0..SLOTS)
-            .map(|_| Slot { epoch: -1, counts: Counts::default(), latency_us: histogram() })
+            .map(|_| Slot {
+                epoch: -1,
+                counts: Counts::default(),
+                latency_us: histogram(),
+            })
             .collect();
-        Window { slot_ms: (window_ms / SLOTS as i64).max(1), slots }
+        Window {
+            slot_ms: (window_ms / SLOTS as i64).max(1),
+            slots,
+        }
     }
 
     pub(super) fn record(&mut self, now_ms: i64, delta: &Counts, latency_us: Option<u64>) {
@@ -63,7 +70,10 @@ mod tests {
     #[test]
     fn old_slots_leave_the_window() {
         let mut w = Window::new(60_000);
-        let one = Counts { requests: 1, ..Counts::default() };
+        let one = Counts {
+            requests: 1,
+            ..Counts::default()
+        };
         w.record(0, &one, Some(10));
         w.record(30_000, &one, Some(20));
         assert_eq!(w.view(30_000).0.requests, 2);

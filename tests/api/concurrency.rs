@@ -19,7 +19,10 @@ async fn concurrent_callers_never_oversubscribe(engine: &str) {
             let app = app.clone();
             tokio::spawn(async move {
                 let spec = request_spec(flavor(1, 512, 5), 1, json!({}));
-                app.post("/v1/select_destinations", &call_body(spec, &uuids(1))).await.status().as_u16()
+                app.post("/v1/select_destinations", &call_body(spec, &uuids(1)))
+                    .await
+                    .status()
+                    .as_u16()
             })
         })
         .collect();
@@ -33,13 +36,25 @@ async fn concurrent_callers_never_oversubscribe(engine: &str) {
         }
     }
     assert_eq!(ok + nvh, 200);
-    assert_eq!(ok, 160, "every slot is used once the callers outnumber them");
+    assert_eq!(
+        ok, 160,
+        "every slot is used once the callers outnumber them"
+    );
     for (host, vcpu, mem, disk) in app.used().await {
-        assert!(vcpu <= 16 && mem <= 8192 && disk <= 80, "{host} oversubscribed: {vcpu} {mem} {disk}");
+        assert!(
+            vcpu <= 16 && mem <= 8192 && disk <= 80,
+            "{host} oversubscribed: {vcpu} {mem} {disk}"
+        );
     }
     let stats = app.stats("filter").await;
     assert_eq!(stats["requests"], 200);
-    assert_eq!(stats["placed"].as_u64().unwrap() + stats["no_valid_host"].as_u64().unwrap(), 200);
+    assert_eq!(
+        stats["placed"].as_u64().unwrap() + stats["no_valid_host"].as_u64().unwrap(),
+        200
+    );
     assert_eq!(stats["placed"], 160);
 }
-on_both_engines!(concurrent_callers_never_oversubscribe, super::concurrent_callers_never_oversubscribe);
+on_both_engines!(
+    concurrent_callers_never_oversubscribe,
+    super::concurrent_callers_never_oversubscribe
+);

@@ -12,7 +12,8 @@ pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
     pub state: actix_web::web::Data<AppState>,
-    pub db: TestDb,
+    /// Keeps the test database (or SQLite file) alive as long as the app.
+    pub _db: TestDb,
 }
 
 /// Default test settings: the given engine and backend, a fixed seed.
@@ -33,15 +34,28 @@ pub async fn spawn_app(engine: &str) -> TestApp {
 
 pub async fn spawn_with(settings: Settings, db: TestDb) -> TestApp {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    let app = Application::build_with(settings, listener, Arc::new(SystemClock)).await.expect("build app");
+    let app = Application::build_with(settings, listener, Arc::new(SystemClock))
+        .await
+        .expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
     let state = app.state();
     tokio::spawn(app.run_until_stopped());
-    TestApp { address, client: reqwest::Client::new(), state, db }
+    TestApp {
+        address,
+        client: reqwest::Client::new(),
+        state,
+        _db: db,
+    }
 }
 
 /// A Parasol host-state event (DESIGN §3.3) for a host with ratios of 1.
-pub fn host_state_event(message_id: &str, host: &str, vcpu: i64, memory_mb: i64, disk_gb: i64) -> Value {
+pub fn host_state_event(
+    message_id: &str,
+    host: &str,
+    vcpu: i64,
+    memory_mb: i64,
+    disk_gb: i64,
+) -> Value {
     json!({
         "message_id": message_id,
         "publisher_id": format!("parasol-host:{host}"),
@@ -99,7 +113,12 @@ pub fn uuids(n: usize) -> Vec<String> {
 
 impl TestApp {
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
-        self.client.post(format!("{}{path}", self.address)).json(body).send().await.expect("request")
+        self.client
+            .post(format!("{}{path}", self.address))
+            .json(body)
+            .send()
+            .await
+            .expect("request")
     }
 
     pub async fn post_raw(&self, path: &str, body: &'static str) -> reqwest::Response {
@@ -113,19 +132,41 @@ impl TestApp {
     }
 
     pub async fn get_json(&self, path: &str) -> Value {
-        self.client.get(format!("{}{path}", self.address)).send().await.expect("request").json().await.expect("json")
+        self.client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json")
     }
 
     pub async fn register(&self, host: &str, vcpu: i64, memory_mb: i64, disk_gb: i64) {
         let id = uuid::Uuid::new_v4().to_string();
-        let resp = self.post("/v1/notifications", &host_state_event(&id, host, vcpu, memory_mb, disk_gb)).await;
-        assert_eq!(resp.status(), 200, "registering {host}: {}", resp.text().await.unwrap_or_default());
+        let resp = self
+            .post(
+                "/v1/notifications",
+                &host_state_event(&id, host, vcpu, memory_mb, disk_gb),
+            )
+            .await;
+        assert_eq!(
+            resp.status(),
+            200,
+            "registering {host}: {}",
+            resp.text().await.unwrap_or_default()
+        );
     }
 
     /// Calls select_destinations for `n` instances of `flavor`; returns status and body.
     pub async fn place(&self, flavor: Value, n: usize, extra: Value) -> (u16, Value) {
         let ids = uuids(n);
-        let resp = self.post("/v1/select_destinations", &call_body(request_spec(flavor, n, extra), &ids)).await;
+        let resp = self
+            .post(
+                "/v1/select_destinations",
+                &call_body(request_spec(flavor, n, extra), &ids),
+            )
+            .await;
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap_or(Value::Null))
     }

@@ -4,8 +4,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod bad_input;
 mod backends;
+mod bad_input;
 mod concurrency;
 mod helpers;
 mod notifications;
