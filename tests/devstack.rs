@@ -56,9 +56,10 @@ fn every_plugin_phase_produces_its_files_and_commands() {
 
 #[test]
 fn the_shipped_configuration_passes_config_check() {
-    let out = run(Command::new(PARASOL)
-        .current_dir(REPO)
-        .args(["config", "check", "etc/parasol.toml"]));
+    let out =
+        run(Command::new(PARASOL)
+            .current_dir(REPO)
+            .args(["config", "check", "etc/parasol.toml"]));
     assert!(out.contains("valid (backend filter)"), "{out}");
 }
 
@@ -90,7 +91,11 @@ fn the_systemd_unit_checks_the_config_logs_to_journald_and_reloads_with_sighup()
     ] {
         assert!(unit.lines().any(|l| l == line), "missing {line}");
     }
-    if Command::new("systemd-analyze").arg("--version").output().is_ok() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
         let dir = tempfile::tempdir().expect("temp dir");
         let copy = dir.path().join("parasol.service");
         // Verify the unit's syntax with the binary path pointing at the freshly built one.
