@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`domain`]: resource vectors, host state and the per-request scheduling context.
 //! - [`clock`]: the injectable clock every interval and timestamp comes from.
+//! - [`datasets`]: the papers' workloads (NFV, Google, Amazon) mapped exactly to resource classes.
 
 pub mod clock;
+pub mod datasets;
 pub mod domain;

@@ -58,7 +58,11 @@ pub struct RequestContext {
 
 impl RequestContext {
     /// A request with only a demand, for the simulator, the benchmark and tests.
-    pub fn with_demand(instance_uuid: impl Into<String>, flavor: impl Into<String>, demand: Resources) -> Self {
+    pub fn with_demand(
+        instance_uuid: impl Into<String>,
+        flavor: impl Into<String>,
+        demand: Resources,
+    ) -> Self {
         RequestContext {
             instance_uuid: instance_uuid.into(),
             demand,
