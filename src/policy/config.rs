@@ -1,0 +1,162 @@
+//! The policy's configuration: which filters and weighers run, with Nova's option names.
+
+use serde::Deserialize;
+
+/// How hosts that pass the filters are ranked (DESIGN §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    /// Nova's weighers (`weight_classes`) with their multipliers.
+    #[default]
+    Nova,
+    /// Smallest post-placement max utilisation first.
+    WorstFit,
+    /// Lowest host id first.
+    FirstFit,
+    /// Largest post-placement max utilisation first.
+    BestFit,
+    /// Uniform among the hosts that pass.
+    Random,
+    /// Post-placement utilisation vector closest to the diagonal first.
+    DistFromDiag,
+    /// `worst_fit` below 60 % cloud utilisation, `first_fit` above.
+    Adaptive,
+    /// `first_fit` ranking, uniform pick among the top ℓ = max(host_subset_size, 5).
+    Ffr,
+    /// `worst_fit` ranking, uniform pick among the top ℓ = max(host_subset_size, 5).
+    Wfr,
+}
+
+impl Algorithm {
+    /// The configuration name of the algorithm.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::Nova => "nova",
+            Algorithm::WorstFit => "worst_fit",
+            Algorithm::FirstFit => "first_fit",
+            Algorithm::BestFit => "best_fit",
+            Algorithm::Random => "random",
+            Algorithm::DistFromDiag => "dist_from_diag",
+            Algorithm::Adaptive => "adaptive",
+            Algorithm::Ffr => "ffr",
+            Algorithm::Wfr => "wfr",
+        }
+    }
+}
+
+/// Filters, weighers and pick, configured with Nova's option names where they exist.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// How passing hosts are ranked (`nova` by default).
+    pub algorithm: Algorithm,
+    /// Filter names, run in this order (the order the rejection report follows).
+    pub enabled_filters: Vec<String>,
+    /// Pick uniformly among this many best hosts (Nova's `[filter_scheduler] host_subset_size`).
+    pub host_subset_size: usize,
+    /// A host not heard from for this long counts as down (Nova's `service_down_time`);
+    /// 0 turns the heartbeat check off (simulator, tests).
+    pub host_timeout_s: u64,
+    /// `RAMWeigher` multiplier (1.0: spread on free memory).
+    pub ram_weight_multiplier: f64,
+    /// `CPUWeigher` multiplier (1.0: spread on free VCPU).
+    pub cpu_weight_multiplier: f64,
+    /// `DiskWeigher` multiplier (1.0: spread on free disk).
+    pub disk_weight_multiplier: f64,
+    /// `IoOpsWeigher` multiplier (−1.0: prefer hosts with fewer I/O operations).
+    pub io_ops_weight_multiplier: f64,
+    /// `NumInstancesWeigher` multiplier (0.0: off).
+    pub num_instances_weight_multiplier: f64,
+    /// `ServerGroupSoftAffinityWeigher` multiplier (1.0). Nova's option, kept so
+    /// that an operator's nova.conf values carry over.
+    pub soft_affinity_weight_multiplier: f64,
+    /// `ServerGroupSoftAntiAffinityWeigher` multiplier (1.0), as above.
+    pub soft_anti_affinity_weight_multiplier: f64,
+    /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
+    pub weight_classes: Vec<String>,
+}
+
+/// Every built-in filter, in the default order: cheap request constraints first, then state,
+/// capacity and server groups.
+pub const DEFAULT_FILTERS: [&str; 8] = [
+    "ForceHostsFilter",
+    "IgnoreHostsFilter",
+    "RequestedDestinationFilter",
+    "AvailabilityZoneFilter",
+    "ComputeFilter",
+    "CapacityFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+];
+
+/// Every built-in weigher (Nova's `nova.scheduler.weights.all_weighers`).
+pub const DEFAULT_WEIGHERS: [&str; 7] = [
+    "RAMWeigher",
+    "CPUWeigher",
+    "DiskWeigher",
+    "IoOpsWeigher",
+    "NumInstancesWeigher",
+    "ServerGroupSoftAffinityWeigher",
+    "ServerGroupSoftAntiAffinityWeigher",
+];
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            algorithm: Algorithm::Nova,
+            enabled_filters: DEFAULT_FILTERS.iter().map(|s| s.to_string()).collect(),
+            host_subset_size: 1,
+            host_timeout_s: 60,
+            ram_weight_multiplier: 1.0,
+            cpu_weight_multiplier: 1.0,
+            disk_weight_multiplier: 1.0,
+            io_ops_weight_multiplier: -1.0,
+            num_instances_weight_multiplier: 0.0,
+            soft_affinity_weight_multiplier: 1.0,
+            soft_anti_affinity_weight_multiplier: 1.0,
+            weight_classes: DEFAULT_WEIGHERS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_gets_novas_defaults() {
+        let cfg: PolicyConfig = toml::from_str("").unwrap();
+        assert_eq!(cfg, PolicyConfig::default());
+        assert_eq!(cfg.algorithm, Algorithm::Nova);
+        assert_eq!(cfg.host_subset_size, 1);
+        assert_eq!(cfg.io_ops_weight_multiplier, -1.0);
+        assert_eq!(cfg.enabled_filters.len(), DEFAULT_FILTERS.len());
+    }
+
+    #[test]
+    fn algorithms_parse_by_snake_case_name() {
+        let names = [
+            ("nova", Algorithm::Nova),
+            ("worst_fit", Algorithm::WorstFit),
+            ("first_fit", Algorithm::FirstFit),
+            ("best_fit", Algorithm::BestFit),
+            ("random", Algorithm::Random),
+            ("dist_from_diag", Algorithm::DistFromDiag),
+            ("adaptive", Algorithm::Adaptive),
+            ("ffr", Algorithm::Ffr),
+            ("wfr", Algorithm::Wfr),
+        ];
+        for (name, want) in names {
+            let cfg: PolicyConfig = toml::from_str(&format!("algorithm = \"{name}\"")).unwrap();
+            assert_eq!(cfg.algorithm, want);
+            assert_eq!(want.as_str(), name);
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_algorithms_are_refused() {
+        let err = toml::from_str::<PolicyConfig>("host_subset = 2").unwrap_err();
+        assert!(err.to_string().contains("host_subset"), "{err}");
+        assert!(toml::from_str::<PolicyConfig>("algorithm = \"best\"").is_err());
+    }
+}

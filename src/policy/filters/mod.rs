@@ -1,0 +1,100 @@
+//! Filters: each says yes or no for one host and one request (Nova's `BaseHostFilter`).
+//!
+//! One file per filter, each with its name constant and table-driven tests.
+
+mod affinity;
+mod anti_affinity;
+mod availability_zone;
+mod capacity;
+mod compute;
+mod force_hosts;
+mod ignore_hosts;
+mod requested_destination;
+
+pub use affinity::ServerGroupAffinityFilter;
+pub use anti_affinity::members_on;
+pub use anti_affinity::ServerGroupAntiAffinityFilter;
+pub use availability_zone::AvailabilityZoneFilter;
+pub use capacity::CapacityFilter;
+pub use compute::heard_from_recently;
+pub use compute::ComputeFilter;
+pub use force_hosts::ForceHostsFilter;
+pub use ignore_hosts::IgnoreHostsFilter;
+pub use requested_destination::RequestedDestinationFilter;
+
+use super::config::PolicyConfig;
+use crate::domain::{HostState, RequestContext};
+
+/// What a filter may know besides the host and the request: the time and the host timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilterEnv {
+    /// Now, in milliseconds since the Unix epoch (from the injected clock).
+    pub now_ms: i64,
+    /// A host whose last report is further than this from `now_ms` counts as down;
+    /// 0 turns the heartbeat check off.
+    pub host_timeout_ms: i64,
+}
+
+impl FilterEnv {
+    /// The environment at `now_ms` with the configured `host_timeout_s`.
+    pub fn new(now_ms: i64, config: &PolicyConfig) -> Self {
+        let timeout = i64::try_from(config.host_timeout_s.saturating_mul(1000)).unwrap_or(i64::MAX);
+        FilterEnv {
+            now_ms,
+            host_timeout_ms: timeout,
+        }
+    }
+
+    /// No heartbeat check: for the simulator and tests, whose hosts never report.
+    pub fn without_heartbeats() -> Self {
+        FilterEnv {
+            now_ms: 0,
+            host_timeout_ms: 0,
+        }
+    }
+}
+
+/// Keeps a host or not, for one request. Implementations hold no per-request state.
+pub trait Filter: Send + Sync {
+    /// The filter's name in `enabled_filters` (Nova's class name).
+    fn name(&self) -> &'static str;
+    /// True when `host` may take `req`.
+    fn passes(&self, host: &HostState, req: &RequestContext, env: &FilterEnv) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_takes_the_host_timeout_from_config_in_milliseconds() {
+        let cfg = PolicyConfig::default();
+        assert_eq!(
+            FilterEnv::new(5, &cfg),
+            FilterEnv {
+                now_ms: 5,
+                host_timeout_ms: 60_000
+            }
+        );
+        let huge = PolicyConfig {
+            host_timeout_s: u64::MAX,
+            ..cfg
+        };
+        assert_eq!(FilterEnv::new(5, &huge).host_timeout_ms, i64::MAX);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::domain::{HostState, RequestContext, Resources};
+
+    /// A roomy, up host named `host{id}`.
+    pub fn host(id: i64) -> HostState {
+        HostState::synthetic(id, Resources::new(16, 32768, 400), Resources::ZERO)
+    }
+
+    /// A small request.
+    pub fn request() -> RequestContext {
+        RequestContext::with_demand("inst-1", "m1.small", Resources::new(1, 2048, 20))
+    }
+}

@@ -1,0 +1,63 @@
+//! `RequestedDestinationFilter`: the host (and node) the request's destination names.
+
+use super::{Filter, FilterEnv};
+use crate::domain::{HostState, RequestContext};
+
+/// Nova's `requested_destination` (a targeted live migration, evacuate or cold migrate):
+/// when it names a host, only that host remains; when it names a node, only that node.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestedDestinationFilter;
+
+impl RequestedDestinationFilter {
+    /// The name in `enabled_filters`.
+    pub const NAME: &'static str = "RequestedDestinationFilter";
+}
+
+impl Filter for RequestedDestinationFilter {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
+        let Some(dest) = &req.requested_destination else {
+            return true;
+        };
+        let host_ok = dest.host.as_deref().is_none_or(|h| h == &*host.host);
+        let node_ok = dest.node.as_deref().is_none_or(|n| n == &*host.node);
+        host_ok && node_ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{host, request};
+    use super::*;
+    use crate::domain::Destination;
+
+    #[test]
+    fn keeps_only_the_requested_host_and_node() {
+        let cases = [
+            ("no destination", None, true),
+            ("empty destination", Some((None, None)), true),
+            ("this host", Some((Some("host1"), None)), true),
+            ("another host", Some((Some("host2"), None)), false),
+            ("this node", Some((None, Some("host1"))), true),
+            (
+                "this host, another node",
+                Some((Some("host1"), Some("node9"))),
+                false,
+            ),
+        ];
+        for (name, dest, want) in cases {
+            let mut req = request();
+            req.requested_destination =
+                dest.map(|(h, n): (Option<&str>, Option<&str>)| Destination {
+                    host: h.map(String::from),
+                    node: n.map(String::from),
+                });
+            let got =
+                RequestedDestinationFilter.passes(&host(1), &req, &FilterEnv::without_heartbeats());
+            assert_eq!(got, want, "{name}");
+        }
+    }
+}

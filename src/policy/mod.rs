@@ -1,0 +1,29 @@
+//! The scheduling policy every backend shares: filters keep or drop hosts, weighers (or a
+//! placement algorithm's key) rank the rest, and a seeded pick chooses among the top
+//! `host_subset_size` (DESIGN §5, Nova's FilterScheduler).
+//!
+//! # Layout
+//! - `config`: [`PolicyConfig`] and [`Algorithm`], with Nova's option names and defaults.
+//! - `filters`: the [`Filter`] trait, [`FilterEnv`], and one file per filter.
+//! - `weighers`: the [`Weigher`] trait, Nova's min–max normalisation, one file per weigher.
+//! - `algorithms`: the papers' placement rules as ranking keys, one file per rule.
+//! - `registry`: name → factory maps that refuse unknown or duplicate names.
+//! - `pipeline`: [`Policy`], which filters, ranks and picks into a caller's buffer.
+//! - `error`: [`PolicyError`] for bad configuration, [`Rejection`] for NoValidHost.
+
+pub mod algorithms;
+mod config;
+mod error;
+pub mod filters;
+mod pipeline;
+pub mod registry;
+pub mod weighers;
+
+pub use config::{Algorithm, PolicyConfig, DEFAULT_FILTERS, DEFAULT_WEIGHERS};
+pub use error::{PolicyError, Rejection};
+pub use filters::{Filter, FilterEnv};
+pub use pipeline::{Policy, RankScratch};
+pub use weighers::Weigher;
+
+#[cfg(test)]
+mod tests;

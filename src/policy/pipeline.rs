@@ -1,0 +1,267 @@
+//! The policy pipeline: filter, rank (weighers or an algorithm's key), pick among the top ℓ.
+
+use super::algorithms::{self, random::shuffle_prefix, Ranking};
+use super::config::{Algorithm, PolicyConfig};
+use super::error::{PolicyError, Rejection};
+use super::filters::{Filter, FilterEnv};
+use super::registry::{builtin_filters, builtin_weighers, Registry};
+use super::weighers::{add_normalised, Weigher};
+use crate::domain::{HostState, RequestContext};
+use rand::Rng;
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::fmt;
+
+/// A built policy: filters, weighers and the ranking algorithm. Shared by every worker.
+pub struct Policy {
+    algorithm: Algorithm,
+    host_subset_size: usize,
+    filters: Vec<Box<dyn Filter>>,
+    weighers: Vec<Box<dyn Weigher>>,
+}
+
+/// Reusable buffers for [`Policy::rank_with`]: after the first calls have grown them, ranking
+/// allocates nothing per host (or at all, on the success path).
+#[derive(Debug, Default)]
+pub struct RankScratch {
+    scored: Vec<Scored>,
+    raw: Vec<f64>,
+    weights: Vec<f64>,
+    removed: Vec<usize>,
+}
+
+#[cfg(test)]
+impl RankScratch {
+    /// The capacity of every buffer, to check that a call grew none.
+    pub(crate) fn capacities(&self) -> [usize; 4] {
+        [
+            self.scored.capacity(),
+            self.raw.capacity(),
+            self.weights.capacity(),
+            self.removed.capacity(),
+        ]
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Scored {
+    score: f64,
+    idx: usize,
+}
+
+/// Higher score first, then host order: a total order, so unstable sorts are reproducible.
+fn by_rank(a: &Scored, b: &Scored) -> Ordering {
+    b.score.total_cmp(&a.score).then(a.idx.cmp(&b.idx))
+}
+
+/// Makes a score safe for `total_cmp`: −0 as 0, NaN last.
+fn canonical(score: f64) -> f64 {
+    if score.is_nan() {
+        f64::NEG_INFINITY
+    } else {
+        score + 0.0
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<RankScratch> = RefCell::new(RankScratch::default());
+}
+
+impl Policy {
+    /// Builds the policy from its configuration with the built-in filters and weighers.
+    pub fn from_config(config: &PolicyConfig) -> Result<Policy, PolicyError> {
+        Self::build(config, &builtin_filters(), &builtin_weighers())
+    }
+
+    /// Builds the policy with the given registries (for plugins beyond the built-in ones).
+    pub fn build(
+        config: &PolicyConfig,
+        filters: &Registry<dyn Filter>,
+        weighers: &Registry<dyn Weigher>,
+    ) -> Result<Policy, PolicyError> {
+        if config.host_subset_size == 0 {
+            return Err(PolicyError::Invalid {
+                key: "host_subset_size",
+                message: "must be at least 1".into(),
+            });
+        }
+        let weighers = weighers.build(&config.weight_classes, config)?;
+        if let Some(w) = weighers.iter().find(|w| !w.multiplier().is_finite()) {
+            return Err(PolicyError::Invalid {
+                key: "weight_classes",
+                message: format!("{} has a non-finite multiplier", w.name()),
+            });
+        }
+        Ok(Policy {
+            algorithm: config.algorithm,
+            host_subset_size: config.host_subset_size,
+            filters: filters.build(&config.enabled_filters, config)?,
+            weighers,
+        })
+    }
+
+    /// The same filters and weighers, ranked by another algorithm (APSR uses `random`).
+    pub fn with_algorithm(self, algorithm: Algorithm) -> Policy {
+        Policy { algorithm, ..self }
+    }
+
+    /// The ranking algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The configured `host_subset_size` (an algorithm may widen it, see `ffr`).
+    pub fn host_subset_size(&self) -> usize {
+        self.host_subset_size
+    }
+
+    /// Names of the enabled filters, in the order they run.
+    pub fn filter_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.filters.iter().map(|f| f.name())
+    }
+
+    /// True when every enabled filter passes `host` for `req` (APSR's "keeps those that fit").
+    pub fn fits_any(&self, host: &HostState, req: &RequestContext, env: &FilterEnv) -> bool {
+        self.filters.iter().all(|f| f.passes(host, req, env))
+    }
+
+    /// Ranks `hosts` for `req` with this thread's scratch buffers; see [`Policy::rank_with`].
+    pub fn rank(
+        &self,
+        hosts: &[HostState],
+        req: &RequestContext,
+        env: &FilterEnv,
+        rng: &mut impl Rng,
+        max: usize,
+        out: &mut Vec<usize>,
+    ) -> Result<(), Rejection> {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.rank_with(&mut scratch, hosts, req, env, rng, max, out),
+            Err(_) => self.rank_with(&mut RankScratch::default(), hosts, req, env, rng, max, out),
+        })
+    }
+
+    /// Fills `out` with at most `max` indices into `hosts`: first the pick (uniform among the
+    /// top ℓ by weight — ℓ = `host_subset_size`, or the algorithm's own; for `random`
+    /// uniform among all that pass), then the alternates in descending weight (for `random`,
+    /// further uniform draws). Ties keep host order, so a seeded `rng` reproduces the result.
+    ///
+    /// Per-request work (algorithm resolution, `adaptive`'s cloud utilisation) is done once;
+    /// per host there is one pass of filters, one key or one raw value per weigher into
+    /// `scratch`, and a partial sort of the top `max(ℓ, max)`; nothing is boxed or allocated
+    /// on the success path. Errs with the per-filter removals when no host passes (even when
+    /// `max` is 0).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rank_with(
+        &self,
+        scratch: &mut RankScratch,
+        hosts: &[HostState],
+        req: &RequestContext,
+        env: &FilterEnv,
+        rng: &mut impl Rng,
+        max: usize,
+        out: &mut Vec<usize>,
+    ) -> Result<(), Rejection> {
+        out.clear();
+        self.filter_into(scratch, hosts, req, env)?;
+        let scored = &mut scratch.scored;
+        let n = scored.len();
+        if max == 0 {
+            return Ok(());
+        }
+        let (ranking, subset) = algorithms::resolve(self.algorithm, hosts, self.host_subset_size);
+        match ranking {
+            Ranking::Uniform => {
+                shuffle_prefix(scored, max, rng);
+                out.extend(scored.iter().take(max).map(|s| s.idx));
+                return Ok(());
+            }
+            Ranking::Key(key) => {
+                for s in scored.iter_mut() {
+                    s.score = canonical(key(&hosts[s.idx], &req.demand));
+                }
+            }
+            Ranking::Weighers => self.weigh(scratch, hosts, req),
+        }
+        let scored = &mut scratch.scored;
+        let subset = subset.clamp(1, n);
+        let top = max.max(subset).min(n);
+        if top < n {
+            scored.select_nth_unstable_by(top - 1, by_rank);
+        }
+        scored[..top].sort_unstable_by(by_rank);
+        let pick = if subset > 1 {
+            rng.gen_range(0..subset)
+        } else {
+            0
+        };
+        out.push(scored[pick].idx);
+        let alternates = scored[..top].iter().enumerate().filter(|(j, _)| *j != pick);
+        out.extend(alternates.map(|(_, s)| s.idx).take(max - 1));
+        Ok(())
+    }
+
+    /// Keeps the passing hosts in `scratch.scored`, counting removals per filter.
+    fn filter_into(
+        &self,
+        scratch: &mut RankScratch,
+        hosts: &[HostState],
+        req: &RequestContext,
+        env: &FilterEnv,
+    ) -> Result<(), Rejection> {
+        scratch.scored.clear();
+        scratch.removed.clear();
+        scratch.removed.resize(self.filters.len(), 0);
+        for (idx, host) in hosts.iter().enumerate() {
+            match self.filters.iter().position(|f| !f.passes(host, req, env)) {
+                Some(k) => scratch.removed[k] += 1,
+                None => scratch.scored.push(Scored { score: 0.0, idx }),
+            }
+        }
+        if !scratch.scored.is_empty() {
+            return Ok(());
+        }
+        let removed = self.filters.iter().zip(&scratch.removed);
+        Err(Rejection {
+            hosts: hosts.len(),
+            removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
+        })
+    }
+
+    /// Nova's weight handler over the passing hosts: normalise, multiply, sum.
+    fn weigh(&self, scratch: &mut RankScratch, hosts: &[HostState], req: &RequestContext) {
+        let RankScratch {
+            scored,
+            raw,
+            weights,
+            ..
+        } = scratch;
+        weights.clear();
+        weights.resize(scored.len(), 0.0);
+        for w in self.weighers.iter().filter(|w| w.multiplier() != 0.0) {
+            raw.clear();
+            raw.extend(scored.iter().map(|s| w.weigh(&hosts[s.idx], req)));
+            add_normalised(raw, w.multiplier(), weights);
+        }
+        for (s, w) in scored.iter_mut().zip(weights.iter()) {
+            s.score = canonical(*w);
+        }
+    }
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("algorithm", &self.algorithm)
+            .field("host_subset_size", &self.host_subset_size)
+            .field(
+                "filters",
+                &self.filters.iter().map(|x| x.name()).collect::<Vec<_>>(),
+            )
+            .field(
+                "weighers",
+                &self.weighers.iter().map(|x| x.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}

@@ -1,0 +1,262 @@
+//! Name → factory maps for filters and weighers, built at start-up; unknown or duplicate
+//! names are refused with an error naming the offender.
+
+use super::config::PolicyConfig;
+use super::error::PolicyError;
+use super::filters::{self, Filter};
+use super::weighers::{self, Weigher};
+
+/// Builds one plugin from the policy configuration (e.g. to read its multiplier).
+pub type Factory<T> = fn(&PolicyConfig) -> Box<T>;
+
+/// The plugins of one extension point, by name.
+pub struct Registry<T: ?Sized> {
+    kind: &'static str,
+    /// Nova's name for "every plugin" (`all_filters`, `all_weighers`).
+    all_alias: &'static str,
+    factories: Vec<(&'static str, Factory<T>)>,
+}
+
+impl<T: ?Sized> Registry<T> {
+    /// An empty registry of `kind` ("filter", "weigher").
+    pub fn new(kind: &'static str, all_alias: &'static str) -> Self {
+        Registry {
+            kind,
+            all_alias,
+            factories: Vec::new(),
+        }
+    }
+
+    /// Adds a plugin; refuses a name already registered.
+    pub fn register(&mut self, name: &'static str, factory: Factory<T>) -> Result<(), PolicyError> {
+        if self.factories.iter().any(|(n, _)| *n == name) {
+            return Err(PolicyError::Duplicate {
+                kind: self.kind,
+                name: name.to_string(),
+            });
+        }
+        self.factories.push((name, factory));
+        Ok(())
+    }
+
+    /// Registered names, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.factories.iter().map(|(n, _)| *n)
+    }
+
+    /// Builds the named plugins in order. Nova's dotted paths
+    /// (`nova.scheduler.weights.ram.RAMWeigher`) resolve by their last segment, and the
+    /// `all_*` alias expands to every plugin; a name unknown or listed twice is refused.
+    pub fn build(
+        &self,
+        names: &[String],
+        config: &PolicyConfig,
+    ) -> Result<Vec<Box<T>>, PolicyError> {
+        let mut chosen: Vec<(&'static str, Factory<T>)> = Vec::new();
+        for raw in names {
+            let short = raw.rsplit('.').next().unwrap_or(raw);
+            let entries: Vec<_> = if short == self.all_alias {
+                self.factories.clone()
+            } else {
+                match self.factories.iter().find(|(n, _)| *n == short) {
+                    Some(entry) => vec![*entry],
+                    None => {
+                        return Err(PolicyError::Unknown {
+                            kind: self.kind,
+                            name: raw.clone(),
+                            known: self.names().collect::<Vec<_>>().join(", "),
+                        })
+                    }
+                }
+            };
+            for (name, factory) in entries {
+                if chosen.iter().any(|(n, _)| *n == name) {
+                    return Err(PolicyError::Duplicate {
+                        kind: self.kind,
+                        name: name.to_string(),
+                    });
+                }
+                chosen.push((name, factory));
+            }
+        }
+        Ok(chosen.into_iter().map(|(_, f)| f(config)).collect())
+    }
+}
+
+/// Every built-in filter.
+pub fn builtin_filters() -> Registry<dyn Filter> {
+    let mut r = Registry::new("filter", "all_filters");
+    let entries: [(&'static str, Factory<dyn Filter>); 8] = [
+        (filters::ForceHostsFilter::NAME, |_| {
+            Box::new(filters::ForceHostsFilter)
+        }),
+        (filters::IgnoreHostsFilter::NAME, |_| {
+            Box::new(filters::IgnoreHostsFilter)
+        }),
+        (filters::RequestedDestinationFilter::NAME, |_| {
+            Box::new(filters::RequestedDestinationFilter)
+        }),
+        (filters::AvailabilityZoneFilter::NAME, |_| {
+            Box::new(filters::AvailabilityZoneFilter)
+        }),
+        (filters::ComputeFilter::NAME, |_| {
+            Box::new(filters::ComputeFilter)
+        }),
+        (filters::CapacityFilter::NAME, |_| {
+            Box::new(filters::CapacityFilter)
+        }),
+        (filters::ServerGroupAntiAffinityFilter::NAME, |_| {
+            Box::new(filters::ServerGroupAntiAffinityFilter)
+        }),
+        (filters::ServerGroupAffinityFilter::NAME, |_| {
+            Box::new(filters::ServerGroupAffinityFilter)
+        }),
+    ];
+    for (name, factory) in entries {
+        r.register(name, factory)
+            .expect("built-in filter names are distinct");
+    }
+    r
+}
+
+/// Every built-in weigher, each taking its multiplier from the configuration.
+pub fn builtin_weighers() -> Registry<dyn Weigher> {
+    use weighers::*;
+    let mut r = Registry::new("weigher", "all_weighers");
+    let entries: [(&'static str, Factory<dyn Weigher>); 7] = [
+        (RAMWeigher::NAME, |c| {
+            Box::new(RAMWeigher {
+                multiplier: c.ram_weight_multiplier,
+            })
+        }),
+        (CPUWeigher::NAME, |c| {
+            Box::new(CPUWeigher {
+                multiplier: c.cpu_weight_multiplier,
+            })
+        }),
+        (DiskWeigher::NAME, |c| {
+            Box::new(DiskWeigher {
+                multiplier: c.disk_weight_multiplier,
+            })
+        }),
+        (IoOpsWeigher::NAME, |c| {
+            Box::new(IoOpsWeigher {
+                multiplier: c.io_ops_weight_multiplier,
+            })
+        }),
+        (NumInstancesWeigher::NAME, |c| {
+            Box::new(NumInstancesWeigher {
+                multiplier: c.num_instances_weight_multiplier,
+            })
+        }),
+        (ServerGroupSoftAffinityWeigher::NAME, |c| {
+            Box::new(ServerGroupSoftAffinityWeigher {
+                multiplier: c.soft_affinity_weight_multiplier,
+            })
+        }),
+        (ServerGroupSoftAntiAffinityWeigher::NAME, |c| {
+            Box::new(ServerGroupSoftAntiAffinityWeigher {
+                multiplier: c.soft_anti_affinity_weight_multiplier,
+            })
+        }),
+    ];
+    for (name, factory) in entries {
+        r.register(name, factory)
+            .expect("built-in weigher names are distinct");
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::{DEFAULT_FILTERS, DEFAULT_WEIGHERS};
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn builds_every_default_in_order() {
+        let cfg = PolicyConfig::default();
+        let f = builtin_filters().build(&cfg.enabled_filters, &cfg).unwrap();
+        assert_eq!(
+            f.iter().map(|f| f.name()).collect::<Vec<_>>(),
+            DEFAULT_FILTERS
+        );
+        let w = builtin_weighers().build(&cfg.weight_classes, &cfg).unwrap();
+        assert_eq!(
+            w.iter().map(|w| w.name()).collect::<Vec<_>>(),
+            DEFAULT_WEIGHERS
+        );
+        assert_eq!(w[3].multiplier(), -1.0);
+    }
+
+    #[test]
+    fn accepts_novas_dotted_paths_and_all_alias() {
+        let cfg = PolicyConfig::default();
+        let w = builtin_weighers()
+            .build(&names(&["nova.scheduler.weights.ram.RAMWeigher"]), &cfg)
+            .unwrap();
+        assert_eq!(w[0].name(), "RAMWeigher");
+        let all = builtin_weighers()
+            .build(&names(&["nova.scheduler.weights.all_weighers"]), &cfg)
+            .unwrap();
+        assert_eq!(all.len(), DEFAULT_WEIGHERS.len());
+    }
+
+    #[test]
+    fn refuses_unknown_and_duplicate_names() {
+        let cfg = PolicyConfig::default();
+        let cases: [(&[&str], PolicyError); 3] = [
+            (
+                &["ComputeFilter", "RamFilter"],
+                PolicyError::Unknown {
+                    kind: "filter",
+                    name: "RamFilter".into(),
+                    known: DEFAULT_FILTERS.join(", "),
+                },
+            ),
+            (
+                &["ComputeFilter", "ComputeFilter"],
+                PolicyError::Duplicate {
+                    kind: "filter",
+                    name: "ComputeFilter".into(),
+                },
+            ),
+            (
+                &["CapacityFilter", "all_filters"],
+                PolicyError::Duplicate {
+                    kind: "filter",
+                    name: "CapacityFilter".into(),
+                },
+            ),
+        ];
+        for (list, want) in cases {
+            let err = builtin_filters().build(&names(list), &cfg).err().unwrap();
+            assert_eq!(err, want, "{list:?}");
+        }
+        let err = builtin_filters()
+            .build(&names(&["RamFilter"]), &cfg)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().starts_with("unknown filter \"RamFilter\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn refuses_registering_a_name_twice() {
+        let mut r = builtin_filters();
+        let err = r
+            .register(filters::CapacityFilter::NAME, |_| {
+                Box::new(filters::CapacityFilter)
+            })
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "filter \"CapacityFilter\" is named more than once"
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! End-to-end tests of the pipeline: filters, ranking, pick, alternates and rejection.
+
+use super::*;
+use crate::domain::{HostState, RequestContext, Resources};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// Hosts of capacity 100 in every class, with the given VCPU usage (other classes at 0).
+fn hosts_with_vcpu_used(used: &[i64]) -> Vec<HostState> {
+    let cap = Resources::new(100, 100, 100);
+    let ids = 1..;
+    ids.zip(used)
+        .map(|(id, &u)| HostState::synthetic(id, cap, Resources::new(u, 0, 0)))
+        .collect()
+}
+
+fn req(vcpu: i64) -> RequestContext {
+    RequestContext::with_demand("inst-1", "f", Resources::new(vcpu, 1, 1))
+}
+
+fn policy(algorithm: Algorithm, host_subset_size: usize) -> Policy {
+    let cfg = PolicyConfig {
+        algorithm,
+        host_subset_size,
+        ..PolicyConfig::default()
+    };
+    Policy::from_config(&cfg).unwrap()
+}
+
+fn rank(
+    p: &Policy,
+    hosts: &[HostState],
+    r: &RequestContext,
+    seed: u64,
+    max: usize,
+) -> Result<Vec<usize>, Rejection> {
+    let mut out = Vec::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    p.rank(
+        hosts,
+        r,
+        &FilterEnv::without_heartbeats(),
+        &mut rng,
+        max,
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+#[test]
+fn nova_default_spreads_and_lists_alternates_in_weight_order() {
+    let hosts = hosts_with_vcpu_used(&[50, 10, 90, 30]);
+    let out = rank(&policy(Algorithm::Nova, 1), &hosts, &req(1), 0, 3).unwrap();
+    assert_eq!(out, [1, 3, 0]);
+}
+
+#[test]
+fn max_bounds_the_answer_and_filtered_hosts_never_appear() {
+    // Host at index 2 cannot fit 20 VCPU.
+    let hosts = hosts_with_vcpu_used(&[50, 10, 90, 30]);
+    let p = policy(Algorithm::Nova, 1);
+    let cases: [(usize, &[usize]); 4] = [(0, &[]), (1, &[1]), (2, &[1, 3]), (10, &[1, 3, 0])];
+    for (max, want) in cases {
+        assert_eq!(
+            rank(&p, &hosts, &req(20), 0, max).unwrap(),
+            want,
+            "max={max}"
+        );
+    }
+}
+
+#[test]
+fn equal_weights_keep_host_order() {
+    let hosts = hosts_with_vcpu_used(&[5, 5, 5, 5]);
+    assert_eq!(
+        rank(&policy(Algorithm::Nova, 1), &hosts, &req(1), 0, 4).unwrap(),
+        [0, 1, 2, 3]
+    );
+}
+
+#[test]
+fn negative_multiplier_inverts_a_weigher() {
+    let mut hosts = hosts_with_vcpu_used(&[0, 0, 0]);
+    for (h, io) in hosts.iter_mut().zip([5, 0, 9]) {
+        h.num_io_ops = io;
+    }
+    let cfg = PolicyConfig {
+        weight_classes: vec!["IoOpsWeigher".into()],
+        ..PolicyConfig::default()
+    };
+    let idle_first = Policy::from_config(&cfg).unwrap();
+    assert_eq!(rank(&idle_first, &hosts, &req(1), 0, 3).unwrap(), [1, 0, 2]);
+    let busy_first = Policy::from_config(&PolicyConfig {
+        io_ops_weight_multiplier: 1.0,
+        ..cfg
+    })
+    .unwrap();
+    assert_eq!(rank(&busy_first, &hosts, &req(1), 0, 3).unwrap(), [2, 0, 1]);
+}
+
+#[test]
+fn pick_is_uniform_among_the_top_host_subset_size() {
+    // Weight order: 4, 3, 2, 1, 0 (emptiest first).
+    let hosts = hosts_with_vcpu_used(&[40, 30, 20, 10, 0]);
+    let p = policy(Algorithm::Nova, 3);
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+    let mut counts = [0u32; 5];
+    let mut out = Vec::new();
+    for _ in 0..3000 {
+        p.rank(
+            &hosts,
+            &req(1),
+            &FilterEnv::without_heartbeats(),
+            &mut rng,
+            3,
+            &mut out,
+        )
+        .unwrap();
+        counts[out[0]] += 1;
+        let mut rest = [4, 3, 2, 1, 0].into_iter().filter(|i| *i != out[0]);
+        assert_eq!(
+            out[1..],
+            [rest.next().unwrap(), rest.next().unwrap()],
+            "alternates in weight order"
+        );
+    }
+    assert_eq!(counts[0] + counts[1], 0, "{counts:?}");
+    for c in &counts[2..] {
+        assert!((900..1100).contains(c), "{counts:?}");
+    }
+}
+
+#[test]
+fn a_seed_reproduces_the_ranking() {
+    let hosts = hosts_with_vcpu_used(&[40, 30, 20, 10, 0, 7, 7, 7]);
+    for algorithm in [Algorithm::Nova, Algorithm::Random, Algorithm::Wfr] {
+        let p = policy(algorithm, 4);
+        let a = rank(&p, &hosts, &req(1), 9, 5).unwrap();
+        assert_eq!(a, rank(&p, &hosts, &req(1), 9, 5).unwrap(), "{algorithm:?}");
+    }
+}
+
+#[test]
+fn random_is_uniform_among_hosts_that_pass() {
+    let hosts = hosts_with_vcpu_used(&[0, 95, 50, 10]);
+    let p = policy(Algorithm::Nova, 1).with_algorithm(Algorithm::Random);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut counts = [0u32; 4];
+    let mut out = Vec::new();
+    for _ in 0..3000 {
+        p.rank(
+            &hosts,
+            &req(10),
+            &FilterEnv::without_heartbeats(),
+            &mut rng,
+            3,
+            &mut out,
+        )
+        .unwrap();
+        counts[out[0]] += 1;
+        let mut sorted = out.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 2, 3], "every passing host once");
+    }
+    assert_eq!(counts[1], 0);
+    for i in [0, 2, 3] {
+        assert!((900..1100).contains(&counts[i]), "{counts:?}");
+    }
+}
+
+#[test]
+fn named_algorithms_pick_by_their_rule() {
+    // vcpu used per host (capacity 100); ids 1..=4 in this order.
+    let hosts = hosts_with_vcpu_used(&[60, 20, 80, 40]);
+    let cases = [
+        (Algorithm::WorstFit, 1),
+        (Algorithm::BestFit, 2),
+        (Algorithm::FirstFit, 0),
+        (Algorithm::Adaptive, 1),
+    ];
+    for (algorithm, want) in cases {
+        let out = rank(&policy(algorithm, 1), &hosts, &req(10), 0, 1).unwrap();
+        assert_eq!(out, [want], "{algorithm:?}");
+    }
+}
+
+#[test]
+fn adaptive_switches_to_first_fit_at_sixty_percent() {
+    let cases: [(&[i64], usize); 3] = [
+        (&[70, 40, 60], 1),  // cloud 0.567: worst fit
+        (&[70, 40, 70], 0),  // cloud 0.6: first fit
+        (&[96, 40, 100], 1), // first fit skips the hosts that cannot fit
+    ];
+    for (used, want) in cases {
+        let out = rank(
+            &policy(Algorithm::Adaptive, 1),
+            &hosts_with_vcpu_used(used),
+            &req(5),
+            0,
+            1,
+        )
+        .unwrap();
+        assert_eq!(out, [want], "{used:?}");
+    }
+}
+
+#[test]
+fn dist_from_diag_picks_the_host_closest_to_the_diagonal_after_placement() {
+    let cap = Resources::new(100, 100, 100);
+    let hosts = [
+        HostState::synthetic(1, cap, Resources::new(10, 10, 10)),
+        HostState::synthetic(2, cap, Resources::new(0, 40, 40)),
+        HostState::synthetic(3, cap, Resources::new(40, 0, 0)),
+    ];
+    let r = RequestContext::with_demand("i", "f", Resources::new(40, 0, 0));
+    let out = rank(&policy(Algorithm::DistFromDiag, 1), &hosts, &r, 0, 3).unwrap();
+    assert_eq!(out, [1, 0, 2]);
+}
+
+#[test]
+fn ffr_and_wfr_pick_among_the_top_five() {
+    let hosts = hosts_with_vcpu_used(&[90, 80, 70, 60, 50, 40, 30, 20, 10, 0]);
+    let cases = [(Algorithm::Ffr, 0..5), (Algorithm::Wfr, 5..10)];
+    for (algorithm, top) in cases {
+        let p = policy(algorithm, 1);
+        let mut seen = [false; 10];
+        for seed in 0..200 {
+            seen[rank(&p, &hosts, &req(1), seed, 1).unwrap()[0]] = true;
+        }
+        let picked: Vec<usize> = (0..10).filter(|i| seen[*i]).collect();
+        assert_eq!(picked, top.collect::<Vec<_>>(), "{algorithm:?}");
+    }
+}
+
+#[test]
+fn rejection_names_the_filter_that_returned_no_host() {
+    let mut hosts = hosts_with_vcpu_used(&[99, 95, 0]);
+    hosts[2].disabled = true;
+    let err = rank(&policy(Algorithm::Nova, 1), &hosts, &req(10), 0, 3).unwrap_err();
+    assert_eq!(err.filter(), Some("CapacityFilter"));
+    assert_eq!(err.hosts, 3);
+    assert!(err.removed.contains(&("ComputeFilter", 1)), "{err:?}");
+    assert!(
+        err.reason()
+            .contains("Filter CapacityFilter returned 0 hosts"),
+        "{}",
+        err.reason()
+    );
+    let none = rank(&policy(Algorithm::Nova, 1), &[], &req(1), 0, 3).unwrap_err();
+    assert_eq!(none.filter(), None);
+}
+
+#[test]
+fn fits_any_requires_every_filter() {
+    let p = policy(Algorithm::Random, 1);
+    let env = FilterEnv::without_heartbeats();
+    let mut host = hosts_with_vcpu_used(&[50]).remove(0);
+    assert!(p.fits_any(&host, &req(50), &env));
+    assert!(!p.fits_any(&host, &req(51), &env));
+    host.forced_down = true;
+    assert!(!p.fits_any(&host, &req(1), &env));
+}
+
+#[test]
+fn from_config_refuses_bad_settings() {
+    let cases = [
+        (
+            PolicyConfig {
+                host_subset_size: 0,
+                ..PolicyConfig::default()
+            },
+            "host_subset_size",
+        ),
+        (
+            PolicyConfig {
+                ram_weight_multiplier: f64::NAN,
+                ..PolicyConfig::default()
+            },
+            "RAMWeigher",
+        ),
+        (
+            PolicyConfig {
+                enabled_filters: vec!["RetryFilter".into()],
+                ..PolicyConfig::default()
+            },
+            "RetryFilter",
+        ),
+        (
+            PolicyConfig {
+                weight_classes: vec!["RAMWeigher".into(), "RAMWeigher".into()],
+                ..PolicyConfig::default()
+            },
+            "RAMWeigher",
+        ),
+    ];
+    for (cfg, offender) in cases {
+        let err = Policy::from_config(&cfg).unwrap_err();
+        assert!(err.to_string().contains(offender), "{err}");
+    }
+}
+
+/// `rank` over 1,000 hosts allocates nothing per host: after a first call has sized the
+/// scratch buffers, a second call grows none of them (timing belongs to benchmarks).
+#[test]
+fn ranking_a_thousand_hosts_reuses_its_buffers() {
+    let used: Vec<i64> = (0..1000).map(|i| (i * 37) % 100).collect();
+    let hosts = hosts_with_vcpu_used(&used);
+    let p = policy(Algorithm::Nova, 2);
+    let mut scratch = RankScratch::default();
+    let mut out = Vec::with_capacity(3);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let env = FilterEnv::without_heartbeats();
+    p.rank_with(&mut scratch, &hosts, &req(1), &env, &mut rng, 3, &mut out)
+        .unwrap();
+    let capacities = scratch.capacities();
+    p.rank_with(&mut scratch, &hosts, &req(2), &env, &mut rng, 3, &mut out)
+        .unwrap();
+    assert_eq!(scratch.capacities(), capacities);
+    assert_eq!(out.capacity(), 3);
+}

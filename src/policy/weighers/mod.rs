@@ -1,0 +1,89 @@
+//! Weighers: each returns a raw value per host; the handler normalises, multiplies and sums
+//! (Nova's `BaseWeigher` and `BaseWeightHandler`).
+//!
+//! One file per weigher, each with its name constant and table-driven tests.
+
+mod cpu;
+mod disk;
+mod io_ops;
+mod num_instances;
+mod ram;
+mod soft_affinity;
+mod soft_anti_affinity;
+
+pub use cpu::CPUWeigher;
+pub use disk::DiskWeigher;
+pub use io_ops::IoOpsWeigher;
+pub use num_instances::NumInstancesWeigher;
+pub use ram::RAMWeigher;
+pub use soft_affinity::ServerGroupSoftAffinityWeigher;
+pub use soft_anti_affinity::ServerGroupSoftAntiAffinityWeigher;
+
+use crate::domain::{HostState, RequestContext};
+
+/// Gives a host a raw value; larger raw values rank higher once multiplied by a positive
+/// multiplier.
+pub trait Weigher: Send + Sync {
+    /// The weigher's name in `weight_classes` (Nova's class name).
+    fn name(&self) -> &'static str;
+    /// The configured multiplier (Nova's `*_weight_multiplier`).
+    fn multiplier(&self) -> f64;
+    /// The raw, unnormalised value for `host`.
+    fn weigh(&self, host: &HostState, req: &RequestContext) -> f64;
+}
+
+/// Nova's handler for one weigher: min–max normalises `raw` to [0, 1] (all equal → 0),
+/// multiplies by `multiplier` and adds the result to `scores`, element by element.
+pub fn add_normalised(raw: &[f64], multiplier: f64, scores: &mut [f64]) {
+    let (min, max) = raw
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    let range = max - min;
+    if range.is_nan() || range <= 0.0 || range.is_infinite() {
+        return;
+    }
+    for (score, &v) in scores.iter_mut().zip(raw) {
+        *score += multiplier * ((v - min) / range);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_maps_to_unit_range_and_scales() {
+        type Case<'a> = (&'a str, &'a [f64], f64, &'a [f64]);
+        let cases: [Case; 5] = [
+            ("spread", &[0.0, 5.0, 10.0], 1.0, &[0.0, 0.5, 1.0]),
+            (
+                "all equal gives zero",
+                &[7.0, 7.0, 7.0],
+                1.0,
+                &[0.0, 0.0, 0.0],
+            ),
+            (
+                "negative multiplier inverts",
+                &[0.0, 5.0, 10.0],
+                -1.0,
+                &[0.0, -0.5, -1.0],
+            ),
+            ("multiplier scales", &[2.0, 4.0], 3.0, &[0.0, 3.0]),
+            ("negative raw values", &[-4.0, -2.0], 1.0, &[0.0, 1.0]),
+        ];
+        for (name, raw, multiplier, want) in cases {
+            let mut scores = vec![0.0; raw.len()];
+            add_normalised(raw, multiplier, &mut scores);
+            assert_eq!(scores, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn normalisation_adds_to_existing_scores() {
+        let mut scores = vec![1.0, 1.0];
+        add_normalised(&[0.0, 1.0], 2.0, &mut scores);
+        assert_eq!(scores, [1.0, 3.0]);
+    }
+}
