@@ -107,7 +107,7 @@ impl Dataset {
 
     fn push_replica(&self, out: &mut Vec<u16>, rng: &mut impl Rng) {
         for (i, f) in self.flavors.iter().enumerate() {
-            out.extend(std::iter::repeat(i as u16).take(f.count));
+            out.extend(std::iter::repeat_n(i as u16, f.count));
         }
         for draw in &self.draws {
             for _ in 0..draw.count {
