@@ -133,7 +133,10 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
             },
         )?;
     }
-    let readme = compare::readme(&nfv, &others, &dynamic, args.runs, parallel_s, stale_s);
+    let notes = std::fs::read_to_string(dir.join("NOTES.md")).unwrap_or_default();
+    let readme = compare::readme(
+        &nfv, &others, &dynamic, args.runs, parallel_s, stale_s, &notes,
+    );
     std::fs::write(dir.join("README.md"), readme)?;
     Ok(())
 }
