@@ -4,11 +4,35 @@
 //! # Layout
 //! - `apsr_math`: E[H_s], the expected decline ratio and MaximizeParallelism (s, d) planning.
 //! - `binomial`: binomial expectations in log space, the cross-check of the closed form.
+//! - `k_estimator`: per-flavor sample counters and the EWMA estimate of available hosts k.
+//! - `apsr_params`: the `[apsr]` config section, validated.
+//! - `apsr_controller`: the per-round APSR re-plan of (s, d) and its history.
+//! - `asc_params`: the `[asc]` config section, validated.
+//! - `asc_controller`: the ASC decision step adapting the cache refresh interval τ.
+//! - `plan_cli`: `parasol apsr plan`, the same planning offline ([`PlanArgs`], [`run_plan`]).
+//! - `history`: the bounded decision history both controllers keep for stats and plots.
+//! - `error`: [`ControlError`], naming the config key or CLI flag at fault.
 
+mod apsr_controller;
 mod apsr_math;
+mod apsr_params;
+mod asc_controller;
+mod asc_params;
 mod binomial;
+mod error;
+mod history;
+mod k_estimator;
+mod plan_cli;
 
+pub use apsr_controller::{ApsrController, ApsrRound};
 pub use apsr_math::{
     expected_decline_ratio, expected_happy, expected_happy_summed, maximize_parallelism,
     maximize_parallelism_with_min_hosts, meets_sla, sample_hit_probability, Plan,
 };
+pub use apsr_params::ApsrParams;
+pub use asc_controller::{AscController, AscInterval};
+pub use asc_params::AscParams;
+pub use error::ControlError;
+pub use history::History;
+pub use k_estimator::{KEstimator, SampleCounters};
+pub use plan_cli::{run_plan, PlanArgs};
