@@ -318,3 +318,27 @@ fn ranking_a_thousand_hosts_reuses_its_buffers() {
     assert_eq!(scratch.capacities(), capacities);
     assert_eq!(out.capacity(), 3);
 }
+
+#[test]
+fn soft_group_weighers_steer_members_under_the_default_weighers() {
+    use crate::domain::{GroupPolicy, ServerGroup};
+    let hosts = hosts_with_vcpu_used(&[0, 0, 0]);
+    let group = |group_policy| ServerGroup {
+        policy: group_policy,
+        hosts: vec!["host1".into(), "host1".into(), "host3".into()],
+        max_server_per_host: 1,
+    };
+    let cases = [
+        (GroupPolicy::SoftAntiAffinity, [1, 2, 0]),
+        (GroupPolicy::SoftAffinity, [0, 2, 1]),
+    ];
+    for (group_policy, want) in cases {
+        let mut r = req(1);
+        r.group = Some(group(group_policy));
+        assert_eq!(
+            rank(&policy(Algorithm::Nova, 1), &hosts, &r, 0, 3).unwrap(),
+            want,
+            "{group_policy:?}"
+        );
+    }
+}
