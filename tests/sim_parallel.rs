@@ -3,7 +3,7 @@
 
 use parasol::datasets::DatasetKind;
 use parasol::policy::Algorithm;
-use parasol::sim::{run_parallel, ApsrParams, ParallelCell, ParallelSetup, SimPolicy};
+use parasol::sim::{run_parallel, ApsrSetup, ParallelCell, ParallelSetup, SimPolicy};
 
 fn cell(policy: SimPolicy, schedulers: usize, seed: u64) -> ParallelCell {
     ParallelCell {
@@ -15,7 +15,7 @@ fn cell(policy: SimPolicy, schedulers: usize, seed: u64) -> ParallelCell {
         },
         policy,
         schedulers,
-        apsr: ApsrParams::default(),
+        apsr: ApsrSetup::default(),
         seed,
     }
 }

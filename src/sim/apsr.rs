@@ -2,33 +2,29 @@
 //! fit, and picks one uniformly (the library's `random` ranking over the sample); the
 //! controller re-plans (s, d) every T slots from the estimated k.
 
-use super::control::ApsrController;
 use super::policy;
-use crate::control::Plan;
+use crate::control::{ApsrController, ApsrParams, ControlError, Plan};
 use crate::domain::{HostState, RequestContext};
 use crate::policy::{Algorithm, FilterEnv, Policy};
 use rand::Rng;
 
-/// APSR's parameters in the simulator (DESIGN §4, §6 A).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ApsrParams {
-    pub epsilon: f64,
-    /// Hosts all schedulers together may read per round; `None` = n.
-    pub budget: Option<u64>,
-    /// Slots per controller round (T).
+/// APSR in the simulator: the library's parameters (ε, B, α, cap) and the round length in
+/// slots (T; the parameters' `round_interval_ms` is wall time and unused here).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApsrSetup {
+    pub params: ApsrParams,
     pub round_slots: u64,
-    pub alpha: f64,
-    pub max_schedulers: u64,
 }
 
-impl Default for ApsrParams {
+impl Default for ApsrSetup {
+    /// DESIGN §6 A: ε = 5 %, B = n, T = 10 slots, α = 0.1, no cap on s beyond the model's.
     fn default() -> Self {
-        ApsrParams {
-            epsilon: 0.05,
-            budget: None,
+        ApsrSetup {
+            params: ApsrParams {
+                max_schedulers: u64::MAX,
+                ..ApsrParams::default()
+            },
             round_slots: 10,
-            alpha: 0.1,
-            max_schedulers: u64::MAX,
         }
     }
 }
@@ -43,23 +39,17 @@ pub struct ApsrScheduler {
 }
 
 impl ApsrScheduler {
-    pub fn new(n_hosts: usize, params: ApsrParams) -> Self {
-        let n = n_hosts as u64;
-        let mut controller = ApsrController::new(
-            n,
-            params.epsilon,
-            params.budget.unwrap_or(n),
-            params.alpha,
-            params.max_schedulers,
-        );
-        let plan = controller.on_round(n);
-        ApsrScheduler {
+    /// Errs when the parameters are invalid (ε outside (0, 1), …).
+    pub fn new(n_hosts: usize, setup: &ApsrSetup) -> Result<Self, ControlError> {
+        let controller = ApsrController::new(setup.params.clone(), n_hosts as u64)?;
+        let plan = controller.plan();
+        Ok(ApsrScheduler {
             policy: policy::build(Algorithm::Random),
             controller,
             plan,
             sample: Vec::new(),
             sampled_ids: Vec::new(),
-        }
+        })
     }
 
     /// The current plan (s, d).

@@ -1,10 +1,11 @@
 //! The `parasol sim` subcommands: `parallel` (experiment A), `staleness` (experiment B) and
 //! `results` (regenerates `docs/results/`).
 
-use super::apsr::ApsrParams;
+use super::apsr::{ApsrScheduler, ApsrSetup};
 use super::parallel::{run_cells, ParallelCell, ParallelSetup};
 use super::report::{render, Format, ParallelRow};
 use super::{results, staleness_rows, SimPolicy};
+use crate::control::ApsrParams;
 use crate::datasets::DatasetKind;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -194,14 +195,13 @@ pub fn parallel_rows(args: &ParallelArgs) -> anyhow::Result<Vec<ParallelRow>> {
                 setup,
                 policy: *policy,
                 schedulers: *schedulers,
-                apsr: ApsrParams {
-                    epsilon: *epsilon,
-                    max_schedulers: args.max_schedulers.unwrap_or(u64::MAX),
-                    ..ApsrParams::default()
-                },
+                apsr: apsr_setup(*epsilon, args.max_schedulers),
                 seed: args.seed + run as u64,
             });
         }
+    }
+    if let Some(e) = groups.iter().find(|g| g.1 == SimPolicy::Apsr) {
+        ApsrScheduler::new(1, &apsr_setup(e.3, args.max_schedulers))?;
     }
     let bar = progress(cells.len(), args.quiet, "sim parallel");
     let outcomes = run_cells(&cells, threads(args.threads), &|_| bar.inc(1));
@@ -211,4 +211,14 @@ pub fn parallel_rows(args: &ParallelArgs) -> anyhow::Result<Vec<ParallelRow>> {
         .zip(outcomes.chunks(args.runs))
         .map(|((kind, policy, s, e), runs)| ParallelRow::from_runs(*kind, *policy, *s, *e, runs))
         .collect())
+}
+
+fn apsr_setup(epsilon: f64, max_schedulers: Option<u64>) -> ApsrSetup {
+    let mut setup = ApsrSetup::default();
+    setup.params = ApsrParams {
+        epsilon,
+        max_schedulers: max_schedulers.unwrap_or(setup.params.max_schedulers),
+        ..setup.params
+    };
+    setup
 }

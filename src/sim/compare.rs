@@ -131,6 +131,19 @@ pub fn readme(
     let names = |v: &[(&str, f64)]| v.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(" < ");
     let _ = writeln!(s, "\nOrdering at s = 50 (lowest decline first):\n- published: {}\n- measured: {}\n- same order: **{}**\n",
         names(&published), names(&measured), names(&published) == names(&measured));
+    let without = |v: &[(&str, f64)]| {
+        names(
+            &v.iter()
+                .copied()
+                .filter(|(p, _)| *p != "adaptive")
+                .collect::<Vec<_>>(),
+        )
+    };
+    let _ = writeln!(
+        s,
+        "Without adaptive (see below): same order: **{}**.\n",
+        without(&published) == without(&measured)
+    );
     if let (Some(a), Some(r)) = (apsr(nfv, 0.05), find(nfv, "random", 1)) {
         let fewer = 1.0 - a.queries / r.queries;
         let _ = writeln!(s, "APSR, ε = 5 %: decline {:.2} % (published {} %, SLA ≤ 5 %: **{}**), mean planned \

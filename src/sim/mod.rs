@@ -5,7 +5,7 @@
 //! - `policy`: [`SimPolicy`], the names experiments accept, and the policy the simulator builds.
 //! - `random`: seeded streams and the Poisson / exponential draws the models need.
 //! - `slots`: experiment A's slot mechanics (decide on the slot-start state, then resolve).
-//! - `apsr`: APSR's sampling scheduler and its (s, d) controller in slot time.
+//! - `apsr`: APSR's sampling scheduler, driving the library's `ApsrController` in slot time.
 //! - `parallel`: experiment A (DESIGN §6 A): arrivals, FIFO, one run per cell, in parallel.
 //! - `staleness`: experiment B (DESIGN §6 B): fixed refresh intervals, then ASC in virtual time.
 //! - `report`: rows, mean and spread over seeds, Markdown / CSV / JSON.
@@ -16,7 +16,6 @@
 mod apsr;
 pub mod cli;
 mod compare;
-mod control;
 mod parallel;
 mod plot;
 mod policy;
@@ -28,8 +27,7 @@ mod slots;
 mod stale_runs;
 mod staleness;
 
-pub use apsr::{ApsrParams, ApsrScheduler};
-pub use control::{ApsrController, AscController, AscParams};
+pub use apsr::{ApsrScheduler, ApsrSetup};
 pub use parallel::{run_cells, run_parallel, ParallelCell, ParallelOutcome, ParallelSetup};
 pub use policy::SimPolicy;
 pub use report::{DynamicRow, Format, ParallelRow, StaleRow};

@@ -2,7 +2,7 @@
 //! slot, each of s schedulers with work dequeues one request; decisions on the slot-start
 //! state; claims resolved in random order; one attempt; requests never end.
 
-use super::apsr::{ApsrParams, ApsrScheduler};
+use super::apsr::{ApsrScheduler, ApsrSetup};
 use super::pool::par_map;
 use super::random::{poisson, stream, Stream};
 use super::slots::{Decider, Slots};
@@ -33,12 +33,12 @@ impl ParallelSetup {
 }
 
 /// One run: a setup, a policy, a scheduler count (ignored by APSR) and a seed.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ParallelCell {
     pub setup: ParallelSetup,
     pub policy: SimPolicy,
     pub schedulers: usize,
-    pub apsr: ApsrParams,
+    pub apsr: ApsrSetup,
     pub seed: u64,
 }
 
@@ -93,7 +93,9 @@ pub fn run_parallel(cell: &ParallelCell) -> ParallelOutcome {
     let n = hosts.len();
     let decider = match cell.policy {
         SimPolicy::Classic(a) => Decider::snapshot(a),
-        SimPolicy::Apsr => Decider::Apsr(Box::new(ApsrScheduler::new(n, cell.apsr))),
+        SimPolicy::Apsr => Decider::Apsr(Box::new(
+            ApsrScheduler::new(n, &cell.apsr).expect("APSR parameters are validated by the CLI"),
+        )),
     };
     let mut sim = Slots::new(hosts, &contexts, decider);
     let mut arrivals_rng = stream(cell.seed, Stream::Arrivals);
@@ -122,7 +124,7 @@ pub fn run_parallel(cell: &ParallelCell) -> ParallelOutcome {
         out.scheduler_slots += s as u64;
         out.busy_slots += busy as u64;
         if let Decider::Apsr(a) = &mut sim.decider {
-            if out.slots % cell.apsr.round_slots == 0 {
+            if out.slots.is_multiple_of(cell.apsr.round_slots.max(1)) {
                 a.end_round(n);
             }
         }

@@ -3,11 +3,11 @@
 //! own mean interval.
 
 use super::cli::{datasets, progress, threads, StalenessArgs};
-use super::control::AscParams;
 use super::pool::par_map;
 use super::report::{DynamicRow, StaleRow};
 use super::staleness::{run_dynamic, run_fixed_refresh, DynamicOutcome, DynamicSetup, RefreshMode};
 use super::SimPolicy;
+use crate::control::AscParams;
 use crate::datasets::DatasetKind;
 use crate::policy::Algorithm;
 

@@ -8,9 +8,9 @@
 //! simulation (otherwise one scheduler with unbounded lifetimes would never see stale state);
 //! `consume_own` turns on Nova's `consume_from_request` behaviour.
 
-use super::control::{AscController, AscParams};
 use super::policy;
 use super::random::{exponential, stream, Stream};
+use crate::control::{AscController, AscParams};
 use crate::datasets::DatasetKind;
 use crate::domain::{HostState, RequestContext};
 use crate::policy::{Algorithm, FilterEnv, Policy};
@@ -112,7 +112,7 @@ pub fn run_fixed_refresh(
     let mut rng = stream(seed, Stream::Decisions);
     let mut out = StaleOutcome::default();
     for (t, f) in workload.requests.iter().enumerate() {
-        if interval.is_some_and(|tau| t as u64 % tau.max(1) == 0) {
+        if interval.is_some_and(|tau| (t as u64).is_multiple_of(tau.max(1))) {
             cache.refresh();
         }
         out.requests += 1;
@@ -156,7 +156,7 @@ impl DynamicSetup {
 }
 
 /// How the cache is refreshed in a dynamic run.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum RefreshMode {
     /// Before every decision (Nova's FilterScheduler).
     Fresh,
@@ -208,13 +208,15 @@ pub fn run_dynamic(
     let mut arrivals = stream(seed, Stream::Arrivals);
     let mut lifetimes = stream(seed, Stream::Lifetimes);
     let mut rng = stream(seed, Stream::Decisions);
-    let mut asc = match mode {
-        RefreshMode::Asc(params) => Some(AscController::new(params)),
+    let mut asc = match &mode {
+        RefreshMode::Asc(params) => {
+            Some(AscController::new(params.clone()).expect("valid ASC parameters"))
+        }
         _ => None,
     };
-    let mut interval_ms = match mode {
+    let mut interval_ms = match &mode {
         RefreshMode::Fresh => 0,
-        RefreshMode::Fixed(ms) => ms.max(1),
+        RefreshMode::Fixed(ms) => (*ms).max(1),
         RefreshMode::Asc(params) => params.start_interval_ms,
     };
     let mut next_refresh = interval_ms as f64;
@@ -343,7 +345,7 @@ mod tests {
     fn dynamic_runs_are_reproducible_and_asc_reports_its_interval() {
         let setup = DynamicSetup::default_for(DatasetKind::Nfv);
         let asc = RefreshMode::Asc(AscParams::default());
-        let a = run_dynamic(&setup, Algorithm::WorstFit, asc, false, 2);
+        let a = run_dynamic(&setup, Algorithm::WorstFit, asc.clone(), false, 2);
         let b = run_dynamic(&setup, Algorithm::WorstFit, asc, false, 2);
         assert_eq!(a, b);
         assert_eq!(a.requests, 4370);
