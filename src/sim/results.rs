@@ -111,10 +111,15 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
                 points: tl.iter().map(|p| (p.t_s, p.interval_s)).collect(),
             },
             Series {
-                label: "decline ratio of the interval (%)".into(),
+                label: "decline ratio, mean of the last 20 intervals (%)".into(),
                 points: tl
                     .iter()
-                    .map(|p| (p.t_s, p.decline_ratio * 100.0))
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let window = &tl[i.saturating_sub(19)..=i];
+                        let sum: f64 = window.iter().map(|q| q.decline_ratio).sum();
+                        (p.t_s, sum / window.len() as f64 * 100.0)
+                    })
                     .collect(),
             },
         ];
