@@ -28,6 +28,9 @@ pub enum Command {
     /// APSR tools.
     #[command(subcommand)]
     Apsr(ApsrCommand),
+    /// Reproduce the APSR and ASC papers' experiments in virtual time.
+    #[command(subcommand)]
+    Sim(crate::sim::SimCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,6 +17,7 @@
 //! - [`notifications`]: applying host-state inputs to the ledger exactly once.
 //! - [`amqp`]: the RabbitMQ notification consumer.
 //! - [`placement`]: inventory sync from OpenStack Placement.
+//! - [`placement`]: inventory sync from OpenStack Placement.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface, building and running the service.
 //! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
@@ -28,6 +29,7 @@ pub mod cli;
 pub mod clock;
 pub mod configuration;
 pub mod control;
+pub mod datasets;
 pub mod domain;
 pub mod ledger;
 pub mod notifications;
@@ -36,6 +38,7 @@ pub mod placement;
 pub mod policy;
 pub mod routes;
 pub mod service;
+pub mod sim;
 pub mod startup;
 pub mod stats;
 pub mod telemetry;

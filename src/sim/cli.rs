@@ -1,0 +1,224 @@
+//! The `parasol sim` subcommands: `parallel` (experiment A), `staleness` (experiment B) and
+//! `results` (regenerates `docs/results/`).
+
+use super::apsr::{ApsrScheduler, ApsrSetup};
+use super::parallel::{run_cells, ParallelCell, ParallelSetup};
+use super::report::{render, Format, ParallelRow};
+use super::{results, staleness_rows, SimPolicy};
+use crate::control::ApsrParams;
+use crate::datasets::DatasetKind;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+/// `parasol sim …`
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Experiment A: parallel schedulers in time slots (APSR paper).
+    Parallel(ParallelArgs),
+    /// Experiment B: cache staleness and ASC (ASC paper).
+    Staleness(StalenessArgs),
+    /// Regenerate every table and plot into a folder (default docs/results).
+    Results(ResultsArgs),
+}
+
+const ALL_POLICIES: &str = "random,first_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive,apsr";
+
+/// Options of `parasol sim parallel`.
+#[derive(Debug, Args, Clone)]
+pub struct ParallelArgs {
+    /// nfv, google, amazon, or all (the three published setups).
+    #[arg(long, default_value = "nfv")]
+    pub dataset: String,
+    /// Replicas of the dataset (default: the published setup's).
+    #[arg(long)]
+    pub replicas: Option<usize>,
+    /// Hosts (default: the published setup's).
+    #[arg(long)]
+    pub hosts: Option<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "1,5,10,20,50")]
+    pub schedulers: Vec<usize>,
+    #[arg(long, default_value = ALL_POLICIES)]
+    pub policies: String,
+    /// APSR's SLA ε; a list runs APSR once per value.
+    #[arg(long, value_delimiter = ',', default_value = "0.05")]
+    pub epsilon: Vec<f64>,
+    /// Cap on APSR's scheduler count.
+    #[arg(long)]
+    pub max_schedulers: Option<u64>,
+    /// Mean arrivals per slot (λ).
+    #[arg(long, default_value_t = 20.0)]
+    pub arrival_rate: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Seeds seed, seed+1, …: rows give the mean and the spread.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    #[arg(long, value_enum, default_value = "markdown")]
+    pub format: Format,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Options of `parasol sim staleness`.
+#[derive(Debug, Args, Clone)]
+pub struct StalenessArgs {
+    /// nfv, google, amazon, or all.
+    #[arg(long, default_value = "nfv")]
+    pub dataset: String,
+    #[arg(
+        long,
+        default_value = "random,first_fit,best_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive"
+    )]
+    pub policies: String,
+    /// Refresh intervals in requests; `never` for a cache that is never refreshed.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,5,10,20,50,100,200,500,1000,never"
+    )]
+    pub intervals: Vec<String>,
+    /// Subtract the scheduler's own placements from its cache (Nova's consume_from_request).
+    #[arg(long)]
+    pub consume_own: bool,
+    /// Policies of the dynamic (ASC) part.
+    #[arg(long, default_value = "worst_fit,random,first_fit")]
+    pub asc_policies: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "markdown")]
+    pub format: Format,
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Options of `parasol sim results`.
+#[derive(Debug, Args, Clone)]
+pub struct ResultsArgs {
+    #[arg(long, default_value = "docs/results")]
+    pub out: PathBuf,
+    /// Seeds for the NFV comparison with the paper.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Runs a `parasol sim` subcommand, printing tables to stdout.
+pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
+    match cmd {
+        SimCommand::Parallel(args) => {
+            let rows = parallel_rows(&args)?;
+            print!("{}", render(&rows, args.format));
+        }
+        SimCommand::Staleness(args) => {
+            let (fixed, dynamic, _) = staleness_rows(&args)?;
+            print!("{}", render(&fixed, args.format));
+            println!();
+            print!("{}", render(&dynamic, args.format));
+        }
+        SimCommand::Results(args) => results::generate(&args)?,
+    }
+    Ok(())
+}
+
+/// `nfv`, `google`, `amazon` or `all`.
+pub(super) fn datasets(name: &str) -> anyhow::Result<Vec<DatasetKind>> {
+    if name == "all" {
+        return Ok(DatasetKind::ALL.to_vec());
+    }
+    name.split(',')
+        .map(|n| n.trim().parse().map_err(anyhow::Error::msg))
+        .collect()
+}
+
+pub(super) fn threads(requested: Option<usize>) -> usize {
+    requested.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+pub(super) fn progress(len: usize, quiet: bool, what: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len as u64);
+    let style = ProgressStyle::with_template(
+        "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} (eta {eta})",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// Experiment A for the given options: one row per (dataset, policy, s) or (dataset, ε).
+pub fn parallel_rows(args: &ParallelArgs) -> anyhow::Result<Vec<ParallelRow>> {
+    let policies = SimPolicy::parse_list(&args.policies).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
+    anyhow::ensure!(
+        args.schedulers.iter().all(|s| *s >= 1),
+        "--schedulers must be at least 1"
+    );
+    anyhow::ensure!(
+        args.epsilon.iter().all(|e| *e > 0.0 && *e < 1.0),
+        "--epsilon must be in (0, 1)"
+    );
+    let mut groups: Vec<(DatasetKind, SimPolicy, usize, f64)> = Vec::new();
+    let kinds = datasets(&args.dataset)?;
+    for kind in &kinds {
+        for p in &policies {
+            match p {
+                SimPolicy::Apsr => groups.extend(args.epsilon.iter().map(|e| (*kind, *p, 0, *e))),
+                SimPolicy::Classic(_) => {
+                    groups.extend(args.schedulers.iter().map(|s| (*kind, *p, *s, 0.0)))
+                }
+            }
+        }
+    }
+    let mut cells = Vec::new();
+    for (kind, policy, schedulers, epsilon) in &groups {
+        let mut setup = ParallelSetup::published(*kind);
+        setup.replicas = args.replicas.unwrap_or(setup.replicas);
+        setup.hosts = args.hosts.unwrap_or(setup.hosts);
+        setup.arrival_rate = args.arrival_rate;
+        for run in 0..args.runs {
+            cells.push(ParallelCell {
+                setup,
+                policy: *policy,
+                schedulers: *schedulers,
+                apsr: apsr_setup(*epsilon, args.max_schedulers),
+                seed: args.seed + run as u64,
+            });
+        }
+    }
+    if let Some(e) = groups.iter().find(|g| g.1 == SimPolicy::Apsr) {
+        ApsrScheduler::new(1, &apsr_setup(e.3, args.max_schedulers))?;
+    }
+    let bar = progress(cells.len(), args.quiet, "sim parallel");
+    let outcomes = run_cells(&cells, threads(args.threads), &|_| bar.inc(1));
+    bar.finish_and_clear();
+    Ok(groups
+        .iter()
+        .zip(outcomes.chunks(args.runs))
+        .map(|((kind, policy, s, e), runs)| ParallelRow::from_runs(*kind, *policy, *s, *e, runs))
+        .collect())
+}
+
+fn apsr_setup(epsilon: f64, max_schedulers: Option<u64>) -> ApsrSetup {
+    let mut setup = ApsrSetup::default();
+    setup.params = ApsrParams {
+        epsilon,
+        max_schedulers: max_schedulers.unwrap_or(setup.params.max_schedulers),
+        ..setup.params
+    };
+    setup
+}

@@ -1,0 +1,39 @@
+//! `parasol sim`: the APSR and ASC papers' simulations, driven by the library's own policy
+//! pipeline and control code in virtual time, so what they measure is what the service runs.
+//!
+//! # Layout
+//! - `policy`: [`SimPolicy`], the names experiments accept, and the policy the simulator builds.
+//! - `random`: seeded streams and the Poisson / exponential draws the models need.
+//! - `slots`: experiment A's slot mechanics (decide on the slot-start state, then resolve).
+//! - `apsr`: APSR's sampling scheduler, driving the library's `ApsrController` in slot time.
+//! - `parallel`: experiment A (DESIGN §6 A): arrivals, FIFO, one run per cell, in parallel.
+//! - `staleness`: experiment B (DESIGN §6 B): fixed refresh intervals, then ASC in virtual time.
+//! - `report`: rows, mean and spread over seeds, Markdown / CSV / JSON.
+//! - `plot`: the figures (PNG and SVG).
+//! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.
+//! - `cli`: the `parasol sim` subcommands.
+
+mod apsr;
+pub mod cli;
+mod compare;
+mod parallel;
+mod plot;
+mod policy;
+mod pool;
+mod random;
+mod report;
+mod results;
+mod slots;
+mod stale_runs;
+mod staleness;
+
+pub use apsr::{ApsrScheduler, ApsrSetup};
+pub use parallel::{run_cells, run_parallel, ParallelCell, ParallelOutcome, ParallelSetup};
+pub use policy::SimPolicy;
+pub use report::{DynamicRow, Format, ParallelRow, StaleRow};
+pub use slots::{ClaimResult, Decider, Slots};
+pub use stale_runs::{staleness_rows, AscRun};
+pub use staleness::{
+    run_dynamic, run_fixed_refresh, DynamicOutcome, DynamicSetup, RefreshMode, StaleOutcome,
+    TimelinePoint,
+};

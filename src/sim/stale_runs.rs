@@ -1,0 +1,181 @@
+//! Experiment B's grid: every (dataset, policy, interval) with fixed refresh, then, per
+//! dataset and ASC policy, fresh / Nova caching (60 s) / ASC / a fixed interval equal to ASC's
+//! own mean interval.
+
+use super::cli::{datasets, progress, threads, StalenessArgs};
+use super::pool::par_map;
+use super::report::{DynamicRow, StaleRow};
+use super::staleness::{run_dynamic, run_fixed_refresh, DynamicOutcome, DynamicSetup, RefreshMode};
+use super::SimPolicy;
+use crate::control::AscParams;
+use crate::datasets::DatasetKind;
+use crate::policy::Algorithm;
+
+/// Setup of the fixed-interval part: NFV ×10 on 279 hosts and Amazon ×1 on 126 (the papers'
+/// single-scheduler setups); Google ×1 on its 5989 hosts.
+pub fn fixed_setup(kind: DatasetKind) -> (usize, usize) {
+    match kind {
+        DatasetKind::Nfv => (10, 279),
+        DatasetKind::Amazon => (1, 126),
+        DatasetKind::Google => (1, 5989),
+    }
+}
+
+/// One ASC comparison: its setup, policy, and the runs behind its rows (ASC's timeline).
+#[derive(Clone, Debug)]
+pub struct AscRun {
+    pub setup: DynamicSetup,
+    pub policy: Algorithm,
+    pub asc: DynamicOutcome,
+}
+
+fn classic(list: &str) -> anyhow::Result<Vec<Algorithm>> {
+    SimPolicy::parse_list(list)
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .map(|p| match p {
+            SimPolicy::Classic(a) => Ok(a),
+            SimPolicy::Apsr => anyhow::bail!("apsr is not a single-scheduler cache policy"),
+        })
+        .collect()
+}
+
+fn interval(s: &str) -> anyhow::Result<Option<u64>> {
+    if s == "never" {
+        return Ok(None);
+    }
+    let v: u64 = s
+        .parse()
+        .map_err(|_| anyhow::anyhow!("bad interval `{s}`"))?;
+    anyhow::ensure!(v >= 1, "intervals start at 1 (always fresh)");
+    Ok(Some(v))
+}
+
+/// Runs experiment B: the fixed-interval rows, the dynamic rows, and ASC's runs.
+pub fn staleness_rows(
+    args: &StalenessArgs,
+) -> anyhow::Result<(Vec<StaleRow>, Vec<DynamicRow>, Vec<AscRun>)> {
+    let kinds = datasets(&args.dataset)?;
+    let policies = classic(&args.policies)?;
+    let intervals = args
+        .intervals
+        .iter()
+        .map(|s| interval(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut cells = Vec::new();
+    for k in &kinds {
+        for p in &policies {
+            cells.extend(intervals.iter().map(|i| (*k, *p, *i)));
+        }
+    }
+    let threads = threads(args.threads);
+    let bar = progress(cells.len(), args.quiet, "sim staleness");
+    let mut order: Vec<usize> = (0..cells.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(fixed_setup(cells[i].0).1));
+    let (consume, seed) = (args.consume_own, args.seed);
+    let outcomes = par_map(
+        &cells,
+        &order,
+        threads,
+        &|(k, p, i)| {
+            let (replicas, hosts) = fixed_setup(*k);
+            run_fixed_refresh(*k, replicas, hosts, *p, *i, consume, seed)
+        },
+        &|_| bar.inc(1),
+    );
+    bar.finish_and_clear();
+    let fixed = cells
+        .iter()
+        .zip(&outcomes)
+        .map(|((k, p, i), o)| StaleRow {
+            dataset: *k,
+            hosts: fixed_setup(*k).1,
+            policy: SimPolicy::Classic(*p),
+            interval: *i,
+            decline_ratio: o.decline_ratio(),
+            queries: o.queries,
+        })
+        .collect();
+    let asc_policies = classic(&args.asc_policies)?;
+    let mut runs = Vec::new();
+    for k in &kinds {
+        runs.extend(
+            asc_policies
+                .iter()
+                .map(|p| (DynamicSetup::default_for(*k), *p)),
+        );
+    }
+    let bar = progress(runs.len(), args.quiet, "sim asc");
+    let order: Vec<usize> = (0..runs.len()).collect();
+    let groups = par_map(
+        &runs,
+        &order,
+        threads,
+        &|(s, p)| asc_group(s, *p, consume, seed),
+        &|_| bar.inc(1),
+    );
+    bar.finish_and_clear();
+    let mut dynamic = Vec::new();
+    let mut asc_runs = Vec::new();
+    for ((setup, policy), (rows, asc)) in runs.iter().zip(groups) {
+        dynamic.extend(rows);
+        asc_runs.push(AscRun {
+            setup: *setup,
+            policy: *policy,
+            asc,
+        });
+    }
+    Ok((fixed, dynamic, asc_runs))
+}
+
+/// Fresh, Nova caching (60 s), ASC, and a fixed interval equal to ASC's mean.
+fn asc_group(
+    setup: &DynamicSetup,
+    policy: Algorithm,
+    consume_own: bool,
+    seed: u64,
+) -> (Vec<DynamicRow>, DynamicOutcome) {
+    let asc = run_dynamic(
+        setup,
+        policy,
+        RefreshMode::Asc(AscParams::default()),
+        consume_own,
+        seed,
+    );
+    let mean_ms = ((asc.mean_interval_s * 1000.0).round() as u64).max(1);
+    let modes = [
+        (
+            "fresh",
+            run_dynamic(setup, policy, RefreshMode::Fresh, consume_own, seed),
+        ),
+        (
+            "caching_60s",
+            run_dynamic(setup, policy, RefreshMode::Fixed(60_000), consume_own, seed),
+        ),
+        ("asc", asc.clone()),
+        (
+            "fixed_asc_mean",
+            run_dynamic(
+                setup,
+                policy,
+                RefreshMode::Fixed(mean_ms),
+                consume_own,
+                seed,
+            ),
+        ),
+    ];
+    let rows = modes
+        .iter()
+        .map(|(mode, o)| DynamicRow {
+            dataset: setup.dataset,
+            hosts: setup.hosts,
+            lifetime_s: setup.lifetime_s,
+            policy: SimPolicy::Classic(policy),
+            mode: mode.to_string(),
+            interval_s: o.mean_interval_s,
+            decline_ratio: o.decline_ratio(),
+            queries_per_request: o.queries as f64 / o.requests.max(1) as f64,
+        })
+        .collect();
+    (rows, asc)
+}

@@ -1,0 +1,354 @@
+//! Experiment B (DESIGN §6 B, ASC paper): one scheduler deciding on a cached snapshot that is
+//! refreshed every τ. First one request per time unit with fixed τ from "always" to "never"
+//! and unbounded lifetimes; then Poisson arrivals and departures in virtual time with the
+//! library's ASC controller, against fresh state and a fixed τ.
+//!
+//! The cache is a copy of the hosts refreshed by copying their usage (n queries). By default
+//! the scheduler does not subtract its own placements from the cache, as in the paper's
+//! simulation (otherwise one scheduler with unbounded lifetimes would never see stale state);
+//! `consume_own` turns on Nova's `consume_from_request` behaviour.
+
+use super::policy;
+use super::random::{exponential, stream, Stream};
+use crate::control::{AscController, AscParams};
+use crate::datasets::DatasetKind;
+use crate::domain::{HostState, RequestContext};
+use crate::policy::{Algorithm, FilterEnv, Policy};
+use rand::Rng;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// The scheduler's cached view and the authoritative hosts.
+struct Cache {
+    truth: Vec<HostState>,
+    view: Vec<HostState>,
+    policy: Policy,
+    ranked: Vec<usize>,
+    consume_own: bool,
+    queries: u64,
+    refreshes: u64,
+}
+
+impl Cache {
+    fn new(hosts: Vec<HostState>, algorithm: Algorithm, consume_own: bool) -> Self {
+        Cache {
+            view: hosts.clone(),
+            truth: hosts,
+            policy: policy::build(algorithm),
+            ranked: Vec::new(),
+            consume_own,
+            queries: 0,
+            refreshes: 0,
+        }
+    }
+
+    fn refresh(&mut self) {
+        for (v, t) in self.view.iter_mut().zip(&self.truth) {
+            v.used = t.used;
+            v.num_instances = t.num_instances;
+            v.num_io_ops = t.num_io_ops;
+        }
+        self.queries += self.truth.len() as u64;
+        self.refreshes += 1;
+    }
+
+    /// Decides on the view and claims on the truth: the host placed on, or `None` (declined).
+    fn place(&mut self, req: &RequestContext, rng: &mut impl Rng) -> Option<usize> {
+        let env = FilterEnv::without_heartbeats();
+        self.policy
+            .rank(&self.view, req, &env, rng, 1, &mut self.ranked)
+            .ok()?;
+        let h = *self.ranked.first()?;
+        if !self.truth[h].fits(&req.demand) {
+            return None;
+        }
+        self.truth[h].consume(&req.demand);
+        if self.consume_own {
+            self.view[h].consume(&req.demand);
+        }
+        Some(h)
+    }
+
+    fn release(&mut self, h: usize, req: &RequestContext) {
+        let host = &mut self.truth[h];
+        host.used = host.used - req.demand;
+        host.num_instances -= 1;
+        host.num_io_ops -= 1;
+    }
+}
+
+/// What a fixed-interval run measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct StaleOutcome {
+    pub requests: u64,
+    pub declines: u64,
+    pub refreshes: u64,
+    pub queries: u64,
+}
+
+impl StaleOutcome {
+    pub fn decline_ratio(&self) -> f64 {
+        self.declines as f64 / self.requests.max(1) as f64
+    }
+}
+
+/// One request per time unit, the cache refreshed every `interval` units (`Some(1)` = always
+/// fresh, `None` = never), requests never end.
+#[allow(clippy::too_many_arguments)]
+pub fn run_fixed_refresh(
+    dataset: DatasetKind,
+    replicas: usize,
+    hosts: usize,
+    algorithm: Algorithm,
+    interval: Option<u64>,
+    consume_own: bool,
+    seed: u64,
+) -> StaleOutcome {
+    let d = dataset.load();
+    let workload = d.workload(replicas, &mut stream(seed, Stream::Workload));
+    let contexts = workload.contexts();
+    let mut cache = Cache::new(d.hosts(hosts), algorithm, consume_own);
+    let mut rng = stream(seed, Stream::Decisions);
+    let mut out = StaleOutcome::default();
+    for (t, f) in workload.requests.iter().enumerate() {
+        if interval.is_some_and(|tau| (t as u64).is_multiple_of(tau.max(1))) {
+            cache.refresh();
+        }
+        out.requests += 1;
+        if cache.place(&contexts[*f as usize], &mut rng).is_none() {
+            out.declines += 1;
+        }
+    }
+    out.refreshes = cache.refreshes;
+    out.queries = cache.queries;
+    out
+}
+
+/// A dynamic setup: Poisson arrivals, exponential lifetimes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DynamicSetup {
+    pub dataset: DatasetKind,
+    pub replicas: usize,
+    pub hosts: usize,
+    pub arrivals_per_s: f64,
+    pub lifetime_s: f64,
+}
+
+impl DynamicSetup {
+    /// The default setup per dataset: the ASC paper's NFV ×10 on 28 hosts with L = 437 s;
+    /// Amazon ×10 on its 126-host setup and Google on 600 hosts, with L chosen the same way
+    /// (the load one replica puts on the fleet), so hosts stay nearly full.
+    pub fn default_for(dataset: DatasetKind) -> Self {
+        let (replicas, hosts, lifetime_s) = match dataset {
+            DatasetKind::Nfv => (10, 28, 437.0),
+            DatasetKind::Amazon => (10, 126, 1100.0),
+            DatasetKind::Google => (1, 600, 1250.0),
+        };
+        DynamicSetup {
+            dataset,
+            replicas,
+            hosts,
+            arrivals_per_s: 1.0,
+            lifetime_s,
+        }
+    }
+}
+
+/// How the cache is refreshed in a dynamic run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RefreshMode {
+    /// Before every decision (Nova's FilterScheduler).
+    Fresh,
+    /// Every fixed interval (Nova's CachingScheduler), in milliseconds.
+    Fixed(u64),
+    /// ASC's adaptive interval.
+    Asc(AscParams),
+}
+
+/// ASC's interval and the decline ratio of the interval that just ended, at a refresh.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TimelinePoint {
+    pub t_s: f64,
+    pub interval_s: f64,
+    pub decline_ratio: f64,
+}
+
+/// What a dynamic run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DynamicOutcome {
+    pub requests: u64,
+    pub declines: u64,
+    pub refreshes: u64,
+    pub queries: u64,
+    /// Mean interval between refreshes actually used, in seconds.
+    pub mean_interval_s: f64,
+    pub timeline: Vec<TimelinePoint>,
+}
+
+impl DynamicOutcome {
+    pub fn decline_ratio(&self) -> f64 {
+        self.declines as f64 / self.requests.max(1) as f64
+    }
+}
+
+/// Runs a dynamic setup with `algorithm` and the given refresh mode, in milliseconds of
+/// virtual time.
+pub fn run_dynamic(
+    setup: &DynamicSetup,
+    algorithm: Algorithm,
+    mode: RefreshMode,
+    consume_own: bool,
+    seed: u64,
+) -> DynamicOutcome {
+    let d = setup.dataset.load();
+    let workload = d.workload(setup.replicas, &mut stream(seed, Stream::Workload));
+    let contexts = workload.contexts();
+    let mut cache = Cache::new(d.hosts(setup.hosts), algorithm, consume_own);
+    let mut arrivals = stream(seed, Stream::Arrivals);
+    let mut lifetimes = stream(seed, Stream::Lifetimes);
+    let mut rng = stream(seed, Stream::Decisions);
+    let mut asc = match &mode {
+        RefreshMode::Asc(params) => {
+            Some(AscController::new(params.clone()).expect("valid ASC parameters"))
+        }
+        _ => None,
+    };
+    let mut interval_ms = match &mode {
+        RefreshMode::Fresh => 0,
+        RefreshMode::Fixed(ms) => (*ms).max(1),
+        RefreshMode::Asc(params) => params.start_interval_ms,
+    };
+    let mut next_refresh = interval_ms as f64;
+    let mut departures: BinaryHeap<Reverse<(u64, usize, u16)>> = BinaryHeap::new();
+    let (mut placed_w, mut declined_w, mut intervals_sum) = (0u64, 0u64, 0u64);
+    let mut out = DynamicOutcome::default();
+    cache.refresh();
+    let mut now = 0.0f64;
+    for f in &workload.requests {
+        now += exponential(&mut arrivals, 1000.0 / setup.arrivals_per_s);
+        loop {
+            let dep = departures.peek().map(|Reverse((t, _, _))| *t as f64);
+            let refresh_due = !matches!(mode, RefreshMode::Fresh) && next_refresh <= now;
+            match dep {
+                Some(t) if t <= now && (!refresh_due || t <= next_refresh) => {
+                    let Some(Reverse((_, h, g))) = departures.pop() else {
+                        break;
+                    };
+                    cache.release(h, &contexts[g as usize]);
+                }
+                _ if refresh_due => {
+                    if let Some(ctl) = asc.as_mut() {
+                        let r = declined_w as f64 / (placed_w + declined_w).max(1) as f64;
+                        interval_ms = ctl.on_interval(placed_w, declined_w).max(1);
+                        out.timeline.push(TimelinePoint {
+                            t_s: next_refresh / 1000.0,
+                            interval_s: interval_ms as f64 / 1000.0,
+                            decline_ratio: r,
+                        });
+                    }
+                    intervals_sum += interval_ms;
+                    placed_w = 0;
+                    declined_w = 0;
+                    cache.refresh();
+                    next_refresh += interval_ms as f64;
+                }
+                _ => break,
+            }
+        }
+        if matches!(mode, RefreshMode::Fresh) {
+            cache.refresh();
+        }
+        out.requests += 1;
+        let req = &contexts[*f as usize];
+        match cache.place(req, &mut rng) {
+            Some(h) => {
+                placed_w += 1;
+                let life_ms = exponential(&mut lifetimes, setup.lifetime_s * 1000.0);
+                departures.push(Reverse(((now + life_ms) as u64, h, *f)));
+            }
+            None => {
+                declined_w += 1;
+                out.declines += 1;
+            }
+        }
+    }
+    out.refreshes = cache.refreshes;
+    out.queries = cache.queries;
+    let timed_refreshes = if matches!(mode, RefreshMode::Fresh) {
+        0
+    } else {
+        cache.refreshes - 1
+    };
+    out.mean_interval_s = if timed_refreshes == 0 {
+        0.0
+    } else {
+        intervals_sum as f64 / timed_refreshes as f64 / 1000.0
+    };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn always_fresh_with_one_scheduler_declines_only_when_nothing_fits() {
+        let fresh = run_fixed_refresh(
+            DatasetKind::Nfv,
+            1,
+            40,
+            Algorithm::FirstFit,
+            Some(1),
+            false,
+            1,
+        );
+        assert_eq!(fresh.declines, 0);
+        assert_eq!(fresh.queries, 437 * 40);
+    }
+
+    #[test]
+    fn a_never_refreshed_cache_declines_more_than_a_fresh_one() {
+        let fresh = run_fixed_refresh(
+            DatasetKind::Nfv,
+            2,
+            30,
+            Algorithm::WorstFit,
+            Some(1),
+            false,
+            1,
+        );
+        let never = run_fixed_refresh(DatasetKind::Nfv, 2, 30, Algorithm::WorstFit, None, false, 1);
+        assert!(
+            never.decline_ratio() > fresh.decline_ratio() + 0.2,
+            "{never:?} {fresh:?}"
+        );
+        assert_eq!(never.queries, 0);
+    }
+
+    #[test]
+    fn consuming_own_claims_makes_a_stale_cache_as_good_as_fresh_without_departures() {
+        let fresh = run_fixed_refresh(
+            DatasetKind::Nfv,
+            1,
+            30,
+            Algorithm::FirstFit,
+            Some(1),
+            true,
+            3,
+        );
+        let never = run_fixed_refresh(DatasetKind::Nfv, 1, 30, Algorithm::FirstFit, None, true, 3);
+        assert_eq!(fresh.declines, never.declines);
+    }
+
+    #[test]
+    fn dynamic_runs_are_reproducible_and_asc_reports_its_interval() {
+        let setup = DynamicSetup::default_for(DatasetKind::Nfv);
+        let asc = RefreshMode::Asc(AscParams::default());
+        let a = run_dynamic(&setup, Algorithm::WorstFit, asc.clone(), false, 2);
+        let b = run_dynamic(&setup, Algorithm::WorstFit, asc, false, 2);
+        assert_eq!(a, b);
+        assert_eq!(a.requests, 4370);
+        assert!(a.mean_interval_s > 0.0 && !a.timeline.is_empty());
+    }
+}
