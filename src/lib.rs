@@ -16,6 +16,7 @@
 //! - [`backend`]: the four backends, their worker pools and the switch between them.
 //! - [`notifications`]: applying host-state inputs to the ledger exactly once.
 //! - [`amqp`]: the RabbitMQ notification consumer.
+//! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ, and a minimal oslo RPC client.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface, building and running the service.
 //! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
@@ -33,6 +34,7 @@ pub mod notifications;
 pub mod nova;
 pub mod policy;
 pub mod routes;
+pub mod rpc;
 pub mod service;
 pub mod startup;
 pub mod stats;
