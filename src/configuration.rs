@@ -185,6 +185,9 @@ pub struct RpcSettings {
     /// This server's name (Nova's `CONF.host`): queue `scheduler.<host>`.
     pub host: String,
     pub topic: String,
+    /// Test aid only: every `select_destinations` call sleeps this long before deciding, so
+    /// tests can watch heartbeats keep a slow call alive. Leave at 0 in production.
+    pub debug_delay_s: f64,
 }
 
 impl Default for RpcSettings {
@@ -193,6 +196,7 @@ impl Default for RpcSettings {
             enabled: false,
             host: "parasol".into(),
             topic: "scheduler".into(),
+            debug_delay_s: 0.0,
         }
     }
 }
@@ -295,6 +299,21 @@ impl Settings {
                 key: format!("placement.{k}"),
                 message: m.into(),
             })?;
+        if !(self.rpc.debug_delay_s.is_finite() && self.rpc.debug_delay_s >= 0.0) {
+            return key(
+                "rpc.debug_delay_s",
+                "must be a non-negative number of seconds",
+            );
+        }
+        if self.rpc.enabled && (self.rpc.topic.is_empty() || self.rpc.host.is_empty()) {
+            return key(
+                "rpc.topic",
+                "and rpc.host must not be empty when rpc.enabled",
+            );
+        }
+        if self.rpc.enabled && self.amqp.url.is_empty() {
+            return key("rpc.enabled", "needs [amqp] url");
+        }
         self.asc
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("[asc] {e}")))?;

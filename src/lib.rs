@@ -17,7 +17,7 @@
 //! - [`notifications`]: applying host-state inputs to the ledger exactly once.
 //! - [`amqp`]: the RabbitMQ notification consumer.
 //! - [`placement`]: inventory sync from OpenStack Placement.
-//! - [`placement`]: inventory sync from OpenStack Placement.
+//! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ, and a minimal oslo RPC client.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface, building and running the service.
 //! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
@@ -37,6 +37,7 @@ pub mod nova;
 pub mod placement;
 pub mod policy;
 pub mod routes;
+pub mod rpc;
 pub mod service;
 pub mod sim;
 pub mod startup;

@@ -13,6 +13,7 @@ pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), St
     let handle = app.handle();
     crate::amqp::spawn_consumers(state.clone());
     crate::placement::spawn_sync(state.clone());
+    crate::rpc::spawn_rpc_server(state.clone());
     tokio::spawn(reload_on_sighup(state, config));
     tokio::spawn(async move {
         shutdown_signal().await;

@@ -11,7 +11,7 @@ pub use health::healthz;
 pub use hosts::list_hosts;
 pub use metrics::metrics;
 pub use notifications::post_notification;
-pub use select_destinations::select_destinations;
+pub use select_destinations::{place, select_destinations};
 pub use stats::get_stats;
 
 use actix_web::http::StatusCode;

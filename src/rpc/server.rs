@@ -1,0 +1,354 @@
+//! The RPC server loop, as oslo.messaging's `RPCServer` runs nova-scheduler: each delivery is
+//! acknowledged before it is dispatched (at most once, as oslo), duplicates of a recent
+//! `_unique_id` are dropped, and every call runs in its own task (at most `[amqp] prefetch` at
+//! once) that heartbeats every `⌊_timeout⌋/2` s until it replies on the default exchange.
+//! A message that cannot be served is answered with a failure when it names a reply queue,
+//! else dead-lettered: the loop itself never fails on input.
+
+use super::dispatch::{route, Action};
+use super::topology::declare_rpc_topology;
+use super::{Dedup, RpcCounters};
+use crate::amqp::topology::DEAD_LETTER;
+use crate::amqp::{connect, Backoff};
+use crate::notifications::apply;
+use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
+use crate::startup::AppState;
+use futures::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel};
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+use tracing::Instrument;
+
+/// How many `_unique_id`s the server remembers.
+const DEDUP_CAPACITY: usize = 65_536;
+
+/// Why a server session ended.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    #[error("broker: {0}")]
+    Broker(#[from] lapin::Error),
+    #[error("the broker closed the RPC consumer")]
+    Closed,
+}
+
+/// What every call task shares.
+struct Server {
+    state: Arc<AppState>,
+    counters: Arc<RpcCounters>,
+    dedup: Mutex<Dedup>,
+    debug_delay: Duration,
+}
+
+/// Serves until `shutdown` turns true, reconnecting with capped exponential backoff.
+pub async fn run_rpc_server(
+    state: Arc<AppState>,
+    counters: Arc<RpcCounters>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let settings = state.scheduler.settings();
+    let mut backoff = Backoff::new(
+        Duration::from_secs_f64(settings.amqp.reconnect_min_s),
+        Duration::from_secs_f64(settings.amqp.reconnect_max_s),
+    );
+    state.broker.configured.store(true, Ordering::Relaxed);
+    let server = Arc::new(Server {
+        state,
+        counters,
+        dedup: Mutex::new(Dedup::new(DEDUP_CAPACITY)),
+        debug_delay: Duration::from_secs_f64(settings.rpc.debug_delay_s),
+    });
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let result = session(&server, &mut shutdown, &mut backoff).await;
+        server
+            .state
+            .broker
+            .connected
+            .store(false, Ordering::Relaxed);
+        match result {
+            Ok(()) => return,
+            Err(e) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in_s = delay.as_secs_f64(), "RPC server lost the broker; reconnecting");
+                *server.state.broker.last_error.lock() = Some(e.to_string());
+                server.counters.count("reconnect");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+}
+
+/// One connection's life. `Ok` means asked to stop.
+async fn session(
+    server: &Arc<Server>,
+    shutdown: &mut watch::Receiver<bool>,
+    backoff: &mut Backoff,
+) -> Result<(), RpcError> {
+    let settings = server.state.scheduler.settings();
+    let conn = connect(&settings.amqp.url).await?;
+    let ch = conn.create_channel().await?;
+    ch.basic_qos(settings.amqp.prefetch, BasicQosOptions::default())
+        .await?;
+    let queues = declare_rpc_topology(&ch, &settings.amqp, &settings.rpc).await?;
+    let replies = conn.create_channel().await?;
+    let tag = format!("parasol-rpc-{}", uuid::Uuid::new_v4().simple());
+    let mut streams = Vec::new();
+    for (i, q) in queues.iter().enumerate() {
+        let consumer = ch
+            .basic_consume(
+                q,
+                &format!("{tag}-{i}"),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        streams.push(consumer);
+    }
+    let mut deliveries = futures::stream::select_all(streams);
+    server.state.broker.connected.store(true, Ordering::Relaxed);
+    *server.state.broker.last_error.lock() = None;
+    backoff.reset();
+    tracing::info!(queues = ?queues, "serving Nova's scheduler RPC");
+    let permits = Arc::new(Semaphore::new(usize::from(settings.amqp.prefetch.max(1))));
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() {
+                    let _ = conn.close(200, "parasol stopping").await;
+                    return Ok(());
+                }
+            }
+            next = deliveries.next() => match next {
+                Some(Ok(delivery)) => {
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        return Err(RpcError::Closed);
+                    };
+                    delivery.ack(BasicAckOptions::default()).await?;
+                    let server = server.clone();
+                    let replies = replies.clone();
+                    let routing_key = delivery.routing_key.as_str().to_string();
+                    tokio::spawn(async move {
+                        handle(&server, &replies, &delivery.data, &routing_key).await;
+                        drop(permit);
+                    });
+                }
+                Some(Err(e)) => return Err(e.into()),
+                None => return Err(RpcError::Closed),
+            }
+        }
+    }
+}
+
+/// Serves one message; every error ends as a failure reply, a dead letter or a log line.
+async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str) {
+    let msg = match RpcMessage::decode(body) {
+        Ok(msg) => msg,
+        Err(e) => return malformed(server, ch, body, routing_key, &e.to_string()).await,
+    };
+    if let Some(id) = &msg.unique_id {
+        if !server.dedup.lock().first_time(id) {
+            server.counters.count("duplicate");
+            tracing::info!(unique_id = %id, method = %msg.method, "duplicate message ignored");
+            return;
+        }
+    }
+    let span = tracing::info_span!("rpc", method = %msg.method, msg_id = msg.msg_id.as_deref().unwrap_or("-"));
+    server
+        .counters
+        .count(if msg.is_call() { "call" } else { "cast" });
+    let outcome = match route(&msg) {
+        Ok(action) => run(server, ch, &msg, action).instrument(span).await,
+        Err(refusal) => {
+            server.counters.count(refusal.outcome);
+            Err((refusal.failure(), refusal.message))
+        }
+    };
+    match (outcome, &msg.msg_id, &msg.reply_q) {
+        (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::result(id, result)).await,
+        (Ok(_), _, _) => {}
+        (Err((failure, _)), Some(id), Some(q)) => {
+            server.counters.count("failure");
+            send(server, ch, q, &Reply::failure(id, failure)).await
+        }
+        (Err((_, reason)), _, _) => {
+            let reason = format!("{} {}: {reason}", msg.method, msg.version_string());
+            dead_letter(server, ch, body, routing_key, &reason).await
+        }
+    }
+}
+
+/// A message whose envelope or fields could not be decoded: answered when the reply queue and
+/// message id can still be read, else dead-lettered.
+async fn malformed(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, reason: &str) {
+    server.counters.count("malformed");
+    let inner = decode_envelope(body).ok();
+    let field = |k: &str| {
+        inner
+            .as_ref()
+            .and_then(|i| i.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match (field("_msg_id"), field("_reply_q")) {
+        (Some(id), Some(q)) => {
+            server.counters.count("failure");
+            let failure = oslo_failure("ValueError", "builtins", reason);
+            send(server, ch, &q, &Reply::failure(&id, failure)).await
+        }
+        _ => dead_letter(server, ch, body, routing_key, reason).await,
+    }
+}
+
+/// Runs an accepted action; `Err` holds (failure string, reason for logs).
+async fn run(
+    server: &Server,
+    ch: &Channel,
+    msg: &RpcMessage,
+    action: Action,
+) -> Result<Value, (String, String)> {
+    match action {
+        Action::Answer(v) => Ok(v),
+        Action::Aggregates(which) => {
+            server.counters.count(which);
+            Ok(Value::Null)
+        }
+        Action::InstanceInfo(n) => {
+            let now = server.state.scheduler.clock().now_ms();
+            match apply(server.state.scheduler.ledger(), &n, now).await {
+                Ok(outcome) => {
+                    server.counters.count("instance_info");
+                    server.state.count_notification(outcome.as_str());
+                    Ok(Value::Null)
+                }
+                Err(e) => Err((
+                    oslo_failure("ValueError", "builtins", &e.to_string()),
+                    e.to_string(),
+                )),
+            }
+        }
+        Action::Select(args) => {
+            let work = async {
+                if !server.debug_delay.is_zero() {
+                    tokio::time::sleep(server.debug_delay).await;
+                }
+                crate::routes::place(&server.state, *args).await
+            };
+            let result = with_heartbeats(server, ch, msg, work).await;
+            match result {
+                Ok(v) => Ok(v),
+                Err(e) if e.class == "NoValidHost" => {
+                    server.counters.count("no_valid_host");
+                    let reason = e.reason.unwrap_or_default();
+                    Err((no_valid_host_failure(&reason), e.message))
+                }
+                Err(e) => Err((
+                    oslo_failure("RuntimeError", "builtins", &e.message),
+                    e.message,
+                )),
+            }
+        }
+    }
+}
+
+/// Drives `work` while sending oslo's call-monitor heartbeat every `⌊_timeout⌋/2` seconds
+/// (none when that is under a second, as oslo's watchdog).
+async fn with_heartbeats<F: std::future::Future>(
+    server: &Server,
+    ch: &Channel,
+    msg: &RpcMessage,
+    work: F,
+) -> F::Output {
+    let interval = msg.timeout.map(|t| t.floor() / 2.0).unwrap_or(0.0);
+    let (Some(id), Some(q)) = (&msg.msg_id, &msg.reply_q) else {
+        return work.await;
+    };
+    if interval < 1.0 {
+        return work.await;
+    }
+    let period = Duration::from_secs_f64(interval);
+    tokio::pin!(work);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = ticks.tick() => {
+                server.counters.count("heartbeat");
+                send(server, ch, q, &Reply::heartbeat(id)).await;
+            }
+        }
+    }
+}
+
+/// Publishes a reply on the default exchange to `reply_q`; a lost reply is logged (the caller
+/// times out, as with oslo when its reply queue is gone).
+async fn send(server: &Server, ch: &Channel, reply_q: &str, reply: &Reply) {
+    let props = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_content_encoding("utf-8".into());
+    let sent = ch
+        .basic_publish(
+            "",
+            reply_q,
+            BasicPublishOptions::default(),
+            &reply.to_body(),
+            props,
+        )
+        .await;
+    match sent {
+        Ok(_) => {
+            if reply.ending {
+                server.counters.count("reply");
+            }
+        }
+        Err(e) => {
+            server.counters.count("reply_lost");
+            tracing::warn!(error = %e, %reply_q, "reply not sent");
+        }
+    }
+}
+
+/// Puts an unanswerable message on `parasol.dead_letter` with its reason, and in the ledger.
+async fn dead_letter(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, reason: &str) {
+    server.counters.count("dead_letter");
+    tracing::warn!(%reason, %routing_key, "RPC message dead-lettered");
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "x-parasol-reason".into(),
+        AMQPValue::LongString(LongString::from(reason.to_string())),
+    );
+    headers.insert(
+        "x-parasol-routing-key".into(),
+        AMQPValue::LongString(LongString::from(routing_key.to_string())),
+    );
+    let props = BasicProperties::default()
+        .with_headers(headers)
+        .with_delivery_mode(2);
+    if let Err(e) = ch
+        .basic_publish(DEAD_LETTER, "", BasicPublishOptions::default(), body, props)
+        .await
+    {
+        tracing::warn!(error = %e, "dead letter not published");
+    }
+    let now = server.state.scheduler.clock().now_ms();
+    let text = String::from_utf8_lossy(body);
+    if let Err(e) = server
+        .state
+        .scheduler
+        .ledger()
+        .dead_letter("rpc", reason, &text, now)
+        .await
+    {
+        tracing::warn!(error = %e, "dead letter not recorded in the ledger");
+    }
+}

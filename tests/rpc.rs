@@ -1,0 +1,355 @@
+//! Parasol's oslo.messaging RPC server against the real RabbitMQ, driven by Parasol's own
+//! oslo client: dispatcher errors, malformed input, duplicates, heartbeats, ping, placement.
+
+#[path = "support/mod.rs"]
+mod support;
+
+#[path = "api/helpers.rs"]
+#[allow(dead_code)]
+mod helpers;
+
+use helpers::{flavor, request_spec, spawn_with, uuids, TestApp};
+use parasol::configuration::{BackendKind, Settings};
+use parasol::nova::encode_envelope;
+use parasol::rpc::{run_rpc_server, RpcClient, RpcCounters};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Rpc {
+    app: TestApp,
+    client: RpcClient,
+    counters: Arc<RpcCounters>,
+    topic: String,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// A service on SQLite with the RPC server on its own exchange and topic, plus a client.
+async fn spawn_rpc(debug_delay_s: f64) -> Rpc {
+    let db = support::sqlite_db();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let mut s = Settings::default();
+    s.ledger.url = db.url.clone();
+    s.scheduler.backend = BackendKind::Filter;
+    s.scheduler.seed = Some(7);
+    s.amqp.url = AMQP_URL.into();
+    s.amqp.exchange = format!("parasol_test_{id}");
+    s.rpc.enabled = true;
+    s.rpc.topic = format!("scheduler_{id}");
+    s.rpc.host = "rpc-test".into();
+    s.rpc.debug_delay_s = debug_delay_s;
+    let (exchange, topic) = (s.amqp.exchange.clone(), s.rpc.topic.clone());
+    let app = spawn_with(s, db).await;
+    let counters = Arc::new(RpcCounters::default());
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    tokio::spawn(run_rpc_server(
+        app.state.clone().into_inner(),
+        counters.clone(),
+        shutdown,
+    ));
+    let client = RpcClient::connect(AMQP_URL, &exchange)
+        .await
+        .expect("RabbitMQ must be running (see .ci/run)");
+    let rpc = Rpc {
+        app,
+        client,
+        counters,
+        topic,
+        _stop: stop,
+    };
+    rpc.wait_until_serving().await;
+    rpc
+}
+
+impl Rpc {
+    /// Pings until the server has declared its queue and answers.
+    async fn wait_until_serving(&self) {
+        for _ in 0..100 {
+            let m =
+                self.client
+                    .call_message("ping", json!({"arg": 0}), "1.0", Some("baseapi"), None);
+            if self
+                .client
+                .call_with(&self.topic, &m, Duration::from_millis(200))
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
+        panic!("the RPC server never answered");
+    }
+
+    async fn call(&self, method: &str, args: Value, version: &str) -> parasol::rpc::CallReply {
+        self.client
+            .call(&self.topic, method, args, version, WAIT)
+            .await
+            .expect("a reply")
+    }
+
+    /// Waits until `outcome` reached `n`, or fails after 10 s.
+    async fn wait_count(&self, outcome: &str, n: u64) {
+        for _ in 0..200 {
+            if self.counters.get(outcome) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{outcome} never reached {n}: {}", self.counters.to_json());
+    }
+}
+
+fn failure_class(reply: &parasol::rpc::CallReply) -> (String, String, String) {
+    let f = reply.failure.as_ref().expect("a failure");
+    let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
+    (s("class"), s("module"), s("message"))
+}
+
+fn select_args(n: usize, vcpus: i64) -> Value {
+    json!({"spec_obj": request_spec(flavor(vcpus, 512, 1), n, json!({})), "instance_uuids": uuids(n),
+           "return_objects": true, "return_alternates": true})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ping_returns_the_service_and_its_argument_as_nova_s_base_rpc_api() {
+    let rpc = spawn_rpc(0.0).await;
+    let m = rpc.client.call_message(
+        "ping",
+        json!({"arg": {"a": [1, "x"]}}),
+        "1.1",
+        Some("baseapi"),
+        None,
+    );
+    let reply = rpc.client.call_with(&rpc.topic, &m, WAIT).await.unwrap();
+    assert_eq!(reply.failure, None);
+    assert_eq!(
+        reply.result,
+        json!({"service": "scheduler", "arg": {"a": [1, "x"]}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn select_destinations_answers_at_every_supported_version_and_raises_no_valid_host() {
+    let rpc = spawn_rpc(0.0).await;
+    for h in ["c1", "c2", "c3"] {
+        rpc.app.register(h, 4, 8192, 100).await;
+    }
+    let spec = request_spec(flavor(1, 512, 1), 1, json!({}));
+    let legacy_spec = json!({"instance_properties": {"uuid": uuids(1)[0], "memory_mb": 512, "vcpus": 1,
+        "root_gb": 1, "ephemeral_gb": 0, "project_id": "p"},
+        "instance_type": {"memory_mb": 512, "vcpus": 1, "root_gb": 1, "ephemeral_gb": 0, "swap": 0},
+        "num_instances": 1, "instance_uuids": uuids(1)});
+    let cases = [
+        (
+            "4.0",
+            json!({"request_spec": legacy_spec, "filter_properties": {}}),
+        ),
+        ("4.3", json!({"spec_obj": spec})),
+        ("4.4", json!({"spec_obj": spec, "instance_uuids": uuids(1)})),
+        ("4.5", select_args(1, 1)),
+    ];
+    for (version, args) in cases {
+        let reply = rpc.call("select_destinations", args, version).await;
+        assert_eq!(reply.failure, None, "{version}");
+        if version == "4.5" {
+            let per_instance = reply.result.as_array().expect("list per instance");
+            assert_eq!(per_instance.len(), 1);
+            let sel = &per_instance[0][0];
+            assert_eq!(sel["nova_object.name"], "Selection");
+            assert_eq!(sel["nova_object.version"], "1.1");
+            assert_eq!(
+                per_instance[0].as_array().unwrap().len(),
+                3,
+                "pick + 2 alternates"
+            );
+        } else {
+            let hosts = reply.result.as_array().expect("legacy host list");
+            assert_eq!(hosts.len(), 1, "{version}: {}", reply.result);
+            assert!(hosts[0]["host"].as_str().unwrap().starts_with('c'));
+            assert!(hosts[0].get("nodename").is_some() && hosts[0].get("limits").is_some());
+        }
+    }
+    let reply = rpc
+        .call("select_destinations", select_args(1, 64), "4.5")
+        .await;
+    let (class, module, message) = failure_class(&reply);
+    assert_eq!(
+        (class.as_str(), module.as_str()),
+        ("NoValidHost", "nova.exception")
+    );
+    assert!(message.starts_with("No valid host was found."), "{message}");
+    let used: i64 = rpc.app.used().await.iter().map(|h| h.1).sum();
+    assert_eq!(
+        used, 4,
+        "four placements claimed one VCPU each, the refused one none"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn versions_beyond_4_5_are_unsupported_and_unknown_methods_are_no_such_method() {
+    let rpc = spawn_rpc(0.0).await;
+    for version in ["4.6", "5.0", "3.0"] {
+        let reply = rpc
+            .call("select_destinations", select_args(1, 1), version)
+            .await;
+        assert_eq!(
+            failure_class(&reply),
+            (
+                "UnsupportedVersion".into(),
+                "oslo_messaging.rpc.dispatcher".into(),
+                format!("Endpoint does not support RPC version {version}. Attempted method: select_destinations")
+            )
+        );
+    }
+    let reply = rpc.call("frobnicate", json!({}), "4.0").await;
+    assert_eq!(failure_class(&reply).0, "NoSuchMethod");
+    assert_eq!(
+        failure_class(&reply).2,
+        "Endpoint does not support RPC method frobnicate"
+    );
+    assert_eq!(rpc.counters.get("unsupported_version"), 3);
+    assert_eq!(rpc.counters.get("no_such_method"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn malformed_messages_are_answered_or_dead_lettered_and_the_server_keeps_serving() {
+    let rpc = spawn_rpc(0.0).await;
+    let c = &rpc.client;
+    // No reply queue can be read: dead-lettered.
+    c.publish(&rpc.topic, b"not json at all").await.unwrap();
+    c.publish(
+        &rpc.topic,
+        br#"{"oslo.version": "2.0", "oslo.message": "{\"args\": {}}"}"#,
+    )
+    .await
+    .unwrap();
+    // A cast nobody serves: dead-lettered too.
+    c.cast(&rpc.topic, "frobnicate", json!({}), "4.0")
+        .await
+        .unwrap();
+    rpc.wait_count("dead_letter", 3).await;
+    // A call without a method but with a reply queue: answered with a failure.
+    let mut m = c.call_message("x", json!({}), "4.5", None, None);
+    m.as_object_mut().unwrap().remove("method");
+    let reply = c.call_with(&rpc.topic, &m, WAIT).await.unwrap();
+    assert_eq!(failure_class(&reply).0, "ValueError");
+    assert!(failure_class(&reply).2.contains("method is missing"));
+    // Wrong types inside select_destinations' arguments: a failure naming the field.
+    for args in [
+        json!({"spec_obj": 3}),
+        json!({"spec_obj": request_spec(flavor(1, 512, 1), 1, json!({})), "return_objects": "yes"}),
+        json!([1]),
+    ] {
+        let mut m = c.call_message("select_destinations", json!({}), "4.5", None, None);
+        m["args"] = args.clone();
+        let reply = c.call_with(&rpc.topic, &m, WAIT).await.unwrap();
+        assert_eq!(
+            failure_class(&reply).0,
+            "ValueError",
+            "{args}: {:?}",
+            reply.failure
+        );
+    }
+    let dead = rpc
+        .app
+        .state
+        .scheduler
+        .ledger()
+        .dead_letters(10)
+        .await
+        .unwrap();
+    assert_eq!(dead.iter().filter(|d| d.source == "rpc").count(), 3);
+    let ping = c.call_message(
+        "ping",
+        json!({"arg": "still here"}),
+        "1.0",
+        Some("baseapi"),
+        None,
+    );
+    let reply = c.call_with(&rpc.topic, &ping, WAIT).await.unwrap();
+    assert_eq!(reply.result["arg"], "still here");
+    assert_eq!(
+        rpc.counters.get("malformed"),
+        4,
+        "three undecodable, one with non-object args"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_duplicate_unique_id_is_answered_once() {
+    let rpc = spawn_rpc(0.0).await;
+    rpc.app.register("c1", 4, 8192, 100).await;
+    let m = rpc
+        .client
+        .call_message("select_destinations", select_args(1, 1), "4.5", None, None);
+    rpc.client
+        .publish(&rpc.topic, &encode_envelope(&m))
+        .await
+        .unwrap();
+    let reply = rpc.client.call_with(&rpc.topic, &m, WAIT).await.unwrap();
+    assert_eq!(reply.failure, None);
+    rpc.wait_count("duplicate", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        rpc.client.stray_replies(),
+        0,
+        "the duplicate got no second reply"
+    );
+    assert_eq!(rpc.counters.get("reply"), rpc.counters.get("call"));
+    assert_eq!(rpc.app.used().await[0].1, 1, "placed once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_call_is_kept_alive_by_heartbeats_every_half_timeout() {
+    let rpc = spawn_rpc(2.5).await;
+    rpc.app.register("c1", 4, 8192, 100).await;
+    let m = rpc.client.call_message(
+        "select_destinations",
+        select_args(1, 1),
+        "4.5",
+        None,
+        Some(2),
+    );
+    let reply = rpc.client.call_with(&rpc.topic, &m, WAIT).await.unwrap();
+    assert_eq!(reply.failure, None);
+    assert!(
+        reply.heartbeats >= 2,
+        "1 s apart over 2.5 s: {}",
+        reply.heartbeats
+    );
+    // Without _timeout, no heartbeat (oslo starts no watchdog).
+    let m = rpc
+        .client
+        .call_message("select_destinations", select_args(1, 1), "4.5", None, None);
+    let reply = rpc.client.call_with(&rpc.topic, &m, WAIT).await.unwrap();
+    assert_eq!(reply.heartbeats, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn aggregate_casts_are_accepted_and_counted() {
+    let rpc = spawn_rpc(0.0).await;
+    rpc.client
+        .cast(
+            &rpc.topic,
+            "update_aggregates",
+            json!({"aggregates": []}),
+            "4.1",
+        )
+        .await
+        .unwrap();
+    rpc.client
+        .cast(
+            &rpc.topic,
+            "delete_aggregate",
+            json!({"aggregate": {}}),
+            "4.1",
+        )
+        .await
+        .unwrap();
+    rpc.wait_count("delete_aggregate", 1).await;
+    rpc.wait_count("update_aggregates", 1).await;
+    assert_eq!(rpc.counters.get("dead_letter"), 0);
+}
