@@ -30,7 +30,7 @@ pub enum Command {
     Apsr(ApsrCommand),
     /// Reproduce the APSR and ASC papers' experiments in virtual time.
     #[command(subcommand)]
-    Sim(crate::sim::SimCommand),
+    Sim(crate::sim::cli::SimCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -229,11 +229,15 @@ pub(crate) async fn claim_ranked(
         }
         *budget -= 1;
         counts.attempts += 1;
-        match deps
+        let started = Instant::now();
+        let outcome = deps
             .ledger
             .claim(hosts[idx].id, &req.instance_uuid, &req.demand, now)
-            .await?
-        {
+            .await?;
+        let us = started.elapsed().as_micros() as u64;
+        counts.claim_us += us;
+        deps.stats.record_claim(us);
+        match outcome {
             ClaimOutcome::Claimed => {
                 let max = deps.settings.scheduler.max_attempts;
                 let mut out = Vec::with_capacity(max);
