@@ -40,6 +40,7 @@ pub struct Settings {
     pub apsr: ApsrParams,
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
+    pub placement: crate::placement::PlacementSettings,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -288,6 +289,12 @@ impl Settings {
                 "must be positive and at most amqp.reconnect_max_s",
             );
         }
+        self.placement
+            .validate()
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("placement.{k}"),
+                message: m.into(),
+            })?;
         self.asc
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("[asc] {e}")))?;

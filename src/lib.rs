@@ -16,6 +16,7 @@
 //! - [`backend`]: the four backends, their worker pools and the switch between them.
 //! - [`notifications`]: applying host-state inputs to the ledger exactly once.
 //! - [`amqp`]: the RabbitMQ notification consumer.
+//! - [`placement`]: inventory sync from OpenStack Placement.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface, building and running the service.
 //! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
@@ -31,6 +32,7 @@ pub mod domain;
 pub mod ledger;
 pub mod notifications;
 pub mod nova;
+pub mod placement;
 pub mod policy;
 pub mod routes;
 pub mod service;

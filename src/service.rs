@@ -12,6 +12,7 @@ pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), St
     let state = app.state();
     let handle = app.handle();
     crate::amqp::spawn_consumers(state.clone());
+    crate::placement::spawn_sync(state.clone());
     tokio::spawn(reload_on_sighup(state, config));
     tokio::spawn(async move {
         shutdown_signal().await;

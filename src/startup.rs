@@ -54,6 +54,7 @@ impl BrokerStatus {
 pub struct AppState {
     pub scheduler: Scheduler,
     pub broker: Arc<BrokerStatus>,
+    pub placement: Arc<crate::placement::PlacementStatus>,
     /// Notifications by outcome (applied, duplicate, unknown_event, dead_letter).
     pub notifications: Mutex<BTreeMap<String, u64>>,
 }
@@ -108,6 +109,7 @@ impl Application {
         let state = web::Data::new(AppState {
             scheduler,
             broker: Arc::new(BrokerStatus::default()),
+            placement: Default::default(),
             notifications: Mutex::new(BTreeMap::new()),
         });
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);

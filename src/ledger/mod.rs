@@ -5,9 +5,11 @@
 //! - `hosts`: registering hosts and reading their state (the backends' "queries").
 //! - `claims`: the atomic conditional claim and the idempotent release.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
+//! - `import`: recording allocations made outside Parasol (Placement's).
 
 pub(crate) mod claims;
 pub(crate) mod hosts;
+mod import;
 pub(crate) mod messages;
 
 pub use claims::{Allocation, ClaimOutcome};

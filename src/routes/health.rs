@@ -1,4 +1,5 @@
-//! `GET /healthz`: the ledger answers, and whether the broker is connected.
+//! `GET /healthz`: the ledger answers, whether the broker is connected, and whether the last
+//! Placement sync succeeded (`"state": "stale"` while Placement is unreachable).
 
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
@@ -11,6 +12,7 @@ pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
         "ledger": if ledger_ok { "ok" } else { "unreachable" },
         "backend": state.scheduler.backend().kind().as_str(),
         "broker": state.broker.to_json(),
+        "placement": state.placement.to_json(),
     });
     if ledger_ok {
         HttpResponse::Ok().json(body)

@@ -39,6 +39,12 @@ pub struct Metrics {
     pub notifications: Family<KindLabel, Counter>,
     /// 1 while the broker connection is up.
     pub broker_connected: Gauge,
+    /// Duration of each Placement inventory sync.
+    pub placement_sync_seconds: Histogram,
+    /// Placement syncs that failed (the last known state was kept).
+    pub placement_sync_errors: Counter,
+    /// Compute hosts seen in the last successful Placement sync.
+    pub placement_hosts: Gauge,
 }
 
 impl Default for Metrics {
@@ -54,6 +60,9 @@ impl Default for Metrics {
             latency: Family::new_with_constructor(latency_histogram),
             notifications: Family::default(),
             broker_connected: Gauge::default(),
+            placement_sync_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            placement_sync_errors: Counter::default(),
+            placement_hosts: Gauge::default(),
         };
         {
             let mut r = m.registry.lock();
@@ -93,6 +102,21 @@ impl Default for Metrics {
                 "broker_connected",
                 "1 while connected to RabbitMQ",
                 m.broker_connected.clone(),
+            );
+            r.register(
+                "placement_sync_duration_seconds",
+                "Duration of each Placement inventory sync",
+                m.placement_sync_seconds.clone(),
+            );
+            r.register(
+                "placement_sync_errors",
+                "Placement syncs that failed",
+                m.placement_sync_errors.clone(),
+            );
+            r.register(
+                "placement_hosts",
+                "Compute hosts in the last Placement sync",
+                m.placement_hosts.clone(),
             );
         }
         m

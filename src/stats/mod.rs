@@ -28,6 +28,9 @@ pub struct Counts {
     pub placed: u64,
     pub no_valid_host: u64,
     pub queries: u64,
+    /// Time spent in ledger claims, in microseconds (to split decide from claim latency).
+    #[serde(skip)]
+    pub claim_us: u64,
 }
 
 impl Counts {
@@ -46,6 +49,7 @@ impl Counts {
         self.placed += o.placed;
         self.no_valid_host += o.no_valid_host;
         self.queries += o.queries;
+        self.claim_us += o.claim_us;
     }
 }
 
@@ -72,6 +76,10 @@ pub struct BackendStats {
 struct Inner {
     total: Counts,
     latency_us: Histogram<u64>,
+    /// Per call: latency minus the time spent in claims (filter, rank, reads).
+    decide_us: Histogram<u64>,
+    /// Per claim.
+    claim_us: Histogram<u64>,
     window: Window,
 }
 
@@ -89,8 +97,16 @@ impl BackendStats {
         inner.total.add(&delta);
         if let Some(us) = latency_us {
             let _ = inner.latency_us.record(us.max(1));
+            let _ = inner
+                .decide_us
+                .record(us.saturating_sub(delta.claim_us).max(1));
         }
         inner.window.record(now, &delta, latency_us);
+    }
+
+    /// Records the duration of one ledger claim.
+    pub fn record_claim(&self, us: u64) {
+        let _ = self.inner.lock().claim_us.record(us.max(1));
     }
 
     /// Adds host reads that are not tied to one request (a cache refresh).
@@ -132,12 +148,15 @@ impl BackendStats {
         let mut window = counts_json(&wc, &wh);
         window.insert("seconds".into(), json!(secs));
         obj.insert("window".into(), Value::Object(window));
+        obj.insert("decide_latency_ms".into(), percentiles(&inner.decide_us));
+        obj.insert("claim_latency_ms".into(), percentiles(&inner.claim_us));
         obj.insert("params".into(), Value::Object(self.params.lock().clone()));
         Value::Object(obj)
     }
 }
 
-fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
+/// p50/p90/p99/max in milliseconds (null when empty) and the count.
+fn percentiles(h: &Histogram<u64>) -> Value {
     let pct = |q: f64| {
         if h.is_empty() {
             Value::Null
@@ -145,6 +164,10 @@ fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
             json!(h.value_at_quantile(q) as f64 / 1000.0)
         }
     };
+    json!({"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": pct(1.0), "count": h.len()})
+}
+
+fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("requests".into(), json!(c.requests));
     m.insert("attempts".into(), json!(c.attempts));
@@ -154,10 +177,7 @@ fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
     m.insert("no_valid_host".into(), json!(c.no_valid_host));
     m.insert("queries".into(), json!(c.queries));
     m.insert("queries_per_request".into(), json!(c.queries_per_request()));
-    m.insert(
-        "latency_ms".into(),
-        json!({"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": pct(1.0), "count": h.len()}),
-    );
+    m.insert("latency_ms".into(), percentiles(h));
     m
 }
 
@@ -192,6 +212,8 @@ impl Stats {
                     inner: Mutex::new(Inner {
                         total: Counts::default(),
                         latency_us: histogram(),
+                        decide_us: histogram(),
+                        claim_us: histogram(),
                         window: Window::new(self.window_ms),
                     }),
                     params: Mutex::new(Map::new()),

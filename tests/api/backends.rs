@@ -38,3 +38,91 @@ on_both_engines!(
     declined_claim_moves_on_to_the_next_alternate,
     super::declined_claim_moves_on_to_the_next_alternate
 );
+
+async fn caching_declines_a_host_filled_by_another_worker_until_the_next_refresh(engine: &str) {
+    let (mut s, db) = settings(engine, BackendKind::Caching).await;
+    s.policy.algorithm = Algorithm::FirstFit;
+    s.caching.refresh_interval_s = 0.5;
+    let app = spawn_with(s, db).await;
+    app.register("c1", 4, 4096, 40).await;
+    app.register("c2", 64, 65536, 640).await;
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let ledger = app.state.scheduler.ledger();
+    let c1 = ledger.host_id_by_name("c1", None).await.unwrap().unwrap();
+    ledger
+        .claim(c1, "other-worker", &Resources::new(4, 4096, 40), 1)
+        .await
+        .unwrap();
+    // Until the refresh, the cache still sees c1 empty: first_fit tries it and is declined.
+    for _ in 0..2 {
+        let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body[0][0]["nova_object.data"]["service_host"], "c2");
+    }
+    assert_eq!(app.stats("caching").await["declines"], 2);
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let (status, _) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 200);
+    let stats = app.stats("caching").await;
+    assert_eq!(
+        stats["declines"], 2,
+        "after the refresh c1 is known to be full: {stats}"
+    );
+    assert!(
+        stats["queries"].as_u64().unwrap() >= 3 * 2,
+        "refreshes are counted: {stats}"
+    );
+}
+on_both_engines!(
+    caching_declines_a_host_filled_by_another_worker_until_the_next_refresh,
+    super::caching_declines_a_host_filled_by_another_worker_until_the_next_refresh
+);
+
+async fn asc_shrinks_its_interval_under_a_decline_burst(engine: &str) {
+    let (mut s, db) = settings(engine, BackendKind::Asc).await;
+    s.policy.algorithm = Algorithm::FirstFit;
+    let text = "th_decline = 0.05\nth_low = 0.03\nstart_interval_s = 0.4\nmin_interval_s = 0.05\nspeed_up_step = 0.5\nslow_down_step = 1.1";
+    s.asc = toml::from_str(text).unwrap();
+    let app = spawn_with(s, db).await;
+    for i in 0..6 {
+        app.register(&format!("c{i}"), 2, 2048, 20).await;
+    }
+    app.register("big", 512, 524288, 5120).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Fill the small hosts behind the cache's back: every decision is declined at least once.
+    let ledger = app.state.scheduler.ledger();
+    for i in 0..6 {
+        let id = ledger
+            .host_id_by_name(&format!("c{i}"), None)
+            .await
+            .unwrap()
+            .unwrap();
+        ledger
+            .claim(id, &format!("other-{i}"), &Resources::new(2, 2048, 20), 1)
+            .await
+            .unwrap();
+    }
+    for _ in 0..4 {
+        let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let stats = app.stats("asc").await;
+        let interval = stats["params"]["refresh_interval_s"].as_f64().unwrap();
+        if interval < 0.4 {
+            assert!((interval - 0.2).abs() < 1e-9, "one speed-up step: {stats}");
+            assert!(stats["decline_ratio"].as_f64().unwrap() > 0.05);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "interval never shrank: {stats}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+on_both_engines!(
+    asc_shrinks_its_interval_under_a_decline_burst,
+    super::asc_shrinks_its_interval_under_a_decline_burst
+);

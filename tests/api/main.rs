@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apsr;
 mod backends;
 mod bad_input;
 mod concurrency;

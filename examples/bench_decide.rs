@@ -1,0 +1,152 @@
+//! Decide-and-claim cost of each backend on a SQLite ledger, in process (no HTTP): the same
+//! `Scheduler` the service runs, called by one caller at a time so each figure is one
+//! decision's latency.
+//!
+//! `cargo run --release --example bench_decide -- --hosts 100,1000,10000 --backends filter,caching,asc,apsr`
+
+use clap::Parser;
+use parasol::clock::{SharedClock, SystemClock};
+use parasol::configuration::{BackendKind, Settings};
+use parasol::domain::{Inventory, RequestContext, Resources};
+use parasol::ledger::{HostRegistration, Ledger};
+use parasol::stats::Stats;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser)]
+struct Args {
+    /// Cluster sizes.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,10000")]
+    hosts: Vec<usize>,
+    /// Backends to measure.
+    #[arg(long, value_delimiter = ',', default_value = "filter,caching,asc,apsr")]
+    backends: Vec<String>,
+    /// Decisions per (backend, hosts).
+    #[arg(long, default_value_t = 2000)]
+    decisions: usize,
+    /// APSR: most hosts one scheduler may sample (caps d through the query budget).
+    #[arg(long, default_value_t = 100)]
+    apsr_max_d: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn kind(name: &str) -> BackendKind {
+    match name {
+        "filter" => BackendKind::Filter,
+        "caching" => BackendKind::Caching,
+        "asc" => BackendKind::Asc,
+        "apsr" => BackendKind::Apsr,
+        other => panic!("unknown backend {other}"),
+    }
+}
+
+async fn ledger_with_hosts(dir: &std::path::Path, n: usize) -> Ledger {
+    let url = format!("sqlite://{}", dir.join("ledger.db").display());
+    let ledger = Ledger::connect(&url, 4).await.expect("ledger");
+    ledger.migrate().await.expect("migrate");
+    for i in 0..n {
+        let inv = |total, ratio| Inventory {
+            total,
+            reserved: 0,
+            allocation_ratio: ratio,
+        };
+        let reg = HostRegistration {
+            host: format!("compute{i}"),
+            node: format!("compute{i}"),
+            uuid: format!("00000000-0000-4000-8000-{i:012}"),
+            availability_zone: "nova".into(),
+            up: true,
+            disabled: false,
+            inventory: [inv(64, 16.0), inv(262_144, 1.0), inv(2_000, 1.0)],
+        };
+        ledger
+            .register_host(&reg, SystemClock.now_ms_static())
+            .await
+            .expect("register");
+    }
+    ledger
+}
+
+trait NowStatic {
+    fn now_ms_static(&self) -> i64;
+}
+impl NowStatic for SystemClock {
+    fn now_ms_static(&self) -> i64 {
+        use parasol::clock::Clock;
+        self.now_ms()
+    }
+}
+
+fn pct(v: &mut [u64], q: f64) -> u64 {
+    v.sort_unstable();
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    println!("# bench_decide: decide-and-claim per decision, one caller, SQLite ledger (WAL, synchronous=NORMAL)");
+    println!(
+        "# machine: {} cores; decisions per cell: {}; flavor 1 VCPU / 512 MB / 1 GB; hosts 64 VCPU x16, 256 GB, 2 TB; seed {}",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        args.decisions,
+        args.seed
+    );
+    println!("| backend | hosts | median decision (µs) | p99 decision (µs) | median decide excl. claim (µs) | median claim (µs) | queries/request | decisions/s |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &n in &args.hosts {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ledger = ledger_with_hosts(dir.path(), n).await;
+        for name in &args.backends {
+            let mut settings = Settings::default();
+            settings.scheduler.backend = kind(name);
+            settings.scheduler.workers = 1;
+            settings.scheduler.seed = Some(args.seed);
+            settings.amqp.url = String::new();
+            settings.apsr.budget = Some(args.apsr_max_d * settings.apsr.max_schedulers);
+            let clock: SharedClock = Arc::new(SystemClock);
+            let stats = Arc::new(Stats::new(clock.clone(), 60));
+            let scheduler = parasol::backend::Scheduler::start(
+                Arc::new(settings),
+                ledger.clone(),
+                stats.clone(),
+                clock,
+            )
+            .await
+            .expect("scheduler");
+            let mut lat = Vec::with_capacity(args.decisions);
+            let started = Instant::now();
+            for i in 0..args.decisions {
+                let req = RequestContext::with_demand(
+                    format!("{name}-{n}-{i}"),
+                    "m1.tiny",
+                    Resources::new(1, 512, 1),
+                );
+                let t = Instant::now();
+                scheduler.schedule(vec![req]).await.expect("placed");
+                lat.push(t.elapsed().as_micros() as u64);
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            let b = stats.backend(name).to_json();
+            let ms = |v: &serde_json::Value| (v.as_f64().unwrap_or(f64::NAN) * 1000.0).round();
+            println!(
+                "| {name} | {n} | {} | {} | {} | {} | {:.1} | {:.0} |",
+                pct(&mut lat, 0.5),
+                pct(&mut lat, 0.99),
+                ms(&b["decide_latency_ms"]["p50"]),
+                ms(&b["claim_latency_ms"]["p50"]),
+                b["queries_per_request"].as_f64().unwrap_or(0.0),
+                args.decisions as f64 / elapsed
+            );
+            scheduler.backend().stop();
+            // Release the claims so every backend starts from the same empty cluster.
+            for i in 0..args.decisions {
+                ledger
+                    .release(&format!("{name}-{n}-{i}"))
+                    .await
+                    .expect("release");
+            }
+        }
+    }
+}

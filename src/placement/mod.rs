@@ -1,0 +1,162 @@
+//! Inventory sync from OpenStack Placement: real compute hosts' inventories (and the
+//! allocations of instances that existed before Parasol) seeded into the ledger at start and
+//! refreshed every `[placement] sync_interval_s`. A Placement outage keeps the last known
+//! state and shows in `/healthz` and `/metrics`.
+//!
+//! # Layout
+//! - `settings`: the `[placement]` section.
+//! - `client`: Keystone v3 password auth (or a static token, or noauth2) and the reads.
+//! - `sync`: one full sync, Placement → ledger.
+
+mod client;
+mod settings;
+mod sync;
+
+pub use client::{catalog_endpoint, PlacementClient};
+pub use settings::{AuthKind, PlacementSettings};
+pub use sync::{sync_once, SyncReport};
+
+use crate::ledger::LedgerError;
+use crate::startup::AppState;
+use actix_web::web;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Why a sync failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    #[error("request to Placement failed: {0}")]
+    Http(reqwest::Error),
+    #[error("{url} answered {status}: {body}")]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    #[error("ledger: {0}")]
+    Ledger(#[from] LedgerError),
+}
+
+/// The sync's state for `/healthz` (a `parking_lot` lock, held only to copy fields).
+#[derive(Debug, Default)]
+pub struct PlacementStatus {
+    inner: Mutex<StatusInner>,
+}
+
+#[derive(Debug, Default)]
+struct StatusInner {
+    enabled: bool,
+    reachable: Option<bool>,
+    last_success_ms: Option<i64>,
+    last_error: Option<String>,
+    hosts: usize,
+    imported_allocations: usize,
+    syncs: u64,
+    failures: u64,
+}
+
+impl PlacementStatus {
+    fn enable(&self) {
+        self.inner.lock().enabled = true;
+    }
+
+    fn record(&self, outcome: &Result<SyncReport, PlacementError>, now_ms: i64) {
+        let mut s = self.inner.lock();
+        match outcome {
+            Ok(report) => {
+                s.reachable = Some(true);
+                s.last_success_ms = Some(now_ms);
+                s.last_error = None;
+                s.hosts = report.hosts;
+                s.imported_allocations += report.imported_allocations;
+                s.syncs += 1;
+            }
+            Err(e) => {
+                s.reachable = Some(false);
+                s.last_error = Some(e.to_string());
+                s.failures += 1;
+            }
+        }
+    }
+
+    /// Whether the last sync failed (the ledger keeps the state of the last good one).
+    pub fn is_stale(&self) -> bool {
+        let s = self.inner.lock();
+        s.enabled && s.reachable != Some(true)
+    }
+
+    pub fn to_json(&self) -> Value {
+        let s = self.inner.lock();
+        if !s.enabled {
+            return json!({"enabled": false});
+        }
+        json!({
+            "enabled": true,
+            "reachable": s.reachable,
+            "state": if s.reachable == Some(true) { "synced" } else { "stale" },
+            "last_success_ms": s.last_success_ms,
+            "last_error": s.last_error,
+            "hosts": s.hosts,
+            "imported_allocations": s.imported_allocations,
+            "syncs": s.syncs,
+            "failures": s.failures,
+        })
+    }
+}
+
+/// Starts the periodic sync when `[placement] enabled`: one full sync now, then one every
+/// `sync_interval_s` (read at start; changing it needs a restart).
+pub fn spawn_sync(state: web::Data<AppState>) -> Option<tokio::task::JoinHandle<()>> {
+    let settings = state.scheduler.settings().placement.clone();
+    if !settings.enabled {
+        return None;
+    }
+    state.placement.enable();
+    let interval = Duration::from_secs_f64(settings.sync_interval_s);
+    let client = match PlacementClient::new(settings) {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the Placement client; no inventory sync");
+            state.placement.record(&Err(e), 0);
+            return None;
+        }
+    };
+    Some(tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            run_one(&state, &client).await;
+        }
+    }))
+}
+
+/// One sync with its metrics, log line and status update.
+async fn run_one(state: &AppState, client: &PlacementClient) {
+    let started = Instant::now();
+    let now_ms = state.scheduler.clock().now_ms();
+    let outcome = sync_once(client, state.scheduler.ledger(), now_ms).await;
+    let metrics = state.scheduler.stats().metrics();
+    metrics
+        .placement_sync_seconds
+        .observe(started.elapsed().as_secs_f64());
+    match &outcome {
+        Ok(report) => {
+            metrics.placement_hosts.set(report.hosts as i64);
+            tracing::info!(
+                hosts = report.hosts,
+                imported = report.imported_allocations,
+                skipped = report.skipped_providers,
+                "Placement sync done"
+            );
+        }
+        Err(e) => {
+            metrics.placement_sync_errors.inc();
+            tracing::warn!(error = %e, "Placement sync failed; keeping the last known state");
+        }
+    }
+    state.placement.record(&outcome, now_ms);
+}

@@ -1,0 +1,134 @@
+//! `[placement]`: where Placement is and how to authenticate to it.
+
+use serde::Deserialize;
+
+/// How requests to Placement are authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthKind {
+    /// Keystone v3 password authentication; the endpoint may come from the catalog.
+    Keystone,
+    /// A static token sent as `X-Auth-Token`.
+    Token,
+    /// Placement's `auth_strategy = noauth2`: the token `admin` (tests, DevStack without auth).
+    Noauth,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlacementSettings {
+    /// Seed and refresh host inventories from Placement.
+    pub enabled: bool,
+    /// Placement endpoint; empty with `auth = "keystone"` means "from the service catalog".
+    pub url: String,
+    pub auth: AuthKind,
+    /// Keystone v3 base URL, e.g. `http://controller/identity/v3` (`/v3` is added if missing).
+    pub keystone_url: String,
+    pub username: String,
+    pub password: String,
+    pub project_name: String,
+    pub user_domain_name: String,
+    pub project_domain_name: String,
+    /// Catalog interface used to find Placement (`public`, `internal`, `admin`).
+    pub interface: String,
+    /// The static token of `auth = "token"`.
+    pub token: String,
+    /// Seconds between two full syncs.
+    pub sync_interval_s: f64,
+    /// Seconds before a request to Placement or Keystone is abandoned.
+    pub timeout_s: f64,
+    /// `OpenStack-API-Version: placement <microversion>` sent on every request.
+    pub microversion: String,
+}
+
+impl Default for PlacementSettings {
+    fn default() -> Self {
+        PlacementSettings {
+            enabled: false,
+            url: String::new(),
+            auth: AuthKind::Keystone,
+            keystone_url: String::new(),
+            username: "nova".into(),
+            password: String::new(),
+            project_name: "service".into(),
+            user_domain_name: "Default".into(),
+            project_domain_name: "Default".into(),
+            interface: "public".into(),
+            token: String::new(),
+            sync_interval_s: 60.0,
+            timeout_s: 10.0,
+            microversion: "1.28".into(),
+        }
+    }
+}
+
+impl PlacementSettings {
+    /// Checks the keys a sync needs when enabled; the error names the key.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        if !(self.sync_interval_s.is_finite() && self.sync_interval_s > 0.0) {
+            return Err(("sync_interval_s", "must be a positive number of seconds"));
+        }
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
+            return Err(("timeout_s", "must be a positive number of seconds"));
+        }
+        let version_ok = self
+            .microversion
+            .split_once('.')
+            .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
+        if !version_ok {
+            return Err(("microversion", "must look like \"1.28\""));
+        }
+        if !self.enabled {
+            return Ok(());
+        }
+        match self.auth {
+            AuthKind::Keystone => {
+                if self.keystone_url.is_empty() {
+                    return Err(("keystone_url", "is required when auth = \"keystone\""));
+                }
+                if self.username.is_empty() || self.password.is_empty() {
+                    return Err((
+                        "password",
+                        "username and password are required when auth = \"keystone\"",
+                    ));
+                }
+            }
+            AuthKind::Token if self.token.is_empty() => {
+                return Err(("token", "is required when auth = \"token\""));
+            }
+            _ if self.url.is_empty() => {
+                return Err(("url", "is required unless auth = \"keystone\""));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enabled_sync_without_credentials_is_refused_naming_the_key() {
+        let cases = [
+            (AuthKind::Keystone, "", "keystone_url"),
+            (AuthKind::Token, "http://p", "token"),
+            (AuthKind::Noauth, "", "url"),
+        ];
+        for (auth, url, key) in cases {
+            let s = PlacementSettings {
+                enabled: true,
+                auth,
+                url: url.into(),
+                ..Default::default()
+            };
+            assert_eq!(s.validate().unwrap_err().0, key, "{auth:?}");
+        }
+    }
+
+    #[test]
+    fn disabled_sync_needs_no_credentials() {
+        assert!(PlacementSettings::default().validate().is_ok());
+    }
+}

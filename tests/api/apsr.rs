@@ -1,0 +1,82 @@
+//! APSR under load: decline ratio within ε and far fewer host reads than `filter`.
+
+use super::helpers::{call_body, flavor, request_spec, settings, spawn_with, uuids};
+use crate::on_both_engines;
+use parasol::configuration::BackendKind;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// 200 concurrent callers place 1-slot instances until the cluster is ~90 % full; returns the
+/// backend's stats.
+async fn fill_to_90_percent(engine: &str, backend: BackendKind) -> Value {
+    let (mut s, db) = settings(engine, backend).await;
+    s.scheduler.workers = 8;
+    s.apsr = toml::from_str("epsilon = 0.05\nround_interval_s = 0.2\nmax_schedulers = 16").unwrap();
+    let app = Arc::new(spawn_with(s, db).await);
+    // 200 hosts x 10 slots = 2000 slots; 1800 instances = 90 %.
+    for i in 0..200 {
+        app.register(&format!("c{i}"), 10, 10240, 100).await;
+    }
+    app.state
+        .scheduler
+        .reconfigure(app.state.scheduler.settings())
+        .await
+        .unwrap();
+    let per_caller = 9;
+    let calls: Vec<_> = (0..200)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let mut ok = 0;
+                for _ in 0..per_caller {
+                    let spec = request_spec(flavor(1, 1024, 10), 1, json!({}));
+                    let status = app
+                        .post("/v1/select_destinations", &call_body(spec, &uuids(1)))
+                        .await
+                        .status();
+                    if status == 200 {
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let mut placed = 0;
+    for c in calls {
+        placed += c.await.unwrap();
+    }
+    for (host, vcpu, mem, disk) in app.used().await {
+        assert!(
+            vcpu <= 10 && mem <= 10240 && disk <= 100,
+            "{host} oversubscribed"
+        );
+    }
+    let stats = app.stats(backend.as_str()).await;
+    assert_eq!(stats["placed"], placed, "{stats}");
+    assert_eq!(
+        stats["placed"].as_u64().unwrap() + stats["no_valid_host"].as_u64().unwrap(),
+        1800
+    );
+    stats
+}
+
+async fn apsr_keeps_declines_within_epsilon_with_far_fewer_reads(engine: &str) {
+    let apsr = fill_to_90_percent(engine, BackendKind::Apsr).await;
+    let filter = fill_to_90_percent(engine, BackendKind::Filter).await;
+    let ratio = apsr["decline_ratio"].as_f64().unwrap();
+    assert!(ratio <= 0.05, "apsr decline ratio {ratio} above ε: {apsr}");
+    assert_eq!(apsr["no_valid_host"], 0, "{apsr}");
+    let (qa, qf) = (
+        apsr["queries_per_request"].as_f64().unwrap(),
+        filter["queries_per_request"].as_f64().unwrap(),
+    );
+    assert!(
+        qa <= 0.15 * qf,
+        "apsr reads {qa} hosts per request, filter {qf}"
+    );
+}
+on_both_engines!(
+    apsr_keeps_declines_within_epsilon_with_far_fewer_reads,
+    super::apsr_keeps_declines_within_epsilon_with_far_fewer_reads
+);

@@ -1,0 +1,416 @@
+//! Placement inventory sync against the real `openstack-placement` package from PyPI, run
+//! locally with noauth2 and SQLite. Its virtualenv is cached outside the clone in
+//! `$HOME/.cache/parasol/placement-venv-<hash of the requirements>`.
+
+use parasol::clock::SystemClock;
+use parasol::configuration::Settings;
+use parasol::domain::Resources;
+use parasol::ledger::{ClaimOutcome, HostRegistration, Ledger};
+use parasol::placement::{sync_once, AuthKind, PlacementClient, PlacementSettings};
+use parasol::startup::Application;
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+const REQUIREMENTS: &str = "openstack-placement==16.0.0\n";
+
+/// Serves Placement's WSGI app on a free loopback port and writes the port to argv[2].
+const LAUNCHER: &str = r#"
+import os, sys
+from wsgiref.simple_server import make_server, WSGIRequestHandler
+os.environ['OS_PLACEMENT_CONFIG_DIR'] = sys.argv[1]
+from placement.wsgi import api
+class Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+server = make_server('127.0.0.1', 0, api.application, handler_class=Quiet)
+with open(sys.argv[2] + '.tmp', 'w') as f:
+    f.write(str(server.server_port))
+os.rename(sys.argv[2] + '.tmp', sys.argv[2])
+server.serve_forever()
+"#;
+
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf29ce484222325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// The cached virtualenv with openstack-placement, created on first use.
+fn venv() -> &'static Path {
+    static VENV: OnceLock<PathBuf> = OnceLock::new();
+    VENV.get_or_init(|| {
+        let home = std::env::var("HOME").expect("HOME must be set");
+        let dir = PathBuf::from(home)
+            .join(".cache/parasol")
+            .join(format!("placement-venv-{:016x}", fnv1a(REQUIREMENTS)));
+        if dir.join(".complete").exists() {
+            return dir;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.parent().expect("cache dir")).expect("create cache dir");
+        let run = |cmd: &mut Command| {
+            let status = cmd.status().expect("python3 and pip must be installed");
+            assert!(status.success(), "{cmd:?} failed");
+        };
+        run(Command::new("python3").arg("-m").arg("venv").arg(&dir));
+        let requirements = dir.join("requirements.txt");
+        std::fs::write(&requirements, REQUIREMENTS).expect("write requirements");
+        run(Command::new(dir.join("bin/pip"))
+            .args(["install", "-q", "-r"])
+            .arg(&requirements));
+        std::fs::write(dir.join(".complete"), "").expect("mark venv complete");
+        dir
+    })
+}
+
+/// A running placement-api with its own SQLite database.
+struct Placement {
+    child: Option<Child>,
+    url: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Placement {
+    async fn start() -> Placement {
+        let python = venv().join("bin/python");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conf = format!(
+            "[api]\nauth_strategy = noauth2\n[placement_database]\n\
+             connection = sqlite:///{}\nsync_on_startup = True\n",
+            dir.path().join("placement.db").display()
+        );
+        std::fs::write(dir.path().join("placement.conf"), conf).expect("write placement.conf");
+        let port_file = dir.path().join("port");
+        let child = Command::new(python)
+            .arg("-c")
+            .arg(LAUNCHER)
+            .arg(dir.path())
+            .arg(&port_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start placement-api");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "placement-api did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        Placement {
+            child: Some(child),
+            url: format!("http://127.0.0.1:{}", port.trim()),
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .header("X-Auth-Token", "admin")
+            .header("OpenStack-API-Version", "placement 1.28");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("placement answers");
+        let status = response.status();
+        let text = response.text().await.expect("body");
+        assert!(status.is_success(), "{path}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    async fn provider(&self, name: &str, uuid: &str, inventories: Value) {
+        let body = json!({"name": name, "uuid": uuid});
+        self.call(reqwest::Method::POST, "/resource_providers", Some(body))
+            .await;
+        if !inventories.is_null() {
+            self.set_inventories(uuid, inventories).await;
+        }
+    }
+
+    async fn set_inventories(&self, uuid: &str, inventories: Value) {
+        let path = format!("/resource_providers/{uuid}/inventories");
+        let current = self.call(reqwest::Method::GET, &path, None).await;
+        let body = json!({
+            "resource_provider_generation": current["resource_provider_generation"],
+            "inventories": inventories,
+        });
+        self.call(reqwest::Method::PUT, &path, Some(body)).await;
+    }
+
+    async fn allocate(&self, consumer: &str, provider: &str, resources: Value) {
+        let body = json!({
+            "allocations": {provider: {"resources": resources}},
+            "project_id": "p", "user_id": "u", "consumer_generation": null,
+        });
+        let path = format!("/allocations/{consumer}");
+        self.call(reqwest::Method::PUT, &path, Some(body)).await;
+    }
+
+    fn settings(&self) -> PlacementSettings {
+        PlacementSettings {
+            enabled: true,
+            url: self.url.clone(),
+            auth: AuthKind::Noauth,
+            sync_interval_s: 0.5,
+            timeout_s: 2.0,
+            ..Default::default()
+        }
+    }
+}
+
+impl Drop for Placement {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+const C1: &str = "11111111-0000-4000-8000-000000000001";
+const C2: &str = "11111111-0000-4000-8000-000000000002";
+const NESTED: &str = "11111111-0000-4000-8000-00000000000f";
+const OLD_VM: &str = "22222222-0000-4000-8000-000000000001";
+const PARASOL_VM: &str = "22222222-0000-4000-8000-000000000002";
+
+fn inventory(vcpu: i64, ratio: f64, memory_mb: i64, reserved_mb: i64, disk_gb: i64) -> Value {
+    json!({
+        "VCPU": {"total": vcpu, "allocation_ratio": ratio},
+        "MEMORY_MB": {"total": memory_mb, "reserved": reserved_mb},
+        "DISK_GB": {"total": disk_gb},
+    })
+}
+
+async fn ledger() -> (Ledger, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let ledger = Ledger::connect(&url, 4).await.expect("connect");
+    ledger.migrate().await.expect("migrate");
+    (ledger, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_registers_compute_providers_and_imports_only_unknown_allocations() {
+    let placement = Placement::start().await;
+    placement
+        .provider("compute1", C1, inventory(8, 4.0, 16384, 512, 100))
+        .await;
+    placement
+        .provider("compute2", C2, inventory(4, 1.0, 8192, 0, 50))
+        .await;
+    placement.provider("nic-pf", NESTED, Value::Null).await;
+    placement
+        .allocate(
+            OLD_VM,
+            C1,
+            json!({"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10}),
+        )
+        .await;
+    placement
+        .allocate(
+            PARASOL_VM,
+            C2,
+            json!({"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}),
+        )
+        .await;
+
+    let (ledger, _db) = ledger().await;
+    // compute2 is already known (from notifications) and Parasol placed PARASOL_VM on it.
+    let known = HostRegistration {
+        host: "compute2".into(),
+        node: "compute2".into(),
+        uuid: C2.into(),
+        availability_zone: "az2".into(),
+        up: true,
+        disabled: true,
+        inventory: [parasol::domain::Inventory {
+            total: 1000,
+            reserved: 0,
+            allocation_ratio: 1.0,
+        }; 3],
+    };
+    let c2 = ledger.register_host(&known, 1).await.expect("register");
+    let claimed = ledger
+        .claim(c2, PARASOL_VM, &Resources::new(1, 256, 1), 1)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+
+    let client = PlacementClient::new(placement.settings()).expect("client");
+    let report = sync_once(&client, &ledger, 1000).await.expect("sync");
+    assert_eq!(report.hosts, 2);
+    assert_eq!(report.skipped_providers, 1);
+    assert_eq!(report.imported_allocations, 1);
+
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    assert_eq!(
+        hosts.len(),
+        2,
+        "the provider without inventory is not a host"
+    );
+    let h1 = hosts.iter().find(|h| &*h.uuid == C1).expect("compute1");
+    assert_eq!((&*h1.host, &*h1.node), ("compute1", "compute1"));
+    assert_eq!(
+        h1.usable,
+        Resources::new(32, 15872, 100),
+        "(total - reserved) x ratio"
+    );
+    assert_eq!(
+        h1.used,
+        Resources::new(2, 2048, 10),
+        "the old VM's allocation is imported"
+    );
+    assert_eq!(h1.num_instances, 1);
+    let imported = ledger
+        .allocation(OLD_VM)
+        .await
+        .expect("read")
+        .expect("imported");
+    assert_eq!(imported.host_id, h1.id);
+    assert!(imported.confirmed);
+
+    let h2 = hosts.iter().find(|h| &*h.uuid == C2).expect("compute2");
+    assert_eq!(
+        h2.usable,
+        Resources::new(4, 8192, 50),
+        "inventory from Placement"
+    );
+    assert_eq!(
+        h2.used,
+        Resources::new(1, 256, 1),
+        "Parasol's own claim is not counted twice"
+    );
+    assert_eq!(
+        (&*h2.availability_zone, h2.disabled),
+        ("az2", true),
+        "zone and state kept"
+    );
+
+    let again = sync_once(&client, &ledger, 2000)
+        .await
+        .expect("second sync");
+    assert_eq!(
+        again.imported_allocations, 0,
+        "a resync imports nothing twice"
+    );
+    let after = ledger.read_hosts().await.expect("hosts");
+    assert_eq!(
+        after.iter().map(|h| h.used).collect::<Vec<_>>(),
+        hosts.iter().map(|h| h.used).collect::<Vec<_>>()
+    );
+}
+
+async fn healthz_placement(http: &reqwest::Client, address: &str) -> Value {
+    let body: Value = http
+        .get(format!("{address}/healthz"))
+        .send()
+        .await
+        .expect("healthz")
+        .json()
+        .await
+        .expect("json");
+    body["placement"].clone()
+}
+
+/// Polls `check` every 100 ms for up to 30 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_resync_follows_placement_and_an_outage_keeps_the_last_state() {
+    let mut placement = Placement::start().await;
+    placement
+        .provider("compute1", C1, inventory(8, 1.0, 4096, 0, 40))
+        .await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let mut settings = Settings::default();
+    settings.ledger.url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    settings.amqp.url = String::new();
+    settings.placement = placement.settings();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let app = Application::build_with(settings, listener, Arc::new(SystemClock))
+        .await
+        .expect("build");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let state = app.state();
+    tokio::spawn(app.run_until_stopped());
+    let sync = parasol::placement::spawn_sync(state.clone()).expect("sync enabled");
+    let http = reqwest::Client::new();
+    let ledger = state.scheduler.ledger().clone();
+    let usable = || async {
+        ledger
+            .read_hosts()
+            .await
+            .expect("hosts")
+            .first()
+            .map(|h| h.usable)
+    };
+
+    eventually("the first sync", || async {
+        healthz_placement(&http, &address).await["state"] == "synced"
+    })
+    .await;
+    assert_eq!(usable().await, Some(Resources::new(8, 4096, 40)));
+
+    placement
+        .set_inventories(C1, inventory(16, 1.0, 4096, 0, 40))
+        .await;
+    eventually("a resync with the new inventory", || async {
+        usable().await == Some(Resources::new(16, 4096, 40))
+    })
+    .await;
+
+    placement.stop();
+    eventually("/healthz to report the outage", || async {
+        healthz_placement(&http, &address).await["state"] == "stale"
+    })
+    .await;
+    let health = healthz_placement(&http, &address).await;
+    assert_eq!(health["reachable"], false);
+    assert!(health["last_error"].as_str().is_some_and(|e| !e.is_empty()));
+    assert_eq!(health["hosts"], 1, "the last good sync's count stays");
+    assert_eq!(
+        usable().await,
+        Some(Resources::new(16, 4096, 40)),
+        "the last known inventory stays in the ledger"
+    );
+    let metrics = http
+        .get(format!("{address}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(metrics.contains("parasol_placement_sync_duration_seconds_count"));
+    let errors: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("parasol_placement_sync_errors_total "))
+        .expect("error counter")
+        .parse()
+        .expect("number");
+    assert!(errors >= 1.0);
+    sync.abort();
+}
