@@ -93,6 +93,9 @@ struct Common {
     /// Run name (default: scenario name and a timestamp).
     #[arg(long)]
     run: Option<String>,
+    /// Stop issuing requests after this many seconds per run (scenario default otherwise).
+    #[arg(long)]
+    max_duration: Option<u64>,
     /// Seconds between two host-state heartbeats of each host (real time).
     #[arg(long, default_value_t = 20.0)]
     heartbeat_s: f64,
@@ -129,9 +132,6 @@ struct CompareArgs {
     /// Caching's refresh interval, unscaled seconds.
     #[arg(long, default_value_t = 60.0)]
     refresh_interval: f64,
-    /// Stop issuing requests after this many seconds per run.
-    #[arg(long, default_value_t = 60)]
-    max_duration: u64,
 }
 
 #[tokio::main]
@@ -151,7 +151,7 @@ async fn main() -> anyhow::Result<()> {
                     hosts.unwrap_or_else(|| vec![100, 1_000, 10_000]),
                     common.seed,
                     16,
-                    30,
+                    common.max_duration.unwrap_or(30),
                 )?,
                 ScenarioName::AscOpenstack => {
                     scenarios::asc_openstack(common.seed, ts.unwrap_or(100.0))?
@@ -227,7 +227,7 @@ fn compare_plan(a: &CompareArgs) -> anyhow::Result<Plan> {
             time_scale: a.common.time_scale.unwrap_or(1.0),
             open_loop: rate.is_some(),
             batch: a.batch,
-            max_duration: Duration::from_secs(a.max_duration),
+            max_duration: Duration::from_secs(a.common.max_duration.unwrap_or(60)),
         },
         seed,
         notes: Box::new(|_| String::new()),
