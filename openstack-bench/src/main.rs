@@ -1,1 +1,235 @@
-fn main() {}
+//! # openstack-bench
+//!
+//! Emulated compute hosts and a load driver that compare Parasol's backends side by side:
+//! each run starts a fresh `parasol serve`, registers N emulated hosts over RabbitMQ (or
+//! HTTP), replays one seeded dataset workload through `POST /v1/select_destinations`, boots
+//! every placed instance on its host, and reports decisions/s, latency percentiles, decline
+//! ratio, host reads per request and oversubscription violations.
+//!
+//! # Layout
+//! - `workload`: datasets mapped exactly to integers; seeded arrivals and lifetimes.
+//! - `wire`: host-state events, Nova notifications, select_destinations bodies.
+//! - `notify`, `hosts`: the emulated hosts and how they publish.
+//! - `service`, `driver`, `run`: one service per run, the load, the checks.
+//! - `plan`, `scenarios`, `report`, `plots`: comparisons, named scenarios and their output.
+
+mod driver;
+mod hosts;
+mod notify;
+mod plan;
+mod plots;
+mod report;
+mod run;
+mod scenarios;
+mod service;
+mod wire;
+mod workload;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use notify::NotifyVia;
+use plan::{Plan, Variant};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "openstack-bench",
+    about = "Compare Parasol's backends on emulated hosts"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Every backend on the same seeded workload, for each host count.
+    Compare(CompareArgs),
+    /// A named scenario of DESIGN §6 C.
+    Scenario {
+        name: ScenarioName,
+        #[command(flatten)]
+        common: Common,
+        /// Host counts (throughput-vs-hosts) or the host count (apsr-vs-parallel-filter).
+        #[arg(long, value_delimiter = ',')]
+        hosts: Option<Vec<usize>>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ScenarioName {
+    ThroughputVsHosts,
+    AscOpenstack,
+    ApsrVsParallelFilter,
+}
+
+/// How select_destinations is called.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Via {
+    Http,
+    /// Nova RPC on RabbitMQ: needs `parasol::rpc::client`, not merged yet.
+    Rpc,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Divides every interval: arrivals, lifetimes, refresh and control intervals.
+    #[arg(long)]
+    time_scale: Option<f64>,
+    #[arg(long, value_enum, default_value = "amqp")]
+    notify: NotifyVia,
+    #[arg(long, value_enum, default_value = "http")]
+    via: Via,
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    amqp_url: String,
+    /// The `parasol` binary (default: next to this one).
+    #[arg(long)]
+    parasol: Option<PathBuf>,
+    /// Results go to `<out>/<run>/`.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// Run name (default: scenario name and a timestamp).
+    #[arg(long)]
+    run: Option<String>,
+    /// Stop issuing requests after this many seconds per run (scenario default otherwise).
+    #[arg(long)]
+    max_duration: Option<u64>,
+    /// Seconds between two host-state heartbeats of each host (real time).
+    #[arg(long, default_value_t = 20.0)]
+    heartbeat_s: f64,
+}
+
+#[derive(Args, Clone)]
+struct CompareArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, value_delimiter = ',', default_value = "filter,caching,asc,apsr")]
+    backends: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+    hosts: Vec<usize>,
+    #[arg(long, default_value = "nfv")]
+    dataset: String,
+    /// Requests per run (default: 6 per host, 2,000 … 30,000).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// Poisson arrival rate, requests per unscaled second (default: closed loop).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Mean lifetime, unscaled seconds (default: unbounded).
+    #[arg(long)]
+    lifetime: Option<f64>,
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Scheduling workers of filter, caching and asc.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    #[arg(long, default_value_t = 0.05)]
+    epsilon: f64,
+    /// Caching's refresh interval, unscaled seconds.
+    #[arg(long, default_value_t = 60.0)]
+    refresh_interval: f64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let (plan, common) = match cli.command {
+        Cmd::Compare(a) => (compare_plan(&a)?, a.common),
+        Cmd::Scenario {
+            name,
+            common,
+            hosts,
+        } => {
+            let ts = common.time_scale;
+            let plan = match name {
+                ScenarioName::ThroughputVsHosts => scenarios::throughput_vs_hosts(
+                    hosts.unwrap_or_else(|| vec![100, 1_000, 10_000]),
+                    common.seed,
+                    16,
+                    common.max_duration.unwrap_or(30),
+                )?,
+                ScenarioName::AscOpenstack => {
+                    scenarios::asc_openstack(common.seed, ts.unwrap_or(100.0))?
+                }
+                ScenarioName::ApsrVsParallelFilter => scenarios::apsr_vs_parallel_filter(
+                    hosts.and_then(|h| h.first().copied()).unwrap_or(200),
+                    common.seed,
+                    ts.unwrap_or(100.0),
+                )?,
+            };
+            (plan, common)
+        }
+    };
+    anyhow::ensure!(
+        common.via == Via::Http,
+        "--via rpc needs parasol::rpc::client, which is not merged into main yet"
+    );
+    let run_id = common.run.clone().unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("{}-{secs}", plan.name)
+    });
+    let env = run::Env {
+        parasol: service::find_parasol(common.parasol.as_deref())?,
+        out_dir: run::out_dir(&common.out, &run_id)?,
+        notify: common.notify,
+        amqp_url: common.amqp_url.clone(),
+        run_id: run_id.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        heartbeat: Duration::from_secs_f64(common.heartbeat_s.max(0.1)),
+    };
+    let results = plan.execute(&env, &command).await?;
+    anyhow::ensure!(
+        report::invariants_hold(&results),
+        "invariants violated; see {}",
+        env.out_dir.join("report.md").display()
+    );
+    Ok(())
+}
+
+fn compare_plan(a: &CompareArgs) -> anyhow::Result<Plan> {
+    let dataset = workload::Dataset::named(&a.dataset)?;
+    let variants = a
+        .backends
+        .iter()
+        .map(|b| {
+            anyhow::ensure!(
+                ["filter", "caching", "asc", "apsr"].contains(&b.as_str()),
+                "unknown backend `{b}`"
+            );
+            Ok(Variant {
+                workers: a.workers,
+                epsilon: a.epsilon,
+                refresh_interval_s: a.refresh_interval,
+                ..Variant::plain(b)
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (requests, rate, lifetime, seed) = (a.requests, a.rate, a.lifetime, a.common.seed);
+    Ok(Plan {
+        name: "compare".into(),
+        dataset,
+        hosts: a.hosts.clone(),
+        variants,
+        workload: Box::new(move |n| workload::WorkloadSpec {
+            requests: requests.unwrap_or((n * 6).clamp(2_000, 30_000)),
+            arrival_rate: rate,
+            mean_lifetime_s: lifetime,
+            seed,
+        }),
+        drive: driver::DriveSpec {
+            concurrency: a.concurrency,
+            time_scale: a.common.time_scale.unwrap_or(1.0),
+            open_loop: rate.is_some(),
+            batch: a.batch,
+            max_duration: Duration::from_secs(a.common.max_duration.unwrap_or(60)),
+        },
+        seed,
+        notes: Box::new(|_| String::new()),
+    })
+}

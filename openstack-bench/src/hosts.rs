@@ -1,0 +1,198 @@
+//! Emulated compute hosts: one tokio task per host that announces its inventory at start and
+//! every `heartbeat`, boots what the driver sends it (publishing `instance.create.end`), and
+//! deletes each instance when its lifetime ends (publishing `instance.delete.end`). Each host
+//! keeps its own books: a boot that does not fit is an oversubscription violation.
+
+use crate::notify::Notifier;
+use crate::wire;
+use parasol::domain::Resources;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// What the driver (or a host's own lifetime timer) asks a host to do.
+#[derive(Debug)]
+pub enum Command {
+    Boot {
+        uuid: String,
+        demand: Resources,
+        lifetime: Option<Duration>,
+    },
+    Delete {
+        uuid: String,
+    },
+}
+
+/// Counters shared by every host.
+#[derive(Debug, Default)]
+pub struct FleetCounters {
+    pub booted: AtomicU64,
+    pub deleted: AtomicU64,
+    pub violations: AtomicU64,
+}
+
+/// The running fleet.
+pub struct Fleet {
+    senders: Vec<mpsc::UnboundedSender<Command>>,
+    tasks: Vec<JoinHandle<Resources>>,
+    stop: watch::Sender<bool>,
+    pub counters: Arc<FleetCounters>,
+}
+
+impl Fleet {
+    /// Starts `n` hosts of `capacity`; each publishes its host state before this returns.
+    pub async fn start(
+        n: usize,
+        capacity: Resources,
+        notifier: Notifier,
+        heartbeat: Duration,
+    ) -> Fleet {
+        let (stop, stop_rx) = watch::channel(false);
+        let counters = Arc::new(FleetCounters::default());
+        let mut senders = Vec::with_capacity(n);
+        let mut tasks = Vec::with_capacity(n);
+        for i in 0..n {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let host = Host {
+                name: wire::host_name(i),
+                capacity,
+                used: Resources::ZERO,
+                running: HashMap::new(),
+                notifier: notifier.clone(),
+                counters: counters.clone(),
+                own: tx.clone(),
+            };
+            host.announce().await;
+            // Spread heartbeats over the period so the broker sees a steady trickle.
+            let phase = heartbeat.mul_f64((i as f64 + 0.5) / n as f64);
+            tasks.push(tokio::spawn(host.run(
+                rx,
+                stop_rx.clone(),
+                heartbeat,
+                phase,
+            )));
+            senders.push(tx);
+        }
+        Fleet {
+            senders,
+            tasks,
+            stop,
+            counters,
+        }
+    }
+
+    /// Hands a boot to host `index`; false when there is no such host.
+    pub fn boot(
+        &self,
+        index: usize,
+        uuid: String,
+        demand: Resources,
+        lifetime: Option<Duration>,
+    ) -> bool {
+        self.senders.get(index).is_some_and(|tx| {
+            tx.send(Command::Boot {
+                uuid,
+                demand,
+                lifetime,
+            })
+            .is_ok()
+        })
+    }
+
+    /// Stops every host; returns each host's used resources by its own books.
+    pub async fn stop(self) -> Vec<Resources> {
+        let _ = self.stop.send(true);
+        drop(self.senders);
+        let mut used = Vec::with_capacity(self.tasks.len());
+        for t in self.tasks {
+            used.push(t.await.unwrap_or(Resources::ZERO));
+        }
+        used
+    }
+}
+
+struct Host {
+    name: String,
+    capacity: Resources,
+    used: Resources,
+    running: HashMap<String, Resources>,
+    notifier: Notifier,
+    counters: Arc<FleetCounters>,
+    own: mpsc::UnboundedSender<Command>,
+}
+
+impl Host {
+    async fn announce(&self) {
+        let event = wire::host_state(&self.name, self.capacity);
+        self.notifier.publish(wire::HOST_STATE_KEY, &event).await;
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Command>,
+        mut stop: watch::Receiver<bool>,
+        heartbeat: Duration,
+        phase: Duration,
+    ) -> Resources {
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + phase, heartbeat);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => self.handle(cmd).await,
+                    None => break,
+                },
+                _ = beat.tick() => self.announce().await,
+            }
+        }
+        self.used
+    }
+
+    async fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Boot {
+                uuid,
+                demand,
+                lifetime,
+            } => {
+                let after = add(self.used, demand);
+                if (0..3).any(|c| after.0[c] > self.capacity.0[c]) {
+                    self.counters.violations.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                self.used = after;
+                self.running.insert(uuid.clone(), demand);
+                self.counters.booted.fetch_add(1, Ordering::Relaxed);
+                let event = wire::instance_event("instance.create.end", &uuid, &self.name, demand);
+                self.notifier.publish(wire::NOVA_KEY, &event).await;
+                if let Some(life) = lifetime {
+                    let own = self.own.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(life).await;
+                        let _ = own.send(Command::Delete { uuid });
+                    });
+                }
+            }
+            Command::Delete { uuid } => {
+                if let Some(demand) = self.running.remove(&uuid) {
+                    for c in 0..3 {
+                        self.used.0[c] -= demand.0[c];
+                    }
+                    self.counters.deleted.fetch_add(1, Ordering::Relaxed);
+                    let event =
+                        wire::instance_event("instance.delete.end", &uuid, &self.name, demand);
+                    self.notifier.publish(wire::NOVA_KEY, &event).await;
+                }
+            }
+        }
+    }
+}
+
+fn add(a: Resources, b: Resources) -> Resources {
+    Resources([a.0[0] + b.0[0], a.0[1] + b.0[1], a.0[2] + b.0[2]])
+}

@@ -1,0 +1,148 @@
+//! How emulated hosts tell Parasol what happened: on RabbitMQ (the design: oslo envelope on
+//! the configured exchange) or, with `--notify http`, `POST /v1/notifications`.
+
+use crate::wire;
+use anyhow::Context;
+use lapin::options::{BasicPublishOptions, ExchangeDeclareOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The transport of notifications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NotifyVia {
+    Amqp,
+    Http,
+}
+
+/// A cloneable publisher; counts what it sent and what failed.
+#[derive(Clone)]
+pub struct Notifier {
+    via: Via,
+    pub sent: Arc<AtomicU64>,
+    pub failed: Arc<AtomicU64>,
+}
+
+#[derive(Clone)]
+enum Via {
+    Amqp {
+        channel: Channel,
+        exchange: String,
+        _conn: Arc<Connection>,
+    },
+    Http {
+        client: reqwest::Client,
+        url: Arc<parking_lot::RwLock<String>>,
+    },
+}
+
+impl Notifier {
+    /// Connects to the broker, declares `exchange` as the service does (topic, transient) and
+    /// the service's durable `queue` bound to both routing keys, so no event published before
+    /// the service's consumer is up is dropped.
+    pub async fn amqp(url: &str, exchange: &str, queue: &str) -> anyhow::Result<Notifier> {
+        let conn = Connection::connect(url, ConnectionProperties::default())
+            .await
+            .context("connecting to RabbitMQ")?;
+        let channel = conn.create_channel().await?;
+        channel
+            .exchange_declare(
+                exchange,
+                ExchangeKind::Topic,
+                ExchangeDeclareOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .context("declaring the bench exchange")?;
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        channel
+            .queue_declare(queue, durable, FieldTable::default())
+            .await?;
+        for key in [wire::HOST_STATE_KEY, wire::NOVA_KEY] {
+            channel
+                .queue_bind(
+                    queue,
+                    exchange,
+                    key,
+                    Default::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+        }
+        Ok(Notifier::new(Via::Amqp {
+            channel,
+            exchange: exchange.to_string(),
+            _conn: Arc::new(conn),
+        }))
+    }
+
+    pub fn http(client: reqwest::Client, base: &str) -> Notifier {
+        Notifier::new(Via::Http {
+            client,
+            url: Arc::new(parking_lot::RwLock::new(format!("{base}/v1/notifications"))),
+        })
+    }
+
+    /// Points HTTP notifications at another service (no-op on RabbitMQ).
+    pub fn retarget(&self, base: &str) {
+        if let Via::Http { url, .. } = &self.via {
+            *url.write() = format!("{base}/v1/notifications");
+        }
+    }
+
+    fn new(via: Via) -> Notifier {
+        Notifier {
+            via,
+            sent: Arc::default(),
+            failed: Arc::default(),
+        }
+    }
+
+    /// Publishes one inner message with `routing_key` (ignored over HTTP).
+    pub async fn publish(&self, routing_key: &str, inner: &Value) {
+        let ok = match &self.via {
+            Via::Amqp {
+                channel, exchange, ..
+            } => {
+                let body = wire::envelope(inner).to_string();
+                channel
+                    .basic_publish(
+                        exchange,
+                        routing_key,
+                        BasicPublishOptions::default(),
+                        body.as_bytes(),
+                        BasicProperties::default().with_content_type("application/json".into()),
+                    )
+                    .await
+                    .is_ok()
+            }
+            Via::Http { client, url } => {
+                let url = url.read().clone();
+                client
+                    .post(url)
+                    .json(inner)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            }
+        };
+        let counter = if ok { &self.sent } else { &self.failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Deletes the bench's queue and exchange once its service is gone.
+    pub async fn cleanup_amqp(url: &str, queue: &str, exchange: &str) -> anyhow::Result<()> {
+        let conn = Connection::connect(url, ConnectionProperties::default()).await?;
+        let ch = conn.create_channel().await?;
+        ch.queue_delete(queue, Default::default()).await?;
+        ch.exchange_delete(exchange, Default::default()).await?;
+        conn.close(0, "bench done").await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! One measured run: a fresh service for one backend configuration, a fresh fleet, the
+//! workload, then the service's own counters, and the checks (no oversubscription, every
+//! request answered, the ledger agreeing with the hosts' books).
+
+use crate::driver::{self, DriveSpec, DriverResult, ParamSample};
+use crate::hosts::Fleet;
+use crate::notify::{Notifier, NotifyVia};
+use crate::service::{Service, ServiceConfig};
+use crate::workload::{Dataset, Request};
+use anyhow::Context;
+use indicatif::ProgressBar;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What is the same for every run of a comparison.
+#[derive(Clone, Debug)]
+pub struct Env {
+    pub parasol: PathBuf,
+    pub out_dir: PathBuf,
+    pub notify: NotifyVia,
+    pub amqp_url: String,
+    pub run_id: String,
+    pub heartbeat: Duration,
+}
+
+/// The outcome of one run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunResult {
+    pub label: String,
+    pub backend: String,
+    pub hosts: usize,
+    pub config: ServiceConfig,
+    pub driver: DriverResult,
+    /// `/v1/stats` → `backends.<backend>` at the end.
+    pub service: Value,
+    pub violations: u64,
+    pub booted: u64,
+    pub deleted: u64,
+    pub notifications_sent: u64,
+    pub notifications_failed: u64,
+    /// Hosts whose ledger `used` differs from their own books after draining.
+    pub ledger_mismatch_hosts: usize,
+    /// placed + no_valid_host = requests, by the driver and by the service.
+    pub accounted: bool,
+    pub params: Vec<ParamSample>,
+}
+
+impl RunResult {
+    pub fn stat(&self, key: &str) -> f64 {
+        self.service[key].as_f64().unwrap_or(f64::NAN)
+    }
+}
+
+async fn get_json(client: &reqwest::Client, url: String) -> anyhow::Result<Value> {
+    Ok(client.get(url).send().await?.json().await?)
+}
+
+fn applied(stats: &Value) -> u64 {
+    let n = &stats["notifications"];
+    ["applied", "duplicate", "unknown_event", "rejected"]
+        .iter()
+        .filter_map(|k| n[*k].as_u64())
+        .sum()
+}
+
+/// Waits (bounded) until the service has handled `target` notifications.
+async fn wait_applied(client: &reqwest::Client, base: &str, target: u64, limit: Duration) -> u64 {
+    let deadline = Instant::now() + limit;
+    let mut seen = 0;
+    while Instant::now() < deadline {
+        if let Ok(s) = get_json(client, format!("{base}/v1/stats")).await {
+            seen = applied(&s);
+            if seen >= target {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    seen
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn run_one(
+    env: &Env,
+    label: &str,
+    cfg: ServiceConfig,
+    hosts: usize,
+    ds: &Dataset,
+    requests: &[Request],
+    spec: &DriveSpec,
+    progress: ProgressBar,
+) -> anyhow::Result<RunResult> {
+    let dir: PathBuf = env.out_dir.join("runs").join(format!("{label}-{hosts}"));
+    let client = reqwest::Client::new();
+    // Hosts register with a first service; the measured one then starts on the registered
+    // ledger, as a scheduler does in production (caching, asc and apsr read the host list at
+    // start and would otherwise see no host until their first refresh or round).
+    let first = Service::start(&env.parasol, &cfg, &dir).await?;
+    let notifier = match env.notify {
+        NotifyVia::Amqp => Notifier::amqp(&env.amqp_url, &cfg.exchange, &cfg.queue).await?,
+        NotifyVia::Http => Notifier::http(client.clone(), &first.base),
+    };
+    progress.set_message(format!("{label} n={hosts}: registering hosts"));
+    let fleet = Arc::new(Fleet::start(hosts, ds.host, notifier.clone(), env.heartbeat).await);
+    let registered =
+        wait_applied(&client, &first.base, hosts as u64, Duration::from_secs(120)).await;
+    anyhow::ensure!(
+        registered >= hosts as u64,
+        "{label}: only {registered} of {hosts} host-state events were applied in 120 s (is the consumer running? see {}/parasol.log)",
+        dir.display()
+    );
+    let applied_before = get_json(&client, format!("{}/v1/stats", first.base))
+        .await
+        .map_or(registered, |s| applied(&s));
+    drop(first);
+    let service = Service::start(&env.parasol, &cfg, &dir).await?;
+    notifier.retarget(&service.base);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let sampler = tokio::spawn(driver::sample_params(
+        service.base.clone(),
+        cfg.backend.clone(),
+        Duration::from_millis(250),
+        stop_rx,
+    ));
+    progress.set_message(format!("{label} n={hosts}"));
+    let result = driver::drive(&service.base, ds, requests, fleet.clone(), spec, progress).await?;
+    let _ = stop_tx.send(());
+    let params = sampler.await.unwrap_or_default();
+    // Let in-flight boots reach the hosts, then stop the fleet and drain the notifications.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let fleet = Arc::try_unwrap(fleet).map_err(|_| anyhow::anyhow!("fleet still shared"))?;
+    let counters = fleet.counters.clone();
+    let books = fleet.stop().await;
+    let sent = notifier.sent.load(Ordering::Relaxed);
+    wait_applied(
+        &client,
+        &service.base,
+        sent.saturating_sub(applied_before),
+        Duration::from_secs(60),
+    )
+    .await;
+    let stats = get_json(&client, format!("{}/v1/stats", service.base)).await?;
+    let ledger = get_json(&client, format!("{}/v1/hosts", service.base)).await?;
+    let mismatch = mismatches(&ledger, &books);
+    let service_stats = stats["backends"][&cfg.backend].clone();
+    drop(service);
+    if env.notify == NotifyVia::Amqp {
+        if let Err(e) = Notifier::cleanup_amqp(&env.amqp_url, &cfg.queue, &cfg.exchange).await {
+            eprintln!("warning: could not delete {}: {e}", cfg.queue);
+        }
+    }
+    let s = |k: &str| service_stats[k].as_u64().unwrap_or(u64::MAX);
+    let accounted = result.placed + result.no_valid_host + result.errors == result.issued
+        && result.errors == 0
+        && s("placed") + s("no_valid_host") == s("requests")
+        && s("requests") == result.issued;
+    Ok(RunResult {
+        label: label.to_string(),
+        backend: cfg.backend.clone(),
+        hosts,
+        config: cfg,
+        driver: result,
+        service: service_stats,
+        violations: counters.violations.load(Ordering::Relaxed),
+        booted: counters.booted.load(Ordering::Relaxed),
+        deleted: counters.deleted.load(Ordering::Relaxed),
+        notifications_sent: sent,
+        notifications_failed: notifier.failed.load(Ordering::Relaxed),
+        ledger_mismatch_hosts: mismatch,
+        accounted,
+        params,
+    })
+}
+
+fn mismatches(ledger: &Value, books: &[parasol::domain::Resources]) -> usize {
+    let Some(list) = ledger["hosts"].as_array() else {
+        return books.len();
+    };
+    list.iter()
+        .filter(|h| {
+            let Some(i) = h["host"].as_str().and_then(crate::wire::host_index) else {
+                return false;
+            };
+            let u = &h["used"];
+            let used = [
+                u["VCPU"].as_i64(),
+                u["MEMORY_MB"].as_i64(),
+                u["DISK_GB"].as_i64(),
+            ];
+            books
+                .get(i)
+                .is_none_or(|b| used.iter().zip(b.0).any(|(l, b)| *l != Some(b)))
+        })
+        .count()
+}
+
+/// A fresh service configuration for `backend` in this comparison.
+pub fn config(env: &Env, backend: &str, label: &str, hosts: usize) -> ServiceConfig {
+    let amqp = env.notify == NotifyVia::Amqp;
+    ServiceConfig {
+        backend: backend.to_string(),
+        workers: 4,
+        seed: 1,
+        time_scale: 1.0,
+        refresh_interval_s: 60.0,
+        asc_start_interval_s: 60.0,
+        asc_min_interval_s: 1.0,
+        apsr_epsilon: 0.05,
+        apsr_round_interval_s: 10.0,
+        amqp_url: if amqp {
+            env.amqp_url.clone()
+        } else {
+            String::new()
+        },
+        exchange: format!("parasol_bench_{}", env.run_id),
+        queue: format!("parasol.bench.{}.{label}.{hosts}", env.run_id),
+    }
+}
+
+/// `bench-results/<run>` under `root`.
+pub fn out_dir(root: &Path, run_id: &str) -> anyhow::Result<PathBuf> {
+    let dir = root.join(run_id);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
