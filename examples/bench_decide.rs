@@ -104,6 +104,8 @@ async fn main() {
             settings.scheduler.workers = 1;
             settings.scheduler.seed = Some(args.seed);
             settings.amqp.url = String::new();
+            // The benchmark's hosts never heartbeat; registering 10,000 may outlast the timeout.
+            settings.policy.host_timeout_s = 0;
             settings.apsr.budget = Some(args.apsr_max_d * settings.apsr.max_schedulers);
             let clock: SharedClock = Arc::new(SystemClock);
             let stats = Arc::new(Stats::new(clock.clone(), 60));

@@ -69,7 +69,18 @@ impl ApsrBackend {
         let mut budget = self.deps.settings.scheduler.max_attempts;
         let mut empty_samples = 0;
         while budget > 0 {
-            let ids = self.shared.ids.read().clone();
+            let mut ids = self.shared.ids.read().clone();
+            if ids.is_empty() {
+                // Cold start: hosts may have registered since the last round.
+                ids = Arc::new(self.deps.ledger.host_ids().await?);
+                if !ids.is_empty() {
+                    let plan = self.shared.controller.lock().on_round(ids.len() as u64);
+                    self.shared
+                        .d
+                        .store(plan.hosts_per_scheduler as usize, Ordering::Relaxed);
+                    *self.shared.ids.write() = ids.clone();
+                }
+            }
             if ids.is_empty() {
                 counts.attempts += 1;
                 counts.declines += 1;

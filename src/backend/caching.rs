@@ -99,6 +99,9 @@ impl CacheBackend {
         counts: &mut Counts,
     ) -> Result<Outcome, LedgerError> {
         let mut worker = self.pool.acquire().await;
+        if self.shared.snapshot.read().is_empty() {
+            self.refresh_cold(counts).await?;
+        }
         let epoch = self.shared.epoch.load(Ordering::Acquire);
         if worker.cache_epoch != epoch {
             let snapshot = self.shared.snapshot.read().clone();
@@ -135,6 +138,18 @@ impl CacheBackend {
                 ranked.len()
             )),
         })
+    }
+
+    /// A cold start (no host known yet, e.g. the service started before any host reported):
+    /// read every host now rather than answer NoValidHost until the first refresh.
+    async fn refresh_cold(&self, counts: &mut Counts) -> Result<(), LedgerError> {
+        let hosts = self.deps.ledger.read_hosts().await?;
+        counts.queries += hosts.len() as u64;
+        if !hosts.is_empty() {
+            *self.shared.snapshot.write() = Arc::new(hosts);
+            self.shared.epoch.fetch_add(1, Ordering::Release);
+        }
+        Ok(())
     }
 
     pub(super) fn stop(&self) {

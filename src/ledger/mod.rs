@@ -93,12 +93,16 @@ impl Ledger {
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true);
+            // A local file does not go stale: skip sqlx's ping before every acquire, which
+            // would cost a round trip per claim.
             let write = SqlitePoolOptions::new()
                 .max_connections(1)
+                .test_before_acquire(false)
                 .connect_with(opts.clone())
                 .await?;
             let read = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
+                .test_before_acquire(false)
                 .connect_with(opts.read_only(false))
                 .await?;
             Pools::Sqlite { read, write }
