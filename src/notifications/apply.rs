@@ -141,3 +141,7 @@ pub async fn apply(ledger: &Ledger, n: &Notification, now_ms: i64) -> Result<App
         None => Err(ApplyError::Rejected("empty batch".into())),
     }
 }
+
+#[cfg(test)]
+#[path = "apply_tests.rs"]
+mod tests;
