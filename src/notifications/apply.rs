@@ -83,9 +83,36 @@ fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
     }
 }
 
+/// Tries the batch without savepoints (half the statements); only when a message is rejected
+/// does it roll everything back and apply again with a savepoint per message.
 macro_rules! apply_all {
     ($pool:expr, $effect:ident, $batch:expr, $now_ms:expr) => {{
         let mut outcomes = Vec::with_capacity($batch.len());
+        let mut tx = $pool.begin().await?;
+        let mut clean = true;
+        for n in $batch {
+            let reg = match validate(n) {
+                Ok(reg) => reg,
+                Err(reason) => {
+                    outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
+                    continue;
+                }
+            };
+            match $effect(&mut tx, n, reg.as_ref(), $now_ms).await {
+                Ok(applied) => outcomes.push(Ok(applied)),
+                Err(ApplyError::Rejected(_)) => {
+                    clean = false;
+                    break;
+                }
+                Err(ApplyError::Ledger(e)) => return Err(e),
+            }
+        }
+        if clean {
+            tx.commit().await?;
+            return Ok(outcomes);
+        }
+        tx.rollback().await?;
+        outcomes.clear();
         let mut tx = $pool.begin().await?;
         for n in $batch {
             let reg = match validate(n) {
