@@ -157,7 +157,14 @@ pub struct AmqpSettings {
     pub durable_exchange: bool,
     /// Parasol's own durable notification queue.
     pub queue: String,
+    /// Parasol's durable dead-letter exchange and queue (same name) for poison messages.
+    pub dead_letter: String,
+    /// nova-compute's fanout exchange for the scheduler topic (oslo: `<topic>_fanout`).
+    pub fanout_exchange: String,
+    /// Unacknowledged messages in flight per queue.
     pub prefetch: u16,
+    /// Most messages applied in one ledger transaction (acknowledged together after commit).
+    pub batch_size: usize,
     /// Reconnect backoff bounds, in seconds.
     pub reconnect_min_s: f64,
     pub reconnect_max_s: f64,
@@ -170,7 +177,10 @@ impl Default for AmqpSettings {
             exchange: "nova".into(),
             durable_exchange: false,
             queue: "parasol.notifications".into(),
-            prefetch: 256,
+            dead_letter: "parasol.dead_letter".into(),
+            fanout_exchange: "scheduler_fanout".into(),
+            prefetch: 1000,
+            batch_size: 500,
             reconnect_min_s: 0.5,
             reconnect_max_s: 30.0,
         }
@@ -285,6 +295,22 @@ impl Settings {
         }
         if self.ledger.max_connections == 0 {
             return key("ledger.max_connections", "must be at least 1");
+        }
+        if self.amqp.prefetch == 0 {
+            return key("amqp.prefetch", "must be at least 1");
+        }
+        if self.amqp.batch_size == 0 {
+            return key("amqp.batch_size", "must be at least 1");
+        }
+        for (name, value) in [
+            ("amqp.exchange", &self.amqp.exchange),
+            ("amqp.queue", &self.amqp.queue),
+            ("amqp.dead_letter", &self.amqp.dead_letter),
+            ("amqp.fanout_exchange", &self.amqp.fanout_exchange),
+        ] {
+            if value.is_empty() {
+                return key(name, "must not be empty");
+            }
         }
         if self.amqp.reconnect_min_s <= 0.0 || self.amqp.reconnect_max_s < self.amqp.reconnect_min_s
         {

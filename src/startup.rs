@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Why the service could not start.
@@ -37,6 +37,10 @@ pub enum StartupError {
 pub struct BrokerStatus {
     pub configured: AtomicBool,
     pub connected: AtomicBool,
+    /// Connection attempts since start (each failure waits a capped, doubling delay).
+    pub connect_attempts: AtomicU64,
+    /// The delay before the next attempt, in ms, while disconnected.
+    pub retry_in_ms: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -45,6 +49,8 @@ impl BrokerStatus {
         json!({
             "configured": self.configured.load(Ordering::Relaxed),
             "connected": self.connected.load(Ordering::Relaxed),
+            "connect_attempts": self.connect_attempts.load(Ordering::Relaxed),
+            "retry_in_s": self.retry_in_ms.load(Ordering::Relaxed) as f64 / 1000.0,
             "last_error": *self.last_error.lock(),
         })
     }

@@ -3,18 +3,21 @@
 //!
 //! # Layout
 //! - `topology`: the exchanges, queues and bindings Parasol declares (never Nova's own queues).
-//! - `consumer`: the consume–apply–ack loop and the dead-lettering of poison messages.
+//! - `consumer`: the connection's life: declare, consume, reconnect with backoff.
+//! - `batch`: decode, apply a batch in one transaction, dead-letter poison, ack after commit.
 //! - `backoff`: capped exponential reconnection delays.
 
 mod backoff;
+mod batch;
 mod consumer;
 pub mod topology;
 
 pub use backoff::Backoff;
-pub use consumer::{run_notification_consumer, ConsumerError};
+pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
 
 use crate::startup::AppState;
 use actix_web::web;
+use lapin::types::LongString;
 use std::sync::atomic::Ordering;
 
 /// Starts the notification consumer when `[amqp] url` is set; it reconnects forever.
@@ -35,7 +38,9 @@ pub fn spawn_consumers(state: web::Data<AppState>) {
     });
 }
 
-/// Connects to the broker.
-pub async fn connect(url: &str) -> Result<lapin::Connection, lapin::Error> {
-    lapin::Connection::connect(url, lapin::ConnectionProperties::default()).await
+/// Connects to the broker under a name operators see in `rabbitmqctl list_connections`.
+pub async fn connect(url: &str, name: &str) -> Result<lapin::Connection, lapin::Error> {
+    let props = lapin::ConnectionProperties::default()
+        .with_connection_name(LongString::from(name.to_string()));
+    lapin::Connection::connect(url, props).await
 }

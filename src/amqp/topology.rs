@@ -1,6 +1,7 @@
 //! What Parasol declares on the broker. Nova's exchanges are declared with oslo.messaging's
 //! own flags (a mismatch would close the channel); Parasol's queues are its own, so it never
-//! competes with Nova's consumers.
+//! competes with Nova's consumers. Every name comes from `[amqp]`, so several Parasol
+//! instances (or parallel tests) can share one broker.
 
 use crate::configuration::AmqpSettings;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
@@ -11,10 +12,25 @@ use lapin::{Channel, ExchangeKind};
 pub const NOVA_NOTIFICATIONS: &str = "versioned_notifications.info";
 /// Routing key of Parasol's host-state events.
 pub const HOST_STATE: &str = "parasol.host_state.info";
-/// nova-compute's fanout exchange for the scheduler topic.
+/// Default of `[amqp] fanout_exchange`: nova-compute's fanout exchange for the scheduler topic.
 pub const SCHEDULER_FANOUT: &str = "scheduler_fanout";
-/// Where poison messages go, with the reason in header `x-parasol-reason`.
+/// Default of `[amqp] dead_letter`.
 pub const DEAD_LETTER: &str = "parasol.dead_letter";
+/// Header carrying the reason a message was dead-lettered.
+pub const REASON_HEADER: &str = "x-parasol-reason";
+/// Header carrying the routing key a dead-lettered message arrived with.
+pub const ROUTING_KEY_HEADER: &str = "x-parasol-routing-key";
+/// oslo's per-process fanout queues expire 30 minutes after their consumer is gone.
+const FANOUT_QUEUE_EXPIRES_MS: i32 = 1_800_000;
+
+/// The queues a consumer reads.
+#[derive(Clone, Debug)]
+pub struct Queues {
+    /// Parasol's durable queue of notifications and host-state events.
+    pub notifications: String,
+    /// This process's queue on the fanout exchange.
+    pub fanout: String,
+}
 
 /// Declares Nova's topic exchange as oslo.messaging does (not durable unless
 /// `amqp_durable_queues`, not auto-deleted).
@@ -31,10 +47,13 @@ pub async fn declare_nova_exchange(ch: &Channel, amqp: &AmqpSettings) -> Result<
     .await
 }
 
-/// Declares `scheduler_fanout` as oslo.messaging does (fanout, not durable, auto-deleted).
-pub async fn declare_fanout_exchange(ch: &Channel) -> Result<(), lapin::Error> {
+/// Declares the scheduler fanout exchange as oslo.messaging does (not durable, auto-deleted).
+pub async fn declare_fanout_exchange(
+    ch: &Channel,
+    amqp: &AmqpSettings,
+) -> Result<(), lapin::Error> {
     ch.exchange_declare(
-        SCHEDULER_FANOUT,
+        &amqp.fanout_exchange,
         ExchangeKind::Fanout,
         ExchangeDeclareOptions {
             durable: false,
@@ -46,47 +65,11 @@ pub async fn declare_fanout_exchange(ch: &Channel) -> Result<(), lapin::Error> {
     .await
 }
 
-/// Parasol's durable notification queue bound to both routing keys, its per-process fanout
-/// queue (expires 30 min after the process is gone, as oslo's), and the dead-letter queue.
-/// Returns the fanout queue's name.
-pub async fn declare_notification_topology(
-    ch: &Channel,
-    amqp: &AmqpSettings,
-    process_id: &str,
-) -> Result<String, lapin::Error> {
-    declare_nova_exchange(ch, amqp).await?;
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    ch.queue_declare(&amqp.queue, durable, FieldTable::default())
-        .await?;
-    for key in [NOVA_NOTIFICATIONS, HOST_STATE] {
-        ch.queue_bind(
-            &amqp.queue,
-            &amqp.exchange,
-            key,
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    }
-    declare_fanout_exchange(ch).await?;
-    let fanout_queue = format!("{SCHEDULER_FANOUT}_parasol_{process_id}");
-    let mut args = FieldTable::default();
-    args.insert("x-expires".into(), AMQPValue::LongInt(1_800_000));
-    ch.queue_declare(&fanout_queue, QueueDeclareOptions::default(), args)
-        .await?;
-    ch.queue_bind(
-        &fanout_queue,
-        SCHEDULER_FANOUT,
-        "",
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
+/// Declares Parasol's durable dead-letter exchange and its durable queue of the same name.
+pub async fn declare_dead_letter(ch: &Channel, amqp: &AmqpSettings) -> Result<(), lapin::Error> {
+    let name = amqp.dead_letter.as_str();
     ch.exchange_declare(
-        DEAD_LETTER,
+        name,
         ExchangeKind::Fanout,
         ExchangeDeclareOptions {
             durable: true,
@@ -95,15 +78,60 @@ pub async fn declare_notification_topology(
         FieldTable::default(),
     )
     .await?;
-    ch.queue_declare(DEAD_LETTER, durable, FieldTable::default())
+    ch.queue_declare(name, durable(), FieldTable::default())
         .await?;
+    bind(ch, name, name, "").await
+}
+
+/// The name of this process's fanout queue (oslo: `<exchange>_<uuid hex>`).
+pub fn fanout_queue_name(amqp: &AmqpSettings, process_id: &str) -> String {
+    format!("{}_parasol_{process_id}", amqp.fanout_exchange)
+}
+
+/// Parasol's durable notification queue bound to both routing keys, its per-process fanout
+/// queue, and the dead-letter exchange and queue.
+pub async fn declare_notification_topology(
+    ch: &Channel,
+    amqp: &AmqpSettings,
+    process_id: &str,
+) -> Result<Queues, lapin::Error> {
+    declare_nova_exchange(ch, amqp).await?;
+    ch.queue_declare(&amqp.queue, durable(), FieldTable::default())
+        .await?;
+    for key in [NOVA_NOTIFICATIONS, HOST_STATE] {
+        bind(ch, &amqp.queue, &amqp.exchange, key).await?;
+    }
+    declare_fanout_exchange(ch, amqp).await?;
+    let fanout = fanout_queue_name(amqp, process_id);
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-expires".into(),
+        AMQPValue::LongInt(FANOUT_QUEUE_EXPIRES_MS),
+    );
+    ch.queue_declare(&fanout, QueueDeclareOptions::default(), args)
+        .await?;
+    bind(ch, &fanout, &amqp.fanout_exchange, "").await?;
+    declare_dead_letter(ch, amqp).await?;
+    Ok(Queues {
+        notifications: amqp.queue.clone(),
+        fanout,
+    })
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+async fn bind(ch: &Channel, queue: &str, exchange: &str, key: &str) -> Result<(), lapin::Error> {
     ch.queue_bind(
-        DEAD_LETTER,
-        DEAD_LETTER,
-        "",
+        queue,
+        exchange,
+        key,
         QueueBindOptions::default(),
         FieldTable::default(),
     )
-    .await?;
-    Ok(fanout_queue)
+    .await
 }

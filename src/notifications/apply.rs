@@ -1,12 +1,11 @@
-//! One transaction per message: record its id, apply its effect, commit.
+//! Batches of messages in one transaction: each message's id and effect are committed
+//! together, each inside its own savepoint so that a rejected message rolls back alone.
 
-use crate::domain::{Inventory, Resources, CLASSES};
-use crate::ledger::claims::{add_usage, insert_allocation, release_in_tx};
-use crate::ledger::hosts::upsert_host;
-use crate::ledger::messages::MARK_PROCESSED;
-use crate::ledger::{write_pool, HostRegistration, Ledger, LedgerError};
+use super::effects::{apply_postgres, apply_sqlite};
+use crate::domain::{Inventory, CLASSES};
+use crate::ledger::{HostRegistration, Ledger, LedgerError, Pools};
 use crate::nova::{HostEvent, HostStatePayload, Notification};
-use sqlx::Row;
+use sqlx::Acquire;
 
 /// What applying a message came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +45,10 @@ impl From<sqlx::Error> for ApplyError {
     }
 }
 
-fn registration(p: &HostStatePayload) -> Result<HostRegistration, ApplyError> {
+/// The outcome of one message of a batch: applied (or skipped), or rejected with a reason.
+pub type Outcome = Result<Applied, String>;
+
+fn registration(p: &HostStatePayload) -> Result<HostRegistration, String> {
     let mut inventory = [Inventory {
         total: 0,
         reserved: 0,
@@ -66,139 +68,107 @@ fn registration(p: &HostStatePayload) -> Result<HostRegistration, ApplyError> {
         disabled: p.disabled,
         inventory,
     };
-    reg.validate()
-        .map_err(|e| ApplyError::Rejected(e.to_string()))?;
+    reg.validate().map_err(|e| e.to_string())?;
     Ok(reg)
+}
+
+/// Checks what can be checked without the ledger, so a bad message never opens a savepoint.
+fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
+    match &n.event {
+        HostEvent::HostState(p) => registration(p).map(Some),
+        HostEvent::Upsert { demand, .. } if !demand.is_non_negative() => {
+            Err(format!("negative flavor sizes {demand:?}"))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Tries the batch without savepoints (half the statements); only when a message is rejected
+/// does it roll everything back and apply again with a savepoint per message.
+macro_rules! apply_all {
+    ($pool:expr, $effect:ident, $batch:expr, $now_ms:expr) => {{
+        let mut outcomes = Vec::with_capacity($batch.len());
+        let mut tx = $pool.begin().await?;
+        let mut clean = true;
+        for n in $batch {
+            let reg = match validate(n) {
+                Ok(reg) => reg,
+                Err(reason) => {
+                    outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
+                    continue;
+                }
+            };
+            match $effect(&mut tx, n, reg.as_ref(), $now_ms).await {
+                Ok(applied) => outcomes.push(Ok(applied)),
+                Err(ApplyError::Rejected(_)) => {
+                    clean = false;
+                    break;
+                }
+                Err(ApplyError::Ledger(e)) => return Err(e),
+            }
+        }
+        if clean {
+            tx.commit().await?;
+            return Ok(outcomes);
+        }
+        tx.rollback().await?;
+        outcomes.clear();
+        let mut tx = $pool.begin().await?;
+        for n in $batch {
+            let reg = match validate(n) {
+                Ok(reg) => reg,
+                Err(reason) => {
+                    outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
+                    continue;
+                }
+            };
+            let mut savepoint = (&mut tx).begin().await?;
+            match $effect(&mut savepoint, n, reg.as_ref(), $now_ms).await {
+                Ok(Applied::Duplicate) => {
+                    savepoint.rollback().await?;
+                    outcomes.push(Ok(Applied::Duplicate));
+                }
+                Ok(applied) => {
+                    savepoint.commit().await?;
+                    outcomes.push(Ok(applied));
+                }
+                Err(ApplyError::Rejected(reason)) => {
+                    savepoint.rollback().await?;
+                    outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
+                }
+                Err(ApplyError::Ledger(e)) => return Err(e),
+            }
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }};
+}
+
+/// Applies a batch in one transaction, in order, each message exactly once (a message seen
+/// before, in an earlier batch or earlier in this one, is a `Duplicate`). A rejected message
+/// changes nothing and does not affect the others. `Err` means the ledger failed and nothing
+/// of the batch was committed.
+pub async fn apply_batch(
+    ledger: &Ledger,
+    batch: &[&Notification],
+    now_ms: i64,
+) -> Result<Vec<Outcome>, LedgerError> {
+    match &ledger.pools {
+        Pools::Sqlite { write, .. } => apply_all!(write, apply_sqlite, batch, now_ms),
+        Pools::Postgres(pool) => apply_all!(pool, apply_postgres, batch, now_ms),
+    }
 }
 
 /// Applies `n` to the ledger exactly once.
 pub async fn apply(ledger: &Ledger, n: &Notification, now_ms: i64) -> Result<Applied, ApplyError> {
-    // Validate before touching the ledger so a rejected message changes nothing.
-    let reg = match &n.event {
-        HostEvent::HostState(p) => Some(registration(p)?),
-        HostEvent::Upsert { demand, .. } if !demand.is_non_negative() => {
-            return Err(ApplyError::Rejected(format!(
-                "negative flavor sizes {demand:?}"
-            )))
-        }
-        _ => None,
-    };
-    write_pool!(ledger, pool => {
-        let mut tx = pool.begin().await?;
-        let fresh = sqlx::query(MARK_PROCESSED).bind(&n.message_id).bind(now_ms).execute(&mut *tx).await?;
-        if fresh.rows_affected() == 0 {
-            tx.rollback().await?;
-            return Ok(Applied::Duplicate);
-        }
-        let host_id = |host: &str, node: Option<&str>| {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT id FROM hosts WHERE host = $1 AND (CAST($2 AS TEXT) IS NULL OR node = $2) ORDER BY id LIMIT 1",
-            )
-            .bind(host.to_string())
-            .bind(node.map(str::to_string))
-        };
-        let outcome = match &n.event {
-            HostEvent::HostState(_) => {
-                let reg = reg.as_ref().expect("validated above");
-                if let Err(e) = upsert_host!(&mut *tx, reg, now_ms) {
-                    tx.rollback().await?;
-                    return Err(ApplyError::Rejected(format!("host {}: {e}", reg.host)));
-                }
-                Applied::Applied
-            }
-            HostEvent::Upsert { instance_uuid, host, node, demand, .. } => {
-                let Some(id) = host_id(host, node.as_deref()).fetch_optional(&mut *tx).await? else {
-                    tx.rollback().await?;
-                    return Err(ApplyError::Rejected(format!("unknown host {host:?} for instance {instance_uuid}")));
-                };
-                release_in_tx!(tx, instance_uuid);
-                insert_allocation!(tx, instance_uuid.as_str(), id, demand, true, now_ms)?;
-                add_usage!(tx, id, *demand, 1)?;
-                Applied::Applied
-            }
-            HostEvent::Release { instance_uuid, host } => {
-                if release_in_tx!(tx, instance_uuid).is_none() {
-                    if let Some(host) = host {
-                        if host_id(host, None).fetch_optional(&mut *tx).await?.is_none() {
-                            tx.rollback().await?;
-                            return Err(ApplyError::Rejected(format!(
-                                "unknown host {host:?} for the release of instance {instance_uuid}"
-                            )));
-                        }
-                    }
-                }
-                Applied::Applied
-            }
-            HostEvent::ServiceUpdate { host, disabled, forced_down } => {
-                let updated = sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE host = $3")
-                    .bind(*disabled)
-                    .bind(*forced_down)
-                    .bind(host)
-                    .execute(&mut *tx)
-                    .await?;
-                if updated.rows_affected() == 0 {
-                    tx.rollback().await?;
-                    return Err(ApplyError::Rejected(format!("service.update for unknown host {host:?}")));
-                }
-                Applied::Applied
-            }
-            HostEvent::DeleteInstanceInfo { host, instance_uuid } => {
-                let Some(id) = host_id(host, None).fetch_optional(&mut *tx).await? else {
-                    tx.rollback().await?;
-                    return Err(ApplyError::Rejected(format!("unknown host {host:?}")));
-                };
-                let on_host: Option<i64> = sqlx::query_scalar("SELECT host_id FROM allocations WHERE instance_uuid = $1")
-                    .bind(instance_uuid)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if on_host == Some(id) {
-                    release_in_tx!(tx, instance_uuid);
-                }
-                Applied::Applied
-            }
-            HostEvent::UpdateInstanceInfo { host, instance_uuids } | HostEvent::SyncInstanceInfo { host, instance_uuids } => {
-                let Some(id) = host_id(host, None).fetch_optional(&mut *tx).await? else {
-                    tx.rollback().await?;
-                    return Err(ApplyError::Rejected(format!("unknown host {host:?}")));
-                };
-                if matches!(n.event, HostEvent::SyncInstanceInfo { .. }) {
-                    let rows = sqlx::query("SELECT instance_uuid FROM allocations WHERE host_id = $1")
-                        .bind(id)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    let mut gone = Vec::new();
-                    for row in &rows {
-                        let uuid: String = row.try_get(0)?;
-                        if !instance_uuids.contains(&uuid) {
-                            gone.push(uuid);
-                        }
-                    }
-                    for uuid in &gone {
-                        release_in_tx!(tx, uuid.as_str());
-                    }
-                }
-                for uuid in instance_uuids {
-                    let row = sqlx::query("SELECT host_id, vcpu, memory_mb, disk_gb FROM allocations WHERE instance_uuid = $1")
-                        .bind(uuid)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    if let Some(row) = row {
-                        let current: i64 = row.try_get(0)?;
-                        if current != id {
-                            let demand = Resources([row.try_get(1)?, row.try_get(2)?, row.try_get(3)?]);
-                            release_in_tx!(tx, uuid.as_str());
-                            insert_allocation!(tx, uuid.as_str(), id, &demand, true, now_ms)?;
-                            add_usage!(tx, id, demand, 1)?;
-                        }
-                    } else {
-                        tracing::debug!(instance = %uuid, host = %host, "instance unknown to the ledger; its size arrives with instance.create.end");
-                    }
-                }
-                Applied::Applied
-            }
-            HostEvent::Unknown { .. } => Applied::Unknown,
-        };
-        tx.commit().await?;
-        Ok(outcome)
-    })
+    let mut outcomes = apply_batch(ledger, &[n], now_ms).await?;
+    match outcomes.pop() {
+        Some(Ok(applied)) => Ok(applied),
+        Some(Err(reason)) => Err(ApplyError::Rejected(reason)),
+        None => Err(ApplyError::Rejected("empty batch".into())),
+    }
 }
+
+#[cfg(test)]
+#[path = "apply_tests.rs"]
+mod tests;

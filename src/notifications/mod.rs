@@ -1,8 +1,13 @@
 //! Applying host-state inputs (Parasol host-state events, Nova's versioned notifications and
 //! nova-compute's fanout casts) to the ledger exactly once: the effect and the message id are
-//! committed in one transaction, so a redelivered message changes nothing. HTTP and RabbitMQ
-//! call the same [`apply`].
+//! committed in one transaction, so a redelivered message changes nothing. HTTP applies one
+//! message at a time, RabbitMQ a batch per transaction; both call the same effects.
+//!
+//! # Layout
+//! - `apply`: validation, the batch transaction and a savepoint per message.
+//! - `effects`: what each [`crate::nova::HostEvent`] changes in the ledger.
 
 mod apply;
+mod effects;
 
-pub use apply::{apply, Applied, ApplyError};
+pub use apply::{apply, apply_batch, Applied, ApplyError, Outcome};

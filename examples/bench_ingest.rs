@@ -1,0 +1,305 @@
+//! Notification ingestion benchmark (issue 3): Parasol host-state events published to the real
+//! RabbitMQ, consumed and applied exactly once into a fresh SQLite ledger.
+//!
+//! `cargo run --release --example bench_ingest -- --events 50000 --hosts 10000`
+//!
+//! Phases, each timed from the first publish until the last event is committed:
+//! 1. cold registration: `--hosts` emulated hosts each announce themselves once;
+//! 2. sustained (live): `--events` inventory/status updates published while the consumer runs;
+//! 3. backlog drain: `--events` updates queued while the consumer is stopped, then drained.
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use parasol::amqp::run_notification_consumer;
+use parasol::amqp::topology::{declare_nova_exchange, HOST_STATE};
+use parasol::clock::SystemClock;
+use parasol::configuration::{AmqpSettings, Settings};
+use parasol::startup::{AppState, Application};
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+struct Args {
+    events: usize,
+    hosts: usize,
+    url: String,
+    prefetch: u16,
+    batch_size: usize,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        events: 50_000,
+        hosts: 10_000,
+        url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+        prefetch: AmqpSettings::default().prefetch,
+        batch_size: AmqpSettings::default().batch_size,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--events" => args.events = value()?.parse()?,
+            "--hosts" => args.hosts = value()?.parse()?,
+            "--url" => args.url = value()?,
+            "--prefetch" => args.prefetch = value()?.parse()?,
+            "--batch-size" => args.batch_size = value()?.parse()?,
+            other => anyhow::bail!(
+                "unknown flag {other}; use --events N --hosts N --url AMQP_URL --prefetch N --batch-size N"
+            ),
+        }
+    }
+    anyhow::ensure!(args.hosts > 0, "--hosts must be positive");
+    Ok(args)
+}
+
+/// The envelope of a host-state event for emulated host `h`, as the emulated hosts send it.
+fn host_state(seq: usize, h: usize, vcpu: i64) -> Vec<u8> {
+    let host = format!("bench-host-{h:05}");
+    let inner = json!({
+        "message_id": uuid::Uuid::new_v4().to_string(),
+        "publisher_id": format!("parasol-host:{host}"),
+        "event_type": "compute.host.state",
+        "priority": "INFO",
+        "timestamp": "2026-11-25 21:13:16.777260",
+        "payload": {
+            "host": host, "node": host,
+            "compute_node_uuid": uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string(),
+            "availability_zone": "nova", "up": !seq.is_multiple_of(97), "disabled": false,
+            "inventory": {
+                "VCPU": {"total": vcpu, "reserved": 0, "allocation_ratio": 4.0},
+                "MEMORY_MB": {"total": 262144, "reserved": 512, "allocation_ratio": 1.0},
+                "DISK_GB": {"total": 2000, "reserved": 0, "allocation_ratio": 1.0}
+            },
+            "usage": {"VCPU": 12.5, "MEMORY_MB": 100000}
+        }
+    });
+    json!({"oslo.version": "2.0", "oslo.message": inner.to_string()})
+        .to_string()
+        .into_bytes()
+}
+
+struct Bench {
+    state: Arc<AppState>,
+    amqp: AmqpSettings,
+    publisher: lapin::Channel,
+    consumer: Option<(watch::Sender<bool>, tokio::task::JoinHandle<()>)>,
+}
+
+impl Bench {
+    fn applied(&self) -> u64 {
+        self.state.notifications_json()["applied"]
+            .as_u64()
+            .unwrap_or(0)
+    }
+
+    fn start_consumer(&mut self) {
+        let (stop, shutdown) = watch::channel(false);
+        let task = tokio::spawn(run_notification_consumer(
+            self.state.clone(),
+            self.amqp.clone(),
+            shutdown,
+        ));
+        self.consumer = Some((stop, task));
+    }
+
+    async fn stop_consumer(&mut self) -> anyhow::Result<()> {
+        if let Some((stop, task)) = self.consumer.take() {
+            stop.send(true)?;
+            task.await?;
+        }
+        Ok(())
+    }
+
+    async fn wait_connected(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.state.broker.connected.load(Ordering::Relaxed) {
+            anyhow::ensure!(Instant::now() < deadline, "consumer did not connect");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
+    /// Publishes every body (confirmed by the broker); returns when all are confirmed.
+    async fn publish(&self, bodies: &[Vec<u8>]) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let mut confirms = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            let props = BasicProperties::default().with_content_type("application/json".into());
+            confirms.push(
+                self.publisher
+                    .basic_publish(
+                        &self.amqp.exchange,
+                        HOST_STATE,
+                        BasicPublishOptions::default(),
+                        body,
+                        props,
+                    )
+                    .await?,
+            );
+        }
+        for c in confirms {
+            anyhow::ensure!(c.await?.is_ack(), "broker refused a message");
+        }
+        Ok(start.elapsed())
+    }
+
+    /// Waits until `target` events in total are applied; returns when.
+    async fn applied_by(&self, target: u64) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while self.applied() < target {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "only {} of {target} applied",
+                self.applied()
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(Instant::now())
+    }
+}
+
+fn machine() -> String {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!("nproc {cores}, {cpu}, load average {load}")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let dir = tempfile::tempdir()?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let mut settings = Settings::default();
+    settings.ledger.url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    settings.amqp = AmqpSettings {
+        url: args.url.clone(),
+        exchange: format!("bench.{id}.nova"),
+        queue: format!("bench.{id}.notifications"),
+        dead_letter: format!("bench.{id}.dead_letter"),
+        fanout_exchange: format!("bench.{id}.scheduler_fanout"),
+        prefetch: args.prefetch,
+        batch_size: args.batch_size,
+        ..AmqpSettings::default()
+    };
+    println!("# Parasol notification ingestion (issue 3)");
+    println!(
+        "scenario: compute.host.state events over RabbitMQ ({}) into a fresh SQLite ledger (WAL)",
+        args.url.rsplit('@').next().unwrap_or("")
+    );
+    println!(
+        "          {} emulated hosts register from cold, then {} updates live, then {} from a backlog",
+        args.hosts, args.events, args.events
+    );
+    println!(
+        "          prefetch {} per queue, batch_size {} per transaction, publisher confirms on",
+        args.prefetch, args.batch_size
+    );
+    println!("machine:  {}", machine());
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let app = Application::build_with(settings.clone(), listener, Arc::new(SystemClock)).await?;
+    let state = app.state().into_inner();
+    let conn = Connection::connect(&args.url, ConnectionProperties::default()).await?;
+    let publisher = conn.create_channel().await?;
+    publisher
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    declare_nova_exchange(&publisher, &settings.amqp).await?;
+    let mut bench = Bench {
+        state,
+        amqp: settings.amqp.clone(),
+        publisher,
+        consumer: None,
+    };
+    bench.start_consumer();
+    bench.wait_connected().await?;
+
+    let cold: Vec<Vec<u8>> = (0..args.hosts).map(|h| host_state(h, h, 64)).collect();
+    let start = Instant::now();
+    let published = bench.publish(&cold).await?;
+    let done = bench.applied_by(args.hosts as u64).await?;
+    let registered = bench.state.scheduler.ledger().host_ids().await?.len();
+    anyhow::ensure!(registered == args.hosts, "{registered} hosts registered");
+    let cold_s = (done - start).as_secs_f64();
+    println!(
+        "cold registration: {} hosts in {:.2} s ({:.0} hosts/s; publishing took {:.2} s)",
+        args.hosts,
+        cold_s,
+        args.hosts as f64 / cold_s,
+        published.as_secs_f64()
+    );
+
+    let updates = |salt: usize| -> Vec<Vec<u8>> {
+        (0..args.events)
+            .map(|i| host_state(i + salt, i % args.hosts, 32 + 32 * ((i + salt) % 3) as i64))
+            .collect()
+    };
+    let live = updates(1);
+    let base = bench.applied();
+    let start = Instant::now();
+    let published = bench.publish(&live).await?;
+    let done = bench.applied_by(base + args.events as u64).await?;
+    let live_s = (done - start).as_secs_f64();
+    println!(
+        "sustained (live):  {} events in {:.2} s = {:.0} events/s (publishing took {:.2} s)",
+        args.events,
+        live_s,
+        args.events as f64 / live_s,
+        published.as_secs_f64()
+    );
+
+    bench.stop_consumer().await?;
+    let backlog = updates(2);
+    bench.publish(&backlog).await?;
+    let base = bench.applied();
+    let start = Instant::now();
+    bench.start_consumer();
+    let done = bench.applied_by(base + args.events as u64).await?;
+    let drain_s = (done - start).as_secs_f64();
+    println!(
+        "backlog drain:     {} events in {:.2} s = {:.0} events/s (consumer start included)",
+        args.events,
+        drain_s,
+        args.events as f64 / drain_s
+    );
+    let counts = bench.state.notifications_json();
+    println!("outcomes: {counts}");
+    bench.stop_consumer().await?;
+
+    for queue in [&bench.amqp.queue, &bench.amqp.dead_letter] {
+        bench
+            .publisher
+            .queue_delete(queue, QueueDeleteOptions::default())
+            .await?;
+    }
+    for exchange in [&bench.amqp.exchange, &bench.amqp.dead_letter] {
+        bench
+            .publisher
+            .exchange_delete(exchange, Default::default())
+            .await?;
+    }
+    conn.close(200, "bench done").await?;
+    Ok(())
+}

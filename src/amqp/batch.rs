@@ -1,0 +1,152 @@
+//! One batch of ready deliveries: decode, apply in one ledger transaction, dead-letter the
+//! poison ones (publisher-confirmed), then acknowledge everything with one `multiple` ack per
+//! channel. Nothing is acknowledged before its effect, or its dead letter, is safe.
+
+use super::consumer::ConsumerError;
+use super::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
+use crate::configuration::AmqpSettings;
+use crate::notifications::apply_batch;
+use crate::nova::Notification;
+use crate::startup::AppState;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicPublishOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel};
+use std::time::Duration;
+
+/// Which queue a delivery came from (each has its own channel and delivery tags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Notifications,
+    Fanout,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Notifications => "notifications",
+            Source::Fanout => "fanout",
+        }
+    }
+}
+
+const SOURCES: [Source; 2] = [Source::Notifications, Source::Fanout];
+
+/// Applies `batch` exactly once and acknowledges it; `Err` ends the connection (whatever is
+/// unacknowledged is redelivered, and skipped as duplicate where already committed).
+pub(super) async fn process_batch(
+    state: &AppState,
+    publisher: &Channel,
+    amqp: &AmqpSettings,
+    batch: Vec<(Source, lapin::Result<Delivery>)>,
+) -> Result<(), ConsumerError> {
+    let mut deliveries = Vec::with_capacity(batch.len());
+    for (source, delivery) in batch {
+        deliveries.push((source, delivery?));
+    }
+    let decoded: Vec<Result<Notification, String>> = deliveries
+        .iter()
+        .map(|(_, d)| Notification::decode(&d.data).map_err(|e| e.to_string()))
+        .collect();
+    let valid: Vec<&Notification> = decoded.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let now = state.scheduler.clock().now_ms();
+    let mut outcomes = match apply_batch(state.scheduler.ledger(), &valid, now).await {
+        Ok(outcomes) => outcomes.into_iter(),
+        Err(e) => {
+            tracing::error!(error = %e, messages = deliveries.len(), "ledger unavailable; batch requeued");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let requeue = BasicNackOptions {
+                multiple: true,
+                requeue: true,
+            };
+            for (_, last) in last_per_source(&deliveries) {
+                last.acker.nack(requeue).await?;
+            }
+            return Ok(());
+        }
+    };
+    let mut poison = Vec::new();
+    for (i, d) in decoded.iter().enumerate() {
+        let outcome = match d {
+            Err(reason) => Err(reason.clone()),
+            Ok(_) => outcomes
+                .next()
+                .unwrap_or_else(|| Err("no outcome for this message".into())),
+        };
+        match outcome {
+            Ok(applied) => state.count_notification(applied.as_str()),
+            Err(reason) => poison.push((&deliveries[i].1, reason)),
+        }
+    }
+    dead_letter(state, publisher, amqp, &poison).await?;
+    for (_, last) in last_per_source(&deliveries) {
+        last.acker.ack(BasicAckOptions { multiple: true }).await?;
+    }
+    Ok(())
+}
+
+fn last_per_source(deliveries: &[(Source, Delivery)]) -> Vec<(Source, &Delivery)> {
+    SOURCES
+        .iter()
+        .filter_map(|s| {
+            let last = deliveries.iter().rev().find(|(source, _)| source == s)?;
+            Some((*s, &last.1))
+        })
+        .collect()
+}
+
+/// Publishes each poison message to the dead-letter exchange with its reason, and waits for
+/// the broker to confirm them all before the caller acknowledges the originals.
+async fn dead_letter(
+    state: &AppState,
+    publisher: &Channel,
+    amqp: &AmqpSettings,
+    poison: &[(&Delivery, String)],
+) -> Result<(), ConsumerError> {
+    let mut confirms = Vec::with_capacity(poison.len());
+    for (delivery, reason) in poison {
+        tracing::warn!(%reason, routing_key = %delivery.routing_key, "message dead-lettered");
+        let mut headers = FieldTable::default();
+        headers.insert(
+            REASON_HEADER.into(),
+            AMQPValue::LongString(LongString::from(reason.clone())),
+        );
+        headers.insert(
+            ROUTING_KEY_HEADER.into(),
+            AMQPValue::LongString(LongString::from(delivery.routing_key.as_str().to_string())),
+        );
+        let props = BasicProperties::default()
+            .with_headers(headers)
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2);
+        let confirm = publisher
+            .basic_publish(
+                &amqp.dead_letter,
+                "",
+                BasicPublishOptions::default(),
+                &delivery.data,
+                props,
+            )
+            .await?;
+        confirms.push(confirm);
+    }
+    for confirm in confirms {
+        if confirm.await?.is_nack() {
+            return Err(ConsumerError::DeadLetterRefused(amqp.dead_letter.clone()));
+        }
+    }
+    let now = state.scheduler.clock().now_ms();
+    for (delivery, reason) in poison {
+        let body = String::from_utf8_lossy(&delivery.data);
+        let recorded = state
+            .scheduler
+            .ledger()
+            .dead_letter("amqp", reason, &body, now)
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!(error = %e, "dead letter not recorded in the ledger (it is on the queue)");
+        }
+        state.count_notification("dead_letter");
+    }
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! The notification consumer against the real RabbitMQ: every test declares its own
+//! exchanges and queues, publishes as oslo.messaging does, and checks a real ledger.
+
+#[path = "support/mod.rs"]
+mod support;
+
+#[path = "amqp/broker.rs"]
+mod broker;
+#[path = "amqp/handlers.rs"]
+mod handlers;
+#[path = "amqp/health.rs"]
+mod health;
+#[path = "amqp/messages.rs"]
+mod messages;
+#[path = "amqp/poison.rs"]
+mod poison;
+#[path = "amqp/restart.rs"]
+mod restart;

@@ -1,0 +1,105 @@
+//! `/healthz` and `/v1/stats` report the broker connection; without a broker the service
+//! serves HTTP and keeps retrying with capped exponential backoff; the topology has oslo's flags.
+
+use crate::broker::{isolated_amqp, spawn_service, Publisher};
+use crate::messages::host_state;
+use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::ExchangeKind;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_and_stats_say_whether_the_broker_is_connected() {
+    let mut s = spawn_service("sqlite", isolated_amqp()).await;
+    s.wait_connected().await;
+    for path in ["/healthz", "/v1/stats"] {
+        let (status, body) = s.get_json(path).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["broker"]["configured"], true, "{path}: {body}");
+        assert_eq!(body["broker"]["connected"], true, "{path}: {body}");
+    }
+    s.stop_consumer().await;
+    for path in ["/healthz", "/v1/stats"] {
+        let (_, body) = s.get_json(path).await;
+        assert_eq!(body["broker"]["connected"], false, "{path}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_broker_leaves_http_serving_and_retries_with_capped_backoff() {
+    let mut amqp = isolated_amqp();
+    amqp.url = "amqp://guest:guest@127.0.0.1:1/%2f".into();
+    amqp.reconnect_min_s = 0.05;
+    amqp.reconnect_max_s = 0.2;
+    let s = spawn_service("sqlite", amqp).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, health) = s.get_json("/healthz").await;
+    assert_eq!(status, 200, "{health}");
+    let broker = &health["broker"];
+    assert_eq!(broker["configured"], true);
+    assert_eq!(broker["connected"], false);
+    assert!(broker["last_error"].is_string(), "{broker}");
+    // 0.05 + 0.1 + 0.2 + 0.2 + … : about 8 attempts in 1.5 s; without backoff there would be
+    // thousands, without the cap about 5.
+    let attempts = broker["connect_attempts"].as_u64().unwrap();
+    assert!((6..=12).contains(&attempts), "{broker}");
+    assert_eq!(broker["retry_in_s"], 0.2, "{broker}");
+    let resp = s
+        .client
+        .post(format!("{}/v1/notifications", s.address))
+        .json(&host_state("compute1", 8, 16384, 100, true, false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (_, hosts) = s.get_json("/v1/hosts").await;
+    assert_eq!(hosts["hosts"].as_array().unwrap().len(), 1);
+    let (_, stats) = s.get_json("/v1/stats").await;
+    assert_eq!(stats["broker"]["connected"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nova_exchanges_keep_oslo_flags_and_parasol_queues_are_durable() {
+    let amqp = isolated_amqp();
+    let s = spawn_service("sqlite", amqp.clone()).await;
+    s.wait_connected().await;
+    let p = Publisher::connect(&amqp).await;
+    // Redeclaring with other flags closes the channel with PRECONDITION_FAILED.
+    let exchange_with = |name: String, kind: ExchangeKind, durable: bool, auto_delete: bool| {
+        let conn = &p.conn;
+        async move {
+            let ch = conn.create_channel().await.unwrap();
+            let opts = ExchangeDeclareOptions {
+                durable,
+                auto_delete,
+                ..Default::default()
+            };
+            ch.exchange_declare(&name, kind, opts, FieldTable::default())
+                .await
+                .is_ok()
+        }
+    };
+    assert!(exchange_with(amqp.exchange.clone(), ExchangeKind::Topic, false, false).await);
+    assert!(!exchange_with(amqp.exchange.clone(), ExchangeKind::Topic, true, false).await);
+    let fanout = amqp.fanout_exchange.clone();
+    assert!(exchange_with(fanout.clone(), ExchangeKind::Fanout, false, true).await);
+    assert!(!exchange_with(fanout, ExchangeKind::Fanout, false, false).await);
+    assert!(exchange_with(amqp.dead_letter.clone(), ExchangeKind::Fanout, true, false).await);
+    for queue in [&amqp.queue, &amqp.dead_letter] {
+        let ch = p.conn.create_channel().await.unwrap();
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        assert!(ch
+            .queue_declare(queue, durable, FieldTable::default())
+            .await
+            .is_ok());
+        let ch = p.conn.create_channel().await.unwrap();
+        let transient = QueueDeclareOptions::default();
+        let refused = ch
+            .queue_declare(queue, transient, FieldTable::default())
+            .await;
+        assert!(refused.is_err(), "{queue} must be durable");
+    }
+}

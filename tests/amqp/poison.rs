@@ -1,0 +1,127 @@
+//! Duplicates change nothing; poison messages go to the dead-letter queue with their reason,
+//! are counted, and roll back alone: the messages around them in the same batch are applied.
+
+use crate::broker::{isolated_amqp, spawn_service, Publisher};
+use crate::messages::*;
+use crate::on_both_engines;
+use parasol::domain::Resources;
+
+async fn duplicate_deliveries_change_nothing(engine: &str) {
+    let amqp = isolated_amqp();
+    let s = spawn_service(engine, amqp.clone()).await;
+    s.wait_connected().await;
+    let p = Publisher::connect(&amqp).await;
+    let register = host_state("compute1", 8, 16384, 100, true, false);
+    let vm = new_id();
+    let create = instance_event("instance.create.end", &vm, "compute1", (2, 2048, 20));
+    // Within one batch and across batches.
+    p.notify_all(&[
+        register.clone(),
+        register.clone(),
+        create.clone(),
+        create.clone(),
+    ])
+    .await;
+    s.wait_settled(4).await;
+    p.notify(&create).await;
+    p.notify(&register).await;
+    s.wait_settled(6).await;
+    assert_eq!(s.count("applied"), 2, "{}", s.counts());
+    assert_eq!(s.count("duplicate"), 4, "{}", s.counts());
+    let hosts = s.ledger().read_hosts().await.unwrap();
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(hosts[0].used, Resources::new(2, 2048, 20));
+    assert_eq!(hosts[0].num_instances, 1);
+    assert_eq!(s.ledger().allocation_count().await.unwrap(), 1);
+}
+on_both_engines!(
+    duplicate_deliveries_change_nothing,
+    super::duplicate_deliveries_change_nothing
+);
+
+async fn poison_messages_are_dead_lettered_with_their_reason_and_the_rest_applied(engine: &str) {
+    let amqp = isolated_amqp();
+    let mut s = spawn_service(engine, amqp.clone()).await;
+    s.wait_connected().await;
+    // Queue everything while the consumer is away, so it all arrives in one batch.
+    s.stop_consumer().await;
+    let p = Publisher::connect(&amqp).await;
+    let key = "versioned_notifications.info";
+    p.notify(&host_state("compute1", 8, 16384, 100, true, false))
+        .await;
+    p.publish_raw(&amqp.exchange, key, b"{not json").await;
+    p.publish_raw(
+        &amqp.exchange,
+        key,
+        br#"{"oslo.version": "2.0", "message": {}}"#,
+    )
+    .await;
+    p.notify(&instance_event(
+        "instance.create.error",
+        &new_id(),
+        "nowhere",
+        (1, 512, 1),
+    ))
+    .await;
+    p.notify(&instance_event(
+        "instance.create.end",
+        &new_id(),
+        "compute1",
+        (-2, 512, 1),
+    ))
+    .await;
+    p.notify(&host_state("compute2", -8, 16384, 100, true, false))
+        .await;
+    p.notify(&instance_event(
+        "instance.create.end",
+        &new_id(),
+        "ghost",
+        (1, 512, 1),
+    ))
+    .await;
+    let vm = new_id();
+    p.notify(&instance_event(
+        "instance.create.end",
+        &vm,
+        "compute1",
+        (2, 2048, 20),
+    ))
+    .await;
+    s.start_consumer();
+    s.wait_settled(8).await;
+    assert_eq!(s.count("applied"), 2, "{}", s.counts());
+    assert_eq!(s.count("dead_letter"), 6, "{}", s.counts());
+    let letters = p.dead_letters(6).await;
+    let reasons: Vec<&str> = letters.iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(letters[0].0, "{not json", "the body is kept as received");
+    let expected = [
+        "JSON",
+        "oslo.message",
+        "unknown host \"nowhere\"",
+        "vcpus",
+        "total",
+        "unknown host \"ghost\"",
+    ];
+    for (reason, want) in reasons.iter().zip(expected) {
+        assert!(
+            reason.contains(want),
+            "reason {reason:?} should mention {want:?}: {reasons:#?}"
+        );
+    }
+    let (_, stats) = s.get_json("/v1/stats").await;
+    assert_eq!(stats["notifications"]["dead_letter"], 6);
+    assert_eq!(s.ledger().dead_letters(10).await.unwrap().len(), 6);
+    let hosts = s.ledger().read_hosts().await.unwrap();
+    assert_eq!(
+        hosts.len(),
+        1,
+        "compute2 with a negative total is not registered"
+    );
+    assert_eq!(hosts[0].used, Resources::new(2, 2048, 20));
+    assert_eq!(p.ready(&amqp.queue).await, 0);
+    assert_eq!(p.ready(&amqp.dead_letter).await, 0);
+}
+on_both_engines!(
+    poison_messages_are_dead_lettered_with_their_reason_and_the_rest_applied,
+    super::poison_messages_are_dead_lettered_with_their_reason_and_the_rest_applied
+);

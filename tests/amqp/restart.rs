@@ -1,0 +1,233 @@
+//! 10,000 events, the consumer interrupted in the middle (stopped, or its connection closed by
+//! the broker): the ledger ends exactly in the state that applying each event once leaves,
+//! computed independently of the ledger while generating the events.
+
+use crate::broker::{isolated_amqp, spawn_service, wait_until, Publisher, Service};
+use crate::messages::{host_state, instance_event, new_id, uuid_for};
+use parasol::amqp::connection_name;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use sqlx::SqlitePool;
+use std::process::Command;
+use std::sync::atomic::Ordering;
+
+const EVENTS: usize = 10_000;
+const HOSTS: usize = 50;
+const FLAVORS: [(i64, i64, i64); 3] = [(1, 512, 1), (2, 4096, 40), (8, 16384, 160)];
+
+type HostRow = (
+    String,
+    String,
+    bool,
+    bool,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+);
+type AllocationRow = (String, String, i64, i64, i64, bool);
+
+/// The ledger's content that matters: hosts by name (without ids and `last_seen_ms`),
+/// allocations by instance, and the number of applied message ids.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    hosts: Vec<HostRow>,
+    allocations: Vec<AllocationRow>,
+    processed: i64,
+}
+
+/// Host registrations, then a seeded mix of inventory/status updates, creates and deletes;
+/// with the state that applying each of them once must leave.
+fn events(seed: u64) -> (Vec<Value>, Snapshot) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let host = |i: usize| format!("h{i:03}");
+    let mut out: Vec<Value> = (0..HOSTS)
+        .map(|i| host_state(&host(i), 64, 262_144, 4000, true, false))
+        .collect();
+    // (vcpu total, up, disabled) per host; instances live at the end.
+    let mut status: Vec<(i64, bool, bool)> = vec![(64, true, false); HOSTS];
+    let mut live: Vec<(String, usize, (i64, i64, i64))> = Vec::new();
+    while out.len() < EVENTS {
+        let roll = rng.gen_range(0..100);
+        if roll < 30 {
+            let h = rng.gen_range(0..HOSTS);
+            status[h] = (
+                32 * rng.gen_range(1..4),
+                rng.gen_bool(0.9),
+                rng.gen_bool(0.1),
+            );
+            let (vcpu, up, disabled) = status[h];
+            out.push(host_state(&host(h), vcpu, 262_144, 4000, up, disabled));
+        } else if roll < 70 || live.is_empty() {
+            let (vm, h, f) = (
+                new_id(),
+                rng.gen_range(0..HOSTS),
+                FLAVORS[rng.gen_range(0..3)],
+            );
+            out.push(instance_event("instance.create.end", &vm, &host(h), f));
+            live.push((vm, h, f));
+        } else {
+            let (vm, h, f) = live.swap_remove(rng.gen_range(0..live.len()));
+            out.push(instance_event("instance.delete.end", &vm, &host(h), f));
+        }
+    }
+    let hosts = (0..HOSTS)
+        .map(|h| {
+            let on_host: Vec<_> = live.iter().filter(|(_, at, _)| *at == h).collect();
+            let sum = |k: fn(&(i64, i64, i64)) -> i64| on_host.iter().map(|(_, _, f)| k(f)).sum();
+            let (vcpu, up, disabled) = status[h];
+            (
+                host(h),
+                uuid_for(&host(h)),
+                up,
+                disabled,
+                vcpu,
+                262_144,
+                4000,
+                sum(|f| f.0),
+                sum(|f| f.1),
+                sum(|f| f.2),
+                on_host.len() as i64,
+            )
+        })
+        .collect();
+    let mut allocations: Vec<AllocationRow> = live
+        .iter()
+        .map(|(vm, h, f)| (vm.clone(), host(*h), f.0, f.1, f.2, true))
+        .collect();
+    allocations.sort();
+    let expected = Snapshot {
+        hosts,
+        allocations,
+        processed: EVENTS as i64,
+    };
+    (out, expected)
+}
+
+async fn snapshot(url: &str) -> Snapshot {
+    let pool = SqlitePool::connect(url).await.expect("open ledger");
+    let hosts = sqlx::query_as(
+        "SELECT host, uuid, up, disabled, vcpu_usable, memory_mb_usable, disk_gb_usable, \
+         vcpu_used, memory_mb_used, disk_gb_used, num_instances FROM hosts ORDER BY host",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("hosts");
+    let allocations = sqlx::query_as(
+        "SELECT a.instance_uuid, h.host, a.vcpu, a.memory_mb, a.disk_gb, a.confirmed \
+         FROM allocations a JOIN hosts h ON h.id = a.host_id ORDER BY a.instance_uuid",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("allocations");
+    let processed = sqlx::query_scalar("SELECT COUNT(*) FROM processed_messages")
+        .fetch_one(&pool)
+        .await
+        .expect("processed");
+    pool.close().await;
+    Snapshot {
+        hosts,
+        allocations,
+        processed,
+    }
+}
+
+/// Publishes the events, runs `interrupt` once a fifth of them are applied, waits for the
+/// rest, and compares the ledger with applying each event once.
+async fn survives<F, Fut>(seed: u64, interrupt: F)
+where
+    F: FnOnce(Service, Publisher) -> Fut,
+    Fut: std::future::Future<Output = (Service, Publisher)>,
+{
+    let (events, expected) = events(seed);
+    let amqp = isolated_amqp();
+    let s = spawn_service("sqlite", amqp.clone()).await;
+    s.wait_connected().await;
+    let p = Publisher::connect(&amqp).await;
+    let (first, rest) = events.split_at(EVENTS / 2);
+    p.notify_all(first).await;
+    wait_until("a fifth applied", || async {
+        s.settled() >= (EVENTS / 5) as u64
+    })
+    .await;
+    let (s, p) = interrupt(s, p).await;
+    p.notify_all(rest).await;
+    // Each id is counted `applied` once; redeliveries of committed ones count as duplicates.
+    wait_until("every event applied", || async {
+        s.count("applied") >= EVENTS as u64
+    })
+    .await;
+    wait_until("the queue drained", || async {
+        p.ready(&amqp.queue).await == 0
+    })
+    .await;
+    assert!(
+        expected.allocations.len() > 500,
+        "a real mix of creates and deletes"
+    );
+    let got = snapshot(&s.db_url).await;
+    assert_eq!(got.processed, expected.processed);
+    assert_eq!(
+        got.hosts, expected.hosts,
+        "hosts differ from applying each event once"
+    );
+    assert!(
+        got.allocations == expected.allocations,
+        "allocations differ from applying each event once: {} vs {} expected",
+        got.allocations.len(),
+        expected.allocations.len()
+    );
+    assert_eq!(s.count("applied"), EVENTS as u64, "{}", s.counts());
+    assert_eq!(s.count("dead_letter"), 0, "{}", s.counts());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_consumer_midway_loses_nothing_and_applies_nothing_twice() {
+    survives(1, |mut s, p| async move {
+        s.stop_consumer().await;
+        let at_stop = s.settled();
+        assert!(at_stop < EVENTS as u64, "stopped before the end");
+        s.start_consumer();
+        (s, p)
+    })
+    .await;
+}
+
+/// The pid of the consumer's connection, found by its name.
+fn connection_pid(name: &str) -> Option<String> {
+    let out = Command::new("rabbitmqctl")
+        .args([
+            "list_connections",
+            "-q",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ])
+        .output()
+        .expect("rabbitmqctl runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains(name))
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_broker_connection_midway_loses_nothing_and_applies_nothing_twice() {
+    survives(2, |s, p| async move {
+        let name = connection_name(&s.amqp);
+        let pid = connection_pid(&name).expect("the consumer's connection is listed by name");
+        let closed = Command::new("rabbitmqctl")
+            .args(["close_connection", &pid, "test: broker closes the consumer"])
+            .status()
+            .expect("rabbitmqctl runs");
+        assert!(closed.success());
+        wait_until("the consumer notices", || async { !s.connected() }).await;
+        wait_until("the consumer reconnects", || async { s.connected() }).await;
+        assert!(s.state.broker.connect_attempts.load(Ordering::Relaxed) >= 2);
+        (s, p)
+    })
+    .await;
+}
