@@ -145,22 +145,34 @@ impl Ledger {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut sql = format!("SELECT {HOST_COLUMNS} FROM hosts WHERE id IN (");
-        for (i, id) in ids.iter().enumerate() {
-            if i > 0 {
-                sql.push(',');
+        // One statement text whatever the sample, so it is prepared once per connection.
+        let rows = match &self.pools {
+            super::Pools::Sqlite { read, .. } => {
+                let list = serde_json::to_string(&ids.iter().map(|id| id.0).collect::<Vec<_>>())
+                    .map_err(|e| LedgerError::Invalid(e.to_string()))?;
+                let sql = format!(
+                    "SELECT {HOST_COLUMNS} FROM hosts WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id"
+                );
+                let rows = sqlx::query(&sql).bind(list).fetch_all(read).await?;
+                let mut hosts = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    hosts.push(host_from_row!(row));
+                }
+                hosts
             }
-            sql.push_str(&id.0.to_string());
-        }
-        sql.push_str(") ORDER BY id");
-        read_pool!(self, pool => {
-            let rows = sqlx::query(&sql).fetch_all(pool).await?;
-            let mut hosts = Vec::with_capacity(rows.len());
-            for row in &rows {
-                hosts.push(host_from_row!(row));
+            super::Pools::Postgres(pool) => {
+                let sql =
+                    format!("SELECT {HOST_COLUMNS} FROM hosts WHERE id = ANY($1) ORDER BY id");
+                let list: Vec<i64> = ids.iter().map(|id| id.0).collect();
+                let rows = sqlx::query(&sql).bind(list).fetch_all(pool).await?;
+                let mut hosts = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    hosts.push(host_from_row!(row));
+                }
+                hosts
             }
-            Ok(hosts)
-        })
+        };
+        Ok(rows)
     }
 
     /// The ids of every host, in id order (the population APSR samples from).

@@ -72,7 +72,7 @@ impl RpcClient {
         exchange: &str,
         durable: bool,
     ) -> Result<Self, ClientError> {
-        let conn = crate::amqp::connect(url).await?;
+        let conn = crate::amqp::connect(url, "parasol-rpc-client").await?;
         let ch = conn.create_channel().await?;
         ch.exchange_declare(
             exchange,

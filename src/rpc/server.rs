@@ -96,7 +96,8 @@ async fn session(
     backoff: &mut Backoff,
 ) -> Result<(), RpcError> {
     let settings = server.state.scheduler.settings();
-    let conn = connect(&settings.amqp.url).await?;
+    let name = format!("parasol-rpc:{}", settings.rpc.host);
+    let conn = connect(&settings.amqp.url, &name).await?;
     let ch = conn.create_channel().await?;
     ch.basic_qos(settings.amqp.prefetch, BasicQosOptions::default())
         .await?;
