@@ -113,6 +113,67 @@ macro_rules! host_from_row {
     }};
 }
 
+/// One host row as SQLite's `json_array` over [`HOST_COLUMNS`] packs it.
+#[derive(serde::Deserialize)]
+struct PackedHost(
+    i64,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+);
+
+impl PackedHost {
+    fn into_state(self) -> HostState {
+        let PackedHost(
+            id,
+            host,
+            node,
+            uuid,
+            az,
+            up,
+            disabled,
+            forced_down,
+            seen,
+            uv,
+            um,
+            ud,
+            xv,
+            xm,
+            xd,
+            ni,
+            io,
+        ) = self;
+        HostState {
+            id: HostId(id),
+            host: Arc::from(host),
+            node: Arc::from(node),
+            uuid: Arc::from(uuid),
+            availability_zone: Arc::from(az),
+            up: up != 0,
+            disabled: disabled != 0,
+            forced_down: forced_down != 0,
+            last_seen_ms: seen,
+            usable: Resources([uv, um, ud]),
+            used: Resources([xv, xm, xd]),
+            num_instances: ni,
+            num_io_ops: io,
+        }
+    }
+}
+
 impl Ledger {
     /// Registers a host or updates its inventory and state; returns its id.
     pub async fn register_host(
@@ -129,6 +190,17 @@ impl Ledger {
 
     /// Every host's current state, in id order (n queries).
     pub async fn read_hosts(&self) -> Result<Vec<HostState>, LedgerError> {
+        if let super::Pools::Sqlite { read, .. } = &self.pools {
+            // sqlx's SQLite driver hands rows over one by one (~10 µs each); SQLite packs the
+            // whole table into one JSON value instead, which is several times cheaper to read.
+            let sql = format!(
+                "SELECT json_group_array(json_array({HOST_COLUMNS})) FROM (SELECT * FROM hosts ORDER BY id)"
+            );
+            let packed: String = sqlx::query_scalar(&sql).fetch_one(read).await?;
+            let rows: Vec<PackedHost> = serde_json::from_str(&packed)
+                .map_err(|e| LedgerError::Invalid(format!("host rows: {e}")))?;
+            return Ok(rows.into_iter().map(PackedHost::into_state).collect());
+        }
         let sql = format!("SELECT {HOST_COLUMNS} FROM hosts ORDER BY id");
         read_pool!(self, pool => {
             let rows = sqlx::query(&sql).fetch_all(pool).await?;
