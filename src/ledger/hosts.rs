@@ -174,6 +174,17 @@ impl PackedHost {
     }
 }
 
+/// Decodes every row of `$rows` with [`host_from_row!`].
+macro_rules! hosts_from_rows {
+    ($rows:expr) => {{
+        let mut hosts = Vec::with_capacity($rows.len());
+        for row in &$rows {
+            hosts.push(host_from_row!(row));
+        }
+        hosts
+    }};
+}
+
 impl Ledger {
     /// Registers a host or updates its inventory and state; returns its id.
     pub async fn register_host(
@@ -204,11 +215,7 @@ impl Ledger {
         let sql = format!("SELECT {HOST_COLUMNS} FROM hosts ORDER BY id");
         read_pool!(self, pool => {
             let rows = sqlx::query(&sql).fetch_all(pool).await?;
-            let mut hosts = Vec::with_capacity(rows.len());
-            for row in &rows {
-                hosts.push(host_from_row!(row));
-            }
-            Ok(hosts)
+            Ok(hosts_from_rows!(rows))
         })
     }
 
@@ -226,22 +233,14 @@ impl Ledger {
                     "SELECT {HOST_COLUMNS} FROM hosts WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id"
                 );
                 let rows = sqlx::query(&sql).bind(list).fetch_all(read).await?;
-                let mut hosts = Vec::with_capacity(rows.len());
-                for row in &rows {
-                    hosts.push(host_from_row!(row));
-                }
-                hosts
+                hosts_from_rows!(rows)
             }
             super::Pools::Postgres(pool) => {
                 let sql =
                     format!("SELECT {HOST_COLUMNS} FROM hosts WHERE id = ANY($1) ORDER BY id");
                 let list: Vec<i64> = ids.iter().map(|id| id.0).collect();
                 let rows = sqlx::query(&sql).bind(list).fetch_all(pool).await?;
-                let mut hosts = Vec::with_capacity(rows.len());
-                for row in &rows {
-                    hosts.push(host_from_row!(row));
-                }
-                hosts
+                hosts_from_rows!(rows)
             }
         };
         Ok(rows)
