@@ -172,3 +172,84 @@ on_both_engines!(
     invalid_registration_changes_nothing,
     super::invalid_registration_changes_nothing
 );
+
+async fn reregistered_hosts_are_read_with_their_new_names_and_capacity(engine: &str) {
+    let (ledger, db) = ledger(engine).await;
+    let mut reg = registration("c1", 4, 4096, 40);
+    let id = ledger.register_host(&reg, 1).await.unwrap();
+    let before = ledger.read_hosts().await.unwrap();
+    assert_eq!(&*before[0].host, "c1");
+    assert_eq!(
+        ledger.read_hosts_by_id(&[id]).await.unwrap()[0].usable.0[0],
+        4
+    );
+    // Another process re-registers the same compute node under other names and capacity.
+    let other = parasol::ledger::Ledger::connect(&db.url, 2).await.unwrap();
+    reg.host = "c1-renamed".into();
+    reg.node = "c1-node".into();
+    reg.availability_zone = "az2".into();
+    reg.inventory[0].total = 16;
+    reg.disabled = true;
+    assert_eq!(other.register_host(&reg, 2).await.unwrap(), id);
+    for h in [
+        ledger.read_hosts().await.unwrap().remove(0),
+        ledger.read_hosts_by_id(&[id]).await.unwrap().remove(0),
+    ] {
+        assert_eq!(&*h.host, "c1-renamed");
+        assert_eq!(&*h.node, "c1-node");
+        assert_eq!(&*h.availability_zone, "az2");
+        assert_eq!(h.usable, Resources::new(16, 4096, 40));
+        assert!(h.disabled && h.up && !h.forced_down);
+        assert_eq!(h.last_seen_ms, 2);
+    }
+    // A claim made by the other process shows in this one's next read.
+    other
+        .claim(id, "i1", &Resources::new(3, 100, 1), 3)
+        .await
+        .unwrap();
+    let h = ledger.read_hosts_by_id(&[id]).await.unwrap().remove(0);
+    assert_eq!(h.used, Resources::new(3, 100, 1));
+    assert_eq!(h.num_instances, 1);
+}
+on_both_engines!(
+    reregistered_hosts_are_read_with_their_new_names_and_capacity,
+    super::reregistered_hosts_are_read_with_their_new_names_and_capacity
+);
+
+async fn a_claim_its_caller_abandons_is_applied_whole_or_not_at_all(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let host = ledger
+        .register_host(&registration("c1", 1000, 1_000_000, 10_000), 1)
+        .await
+        .unwrap();
+    let demand = Resources::new(1, 100, 1);
+    // Callers that give up at every point of a claim's life.
+    for k in 0..200 {
+        let uuid = format!("gone{k}");
+        let mut claim = Box::pin(ledger.claim(host, &uuid, &demand, 1));
+        // Polled k times (each poll lets the connection's thread run a little), then dropped.
+        for _ in 0..k % 20 {
+            if futures::poll!(&mut claim).is_ready() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        drop(claim);
+        tokio::task::yield_now().await;
+    }
+    // The connection is still usable and every claim that happened is whole.
+    assert_eq!(
+        ledger.claim(host, "kept", &demand, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let count = ledger.allocation_count().await.unwrap();
+    assert!(count >= 1);
+    let h = ledger.read_hosts().await.unwrap().remove(0);
+    assert_eq!(h.num_instances, count);
+    assert_eq!(h.used, Resources::new(count, 100 * count, count));
+}
+on_both_engines!(
+    a_claim_its_caller_abandons_is_applied_whole_or_not_at_all,
+    super::a_claim_its_caller_abandons_is_applied_whole_or_not_at_all
+);

@@ -32,6 +32,23 @@ pub(crate) const CLAIM_UPDATE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + 
     WHERE id = $4 AND vcpu_used + $1 <= vcpu_usable AND memory_mb_used + $2 <= memory_mb_usable \
     AND disk_gb_used + $3 <= disk_gb_usable";
 
+/// SQLite's claim in one round trip to sqlx's worker thread: the allocation row is inserted
+/// only if the host still fits the demand and the instance holds no allocation yet, the usage
+/// is added only if that insert happened, in one `BEGIN IMMEDIATE` transaction (SQLite's single
+/// writer). It answers `1` when it claimed, `0` when the instance already holds an allocation
+/// (a reschedule, left to [`Ledger::claim_in_tx`]) and no row when the host no longer fits.
+const CLAIM_BATCH_SQLITE: &str = "BEGIN IMMEDIATE; \
+    INSERT INTO allocations (instance_uuid, host_id, vcpu, memory_mb, disk_gb, confirmed, \
+    created_ms) SELECT $5, id, $1, $2, $3, 0, $6 FROM hosts WHERE id = $4 \
+    AND vcpu_used + $1 <= vcpu_usable AND memory_mb_used + $2 <= memory_mb_usable \
+    AND disk_gb_used + $3 <= disk_gb_usable \
+    AND NOT EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = $5); \
+    UPDATE hosts SET vcpu_used = vcpu_used + $1, memory_mb_used = memory_mb_used + $2, \
+    disk_gb_used = disk_gb_used + $3, num_instances = num_instances + 1, \
+    num_io_ops = num_io_ops + 1 WHERE id = $4 AND changes() = 1 RETURNING 1; \
+    SELECT 0 WHERE changes() = 0 AND EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = $5); \
+    COMMIT;";
+
 pub(crate) const ADD_USAGE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + $1, \
     memory_mb_used = memory_mb_used + $2, disk_gb_used = disk_gb_used + $3, \
     num_instances = CASE WHEN num_instances + $5 < 0 THEN 0 ELSE num_instances + $5 END, \
@@ -110,6 +127,39 @@ macro_rules! release_in_tx {
 }
 pub(crate) use release_in_tx;
 
+/// Runs [`CLAIM_BATCH_SQLITE`]; `None` when the instance already holds an allocation.
+async fn claim_batch_sqlite(
+    conn: &mut sqlx::SqliteConnection,
+    host: HostId,
+    instance_uuid: &str,
+    demand: &Resources,
+    now_ms: i64,
+) -> Result<Option<ClaimOutcome>, LedgerError> {
+    let rows = sqlx::query(CLAIM_BATCH_SQLITE)
+        .bind(demand.0[0])
+        .bind(demand.0[1])
+        .bind(demand.0[2])
+        .bind(host.0)
+        .bind(instance_uuid)
+        .bind(now_ms)
+        .fetch_all(&mut *conn)
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            // The batch stopped part-way: undo whatever it began (an error here only means
+            // no transaction was open).
+            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+            return Err(e.into());
+        }
+    };
+    match rows.first().map(|r| r.try_get::<i64, _>(0)).transpose()? {
+        Some(1) => Ok(Some(ClaimOutcome::Claimed)),
+        Some(_) => Ok(None),
+        None => Ok(Some(ClaimOutcome::Declined)),
+    }
+}
+
 impl Ledger {
     /// Claims `demand` on `host` for `instance_uuid`. An earlier allocation of the same
     /// instance (a reschedule) is released in the same transaction.
@@ -123,6 +173,31 @@ impl Ledger {
         if !demand.is_non_negative() {
             return Err(LedgerError::Invalid(format!("negative demand {demand:?}")));
         }
+        if let super::Pools::Sqlite { write, .. } = &self.pools {
+            // Spawned so that a caller that gives up cannot leave the batch half-run on the
+            // connection with its transaction open.
+            let (write, uuid, demand_) = (write.clone(), instance_uuid.to_string(), *demand);
+            let outcome = tokio::spawn(async move {
+                let mut conn = write.lock_owned().await;
+                claim_batch_sqlite(&mut conn, host, &uuid, &demand_, now_ms).await
+            })
+            .await
+            .map_err(|e| LedgerError::Invalid(format!("claim task: {e}")))??;
+            if let Some(outcome) = outcome {
+                return Ok(outcome);
+            }
+        }
+        self.claim_in_tx(host, instance_uuid, demand, now_ms).await
+    }
+
+    /// The claim as an explicit transaction: PostgreSQL's, and SQLite's for a reschedule.
+    async fn claim_in_tx(
+        &self,
+        host: HostId,
+        instance_uuid: &str,
+        demand: &Resources,
+        now_ms: i64,
+    ) -> Result<ClaimOutcome, LedgerError> {
         write_pool!(self, pool => {
             let mut tx = pool.begin().await?;
             let updated = sqlx::query(CLAIM_UPDATE)

@@ -3,7 +3,8 @@
 use super::{read_pool, write_pool, Ledger, LedgerError};
 use crate::domain::{HostId, HostState, Inventory, Resources};
 use sqlx::Row;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 /// A host's identity, state and inventory as a host-state event or Placement reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,7 +51,13 @@ pub(crate) const UPSERT_HOST: &str = "INSERT INTO hosts (host, node, uuid, avail
     disabled, last_seen_ms, vcpu_total, vcpu_reserved, vcpu_ratio, vcpu_usable, memory_mb_total, \
     memory_mb_reserved, memory_mb_ratio, memory_mb_usable, disk_gb_total, disk_gb_reserved, \
     disk_gb_ratio, disk_gb_usable) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-    $14, $15, $16, $17, $18, $19) ON CONFLICT (uuid) DO UPDATE SET host = excluded.host, \
+    $14, $15, $16, $17, $18, $19) ON CONFLICT (uuid) DO UPDATE SET \
+    profile_rev = CASE WHEN hosts.host = excluded.host AND hosts.node = excluded.node \
+    AND hosts.availability_zone = excluded.availability_zone \
+    AND hosts.vcpu_usable = excluded.vcpu_usable \
+    AND hosts.memory_mb_usable = excluded.memory_mb_usable \
+    AND hosts.disk_gb_usable = excluded.disk_gb_usable THEN hosts.profile_rev \
+    ELSE hosts.profile_rev + 1 END, host = excluded.host, \
     node = excluded.node, availability_zone = excluded.availability_zone, up = excluded.up, \
     disabled = excluded.disabled, last_seen_ms = excluded.last_seen_ms, \
     vcpu_total = excluded.vcpu_total, vcpu_reserved = excluded.vcpu_reserved, \
@@ -113,64 +120,91 @@ macro_rules! host_from_row {
     }};
 }
 
-/// One host row as SQLite's `json_array` over [`HOST_COLUMNS`] packs it.
-#[derive(serde::Deserialize)]
-struct PackedHost(
-    i64,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-);
+/// The columns SQLite packs per host on the read path: what changes with every claim and
+/// heartbeat. The rest (names and usable capacity) [`Profiles`] keeps between reads, checked
+/// against `profile_rev` on every read.
+const PACKED_COLUMNS: &str = "h.id, h.profile_rev, h.up + 2 * h.disabled + 4 * h.forced_down, \
+    h.last_seen_ms, h.vcpu_used, h.memory_mb_used, h.disk_gb_used, h.num_instances, h.num_io_ops";
 
-impl PackedHost {
-    fn into_state(self) -> HostState {
-        let PackedHost(
-            id,
-            host,
-            node,
-            uuid,
-            az,
-            up,
-            disabled,
-            forced_down,
-            seen,
-            uv,
-            um,
-            ud,
-            xv,
-            xm,
-            xd,
-            ni,
-            io,
-        ) = self;
-        HostState {
-            id: HostId(id),
-            host: Arc::from(host),
-            node: Arc::from(node),
-            uuid: Arc::from(uuid),
-            availability_zone: Arc::from(az),
-            up: up != 0,
-            disabled: disabled != 0,
-            forced_down: forced_down != 0,
-            last_seen_ms: seen,
-            usable: Resources([uv, um, ud]),
-            used: Resources([xv, xm, xd]),
-            num_instances: ni,
-            num_io_ops: io,
+/// One host row of [`PACKED_COLUMNS`], as SQLite's `json_array` packs it.
+type PackedRow = [i64; 9];
+
+/// What a host's row holds beyond [`PACKED_COLUMNS`], at one `profile_rev`.
+#[derive(Clone, Debug)]
+struct Profile {
+    rev: i64,
+    host: Arc<str>,
+    node: Arc<str>,
+    uuid: Arc<str>,
+    availability_zone: Arc<str>,
+    usable: Resources,
+}
+
+/// One row of [`Profiles::FETCH`].
+type ProfileRow = (i64, i64, String, String, String, String, i64, i64, i64);
+
+/// The profiles of the hosts this process has read, by host id. A profile changes only when
+/// its host re-registers under other names or with other inventory, which bumps its
+/// `profile_rev`; a read that finds another rev than the one kept here fetches the profile
+/// again, so a kept profile is never stale.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Profiles(Arc<RwLock<HashMap<i64, Profile>>>);
+
+impl Profiles {
+    const FETCH: &'static str = "SELECT id, profile_rev, host, node, uuid, availability_zone, \
+        vcpu_usable, memory_mb_usable, disk_gb_usable FROM hosts \
+        WHERE id IN (SELECT value FROM json_each($1))";
+
+    /// Ids of the rows whose profile is not kept at their current rev.
+    fn missing(&self, rows: &[PackedRow]) -> Vec<i64> {
+        let kept = self.0.read().unwrap_or_else(|e| e.into_inner());
+        rows.iter()
+            .filter(|r| kept.get(&r[0]).is_none_or(|p| p.rev != r[1]))
+            .map(|r| r[0])
+            .collect()
+    }
+
+    fn keep(&self, fetched: Vec<ProfileRow>) {
+        let mut kept = self.0.write().unwrap_or_else(|e| e.into_inner());
+        for (id, rev, host, node, uuid, az, v, m, d) in fetched {
+            let profile = Profile {
+                rev,
+                host: Arc::from(host),
+                node: Arc::from(node),
+                uuid: Arc::from(uuid),
+                availability_zone: Arc::from(az),
+                usable: Resources([v, m, d]),
+            };
+            kept.insert(id, profile);
         }
+    }
+
+    /// Joins packed rows with their profiles, in id order; every row's profile must be kept.
+    fn states(&self, mut rows: Vec<PackedRow>) -> Result<Vec<HostState>, LedgerError> {
+        rows.sort_unstable_by_key(|r| r[0]);
+        let kept = self.0.read().unwrap_or_else(|e| e.into_inner());
+        rows.into_iter()
+            .map(|r| {
+                let p = kept
+                    .get(&r[0])
+                    .ok_or_else(|| LedgerError::Invalid(format!("host {} vanished", r[0])))?;
+                Ok(HostState {
+                    id: HostId(r[0]),
+                    host: p.host.clone(),
+                    node: p.node.clone(),
+                    uuid: p.uuid.clone(),
+                    availability_zone: p.availability_zone.clone(),
+                    up: r[2] & 1 != 0,
+                    disabled: r[2] & 2 != 0,
+                    forced_down: r[2] & 4 != 0,
+                    last_seen_ms: r[3],
+                    usable: p.usable,
+                    used: Resources([r[4], r[5], r[6]]),
+                    num_instances: r[7],
+                    num_io_ops: r[8],
+                })
+            })
+            .collect()
     }
 }
 
@@ -202,15 +236,9 @@ impl Ledger {
     /// Every host's current state, in id order (n queries).
     pub async fn read_hosts(&self) -> Result<Vec<HostState>, LedgerError> {
         if let super::Pools::Sqlite { read, .. } = &self.pools {
-            // sqlx's SQLite driver hands rows over one by one (~10 µs each); SQLite packs the
-            // whole table into one JSON value instead, which is several times cheaper to read.
-            let sql = format!(
-                "SELECT json_group_array(json_array({HOST_COLUMNS})) FROM (SELECT * FROM hosts ORDER BY id)"
-            );
+            let sql = format!("SELECT json_group_array(json_array({PACKED_COLUMNS})) FROM hosts h");
             let packed: String = sqlx::query_scalar(&sql).fetch_one(read).await?;
-            let rows: Vec<PackedHost> = serde_json::from_str(&packed)
-                .map_err(|e| LedgerError::Invalid(format!("host rows: {e}")))?;
-            return Ok(rows.into_iter().map(PackedHost::into_state).collect());
+            return self.unpack(read, &packed).await;
         }
         let sql = format!("SELECT {HOST_COLUMNS} FROM hosts ORDER BY id");
         read_pool!(self, pool => {
@@ -225,25 +253,58 @@ impl Ledger {
             return Ok(Vec::new());
         }
         // One statement text whatever the sample, so it is prepared once per connection.
-        let rows = match &self.pools {
-            super::Pools::Sqlite { read, .. } => {
-                let list = serde_json::to_string(&ids.iter().map(|id| id.0).collect::<Vec<_>>())
-                    .map_err(|e| LedgerError::Invalid(e.to_string()))?;
+        match &self.pools {
+            // A sample is read on the writer's connection: every commit by another connection
+            // empties a reader's page cache (so a read after each claim fetched every page
+            // again, ~2× the cost), while the writer's own commits leave its cache valid. A
+            // sample is small, so the writer is held only briefly.
+            super::Pools::Sqlite { read, write } => {
+                let list = id_list(ids);
                 let sql = format!(
-                    "SELECT {HOST_COLUMNS} FROM hosts WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id"
+                    "SELECT json_group_array(json_array({PACKED_COLUMNS})) \
+                     FROM json_each($1) j JOIN hosts h ON h.id = j.value"
                 );
-                let rows = sqlx::query(&sql).bind(list).fetch_all(read).await?;
-                hosts_from_rows!(rows)
+                let packed: String = {
+                    let mut conn = write.lock().await;
+                    sqlx::query_scalar(&sql)
+                        .bind(list)
+                        .fetch_one(&mut *conn)
+                        .await?
+                };
+                self.unpack(read, &packed).await
             }
             super::Pools::Postgres(pool) => {
                 let sql =
                     format!("SELECT {HOST_COLUMNS} FROM hosts WHERE id = ANY($1) ORDER BY id");
                 let list: Vec<i64> = ids.iter().map(|id| id.0).collect();
                 let rows = sqlx::query(&sql).bind(list).fetch_all(pool).await?;
-                hosts_from_rows!(rows)
+                Ok(hosts_from_rows!(rows))
             }
-        };
-        Ok(rows)
+        }
+    }
+
+    /// Turns SQLite's packed rows into host states in id order, fetching the profiles of hosts
+    /// that are new to this process or re-registered since it last read them.
+    ///
+    /// sqlx's SQLite driver hands rows over one at a time through its worker thread (~10 µs
+    /// each); one packed value of the integers that change, joined here with the profiles kept in memory, costs
+    /// SQLite well under 1 µs a host.
+    async fn unpack(
+        &self,
+        read: &sqlx::SqlitePool,
+        packed: &str,
+    ) -> Result<Vec<HostState>, LedgerError> {
+        let rows: Vec<PackedRow> = serde_json::from_str(packed)
+            .map_err(|e| LedgerError::Invalid(format!("host rows: {e}")))?;
+        let missing = self.profiles.missing(&rows);
+        if !missing.is_empty() {
+            let fetched = sqlx::query_as(Profiles::FETCH)
+                .bind(serde_json::Value::from(missing).to_string())
+                .fetch_all(read)
+                .await?;
+            self.profiles.keep(fetched);
+        }
+        self.profiles.states(rows)
     }
 
     /// The ids of every host, in id order (the population APSR samples from).
@@ -283,4 +344,9 @@ impl Ledger {
             Ok(id.map(HostId))
         })
     }
+}
+
+/// Host ids as the JSON array SQLite's `json_each` reads.
+fn id_list(ids: &[HostId]) -> String {
+    serde_json::Value::from(ids.iter().map(|id| id.0).collect::<Vec<_>>()).to_string()
 }

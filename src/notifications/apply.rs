@@ -154,7 +154,10 @@ pub async fn apply_batch(
     now_ms: i64,
 ) -> Result<Vec<Outcome>, LedgerError> {
     match &ledger.pools {
-        Pools::Sqlite { write, .. } => apply_all!(write, apply_sqlite, batch, now_ms),
+        Pools::Sqlite { write, .. } => {
+            let mut conn = write.lock().await;
+            apply_all!(conn, apply_sqlite, batch, now_ms)
+        }
         Pools::Postgres(pool) => apply_all!(pool, apply_postgres, batch, now_ms),
     }
 }
