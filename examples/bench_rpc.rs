@@ -1,5 +1,6 @@
 //! Throughput of `select_destinations` over Nova's RPC: an in-process Parasol (`apsr` on a
-//! fresh PostgreSQL database) serving the oslo RPC server, driven by Parasol's oslo client.
+//! fresh PostgreSQL database, or a fresh SQLite file with `--ledger sqlite`) serving the oslo
+//! RPC server, driven by Parasol's oslo client.
 //!
 //! `cargo run --release --example bench_rpc -- --hosts 1000 --calls 20000 --concurrency 64`
 
@@ -32,6 +33,9 @@ struct Args {
     /// PostgreSQL server where a fresh database is created (and dropped afterwards).
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/test")]
     pg: String,
+    /// The ledger's engine: `postgres` (a fresh database on `--pg`) or `sqlite` (a fresh file).
+    #[arg(long, default_value = "postgres", value_parser = ["postgres", "sqlite"])]
+    ledger: String,
 }
 
 fn spec() -> Value {
@@ -46,13 +50,20 @@ fn spec() -> Value {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let backend: BackendKind = serde_json::from_value(json!(args.backend))?;
-    let mut admin = sqlx::PgConnection::connect(&args.pg).await?;
+    let dir = tempfile::tempdir()?;
+    let mut admin = None;
     let name = format!("parasol_bench_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await?;
-    let base = args.pg.rsplit_once('/').map(|(b, _)| b).unwrap_or(&args.pg);
-    let url = format!("{base}/{name}");
+    let url = if args.ledger == "sqlite" {
+        format!("sqlite://{}", dir.path().join("ledger.db").display())
+    } else {
+        let mut conn = sqlx::PgConnection::connect(&args.pg).await?;
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await?;
+        admin = Some(conn);
+        let base = args.pg.rsplit_once('/').map(|(b, _)| b).unwrap_or(&args.pg);
+        format!("{base}/{name}")
+    };
 
     let ledger = Ledger::connect(&url, 8).await?;
     ledger.migrate().await?;
@@ -112,8 +123,8 @@ async fn main() -> anyhow::Result<()> {
 
     println!("# Nova RPC select_destinations throughput (issue 7)");
     println!(
-        "backend={} hosts={} calls={} concurrency={} flavor=1 VCPU/512 MB/1 GB, 1 instance per call, RPC 4.5 with objects+alternates, ledger=PostgreSQL, broker=RabbitMQ",
-        args.backend, args.hosts, args.calls, args.concurrency
+        "backend={} hosts={} calls={} concurrency={} flavor=1 VCPU/512 MB/1 GB, 1 instance per call, RPC 4.5 with objects+alternates, ledger={}, broker=RabbitMQ",
+        args.backend, args.hosts, args.calls, args.concurrency, args.ledger
     );
     let next = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(AtomicU64::new(0));
@@ -168,8 +179,10 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("server={}", counters.to_json());
     drop(state);
-    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await;
+    if let Some(mut admin) = admin {
+        let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(&mut admin)
+            .await;
+    }
     Ok(())
 }
