@@ -20,7 +20,6 @@ use rand::seq::index::sample;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::task::JoinHandle;
 
 struct Shared {
@@ -159,9 +158,9 @@ fn publish(deps: &BackendDeps, shared: &Shared) {
 
 /// Every round: re-read the host list, end the estimator's round, re-plan and resize.
 async fn control_loop(deps: BackendDeps, shared: Arc<Shared>) {
-    let round = Duration::from_millis(deps.settings.apsr.round_interval_ms.max(1));
+    let round_ms = deps.settings.apsr.round_interval_ms.max(1);
     loop {
-        tokio::time::sleep(round).await;
+        deps.clock.sleep_ms(round_ms).await;
         match deps.ledger.host_ids().await {
             Ok(ids) => *shared.ids.write() = Arc::new(ids),
             Err(e) => tracing::warn!(error = %e, "APSR could not re-read the host list"),

@@ -26,7 +26,6 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// The snapshot shared by the workers and the refresh task.
@@ -173,7 +172,7 @@ async fn refresh_loop(
     mut asc: Option<AscController>,
 ) {
     loop {
-        tokio::time::sleep(Duration::from_millis(interval_ms)).await;
+        deps.clock.sleep_ms(interval_ms).await;
         let placed = shared.placed.swap(0, Ordering::Relaxed);
         let declined = shared.declined.swap(0, Ordering::Relaxed);
         if let Some(controller) = asc.as_mut() {

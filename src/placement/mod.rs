@@ -21,7 +21,7 @@ use crate::startup::AppState;
 use actix_web::web;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Why a sync failed.
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +115,7 @@ pub fn spawn_sync(state: web::Data<AppState>) -> Option<tokio::task::JoinHandle<
         return None;
     }
     state.placement.enable();
-    let interval = Duration::from_secs_f64(settings.sync_interval_s);
+    let interval_ms = (settings.sync_interval_s * 1000.0).round() as u64;
     let client = match PlacementClient::new(settings) {
         Ok(client) => client,
         Err(e) => {
@@ -125,11 +125,10 @@ pub fn spawn_sync(state: web::Data<AppState>) -> Option<tokio::task::JoinHandle<
         }
     };
     Some(tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let clock = state.scheduler.clock();
         loop {
-            ticks.tick().await;
             run_one(&state, &client).await;
+            clock.sleep_ms(interval_ms).await;
         }
     }))
 }

@@ -80,3 +80,46 @@ on_both_engines!(
     apsr_keeps_declines_within_epsilon_with_far_fewer_reads,
     super::apsr_keeps_declines_within_epsilon_with_far_fewer_reads
 );
+
+/// APSR's control round sleeps on the service's clock: nothing is re-planned until the clock
+/// has moved a whole round.
+async fn apsr_replans_when_its_round_elapses_on_the_clock(engine: &str) {
+    use parasol::clock::{Clock, ManualClock, SystemClock};
+    let (mut s, db) = settings(engine, BackendKind::Apsr).await;
+    s.apsr = toml::from_str("epsilon = 0.05\nround_interval_s = 30").unwrap();
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let app = super::helpers::spawn_with_clock(s, db, Arc::new(clock.clone())).await;
+    let rounds = |stats: &Value| stats["params"]["history"].as_array().map_or(0, Vec::len);
+    let first = app.stats("apsr").await;
+    clock.advance_ms(29_000);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        rounds(&app.stats("apsr").await),
+        rounds(&first),
+        "no round before 30 s"
+    );
+    clock.advance_ms(1_000);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let stats = app.stats("apsr").await;
+        if rounds(&stats) > rounds(&first) {
+            let last = stats["params"]["history"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .clone();
+            assert_eq!(last["round"], 1, "one round after 30 s: {stats}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no round after 30 s of the clock: {stats}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+on_both_engines!(
+    apsr_replans_when_its_round_elapses_on_the_clock,
+    super::apsr_replans_when_its_round_elapses_on_the_clock
+);

@@ -1,11 +1,13 @@
 //! Behaviour specific to each backend on the running service.
 
-use super::helpers::{flavor, settings, spawn_with};
+use super::helpers::{flavor, settings, spawn_with, spawn_with_clock};
 use crate::on_both_engines;
+use parasol::clock::{Clock, ManualClock, SystemClock};
 use parasol::configuration::BackendKind;
 use parasol::domain::Resources;
 use parasol::policy::Algorithm;
 use serde_json::json;
+use std::sync::Arc;
 
 async fn declined_claim_moves_on_to_the_next_alternate(engine: &str) {
     let (mut s, db) = settings(engine, BackendKind::Caching).await;
@@ -42,8 +44,10 @@ on_both_engines!(
 async fn caching_declines_a_host_filled_by_another_worker_until_the_next_refresh(engine: &str) {
     let (mut s, db) = settings(engine, BackendKind::Caching).await;
     s.policy.algorithm = Algorithm::FirstFit;
-    s.caching.refresh_interval_s = 2.0;
-    let app = spawn_with(s, db).await;
+    s.caching.refresh_interval_s = 60.0;
+    // The refresh sleeps on this clock: only the test moves it.
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
     app.register("c1", 4, 4096, 40).await;
     app.register("c2", 64, 65536, 640).await;
     // Rebuilding the backend reads a first snapshot holding both hosts.
@@ -58,14 +62,30 @@ async fn caching_declines_a_host_filled_by_another_worker_until_the_next_refresh
         .claim(c1, "other-worker", &Resources::new(4, 4096, 40), 1)
         .await
         .unwrap();
-    // Until the refresh, the cache still sees c1 empty: first_fit tries it and is declined.
+    // Until the refresh, the cache still sees c1 empty: first_fit tries it and is declined,
+    // however much real time passes.
     for _ in 0..2 {
         let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(body[0][0]["nova_object.data"]["service_host"], "c2");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    assert_eq!(app.stats("caching").await["declines"], 2);
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let before = app.stats("caching").await;
+    assert_eq!(before["declines"], 2);
+    // 59.9 s of the clock: still no refresh.
+    clock.advance_ms(59_900);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(app.stats("caching").await["queries"], before["queries"]);
+    // The 60th second: the refresh reads both hosts.
+    clock.advance_ms(100);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while app.stats("caching").await["queries"] == before["queries"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no refresh after 60 s of the clock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let (status, _) = app.place(flavor(1, 512, 1), 1, json!({})).await;
     assert_eq!(status, 200);
     let stats = app.stats("caching").await;
@@ -73,11 +93,10 @@ async fn caching_declines_a_host_filled_by_another_worker_until_the_next_refresh
         stats["declines"], 2,
         "after the refresh c1 is known to be full: {stats}"
     );
-    // The first snapshot was read before the hosts registered; every refresh since reads both.
-    let queries = stats["queries"].as_u64().unwrap();
-    assert!(
-        queries >= 2 && queries % 2 == 0,
-        "refreshes are counted: {stats}"
+    assert_eq!(
+        stats["queries"].as_u64().unwrap(),
+        before["queries"].as_u64().unwrap() + 2,
+        "a refresh reads every host once: {stats}"
     );
     assert_eq!(
         stats["claim_latency_ms"]["count"], 5,

@@ -1,7 +1,7 @@
 //! `spawn_app`: a Parasol service on port 0 with a fresh ledger, and request builders.
 
 use crate::support::{self, TestDb};
-use parasol::clock::SystemClock;
+use parasol::clock::{SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::startup::{AppState, Application};
 use serde_json::{json, Value};
@@ -35,8 +35,13 @@ pub async fn spawn_app(engine: &str) -> TestApp {
 }
 
 pub async fn spawn_with(settings: Settings, db: TestDb) -> TestApp {
+    spawn_with_clock(settings, db, Arc::new(SystemClock)).await
+}
+
+/// The same on a clock of the test's choosing (every scheduler interval sleeps on it).
+pub async fn spawn_with_clock(settings: Settings, db: TestDb, clock: SharedClock) -> TestApp {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    let app = Application::build_with(settings, listener, Arc::new(SystemClock))
+    let app = Application::build_with(settings, listener, clock)
         .await
         .expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
