@@ -157,7 +157,8 @@ pub struct AmqpSettings {
     pub durable_exchange: bool,
     /// Parasol's own durable notification queue.
     pub queue: String,
-    /// Parasol's durable dead-letter exchange and queue (same name) for poison messages.
+    /// Parasol's durable dead-letter exchange and queue (same name) for poison notifications
+    /// and RPC messages that cannot be answered.
     pub dead_letter: String,
     /// nova-compute's fanout exchange for the scheduler topic (oslo: `<topic>_fanout`).
     pub fanout_exchange: String,

@@ -9,6 +9,9 @@ mod support;
 mod helpers;
 
 use helpers::{flavor, request_spec, spawn_with, uuids, TestApp};
+use lapin::options::BasicGetOptions;
+use lapin::types::AMQPValue;
+use parasol::amqp::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::nova::encode_envelope;
 use parasol::rpc::{run_rpc_server, RpcClient, RpcCounters};
@@ -29,6 +32,11 @@ struct Rpc {
 
 /// A service on SQLite with the RPC server on its own exchange and topic, plus a client.
 async fn spawn_rpc(debug_delay_s: f64) -> Rpc {
+    spawn_rpc_with(|s| s.rpc.debug_delay_s = debug_delay_s).await
+}
+
+/// [`spawn_rpc`] with further settings applied last.
+async fn spawn_rpc_with(configure: impl FnOnce(&mut Settings)) -> Rpc {
     let db = support::sqlite_db();
     let id = uuid::Uuid::new_v4().simple().to_string();
     let mut s = Settings::default();
@@ -40,7 +48,7 @@ async fn spawn_rpc(debug_delay_s: f64) -> Rpc {
     s.rpc.enabled = true;
     s.rpc.topic = format!("scheduler_{id}");
     s.rpc.host = "rpc-test".into();
-    s.rpc.debug_delay_s = debug_delay_s;
+    configure(&mut s);
     let (exchange, topic) = (s.amqp.exchange.clone(), s.rpc.topic.clone());
     let app = spawn_with(s, db).await;
     let counters = Arc::new(RpcCounters::default());
@@ -216,7 +224,10 @@ async fn versions_beyond_4_5_are_unsupported_and_unknown_methods_are_no_such_met
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn malformed_messages_are_answered_or_dead_lettered_and_the_server_keeps_serving() {
-    let rpc = spawn_rpc(0.0).await;
+    // A dead-letter name of this test's own: the server must use `[amqp] dead_letter`.
+    let dead_letter = format!("parasol_test_{}.dead_letter", uuid::Uuid::new_v4().simple());
+    let name = dead_letter.clone();
+    let rpc = spawn_rpc_with(move |s| s.amqp.dead_letter = name).await;
     let c = &rpc.client;
     // No reply queue can be read: dead-lettered.
     c.publish(&rpc.topic, b"not json at all").await.unwrap();
@@ -262,6 +273,17 @@ async fn malformed_messages_are_answered_or_dead_lettered_and_the_server_keeps_s
         .await
         .unwrap();
     assert_eq!(dead.iter().filter(|d| d.source == "rpc").count(), 3);
+    let letters = take_dead_letters(&dead_letter, 3).await;
+    assert!(
+        letters
+            .iter()
+            .all(|(_, reason, key)| !reason.is_empty() && key == &rpc.topic),
+        "{letters:?}"
+    );
+    assert!(letters.iter().any(|(body, _, _)| body == "not json at all"));
+    assert!(letters
+        .iter()
+        .any(|(body, reason, _)| body.contains("frobnicate") && reason.contains("frobnicate")));
     let ping = c.call_message(
         "ping",
         json!({"arg": "still here"}),
@@ -352,4 +374,50 @@ async fn aggregate_casts_are_accepted_and_counted() {
     rpc.wait_count("delete_aggregate", 1).await;
     rpc.wait_count("update_aggregates", 1).await;
     assert_eq!(rpc.counters.get("dead_letter"), 0);
+}
+
+/// Takes `n` messages off the durable queue `queue` (body, reason and routing-key headers),
+/// checks nothing more is there, then deletes the queue and its exchange.
+async fn take_dead_letters(queue: &str, n: usize) -> Vec<(String, String, String)> {
+    let conn = lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ");
+    let ch = conn.create_channel().await.expect("channel");
+    let header = |h: &Option<lapin::types::FieldTable>, k: &str| match h
+        .as_ref()
+        .and_then(|h| h.inner().get(k).cloned())
+    {
+        Some(AMQPValue::LongString(s)) => s.to_string(),
+        other => format!("{other:?}"),
+    };
+    let mut out = Vec::new();
+    for _ in 0..500 {
+        if out.len() == n {
+            break;
+        }
+        let got = ch
+            .basic_get(queue, BasicGetOptions { no_ack: true })
+            .await
+            .expect("basic.get on the configured dead-letter queue");
+        let Some(msg) = got else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let headers = msg.delivery.properties.headers();
+        out.push((
+            String::from_utf8_lossy(&msg.delivery.data).into_owned(),
+            header(headers, REASON_HEADER),
+            header(headers, ROUTING_KEY_HEADER),
+        ));
+    }
+    assert_eq!(out.len(), n, "dead letters on {queue}: {out:?}");
+    let extra = ch
+        .basic_get(queue, BasicGetOptions { no_ack: true })
+        .await
+        .expect("basic.get");
+    assert!(extra.is_none(), "more than {n} dead letters on {queue}");
+    let _ = ch.queue_delete(queue, Default::default()).await;
+    let _ = ch.exchange_delete(queue, Default::default()).await;
+    let _ = conn.close(200, "test done").await;
+    out
 }

@@ -1,18 +1,176 @@
-//! The load driver: replays a workload against `POST /v1/select_destinations` with
-//! `concurrency` callers — open loop (Poisson arrivals, scaled), in batches, or closed loop —
-//! boots each placed instance on the chosen emulated host, and times every decision.
+//! The load driver: replays a workload through select_destinations — `POST
+//! /v1/select_destinations` or Nova's scheduler RPC on RabbitMQ — with `concurrency` callers
+//! — open loop (Poisson arrivals, scaled), in batches, or closed loop — boots each placed
+//! instance on the chosen emulated host, and times every decision.
 
 use crate::hosts::Fleet;
 use crate::wire;
 use crate::workload::{Dataset, Request};
+use anyhow::Context;
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
+use parasol::rpc::RpcClient;
 use parking_lot::Mutex;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
+
+/// How select_destinations is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// `POST /v1/select_destinations`.
+    Http,
+    /// Nova's scheduler RPC on RabbitMQ, as nova-conductor calls it: `select_destinations` at
+    /// version 4.5 with objects and alternates on the run's own topic (`--amqp-url`).
+    Rpc,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Http => "http",
+            Via::Rpc => "rpc",
+        }
+    }
+}
+
+/// Where one run's select_destinations calls go.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// The service's HTTP base URL.
+    Http { base: String },
+    /// The service's RPC server: broker, exchange (`[amqp] exchange`) and `[rpc] topic`.
+    Rpc {
+        amqp_url: String,
+        exchange: String,
+        topic: String,
+    },
+}
+
+/// Nova's scheduler RPC version with `return_objects` and `return_alternates`.
+const RPC_VERSION: &str = "4.5";
+/// Seconds a caller waits for an answer, on either path.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// `_timeout` of each RPC call (Nova sends `rpc_response_timeout`, 60 s): the server
+/// heartbeats every half of it while deciding.
+const CALL_MONITOR_TIMEOUT_S: u64 = 60;
+/// How long the RPC server may take to declare its queues and answer a ping.
+const RPC_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The connection the callers share.
+enum Caller {
+    Http {
+        client: reqwest::Client,
+        url: String,
+    },
+    Rpc {
+        client: Box<RpcClient>,
+        topic: String,
+    },
+}
+
+/// What one select_destinations call came back with.
+enum Outcome {
+    /// The reply: one list of Selections per instance.
+    Placed(Value),
+    NoValidHost,
+    Error,
+}
+
+impl Caller {
+    async fn connect(target: &Target, concurrency: usize) -> anyhow::Result<Caller> {
+        match target {
+            Target::Http { base } => Ok(Caller::Http {
+                client: reqwest::Client::builder()
+                    .pool_max_idle_per_host(concurrency)
+                    .timeout(CALL_TIMEOUT)
+                    .build()?,
+                url: format!("{base}/v1/select_destinations"),
+            }),
+            Target::Rpc {
+                amqp_url,
+                exchange,
+                topic,
+            } => {
+                let client = RpcClient::connect(amqp_url, exchange)
+                    .await
+                    .with_context(|| {
+                        format!("connecting the RPC client to RabbitMQ (exchange {exchange})")
+                    })?;
+                wait_until_serving(&client, topic).await?;
+                Ok(Caller::Rpc {
+                    client: Box::new(client),
+                    topic: topic.clone(),
+                })
+            }
+        }
+    }
+
+    /// One select_destinations call with the same RequestSpec body on either path.
+    async fn select(&self, body: Value) -> Outcome {
+        match self {
+            Caller::Http { client, url } => match client.post(url).json(&body).send().await {
+                Ok(r) if r.status().is_success() => r
+                    .json::<Value>()
+                    .await
+                    .map_or(Outcome::Error, Outcome::Placed),
+                Ok(r) if r.status().as_u16() == 409 => {
+                    let _ = r.bytes().await;
+                    Outcome::NoValidHost
+                }
+                _ => Outcome::Error,
+            },
+            Caller::Rpc { client, topic } => {
+                let m = client.call_message(
+                    "select_destinations",
+                    body,
+                    RPC_VERSION,
+                    None,
+                    Some(CALL_MONITOR_TIMEOUT_S),
+                );
+                match client.call_with(topic, &m, CALL_TIMEOUT).await {
+                    Ok(reply) => match &reply.failure {
+                        None => Outcome::Placed(reply.result),
+                        Some(f) if f["class"] == "NoValidHost" => Outcome::NoValidHost,
+                        Some(_) => Outcome::Error,
+                    },
+                    Err(_) => Outcome::Error,
+                }
+            }
+        }
+    }
+
+    /// Closes the broker connection (and with it the exclusive reply queue).
+    async fn close(&self) {
+        if let Caller::Rpc { client, .. } = self {
+            client.close().await;
+        }
+    }
+}
+
+/// Pings `topic` (oslo's base API) until the service has declared its queues and answers:
+/// a call published before the queue is bound would be dropped by the exchange.
+async fn wait_until_serving(client: &RpcClient, topic: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + RPC_READY_TIMEOUT;
+    while Instant::now() < deadline {
+        let ping = client.call_message("ping", json!({"arg": 0}), "1.0", Some("baseapi"), None);
+        if client
+            .call_with(topic, &ping, Duration::from_millis(300))
+            .await
+            .is_ok_and(|r| r.failure.is_none())
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!(
+        "the service's RPC server on topic {topic} did not answer a ping within {} s",
+        RPC_READY_TIMEOUT.as_secs()
+    )
+}
 
 /// How requests are released.
 #[derive(Clone, Debug)]
@@ -58,8 +216,7 @@ struct Tally {
 }
 
 struct Ctx {
-    client: reqwest::Client,
-    url: String,
+    caller: Caller,
     fleet: Arc<Fleet>,
     flavors: Vec<parasol::domain::Resources>,
     time_scale: f64,
@@ -68,22 +225,18 @@ struct Ctx {
     progress: ProgressBar,
 }
 
-/// Runs `requests` against the service at `base`; returns when every issued call answered.
+/// Runs `requests` against `target`; returns when every issued call answered.
 pub async fn drive(
-    base: &str,
+    target: &Target,
     ds: &Dataset,
     requests: &[Request],
     fleet: Arc<Fleet>,
     spec: &DriveSpec,
     progress: ProgressBar,
 ) -> anyhow::Result<DriverResult> {
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(spec.concurrency)
-        .timeout(Duration::from_secs(60))
-        .build()?;
+    let caller = Caller::connect(target, spec.concurrency).await?;
     let ctx = Arc::new(Ctx {
-        client,
-        url: format!("{base}/v1/select_destinations"),
+        caller,
         fleet,
         flavors: ds.flavors.clone(),
         time_scale: spec.time_scale,
@@ -119,6 +272,7 @@ pub async fn drive(
     }
     drop(sem.acquire_many(permits as u32).await?);
     let wall_s = start.elapsed().as_secs_f64();
+    ctx.caller.close().await;
     let h = ctx.latency.lock();
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     let t = &ctx.tally;
@@ -144,21 +298,18 @@ async fn call(ctx: &Ctx, req: &Request) {
     let uuid = req.uuid.to_string();
     let body = wire::select_body(&uuid, demand);
     let t0 = Instant::now();
-    let resp = ctx.client.post(&ctx.url).json(&body).send().await;
-    let outcome = match resp {
-        Ok(r) if r.status().is_success() => r.json::<Value>().await.ok(),
-        Ok(r) if r.status().as_u16() == 409 => {
-            let _ = r.bytes().await;
+    let outcome = ctx.caller.select(body).await;
+    record(ctx, t0);
+    let reply = match outcome {
+        Outcome::Placed(reply) => reply,
+        Outcome::NoValidHost => {
             ctx.tally.nvh.fetch_add(1, Ordering::Relaxed);
-            record(ctx, t0);
             return;
         }
-        _ => None,
-    };
-    record(ctx, t0);
-    let Some(reply) = outcome else {
-        ctx.tally.errors.fetch_add(1, Ordering::Relaxed);
-        return;
+        Outcome::Error => {
+            ctx.tally.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
     };
     ctx.tally.placed.fetch_add(1, Ordering::Relaxed);
     let lifetime = req

@@ -2,9 +2,10 @@
 //!
 //! Emulated compute hosts and a load driver that compare Parasol's backends side by side:
 //! each run starts a fresh `parasol serve`, registers N emulated hosts over RabbitMQ (or
-//! HTTP), replays one seeded dataset workload through `POST /v1/select_destinations`, boots
-//! every placed instance on its host, and reports decisions/s, latency percentiles, decline
-//! ratio, host reads per request and oversubscription violations.
+//! HTTP), replays one seeded dataset workload through `POST /v1/select_destinations` (or,
+//! with `--via rpc`, Nova's scheduler RPC on RabbitMQ), boots every placed instance on its
+//! host, and reports decisions/s, latency percentiles, decline ratio, host reads per request
+//! and oversubscription violations.
 //!
 //! # Layout
 //! - `workload`: datasets mapped exactly to integers; seeded arrivals and lifetimes.
@@ -26,6 +27,7 @@ mod wire;
 mod workload;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use driver::Via;
 use notify::NotifyVia;
 use plan::{Plan, Variant};
 use std::path::PathBuf;
@@ -63,14 +65,6 @@ enum ScenarioName {
     ApsrVsParallelFilter,
 }
 
-/// How select_destinations is called.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Via {
-    Http,
-    /// Nova RPC on RabbitMQ: needs `parasol::rpc::client`, not merged yet.
-    Rpc,
-}
-
 #[derive(Args, Clone)]
 struct Common {
     #[arg(long, default_value_t = 1)]
@@ -80,8 +74,11 @@ struct Common {
     time_scale: Option<f64>,
     #[arg(long, value_enum, default_value = "amqp")]
     notify: NotifyVia,
+    /// How select_destinations is called: HTTP, or Nova's scheduler RPC (4.5) on the broker
+    /// of --amqp-url.
     #[arg(long, value_enum, default_value = "http")]
     via: Via,
+    /// RabbitMQ for `--notify amqp` and `--via rpc`.
     #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
     amqp_url: String,
     /// The `parasol` binary (default: next to this one).
@@ -165,10 +162,6 @@ async fn main() -> anyhow::Result<()> {
             (plan, common)
         }
     };
-    anyhow::ensure!(
-        common.via == Via::Http,
-        "--via rpc needs parasol::rpc::client, which is not merged into main yet"
-    );
     let run_id = common.run.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -179,6 +172,7 @@ async fn main() -> anyhow::Result<()> {
         parasol: service::find_parasol(common.parasol.as_deref())?,
         out_dir: run::out_dir(&common.out, &run_id)?,
         notify: common.notify,
+        via: common.via,
         amqp_url: common.amqp_url.clone(),
         run_id: run_id.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
         heartbeat: Duration::from_secs_f64(common.heartbeat_s.max(0.1)),

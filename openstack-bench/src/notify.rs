@@ -136,11 +136,13 @@ impl Notifier {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Deletes the bench's queue and exchange once its service is gone.
-    pub async fn cleanup_amqp(url: &str, queue: &str, exchange: &str) -> anyhow::Result<()> {
+    /// Deletes the bench's queues and exchange once its service is gone.
+    pub async fn cleanup_amqp(url: &str, queues: &[String], exchange: &str) -> anyhow::Result<()> {
         let conn = Connection::connect(url, ConnectionProperties::default()).await?;
         let ch = conn.create_channel().await?;
-        ch.queue_delete(queue, Default::default()).await?;
+        for queue in queues {
+            ch.queue_delete(queue, Default::default()).await?;
+        }
         ch.exchange_delete(exchange, Default::default()).await?;
         conn.close(0, "bench done").await?;
         Ok(())

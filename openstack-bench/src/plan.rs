@@ -83,7 +83,7 @@ impl Plan {
                 format!("{} s", d.max_duration.as_secs()),
             ),
             ("notifications", format!("{:?}", env.notify).to_lowercase()),
-            ("select_destinations via", "http".into()),
+            ("select_destinations via", env.via.as_str().into()),
             ("seed", self.seed.to_string()),
             (
                 "host capacity",

@@ -2,7 +2,7 @@
 //! workload, then the service's own counters, and the checks (no oversubscription, every
 //! request answered, the ledger agreeing with the hosts' books).
 
-use crate::driver::{self, DriveSpec, DriverResult, ParamSample};
+use crate::driver::{self, DriveSpec, DriverResult, ParamSample, Target, Via};
 use crate::hosts::Fleet;
 use crate::notify::{Notifier, NotifyVia};
 use crate::service::{Service, ServiceConfig};
@@ -21,6 +21,8 @@ pub struct Env {
     pub parasol: PathBuf,
     pub out_dir: PathBuf,
     pub notify: NotifyVia,
+    /// How select_destinations is called.
+    pub via: Via,
     pub amqp_url: String,
     pub run_id: String,
     pub heartbeat: Duration,
@@ -97,8 +99,13 @@ pub async fn run_one(
     let client = reqwest::Client::new();
     // Hosts register with a first service; the measured one then starts on the registered
     // ledger, as a scheduler does in production (caching, asc and apsr read the host list at
-    // start and would otherwise see no host until their first refresh or round).
-    let first = Service::start(&env.parasol, &cfg, &dir).await?;
+    // start and would otherwise see no host until their first refresh or round). Only the
+    // measured one serves RPC.
+    let first_cfg = ServiceConfig {
+        rpc_topic: None,
+        ..cfg.clone()
+    };
+    let first = Service::start(&env.parasol, &first_cfg, &dir).await?;
     let notifier = match env.notify {
         NotifyVia::Amqp => Notifier::amqp(&env.amqp_url, &cfg.exchange, &cfg.queue).await?,
         NotifyVia::Http => Notifier::http(client.clone(), &first.base),
@@ -126,7 +133,17 @@ pub async fn run_one(
         stop_rx,
     ));
     progress.set_message(format!("{label} n={hosts}"));
-    let result = driver::drive(&service.base, ds, requests, fleet.clone(), spec, progress).await?;
+    let target = match &cfg.rpc_topic {
+        Some(topic) => Target::Rpc {
+            amqp_url: cfg.amqp_url.clone(),
+            exchange: cfg.exchange.clone(),
+            topic: topic.clone(),
+        },
+        None => Target::Http {
+            base: service.base.clone(),
+        },
+    };
+    let result = driver::drive(&target, ds, requests, fleet.clone(), spec, progress).await?;
     let _ = stop_tx.send(());
     let params = sampler.await.unwrap_or_default();
     // Let in-flight boots reach the hosts, then stop the fleet and drain the notifications.
@@ -147,9 +164,10 @@ pub async fn run_one(
     let mismatch = mismatches(&ledger, &books);
     let service_stats = stats["backends"][&cfg.backend].clone();
     drop(service);
-    if env.notify == NotifyVia::Amqp {
-        if let Err(e) = Notifier::cleanup_amqp(&env.amqp_url, &cfg.queue, &cfg.exchange).await {
-            eprintln!("warning: could not delete {}: {e}", cfg.queue);
+    if !cfg.amqp_url.is_empty() {
+        let queues = cfg.broker_queues();
+        if let Err(e) = Notifier::cleanup_amqp(&cfg.amqp_url, &queues, &cfg.exchange).await {
+            eprintln!("warning: could not delete {}: {e}", queues.join(", "));
         }
     }
     let s = |k: &str| service_stats[k].as_u64().unwrap_or(u64::MAX);
@@ -197,9 +215,21 @@ fn mismatches(ledger: &Value, books: &[parasol::domain::Resources]) -> usize {
         .count()
 }
 
-/// A fresh service configuration for `backend` in this comparison.
+/// A fresh service configuration for `backend` in this comparison: its own notification
+/// queue and, with `--via rpc`, its own RPC topic, so no run consumes another's messages.
 pub fn config(env: &Env, backend: &str, label: &str, hosts: usize) -> ServiceConfig {
-    let amqp = env.notify == NotifyVia::Amqp;
+    let amqp = env.notify == NotifyVia::Amqp || env.via == Via::Rpc;
+    // A topic exchange reads `*` and `#` in binding keys as wildcards: keep labels plain.
+    let plain: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     ServiceConfig {
         backend: backend.to_string(),
         workers: 4,
@@ -217,6 +247,8 @@ pub fn config(env: &Env, backend: &str, label: &str, hosts: usize) -> ServiceCon
         },
         exchange: format!("parasol_bench_{}", env.run_id),
         queue: format!("parasol.bench.{}.{label}.{hosts}", env.run_id),
+        rpc_topic: (env.via == Via::Rpc)
+            .then(|| format!("scheduler.bench.{}.{plain}.{hosts}", env.run_id)),
     }
 }
 

@@ -1,5 +1,6 @@
 //! A fresh `parasol serve` per run: a generated configuration (every interval divided by the
-//! time scale), a fresh SQLite ledger in the run's folder, a free port, logs to a file.
+//! time scale; with `--via rpc` Nova's scheduler RPC on the run's own topic), a fresh SQLite
+//! ledger in the run's folder, a free port, logs to a file.
 
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
@@ -19,13 +20,29 @@ pub struct ServiceConfig {
     pub asc_min_interval_s: f64,
     pub apsr_epsilon: f64,
     pub apsr_round_interval_s: f64,
-    /// Empty = no broker (HTTP notifications).
+    /// Empty = no broker (HTTP notifications and HTTP select_destinations).
     pub amqp_url: String,
     pub exchange: String,
     pub queue: String,
+    /// `[rpc] topic` when the service serves Nova's scheduler RPC (`--via rpc`), else off.
+    pub rpc_topic: Option<String>,
 }
 
+/// `[rpc] host` of the bench's services: the server also consumes `<topic>.<host>`.
+pub const RPC_HOST: &str = "openstack-bench";
+
 impl ServiceConfig {
+    /// The queues the service declares on the broker and leaves there when it stops: its
+    /// notification queue and, serving RPC, `<topic>` and `<topic>.<host>`.
+    pub fn broker_queues(&self) -> Vec<String> {
+        let mut queues = vec![self.queue.clone()];
+        if let Some(topic) = &self.rpc_topic {
+            queues.push(topic.clone());
+            queues.push(format!("{topic}.{RPC_HOST}"));
+        }
+        queues
+    }
+
     /// The TOML the service reads.
     pub fn to_toml(&self, port: u16, data_dir: &Path) -> String {
         let ts = self.time_scale;
@@ -53,6 +70,10 @@ round_interval_s = {round}
 url = "{amqp}"
 exchange = "{exchange}"
 queue = "{queue}"
+[rpc]
+enabled = {rpc}
+host = "{rpc_host}"
+topic = "{topic}"
 "#,
             data = data_dir.display(),
             backend = self.backend,
@@ -66,6 +87,9 @@ queue = "{queue}"
             amqp = self.amqp_url,
             exchange = self.exchange,
             queue = self.queue,
+            rpc = self.rpc_topic.is_some(),
+            rpc_host = RPC_HOST,
+            topic = self.rpc_topic.as_deref().unwrap_or("scheduler"),
         )
     }
 }

@@ -1,5 +1,6 @@
 //! A small `compare` (50 hosts, 500 requests, all four backends, time compressed) through
-//! the real binaries and RabbitMQ, checking the report's invariants.
+//! the real binaries and RabbitMQ, checking the report's invariants; and a smaller one with
+//! select_destinations over Nova's scheduler RPC (`--via rpc`).
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -66,30 +67,96 @@ fn a_small_compare_keeps_every_invariant_and_apsr_reads_fewer_hosts() {
     assert_eq!(results["invariants_hold"], true);
     let runs = results["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), 4);
+    assert_eq!(results["scenario"]["select_destinations via"], "http");
     let mut reads = std::collections::HashMap::new();
     for r in runs {
-        let backend = r["backend"].as_str().unwrap().to_string();
-        let s = &r["service"];
-        assert_eq!(r["violations"], 0, "{backend}: oversubscription");
-        assert_eq!(
-            r["driver"]["issued"], 500,
-            "{backend}: not every request was sent"
+        let backend = check_run(r, 500);
+        reads.insert(
+            backend,
+            r["service"]["queries_per_request"].as_f64().unwrap(),
         );
-        assert_eq!(
-            s["placed"].as_u64().unwrap() + s["no_valid_host"].as_u64().unwrap(),
-            s["requests"].as_u64().unwrap(),
-            "{backend}: placed + no_valid_host != requests"
-        );
-        assert_eq!(s["requests"], 500, "{backend}");
-        assert_eq!(
-            r["ledger_mismatch_hosts"], 0,
-            "{backend}: ledger differs from the hosts' books"
-        );
-        reads.insert(backend, s["queries_per_request"].as_f64().unwrap());
     }
     assert!(
         reads["apsr"] < reads["filter"],
         "host reads per request: {reads:?}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The invariants of one run of `requests` requests; returns its backend.
+fn check_run(r: &Value, requests: u64) -> String {
+    let backend = r["backend"].as_str().unwrap().to_string();
+    let s = &r["service"];
+    assert_eq!(r["violations"], 0, "{backend}: oversubscription");
+    assert_eq!(
+        r["driver"]["issued"], requests,
+        "{backend}: not every request was sent"
+    );
+    assert_eq!(r["driver"]["errors"], 0, "{backend}: failed calls");
+    assert_eq!(
+        r["driver"]["placed"].as_u64().unwrap() + r["driver"]["no_valid_host"].as_u64().unwrap(),
+        requests,
+        "{backend}: the driver's placed + no_valid_host != requests"
+    );
+    assert_eq!(
+        s["placed"].as_u64().unwrap() + s["no_valid_host"].as_u64().unwrap(),
+        s["requests"].as_u64().unwrap(),
+        "{backend}: placed + no_valid_host != requests"
+    );
+    assert_eq!(s["requests"], requests, "{backend}");
+    assert_eq!(
+        r["ledger_mismatch_hosts"], 0,
+        "{backend}: ledger differs from the hosts' books"
+    );
+    backend
+}
+
+#[test]
+fn a_small_compare_over_nova_rpc_keeps_every_invariant() {
+    let out = std::env::temp_dir().join(format!("bench-compare-rpc-{}", uuid::Uuid::new_v4()));
+    // Its own run name: the run id names the bench exchange, which each run deletes at its end.
+    let status = Command::new(env!("CARGO_BIN_EXE_openstack-bench"))
+        .args(["compare", "--via", "rpc", "--backends", "filter,apsr"])
+        .args(["--hosts", "20", "--requests", "100", "--rate", "100"])
+        .args([
+            "--lifetime",
+            "20",
+            "--time-scale",
+            "10",
+            "--concurrency",
+            "8",
+        ])
+        .args(["--seed", "1", "--run", "ci-rpc"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--parasol")
+        .arg(parasol_binary())
+        .status()
+        .expect("run openstack-bench");
+    assert!(status.success(), "openstack-bench compare --via rpc failed");
+    let dir = out.join("ci-rpc");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["invariants_hold"], true);
+    assert_eq!(results["scenario"]["select_destinations via"], "rpc");
+    let runs = results["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        let backend = check_run(r, 100);
+        assert!(
+            r["config"]["rpc_topic"].is_string(),
+            "{backend}: the service was not configured to serve RPC"
+        );
+        let driver = &r["driver"];
+        assert!(
+            driver["placed"].as_u64().unwrap() > 0,
+            "{backend}: nothing placed over RPC: {driver}"
+        );
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("**select_destinations via**: rpc"),
+        "{report}"
     );
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -50,9 +50,10 @@ struct Waiters {
     stray: AtomicU64,
 }
 
-/// One connection with its reply queue; clone-free, share it behind an `Arc`.
+/// One connection with its reply queue; clone-free, share it behind an `Arc`. Call
+/// [`RpcClient::close`] when done: the reply consumer keeps the connection open otherwise.
 pub struct RpcClient {
-    _conn: Connection,
+    conn: Connection,
     ch: Channel,
     exchange: String,
     reply_q: String,
@@ -107,7 +108,7 @@ impl RpcClient {
             }
         });
         Ok(RpcClient {
-            _conn: conn,
+            conn,
             ch,
             exchange: exchange.to_string(),
             reply_q,
@@ -219,6 +220,12 @@ impl RpcClient {
             )
             .await?;
         Ok(())
+    }
+
+    /// Closes the connection and with it the exclusive reply queue; calls still waiting then
+    /// time out. Errors are ignored (the broker may already be gone).
+    pub async fn close(&self) {
+        let _ = self.conn.close(200, "rpc client done").await;
     }
 
     /// This client's reply queue.

@@ -3,12 +3,12 @@
 //! `_unique_id` are dropped, and every call runs in its own task (at most `[amqp] prefetch` at
 //! once) that heartbeats every `⌊_timeout⌋/2` s until it replies on the default exchange.
 //! A message that cannot be served is answered with a failure when it names a reply queue,
-//! else dead-lettered: the loop itself never fails on input.
+//! else dead-lettered to `[amqp] dead_letter`: the loop itself never fails on input.
 
 use super::dispatch::{route, Action};
 use super::topology::declare_rpc_topology;
 use super::{Dedup, RpcCounters};
-use crate::amqp::topology::DEAD_LETTER;
+use crate::amqp::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
 use crate::amqp::{connect, Backoff};
 use crate::notifications::apply;
 use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
@@ -103,6 +103,8 @@ async fn session(
         .await?;
     let queues = declare_rpc_topology(&ch, &settings.amqp, &settings.rpc).await?;
     let replies = conn.create_channel().await?;
+    // The name this session declared; a SIGHUP that renames it takes effect at reconnection.
+    let dead_letter: Arc<str> = settings.amqp.dead_letter.as_str().into();
     let tag = format!("parasol-rpc-{}", uuid::Uuid::new_v4().simple());
     let mut streams = Vec::new();
     for (i, q) in queues.iter().enumerate() {
@@ -139,8 +141,9 @@ async fn session(
                     let server = server.clone();
                     let replies = replies.clone();
                     let routing_key = delivery.routing_key.as_str().to_string();
+                    let dead_letter = dead_letter.clone();
                     tokio::spawn(async move {
-                        handle(&server, &replies, &delivery.data, &routing_key).await;
+                        handle(&server, &replies, &delivery.data, &routing_key, &dead_letter).await;
                         drop(permit);
                     });
                 }
@@ -151,11 +154,17 @@ async fn session(
     }
 }
 
-/// Serves one message; every error ends as a failure reply, a dead letter or a log line.
-async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str) {
+/// Serves one message; every error ends as a failure reply, a dead letter (on the exchange
+/// `dead_letter`) or a log line.
+async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, dead_letter: &str) {
+    let dl = DeadLetter {
+        exchange: dead_letter,
+        body,
+        routing_key,
+    };
     let msg = match RpcMessage::decode(body) {
         Ok(msg) => msg,
-        Err(e) => return malformed(server, ch, body, routing_key, &e.to_string()).await,
+        Err(e) => return malformed(server, ch, dl, &e.to_string()).await,
     };
     if let Some(id) = &msg.unique_id {
         if !server.dedup.lock().first_time(id) {
@@ -184,16 +193,16 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str) {
         }
         (Err((_, reason)), _, _) => {
             let reason = format!("{} {}: {reason}", msg.method, msg.version_string());
-            dead_letter(server, ch, body, routing_key, &reason).await
+            send_dead_letter(server, ch, dl, &reason).await
         }
     }
 }
 
 /// A message whose envelope or fields could not be decoded: answered when the reply queue and
 /// message id can still be read, else dead-lettered.
-async fn malformed(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, reason: &str) {
+async fn malformed(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &str) {
     server.counters.count("malformed");
-    let inner = decode_envelope(body).ok();
+    let inner = decode_envelope(dl.body).ok();
     let field = |k: &str| {
         inner
             .as_ref()
@@ -207,7 +216,7 @@ async fn malformed(server: &Server, ch: &Channel, body: &[u8], routing_key: &str
             let failure = oslo_failure("ValueError", "builtins", reason);
             send(server, ch, &q, &Reply::failure(&id, failure)).await
         }
-        _ => dead_letter(server, ch, body, routing_key, reason).await,
+        _ => send_dead_letter(server, ch, dl, reason).await,
     }
 }
 
@@ -319,24 +328,39 @@ async fn send(server: &Server, ch: &Channel, reply_q: &str, reply: &Reply) {
     }
 }
 
-/// Puts an unanswerable message on `parasol.dead_letter` with its reason, and in the ledger.
-async fn dead_letter(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, reason: &str) {
+/// An unanswerable message and where it goes.
+#[derive(Clone, Copy)]
+struct DeadLetter<'a> {
+    /// `[amqp] dead_letter` as this session declared it (exchange and queue of that name).
+    exchange: &'a str,
+    body: &'a [u8],
+    routing_key: &'a str,
+}
+
+/// Puts an unanswerable message on the `[amqp] dead_letter` exchange with its reason and
+/// routing key (the headers the notification consumer writes), and in the ledger.
+async fn send_dead_letter(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &str) {
+    let DeadLetter {
+        exchange,
+        body,
+        routing_key,
+    } = dl;
     server.counters.count("dead_letter");
     tracing::warn!(%reason, %routing_key, "RPC message dead-lettered");
     let mut headers = FieldTable::default();
     headers.insert(
-        "x-parasol-reason".into(),
+        REASON_HEADER.into(),
         AMQPValue::LongString(LongString::from(reason.to_string())),
     );
     headers.insert(
-        "x-parasol-routing-key".into(),
+        ROUTING_KEY_HEADER.into(),
         AMQPValue::LongString(LongString::from(routing_key.to_string())),
     );
     let props = BasicProperties::default()
         .with_headers(headers)
         .with_delivery_mode(2);
     if let Err(e) = ch
-        .basic_publish(DEAD_LETTER, "", BasicPublishOptions::default(), body, props)
+        .basic_publish(exchange, "", BasicPublishOptions::default(), body, props)
         .await
     {
         tracing::warn!(error = %e, "dead letter not published");

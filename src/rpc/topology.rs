@@ -2,11 +2,11 @@
 //! can share a broker: the topic exchange (durable only with `amqp_durable_queues`), queue
 //! `<topic>` shared by every scheduler process (round-robin) and `<topic>.<host>`.
 
-use crate::amqp::topology::{declare_nova_exchange, DEAD_LETTER};
+use crate::amqp::topology::{declare_dead_letter, declare_nova_exchange};
 use crate::configuration::{AmqpSettings, RpcSettings};
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
-use lapin::{Channel, ExchangeKind};
+use lapin::Channel;
 
 /// The server-specific queue, `<topic>.<host>`.
 pub fn server_queue(rpc: &RpcSettings) -> String {
@@ -14,7 +14,7 @@ pub fn server_queue(rpc: &RpcSettings) -> String {
 }
 
 /// Declares the exchange, both queues (bound with their own names as routing keys) and the
-/// dead-letter queue; returns the queue names to consume.
+/// `[amqp] dead_letter` exchange and queue; returns the queue names to consume.
 pub async fn declare_rpc_topology(
     ch: &Channel,
     amqp: &AmqpSettings,
@@ -37,30 +37,8 @@ pub async fn declare_rpc_topology(
         )
         .await?;
     }
-    // The same declarations as the notification consumer's, so either may come first.
-    ch.exchange_declare(
-        DEAD_LETTER,
-        ExchangeKind::Fanout,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await?;
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    ch.queue_declare(DEAD_LETTER, durable, FieldTable::default())
-        .await?;
-    ch.queue_bind(
-        DEAD_LETTER,
-        DEAD_LETTER,
-        "",
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
+    // The notification consumer's own declaration of `[amqp] dead_letter`, so either may
+    // come first and both dead-letter to the same place.
+    declare_dead_letter(ch, amqp).await?;
     Ok(queues)
 }
