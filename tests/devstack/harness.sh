@@ -32,8 +32,13 @@ KEYSTONE_SERVICE_URI=http://10.0.0.5/identity
 ENABLED_SERVICES=key,n-api,n-cond,n-sch,n-cpu,placement-api,rabbit
 mkdir -p "$DEST" "$DATA_DIR" "$HOME" "$SYSTEMD_DIR" "$SANDBOX/etc/nova" "$SANDBOX/bin"
 printf '[DEFAULT]\ndebug = True\n' | tee "$NOVA_CONF" >"$NOVA_CPU_CONF"
-# `enable_plugin parasol <repo>` clones into $DEST/parasol; the binary goes to a sandbox bin.
-ln -s "$REPO" "$DEST/parasol"
+# `enable_plugin parasol <repo>` clones into $DEST/parasol: link the repo's files there but
+# give the clone its own target/, so the stubbed build never overwrites the repo's
+# target/release/parasol. The binary goes to a sandbox bin.
+mkdir -p "$DEST/parasol/target"
+for entry in "$REPO"/*; do
+    [[ $(basename "$entry") == target ]] || ln -s "$entry" "$DEST/parasol/"
+done
 PARASOL_CONF_DIR=$SANDBOX/etc/parasol
 PARASOL_BIN_DIR=$SANDBOX/bin
 # No cargo on PATH: the install phase must fetch rustup.
@@ -59,6 +64,7 @@ phase stack install
 check "rustup installed when cargo is missing" grep -q '^curl .*https://sh.rustup.rs' "$CALLS"
 check "cargo builds the release binary" grep -q -- '^cargo build --release --locked' "$CALLS"
 check "the binary is installed" test -x "$PARASOL_BIN_DIR/parasol"
+check "the build stays in the sandbox" test -x "$DEST/parasol/target/release/parasol" -a ! -L "$DEST/parasol/target"
 
 phase stack post-config
 check "parasol.toml written" test -f "$PARASOL_CONF"
