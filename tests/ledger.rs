@@ -253,3 +253,21 @@ on_both_engines!(
     a_claim_its_caller_abandons_is_applied_whole_or_not_at_all,
     super::a_claim_its_caller_abandons_is_applied_whole_or_not_at_all
 );
+
+#[tokio::test]
+async fn a_sqlite_ledger_creates_its_folder_or_names_the_file_it_cannot_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("a/b/parasol.db");
+    let ledger = parasol::ledger::Ledger::connect(&format!("sqlite://{}", nested.display()), 2)
+        .await
+        .expect("the missing folders are created");
+    ledger.migrate().await.unwrap();
+    assert!(nested.is_file());
+    // A folder that cannot be created (its parent is a file) is named in the error.
+    let blocked = nested.join("x.db");
+    let err = parasol::ledger::Ledger::connect(&format!("sqlite://{}", blocked.display()), 2)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&nested.display().to_string()), "{err}");
+}

@@ -125,10 +125,25 @@ impl Ledger {
                 // 32 MiB of page cache a connection instead of 2: the writer keeps every page of
                 // a 10,000-host ledger, so a claim or a sample never waits for a page.
                 .pragma("cache_size", "-32768");
+            // The file is created on first use, and so is its folder.
+            let file = opts.get_filename().to_path_buf();
+            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    LedgerError::Invalid(format!(
+                        "cannot create the folder {} of the SQLite ledger: {e}",
+                        dir.display()
+                    ))
+                })?;
+            }
             // A local file does not go stale: skip sqlx's ping before every acquire, which
             // would cost a round trip per claim.
             let write = Writer(Arc::new(tokio::sync::Mutex::new(
-                SqliteConnection::connect_with(&opts).await?,
+                SqliteConnection::connect_with(&opts).await.map_err(|e| {
+                    LedgerError::Invalid(format!(
+                        "cannot open the SQLite ledger {}: {e}",
+                        file.display()
+                    ))
+                })?,
             )));
             let read = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
