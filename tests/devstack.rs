@@ -1,5 +1,7 @@
 //! The DevStack plugin and the packaging in `etc/`: shellcheck, the phase harness
-//! (`tests/devstack/harness.sh`) and the commands the operator docs give.
+//! (`tests/devstack/harness.sh`), and the operator docs' commands run verbatim in a sandbox
+//! (`tests/devstack/docs.sh`): every ```sh block of README.md's "Replacing nova-scheduler" and
+//! of devstack/README.md.
 
 use std::path::Path;
 use std::process::Command;
@@ -42,6 +44,17 @@ fn plugin_and_harness_pass_shellcheck() {
         "devstack/settings",
         "tests/devstack/harness.sh",
         "tests/devstack/stubs.sh",
+        "tests/devstack/docs.sh",
+        "tests/devstack/sbin/cargo",
+        "tests/devstack/sbin/journalctl",
+        "tests/devstack/sbin/sudo",
+        "tests/devstack/sbin/sudoedit",
+        "tests/devstack/sbin/systemctl",
+        "tests/devstack/fake-devstack/functions",
+        "tests/devstack/fake-devstack/lib/rabbit",
+        "tests/devstack/fake-devstack/stack.sh",
+        "tests/devstack/fake-devstack/unstack.sh",
+        "tests/devstack/fake-devstack/clean.sh",
     ]));
 }
 
@@ -111,4 +124,200 @@ fn the_systemd_unit_checks_the_config_logs_to_journald_and_reloads_with_sighup()
             "systemd-analyze found problems in the unit:\n{text}"
         );
     }
+}
+
+/// The operator docs whose commands `tests/devstack/docs.sh` runs: `(file, scenario, text)`.
+fn operator_docs() -> Vec<(&'static str, &'static str, String)> {
+    let read = |file: &str| std::fs::read_to_string(Path::new(REPO).join(file)).expect(file);
+    let readme = read("README.md");
+    let start = readme
+        .find("\n## Replacing nova-scheduler\n")
+        .expect("README.md has a section \"## Replacing nova-scheduler\"");
+    let end = readme[start + 1..]
+        .find("\n## ")
+        .map_or(readme.len(), |n| start + 1 + n);
+    vec![
+        ("README.md", "cloud", readme[start..end].to_string()),
+        ("devstack/README.md", "devstack", read("devstack/README.md")),
+    ]
+}
+
+/// The ```sh blocks of a doc as `(name, commands)`: each must follow a line
+/// `<!-- docs-test: NAME -->` naming the step of docs.sh that runs it.
+fn tagged_blocks(file: &str, text: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut previous = "";
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim();
+        if let Some(info) = trimmed.strip_prefix("```") {
+            assert_eq!(
+                info, "sh",
+                "{file}: a code block opens with {trimmed:?}: operator commands go in ```sh \
+                 blocks, which tests/devstack/docs.sh runs"
+            );
+            let name = previous
+                .strip_prefix("<!-- docs-test: ")
+                .and_then(|rest| rest.strip_suffix(" -->"))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{file}: the ```sh block after {previous:?} has no \
+                         `<!-- docs-test: NAME -->` line: add one and run it in \
+                         tests/devstack/docs.sh"
+                    )
+                });
+            let body: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| l.trim() != "```")
+                .map(str::trim)
+                .collect();
+            blocks.push((name.to_string(), body.join("\n")));
+        }
+        if !trimmed.is_empty() {
+            previous = trimmed;
+        }
+    }
+    blocks
+}
+
+/// Inline `code` outside the blocks that reads as a command an operator would run.
+fn inline_commands(text: &str) -> Vec<String> {
+    const COMMANDS: [&str; 14] = [
+        "sudo",
+        "sudoedit",
+        "parasol",
+        "curl",
+        "systemctl",
+        "journalctl",
+        "cargo",
+        "kill",
+        "install",
+        "useradd",
+        "cp",
+        "sed",
+        "git",
+        "cd",
+    ];
+    let mut found = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            continue;
+        }
+        for span in line.split('`').skip(1).step_by(2) {
+            let first = span.split_whitespace().next().unwrap_or("");
+            // The tests' own commands (the docs' "Tests" paragraphs) are not operator steps.
+            let test_command = span.starts_with("cargo test") || span.contains("tests/devstack/");
+            if (COMMANDS.contains(&first) || first.starts_with("./")) && !test_command {
+                found.push(span.to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_command_of_the_operator_docs_is_in_a_tagged_block() {
+    let docs = operator_docs();
+    let mut names = std::collections::HashSet::new();
+    let mut all_blocks = String::new();
+    for (file, _, text) in &docs {
+        let blocks = tagged_blocks(file, text);
+        assert!(!blocks.is_empty(), "{file}: no ```sh block found");
+        for (name, body) in blocks {
+            assert!(
+                names.insert(name.clone()),
+                "{file}: two blocks named {name}"
+            );
+            assert!(!body.trim().is_empty(), "{file}: block {name} is empty");
+            all_blocks.push_str(&body);
+            all_blocks.push('\n');
+        }
+    }
+    for (file, _, text) in &docs {
+        for command in inline_commands(text) {
+            assert!(
+                all_blocks.contains(&command),
+                "{file}: `{command}` is a command outside any ```sh block, so no test runs \
+                 it: put it in a tagged block that tests/devstack/docs.sh runs"
+            );
+        }
+    }
+}
+
+/// Files the docs' commands would change on a real host: the sandbox must leave them as found.
+fn host_state() -> Vec<(&'static str, Option<Vec<u8>>)> {
+    [
+        "/etc/passwd",
+        "/etc/group",
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/usr/local/bin/parasol",
+        "/usr/local/sbin/systemctl",
+        "/usr/local/sbin/sudo",
+        "/etc/systemd/system/parasol.service",
+        "/etc/systemd/system/devstack@parasol.service",
+        "/etc/systemd/system/nova-scheduler.service",
+        "/etc/parasol/parasol.toml",
+        "/etc/nova/nova.conf",
+        "/var/lib/parasol",
+        "/opt/stack",
+        "/root/parasol",
+    ]
+    .into_iter()
+    .map(|path| {
+        let meta = std::fs::metadata(path).ok();
+        let content = meta.map(|m| {
+            if m.is_dir() {
+                b"<dir>".to_vec()
+            } else {
+                std::fs::read(path).unwrap_or_default()
+            }
+        });
+        (path, content)
+    })
+    .collect()
+}
+
+/// Runs `docs.sh SCENARIO` and checks that it ran every block of the scenario's doc and left
+/// the host as it found it.
+fn run_docs_scenario(scenario: &str) {
+    let (file, _, text) = operator_docs()
+        .into_iter()
+        .find(|(_, s, _)| *s == scenario)
+        .expect("scenario");
+    let before = host_state();
+    let out = run(Command::new("bash")
+        .arg(Path::new(REPO).join("tests/devstack/docs.sh"))
+        .arg(scenario)
+        .arg(PARASOL));
+    assert!(
+        out.contains(&format!("docs sandbox: {scenario} ok")),
+        "{out}"
+    );
+    assert!(!out.contains("FAIL"), "{out}");
+    for (name, _) in tagged_blocks(file, &text) {
+        let ran = format!("ran block {name} in ");
+        assert!(
+            out.lines().any(|l| l.starts_with(&ran)),
+            "{file}: block {name} was not run by tests/devstack/docs.sh {scenario}:\n{out}"
+        );
+    }
+    for ((path, was), (_, is)) in before.iter().zip(host_state()) {
+        assert!(*was == is, "the docs sandbox changed {path} on the host");
+    }
+}
+
+#[test]
+fn the_readme_commands_replace_nova_scheduler_on_an_existing_cloud() {
+    run_docs_scenario("cloud");
+}
+
+#[test]
+fn the_devstack_readme_commands_stack_check_switch_and_clean() {
+    run_docs_scenario("devstack");
 }
