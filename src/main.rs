@@ -4,11 +4,12 @@ use anyhow::Context;
 use clap::Parser;
 use parasol::cli::{ApsrCommand, Cli, Command, ConfigCommand};
 use parasol::configuration::Settings;
+use std::io::IsTerminal;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    parasol::telemetry::init("info", std::io::stderr);
+    parasol::telemetry::init("info", std::io::stderr, std::io::stderr().is_terminal());
     match cli.command {
         Command::Serve => {
             let settings = load(&cli)?;

@@ -3,8 +3,9 @@
 use tracing_subscriber::{fmt::MakeWriter, EnvFilter};
 
 /// Installs a global subscriber writing to `sink`, filtered by `RUST_LOG` (default `level`).
-/// A second call (tests) is a no-op.
-pub fn init<W>(level: &str, sink: W)
+/// Colours only when `colour` (a terminal); a journal or a file gets plain text. A second call
+/// (tests) is a no-op.
+pub fn init<W>(level: &str, sink: W, colour: bool)
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
@@ -13,5 +14,6 @@ where
         .with_env_filter(filter)
         .with_writer(sink)
         .with_target(false)
+        .with_ansi(colour)
         .try_init();
 }

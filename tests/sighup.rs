@@ -187,3 +187,33 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
     }
     assert_eq!(used, ok, "every placed call holds exactly one claim");
 }
+
+/// Logs written to a pipe (a journal, a file) are plain text: no terminal colour codes.
+#[tokio::test]
+async fn logs_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let file = dir.path().join("parasol.toml");
+    std::fs::write(&file, config(port, dir.path(), "filter")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["--config", file.to_str().unwrap(), "serve"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start parasol");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reqwest::get(format!("{base}/healthz")).await.is_err() {
+        assert!(Instant::now() < deadline, "parasol did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("INFO"), "an info line was logged: {log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a piped log: {log:?}"
+    );
+}
