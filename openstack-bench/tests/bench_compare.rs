@@ -3,7 +3,7 @@
 //! select_destinations over Nova's scheduler RPC (`--via rpc`).
 
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The `parasol` binary beside this test's binaries, built first if it is missing.
@@ -24,34 +24,31 @@ fn parasol_binary() -> PathBuf {
     parasol
 }
 
-#[test]
-fn a_small_compare_keeps_every_invariant_and_apsr_reads_fewer_hosts() {
-    let out = std::env::temp_dir().join(format!("bench-compare-{}", uuid::Uuid::new_v4()));
-    let status = Command::new(env!("CARGO_BIN_EXE_openstack-bench"))
-        .args([
-            "compare",
-            "--backends",
-            "filter,caching,asc,apsr",
-            "--hosts",
-            "50",
-        ])
-        .args(["--requests", "500", "--rate", "100", "--lifetime", "20"])
-        .args([
-            "--time-scale",
-            "10",
-            "--concurrency",
-            "8",
-            "--seed",
-            "1",
-            "--run",
-            "ci",
-        ])
+/// Runs `openstack-bench compare` with the tests' common workload (100 requests/s, lifetimes
+/// of 20 s, time scale 10, 8 callers, seed 1) and the given options, writing under `out`.
+fn compare(what: &[&str], size: &[&str], out: &Path) -> std::process::ExitStatus {
+    Command::new(env!("CARGO_BIN_EXE_openstack-bench"))
+        .arg("compare")
+        .args(what)
+        .args(size)
+        .args(["--rate", "100", "--lifetime", "20", "--time-scale", "10"])
+        .args(["--concurrency", "8", "--seed", "1"])
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .arg("--parasol")
         .arg(parasol_binary())
         .status()
-        .expect("run openstack-bench");
+        .expect("run openstack-bench")
+}
+
+#[test]
+fn a_small_compare_keeps_every_invariant_and_apsr_reads_fewer_hosts() {
+    let out = std::env::temp_dir().join(format!("bench-compare-{}", uuid::Uuid::new_v4()));
+    let status = compare(
+        &["--backends", "filter,caching,asc,apsr", "--hosts", "50"],
+        &["--requests", "500", "--run", "ci"],
+        &out,
+    );
     assert!(status.success(), "openstack-bench compare failed");
     let dir = out.join("ci");
     for file in [
@@ -115,24 +112,11 @@ fn check_run(r: &Value, requests: u64) -> String {
 fn a_small_compare_over_nova_rpc_keeps_every_invariant() {
     let out = std::env::temp_dir().join(format!("bench-compare-rpc-{}", uuid::Uuid::new_v4()));
     // Its own run name: the run id names the bench exchange, which each run deletes at its end.
-    let status = Command::new(env!("CARGO_BIN_EXE_openstack-bench"))
-        .args(["compare", "--via", "rpc", "--backends", "filter,apsr"])
-        .args(["--hosts", "20", "--requests", "100", "--rate", "100"])
-        .args([
-            "--lifetime",
-            "20",
-            "--time-scale",
-            "10",
-            "--concurrency",
-            "8",
-        ])
-        .args(["--seed", "1", "--run", "ci-rpc"])
-        .arg("--out")
-        .arg(&out)
-        .arg("--parasol")
-        .arg(parasol_binary())
-        .status()
-        .expect("run openstack-bench");
+    let status = compare(
+        &["--via", "rpc", "--backends", "filter,apsr", "--hosts", "20"],
+        &["--requests", "100", "--run", "ci-rpc"],
+        &out,
+    );
     assert!(status.success(), "openstack-bench compare --via rpc failed");
     let dir = out.join("ci-rpc");
     let results: Value =
