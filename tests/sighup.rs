@@ -34,11 +34,17 @@ fn free_port() -> u16 {
 }
 
 async fn start(file: &std::path::Path, port: u16) -> Service {
+    start_logging(file, port, "warn", Stdio::null()).await
+}
+
+/// Starts `parasol serve` on `file` with `RUST_LOG=level` and its log on `log`, and waits
+/// until it answers on `port`.
+async fn start_logging(file: &std::path::Path, port: u16, level: &str, log: Stdio) -> Service {
     let child = Command::new(env!("CARGO_BIN_EXE_parasol"))
         .args(["--config", file.to_str().unwrap(), "serve"])
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", level)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("start parasol");
     let base = format!("http://127.0.0.1:{port}");
@@ -195,22 +201,10 @@ async fn logs_to_a_pipe_carry_no_colour_codes() {
     let port = free_port();
     let file = dir.path().join("parasol.toml");
     std::fs::write(&file, config(port, dir.path(), "filter")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start parasol");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
-        assert!(Instant::now() < deadline, "parasol did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    let out = child.wait_with_output().unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
+    let mut service = start_logging(&file, port, "info", Stdio::piped()).await;
+    let _ = service.child.kill();
+    let stderr = service.child.stderr.take().expect("piped stderr");
+    let log = std::io::read_to_string(stderr).unwrap();
     assert!(log.contains("INFO"), "an info line was logged: {log}");
     assert!(
         !log.contains('\u{1b}'),
