@@ -13,6 +13,12 @@ use sqlx::Row;
 const HOST_ID_BY_NAME: &str = "SELECT id FROM hosts WHERE host = $1 \
     AND (CAST($2 AS TEXT) IS NULL OR node = $2) ORDER BY id LIMIT 1";
 
+/// `instance.create.end` for the claim the boot came from (same instance, host, node and size):
+/// only the confirmation is news. One statement instead of releasing and re-inserting.
+const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE WHERE instance_uuid = $1 \
+    AND vcpu = $4 AND memory_mb = $5 AND disk_gb = $6 AND host_id = (SELECT id FROM hosts \
+    WHERE host = $2 AND (CAST($3 AS TEXT) IS NULL OR node = $3) ORDER BY id LIMIT 1)";
+
 fn rejected(reason: String) -> ApplyError {
     ApplyError::Rejected(reason)
 }
@@ -50,6 +56,18 @@ macro_rules! define_effect {
                         .map_err(|e| rejected(format!("host {}: {e}", reg.host)))?;
                 }
                 HostEvent::Upsert { instance_uuid, host, node, demand, .. } => {
+                    let confirmed = sqlx::query(CONFIRM_CLAIM)
+                        .bind(instance_uuid)
+                        .bind(host)
+                        .bind(node.as_deref())
+                        .bind(demand.0[0])
+                        .bind(demand.0[1])
+                        .bind(demand.0[2])
+                        .execute(&mut **tx)
+                        .await?;
+                    if confirmed.rows_affected() == 1 {
+                        return Ok(Applied::Applied);
+                    }
                     let Some(id) = host_id!(host, node.as_deref()) else {
                         return Err(rejected(format!("unknown host {host:?} for instance {instance_uuid}")));
                     };
