@@ -254,22 +254,21 @@ impl Ledger {
         }
         // One statement text whatever the sample, so it is prepared once per connection.
         match &self.pools {
-            // A sample is read on the writer's connection: every commit by another connection
-            // empties a reader's page cache (so a read after each claim fetched every page
-            // again, ~2× the cost), while the writer's own commits leave its cache valid. A
-            // sample is small, so the writer is held only briefly.
+            // A sample is read on the writer's connection when it is free: every commit by
+            // another connection empties a reader's page cache (so a read after each claim
+            // fetched every page again, ~3× the cost), while the writer's own commits leave
+            // its cache valid. When the writer is busy the sample goes to the read pool
+            // rather than queue behind claims and notifications.
             super::Pools::Sqlite { read, write } => {
                 let list = id_list(ids);
                 let sql = format!(
                     "SELECT json_group_array(json_array({PACKED_COLUMNS})) \
                      FROM json_each($1) j JOIN hosts h ON h.id = j.value"
                 );
-                let packed: String = {
-                    let mut conn = write.lock().await;
-                    sqlx::query_scalar(&sql)
-                        .bind(list)
-                        .fetch_one(&mut *conn)
-                        .await?
+                let query = sqlx::query_scalar(&sql).bind(list);
+                let packed: String = match write.try_lock() {
+                    Some(mut conn) => query.fetch_one(&mut *conn).await?,
+                    None => query.fetch_one(read).await?,
                 };
                 self.unpack(read, &packed).await
             }
@@ -349,4 +348,55 @@ impl Ledger {
 /// Host ids as the JSON array SQLite's `json_each` reads.
 fn id_list(ids: &[HostId]) -> String {
     serde_json::Value::from(ids.iter().map(|id| id.0).collect::<Vec<_>>()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Inventory;
+
+    fn registration(name: &str) -> HostRegistration {
+        let inv = |total| Inventory {
+            total,
+            reserved: 0,
+            allocation_ratio: 1.0,
+        };
+        HostRegistration {
+            host: name.into(),
+            node: name.into(),
+            uuid: format!("uuid-{name}"),
+            availability_zone: "nova".into(),
+            up: true,
+            disabled: false,
+            inventory: [inv(8), inv(8192), inv(80)],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sample_is_read_from_the_pool_while_the_writer_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("l.db").display());
+        let ledger = Ledger::connect(&url, 2).await.unwrap();
+        ledger.migrate().await.unwrap();
+        let a = ledger.register_host(&registration("a"), 1).await.unwrap();
+        let b = ledger.register_host(&registration("b"), 1).await.unwrap();
+        let super::super::Pools::Sqlite { write, .. } = &ledger.pools else {
+            unreachable!("a SQLite ledger")
+        };
+        // Someone holds the writer (a long notification batch, say): the sample must not wait.
+        let held = write.lock().await;
+        let hosts = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            ledger.read_hosts_by_id(&[b, a]),
+        )
+        .await
+        .expect("the read did not wait for the writer")
+        .unwrap();
+        drop(held);
+        let names: Vec<&str> = hosts.iter().map(|h| &*h.host).collect();
+        assert_eq!(names, ["a", "b"], "in id order");
+        // And with the writer free, the same answer from the writer's connection.
+        let again = ledger.read_hosts_by_id(&[a, b]).await.unwrap();
+        assert_eq!(again, hosts);
+    }
 }

@@ -68,7 +68,12 @@ impl Writer {
         self.0.lock().await
     }
 
-    /// The same, for a task that must own what it holds.
+    /// The connection if no one holds it now.
+    pub(crate) fn try_lock(&self) -> Option<tokio::sync::MutexGuard<'_, SqliteConnection>> {
+        self.0.try_lock().ok()
+    }
+
+    /// The same as [`Self::lock`], for a task that must own what it holds.
     pub(crate) async fn lock_owned(&self) -> tokio::sync::OwnedMutexGuard<SqliteConnection> {
         self.0.clone().lock_owned().await
     }
