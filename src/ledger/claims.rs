@@ -1,9 +1,11 @@
 //! Claims and releases: the only writes on the scheduling path.
 //!
-//! A claim is one conditional UPDATE of the host row — it succeeds only if every class still
-//! fits `usable − used` — plus the allocation row, in one transaction. Both engines evaluate the
-//! UPDATE's condition on the latest row version under its row lock, so no host is ever
-//! oversubscribed however many workers or processes race.
+//! A claim succeeds only if every class of the host still fits `usable − used`, and writes the
+//! usage and the allocation row in one transaction. PostgreSQL evaluates the conditional UPDATE
+//! on the latest row version under its row lock; SQLite (one writer at a time, `BEGIN
+//! IMMEDIATE`) checks the fit in the allocation's conditional INSERT and adds the usage only if
+//! that row went in, as one batch. Either way no host is ever oversubscribed however many
+//! workers or processes race.
 
 use super::{read_pool, write_pool, Ledger, LedgerError};
 use crate::domain::{HostId, Resources};
