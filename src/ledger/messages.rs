@@ -16,6 +16,18 @@ pub struct DeadLetter {
 pub(crate) const MARK_PROCESSED: &str =
     "INSERT INTO processed_messages (message_id, processed_ms) VALUES ($1, $2) ON CONFLICT (message_id) DO NOTHING";
 
+/// Records a batch's message ids (a JSON array) in one statement; answers those that are new.
+pub(crate) const MARK_ALL_SQLITE: &str =
+    "INSERT INTO processed_messages (message_id, processed_ms) \
+    SELECT value, $2 FROM json_each($1) WHERE true ON CONFLICT (message_id) DO NOTHING \
+    RETURNING message_id";
+
+/// The same for PostgreSQL (a text array).
+pub(crate) const MARK_ALL_POSTGRES: &str =
+    "INSERT INTO processed_messages (message_id, processed_ms) \
+    SELECT m, $2 FROM unnest($1::text[]) AS m ON CONFLICT (message_id) DO NOTHING \
+    RETURNING message_id";
+
 impl Ledger {
     /// Records a message that could not be decoded or applied.
     pub async fn dead_letter(

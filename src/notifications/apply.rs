@@ -3,6 +3,7 @@
 
 use super::effects::{apply_postgres, apply_sqlite};
 use crate::domain::{Inventory, CLASSES};
+use crate::ledger::messages::{MARK_ALL_POSTGRES, MARK_ALL_SQLITE};
 use crate::ledger::{HostRegistration, Ledger, LedgerError, Pools};
 use crate::nova::{HostEvent, HostStatePayload, Notification};
 use sqlx::Acquire;
@@ -86,19 +87,39 @@ fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
 /// Tries the batch without savepoints (half the statements); only when a message is rejected
 /// does it roll everything back and apply again with a savepoint per message.
 macro_rules! apply_all {
-    ($pool:expr, $effect:ident, $batch:expr, $now_ms:expr) => {{
+    ($pool:expr, $effect:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
         let mut outcomes = Vec::with_capacity($batch.len());
+        let checked: Vec<_> = $batch.iter().map(|n| validate(n)).collect();
         let mut tx = $pool.begin().await?;
+        // Every valid message's id in one statement; the effects below skip their own.
+        let valid: Vec<&str> = $batch
+            .iter()
+            .zip(&checked)
+            .filter(|(_, c)| c.is_ok())
+            .map(|(n, _)| n.message_id.as_str())
+            .collect();
+        let mut fresh: std::collections::HashSet<String> = sqlx::query_scalar($mark_all)
+            .bind($ids(&valid))
+            .bind($now_ms)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
         let mut clean = true;
-        for n in $batch {
-            let reg = match validate(n) {
+        for (n, checked) in $batch.iter().zip(&checked) {
+            let reg = match checked {
                 Ok(reg) => reg,
                 Err(reason) => {
                     outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
                     continue;
                 }
             };
-            match $effect(&mut tx, n, reg.as_ref(), $now_ms).await {
+            // Seen in an earlier batch, or earlier in this one.
+            if !fresh.remove(&n.message_id) {
+                outcomes.push(Ok(Applied::Duplicate));
+                continue;
+            }
+            match $effect(&mut tx, n, reg.as_ref(), $now_ms, false).await {
                 Ok(applied) => outcomes.push(Ok(applied)),
                 Err(ApplyError::Rejected(_)) => {
                     clean = false;
@@ -123,7 +144,7 @@ macro_rules! apply_all {
                 }
             };
             let mut savepoint = (&mut tx).begin().await?;
-            match $effect(&mut savepoint, n, reg.as_ref(), $now_ms).await {
+            match $effect(&mut savepoint, n, reg.as_ref(), $now_ms, true).await {
                 Ok(Applied::Duplicate) => {
                     savepoint.rollback().await?;
                     outcomes.push(Ok(Applied::Duplicate));
@@ -156,9 +177,13 @@ pub async fn apply_batch(
     match &ledger.pools {
         Pools::Sqlite { write, .. } => {
             let mut conn = write.lock().await;
-            apply_all!(conn, apply_sqlite, batch, now_ms)
+            let ids = |ids: &[&str]| serde_json::Value::from(ids.to_vec()).to_string();
+            apply_all!(conn, apply_sqlite, MARK_ALL_SQLITE, ids, batch, now_ms)
         }
-        Pools::Postgres(pool) => apply_all!(pool, apply_postgres, batch, now_ms),
+        Pools::Postgres(pool) => {
+            let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<String>>();
+            apply_all!(pool, apply_postgres, MARK_ALL_POSTGRES, ids, batch, now_ms)
+        }
     }
 }
 

@@ -77,3 +77,55 @@ async fn a_rejected_message_rolls_back_alone_and_duplicates_within_a_batch_are_s
     let again = apply_batch(&ledger, &refs[4..5], 0).await.unwrap();
     assert_eq!(again, vec![Ok(Applied::Duplicate)]);
 }
+
+#[tokio::test]
+async fn a_clean_batch_records_every_id_once_and_skips_duplicates_and_invalid_messages() {
+    let (ledger, _dir) = ledger().await;
+    let mut batch: Vec<Notification> = [
+        host_state("m1", "a", 8),
+        create_end("m2", "vm-negative", "a", 1),
+        create_end("m5", "vm", "a", 2),
+        create_end("m5", "vm", "a", 2),
+        host_state("m1", "a", 8),
+    ]
+    .iter()
+    .map(|v| Notification::from_inner(v).unwrap())
+    .collect();
+    if let HostEvent::Upsert { demand, .. } = &mut batch[1].event {
+        *demand = crate::domain::Resources::new(-1, 512, 1);
+    }
+    let refs: Vec<&Notification> = batch.iter().collect();
+    let out = apply_batch(&ledger, &refs, 0).await.unwrap();
+    assert_eq!(out[0], Ok(Applied::Applied));
+    assert!(out[1].is_err(), "{:?}", out[1]);
+    assert_eq!(
+        out[2..],
+        [
+            Ok(Applied::Applied),
+            Ok(Applied::Duplicate),
+            Ok(Applied::Duplicate)
+        ]
+    );
+    // The invalid message is not recorded: it is dead-lettered, not marked as done.
+    assert!(!ledger.is_processed("m2").await.unwrap());
+    assert!(ledger.is_processed("m1").await.unwrap() && ledger.is_processed("m5").await.unwrap());
+    let hosts = ledger.read_hosts().await.unwrap();
+    assert_eq!(hosts[0].used, crate::domain::Resources::new(2, 512, 1));
+    assert_eq!(hosts[0].num_instances, 1);
+    // The next batch: an old id is a duplicate, a new one applies.
+    let next: Vec<Notification> = [
+        create_end("m5", "vm", "a", 2),
+        create_end("m6", "vm2", "a", 1),
+    ]
+    .iter()
+    .map(|v| Notification::from_inner(v).unwrap())
+    .collect();
+    let out = apply_batch(&ledger, &next.iter().collect::<Vec<_>>(), 0)
+        .await
+        .unwrap();
+    assert_eq!(out, vec![Ok(Applied::Duplicate), Ok(Applied::Applied)]);
+    assert_eq!(
+        ledger.read_hosts().await.unwrap()[0].used,
+        crate::domain::Resources::new(3, 1024, 2)
+    );
+}

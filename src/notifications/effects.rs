@@ -25,20 +25,24 @@ fn rejected(reason: String) -> ApplyError {
 
 macro_rules! define_effect {
     ($name:ident, $db:ty) => {
-        /// Applies `n` in `tx`; `Err(Rejected)` leaves the caller to roll the savepoint back.
+        /// Applies `n` in `tx`, recording its id first when `mark` (else the caller has);
+        /// `Err(Rejected)` leaves the caller to roll the savepoint back.
         pub(super) async fn $name(
             tx: &mut sqlx::Transaction<'_, $db>,
             n: &Notification,
             reg: Option<&HostRegistration>,
             now_ms: i64,
+            mark: bool,
         ) -> Result<Applied, ApplyError> {
-            let fresh = sqlx::query(MARK_PROCESSED)
-                .bind(&n.message_id)
-                .bind(now_ms)
-                .execute(&mut **tx)
-                .await?;
-            if fresh.rows_affected() == 0 {
-                return Ok(Applied::Duplicate);
+            if mark {
+                let fresh = sqlx::query(MARK_PROCESSED)
+                    .bind(&n.message_id)
+                    .bind(now_ms)
+                    .execute(&mut **tx)
+                    .await?;
+                if fresh.rows_affected() == 0 {
+                    return Ok(Applied::Duplicate);
+                }
             }
             macro_rules! host_id {
                 ($host:expr, $node:expr) => {
