@@ -120,16 +120,34 @@ macro_rules! host_from_row {
     }};
 }
 
-/// The columns SQLite packs per host on the read path: what changes with every claim and
-/// heartbeat. The rest (names and usable capacity) [`Profiles`] keeps between reads, checked
+/// `packed_columns!()`: the columns SQLite packs per host on the read path, what changes with
+/// every claim and heartbeat. The rest (names and usable capacity) [`Profiles`] keeps between reads, checked
 /// against `profile_rev` on every read.
-const PACKED_COLUMNS: &str = "h.id, h.profile_rev, h.up + 2 * h.disabled + 4 * h.forced_down, \
-    h.last_seen_ms, h.vcpu_used, h.memory_mb_used, h.disk_gb_used, h.num_instances, h.num_io_ops";
+macro_rules! packed_columns {
+    () => {
+        "h.id, h.profile_rev, h.up + 2 * h.disabled + 4 * h.forced_down, h.last_seen_ms, \
+         h.vcpu_used, h.memory_mb_used, h.disk_gb_used, h.num_instances, h.num_io_ops"
+    };
+}
 
-/// One host row of [`PACKED_COLUMNS`], as SQLite's `json_array` packs it.
+/// Every host, packed (the `filter` read and the cache refresh).
+const READ_ALL_PACKED: &str = concat!(
+    "SELECT json_group_array(json_array(",
+    packed_columns!(),
+    ")) FROM hosts h"
+);
+
+/// The hosts of a JSON list of ids, packed (an APSR sample).
+const READ_SOME_PACKED: &str = concat!(
+    "SELECT json_group_array(json_array(",
+    packed_columns!(),
+    ")) FROM json_each($1) j JOIN hosts h ON h.id = j.value"
+);
+
+/// One host row of `packed_columns!()`, as SQLite's `json_array` packs it.
 type PackedRow = [i64; 9];
 
-/// What a host's row holds beyond [`PACKED_COLUMNS`], at one `profile_rev`.
+/// What a host's row holds beyond `packed_columns!()`, at one `profile_rev`.
 #[derive(Clone, Debug)]
 struct Profile {
     rev: i64,
@@ -236,8 +254,7 @@ impl Ledger {
     /// Every host's current state, in id order (n queries).
     pub async fn read_hosts(&self) -> Result<Vec<HostState>, LedgerError> {
         if let super::Pools::Sqlite { read, .. } = &self.pools {
-            let sql = format!("SELECT json_group_array(json_array({PACKED_COLUMNS})) FROM hosts h");
-            let packed: String = sqlx::query_scalar(&sql).fetch_one(read).await?;
+            let packed: String = sqlx::query_scalar(READ_ALL_PACKED).fetch_one(read).await?;
             return self.unpack(read, &packed).await;
         }
         let sql = format!("SELECT {HOST_COLUMNS} FROM hosts ORDER BY id");
@@ -260,12 +277,8 @@ impl Ledger {
             // its cache valid. When the writer is busy the sample goes to the read pool
             // rather than queue behind claims and notifications.
             super::Pools::Sqlite { read, write } => {
-                let list = id_list(ids);
-                let sql = format!(
-                    "SELECT json_group_array(json_array({PACKED_COLUMNS})) \
-                     FROM json_each($1) j JOIN hosts h ON h.id = j.value"
-                );
-                let query = sqlx::query_scalar(&sql).bind(list);
+                let query = sqlx::query_scalar(READ_SOME_PACKED)
+                    .bind(super::json_list(ids.iter().map(|id| id.0)));
                 let packed: String = match write.try_lock() {
                     Some(mut conn) => query.fetch_one(&mut *conn).await?,
                     None => query.fetch_one(read).await?,
@@ -286,8 +299,8 @@ impl Ledger {
     /// that are new to this process or re-registered since it last read them.
     ///
     /// sqlx's SQLite driver hands rows over one at a time through its worker thread (~10 µs
-    /// each); one packed value of the integers that change, joined here with the profiles kept in memory, costs
-    /// SQLite well under 1 µs a host.
+    /// each); one packed value of the integers that change, joined here with the profiles
+    /// kept in memory, costs SQLite well under 1 µs a host.
     async fn unpack(
         &self,
         read: &sqlx::SqlitePool,
@@ -298,7 +311,7 @@ impl Ledger {
         let missing = self.profiles.missing(&rows);
         if !missing.is_empty() {
             let fetched = sqlx::query_as(Profiles::FETCH)
-                .bind(serde_json::Value::from(missing).to_string())
+                .bind(super::json_list(missing))
                 .fetch_all(read)
                 .await?;
             self.profiles.keep(fetched);
@@ -343,11 +356,6 @@ impl Ledger {
             Ok(id.map(HostId))
         })
     }
-}
-
-/// Host ids as the JSON array SQLite's `json_each` reads.
-fn id_list(ids: &[HostId]) -> String {
-    serde_json::Value::from(ids.iter().map(|id| id.0).collect::<Vec<_>>()).to_string()
 }
 
 #[cfg(test)]

@@ -56,6 +56,11 @@ pub(crate) enum Pools {
     Postgres(PgPool),
 }
 
+/// Values as the JSON array SQLite's `json_each` reads (one statement text for any list).
+pub(crate) fn json_list<T: Into<serde_json::Value>>(values: impl IntoIterator<Item = T>) -> String {
+    serde_json::Value::Array(values.into_iter().map(Into::into).collect()).to_string()
+}
+
 /// SQLite's one writing connection, behind a fair lock. Not a pool of one: sqlx's pool pings a
 /// connection every time it is released, a round trip to the connection's worker thread that
 /// the next writer would wait for.

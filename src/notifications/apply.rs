@@ -84,8 +84,9 @@ fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
     }
 }
 
-/// Tries the batch without savepoints (half the statements); only when a message is rejected
-/// does it roll everything back and apply again with a savepoint per message.
+/// Tries the batch without savepoints, every message id recorded in one statement; only when a
+/// message is rejected does it roll everything back and apply again with a savepoint (and its
+/// own id statement) per message.
 macro_rules! apply_all {
     ($pool:expr, $effect:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
         let mut outcomes = Vec::with_capacity($batch.len());
@@ -135,8 +136,8 @@ macro_rules! apply_all {
         tx.rollback().await?;
         outcomes.clear();
         let mut tx = $pool.begin().await?;
-        for n in $batch {
-            let reg = match validate(n) {
+        for (n, checked) in $batch.iter().zip(&checked) {
+            let reg = match checked {
                 Ok(reg) => reg,
                 Err(reason) => {
                     outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
@@ -177,7 +178,7 @@ pub async fn apply_batch(
     match &ledger.pools {
         Pools::Sqlite { write, .. } => {
             let mut conn = write.lock().await;
-            let ids = |ids: &[&str]| serde_json::Value::from(ids.to_vec()).to_string();
+            let ids = |ids: &[&str]| crate::ledger::json_list(ids.iter().copied());
             apply_all!(conn, apply_sqlite, MARK_ALL_SQLITE, ids, batch, now_ms)
         }
         Pools::Postgres(pool) => {
