@@ -254,6 +254,66 @@ on_both_engines!(
     super::a_claim_its_caller_abandons_is_applied_whole_or_not_at_all
 );
 
+/// SQLite commits the claims that queue while its writer is busy together, in one
+/// transaction: each must still get its own outcome, in the order the claims arrived, and a
+/// reschedule in the same group must still move its allocation.
+#[tokio::test]
+async fn claims_queued_behind_a_busy_sqlite_writer_each_get_their_own_outcome() {
+    use sqlx::Connection;
+    let (ledger, db) = ledger("sqlite").await;
+    let small = ledger
+        .register_host(&registration("small", 5, 5_000, 50), 1)
+        .await
+        .unwrap();
+    let big = ledger
+        .register_host(&registration("big", 100, 100_000, 1_000), 1)
+        .await
+        .unwrap();
+    // Another connection holds SQLite's write lock, so the claims below pile up.
+    let mut blocker = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    let demand = Resources::new(1, 1000, 10);
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let ledger = ledger.clone();
+        tasks.push(tokio::spawn(async move {
+            ledger.claim(small, &format!("c{i}"), &demand, 1).await
+        }));
+        // Arrival order is the order the claims reach the writer's queue.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let moved = {
+        let ledger = ledger.clone();
+        tokio::spawn(async move { ledger.claim(big, "c0", &demand, 2).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    sqlx::query("COMMIT").execute(&mut blocker).await.unwrap();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap().unwrap());
+    }
+    let claimed: Vec<usize> = (0..20)
+        .filter(|&i| outcomes[i] == ClaimOutcome::Claimed)
+        .collect();
+    assert_eq!(
+        claimed,
+        vec![0, 1, 2, 3, 4],
+        "the first five that arrived fit"
+    );
+    assert_eq!(moved.await.unwrap().unwrap(), ClaimOutcome::Claimed);
+    let c0 = ledger.allocation("c0").await.unwrap().unwrap();
+    assert_eq!(c0.host_id, big, "the reschedule moved c0");
+    let hosts = ledger.read_hosts().await.unwrap();
+    let host = |id| hosts.iter().find(|h| h.id == id).unwrap();
+    assert_eq!(host(small).used, Resources::new(4, 4000, 40));
+    assert_eq!(host(small).num_instances, 4);
+    assert_eq!(host(big).used, demand);
+    assert_eq!(ledger.allocation_count().await.unwrap(), 5);
+}
+
 #[tokio::test]
 async fn a_sqlite_ledger_creates_its_folder_or_names_the_file_it_cannot_open() {
     let dir = tempfile::tempdir().unwrap();

@@ -34,22 +34,54 @@ pub(crate) const CLAIM_UPDATE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + 
     WHERE id = $4 AND vcpu_used + $1 <= vcpu_usable AND memory_mb_used + $2 <= memory_mb_usable \
     AND disk_gb_used + $3 <= disk_gb_usable";
 
-/// SQLite's claim in one round trip to sqlx's worker thread: the allocation row is inserted
-/// only if the host still fits the demand and the instance holds no allocation yet, the usage
-/// is added only if that insert happened, in one `BEGIN IMMEDIATE` transaction (SQLite's single
-/// writer). It answers `1` when it claimed, `0` when the instance already holds an allocation
-/// (a reschedule, left to [`Ledger::claim_in_tx`]) and no row when the host no longer fits.
-const CLAIM_BATCH_SQLITE: &str = "BEGIN IMMEDIATE; \
-    INSERT INTO allocations (instance_uuid, host_id, vcpu, memory_mb, disk_gb, confirmed, \
-    created_ms) SELECT $5, id, $1, $2, $3, 0, $6 FROM hosts WHERE id = $4 \
-    AND vcpu_used + $1 <= vcpu_usable AND memory_mb_used + $2 <= memory_mb_usable \
-    AND disk_gb_used + $3 <= disk_gb_usable \
-    AND NOT EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = $5); \
-    UPDATE hosts SET vcpu_used = vcpu_used + $1, memory_mb_used = memory_mb_used + $2, \
-    disk_gb_used = disk_gb_used + $3, num_instances = num_instances + 1, \
-    num_io_ops = num_io_ops + 1 WHERE id = $4 AND changes() = 1 RETURNING 1; \
-    SELECT 0 WHERE changes() = 0 AND EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = $5); \
-    COMMIT;";
+/// SQLite's claims in one round trip to sqlx's worker thread and one `BEGIN IMMEDIATE`
+/// transaction (SQLite's single writer). For the `i`-th claim of the group (parameters
+/// `$6i+1 … $6i+6`: vcpu, memory, disk, host id, instance, time) the allocation row is inserted
+/// only if the host still fits the demand and the instance holds no allocation yet, and the usage
+/// is added only if that insert happened; the claim answers `2i+1` when it claimed, `2i` when the
+/// instance already holds an allocation (a reschedule, left to [`Ledger::claim_in_tx`]) and no
+/// row when the host no longer fits. Each claim sees the usage of those before it, exactly as if
+/// they had run one after another.
+fn claim_group_sql(n: usize) -> String {
+    let mut sql = String::with_capacity(80 + 760 * n);
+    sql.push_str("BEGIN IMMEDIATE;");
+    for i in 0..n {
+        let p = |k: usize| 6 * i + k;
+        let (v, m, d, host, uuid, now) = (p(1), p(2), p(3), p(4), p(5), p(6));
+        let fits = format!(
+            "vcpu_used + ${v} <= vcpu_usable AND memory_mb_used + ${m} <= memory_mb_usable \
+             AND disk_gb_used + ${d} <= disk_gb_usable"
+        );
+        sql.push_str(&format!(
+            " INSERT INTO allocations (instance_uuid, host_id, vcpu, memory_mb, disk_gb, \
+             confirmed, created_ms) SELECT ${uuid}, id, ${v}, ${m}, ${d}, 0, ${now} FROM hosts \
+             WHERE id = ${host} AND {fits} \
+             AND NOT EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${uuid}); \
+             UPDATE hosts SET vcpu_used = vcpu_used + ${v}, memory_mb_used = memory_mb_used + ${m}, \
+             disk_gb_used = disk_gb_used + ${d}, num_instances = num_instances + 1, \
+             num_io_ops = num_io_ops + 1 WHERE id = ${host} AND changes() = 1 RETURNING {claimed}; \
+             SELECT {held} WHERE changes() = 0 \
+             AND EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${uuid});",
+            claimed = 2 * i + 1,
+            held = 2 * i,
+        ));
+    }
+    sql.push_str(" COMMIT;");
+    sql
+}
+
+/// Most claims one transaction takes (six parameters each).
+const MAX_GROUP: usize = 64;
+
+/// A claim waiting for SQLite's writer.
+#[derive(Debug)]
+pub(crate) struct PendingClaim {
+    host: HostId,
+    instance_uuid: String,
+    demand: Resources,
+    now_ms: i64,
+    reply: tokio::sync::oneshot::Sender<Result<Option<ClaimOutcome>, LedgerError>>,
+}
 
 pub(crate) const ADD_USAGE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + $1, \
     memory_mb_used = memory_mb_used + $2, disk_gb_used = disk_gb_used + $3, \
@@ -129,24 +161,24 @@ macro_rules! release_in_tx {
 }
 pub(crate) use release_in_tx;
 
-/// Runs [`CLAIM_BATCH_SQLITE`]; `None` when the instance already holds an allocation.
-async fn claim_batch_sqlite(
+/// Runs `claims` as one transaction; per claim `None` when the instance already holds an
+/// allocation.
+async fn claim_group(
     conn: &mut sqlx::SqliteConnection,
-    host: HostId,
-    instance_uuid: &str,
-    demand: &Resources,
-    now_ms: i64,
-) -> Result<Option<ClaimOutcome>, LedgerError> {
-    let rows = sqlx::query(CLAIM_BATCH_SQLITE)
-        .bind(demand.0[0])
-        .bind(demand.0[1])
-        .bind(demand.0[2])
-        .bind(host.0)
-        .bind(instance_uuid)
-        .bind(now_ms)
-        .fetch_all(&mut *conn)
-        .await;
-    let rows = match rows {
+    claims: &[PendingClaim],
+) -> Result<Vec<Option<ClaimOutcome>>, LedgerError> {
+    let sql = claim_group_sql(claims.len());
+    let mut query = sqlx::query(&sql);
+    for c in claims {
+        query = query
+            .bind(c.demand.0[0])
+            .bind(c.demand.0[1])
+            .bind(c.demand.0[2])
+            .bind(c.host.0)
+            .bind(c.instance_uuid.as_str())
+            .bind(c.now_ms);
+    }
+    let rows = match query.fetch_all(&mut *conn).await {
         Ok(rows) => rows,
         Err(e) => {
             // The batch stopped part-way: undo whatever it began (an error here only means
@@ -155,10 +187,43 @@ async fn claim_batch_sqlite(
             return Err(e.into());
         }
     };
-    match rows.first().map(|r| r.try_get::<i64, _>(0)).transpose()? {
-        Some(1) => Ok(Some(ClaimOutcome::Claimed)),
-        Some(_) => Ok(None),
-        None => Ok(Some(ClaimOutcome::Declined)),
+    let mut outcomes = vec![Some(ClaimOutcome::Declined); claims.len()];
+    for row in rows {
+        let code: i64 = row.try_get(0)?;
+        let slot = usize::try_from(code / 2)
+            .ok()
+            .and_then(|i| outcomes.get_mut(i))
+            .ok_or_else(|| LedgerError::Invalid(format!("claim batch answered {code}")))?;
+        *slot = (code % 2 == 1).then_some(ClaimOutcome::Claimed);
+    }
+    Ok(outcomes)
+}
+
+/// Runs the queued claims on the writer's connection, `MAX_GROUP` to a transaction, and answers
+/// each. When a group fails, its claims are retried one by one so that each gets its own
+/// outcome or error.
+async fn run_claims(conn: &mut sqlx::SqliteConnection, mut queued: Vec<PendingClaim>) {
+    while !queued.is_empty() {
+        let rest = queued.split_off(queued.len().min(MAX_GROUP));
+        match claim_group(conn, &queued).await {
+            Ok(outcomes) => {
+                for (claim, outcome) in queued.into_iter().zip(outcomes) {
+                    let _ = claim.reply.send(Ok(outcome));
+                }
+            }
+            Err(e) if queued.len() == 1 => {
+                let _ = queued.pop().map(|claim| claim.reply.send(Err(e)));
+            }
+            Err(_) => {
+                for claim in queued {
+                    let outcome = claim_group(conn, std::slice::from_ref(&claim))
+                        .await
+                        .map(|mut o| o.pop().flatten());
+                    let _ = claim.reply.send(outcome);
+                }
+            }
+        }
+        queued = rest;
     }
 }
 
@@ -176,15 +241,34 @@ impl Ledger {
             return Err(LedgerError::Invalid(format!("negative demand {demand:?}")));
         }
         if let super::Pools::Sqlite { write, .. } = &self.pools {
-            // Spawned so that a caller that gives up cannot leave the batch half-run on the
-            // connection with its transaction open.
-            let (write, uuid, demand_) = (write.clone(), instance_uuid.to_string(), *demand);
-            let outcome = tokio::spawn(async move {
-                let mut conn = write.lock_owned().await;
-                claim_batch_sqlite(&mut conn, host, &uuid, &demand_, now_ms).await
-            })
-            .await
-            .map_err(|e| LedgerError::Invalid(format!("claim task: {e}")))??;
+            // Group commit: the claim joins the queue; the first claim into an empty queue
+            // starts a task that waits for the writer and runs everything queued by then in one
+            // transaction. Claims that arrive meanwhile find the queue empty again and start the
+            // next group. The task is spawned so that a caller that gives up cannot leave a
+            // group half-run on the connection with its transaction open.
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let first = {
+                let mut queue = write.claims.lock();
+                queue.push(PendingClaim {
+                    host,
+                    instance_uuid: instance_uuid.to_string(),
+                    demand: *demand,
+                    now_ms,
+                    reply,
+                });
+                queue.len() == 1
+            };
+            if first {
+                let write = write.clone();
+                tokio::spawn(async move {
+                    let mut conn = write.lock_owned().await;
+                    let queued = std::mem::take(&mut *write.claims.lock());
+                    run_claims(&mut conn, queued).await;
+                });
+            }
+            let outcome = answer.await.map_err(|_| {
+                LedgerError::Invalid("the claim's writer task ended without an answer".into())
+            })??;
             if let Some(outcome) = outcome {
                 return Ok(outcome);
             }

@@ -64,23 +64,36 @@ pub(crate) fn json_list<T: Into<serde_json::Value>>(values: impl IntoIterator<It
 /// SQLite's one writing connection, behind a fair lock. Not a pool of one: sqlx's pool pings a
 /// connection every time it is released, a round trip to the connection's worker thread that
 /// the next writer would wait for.
+///
+/// Claims queue in `claims` as well: whoever gets the connection next runs every claim queued
+/// so far in one transaction (group commit; see `claims::run_claim_group`).
 #[derive(Clone, Debug)]
-pub(crate) struct Writer(Arc<tokio::sync::Mutex<SqliteConnection>>);
+pub(crate) struct Writer {
+    conn: Arc<tokio::sync::Mutex<SqliteConnection>>,
+    pub(crate) claims: Arc<parking_lot::Mutex<Vec<claims::PendingClaim>>>,
+}
 
 impl Writer {
+    fn new(conn: SqliteConnection) -> Writer {
+        Writer {
+            conn: Arc::new(tokio::sync::Mutex::new(conn)),
+            claims: Arc::default(),
+        }
+    }
+
     /// Waits for the connection; writers get it in the order they asked.
     pub(crate) async fn lock(&self) -> tokio::sync::MutexGuard<'_, SqliteConnection> {
-        self.0.lock().await
+        self.conn.lock().await
     }
 
     /// The connection if no one holds it now.
     pub(crate) fn try_lock(&self) -> Option<tokio::sync::MutexGuard<'_, SqliteConnection>> {
-        self.0.try_lock().ok()
+        self.conn.try_lock().ok()
     }
 
     /// The same as [`Self::lock`], for a task that must own what it holds.
     pub(crate) async fn lock_owned(&self) -> tokio::sync::OwnedMutexGuard<SqliteConnection> {
-        self.0.clone().lock_owned().await
+        self.conn.clone().lock_owned().await
     }
 }
 
@@ -147,14 +160,12 @@ impl Ledger {
             }
             // A local file does not go stale: skip sqlx's ping before every acquire, which
             // would cost a round trip per claim.
-            let write = Writer(Arc::new(tokio::sync::Mutex::new(
-                SqliteConnection::connect_with(&opts).await.map_err(|e| {
-                    LedgerError::Invalid(format!(
-                        "cannot open the SQLite ledger {}: {e}",
-                        file.display()
-                    ))
-                })?,
-            )));
+            let write = Writer::new(SqliteConnection::connect_with(&opts).await.map_err(|e| {
+                LedgerError::Invalid(format!(
+                    "cannot open the SQLite ledger {}: {e}",
+                    file.display()
+                ))
+            })?);
             let read = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .test_before_acquire(false)
