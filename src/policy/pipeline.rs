@@ -25,20 +25,24 @@ pub struct Policy {
 #[derive(Debug, Default)]
 pub struct RankScratch {
     scored: Vec<Scored>,
+    /// Raw weigher values, one column of `scored.len()` per weigher in use.
     raw: Vec<f64>,
     weights: Vec<f64>,
     removed: Vec<usize>,
+    /// Indices of the filters and weighers that matter for the request at hand.
+    active: Vec<usize>,
 }
 
 #[cfg(test)]
 impl RankScratch {
     /// The capacity of every buffer, to check that a call grew none.
-    pub(crate) fn capacities(&self) -> [usize; 4] {
+    pub(crate) fn capacities(&self) -> [usize; 5] {
         [
             self.scored.capacity(),
             self.raw.capacity(),
             self.weights.capacity(),
             self.removed.capacity(),
+            self.active.capacity(),
         ]
     }
 }
@@ -146,10 +150,11 @@ impl Policy {
     /// uniform among all that pass), then the alternates in descending weight (for `random`,
     /// further uniform draws). Ties keep host order, so a seeded `rng` reproduces the result.
     ///
-    /// Per-request work (algorithm resolution, `adaptive`'s cloud utilisation) is done once;
-    /// per host there is one pass of filters, one key or one raw value per weigher into
-    /// `scratch`, and a partial sort of the top `max(ℓ, max)`; nothing is boxed or allocated
-    /// on the success path. Errs with the per-filter removals when no host passes (even when
+    /// Per-request work (algorithm resolution, `adaptive`'s cloud utilisation, which filters
+    /// and weighers can tell hosts apart for this request) is done once; per host there is one
+    /// pass of those filters, then one pass computing its key or every weigher's raw value, and
+    /// a partial sort of the top `max(ℓ, max)`; nothing is boxed or allocated on the success
+    /// path. Errs with the per-filter removals when no host passes (even when
     /// `max` is 0).
     #[allow(clippy::too_many_arguments)]
     pub fn rank_with(
@@ -212,8 +217,13 @@ impl Policy {
         scratch.scored.clear();
         scratch.removed.clear();
         scratch.removed.resize(self.filters.len(), 0);
+        // A filter that passes every host for this request cannot be the first to fail one.
+        scratch.active.clear();
+        let restricting = (0..self.filters.len()).filter(|&k| self.filters[k].restricts(req));
+        scratch.active.extend(restricting);
         for (idx, host) in hosts.iter().enumerate() {
-            match self.filters.iter().position(|f| !f.passes(host, req, env)) {
+            let mut active = scratch.active.iter().copied();
+            match active.find(|&k| !self.filters[k].passes(host, req, env)) {
                 Some(k) => scratch.removed[k] += 1,
                 None => scratch.scored.push(Scored { score: 0.0, idx }),
             }
@@ -228,20 +238,35 @@ impl Policy {
         })
     }
 
-    /// Nova's weight handler over the passing hosts: normalise, multiply, sum.
+    /// Nova's weight handler over the passing hosts: normalise, multiply, sum. Weighers with
+    /// a zero multiplier or the same value for every host (they would add 0) are skipped; the
+    /// others read each host once, in one pass, and are summed in their configured order.
     fn weigh(&self, scratch: &mut RankScratch, hosts: &[HostState], req: &RequestContext) {
         let RankScratch {
             scored,
             raw,
             weights,
+            active,
             ..
         } = scratch;
+        let n = scored.len();
         weights.clear();
-        weights.resize(scored.len(), 0.0);
-        for w in self.weighers.iter().filter(|w| w.multiplier() != 0.0) {
-            raw.clear();
-            raw.extend(scored.iter().map(|s| w.weigh(&hosts[s.idx], req)));
-            add_normalised(raw, w.multiplier(), weights);
+        weights.resize(n, 0.0);
+        active.clear();
+        let used = (0..self.weighers.len())
+            .filter(|&k| self.weighers[k].multiplier() != 0.0 && self.weighers[k].varies(req));
+        active.extend(used);
+        raw.clear();
+        raw.resize(n * active.len(), 0.0);
+        for (j, s) in scored.iter().enumerate() {
+            let host = &hosts[s.idx];
+            for (column, &k) in active.iter().enumerate() {
+                raw[column * n + j] = self.weighers[k].weigh(host, req);
+            }
+        }
+        for (column, &k) in active.iter().enumerate() {
+            let values = &raw[column * n..(column + 1) * n];
+            add_normalised(values, self.weighers[k].multiplier(), weights);
         }
         for (s, w) in scored.iter_mut().zip(weights.iter()) {
             s.score = canonical(*w);

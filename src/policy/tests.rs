@@ -342,3 +342,106 @@ fn soft_group_weighers_steer_members_under_the_default_weighers() {
         );
     }
 }
+
+/// A filter that says it does not restrict a request must pass every host for it, and a
+/// weigher that says it does not vary must give every host the same value: otherwise skipping
+/// them would change Nova's answer.
+#[test]
+fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
+    use crate::domain::{Destination, GroupPolicy, ServerGroup};
+    use crate::policy::registry::{builtin_filters, builtin_weighers};
+    let mut hosts = hosts_with_vcpu_used(&[0, 40, 80, 100]);
+    hosts[1].availability_zone = "az2".into();
+    hosts[2].up = false;
+    hosts[3].disabled = true;
+    fn group(policy: GroupPolicy) -> Option<ServerGroup> {
+        Some(ServerGroup {
+            policy,
+            hosts: vec!["host2".into(), "host2".into(), "host4".into()],
+            max_server_per_host: 1,
+        })
+    }
+    fn empty_group(policy: GroupPolicy) -> Option<ServerGroup> {
+        Some(ServerGroup {
+            policy,
+            hosts: vec![],
+            max_server_per_host: 1,
+        })
+    }
+    type Edit = fn(&mut RequestContext);
+    let edits: Vec<(&str, Edit)> = vec![
+        ("plain", |_| {}),
+        ("forced host", |r| r.force_hosts = vec!["HOST2".into()]),
+        ("forced node", |r| r.force_nodes = vec!["host3".into()]),
+        ("ignored host", |r| r.ignore_hosts = vec!["host1".into()]),
+        ("zone", |r| r.availability_zone = Some("az2".into())),
+        ("destination host", |r| {
+            r.requested_destination = Some(Destination {
+                host: Some("host1".into()),
+                node: None,
+            })
+        }),
+        ("destination node", |r| {
+            r.requested_destination = Some(Destination {
+                host: None,
+                node: Some("host2".into()),
+            })
+        }),
+        ("empty destination", |r| {
+            r.requested_destination = Some(Destination {
+                host: None,
+                node: None,
+            })
+        }),
+        ("affinity", |r| r.group = group(GroupPolicy::Affinity)),
+        ("first affinity member", |r| {
+            r.group = empty_group(GroupPolicy::Affinity)
+        }),
+        ("anti-affinity", |r| {
+            r.group = group(GroupPolicy::AntiAffinity)
+        }),
+        ("soft affinity", |r| {
+            r.group = group(GroupPolicy::SoftAffinity)
+        }),
+        ("soft anti-affinity", |r| {
+            r.group = group(GroupPolicy::SoftAntiAffinity)
+        }),
+    ];
+    let cfg = PolicyConfig::default();
+    let filters = builtin_filters()
+        .build(&["all_filters".into()], &cfg)
+        .unwrap();
+    let weighers = builtin_weighers()
+        .build(&["all_weighers".into()], &cfg)
+        .unwrap();
+    let env = FilterEnv::without_heartbeats();
+    let (mut restricted, mut varied) = (0, 0);
+    for (name, edit) in &edits {
+        let mut r = req(1);
+        edit(&mut r);
+        for f in &filters {
+            if f.restricts(&r) {
+                restricted += 1;
+            } else {
+                let all = hosts.iter().all(|h| f.passes(h, &r, &env));
+                assert!(all, "{} skipped for {name} but removes a host", f.name());
+            }
+        }
+        for w in &weighers {
+            if w.varies(&r) {
+                varied += 1;
+            } else {
+                let first = w.weigh(&hosts[0], &r);
+                let same = hosts.iter().all(|h| w.weigh(h, &r) == first);
+                assert!(
+                    same,
+                    "{} skipped for {name} but tells hosts apart",
+                    w.name()
+                );
+            }
+        }
+    }
+    // Each request with a constraint makes its filter (or weigher) run.
+    assert_eq!(restricted, 2 * edits.len() + 8, "restricting filters");
+    assert_eq!(varied, 5 * edits.len() + 2, "varying weighers");
+}

@@ -18,6 +18,10 @@ impl Filter for ServerGroupAffinityFilter {
         Self::NAME
     }
 
+    fn restricts(&self, req: &RequestContext) -> bool {
+        matches!(&req.group, Some(g) if g.policy == GroupPolicy::Affinity && !g.hosts.is_empty())
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         match &req.group {
             Some(g) if g.policy == GroupPolicy::Affinity && !g.hosts.is_empty() => {

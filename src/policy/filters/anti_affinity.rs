@@ -24,6 +24,10 @@ impl Filter for ServerGroupAntiAffinityFilter {
         Self::NAME
     }
 
+    fn restricts(&self, req: &RequestContext) -> bool {
+        matches!(&req.group, Some(g) if g.policy == GroupPolicy::AntiAffinity)
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         match &req.group {
             Some(g) if g.policy == GroupPolicy::AntiAffinity => {

@@ -18,6 +18,10 @@ impl Filter for AvailabilityZoneFilter {
         Self::NAME
     }
 
+    fn restricts(&self, req: &RequestContext) -> bool {
+        req.availability_zone.is_some()
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         match &req.availability_zone {
             Some(az) => **az == *host.availability_zone,

@@ -22,6 +22,10 @@ impl Filter for ForceHostsFilter {
         Self::NAME
     }
 
+    fn restricts(&self, req: &RequestContext) -> bool {
+        !(req.force_hosts.is_empty() && req.force_nodes.is_empty())
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         let host_ok = req.force_hosts.is_empty()
             || req

@@ -18,6 +18,10 @@ impl Filter for IgnoreHostsFilter {
         Self::NAME
     }
 
+    fn restricts(&self, req: &RequestContext) -> bool {
+        !req.ignore_hosts.is_empty()
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         !req.ignore_hosts
             .iter()

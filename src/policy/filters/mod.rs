@@ -60,6 +60,11 @@ pub trait Filter: Send + Sync {
     fn name(&self) -> &'static str;
     /// True when `host` may take `req`.
     fn passes(&self, host: &HostState, req: &RequestContext, env: &FilterEnv) -> bool;
+    /// False when the filter passes every host for `req` (it has nothing to check, e.g. no
+    /// host is forced): the pipeline then skips it for that request.
+    fn restricts(&self, _req: &RequestContext) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

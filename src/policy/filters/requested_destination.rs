@@ -18,6 +18,12 @@ impl Filter for RequestedDestinationFilter {
         Self::NAME
     }
 
+    fn restricts(&self, req: &RequestContext) -> bool {
+        req.requested_destination
+            .as_ref()
+            .is_some_and(|d| d.host.is_some() || d.node.is_some())
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         let Some(dest) = &req.requested_destination else {
             return true;

@@ -30,6 +30,11 @@ pub trait Weigher: Send + Sync {
     fn multiplier(&self) -> f64;
     /// The raw, unnormalised value for `host`.
     fn weigh(&self, host: &HostState, req: &RequestContext) -> f64;
+    /// False when every host gets the same raw value for `req` (e.g. no server group), so
+    /// the weigher adds nothing once normalised: the pipeline then skips it for that request.
+    fn varies(&self, _req: &RequestContext) -> bool {
+        true
+    }
 }
 
 /// Nova's handler for one weigher: min–max normalises `raw` to [0, 1] (all equal → 0),

@@ -26,6 +26,10 @@ impl Weigher for ServerGroupSoftAffinityWeigher {
         self.multiplier
     }
 
+    fn varies(&self, req: &RequestContext) -> bool {
+        matches!(&req.group, Some(g) if g.policy == GroupPolicy::SoftAffinity)
+    }
+
     fn weigh(&self, host: &HostState, req: &RequestContext) -> f64 {
         match &req.group {
             Some(g) if g.policy == GroupPolicy::SoftAffinity => members_on(g, host) as f64,

@@ -27,6 +27,10 @@ impl Weigher for ServerGroupSoftAntiAffinityWeigher {
         self.multiplier
     }
 
+    fn varies(&self, req: &RequestContext) -> bool {
+        matches!(&req.group, Some(g) if g.policy == GroupPolicy::SoftAntiAffinity)
+    }
+
     fn weigh(&self, host: &HostState, req: &RequestContext) -> f64 {
         match &req.group {
             Some(g) if g.policy == GroupPolicy::SoftAntiAffinity => -(members_on(g, host) as f64),
