@@ -86,11 +86,6 @@ impl Writer {
         self.conn.lock().await
     }
 
-    /// The connection if no one holds it now.
-    pub(crate) fn try_lock(&self) -> Option<tokio::sync::MutexGuard<'_, SqliteConnection>> {
-        self.conn.try_lock().ok()
-    }
-
     /// The same as [`Self::lock`], for a task that must own what it holds.
     pub(crate) async fn lock_owned(&self) -> tokio::sync::OwnedMutexGuard<SqliteConnection> {
         self.conn.clone().lock_owned().await
