@@ -65,12 +65,14 @@ pub(crate) fn json_list<T: Into<serde_json::Value>>(values: impl IntoIterator<It
 /// connection every time it is released, a round trip to the connection's worker thread that
 /// the next writer would wait for.
 ///
-/// Claims queue in `claims` as well: whoever gets the connection next runs every claim queued
-/// so far in one transaction (group commit; see `claims::run_claim_group`).
+/// Claims and host samples queue as well: whoever gets the connection next runs every claim
+/// queued so far in one transaction (group commit, see `claims::run_claims`), or reads every
+/// queued sample in one statement (see `hosts::read_samples`).
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
     conn: Arc<tokio::sync::Mutex<SqliteConnection>>,
     pub(crate) claims: Arc<parking_lot::Mutex<Vec<claims::PendingClaim>>>,
+    pub(crate) samples: Arc<parking_lot::Mutex<Vec<hosts::PendingSample>>>,
 }
 
 impl Writer {
@@ -78,6 +80,7 @@ impl Writer {
         Writer {
             conn: Arc::new(tokio::sync::Mutex::new(conn)),
             claims: Arc::default(),
+            samples: Arc::default(),
         }
     }
 
