@@ -314,6 +314,56 @@ async fn claims_queued_behind_a_busy_sqlite_writer_each_get_their_own_outcome() 
     assert_eq!(ledger.allocation_count().await.unwrap(), 5);
 }
 
+/// When a claim makes its group's transaction fail, the group is rolled back and retried one
+/// claim at a time: only the failing claim gets the error, the others their own outcome.
+#[tokio::test]
+async fn a_claim_that_fails_its_group_gets_the_error_alone() {
+    use sqlx::Connection;
+    let (ledger, db) = ledger("sqlite").await;
+    let host = ledger
+        .register_host(&registration("h", 100, 100_000, 1_000), 1)
+        .await
+        .unwrap();
+    let mut other = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    // An operator's trigger (any per-row failure would do) refuses one instance.
+    sqlx::query(
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON allocations \
+         WHEN NEW.instance_uuid = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned row'); END",
+    )
+    .execute(&mut other)
+    .await
+    .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let demand = Resources::new(1, 1000, 10);
+    let mut tasks = Vec::new();
+    for name in ["first", "a", "poison", "b", "c"] {
+        let ledger = ledger.clone();
+        tasks.push(tokio::spawn(async move {
+            ledger.claim(host, name, &demand, 1).await
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    for (i, name) in ["first", "a", "b", "c"].iter().enumerate() {
+        let r = &results[if i < 2 { i } else { i + 1 }];
+        assert_eq!(r.as_ref().unwrap(), &ClaimOutcome::Claimed, "{name}");
+    }
+    let err = results[2].as_ref().unwrap_err().to_string();
+    assert!(err.contains("poisoned row"), "{err}");
+    assert_eq!(ledger.allocation_count().await.unwrap(), 4);
+    assert!(ledger.allocation("poison").await.unwrap().is_none());
+    let h = ledger.read_hosts().await.unwrap().remove(0);
+    assert_eq!(h.used, Resources::new(4, 4000, 40));
+}
+
 #[tokio::test]
 async fn a_sqlite_ledger_creates_its_folder_or_names_the_file_it_cannot_open() {
     let dir = tempfile::tempdir().unwrap();

@@ -199,9 +199,20 @@ async fn claim_group(
     Ok(outcomes)
 }
 
+/// True for SQLite's "database is busy / locked" (another process held the write lock past
+/// the busy timeout): a failure of the whole ledger, not of one claim.
+fn ledger_busy(e: &LedgerError) -> bool {
+    let LedgerError::Database(sqlx::Error::Database(db)) = e else {
+        return false;
+    };
+    let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
+    matches!(code & 0xff, 5 | 6)
+}
+
 /// Runs the queued claims on the writer's connection, `MAX_GROUP` to a transaction, and answers
 /// each. When a group fails, its claims are retried one by one so that each gets its own
-/// outcome or error.
+/// outcome or error — unless the ledger was busy, which every retry would wait out again: then
+/// each claim of the group gets that error at once.
 async fn run_claims(conn: &mut sqlx::SqliteConnection, mut queued: Vec<PendingClaim>) {
     while !queued.is_empty() {
         let rest = queued.split_off(queued.len().min(MAX_GROUP));
@@ -213,6 +224,12 @@ async fn run_claims(conn: &mut sqlx::SqliteConnection, mut queued: Vec<PendingCl
             }
             Err(e) if queued.len() == 1 => {
                 let _ = queued.pop().map(|claim| claim.reply.send(Err(e)));
+            }
+            Err(e) if ledger_busy(&e) => {
+                for claim in queued {
+                    let busy = LedgerError::Invalid(format!("claim not made: {e}"));
+                    let _ = claim.reply.send(Err(busy));
+                }
             }
             Err(_) => {
                 for claim in queued {
