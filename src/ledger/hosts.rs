@@ -331,8 +331,8 @@ impl Ledger {
             // commit by another connection empties a reader's page cache (so a read after each
             // claim fetched every page again, ~3-6× the CPU), while the writer's own commits
             // leave its cache valid. Under load that CPU mattered more than the wait: apsr at
-            // 10,000 hosts in openstack-bench made 1,485 decisions/s this way against 1,212
-            // with samples sent to the read pool whenever the writer was busy. Samples that
+            // 10,000 hosts in openstack-bench made 1,395–1,488 decisions/s this way against
+            // 1,283–1,356 with samples sent to the read pool whenever the writer was busy. Samples that
             // queue meanwhile are read together, as claims are committed together: the first
             // into an empty queue starts the (spawned, so never abandoned) task that reads them.
             super::Pools::Sqlite { read, write } => {
