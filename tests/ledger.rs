@@ -254,6 +254,53 @@ on_both_engines!(
     super::a_claim_its_caller_abandons_is_applied_whole_or_not_at_all
 );
 
+async fn only_imported_allocations_placement_no_longer_has_are_released(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let host = ledger
+        .register_host(&registration("h", 100, 100_000, 1_000), 1)
+        .await
+        .unwrap();
+    let d = Resources::new(1, 100, 10);
+    for uuid in ["kept-import", "gone-import"] {
+        assert!(ledger
+            .record_existing_allocation(host, uuid, &d, 1)
+            .await
+            .unwrap());
+    }
+    assert_eq!(
+        ledger.claim(host, "own", &d, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    // Placement now has only `kept-import` on the host (and not Parasol's own claim).
+    let released = ledger
+        .release_vanished_imports(host, &["kept-import"])
+        .await
+        .unwrap();
+    let names: Vec<&str> = released.iter().map(|a| a.instance_uuid.as_str()).collect();
+    assert_eq!(names, ["gone-import"]);
+    assert!(ledger.allocation("gone-import").await.unwrap().is_none());
+    assert!(ledger.allocation("kept-import").await.unwrap().is_some());
+    assert!(ledger.allocation("own").await.unwrap().is_some());
+    let h = ledger.read_hosts().await.unwrap().remove(0);
+    assert_eq!((h.used, h.num_instances), (Resources::new(2, 200, 20), 2));
+    // Nothing left to release.
+    let again = ledger.release_vanished_imports(host, &[]).await.unwrap();
+    assert_eq!(
+        again.len(),
+        1,
+        "kept-import goes once Placement drops it too"
+    );
+    assert!(ledger
+        .release_vanished_imports(host, &[])
+        .await
+        .unwrap()
+        .is_empty());
+}
+on_both_engines!(
+    only_imported_allocations_placement_no_longer_has_are_released,
+    super::only_imported_allocations_placement_no_longer_has_are_released
+);
+
 /// SQLite commits the claims that queue while its writer is busy together, in one
 /// transaction: each must still get its own outcome, in the order the claims arrived, and a
 /// reschedule in the same group must still move its allocation.

@@ -311,6 +311,34 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
         after.iter().map(|h| h.used).collect::<Vec<_>>(),
         hosts.iter().map(|h| h.used).collect::<Vec<_>>()
     );
+    assert_eq!(again.released_allocations, 0);
+
+    // The old VM goes away behind Parasol's back, and so does Placement's record of
+    // Parasol's own VM: the import is released, Parasol's own allocation stays (Nova's
+    // notifications release it).
+    for consumer in [OLD_VM, PARASOL_VM] {
+        placement
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/allocations/{consumer}"),
+                None,
+            )
+            .await;
+    }
+    let third = sync_once(&client, &ledger, 3000).await.expect("third sync");
+    assert_eq!(third.released_allocations, 1);
+    assert_eq!(third.imported_allocations, 0);
+    assert!(ledger.allocation(OLD_VM).await.expect("read").is_none());
+    assert!(ledger.allocation(PARASOL_VM).await.expect("read").is_some());
+    let last = ledger.read_hosts().await.expect("hosts");
+    let h1 = last.iter().find(|h| &*h.uuid == C1).expect("compute1");
+    assert_eq!((h1.used, h1.num_instances), (Resources::ZERO, 0));
+    let h2 = last.iter().find(|h| &*h.uuid == C2).expect("compute2");
+    assert_eq!(h2.used, Resources::new(1, 256, 1));
+    let fourth = sync_once(&client, &ledger, 4000)
+        .await
+        .expect("fourth sync");
+    assert_eq!(fourth.released_allocations, 0, "released once");
 }
 
 async fn healthz_placement(http: &reqwest::Client, address: &str) -> Value {

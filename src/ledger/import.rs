@@ -1,9 +1,11 @@
 //! Recording allocations that exist outside Parasol (Placement's, for instances created
-//! before Parasol): no capacity check, since the instance is already running there.
+//! before Parasol): no capacity check, since the instance is already running there. They are
+//! marked `imported`, so that a later sync can release those Placement no longer has.
 
-use super::claims::{add_usage, insert_allocation};
-use super::{write_pool, Ledger, LedgerError};
+use super::claims::{add_usage, insert_allocation, release_in_tx};
+use super::{write_pool, Allocation, Ledger, LedgerError};
 use crate::domain::{HostId, Resources};
+use sqlx::Row;
 
 impl Ledger {
     /// Records `instance_uuid`'s existing allocation on `host` and adds it to the host's usage,
@@ -27,8 +29,45 @@ impl Ledger {
                 return Ok(false);
             }
             add_usage!(tx, host.0, *demand, 1)?;
+            sqlx::query("UPDATE allocations SET imported = TRUE WHERE instance_uuid = $1")
+                .bind(instance_uuid)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(true)
+        })
+    }
+
+    /// Releases the imported allocations on `host` whose instance is not in `present` (the
+    /// consumers Placement now has on that host), giving their usage back, in one
+    /// transaction; returns what it released. Allocations Parasol made itself are never
+    /// touched: Nova's notifications release those.
+    pub async fn release_vanished_imports(
+        &self,
+        host: HostId,
+        present: &[&str],
+    ) -> Result<Vec<Allocation>, LedgerError> {
+        write_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let rows = sqlx::query(
+                "SELECT instance_uuid FROM allocations WHERE host_id = $1 AND imported \
+                 ORDER BY instance_uuid",
+            )
+            .bind(host.0)
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut released = Vec::new();
+            for row in rows {
+                let uuid: String = row.try_get(0)?;
+                if present.contains(&uuid.as_str()) {
+                    continue;
+                }
+                if let Some(alloc) = release_in_tx!(tx, &uuid) {
+                    released.push(alloc);
+                }
+            }
+            tx.commit().await?;
+            Ok(released)
         })
     }
 }

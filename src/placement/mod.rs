@@ -54,6 +54,7 @@ struct StatusInner {
     last_error: Option<String>,
     hosts: usize,
     imported_allocations: usize,
+    released_allocations: usize,
     syncs: u64,
     failures: u64,
 }
@@ -72,6 +73,7 @@ impl PlacementStatus {
                 s.last_error = None;
                 s.hosts = report.hosts;
                 s.imported_allocations += report.imported_allocations;
+                s.released_allocations += report.released_allocations;
                 s.syncs += 1;
             }
             Err(e) => {
@@ -101,6 +103,7 @@ impl PlacementStatus {
             "last_error": s.last_error,
             "hosts": s.hosts,
             "imported_allocations": s.imported_allocations,
+            "released_allocations": s.released_allocations,
             "syncs": s.syncs,
             "failures": s.failures,
         })
@@ -148,6 +151,7 @@ async fn run_one(state: &AppState, client: &PlacementClient) {
             tracing::info!(
                 hosts = report.hosts,
                 imported = report.imported_allocations,
+                released = report.released_allocations,
                 skipped = report.skipped_providers,
                 "Placement sync done"
             );

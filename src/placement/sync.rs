@@ -17,6 +17,9 @@ pub struct SyncReport {
     pub skipped_providers: usize,
     /// Placement allocations of consumers the ledger did not know, now recorded.
     pub imported_allocations: usize,
+    /// Allocations an earlier sync imported that Placement no longer has on that host (the
+    /// instance was deleted or moved without Parasol hearing of it), now released.
+    pub released_allocations: usize,
 }
 
 /// A compute-node provider as read from Placement.
@@ -27,7 +30,9 @@ struct ProviderState {
 }
 
 /// Reads Placement, then registers each compute-node provider as a host (name = provider
-/// name, uuid = compute_node_uuid) and records allocations of consumers the ledger lacks.
+/// name, uuid = compute_node_uuid), releases the imported allocations Placement no longer has
+/// on it, and records allocations of consumers the ledger lacks. Releases come first, so an
+/// imported instance that moved to another provider is recorded there in the same sync.
 pub async fn sync_once(
     client: &PlacementClient,
     ledger: &Ledger,
@@ -61,7 +66,8 @@ pub async fn sync_once(
         .into_iter()
         .map(|h| (h.uuid.to_string(), h))
         .collect();
-    for state in read {
+    let mut hosts = Vec::with_capacity(read.len());
+    for state in &read {
         let p = &state.provider;
         // Placement knows neither zones nor service state: keep what notifications said.
         let (zone, up, disabled) = match known.get(&p.uuid) {
@@ -79,6 +85,14 @@ pub async fn sync_once(
         };
         let host = ledger.register_host(&registration, now_ms).await?;
         report.hosts += 1;
+        let present: Vec<&str> = state.allocations.keys().map(String::as_str).collect();
+        for gone in ledger.release_vanished_imports(host, &present).await? {
+            tracing::info!(consumer = %gone.instance_uuid, host = host.0, "released an imported allocation Placement no longer has");
+            report.released_allocations += 1;
+        }
+        hosts.push(host);
+    }
+    for (state, host) in read.iter().zip(hosts) {
         report.imported_allocations += import(ledger, host, &state.allocations, now_ms).await?;
     }
     Ok(report)
