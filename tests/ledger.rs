@@ -2,8 +2,8 @@
 
 mod support;
 
-use parasol::domain::{Inventory, Resources};
-use parasol::ledger::ClaimOutcome;
+use parasol::domain::{HostId, Inventory, Resources};
+use parasol::ledger::{ClaimOutcome, Ledger};
 use std::sync::Arc;
 use support::{ledger, registration};
 
@@ -301,6 +301,36 @@ on_both_engines!(
     super::only_imported_allocations_placement_no_longer_has_are_released
 );
 
+/// Runs `claims` (host, instance, time) while `blocker` holds SQLite's write lock, so that
+/// they pile up in the writer's queue in this order; answers each claim's result.
+async fn claims_behind_a_held_write_lock(
+    ledger: &Ledger,
+    blocker: &mut sqlx::SqliteConnection,
+    claims: Vec<(HostId, String, i64)>,
+) -> Vec<Result<ClaimOutcome, parasol::ledger::LedgerError>> {
+    let demand = Resources::new(1, 1000, 10);
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for (host, uuid, now_ms) in claims {
+        let ledger = ledger.clone();
+        tasks.push(tokio::spawn(async move {
+            ledger.claim(host, &uuid, &demand, now_ms).await
+        }));
+        // Arrival order is the order the claims reach the writer's queue.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    sqlx::query("COMMIT").execute(&mut *blocker).await.unwrap();
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    results
+}
+
 /// SQLite commits the claims that queue while its writer is busy together, in one
 /// transaction: each must still get its own outcome, in the order the claims arrived, and a
 /// reschedule in the same group must still move its allocation.
@@ -316,32 +346,16 @@ async fn claims_queued_behind_a_busy_sqlite_writer_each_get_their_own_outcome() 
         .register_host(&registration("big", 100, 100_000, 1_000), 1)
         .await
         .unwrap();
-    // Another connection holds SQLite's write lock, so the claims below pile up.
     let mut blocker = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut blocker)
-        .await
-        .unwrap();
-    let demand = Resources::new(1, 1000, 10);
-    let mut tasks = Vec::new();
-    for i in 0..20 {
-        let ledger = ledger.clone();
-        tasks.push(tokio::spawn(async move {
-            ledger.claim(small, &format!("c{i}"), &demand, 1).await
-        }));
-        // Arrival order is the order the claims reach the writer's queue.
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    let moved = {
-        let ledger = ledger.clone();
-        tokio::spawn(async move { ledger.claim(big, "c0", &demand, 2).await })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    sqlx::query("COMMIT").execute(&mut blocker).await.unwrap();
-    let mut outcomes = Vec::new();
-    for t in tasks {
-        outcomes.push(t.await.unwrap().unwrap());
-    }
+    let mut claims: Vec<_> = (0..20).map(|i| (small, format!("c{i}"), 1)).collect();
+    claims.push((big, "c0".into(), 2));
+    let mut outcomes: Vec<ClaimOutcome> =
+        claims_behind_a_held_write_lock(&ledger, &mut blocker, claims)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    let moved = outcomes.pop().unwrap();
     let claimed: Vec<usize> = (0..20)
         .filter(|&i| outcomes[i] == ClaimOutcome::Claimed)
         .collect();
@@ -350,14 +364,14 @@ async fn claims_queued_behind_a_busy_sqlite_writer_each_get_their_own_outcome() 
         vec![0, 1, 2, 3, 4],
         "the first five that arrived fit"
     );
-    assert_eq!(moved.await.unwrap().unwrap(), ClaimOutcome::Claimed);
+    assert_eq!(moved, ClaimOutcome::Claimed);
     let c0 = ledger.allocation("c0").await.unwrap().unwrap();
     assert_eq!(c0.host_id, big, "the reschedule moved c0");
     let hosts = ledger.read_hosts().await.unwrap();
     let host = |id| hosts.iter().find(|h| h.id == id).unwrap();
     assert_eq!(host(small).used, Resources::new(4, 4000, 40));
     assert_eq!(host(small).num_instances, 4);
-    assert_eq!(host(big).used, demand);
+    assert_eq!(host(big).used, Resources::new(1, 1000, 10));
     assert_eq!(ledger.allocation_count().await.unwrap(), 5);
 }
 
@@ -380,31 +394,18 @@ async fn a_claim_that_fails_its_group_gets_the_error_alone() {
     .execute(&mut other)
     .await
     .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
-    let demand = Resources::new(1, 1000, 10);
-    let mut tasks = Vec::new();
-    for name in ["first", "a", "poison", "b", "c"] {
-        let ledger = ledger.clone();
-        tasks.push(tokio::spawn(async move {
-            ledger.claim(host, name, &demand, 1).await
-        }));
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let names = ["first", "a", "poison", "b", "c"];
+    let claims = names.iter().map(|n| (host, n.to_string(), 1)).collect();
+    let results = claims_behind_a_held_write_lock(&ledger, &mut other, claims).await;
+    for (name, result) in names.iter().zip(&results) {
+        match *name {
+            "poison" => {
+                let err = result.as_ref().unwrap_err().to_string();
+                assert!(err.contains("poisoned row"), "{err}");
+            }
+            _ => assert_eq!(result.as_ref().unwrap(), &ClaimOutcome::Claimed, "{name}"),
+        }
     }
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    sqlx::query("COMMIT").execute(&mut other).await.unwrap();
-    let mut results = Vec::new();
-    for t in tasks {
-        results.push(t.await.unwrap());
-    }
-    for (i, name) in ["first", "a", "b", "c"].iter().enumerate() {
-        let r = &results[if i < 2 { i } else { i + 1 }];
-        assert_eq!(r.as_ref().unwrap(), &ClaimOutcome::Claimed, "{name}");
-    }
-    let err = results[2].as_ref().unwrap_err().to_string();
-    assert!(err.contains("poisoned row"), "{err}");
     assert_eq!(ledger.allocation_count().await.unwrap(), 4);
     assert!(ledger.allocation("poison").await.unwrap().is_none());
     let h = ledger.read_hosts().await.unwrap().remove(0);

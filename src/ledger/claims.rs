@@ -10,6 +10,7 @@
 use super::{read_pool, write_pool, Ledger, LedgerError};
 use crate::domain::{HostId, Resources};
 use sqlx::Row;
+use std::sync::OnceLock;
 
 /// What a claim came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +42,13 @@ pub(crate) const CLAIM_UPDATE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + 
 /// is added only if that insert happened; the claim answers `2i+1` when it claimed, `2i` when the
 /// instance already holds an allocation (a reschedule, left to [`Ledger::claim_in_tx`]) and no
 /// row when the host no longer fits. Each claim sees the usage of those before it, exactly as if
-/// they had run one after another.
-fn claim_group_sql(n: usize) -> String {
+/// they had run one after another. Built once per group size.
+fn claim_group_sql(n: usize) -> &'static str {
+    static BUILT: [OnceLock<String>; MAX_GROUP] = [const { OnceLock::new() }; MAX_GROUP];
+    BUILT[n - 1].get_or_init(|| build_claim_group_sql(n))
+}
+
+fn build_claim_group_sql(n: usize) -> String {
     let mut sql = String::with_capacity(80 + 760 * n);
     sql.push_str("BEGIN IMMEDIATE;");
     for i in 0..n {
@@ -167,8 +173,7 @@ async fn claim_group(
     conn: &mut sqlx::SqliteConnection,
     claims: &[PendingClaim],
 ) -> Result<Vec<Option<ClaimOutcome>>, LedgerError> {
-    let sql = claim_group_sql(claims.len());
-    let mut query = sqlx::query(&sql);
+    let mut query = sqlx::query(claim_group_sql(claims.len()));
     for c in claims {
         query = query
             .bind(c.demand.0[0])
@@ -258,29 +263,22 @@ impl Ledger {
             return Err(LedgerError::Invalid(format!("negative demand {demand:?}")));
         }
         if let super::Pools::Sqlite { write, .. } = &self.pools {
-            // Group commit: the claim joins the queue; the first claim into an empty queue
-            // starts a task that waits for the writer and runs everything queued by then in one
-            // transaction. Claims that arrive meanwhile find the queue empty again and start the
-            // next group. The task is spawned so that a caller that gives up cannot leave a
-            // group half-run on the connection with its transaction open.
+            // Group commit: claims queued while the writer is busy run in one transaction. The
+            // serving task is spawned so that a caller that gives up cannot leave a group
+            // half-run on the connection with its transaction open.
             let (reply, answer) = tokio::sync::oneshot::channel();
-            let first = {
-                let mut queue = write.claims.lock();
-                queue.push(PendingClaim {
-                    host,
-                    instance_uuid: instance_uuid.to_string(),
-                    demand: *demand,
-                    now_ms,
-                    reply,
-                });
-                queue.len() == 1
-            };
+            let first = write.claims.push(PendingClaim {
+                host,
+                instance_uuid: instance_uuid.to_string(),
+                demand: *demand,
+                now_ms,
+                reply,
+            });
             if first {
                 let write = write.clone();
                 tokio::spawn(async move {
                     let mut conn = write.lock_owned().await;
-                    let queued = std::mem::take(&mut *write.claims.lock());
-                    run_claims(&mut conn, queued).await;
+                    run_claims(&mut conn, write.claims.take()).await;
                 });
             }
             let outcome = answer.await.map_err(|_| {

@@ -159,7 +159,7 @@ pub(crate) struct PendingSample {
 async fn read_samples(writer: super::Writer) {
     let (queued, result) = {
         let mut conn = writer.lock_owned().await;
-        let queued = std::mem::take(&mut *writer.samples.lock());
+        let queued = writer.samples.take();
         let mut all: Vec<i64> = queued.iter().flat_map(|s| s.ids.iter().copied()).collect();
         all.sort_unstable();
         all.dedup();
@@ -332,18 +332,13 @@ impl Ledger {
             // claim fetched every page again, ~3-6× the CPU), while the writer's own commits
             // leave its cache valid. Under load that CPU mattered more than the wait: apsr at
             // 10,000 hosts in openstack-bench made 1,395–1,488 decisions/s this way against
-            // 1,283–1,356 with samples sent to the read pool whenever the writer was busy. Samples that
-            // queue meanwhile are read together, as claims are committed together: the first
-            // into an empty queue starts the (spawned, so never abandoned) task that reads them.
+            // 1,283–1,356 with samples sent to the read pool whenever the writer was busy.
+            // Samples that queue meanwhile are read together, as claims are committed
+            // together, by a spawned (so never abandoned) task.
             super::Pools::Sqlite { read, write } => {
                 let (reply, answer) = tokio::sync::oneshot::channel();
-                let first = {
-                    let mut queue = write.samples.lock();
-                    let ids = ids.iter().map(|id| id.0).collect();
-                    queue.push(PendingSample { ids, reply });
-                    queue.len() == 1
-                };
-                if first {
+                let ids = ids.iter().map(|id| id.0).collect();
+                if write.samples.push(PendingSample { ids, reply }) {
                     tokio::spawn(read_samples(write.clone()));
                 }
                 let rows = answer.await.map_err(|_| {
@@ -455,20 +450,32 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn samples_queued_behind_the_writer_are_read_together_each_with_its_own_hosts() {
+    /// A migrated ledger on a fresh SQLite file.
+    async fn sqlite_ledger() -> (Ledger, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("l.db").display());
         let ledger = Ledger::connect(&url, 2).await.unwrap();
         ledger.migrate().await.unwrap();
+        (ledger, dir)
+    }
+
+    /// The SQLite ledger's writer.
+    fn writer(ledger: &Ledger) -> &super::super::Writer {
+        match &ledger.pools {
+            super::super::Pools::Sqlite { write, .. } => write,
+            super::super::Pools::Postgres(_) => unreachable!("a SQLite ledger"),
+        }
+    }
+
+    #[tokio::test]
+    async fn samples_queued_behind_the_writer_are_read_together_each_with_its_own_hosts() {
+        let (ledger, _dir) = sqlite_ledger().await;
         let mut ids = Vec::new();
         for name in ["a", "b", "c", "d"] {
             ids.push(ledger.register_host(&registration(name), 1).await.unwrap());
         }
         let gone = HostId(ids[3].0 + 100);
-        let super::super::Pools::Sqlite { write, .. } = &ledger.pools else {
-            unreachable!("a SQLite ledger")
-        };
+        let write = writer(&ledger);
         let wanted = [
             vec![ids[2], ids[0]],
             vec![ids[1], ids[1], gone],
@@ -482,7 +489,7 @@ mod tests {
                 ledger.read_hosts_by_id(&sample).await
             }));
         }
-        while write.samples.lock().len() < wanted.len() {
+        while write.samples.len() < wanted.len() {
             tokio::task::yield_now().await;
         }
         drop(held);
@@ -494,21 +501,16 @@ mod tests {
             want.sort();
             assert_eq!(got, want);
         }
-        assert!(write.samples.lock().is_empty());
+        assert_eq!(write.samples.len(), 0);
         assert_eq!(ledger.read_hosts_by_id(&ids).await.unwrap(), all);
     }
 
     #[tokio::test]
     async fn a_sample_is_read_on_the_writers_connection_in_turn_with_the_writes() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("l.db").display());
-        let ledger = Ledger::connect(&url, 2).await.unwrap();
-        ledger.migrate().await.unwrap();
+        let (ledger, _dir) = sqlite_ledger().await;
         let a = ledger.register_host(&registration("a"), 1).await.unwrap();
         let b = ledger.register_host(&registration("b"), 1).await.unwrap();
-        let super::super::Pools::Sqlite { write, .. } = &ledger.pools else {
-            unreachable!("a SQLite ledger")
-        };
+        let write = writer(&ledger);
         // While someone holds the writer (a notification batch, say) the sample waits its turn.
         let held = write.lock().await;
         let ids = [b, a];

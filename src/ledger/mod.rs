@@ -71,16 +71,54 @@ pub(crate) fn json_list<T: Into<serde_json::Value>>(values: impl IntoIterator<It
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
     conn: Arc<tokio::sync::Mutex<SqliteConnection>>,
-    pub(crate) claims: Arc<parking_lot::Mutex<Vec<claims::PendingClaim>>>,
-    pub(crate) samples: Arc<parking_lot::Mutex<Vec<hosts::PendingSample>>>,
+    pub(crate) claims: JobQueue<claims::PendingClaim>,
+    pub(crate) samples: JobQueue<hosts::PendingSample>,
+}
+
+/// Jobs waiting for the writer, served in groups. Whoever puts a job into an empty queue
+/// starts the one task that will serve it: that task waits for the connection, then takes
+/// every job queued by then. Jobs that arrive after the take find the queue empty again and
+/// start the next group, so every job is taken by exactly one task.
+#[derive(Debug)]
+pub(crate) struct JobQueue<J>(Arc<parking_lot::Mutex<Vec<J>>>);
+
+impl<J> Clone for JobQueue<J> {
+    fn clone(&self) -> Self {
+        JobQueue(self.0.clone())
+    }
+}
+
+impl<J> Default for JobQueue<J> {
+    fn default() -> Self {
+        JobQueue(Arc::default())
+    }
+}
+
+impl<J> JobQueue<J> {
+    /// Queues `job`; true when the caller must start the task that serves the queue.
+    pub(crate) fn push(&self, job: J) -> bool {
+        let mut queue = self.0.lock();
+        queue.push(job);
+        queue.len() == 1
+    }
+
+    /// Every job queued so far (call holding the connection).
+    pub(crate) fn take(&self) -> Vec<J> {
+        std::mem::take(&mut *self.0.lock())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().len()
+    }
 }
 
 impl Writer {
     fn new(conn: SqliteConnection) -> Writer {
         Writer {
             conn: Arc::new(tokio::sync::Mutex::new(conn)),
-            claims: Arc::default(),
-            samples: Arc::default(),
+            claims: JobQueue::default(),
+            samples: JobQueue::default(),
         }
     }
 
