@@ -46,20 +46,14 @@ async fn ledger_with_hosts(dir: &std::path::Path, n: usize) -> Ledger {
     let ledger = Ledger::connect(&url, 4).await.expect("ledger");
     ledger.migrate().await.expect("migrate");
     for i in 0..n {
-        let inv = |total, ratio| Inventory {
-            total,
-            reserved: 0,
-            allocation_ratio: ratio,
-        };
-        let reg = HostRegistration {
-            host: format!("compute{i}"),
-            node: format!("compute{i}"),
-            uuid: format!("00000000-0000-4000-8000-{i:012}"),
-            availability_zone: "nova".into(),
-            up: true,
-            disabled: false,
-            inventory: [inv(64, 16.0), inv(262_144, 1.0), inv(2_000, 1.0)],
-        };
+        let mut reg = HostRegistration::simple(
+            &format!("compute{i}"),
+            &format!("00000000-0000-4000-8000-{i:012}"),
+            64,
+            262_144,
+            2_000,
+        );
+        reg.inventories[0].1 = Inventory::of(64).with(0, 16.0);
         ledger
             .register_host(&reg, SystemClock.now_ms_static())
             .await
@@ -109,7 +103,7 @@ async fn main() {
             settings.apsr.budget = Some(args.apsr_max_d * settings.apsr.max_schedulers);
             let clock: SharedClock = Arc::new(SystemClock);
             let stats = Arc::new(Stats::new(clock.clone(), 60));
-            let scheduler = parasol::backend::Scheduler::start(
+            let scheduler = parasol::scheduling::Scheduler::start(
                 Arc::new(settings),
                 ledger.clone(),
                 stats.clone(),

@@ -14,12 +14,11 @@ use parasol::amqp::run_notification_consumer;
 use parasol::amqp::topology::{declare_nova_exchange, HOST_STATE};
 use parasol::clock::SystemClock;
 use parasol::configuration::{AmqpSettings, Settings};
-use parasol::startup::{AppState, Application};
+use parasol::startup::{Application, Handles};
 use serde_json::json;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 struct Args {
     events: usize,
@@ -85,32 +84,33 @@ fn host_state(seq: usize, h: usize, vcpu: i64) -> Vec<u8> {
 }
 
 struct Bench {
-    state: Arc<AppState>,
+    handles: Handles,
     amqp: AmqpSettings,
     publisher: lapin::Channel,
-    consumer: Option<(watch::Sender<bool>, tokio::task::JoinHandle<()>)>,
+    consumer: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
 }
 
 impl Bench {
     fn applied(&self) -> u64 {
-        self.state.notifications_json()["applied"]
+        self.handles.ingest.to_json()["applied"]
             .as_u64()
             .unwrap_or(0)
     }
 
     fn start_consumer(&mut self) {
-        let (stop, shutdown) = watch::channel(false);
+        let stop = CancellationToken::new();
         let task = tokio::spawn(run_notification_consumer(
-            self.state.clone(),
+            self.handles.ingest.clone(),
+            self.handles.broker.clone(),
             self.amqp.clone(),
-            shutdown,
+            stop.clone(),
         ));
         self.consumer = Some((stop, task));
     }
 
     async fn stop_consumer(&mut self) -> anyhow::Result<()> {
         if let Some((stop, task)) = self.consumer.take() {
-            stop.send(true)?;
+            stop.cancel();
             task.await?;
         }
         Ok(())
@@ -118,7 +118,7 @@ impl Bench {
 
     async fn wait_connected(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.state.broker.connected.load(Ordering::Relaxed) {
+        while !self.handles.broker.is_connected() {
             anyhow::ensure!(Instant::now() < deadline, "consumer did not connect");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -220,7 +220,7 @@ async fn main() -> anyhow::Result<()> {
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let app = Application::build_with(settings.clone(), listener, Arc::new(SystemClock)).await?;
-    let state = app.state().into_inner();
+    let handles = app.handles().clone();
     let conn = Connection::connect(&args.url, ConnectionProperties::default()).await?;
     let publisher = conn.create_channel().await?;
     publisher
@@ -228,7 +228,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     declare_nova_exchange(&publisher, &settings.amqp).await?;
     let mut bench = Bench {
-        state,
+        handles,
         amqp: settings.amqp.clone(),
         publisher,
         consumer: None,
@@ -240,7 +240,7 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let published = bench.publish(&cold).await?;
     let done = bench.applied_by(args.hosts as u64).await?;
-    let registered = bench.state.scheduler.ledger().host_ids().await?.len();
+    let registered = bench.handles.scheduler.ledger().host_ids().await?.len();
     anyhow::ensure!(registered == args.hosts, "{registered} hosts registered");
     let cold_s = (done - start).as_secs_f64();
     println!(
@@ -284,7 +284,7 @@ async fn main() -> anyhow::Result<()> {
         drain_s,
         args.events as f64 / drain_s
     );
-    let counts = bench.state.notifications_json();
+    let counts = bench.handles.ingest.to_json();
     println!("outcomes: {counts}");
     bench.stop_consumer().await?;
 

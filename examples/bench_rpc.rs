@@ -8,9 +8,8 @@ use clap::Parser;
 use hdrhistogram::Histogram;
 use parasol::clock::{Clock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
-use parasol::domain::Inventory;
 use parasol::ledger::{HostRegistration, Ledger};
-use parasol::rpc::{run_rpc_server, RpcClient, RpcCounters};
+use parasol::rpc::{run_rpc_server, RpcClient};
 use parasol::startup::Application;
 use serde_json::{json, Value};
 use sqlx::Connection;
@@ -67,22 +66,10 @@ async fn main() -> anyhow::Result<()> {
 
     let ledger = Ledger::connect(&url, 8).await?;
     ledger.migrate().await?;
-    let inv = |total| Inventory {
-        total,
-        reserved: 0,
-        allocation_ratio: 1.0,
-    };
     for i in 0..args.hosts {
         let host = format!("compute{i:05}");
-        let reg = HostRegistration {
-            uuid: uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string(),
-            node: host.clone(),
-            host,
-            availability_zone: "nova".into(),
-            up: true,
-            disabled: false,
-            inventory: [inv(64), inv(262_144), inv(2_000)],
-        };
+        let uuid = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string();
+        let reg = HostRegistration::simple(&host, &uuid, 64, 262_144, 2_000);
         ledger.register_host(&reg, SystemClock.now_ms()).await?;
     }
     drop(ledger);
@@ -100,15 +87,12 @@ async fn main() -> anyhow::Result<()> {
     let (exchange, topic) = (s.amqp.exchange.clone(), s.rpc.topic.clone());
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let app = Application::build_with(s, listener, Arc::new(SystemClock)).await?;
-    let state = app.state();
+    let handles = app.handles().clone();
+    let shutdown = app.shutdown();
     tokio::spawn(app.run_until_stopped());
-    let counters = Arc::new(RpcCounters::default());
-    let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    tokio::spawn(run_rpc_server(
-        state.clone().into_inner(),
-        counters.clone(),
-        shutdown,
-    ));
+    let counters = handles.rpc.clone();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(run_rpc_server(handles.rpc_deps(), stop.clone()));
     let client = Arc::new(RpcClient::connect(&args.amqp, &exchange).await?);
     loop {
         let ping = client.call_message("ping", json!({"arg": 0}), "1.1", Some("baseapi"), None);
@@ -178,7 +162,9 @@ async fn main() -> anyhow::Result<()> {
         hist.max() as f64 / 1000.0
     );
     println!("server={}", counters.to_json());
-    drop(state);
+    stop.cancel();
+    shutdown.stop().await;
+    drop(handles);
     if let Some(mut admin) = admin {
         let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut admin)

@@ -52,6 +52,9 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// HTTP worker threads (0 = one per core).
     pub http_workers: usize,
+    /// On SIGTERM/SIGINT, how long in-flight calls (HTTP and RPC) and the notification batch
+    /// in hand may take to finish before the process exits anyway.
+    pub shutdown_grace_s: f64,
 }
 
 impl Default for ServerSettings {
@@ -61,6 +64,7 @@ impl Default for ServerSettings {
             port: 8790,
             max_body_bytes: 1 << 20,
             http_workers: 0,
+            shutdown_grace_s: 30.0,
         }
     }
 }
@@ -289,6 +293,12 @@ impl Settings {
             return key(
                 "caching.refresh_interval_s",
                 "must be a positive number of seconds",
+            );
+        }
+        if !(self.server.shutdown_grace_s.is_finite() && self.server.shutdown_grace_s >= 0.0) {
+            return key(
+                "server.shutdown_grace_s",
+                "must be a non-negative number of seconds",
             );
         }
         if self.server.max_body_bytes < 1024 {

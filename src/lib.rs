@@ -9,11 +9,14 @@
 //! - [`domain`]: resource vectors, host state and the per-request scheduling context.
 //! - [`clock`]: the injectable clock every interval and timestamp comes from.
 //! - [`configuration`]: the settings file, environment overrides and validation.
-//! - [`ledger`]: the SQL ledger (SQLite or PostgreSQL): hosts, claims, allocations, message ids.
+//! - [`table`]: the live host table every decision reads and every claim reserves in.
+//! - [`ledger`]: the SQL ledger (SQLite or PostgreSQL): hosts, claims, allocations, message ids;
+//!   it keeps the live table equal to what it committed plus the claims in flight.
 //! - [`nova`]: Nova's wire contract: RequestSpec, Selection, oslo envelopes, notifications.
 //! - [`policy`]: filters, weighers and the named placement algorithms.
 //! - [`control`]: the pure control logic of ASC (adaptive interval) and APSR (planning s, d).
-//! - [`backend`]: the four backends, their worker pools and the switch between them.
+//! - [`backend`]: the four backends and their worker pools.
+//! - [`scheduling`]: the transport-neutral `select` use case and the switch between backends.
 //! - [`notifications`]: applying host-state inputs to the ledger exactly once.
 //! - [`amqp`]: the RabbitMQ notification consumer.
 //! - [`placement`]: inventory sync from OpenStack Placement.
@@ -38,8 +41,10 @@ pub mod placement;
 pub mod policy;
 pub mod routes;
 pub mod rpc;
+pub mod scheduling;
 pub mod service;
 pub mod sim;
 pub mod startup;
 pub mod stats;
+pub mod table;
 pub mod telemetry;

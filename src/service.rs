@@ -1,24 +1,23 @@
 //! `parasol serve`: the service until SIGINT/SIGTERM, with SIGHUP reloading the configuration.
 
 use crate::configuration::Settings;
-use crate::startup::{AppState, Application, StartupError};
-use actix_web::web;
-use std::path::PathBuf;
+use crate::scheduling::Scheduler;
+use crate::startup::{Application, StartupError};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Builds the service from `settings` and runs it; `config` is re-read on SIGHUP.
+/// Builds the service from `settings` and runs it until SIGINT/SIGTERM, which reaches every
+/// part at once (HTTP, notification consumer, RPC server, Placement sync); `config` is
+/// re-read on SIGHUP.
 pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), StartupError> {
     let app = Application::build(settings).await?;
-    let state = app.state();
-    let handle = app.handle();
-    crate::amqp::spawn_consumers(state.clone());
-    crate::placement::spawn_sync(state.clone());
-    crate::rpc::spawn_rpc_server(state.clone());
-    tokio::spawn(reload_on_sighup(state, config));
+    app.start_background();
+    let shutdown = app.shutdown();
+    tokio::spawn(reload_on_sighup(app.scheduler().clone(), config));
     tokio::spawn(async move {
         shutdown_signal().await;
-        tracing::info!("stopping: finishing in-flight requests");
-        handle.stop(true).await;
+        tracing::info!("stopping: no new work; finishing what is in flight");
+        shutdown.stop().await;
     });
     app.run_until_stopped()
         .await
@@ -50,7 +49,7 @@ async fn shutdown_signal() {
 }
 
 /// On every SIGHUP: re-read the file; an invalid one is refused and the old config keeps running.
-async fn reload_on_sighup(state: web::Data<AppState>, (path, explicit): (PathBuf, bool)) {
+async fn reload_on_sighup(scheduler: Arc<Scheduler>, (path, explicit): (PathBuf, bool)) {
     #[cfg(unix)]
     {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -59,15 +58,15 @@ async fn reload_on_sighup(state: web::Data<AppState>, (path, explicit): (PathBuf
             return;
         };
         while hup.recv().await.is_some() {
-            reload(&state, &path, explicit).await;
+            reload(&scheduler, &path, explicit).await;
         }
     }
 }
 
 /// Applies the configuration in `path` to the running service, or logs why it was refused.
-pub async fn reload(state: &AppState, path: &std::path::Path, explicit: bool) -> bool {
+pub async fn reload(scheduler: &Scheduler, path: &Path, explicit: bool) -> bool {
     match Settings::load(path, explicit) {
-        Ok(settings) => match state.scheduler.reconfigure(Arc::new(settings)).await {
+        Ok(settings) => match scheduler.reconfigure(Arc::new(settings)).await {
             Ok(()) => {
                 tracing::info!(file = %path.display(), "configuration reloaded");
                 true

@@ -1,20 +1,25 @@
-//! Building and running the service: ledger, scheduler, HTTP server (and, when configured,
-//! the broker consumers). Tests bind port 0 and inject the clock.
+//! Building and running the service: ledger, scheduler, the HTTP server and, when configured,
+//! the background parts (notification consumer, Nova RPC server, Placement sync), all stopped
+//! by one shutdown signal. Tests bind port 0 and inject the clock.
 
-use crate::backend::{BuildError, Scheduler};
+use crate::amqp::{run_notification_consumer, BrokerStatus};
+use crate::backend::BuildError;
 use crate::clock::{SharedClock, SystemClock};
 use crate::configuration::Settings;
 use crate::ledger::{Ledger, LedgerError};
-use crate::routes;
+use crate::notifications::Ingest;
+use crate::placement::{run_sync, PlacementStatus, SyncDeps};
+use crate::routes::{self, BodyLimit};
+use crate::rpc::{run_rpc_server, RpcCounters, RpcDeps};
+use crate::scheduling::Scheduler;
 use crate::stats::Stats;
-use actix_web::dev::Server;
+use actix_web::dev::{Server, ServerHandle};
 use actix_web::{web, App, HttpServer};
-use parking_lot::Mutex;
-use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -32,60 +37,63 @@ pub enum StartupError {
     },
 }
 
-/// Whether the broker connection is up, for `/healthz` and `/v1/stats`.
-#[derive(Debug, Default)]
-pub struct BrokerStatus {
-    pub configured: AtomicBool,
-    pub connected: AtomicBool,
-    /// Connection attempts since start (each failure waits a capped, doubling delay).
-    pub connect_attempts: AtomicU64,
-    /// The delay before the next attempt, in ms, while disconnected.
-    pub retry_in_ms: AtomicU64,
-    pub last_error: Mutex<Option<String>>,
-}
-
-impl BrokerStatus {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "configured": self.configured.load(Ordering::Relaxed),
-            "connected": self.connected.load(Ordering::Relaxed),
-            "connect_attempts": self.connect_attempts.load(Ordering::Relaxed),
-            "retry_in_s": self.retry_in_ms.load(Ordering::Relaxed) as f64 / 1000.0,
-            "last_error": *self.last_error.lock(),
-        })
-    }
-}
-
-/// What every route shares.
-pub struct AppState {
-    pub scheduler: Scheduler,
-    pub broker: Arc<BrokerStatus>,
-    pub placement: Arc<crate::placement::PlacementStatus>,
-    /// Notifications by outcome (applied, duplicate, unknown_event, dead_letter).
-    pub notifications: Mutex<BTreeMap<String, u64>>,
-}
-
-impl AppState {
-    /// Counts a notification outcome here and on `/metrics`.
-    pub fn count_notification(&self, outcome: &str) {
-        *self
-            .notifications
-            .lock()
-            .entry(outcome.to_string())
-            .or_default() += 1;
-        self.scheduler.stats().metrics().notification(outcome);
-    }
-
-    pub fn notifications_json(&self) -> Value {
-        json!(*self.notifications.lock())
-    }
-}
-
 /// A built, not yet running, service.
 pub struct Application {
     port: u16,
     server: Server,
-    state: web::Data<AppState>,
+    handles: Handles,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// The parts of a built service, each for whoever needs it (tests and benchmarks start the
+/// background parts with their own shutdown token through these).
+#[derive(Clone)]
+pub struct Handles {
+    pub settings: Arc<Settings>,
+    pub clock: SharedClock,
+    pub scheduler: Arc<Scheduler>,
+    pub ingest: Arc<Ingest>,
+    pub broker: Arc<BrokerStatus>,
+    pub placement: Arc<PlacementStatus>,
+    pub rpc: Arc<RpcCounters>,
+}
+
+impl Handles {
+    /// What the RPC server needs.
+    pub fn rpc_deps(&self) -> RpcDeps {
+        RpcDeps {
+            scheduler: self.scheduler.clone(),
+            ingest: self.ingest.clone(),
+            broker: self.broker.clone(),
+            counters: self.rpc.clone(),
+        }
+    }
+
+    /// What the Placement sync needs.
+    pub fn sync_deps(&self) -> SyncDeps {
+        SyncDeps {
+            ledger: self.scheduler.ledger().clone(),
+            clock: self.clock.clone(),
+            stats: self.scheduler.stats().clone(),
+            status: self.placement.clone(),
+        }
+    }
+}
+
+/// Stops a running [`Application`]: every part stops taking work and drains what it has.
+#[derive(Clone)]
+pub struct Shutdown {
+    token: CancellationToken,
+    http: ServerHandle,
+}
+
+impl Shutdown {
+    /// Fires the shutdown signal and waits for the HTTP server to finish its in-flight requests.
+    pub async fn stop(&self) {
+        self.token.cancel();
+        self.http.stop(true).await;
+    }
 }
 
 impl Application {
@@ -107,24 +115,39 @@ impl Application {
             .ledger
             .resolve_url()
             .map_err(StartupError::DataDir)?;
-        let ledger = Ledger::connect(&url, settings.ledger.max_connections).await?;
-        ledger.migrate().await?;
+        let ledger = Ledger::open(&url, settings.ledger.max_connections).await?;
         let stats = Arc::new(Stats::new(clock.clone(), settings.scheduler.stats_window_s));
         let settings = Arc::new(settings);
-        let scheduler = Scheduler::start(settings.clone(), ledger, stats, clock).await?;
-        let state = web::Data::new(AppState {
-            scheduler,
-            broker: Arc::new(BrokerStatus::default()),
-            placement: Default::default(),
-            notifications: Mutex::new(BTreeMap::new()),
-        });
+        let ingest = Arc::new(Ingest::new(ledger.clone(), clock.clone(), stats.clone()));
+        let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));
+        let scheduler =
+            Arc::new(Scheduler::start(settings.clone(), ledger, stats, clock.clone()).await?);
+        let placement = Arc::new(PlacementStatus::default());
+        let rpc = Arc::new(RpcCounters::default());
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        let server = http_server(state.clone(), listener, &settings)?;
+        let data = HttpData {
+            scheduler: web::Data::from(scheduler.clone()),
+            ingest: web::Data::from(ingest.clone()),
+            broker: web::Data::from(broker.clone()),
+            placement: web::Data::from(placement.clone()),
+            rpc: web::Data::from(rpc.clone()),
+        };
+        let server = http_server(data, listener, &settings)?;
         tracing::info!(port, backend = settings.scheduler.backend.as_str(), ledger = %redact(&url), "Parasol ready");
         Ok(Application {
             port,
             server,
-            state,
+            handles: Handles {
+                settings,
+                clock,
+                scheduler,
+                ingest,
+                broker,
+                placement,
+                rpc,
+            },
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
         })
     }
 
@@ -132,32 +155,108 @@ impl Application {
         self.port
     }
 
-    /// The shared state, for the broker consumers and for reconfiguration.
-    pub fn state(&self) -> web::Data<AppState> {
-        self.state.clone()
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.handles.scheduler
     }
 
-    /// A handle to stop the HTTP server gracefully.
-    pub fn handle(&self) -> actix_web::dev::ServerHandle {
-        self.server.handle()
+    /// Every part of the service.
+    pub fn handles(&self) -> &Handles {
+        &self.handles
     }
 
+    /// What stops this application (every part, once).
+    pub fn shutdown(&self) -> Shutdown {
+        Shutdown {
+            token: self.shutdown.clone(),
+            http: self.server.handle(),
+        }
+    }
+
+    /// Starts the notification consumer when `[amqp] url` is set.
+    pub fn start_notification_consumer(&self) {
+        let amqp = self.handles.settings.amqp.clone();
+        if amqp.url.is_empty() {
+            tracing::info!("no [amqp] url: notifications only over HTTP");
+            return;
+        }
+        self.tasks.spawn(run_notification_consumer(
+            self.handles.ingest.clone(),
+            self.handles.broker.clone(),
+            amqp,
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// Starts Nova's scheduler RPC server when `[rpc] enabled`.
+    pub fn start_rpc_server(&self) {
+        if !self.handles.settings.rpc.enabled {
+            return;
+        }
+        self.tasks.spawn(run_rpc_server(
+            self.handles.rpc_deps(),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// Starts the Placement sync when `[placement] enabled`.
+    pub fn start_placement_sync(&self) {
+        self.tasks.spawn(run_sync(
+            self.handles.settings.placement.clone(),
+            self.handles.sync_deps(),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// Every background part the configuration asks for.
+    pub fn start_background(&self) {
+        self.start_notification_consumer();
+        self.start_rpc_server();
+        self.start_placement_sync();
+    }
+
+    /// Serves until [`Shutdown::stop`]; then waits for the background parts to drain, at
+    /// most `[server] shutdown_grace_s`.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        self.shutdown.cancel();
+        self.tasks.close();
+        let grace = Duration::from_secs_f64(self.handles.settings.server.shutdown_grace_s);
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("background tasks still running at the end of the grace period");
+        }
+        self.handles.scheduler.backend().stop();
+        served
     }
 }
 
+/// The handles the routes take, one `web::Data` each.
+#[derive(Clone)]
+struct HttpData {
+    scheduler: web::Data<Scheduler>,
+    ingest: web::Data<Ingest>,
+    broker: web::Data<BrokerStatus>,
+    placement: web::Data<PlacementStatus>,
+    rpc: web::Data<RpcCounters>,
+}
+
 fn http_server(
-    state: web::Data<AppState>,
+    data: HttpData,
     listener: TcpListener,
     settings: &Settings,
 ) -> Result<Server, StartupError> {
-    let limit = settings.server.max_body_bytes;
+    let limit = web::Data::new(BodyLimit(settings.server.max_body_bytes));
     let workers = settings.server.http_workers;
     let mut server = HttpServer::new(move || {
         App::new()
-            .app_data(state.clone())
-            .app_data(web::Data::new(BodyLimit(limit)))
+            .app_data(data.scheduler.clone())
+            .app_data(data.ingest.clone())
+            .app_data(data.broker.clone())
+            .app_data(data.placement.clone())
+            .app_data(data.rpc.clone())
+            .app_data(limit.clone())
             .route(
                 "/v1/select_destinations",
                 web::post().to(routes::select_destinations),
@@ -174,6 +273,7 @@ fn http_server(
     if workers > 0 {
         server = server.workers(workers);
     }
+    let grace = settings.server.shutdown_grace_s.ceil() as u64;
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -181,13 +281,10 @@ fn http_server(
     Ok(server
         .listen(listener)
         .map_err(|source| StartupError::Bind { addr, source })?
+        .shutdown_timeout(grace)
         .disable_signals()
         .run())
 }
-
-/// The largest body a route reads (`[server] max_body_bytes`).
-#[derive(Clone, Copy, Debug)]
-pub struct BodyLimit(pub usize);
 
 /// A ledger URL without its password, for logs.
 pub fn redact(url: &str) -> String {

@@ -230,17 +230,9 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
     let (ledger, _db) = ledger().await;
     // compute2 is already known (from notifications) and Parasol placed PARASOL_VM on it.
     let known = HostRegistration {
-        host: "compute2".into(),
-        node: "compute2".into(),
-        uuid: C2.into(),
         availability_zone: "az2".into(),
-        up: true,
         disabled: true,
-        inventory: [parasol::domain::Inventory {
-            total: 1000,
-            reserved: 0,
-            allocation_ratio: 1.0,
-        }; 3],
+        ..HostRegistration::simple("compute2", C2, 1000, 1000, 1000)
     };
     let c2 = ledger.register_host(&known, 1).await.expect("register");
     let claimed = ledger
@@ -261,10 +253,10 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
         2,
         "the provider without inventory is not a host"
     );
-    let h1 = hosts.iter().find(|h| &*h.uuid == C1).expect("compute1");
-    assert_eq!((&*h1.host, &*h1.node), ("compute1", "compute1"));
+    let h1 = hosts.iter().find(|h| &**h.uuid() == C1).expect("compute1");
+    assert_eq!((&**h1.host(), &**h1.node()), ("compute1", "compute1"));
     assert_eq!(
-        h1.usable,
+        *h1.usable(),
         Resources::new(32, 15872, 100),
         "(total - reserved) x ratio"
     );
@@ -282,9 +274,9 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
     assert_eq!(imported.host_id, h1.id);
     assert!(imported.confirmed);
 
-    let h2 = hosts.iter().find(|h| &*h.uuid == C2).expect("compute2");
+    let h2 = hosts.iter().find(|h| &**h.uuid() == C2).expect("compute2");
     assert_eq!(
-        h2.usable,
+        *h2.usable(),
         Resources::new(4, 8192, 50),
         "inventory from Placement"
     );
@@ -294,7 +286,7 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
         "Parasol's own claim is not counted twice"
     );
     assert_eq!(
-        (&*h2.availability_zone, h2.disabled),
+        (&**h2.availability_zone(), h2.disabled),
         ("az2", true),
         "zone and state kept"
     );
@@ -331,9 +323,9 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
     assert!(ledger.allocation(OLD_VM).await.expect("read").is_none());
     assert!(ledger.allocation(PARASOL_VM).await.expect("read").is_some());
     let last = ledger.read_hosts().await.expect("hosts");
-    let h1 = last.iter().find(|h| &*h.uuid == C1).expect("compute1");
+    let h1 = last.iter().find(|h| &**h.uuid() == C1).expect("compute1");
     assert_eq!((h1.used, h1.num_instances), (Resources::ZERO, 0));
-    let h2 = last.iter().find(|h| &*h.uuid == C2).expect("compute2");
+    let h2 = last.iter().find(|h| &**h.uuid() == C2).expect("compute2");
     assert_eq!(h2.used, Resources::new(1, 256, 1));
     let fourth = sync_once(&client, &ledger, 4000)
         .await
@@ -382,18 +374,19 @@ async fn periodic_resync_follows_placement_and_an_outage_keeps_the_last_state() 
         .await
         .expect("build");
     let address = format!("http://127.0.0.1:{}", app.port());
-    let state = app.state();
+    let handles = app.handles().clone();
+    let shutdown = app.shutdown();
+    app.start_placement_sync();
     tokio::spawn(app.run_until_stopped());
-    let sync = parasol::placement::spawn_sync(state.clone()).expect("sync enabled");
     let http = reqwest::Client::new();
-    let ledger = state.scheduler.ledger().clone();
+    let ledger = handles.scheduler.ledger().clone();
     let usable = || async {
         ledger
             .read_hosts()
             .await
             .expect("hosts")
             .first()
-            .map(|h| h.usable)
+            .map(|h| *h.usable())
     };
 
     eventually("the first sync", || async {
@@ -440,5 +433,5 @@ async fn periodic_resync_follows_placement_and_an_outage_keeps_the_last_state() 
         .parse()
         .expect("number");
     assert!(errors >= 1.0);
-    sync.abort();
+    shutdown.stop().await;
 }

@@ -27,7 +27,7 @@ struct Rpc {
     client: RpcClient,
     counters: Arc<RpcCounters>,
     topic: String,
-    _stop: tokio::sync::watch::Sender<bool>,
+    _stop: tokio_util::sync::DropGuard,
 }
 
 /// A service on SQLite with the RPC server on its own exchange and topic, plus a client.
@@ -51,13 +51,9 @@ async fn spawn_rpc_with(configure: impl FnOnce(&mut Settings)) -> Rpc {
     configure(&mut s);
     let (exchange, topic) = (s.amqp.exchange.clone(), s.rpc.topic.clone());
     let app = spawn_with(s, db).await;
-    let counters = Arc::new(RpcCounters::default());
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
-    tokio::spawn(run_rpc_server(
-        app.state.clone().into_inner(),
-        counters.clone(),
-        shutdown,
-    ));
+    let counters = app.handles.rpc.clone();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(run_rpc_server(app.handles.rpc_deps(), stop.clone()));
     let client = RpcClient::connect(AMQP_URL, &exchange)
         .await
         .expect("RabbitMQ must be running (see .ci/run)");
@@ -66,7 +62,7 @@ async fn spawn_rpc_with(configure: impl FnOnce(&mut Settings)) -> Rpc {
         client,
         counters,
         topic,
-        _stop: stop,
+        _stop: stop.drop_guard(),
     };
     rpc.wait_until_serving().await;
     rpc
@@ -264,14 +260,7 @@ async fn malformed_messages_are_answered_or_dead_lettered_and_the_server_keeps_s
             reply.failure
         );
     }
-    let dead = rpc
-        .app
-        .state
-        .scheduler
-        .ledger()
-        .dead_letters(10)
-        .await
-        .unwrap();
+    let dead = rpc.app.scheduler.ledger().dead_letters(10).await.unwrap();
     assert_eq!(dead.iter().filter(|d| d.source == "rpc").count(), 3);
     let letters = take_dead_letters(&dead_letter, 3).await;
     assert!(

@@ -108,7 +108,7 @@ impl Dataset {
             for (c, v) in classes.iter().zip(values) {
                 r[*c] = to_units(*v, *c)?;
             }
-            Ok(Resources(r))
+            Ok(Resources::new(r[0], r[1], r[2]))
         };
         let shape = raw.host_shapes.first().context("no host shape")?;
         let mut host = vector(&shape.capacity)?;
@@ -214,8 +214,8 @@ mod tests {
     fn nfv_sizes_map_exactly_and_one_replica_holds_437_requests() {
         let ds = Dataset::named("nfv").unwrap();
         assert_eq!(ds.replica.len(), 437);
-        assert_eq!(ds.flavors[0], Resources([0, 1_000, 1_000]));
-        assert_eq!(ds.host, Resources([1_000, 1_000_000, 100_000]));
+        assert_eq!(ds.flavors[0], Resources::new(0, 1_000, 1_000));
+        assert_eq!(ds.host, Resources::new(1_000, 1_000_000, 100_000));
         assert_eq!(to_units(0.54, 2).unwrap(), 54_000);
     }
 

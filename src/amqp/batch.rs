@@ -5,9 +5,8 @@
 use super::consumer::ConsumerError;
 use super::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
 use crate::configuration::AmqpSettings;
-use crate::notifications::apply_batch;
+use crate::notifications::Ingest;
 use crate::nova::Notification;
-use crate::startup::AppState;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicPublishOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -35,7 +34,7 @@ const SOURCES: [Source; 2] = [Source::Notifications, Source::Fanout];
 /// Applies `batch` exactly once and acknowledges it; `Err` ends the connection (whatever is
 /// unacknowledged is redelivered, and skipped as duplicate where already committed).
 pub(super) async fn process_batch(
-    state: &AppState,
+    ingest: &Ingest,
     publisher: &Channel,
     amqp: &AmqpSettings,
     batch: Vec<(Source, lapin::Result<Delivery>)>,
@@ -49,8 +48,7 @@ pub(super) async fn process_batch(
         .map(|(_, d)| Notification::decode(&d.data).map_err(|e| e.to_string()))
         .collect();
     let valid: Vec<&Notification> = decoded.iter().filter_map(|r| r.as_ref().ok()).collect();
-    let now = state.scheduler.clock().now_ms();
-    let mut outcomes = match apply_batch(state.scheduler.ledger(), &valid, now).await {
+    let mut outcomes = match ingest.apply_batch(&valid).await {
         Ok(outcomes) => outcomes.into_iter(),
         Err(e) => {
             tracing::error!(error = %e, messages = deliveries.len(), "ledger unavailable; batch requeued");
@@ -74,11 +72,11 @@ pub(super) async fn process_batch(
                 .unwrap_or_else(|| Err("no outcome for this message".into())),
         };
         match outcome {
-            Ok(applied) => state.count_notification(applied.as_str()),
+            Ok(applied) => ingest.count(applied.as_str()),
             Err(reason) => poison.push((&deliveries[i].1, reason)),
         }
     }
-    dead_letter(state, publisher, amqp, &poison).await?;
+    dead_letter(ingest, publisher, amqp, &poison).await?;
     for (_, last) in last_per_source(&deliveries) {
         last.acker.ack(BasicAckOptions { multiple: true }).await?;
     }
@@ -98,7 +96,7 @@ fn last_per_source(deliveries: &[(Source, Delivery)]) -> Vec<(Source, &Delivery)
 /// Publishes each poison message to the dead-letter exchange with its reason, and waits for
 /// the broker to confirm them all before the caller acknowledges the originals.
 async fn dead_letter(
-    state: &AppState,
+    ingest: &Ingest,
     publisher: &Channel,
     amqp: &AmqpSettings,
     poison: &[(&Delivery, String)],
@@ -135,18 +133,10 @@ async fn dead_letter(
             return Err(ConsumerError::DeadLetterRefused(amqp.dead_letter.clone()));
         }
     }
-    let now = state.scheduler.clock().now_ms();
     for (delivery, reason) in poison {
         let body = String::from_utf8_lossy(&delivery.data);
-        let recorded = state
-            .scheduler
-            .ledger()
-            .dead_letter("amqp", reason, &body, now)
-            .await;
-        if let Err(e) = recorded {
-            tracing::warn!(error = %e, "dead letter not recorded in the ledger (it is on the queue)");
-        }
-        state.count_notification("dead_letter");
+        ingest.dead_letter("amqp", reason, &body).await;
+        ingest.count("dead_letter");
     }
     Ok(())
 }

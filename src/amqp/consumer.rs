@@ -5,16 +5,16 @@
 
 use super::batch::{process_batch, Source};
 use super::topology::declare_notification_topology;
+use super::BrokerStatus;
 use super::{connect, Backoff};
 use crate::configuration::AmqpSettings;
-use crate::startup::AppState;
+use crate::notifications::Ingest;
 use futures::StreamExt;
 use lapin::options::{BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions};
 use lapin::types::FieldTable;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Why a consumer session ended.
 #[derive(Debug, thiserror::Error)]
@@ -32,55 +32,55 @@ pub fn connection_name(amqp: &AmqpSettings) -> String {
     format!("parasol-notifications:{}", amqp.queue)
 }
 
-/// Resolves when `shutdown` turns true; never when its sender is gone without asking.
-async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
-    if shutdown.wait_for(|stop| *stop).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// Consumes until `shutdown` turns true, reconnecting with capped exponential backoff.
+/// Consumes until `shutdown` is cancelled, reconnecting with capped exponential backoff.
+/// On shutdown the batch in hand is applied and acknowledged; deliveries not yet taken
+/// return to the queue for the next process.
 pub async fn run_notification_consumer(
-    state: Arc<AppState>,
+    ingest: Arc<Ingest>,
+    broker: Arc<BrokerStatus>,
     amqp: AmqpSettings,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) {
     let mut backoff = Backoff::new(
         Duration::from_secs_f64(amqp.reconnect_min_s),
         Duration::from_secs_f64(amqp.reconnect_max_s),
     );
-    state.broker.configured.store(true, Ordering::Relaxed);
+    broker.set_configured();
     let process_id = uuid::Uuid::new_v4().simple().to_string();
     loop {
-        if *shutdown.borrow() {
+        if shutdown.is_cancelled() {
             return;
         }
-        state
-            .broker
-            .connect_attempts
-            .fetch_add(1, Ordering::Relaxed);
-        let result = session(&state, &amqp, &process_id, &mut shutdown, &mut backoff).await;
-        state.broker.connected.store(false, Ordering::Relaxed);
-        state.scheduler.stats().metrics().broker_connected.set(0);
+        broker.attempt();
+        let result = session(
+            &ingest,
+            &broker,
+            &amqp,
+            &process_id,
+            &shutdown,
+            &mut backoff,
+        )
+        .await;
+        broker.disconnected();
         let Err(e) = result else { return };
         let delay = backoff.next_delay();
         let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        state.broker.retry_in_ms.store(delay_ms, Ordering::Relaxed);
         tracing::warn!(error = %e, retry_in_s = delay.as_secs_f64(), "broker unavailable; HTTP keeps serving");
-        *state.broker.last_error.lock() = Some(e.to_string());
+        broker.failed(e.to_string(), delay_ms);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = stop_requested(&mut shutdown) => return,
+            _ = shutdown.cancelled() => return,
         }
     }
 }
 
 /// One connection's life. `Ok` means asked to stop.
 async fn session(
-    state: &AppState,
+    ingest: &Ingest,
+    broker: &BrokerStatus,
     amqp: &AmqpSettings,
     process_id: &str,
-    shutdown: &mut watch::Receiver<bool>,
+    shutdown: &CancellationToken,
     backoff: &mut Backoff,
 ) -> Result<(), ConsumerError> {
     let conn = connect(&amqp.url, &connection_name(amqp)).await?;
@@ -111,22 +111,19 @@ async fn session(
         streams.push(consumer.map(move |d| (source, d)));
     }
     let mut batches = futures::stream::select_all(streams).ready_chunks(amqp.batch_size);
-    state.broker.connected.store(true, Ordering::Relaxed);
-    state.broker.retry_in_ms.store(0, Ordering::Relaxed);
-    state.scheduler.stats().metrics().broker_connected.set(1);
-    *state.broker.last_error.lock() = None;
+    broker.connected();
     backoff.reset();
     tracing::info!(queue = %queues.notifications, fanout = %queues.fanout, "consuming notifications");
     loop {
         tokio::select! {
             biased;
-            _ = stop_requested(shutdown) => {
+            _ = shutdown.cancelled() => {
                 // Unacknowledged deliveries go back to their queues, in order.
                 let _ = conn.close(200, "parasol stopping").await;
                 return Ok(());
             }
             next = batches.next() => match next {
-                Some(batch) => process_batch(state, &publisher, amqp, batch).await?,
+                Some(batch) => process_batch(ingest, &publisher, amqp, batch).await?,
                 None => return Err(ConsumerError::Closed),
             }
         }

@@ -6,37 +6,19 @@
 //! - `consumer`: the connection's life: declare, consume, reconnect with backoff.
 //! - `batch`: decode, apply a batch in one transaction, dead-letter poison, ack after commit.
 //! - `backoff`: capped exponential reconnection delays.
+//! - `status`: [`BrokerStatus`], the connection's state for health and metrics.
 
 mod backoff;
 mod batch;
 mod consumer;
+mod status;
 pub mod topology;
 
 pub use backoff::Backoff;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
+pub use status::BrokerStatus;
 
-use crate::startup::AppState;
-use actix_web::web;
 use lapin::types::LongString;
-use std::sync::atomic::Ordering;
-
-/// Starts the notification consumer when `[amqp] url` is set; it reconnects forever.
-pub fn spawn_consumers(state: web::Data<AppState>) {
-    let settings = state.scheduler.settings();
-    if settings.amqp.url.is_empty() {
-        tracing::info!("no [amqp] url: notifications only over HTTP");
-        return;
-    }
-    state.broker.configured.store(true, Ordering::Relaxed);
-    let amqp = settings.amqp.clone();
-    let shared = state.into_inner();
-    // The sender lives as long as the task: the consumer runs until the process ends.
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        run_notification_consumer(shared, amqp, shutdown).await;
-        drop(stop);
-    });
-}
 
 /// Connects to the broker under a name operators see in `rabbitmqctl list_connections`.
 pub async fn connect(url: &str, name: &str) -> Result<lapin::Connection, lapin::Error> {

@@ -1,21 +1,21 @@
-//! The four scheduling backends (DESIGN §4), a closed set sharing the policy pipeline, the
-//! ledger's claim and the per-call flow (all-or-nothing multi-create, alternates, retries).
+//! The four scheduling backends (DESIGN §4), a closed set. They differ only in where their
+//! host states come from — the live table (`filter`), a snapshot of it refreshed every τ
+//! (`caching`, `asc`), or d hosts sampled at random (`apsr`) — so they share one placement
+//! loop over one [`HostSource`], the policy pipeline, the ledger's claim and the per-call flow
+//! (all-or-nothing multi-create, alternates, retries).
 //!
 //! # Layout
+//! - `source`: [`HostSource`], the three kinds of host state a decision reads.
+//! - `cache`: the snapshot and its refresh task (fixed τ, or ASC's adaptive τ).
+//! - `sample`: APSR's sampling parameters and its control task.
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
-//! - `filter`: fresh read of every host per decision (Nova's FilterScheduler).
-//! - `caching`: a snapshot refreshed every fixed interval (Nova's CachingScheduler), and
-//!   `asc`, the same snapshot with an adaptive interval.
-//! - `apsr`: parallel schedulers sampling d random hosts each, re-planned by a controller.
-//! - `switch`: the active backend, swapped on SIGHUP while in-flight calls finish on the old.
 
-mod apsr;
-mod caching;
-mod filter;
-mod switch;
+mod cache;
+mod sample;
+mod source;
 mod workers;
 
-pub use switch::Scheduler;
+pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 
 use crate::clock::SharedClock;
@@ -23,7 +23,7 @@ use crate::configuration::{BackendKind, Settings};
 use crate::domain::{HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::policy::{FilterEnv, Policy, PolicyError};
-use crate::stats::{BackendStats, Counts};
+use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
@@ -64,8 +64,9 @@ pub struct WorkerState {
     pub rng: ChaCha8Rng,
     /// Reused buffer of ranked host indices.
     pub ranked: Vec<usize>,
-    /// `caching`/`asc`: this worker's copy of the snapshot and the refresh it came from.
-    pub cache: Vec<HostState>,
+    /// `caching`/`asc`: this worker's copy of the snapshot and the refresh it came from;
+    /// `apsr`: the sample being decided on.
+    pub hosts: Vec<HostState>,
     pub cache_epoch: u64,
 }
 
@@ -82,58 +83,43 @@ impl WorkerState {
         WorkerState {
             rng,
             ranked: Vec::new(),
-            cache: Vec::new(),
+            hosts: Vec::new(),
             cache_epoch: 0,
         }
     }
 }
 
-/// One instance's outcome inside a call.
-pub(crate) enum Outcome {
-    /// The claimed host first, then the alternates.
-    Placed(Vec<HostState>),
-    NoValidHost(String),
-}
-
-/// A running backend.
-pub enum Backend {
-    Filter(filter::FilterBackend),
-    Caching(caching::CacheBackend),
-    Asc(caching::CacheBackend),
-    Apsr(apsr::ApsrBackend),
+/// A running backend: a host source, the policy, and the workers that decide.
+pub struct Backend {
+    kind: BackendKind,
+    deps: BackendDeps,
+    policy: Policy,
+    source: HostSource,
 }
 
 impl Backend {
     /// Builds and starts the backend `kind` (background refresh or control tasks included).
     pub async fn start(kind: BackendKind, deps: BackendDeps) -> Result<Backend, BuildError> {
-        let policy = Policy::from_config(&deps.settings.policy)?;
-        Ok(match kind {
-            BackendKind::Filter => Backend::Filter(filter::FilterBackend::new(deps, policy)),
-            BackendKind::Caching => {
-                Backend::Caching(caching::CacheBackend::start(deps, policy, false).await?)
+        let mut policy = Policy::from_config(&deps.settings.policy)?;
+        let source = match kind {
+            BackendKind::Filter => HostSource::live(&deps),
+            BackendKind::Caching => HostSource::snapshot(&deps, false)?,
+            BackendKind::Asc => HostSource::snapshot(&deps, true)?,
+            BackendKind::Apsr => {
+                policy = policy.with_algorithm(crate::policy::Algorithm::Random);
+                HostSource::sample(&deps)?
             }
-            BackendKind::Asc => {
-                Backend::Asc(caching::CacheBackend::start(deps, policy, true).await?)
-            }
-            BackendKind::Apsr => Backend::Apsr(apsr::ApsrBackend::start(deps, policy).await?),
+        };
+        Ok(Backend {
+            kind,
+            deps,
+            policy,
+            source,
         })
     }
 
     pub fn kind(&self) -> BackendKind {
-        match self {
-            Backend::Filter(_) => BackendKind::Filter,
-            Backend::Caching(_) => BackendKind::Caching,
-            Backend::Asc(_) => BackendKind::Asc,
-            Backend::Apsr(_) => BackendKind::Apsr,
-        }
-    }
-
-    fn deps(&self) -> &BackendDeps {
-        match self {
-            Backend::Filter(b) => &b.deps,
-            Backend::Caching(b) | Backend::Asc(b) => &b.deps,
-            Backend::Apsr(b) => &b.deps,
-        }
+        self.kind
     }
 
     /// Places every request of one call, or none: when one instance cannot be placed, the
@@ -143,7 +129,7 @@ impl Backend {
         mut requests: Vec<RequestContext>,
     ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let started = Instant::now();
-        let deps = self.deps();
+        let deps = &self.deps;
         let mut counts = Counts {
             requests: requests.len() as u64,
             ..Counts::default()
@@ -151,14 +137,9 @@ impl Backend {
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
         for i in 0..requests.len() {
-            let outcome = match self {
-                Backend::Filter(b) => b.place(&requests[i], &mut counts).await,
-                Backend::Caching(b) | Backend::Asc(b) => b.place(&requests[i], &mut counts).await,
-                Backend::Apsr(b) => b.place(&requests[i], &mut counts).await,
-            };
-            match outcome {
-                Ok(Outcome::Placed(hosts)) => {
-                    let chosen = hosts[0].host.to_string();
+            match self.place(&requests[i], &mut counts).await {
+                Ok(Placement::Placed(hosts)) => {
+                    let chosen = hosts[0].host().to_string();
                     for later in requests.iter_mut().skip(i + 1) {
                         if let Some(group) = later.group.as_mut() {
                             group.hosts.push(chosen.clone());
@@ -167,7 +148,7 @@ impl Backend {
                     tracing::debug!(instance = %requests[i].instance_uuid, host = %chosen, "placed");
                     placed.push(hosts);
                 }
-                Ok(Outcome::NoValidHost(reason)) => {
+                Ok(Placement::NoValidHost(reason)) => {
                     failure = Some(ScheduleError::NoValidHost { reason });
                     break;
                 }
@@ -202,66 +183,132 @@ impl Backend {
         Ok(placed)
     }
 
+    /// The placement loop every backend runs: read host states from the source, rank them,
+    /// claim the best in order until one claim holds, within `max_attempts` attempts.
+    async fn place(
+        &self,
+        req: &RequestContext,
+        counts: &mut Counts,
+    ) -> Result<Placement, LedgerError> {
+        let mut worker = self.source.worker().await;
+        let max_attempts = self.deps.settings.scheduler.max_attempts;
+        let mut budget = max_attempts;
+        let mut empty_samples = 0u64;
+        let mut last_reason = String::new();
+        while budget > 0 {
+            let env = FilterEnv::new(self.deps.clock.now_ms(), &self.deps.settings.policy);
+            let candidates = match self.source.rank(
+                &self.deps,
+                &self.policy,
+                &mut worker,
+                req,
+                &env,
+                budget,
+                counts,
+            ) {
+                Ok(candidates) => candidates,
+                Err(rejection) if self.source.is_sample() => {
+                    budget -= 1;
+                    empty_samples += 1;
+                    counts.decline(DeclineCause::EmptySample, false);
+                    last_reason = rejection.reason();
+                    continue;
+                }
+                Err(rejection) => {
+                    // A snapshot that shows no room where the live table has some is stale.
+                    self.source.declined();
+                    if self.source.is_snapshot() && self.fits_somewhere(req) {
+                        counts.decline(DeclineCause::StaleSnapshot, true);
+                    } else {
+                        counts.decline(DeclineCause::NoValidHost, false);
+                    }
+                    tracing::info!(instance = %req.instance_uuid, %rejection, "no host passed the filters");
+                    return Ok(Placement::NoValidHost(rejection.reason()));
+                }
+            };
+            // APSR claims one host per sample: the rest of the sample are its alternates.
+            let tries = if self.source.is_sample() { 1 } else { budget };
+            let mut tried = 0;
+            for (pos, host) in candidates.iter().enumerate().take(tries) {
+                budget -= 1;
+                tried += 1;
+                let started = Instant::now();
+                let outcome = self
+                    .deps
+                    .ledger
+                    .claim(
+                        host.id,
+                        &req.instance_uuid,
+                        &req.demand,
+                        self.deps.clock.now_ms(),
+                    )
+                    .await;
+                let us = started.elapsed().as_micros() as u64;
+                counts.claim_us += us;
+                self.deps.stats.record_claim(us);
+                match outcome {
+                    Ok(ClaimOutcome::Claimed) => {
+                        counts.attempts += 1;
+                        self.source.placed();
+                        self.source.consume(&mut worker, host, &req.demand);
+                        let mut selection = Vec::with_capacity(max_attempts);
+                        selection.push(host.clone());
+                        selection
+                            .extend(candidates[pos + 1..].iter().take(max_attempts - 1).cloned());
+                        if empty_samples > 0 {
+                            // A fitting host existed all along: those samples were avoidable.
+                            counts.avoidable += empty_samples;
+                        }
+                        return Ok(Placement::Placed(selection));
+                    }
+                    Ok(ClaimOutcome::Declined) => {
+                        counts.decline(self.source.conflict_cause(), true);
+                        self.source.declined();
+                        tracing::debug!(host = %host.host(), instance = %req.instance_uuid, "claim declined");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            last_reason = format!("{tried} candidate host(s) declined the claim");
+        }
+        if empty_samples > 0 && self.fits_somewhere(req) {
+            counts.avoidable += empty_samples;
+        }
+        if self.source.is_sample() && empty_samples > 0 {
+            last_reason = format!(
+                "no sampled host could take the request ({empty_samples} sample(s) held no fitting host; {last_reason})"
+            );
+        }
+        Ok(Placement::NoValidHost(last_reason))
+    }
+
+    /// Whether some host of the live table could take `req` now (to tell an APSR request that
+    /// found no host apart from one the cloud could not take). Not a query: a diagnosis.
+    fn fits_somewhere(&self, req: &RequestContext) -> bool {
+        let env = FilterEnv::new(self.deps.clock.now_ms(), &self.deps.settings.policy);
+        self.deps
+            .ledger
+            .table()
+            .with_hosts(|hosts| hosts.iter().any(|h| self.policy.fits_any(h, req, &env)))
+    }
+
     /// Stops background tasks (refresh, control); in-flight calls keep their handle.
     pub fn stop(&self) {
-        match self {
-            Backend::Filter(_) => {}
-            Backend::Caching(b) | Backend::Asc(b) => b.stop(),
-            Backend::Apsr(b) => b.stop(),
-        }
+        self.source.stop();
     }
 }
 
-/// Tries the ranked candidates in order, counting attempts and declines; the first claim
-/// that succeeds wins and the remaining candidates become its alternates.
-pub(crate) async fn claim_ranked(
-    deps: &BackendDeps,
-    hosts: &[HostState],
-    ranked: &[usize],
-    req: &RequestContext,
-    budget: &mut usize,
-    counts: &mut Counts,
-) -> Result<Option<Vec<HostState>>, LedgerError> {
-    let now = deps.clock.now_ms();
-    for (pos, &idx) in ranked.iter().enumerate() {
-        if *budget == 0 {
-            break;
-        }
-        *budget -= 1;
-        counts.attempts += 1;
-        let started = Instant::now();
-        let outcome = deps
-            .ledger
-            .claim(hosts[idx].id, &req.instance_uuid, &req.demand, now)
-            .await?;
-        let us = started.elapsed().as_micros() as u64;
-        counts.claim_us += us;
-        deps.stats.record_claim(us);
-        match outcome {
-            ClaimOutcome::Claimed => {
-                let max = deps.settings.scheduler.max_attempts;
-                let mut out = Vec::with_capacity(max);
-                out.push(hosts[idx].clone());
-                out.extend(
-                    ranked[pos + 1..]
-                        .iter()
-                        .take(max - 1)
-                        .map(|&j| hosts[j].clone()),
-                );
-                return Ok(Some(out));
-            }
-            ClaimOutcome::Declined => {
-                counts.declines += 1;
-                tracing::debug!(host = %hosts[idx].host, instance = %req.instance_uuid, "claim declined");
-            }
-        }
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop();
     }
-    Ok(None)
 }
 
-/// The environment filters run in.
-pub(crate) fn filter_env(deps: &BackendDeps) -> FilterEnv {
-    FilterEnv::new(deps.clock.now_ms(), &deps.settings.policy)
+/// One instance's outcome inside a call.
+enum Placement {
+    /// The claimed host first, then the alternates.
+    Placed(Vec<HostState>),
+    NoValidHost(String),
 }
 
 /// Builds the worker states of a backend.

@@ -1,7 +1,7 @@
 //! Parsing a dataset definition (`datasets/*.json`) into exact integer flavors and shapes.
 
 use super::scale::{class_of, to_units, InexactSize};
-use crate::domain::{ResourceClass, Resources};
+use crate::domain::{ClassId, Resources};
 use serde::Deserialize;
 use std::ops::Range;
 use thiserror::Error;
@@ -44,7 +44,7 @@ pub struct Setup {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {
     pub name: String,
-    pub classes: Vec<ResourceClass>,
+    pub classes: Vec<ClassId>,
     pub flavors: Vec<Flavor>,
     pub draws: Vec<Draw>,
     pub host_shapes: Vec<HostShape>,

@@ -1,24 +1,24 @@
 //! The exact mapping of the papers' normalised sizes (1.0 = one host's worth) to integer
 //! amounts of Parasol's resource classes, so that no rounding ever changes a fit.
 
-use crate::domain::ResourceClass;
+use crate::domain::ClassId;
 use thiserror::Error;
 
 /// Units of a class that make up a normalised size of 1.0.
-pub fn units_per_host(class: ResourceClass) -> i64 {
+pub fn units_per_host(class: ClassId) -> i64 {
     match class {
-        ResourceClass::Vcpu => 1_000,
-        ResourceClass::MemoryMb => 1_000_000,
-        ResourceClass::DiskGb => 100_000,
+        ClassId::MEMORY_MB => 1_000_000,
+        ClassId::DISK_GB => 100_000,
+        _ => 1_000,
     }
 }
 
 /// The resource class a dataset's resource name stands for.
-pub fn class_of(resource: &str) -> Option<ResourceClass> {
+pub fn class_of(resource: &str) -> Option<ClassId> {
     match resource {
-        "cpu" => Some(ResourceClass::Vcpu),
-        "memory" => Some(ResourceClass::MemoryMb),
-        "storage" => Some(ResourceClass::DiskGb),
+        "cpu" => Some(ClassId::VCPU),
+        "memory" => Some(ClassId::MEMORY_MB),
+        "storage" => Some(ClassId::DISK_GB),
         _ => None,
     }
 }
@@ -28,13 +28,13 @@ pub fn class_of(resource: &str) -> Option<ResourceClass> {
 #[error("{value} is not a whole number of {class} units at {per_host} units per host")]
 pub struct InexactSize {
     pub value: f64,
-    pub class: ResourceClass,
+    pub class: ClassId,
     pub per_host: i64,
 }
 
 /// Maps `value` exactly: reads its shortest decimal form (the one the JSON held) digit by
 /// digit and fails if the scaled amount would need a fraction of a unit.
-pub fn to_units(value: f64, class: ResourceClass) -> Result<i64, InexactSize> {
+pub fn to_units(value: f64, class: ClassId) -> Result<i64, InexactSize> {
     let per_host = units_per_host(class);
     let err = || InexactSize {
         value,
@@ -70,15 +70,15 @@ mod tests {
     #[test]
     fn decimal_sizes_map_to_exact_units() {
         let cases = [
-            (0.035, ResourceClass::Vcpu, 35),
-            (0.333, ResourceClass::Vcpu, 333),
-            (2.0, ResourceClass::Vcpu, 2_000),
-            (0.008, ResourceClass::MemoryMb, 8_000),
-            (0.001, ResourceClass::MemoryMb, 1_000),
-            (0.54, ResourceClass::DiskGb, 54_000),
-            (0.01, ResourceClass::DiskGb, 1_000),
-            (1.0, ResourceClass::DiskGb, 100_000),
-            (0.0, ResourceClass::Vcpu, 0),
+            (0.035, ClassId::VCPU, 35),
+            (0.333, ClassId::VCPU, 333),
+            (2.0, ClassId::VCPU, 2_000),
+            (0.008, ClassId::MEMORY_MB, 8_000),
+            (0.001, ClassId::MEMORY_MB, 1_000),
+            (0.54, ClassId::DISK_GB, 54_000),
+            (0.01, ClassId::DISK_GB, 1_000),
+            (1.0, ClassId::DISK_GB, 100_000),
+            (0.0, ClassId::VCPU, 0),
         ];
         for (value, class, want) in cases {
             assert_eq!(to_units(value, class), Ok(want), "{value} {class}");
@@ -87,8 +87,8 @@ mod tests {
 
     #[test]
     fn sizes_finer_than_one_unit_are_refused() {
-        assert!(to_units(0.0355, ResourceClass::Vcpu).is_err());
-        assert!(to_units(0.000001, ResourceClass::DiskGb).is_err());
-        assert!(to_units(-0.5, ResourceClass::Vcpu).is_err());
+        assert!(to_units(0.0355, ClassId::VCPU).is_err());
+        assert!(to_units(0.000001, ClassId::DISK_GB).is_err());
+        assert!(to_units(-0.5, ClassId::VCPU).is_err());
     }
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::ResourceClass;
+use crate::domain::ClassId;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -26,7 +26,7 @@ fn every_normalised_value_in_the_json_is_an_exact_integer_of_its_class() {
     for kind in DatasetKind::ALL {
         let raw: serde_json::Value = serde_json::from_str(kind.json()).unwrap();
         let d = kind.load();
-        let mut values: Vec<(f64, ResourceClass)> = Vec::new();
+        let mut values: Vec<(f64, ClassId)> = Vec::new();
         let mut collect = |sizes: &serde_json::Value| {
             for (v, c) in sizes.as_array().unwrap().iter().zip(&d.classes) {
                 values.push((v.as_f64().unwrap(), *c));
@@ -129,7 +129,7 @@ fn hosts_follow_the_shape_shares() {
         let got: Vec<usize> = d
             .host_shapes
             .iter()
-            .map(|s| hosts.iter().filter(|h| h.usable == s.capacity).count())
+            .map(|s| hosts.iter().filter(|h| *h.usable() == s.capacity).count())
             .collect();
         assert_eq!(got, want, "{kind}");
         assert!(hosts.iter().all(|h| h.used == Resources::ZERO));

@@ -1,6 +1,10 @@
-//! The state of one compute host as a scheduler sees it.
+//! The state of one compute host as a scheduler sees it: what changes rarely (its names,
+//! inventory, traits and aggregates: [`HostProfile`], shared between copies) and what changes
+//! with every claim and report (usage, liveness: [`HostState`]).
 
-use super::resources::Resources;
+use super::classes::ClassId;
+use super::markers::{Aggregates, Traits};
+use super::resources::{Inventory, Resources};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -8,52 +12,156 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct HostId(pub i64);
 
-/// One host's inventory and usage, read from the ledger (or a snapshot of it).
+/// What a host is: names, inventory, traits, aggregates. Changes when the host re-registers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostProfile {
+    /// Nova's `service_host`: where nova-conductor sends the build.
+    pub host: Arc<str>,
+    /// Nova's `nodename`, Placement's provider name.
+    pub node: Arc<str>,
+    /// Nova's `compute_node_uuid`, Placement's provider uuid.
+    pub uuid: Arc<str>,
+    pub availability_zone: Arc<str>,
+    /// The inventory of each class the host has, by class index.
+    pub inventories: Vec<(ClassId, Inventory)>,
+    /// `(total − reserved) × allocation_ratio` per class (0 for classes it lacks).
+    #[serde(skip)]
+    pub usable: Resources,
+    /// Some class has a unit rule beyond Placement's defaults (min 1, step 1, no max).
+    #[serde(skip)]
+    pub unit_rules: bool,
+    pub traits: Traits,
+    pub aggregates: Aggregates,
+}
+
+impl HostProfile {
+    /// A profile with the given inventories (their usable capacity derived), no traits and
+    /// no aggregates.
+    pub fn new(
+        host: &str,
+        node: &str,
+        uuid: &str,
+        availability_zone: &str,
+        inventories: Vec<(ClassId, Inventory)>,
+    ) -> Self {
+        let mut inventories = inventories;
+        inventories.sort_by_key(|(c, _)| *c);
+        inventories.dedup_by_key(|(c, _)| *c);
+        let usable = Resources::from_pairs(inventories.iter().map(|(c, inv)| (*c, inv.usable())));
+        let unit_rules = inventories
+            .iter()
+            .any(|(_, inv)| inv.min_unit > 1 || inv.step_size > 1 || inv.max_unit < inv.total);
+        HostProfile {
+            host: Arc::from(host),
+            node: Arc::from(node),
+            uuid: Arc::from(uuid),
+            availability_zone: Arc::from(availability_zone),
+            inventories,
+            usable,
+            unit_rules,
+            traits: Traits::default(),
+            aggregates: Aggregates::default(),
+        }
+    }
+
+    /// The inventory of `class`, when the host has one.
+    pub fn inventory(&self, class: ClassId) -> Option<&Inventory> {
+        self.inventories
+            .binary_search_by_key(&class, |(c, _)| *c)
+            .ok()
+            .map(|i| &self.inventories[i].1)
+    }
+
+    /// True when one allocation of `demand` respects every class' unit rules (min_unit,
+    /// max_unit, step_size), as Placement checks an allocation candidate.
+    pub fn admits(&self, demand: &Resources) -> bool {
+        !self.unit_rules
+            || demand
+                .nonzero()
+                .all(|(c, amount)| self.inventory(c).is_some_and(|inv| inv.admits(amount)))
+    }
+}
+
+/// One host's usage and liveness on top of its profile, read from the live table (or a
+/// snapshot or sample of it).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostState {
     pub id: HostId,
-    /// Nova's `service_host`.
-    pub host: Arc<str>,
-    /// Nova's `nodename`.
-    pub node: Arc<str>,
-    /// Nova's `compute_node_uuid`.
-    pub uuid: Arc<str>,
-    pub availability_zone: Arc<str>,
+    pub profile: Arc<HostProfile>,
+    /// Sum of the allocations on the host per class.
+    pub used: Resources,
+    pub num_instances: i64,
+    pub num_io_ops: i64,
     pub up: bool,
     pub disabled: bool,
     pub forced_down: bool,
     /// When the host last reported, in milliseconds since the Unix epoch.
     pub last_seen_ms: i64,
-    /// `(total − reserved) × allocation_ratio` per class.
-    pub usable: Resources,
-    /// Sum of the allocations on the host per class.
-    pub used: Resources,
-    pub num_instances: i64,
-    pub num_io_ops: i64,
 }
 
 impl HostState {
+    /// A host with `profile`, nothing used, up and enabled.
+    pub fn new(id: HostId, profile: Arc<HostProfile>) -> Self {
+        HostState {
+            id,
+            profile,
+            used: Resources::ZERO,
+            num_instances: 0,
+            num_io_ops: 0,
+            up: true,
+            disabled: false,
+            forced_down: false,
+            last_seen_ms: 0,
+        }
+    }
+
+    /// This copy's profile, to change (names, zone, marks); shared copies are not affected.
+    pub fn profile_mut(&mut self) -> &mut HostProfile {
+        Arc::make_mut(&mut self.profile)
+    }
+
+    /// Nova's `service_host`.
+    pub fn host(&self) -> &Arc<str> {
+        &self.profile.host
+    }
+
+    /// Nova's `nodename`.
+    pub fn node(&self) -> &Arc<str> {
+        &self.profile.node
+    }
+
+    /// Nova's `compute_node_uuid`.
+    pub fn uuid(&self) -> &Arc<str> {
+        &self.profile.uuid
+    }
+
+    pub fn availability_zone(&self) -> &Arc<str> {
+        &self.profile.availability_zone
+    }
+
+    /// Capacity per class after reserved and allocation ratios.
+    pub fn usable(&self) -> &Resources {
+        &self.profile.usable
+    }
+
     /// Room left in every class.
     pub fn free(&self) -> Resources {
-        self.usable - self.used
+        self.profile.usable - self.used
     }
 
-    /// True when `demand` fits in the room left in every class.
+    /// True when `demand` fits in the room left in every class and respects the host's unit
+    /// rules (Placement's capacity test for one allocation candidate).
     pub fn fits(&self, demand: &Resources) -> bool {
-        (self.used + *demand).fits_within(&self.usable)
+        (self.used + *demand).fits_within(&self.profile.usable) && self.profile.admits(demand)
     }
 
-    /// Fraction used per class (`used / usable`); `None` for a class the host has no
-    /// capacity of (such classes take no part in utilisation-based ranking).
-    pub fn utilisation(&self) -> [Option<f64>; 3] {
-        let mut u = [None; 3];
-        for (i, slot) in u.iter_mut().enumerate() {
-            let cap = self.usable.0[i];
-            if cap > 0 {
-                *slot = Some(self.used.0[i] as f64 / cap as f64);
-            }
-        }
-        u
+    /// Fraction used of each class the host has capacity of, by class index (`None` for a
+    /// class it lacks: such classes take no part in utilisation-based ranking).
+    pub fn utilisation(&self) -> impl Iterator<Item = Option<f64>> + '_ {
+        (0..ClassId::count()).map(|i| {
+            let cap = self.profile.usable.0[i];
+            (cap > 0).then(|| self.used.0[i] as f64 / cap as f64)
+        })
     }
 
     /// Records a successful claim in this copy (Nova's `consume_from_request`).
@@ -63,23 +171,48 @@ impl HostState {
         self.num_io_ops += 1;
     }
 
-    /// A host with the given capacity and usage, for tests, the simulator and the benchmark.
+    /// A host with the given capacity (VCPU, MEMORY_MB, DISK_GB with ratio 1, or whatever
+    /// classes `usable` has) and usage, for tests, the simulator and the benchmark.
     pub fn synthetic(id: i64, usable: Resources, used: Resources) -> Self {
-        let name: Arc<str> = Arc::from(format!("host{id}"));
+        let name = format!("host{id}");
+        let inventories = usable
+            .nonzero()
+            .map(|(c, total)| (c, Inventory::of(total)))
+            .collect();
+        let uuid = format!("00000000-0000-4000-8000-{id:012}");
+        let profile = HostProfile::new(&name, &name, &uuid, "nova", inventories);
         HostState {
-            id: HostId(id),
-            host: name.clone(),
-            node: name,
-            uuid: Arc::from(format!("00000000-0000-4000-8000-{id:012}")),
-            availability_zone: Arc::from("nova"),
-            up: true,
-            disabled: false,
-            forced_down: false,
-            last_seen_ms: 0,
-            usable,
             used,
-            num_instances: 0,
-            num_io_ops: 0,
+            ..HostState::new(HostId(id), Arc::new(profile))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fits_checks_room_in_every_class_and_the_unit_rules() {
+        let mut host = HostState::synthetic(1, Resources::new(8, 1024, 10), Resources::ZERO);
+        assert!(host.fits(&Resources::new(8, 1024, 10)));
+        assert!(!host.fits(&Resources::new(1, 1, 11)));
+        let pcpu = Resources::from_pairs([(ClassId::PCPU, 1)]);
+        assert!(!host.fits(&pcpu), "a class the host lacks never fits");
+        let mut inventories = host.profile.inventories.clone();
+        inventories[0].1.step_size = 2;
+        host.profile = Arc::new(HostProfile::new("h", "h", "u", "nova", inventories));
+        assert!(
+            !host.fits(&Resources::new(3, 1, 1)),
+            "3 VCPU is not a step of 2"
+        );
+        assert!(host.fits(&Resources::new(4, 1, 1)));
+    }
+
+    #[test]
+    fn utilisation_skips_classes_without_capacity() {
+        let host = HostState::synthetic(1, Resources::new(10, 0, 20), Resources::new(5, 0, 5));
+        let u: Vec<_> = host.utilisation().take(3).collect();
+        assert_eq!(u, [Some(0.5), None, Some(0.25)]);
     }
 }

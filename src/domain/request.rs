@@ -1,6 +1,8 @@
 //! The typed scheduling context: everything a filter or weigher needs from a RequestSpec,
 //! computed once per request rather than per host.
 
+use super::host::HostState;
+use super::markers::{AggregateId, Mark, TraitId};
 use super::resources::Resources;
 use serde::Serialize;
 
@@ -41,11 +43,69 @@ pub struct ServerGroup {
     pub max_server_per_host: i64,
 }
 
+/// What Placement's allocation-candidates query asks of a provider besides capacity (Nova's
+/// `ResourceRequest` for the unnumbered group, in ids): required and forbidden traits, aggregate
+/// membership, a provider tree.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PlacementQuery {
+    pub required_traits: Vec<TraitId>,
+    pub forbidden_traits: Vec<TraitId>,
+    /// Each group: the host must be in at least one of its aggregates (`member_of=in:a,b`);
+    /// every group must be met.
+    pub member_of: Vec<Vec<AggregateId>>,
+    pub forbidden_aggregates: Vec<AggregateId>,
+    /// The host must be this provider (Nova's `in_tree`, from a forced host or node).
+    pub in_tree: Option<String>,
+    /// Set when the request needs what Parasol does not model (nested providers, numbered
+    /// request groups): no host qualifies, and this is the reason.
+    pub unsupported: Option<String>,
+}
+
+impl PlacementQuery {
+    /// True when the query asks nothing beyond capacity.
+    pub fn is_empty(&self) -> bool {
+        self == &PlacementQuery::default()
+    }
+
+    /// True when `host` is a candidate for the query (capacity aside).
+    pub fn accepts(&self, host: &HostState) -> bool {
+        let p = &host.profile;
+        self.unsupported.is_none()
+            && p.traits.contains_all(&self.required_traits)
+            && !p.traits.contains_any(&self.forbidden_traits)
+            && self
+                .member_of
+                .iter()
+                .all(|any| p.aggregates.contains_any(any))
+            && !p.aggregates.contains_any(&self.forbidden_aggregates)
+            && self.in_tree.as_deref().is_none_or(|u| *p.uuid == *u)
+    }
+
+    /// Names of the required traits no host in `hosts` has: Nova's reason for NoValidHost
+    /// when a flavor asks for a trait unknown to the cloud.
+    pub fn missing_traits<'a>(
+        &self,
+        hosts: impl IntoIterator<Item = &'a HostState>,
+    ) -> Vec<String> {
+        let mut missing: Vec<TraitId> = self.required_traits.clone();
+        for h in hosts {
+            missing.retain(|t| !h.profile.traits.contains(*t));
+            if missing.is_empty() {
+                break;
+            }
+        }
+        missing.iter().map(|t| t.name().to_string()).collect()
+    }
+}
+
 /// One instance to place, with its demand and constraints.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RequestContext {
     pub instance_uuid: String,
+    /// The resources to allocate, every class (Placement's `resources=`).
     pub demand: Resources,
+    /// Placement's qualitative constraints.
+    pub query: PlacementQuery,
     /// Flavor name (or id), used as the per-flavor key of APSR's sample counters.
     pub flavor: String,
     pub availability_zone: Option<String>,
@@ -66,6 +126,7 @@ impl RequestContext {
         RequestContext {
             instance_uuid: instance_uuid.into(),
             demand,
+            query: PlacementQuery::default(),
             flavor: flavor.into(),
             availability_zone: None,
             force_hosts: Vec::new(),

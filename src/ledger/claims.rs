@@ -1,15 +1,24 @@
 //! Claims and releases: the only writes on the scheduling path.
 //!
-//! A claim succeeds only if every class of the host still fits `usable − used`, and writes the
-//! usage and the allocation row in one transaction. PostgreSQL evaluates the conditional UPDATE
-//! on the latest row version under its row lock; SQLite (one writer at a time, `BEGIN
-//! IMMEDIATE`) checks the fit in the allocation's conditional INSERT and adds the usage only if
-//! that row went in, as one batch. Either way no host is ever oversubscribed however many
-//! workers or processes race.
+//! A claim is reserved in the live table first (atomically: no two claims of this process
+//! take the same room), then queued for the database. Whoever queues into an empty queue
+//! starts the one task that serves it: that task takes every claim queued by the time it has
+//! a connection and commits them as one group, one transaction (group commit: at low load a
+//! group is one claim and waits for nothing; under load a group is whatever queued while the
+//! previous one committed). In the database each claim is conditional again — the allocation
+//! row goes in only if the host still has room in every class, and the usage is added only
+//! if it did — because the database is the authority between processes. The table then
+//! keeps a committed claim and gives back one the database refused; only then is the claim
+//! answered, so an answered claim is durable.
+//!
+//! SQLite runs a group as one multi-statement batch on the writer's connection (one round
+//! trip); PostgreSQL as one statement per round of at most one claim per host (usually one
+//! round), on any pool connection, so groups of several tasks commit side by side.
 
-use super::{read_pool, write_pool, Ledger, LedgerError};
-use crate::domain::{HostId, Resources};
+use super::{read_pool, write_tx, Ledger, LedgerError, Pools};
+use crate::domain::{ClassId, HostId, Resources};
 use sqlx::Row;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// What a claim came to.
@@ -29,137 +38,50 @@ pub struct Allocation {
     pub confirmed: bool,
 }
 
-pub(crate) const CLAIM_UPDATE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + $1, \
-    memory_mb_used = memory_mb_used + $2, disk_gb_used = disk_gb_used + $3, \
-    num_instances = num_instances + 1, num_io_ops = num_io_ops + 1 \
-    WHERE id = $4 AND vcpu_used + $1 <= vcpu_usable AND memory_mb_used + $2 <= memory_mb_usable \
-    AND disk_gb_used + $3 <= disk_gb_usable";
-
-/// SQLite's claims in one round trip to sqlx's worker thread and one `BEGIN IMMEDIATE`
-/// transaction (SQLite's single writer). For the `i`-th claim of the group (parameters
-/// `$6i+1 … $6i+6`: vcpu, memory, disk, host id, instance, time) the allocation row is inserted
-/// only if the host still fits the demand and the instance holds no allocation yet, and the usage
-/// is added only if that insert happened; the claim answers `2i+1` when it claimed, `2i` when the
-/// instance already holds an allocation (a reschedule, left to [`Ledger::claim_in_tx`]) and no
-/// row when the host no longer fits. Each claim sees the usage of those before it, exactly as if
-/// they had run one after another. Built once per group size.
-fn claim_group_sql(n: usize) -> &'static str {
-    static BUILT: [OnceLock<String>; MAX_GROUP] = [const { OnceLock::new() }; MAX_GROUP];
-    BUILT[n - 1].get_or_init(|| build_claim_group_sql(n))
+/// Amounts as the ledger stores them: `{"CLASS": amount}` for every non-zero class.
+pub(crate) fn resources_json(r: &Resources) -> String {
+    serde_json::to_string(&r.to_map()).unwrap_or_else(|_| "{}".into())
 }
 
-fn build_claim_group_sql(n: usize) -> String {
-    let mut sql = String::with_capacity(80 + 760 * n);
-    sql.push_str("BEGIN IMMEDIATE;");
-    for i in 0..n {
-        let p = |k: usize| 6 * i + k;
-        let (v, m, d, host, uuid, now) = (p(1), p(2), p(3), p(4), p(5), p(6));
-        let fits = format!(
-            "vcpu_used + ${v} <= vcpu_usable AND memory_mb_used + ${m} <= memory_mb_usable \
-             AND disk_gb_used + ${d} <= disk_gb_usable"
-        );
-        sql.push_str(&format!(
-            " INSERT INTO allocations (instance_uuid, host_id, vcpu, memory_mb, disk_gb, \
-             confirmed, created_ms) SELECT ${uuid}, id, ${v}, ${m}, ${d}, 0, ${now} FROM hosts \
-             WHERE id = ${host} AND {fits} \
-             AND NOT EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${uuid}); \
-             UPDATE hosts SET vcpu_used = vcpu_used + ${v}, memory_mb_used = memory_mb_used + ${m}, \
-             disk_gb_used = disk_gb_used + ${d}, num_instances = num_instances + 1, \
-             num_io_ops = num_io_ops + 1 WHERE id = ${host} AND changes() = 1 RETURNING {claimed}; \
-             SELECT {held} WHERE changes() = 0 \
-             AND EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${uuid});",
-            claimed = 2 * i + 1,
-            held = 2 * i,
-        ));
+/// Parses [`resources_json`]'s form.
+pub(crate) fn parse_resources(json: &str) -> Result<Resources, LedgerError> {
+    let map: HashMap<String, i64> = serde_json::from_str(json)
+        .map_err(|e| LedgerError::Invalid(format!("allocation amounts {json:?}: {e}")))?;
+    let mut r = Resources::ZERO;
+    for (class, amount) in map {
+        let id = ClassId::intern(&class).map_err(|e| LedgerError::Invalid(e.to_string()))?;
+        r.set(id, amount);
     }
-    sql.push_str(" COMMIT;");
-    sql
+    Ok(r)
 }
 
-/// Most claims one transaction takes (six parameters each).
-const MAX_GROUP: usize = 64;
-
-/// A claim waiting for SQLite's writer.
-#[derive(Debug)]
-pub(crate) struct PendingClaim {
-    host: HostId,
-    instance_uuid: String,
-    demand: Resources,
-    now_ms: i64,
-    reply: tokio::sync::oneshot::Sender<Result<Option<ClaimOutcome>, LedgerError>>,
-}
-
-pub(crate) const ADD_USAGE: &str = "UPDATE hosts SET vcpu_used = vcpu_used + $1, \
-    memory_mb_used = memory_mb_used + $2, disk_gb_used = disk_gb_used + $3, \
-    num_instances = CASE WHEN num_instances + $5 < 0 THEN 0 ELSE num_instances + $5 END, \
-    num_io_ops = CASE WHEN num_io_ops + $5 < 0 THEN 0 ELSE num_io_ops + $5 END WHERE id = $4";
-
-pub(crate) const INSERT_ALLOCATION: &str =
-    "INSERT INTO allocations (instance_uuid, host_id, vcpu, \
-    memory_mb, disk_gb, confirmed, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-    ON CONFLICT (instance_uuid) DO NOTHING";
-
-pub(crate) const DELETE_ALLOCATION: &str = "DELETE FROM allocations WHERE instance_uuid = $1 \
-    RETURNING host_id, vcpu, memory_mb, disk_gb, confirmed";
-
-/// Inserts an allocation row inside `$tx` (no-op when the instance already has one).
-macro_rules! insert_allocation {
-    ($tx:expr, $uuid:expr, $host_id:expr, $demand:expr, $confirmed:expr, $now_ms:expr) => {{
-        let d: &$crate::domain::Resources = $demand;
-        sqlx::query($crate::ledger::claims::INSERT_ALLOCATION)
-            .bind($uuid)
-            .bind($host_id)
-            .bind(d.0[0])
-            .bind(d.0[1])
-            .bind(d.0[2])
-            .bind($confirmed)
-            .bind($now_ms)
-            .execute(&mut *$tx)
-            .await
-    }};
-}
-pub(crate) use insert_allocation;
-
-/// Adds `$demand` (times `$sign`, ±1) to a host's usage unconditionally, inside `$tx`.
-macro_rules! add_usage {
-    ($tx:expr, $host_id:expr, $demand:expr, $sign:expr) => {{
-        let d: $crate::domain::Resources = $demand;
-        let sign: i64 = $sign;
-        sqlx::query($crate::ledger::claims::ADD_USAGE)
-            .bind(sign * d.0[0])
-            .bind(sign * d.0[1])
-            .bind(sign * d.0[2])
-            .bind($host_id)
-            .bind(sign)
-            .execute(&mut *$tx)
-            .await
-    }};
-}
-pub(crate) use add_usage;
-
-/// Deletes an instance's allocation and gives its usage back, inside `$tx`; evaluates to the
-/// removed allocation, if there was one.
+/// Deletes an instance's allocation and gives its usage back, inside `$tx` of engine `$db`;
+/// evaluates to the removed [`Allocation`], if there was one.
 macro_rules! release_in_tx {
-    ($tx:expr, $uuid:expr) => {{
+    ($db:ty, $tx:expr, $uuid:expr) => {{
         let uuid: &str = $uuid;
-        let row = sqlx::query($crate::ledger::claims::DELETE_ALLOCATION)
-            .bind(uuid)
-            .fetch_optional(&mut *$tx)
-            .await?;
+        let row = sqlx::query(
+            "DELETE FROM allocations WHERE instance_uuid = $1 RETURNING host_id, resources, confirmed",
+        )
+        .bind(uuid)
+        .fetch_optional(&mut *$tx)
+        .await?;
         match row {
             None => None,
             Some(row) => {
+                let json: String = row.try_get(1)?;
                 let alloc = $crate::ledger::Allocation {
                     instance_uuid: uuid.to_string(),
                     host_id: $crate::domain::HostId(row.try_get(0)?),
-                    demand: $crate::domain::Resources([
-                        row.try_get(1)?,
-                        row.try_get(2)?,
-                        row.try_get(3)?,
-                    ]),
-                    confirmed: row.try_get(4)?,
+                    demand: $crate::ledger::claims::parse_resources(&json)?,
+                    confirmed: row.try_get(2)?,
                 };
-                $crate::ledger::claims::add_usage!($tx, alloc.host_id.0, alloc.demand, -1)?;
+                sqlx::query(<$db as $crate::ledger::dialect::Dialect>::ADD_USAGE)
+                    .bind(alloc.host_id.0)
+                    .bind(&json)
+                    .bind(-1i64)
+                    .execute(&mut *$tx)
+                    .await?;
                 Some(alloc)
             }
         }
@@ -167,41 +89,218 @@ macro_rules! release_in_tx {
 }
 pub(crate) use release_in_tx;
 
-/// Runs `claims` as one transaction; per claim `None` when the instance already holds an
-/// allocation.
-async fn claim_group(
-    conn: &mut sqlx::SqliteConnection,
-    claims: &[PendingClaim],
-) -> Result<Vec<Option<ClaimOutcome>>, LedgerError> {
-    let mut query = sqlx::query(claim_group_sql(claims.len()));
-    for c in claims {
-        query = query
-            .bind(c.demand.0[0])
-            .bind(c.demand.0[1])
-            .bind(c.demand.0[2])
-            .bind(c.host.0)
-            .bind(c.instance_uuid.as_str())
-            .bind(c.now_ms);
-    }
-    let rows = match query.fetch_all(&mut *conn).await {
-        Ok(rows) => rows,
-        Err(e) => {
-            // The batch stopped part-way: undo whatever it began (an error here only means
-            // no transaction was open).
-            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-            return Err(e.into());
+pub(crate) const INSERT_ALLOCATION: &str = "INSERT INTO allocations (instance_uuid, host_id, \
+    resources, confirmed, created_ms) VALUES ($1, $2, $3, $4, $5) \
+    ON CONFLICT (instance_uuid) DO NOTHING";
+
+/// Records an allocation and adds its usage, unconditionally (the instance is already
+/// there), inside `$tx` of engine `$db`; evaluates to whether it was new.
+macro_rules! record_in_tx {
+    ($db:ty, $tx:expr, $uuid:expr, $host:expr, $demand:expr, $confirmed:expr, $now_ms:expr) => {{
+        let json = $crate::ledger::claims::resources_json($demand);
+        let inserted = sqlx::query($crate::ledger::claims::INSERT_ALLOCATION)
+            .bind($uuid)
+            .bind($host)
+            .bind(&json)
+            .bind($confirmed)
+            .bind($now_ms)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected()
+            == 1;
+        if inserted {
+            sqlx::query(<$db as $crate::ledger::dialect::Dialect>::ADD_USAGE)
+                .bind($host)
+                .bind(&json)
+                .bind(1i64)
+                .execute(&mut *$tx)
+                .await?;
         }
-    };
-    let mut outcomes = vec![Some(ClaimOutcome::Declined); claims.len()];
+        inserted
+    }};
+}
+pub(crate) use record_in_tx;
+
+/// SQLite: the statements of `n` claims (parameters `$4i+1 … $4i+4`: host id, instance,
+/// amounts JSON, time), optionally wrapped in `BEGIN IMMEDIATE … COMMIT`. For claim `i` the
+/// allocation goes in only if the host exists, the instance has none, and every class of the
+/// demand still fits; the usage is added only if it went in, answering `2i+1` per class row
+/// updated; `2i` is answered whenever the instance holds an allocation afterwards (with no
+/// `2i+1`: an earlier allocation, a reschedule). Each claim sees those before it, exactly as
+/// if they had run one after another.
+fn sqlite_group_sql(n: usize, transaction: bool) -> &'static str {
+    static WRAPPED: [OnceLock<String>; MAX_GROUP] = [const { OnceLock::new() }; MAX_GROUP];
+    static BARE: [OnceLock<String>; MAX_GROUP] = [const { OnceLock::new() }; MAX_GROUP];
+    let cache = if transaction { &WRAPPED } else { &BARE };
+    cache[n - 1].get_or_init(|| build_sqlite_group_sql(n, transaction))
+}
+
+fn build_sqlite_group_sql(n: usize, transaction: bool) -> String {
+    let mut sql = String::with_capacity(60 + 900 * n);
+    if transaction {
+        sql.push_str("BEGIN IMMEDIATE;");
+    }
+    for i in 0..n {
+        let (h, u, r, t) = (4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4);
+        sql.push_str(&format!(
+            " INSERT INTO allocations (instance_uuid, host_id, resources, confirmed, created_ms) \
+             SELECT ${u}, ${h}, ${r}, 0, ${t} WHERE EXISTS (SELECT 1 FROM hosts WHERE id = ${h}) \
+             AND NOT EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${u}) \
+             AND NOT EXISTS (SELECT 1 FROM json_each(${r}) d LEFT JOIN inventories i \
+             ON i.host_id = ${h} AND i.resource_class = d.key \
+             WHERE i.host_id IS NULL OR i.used + d.value > i.usable); \
+             UPDATE inventories SET used = used + (SELECT d.value FROM json_each(${r}) d \
+             WHERE d.key = inventories.resource_class) WHERE changes() = 1 AND host_id = ${h} \
+             AND resource_class IN (SELECT key FROM json_each(${r})) RETURNING {claimed}; \
+             SELECT {held} WHERE EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${u});",
+            claimed = 2 * i + 1,
+            held = 2 * i,
+        ));
+    }
+    if transaction {
+        sql.push_str(" COMMIT;");
+    }
+    sql
+}
+
+/// PostgreSQL: one round of claims, at most one per host, as one statement: lock the hosts'
+/// inventory rows in a fixed order, keep the claims whose every class fits, insert their
+/// allocations and add their usage; answers (claim index, true) per claim made and (claim
+/// index, false) per instance that already holds an allocation.
+const POSTGRES_ROUND: &str = "WITH c AS (SELECT * FROM unnest($1::int[], $2::bigint[], \
+    $3::text[], $4::text[]) AS c(claim, host_id, instance_uuid, resources)), \
+    d AS (SELECT c.claim, c.host_id, e.key AS resource_class, e.value::bigint AS amount \
+    FROM c, jsonb_each_text(c.resources::jsonb) e), \
+    locked AS MATERIALIZED (SELECT i.host_id, i.resource_class, i.used, i.usable \
+    FROM inventories i WHERE i.host_id IN (SELECT host_id FROM c) \
+    ORDER BY i.host_id, i.resource_class FOR UPDATE), \
+    held AS (SELECT c.claim FROM c JOIN allocations a ON a.instance_uuid = c.instance_uuid), \
+    ok AS MATERIALIZED (SELECT c.* FROM c WHERE c.claim NOT IN (SELECT claim FROM held) \
+    AND EXISTS (SELECT 1 FROM hosts h WHERE h.id = c.host_id) \
+    AND NOT EXISTS (SELECT 1 FROM d LEFT JOIN locked l ON l.host_id = d.host_id \
+    AND l.resource_class = d.resource_class WHERE d.claim = c.claim \
+    AND (l.host_id IS NULL OR l.used + d.amount > l.usable))), \
+    ins AS (INSERT INTO allocations (instance_uuid, host_id, resources, confirmed, created_ms) \
+    SELECT instance_uuid, host_id, resources, FALSE, $5 FROM ok RETURNING 1), \
+    upd AS (UPDATE inventories i SET used = i.used + d.amount FROM d JOIN ok ON ok.claim = d.claim \
+    WHERE i.host_id = d.host_id AND i.resource_class = d.resource_class RETURNING 1) \
+    SELECT claim, TRUE FROM ok UNION ALL SELECT claim, FALSE FROM held";
+
+/// Most claims one group takes.
+const MAX_GROUP: usize = 64;
+
+/// A claim reserved in the table and waiting for the database.
+#[derive(Debug)]
+pub(crate) struct PendingClaim {
+    host: HostId,
+    instance_uuid: String,
+    demand: Resources,
+    json: String,
+    now_ms: i64,
+    reply: tokio::sync::oneshot::Sender<Result<ClaimOutcome, LedgerError>>,
+}
+
+/// A claim's answer from its group: made, refused, or the instance already holds an
+/// allocation (left to [`claim_replacing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GroupAnswer {
+    Claimed,
+    Declined,
+    Held,
+}
+
+/// Reads the codes of [`sqlite_group_sql`].
+fn sqlite_answers(
+    rows: &[sqlx::sqlite::SqliteRow],
+    n: usize,
+) -> Result<Vec<GroupAnswer>, LedgerError> {
+    let mut answers = vec![GroupAnswer::Declined; n];
     for row in rows {
         let code: i64 = row.try_get(0)?;
         let slot = usize::try_from(code / 2)
             .ok()
-            .and_then(|i| outcomes.get_mut(i))
-            .ok_or_else(|| LedgerError::Invalid(format!("claim batch answered {code}")))?;
-        *slot = (code % 2 == 1).then_some(ClaimOutcome::Claimed);
+            .and_then(|i| answers.get_mut(i))
+            .ok_or_else(|| LedgerError::Invalid(format!("claim group answered {code}")))?;
+        if code % 2 == 1 {
+            *slot = GroupAnswer::Claimed;
+        } else if *slot != GroupAnswer::Claimed {
+            *slot = GroupAnswer::Held;
+        }
     }
-    Ok(outcomes)
+    Ok(answers)
+}
+
+/// Runs `claims` as one SQLite transaction.
+async fn sqlite_group(
+    conn: &mut sqlx::SqliteConnection,
+    claims: &[PendingClaim],
+) -> Result<Vec<GroupAnswer>, LedgerError> {
+    let mut query = sqlx::query(sqlite_group_sql(claims.len(), true));
+    for c in claims {
+        query = query
+            .bind(c.host.0)
+            .bind(c.instance_uuid.as_str())
+            .bind(c.json.as_str())
+            .bind(c.now_ms);
+    }
+    match query.fetch_all(&mut *conn).await {
+        Ok(rows) => sqlite_answers(&rows, claims.len()),
+        Err(e) => {
+            // The batch stopped part-way: undo whatever it began (an error here only means
+            // no transaction was open).
+            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+            Err(e.into())
+        }
+    }
+}
+
+/// Runs `claims` in PostgreSQL, in rounds of at most one claim per host, inside `tx`.
+async fn postgres_rounds(
+    tx: &mut sqlx::PgConnection,
+    claims: &[PendingClaim],
+) -> Result<Vec<GroupAnswer>, LedgerError> {
+    let mut answers = vec![GroupAnswer::Declined; claims.len()];
+    let mut round_of: HashMap<HostId, usize> = HashMap::new();
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    for (i, c) in claims.iter().enumerate() {
+        let r = round_of.entry(c.host).or_insert(0);
+        if rounds.len() <= *r {
+            rounds.push(Vec::new());
+        }
+        rounds[*r].push(i);
+        *r += 1;
+    }
+    for round in rounds {
+        let index: Vec<i32> = round.iter().map(|i| *i as i32).collect();
+        let hosts: Vec<i64> = round.iter().map(|i| claims[*i].host.0).collect();
+        let uuids: Vec<&str> = round
+            .iter()
+            .map(|i| claims[*i].instance_uuid.as_str())
+            .collect();
+        let jsons: Vec<&str> = round.iter().map(|i| claims[*i].json.as_str()).collect();
+        let now = claims[round[0]].now_ms;
+        let rows = sqlx::query(POSTGRES_ROUND)
+            .bind(index)
+            .bind(hosts)
+            .bind(uuids)
+            .bind(jsons)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+        for row in rows {
+            let i: i32 = row.try_get(0)?;
+            let claimed: bool = row.try_get(1)?;
+            let slot = answers
+                .get_mut(i as usize)
+                .ok_or_else(|| LedgerError::Invalid(format!("claim round answered {i}")))?;
+            *slot = if claimed {
+                GroupAnswer::Claimed
+            } else {
+                GroupAnswer::Held
+            };
+        }
+    }
+    Ok(answers)
 }
 
 /// True for SQLite's "database is busy / locked" (another process held the write lock past
@@ -214,44 +313,10 @@ fn ledger_busy(e: &LedgerError) -> bool {
     matches!(code & 0xff, 5 | 6)
 }
 
-/// Runs the queued claims on the writer's connection, `MAX_GROUP` to a transaction, and answers
-/// each. When a group fails, its claims are retried one by one so that each gets its own
-/// outcome or error — unless the ledger was busy, which every retry would wait out again: then
-/// each claim of the group gets that error at once.
-async fn run_claims(conn: &mut sqlx::SqliteConnection, mut queued: Vec<PendingClaim>) {
-    while !queued.is_empty() {
-        let rest = queued.split_off(queued.len().min(MAX_GROUP));
-        match claim_group(conn, &queued).await {
-            Ok(outcomes) => {
-                for (claim, outcome) in queued.into_iter().zip(outcomes) {
-                    let _ = claim.reply.send(Ok(outcome));
-                }
-            }
-            Err(e) if queued.len() == 1 => {
-                let _ = queued.pop().map(|claim| claim.reply.send(Err(e)));
-            }
-            Err(e) if ledger_busy(&e) => {
-                for claim in queued {
-                    let busy = LedgerError::Invalid(format!("claim not made: {e}"));
-                    let _ = claim.reply.send(Err(busy));
-                }
-            }
-            Err(_) => {
-                for claim in queued {
-                    let outcome = claim_group(conn, std::slice::from_ref(&claim))
-                        .await
-                        .map(|mut o| o.pop().flatten());
-                    let _ = claim.reply.send(outcome);
-                }
-            }
-        }
-        queued = rest;
-    }
-}
-
 impl Ledger {
-    /// Claims `demand` on `host` for `instance_uuid`. An earlier allocation of the same
-    /// instance (a reschedule) is released in the same transaction.
+    /// Claims `demand` on `host` for `instance_uuid`: reserved in the live table, then made
+    /// durable with the claims queued meanwhile, then answered. An earlier allocation of the
+    /// same instance (a reschedule) is released in the same transaction.
     pub async fn claim(
         &self,
         host: HostId,
@@ -259,97 +324,195 @@ impl Ledger {
         demand: &Resources,
         now_ms: i64,
     ) -> Result<ClaimOutcome, LedgerError> {
-        if !demand.is_non_negative() {
-            return Err(LedgerError::Invalid(format!("negative demand {demand:?}")));
+        if !demand.is_non_negative() || demand.is_zero() {
+            return Err(LedgerError::Invalid(format!(
+                "a claim needs a positive amount of some class: {}",
+                resources_json(demand)
+            )));
         }
-        if let super::Pools::Sqlite { write, .. } = &self.pools {
-            // Group commit: claims queued while the writer is busy run in one transaction. The
-            // serving task is spawned so that a caller that gives up cannot leave a group
-            // half-run on the connection with its transaction open.
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let first = write.claims.push(PendingClaim {
-                host,
-                instance_uuid: instance_uuid.to_string(),
-                demand: *demand,
-                now_ms,
-                reply,
-            });
-            if first {
-                let write = write.clone();
-                tokio::spawn(async move {
-                    let mut conn = write.lock_owned().await;
-                    run_claims(&mut conn, write.claims.take()).await;
-                });
-            }
-            let outcome = answer.await.map_err(|_| {
-                LedgerError::Invalid("the claim's writer task ended without an answer".into())
-            })??;
-            if let Some(outcome) = outcome {
-                return Ok(outcome);
-            }
+        if self.table().reserve(host, demand) == crate::table::Reserve::NoRoom {
+            return Ok(ClaimOutcome::Declined);
         }
-        self.claim_in_tx(host, instance_uuid, demand, now_ms).await
+        // From here the reservation belongs to the queue: nothing between the reserve and
+        // the push awaits, so a caller that gives up cannot leave it behind.
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let first = self.claims.push(PendingClaim {
+            host,
+            instance_uuid: instance_uuid.to_string(),
+            demand: *demand,
+            json: resources_json(demand),
+            now_ms,
+            reply,
+        });
+        if first {
+            let ledger = self.clone();
+            tokio::spawn(async move { ledger.run_claims().await });
+        }
+        answer.await.map_err(|_| {
+            LedgerError::Invalid("the claim's writer task ended without an answer".into())
+        })?
     }
 
-    /// The claim as an explicit transaction: PostgreSQL's, and SQLite's for a reschedule.
-    async fn claim_in_tx(
+    /// Serves the claim queue: takes every claim queued once it has a connection, commits
+    /// them in groups, settles each in the table and answers it. The gate is held shared until
+    /// the table knows every outcome, so a reload never sees a commit the table has not settled.
+    async fn run_claims(&self) {
+        let _shared = self.gate.read().await;
+        match &self.pools {
+            Pools::Sqlite { write, .. } => {
+                let mut conn = write.lock().await;
+                let mut queued = self.claims.take();
+                while !queued.is_empty() {
+                    let rest = queued.split_off(queued.len().min(MAX_GROUP));
+                    let answers = sqlite_group(&mut conn, &queued).await;
+                    self.settle(Conn::Sqlite(&mut conn), queued, answers).await;
+                    queued = rest;
+                }
+            }
+            Pools::Postgres(pool) => {
+                let mut conn = match pool.acquire().await {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        let message = format!("claim not made: {e}");
+                        for claim in self.claims.take() {
+                            self.table().undo(claim.host, &claim.demand);
+                            let _ = claim.reply.send(Err(LedgerError::Invalid(message.clone())));
+                        }
+                        return;
+                    }
+                };
+                let mut queued = self.claims.take();
+                while !queued.is_empty() {
+                    let rest = queued.split_off(queued.len().min(MAX_GROUP));
+                    let answers = postgres_group(&mut conn, &queued).await;
+                    self.settle(Conn::Postgres(&mut conn), queued, answers)
+                        .await;
+                    queued = rest;
+                }
+            }
+        }
+    }
+
+    /// Settles a group in the table and answers each claim. A failed group is retried claim
+    /// by claim so that only the failing claim gets the error — unless SQLite was busy, which
+    /// every retry would wait out again.
+    async fn settle(
         &self,
-        host: HostId,
-        instance_uuid: &str,
-        demand: &Resources,
-        now_ms: i64,
+        mut conn: Conn<'_>,
+        claims: Vec<PendingClaim>,
+        answers: Result<Vec<GroupAnswer>, LedgerError>,
+    ) {
+        let answers: Vec<Result<GroupAnswer, LedgerError>> = match answers {
+            Ok(answers) => answers.into_iter().map(Ok).collect(),
+            Err(e) if claims.len() > 1 && !ledger_busy(&e) => {
+                let mut one_by_one = Vec::with_capacity(claims.len());
+                for claim in &claims {
+                    let alone = std::slice::from_ref(claim);
+                    let answer = match &mut conn {
+                        Conn::Sqlite(c) => sqlite_group(c, alone).await,
+                        Conn::Postgres(c) => postgres_group(c, alone).await,
+                    };
+                    one_by_one.push(answer.map(|mut a| a.pop().unwrap_or(GroupAnswer::Declined)));
+                }
+                one_by_one
+            }
+            Err(e) => {
+                let message = format!("claim not made: {e}");
+                let mut first = Some(e);
+                claims
+                    .iter()
+                    .map(|_| match first.take() {
+                        Some(e) => Err(e),
+                        None => Err(LedgerError::Invalid(message.clone())),
+                    })
+                    .collect()
+            }
+        };
+        for (claim, answer) in claims.into_iter().zip(answers) {
+            let outcome = match answer {
+                Ok(GroupAnswer::Held) => self.claim_replacing(&mut conn, &claim).await,
+                Ok(GroupAnswer::Claimed) => Ok(ClaimOutcome::Claimed),
+                Ok(GroupAnswer::Declined) => Ok(ClaimOutcome::Declined),
+                Err(e) => Err(e),
+            };
+            match &outcome {
+                Ok(ClaimOutcome::Claimed) => self.table().finalize(claim.host, &claim.demand),
+                Ok(ClaimOutcome::Declined) | Err(_) => self.table().undo(claim.host, &claim.demand),
+            }
+            let _ = claim.reply.send(outcome);
+        }
+    }
+
+    /// A reschedule: the instance holds an allocation already. Releases it and claims anew in
+    /// one transaction; the table gives the old allocation's room back once committed.
+    async fn claim_replacing(
+        &self,
+        conn: &mut Conn<'_>,
+        claim: &PendingClaim,
     ) -> Result<ClaimOutcome, LedgerError> {
-        write_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let updated = sqlx::query(CLAIM_UPDATE)
-                .bind(demand.0[0])
-                .bind(demand.0[1])
-                .bind(demand.0[2])
-                .bind(host.0)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if updated == 0 {
-                tx.rollback().await?;
-                return Ok(ClaimOutcome::Declined);
+        let alone = std::slice::from_ref(claim);
+        let (released, answer) = match conn {
+            Conn::Sqlite(c) => {
+                let mut tx = sqlx::Connection::begin(&mut **c).await?;
+                let released = release_in_tx!(sqlx::Sqlite, tx, &claim.instance_uuid);
+                let mut query = sqlx::query(sqlite_group_sql(1, false));
+                query = query
+                    .bind(claim.host.0)
+                    .bind(claim.instance_uuid.as_str())
+                    .bind(claim.json.as_str())
+                    .bind(claim.now_ms);
+                let rows = query.fetch_all(&mut *tx).await?;
+                let answer = sqlite_answers(&rows, 1)?.pop();
+                tx.commit().await?;
+                (released, answer)
             }
-            let inserted = insert_allocation!(tx, instance_uuid, host.0, demand, false, now_ms)?;
-            if inserted.rows_affected() == 0 {
-                release_in_tx!(tx, instance_uuid);
-                insert_allocation!(tx, instance_uuid, host.0, demand, false, now_ms)?;
+            Conn::Postgres(c) => {
+                let mut tx = sqlx::Connection::begin(&mut **c).await?;
+                let released = release_in_tx!(sqlx::Postgres, tx, &claim.instance_uuid);
+                let answer = postgres_rounds(&mut tx, alone).await?.pop();
+                tx.commit().await?;
+                (released, answer)
             }
-            tx.commit().await?;
-            Ok(ClaimOutcome::Claimed)
+        };
+        if let Some(old) = released {
+            self.table().remove(old.host_id, &old.demand);
+        }
+        Ok(match answer {
+            Some(GroupAnswer::Claimed) => ClaimOutcome::Claimed,
+            _ => ClaimOutcome::Declined,
         })
     }
 
     /// Releases an instance's allocation; releasing one that is gone is a no-op.
     pub async fn release(&self, instance_uuid: &str) -> Result<Option<Allocation>, LedgerError> {
-        write_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let released = release_in_tx!(tx, instance_uuid);
-            tx.commit().await?;
-            Ok(released)
-        })
+        let _shared = self.gate.read().await;
+        let released = write_tx!(self, Db, tx => release_in_tx!(Db, tx, instance_uuid));
+        if let Some(a) = &released {
+            self.table().remove(a.host_id, &a.demand);
+        }
+        Ok(released)
     }
 
     /// The allocation of one instance.
     pub async fn allocation(&self, instance_uuid: &str) -> Result<Option<Allocation>, LedgerError> {
         read_pool!(self, pool => {
             let row = sqlx::query(
-                "SELECT host_id, vcpu, memory_mb, disk_gb, confirmed FROM allocations WHERE instance_uuid = $1",
+                "SELECT host_id, resources, confirmed FROM allocations WHERE instance_uuid = $1",
             )
             .bind(instance_uuid)
             .fetch_optional(pool)
             .await?;
             match row {
                 None => Ok(None),
-                Some(row) => Ok(Some(Allocation {
-                    instance_uuid: instance_uuid.to_string(),
-                    host_id: HostId(row.try_get(0)?),
-                    demand: Resources([row.try_get(1)?, row.try_get(2)?, row.try_get(3)?]),
-                    confirmed: row.try_get(4)?,
-                })),
+                Some(row) => {
+                    let json: String = row.try_get(1)?;
+                    Ok(Some(Allocation {
+                        instance_uuid: instance_uuid.to_string(),
+                        host_id: HostId(row.try_get(0)?),
+                        demand: parse_resources(&json)?,
+                        confirmed: row.try_get(2)?,
+                    }))
+                }
             }
         })
     }
@@ -360,4 +523,26 @@ impl Ledger {
             Ok(sqlx::query_scalar("SELECT COUNT(*) FROM allocations").fetch_one(pool).await?)
         })
     }
+
+    /// Claims queued and not yet taken by a group (for tests).
+    pub fn queued_claims(&self) -> usize {
+        self.claims.len()
+    }
+}
+
+/// The connection a claim group runs on.
+enum Conn<'a> {
+    Sqlite(&'a mut sqlx::SqliteConnection),
+    Postgres(&'a mut sqlx::PgConnection),
+}
+
+/// Runs `claims` as one PostgreSQL transaction.
+async fn postgres_group(
+    conn: &mut sqlx::PgConnection,
+    claims: &[PendingClaim],
+) -> Result<Vec<GroupAnswer>, LedgerError> {
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let answers = postgres_rounds(&mut tx, claims).await?;
+    tx.commit().await?;
+    Ok(answers)
 }

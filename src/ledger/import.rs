@@ -2,8 +2,8 @@
 //! before Parasol): no capacity check, since the instance is already running there. They are
 //! marked `imported`, so that a later sync can release those Placement no longer has.
 
-use super::claims::{add_usage, insert_allocation, release_in_tx};
-use super::{write_pool, Allocation, Ledger, LedgerError};
+use super::claims::{record_in_tx, release_in_tx};
+use super::{write_tx, Allocation, Ledger, LedgerError};
 use crate::domain::{HostId, Resources};
 use sqlx::Row;
 
@@ -19,23 +19,25 @@ impl Ledger {
         now_ms: i64,
     ) -> Result<bool, LedgerError> {
         if !demand.is_non_negative() {
-            return Err(LedgerError::Invalid(format!("negative demand {demand:?}")));
+            return Err(LedgerError::Invalid(format!(
+                "negative amounts in {}",
+                super::claims::resources_json(demand)
+            )));
         }
-        write_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let inserted = insert_allocation!(tx, instance_uuid, host.0, demand, true, now_ms)?;
-            if inserted.rows_affected() == 0 {
-                tx.rollback().await?;
-                return Ok(false);
+        let recorded = write_tx!(self, Db, tx => {
+            let new = record_in_tx!(Db, tx, instance_uuid, host.0, demand, true, now_ms);
+            if new {
+                sqlx::query("UPDATE allocations SET imported = TRUE WHERE instance_uuid = $1")
+                    .bind(instance_uuid)
+                    .execute(&mut *tx)
+                    .await?;
             }
-            add_usage!(tx, host.0, *demand, 1)?;
-            sqlx::query("UPDATE allocations SET imported = TRUE WHERE instance_uuid = $1")
-                .bind(instance_uuid)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(true)
-        })
+            new
+        });
+        if recorded {
+            self.reload(&[host]).await?;
+        }
+        Ok(recorded)
     }
 
     /// Releases the imported allocations on `host` whose instance is not in `present` (the
@@ -47,8 +49,7 @@ impl Ledger {
         host: HostId,
         present: &[&str],
     ) -> Result<Vec<Allocation>, LedgerError> {
-        write_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+        let released = write_tx!(self, Db, tx => {
             let rows = sqlx::query(
                 "SELECT instance_uuid FROM allocations WHERE host_id = $1 AND imported \
                  ORDER BY instance_uuid",
@@ -62,12 +63,15 @@ impl Ledger {
                 if present.contains(&uuid.as_str()) {
                     continue;
                 }
-                if let Some(alloc) = release_in_tx!(tx, &uuid) {
+                if let Some(alloc) = release_in_tx!(Db, tx, &uuid) {
                     released.push(alloc);
                 }
             }
-            tx.commit().await?;
-            Ok(released)
-        })
+            released
+        });
+        if !released.is_empty() {
+            self.reload(&[host]).await?;
+        }
+        Ok(released)
     }
 }

@@ -1,17 +1,28 @@
-//! The ledger: the authoritative store of hosts, inventories, allocations and applied message
-//! ids, in SQLite (default, a file) or PostgreSQL (several Parasol processes sharing the work).
+//! The ledger: the durable record of hosts, inventories, allocations and applied message ids,
+//! in SQLite (default, a file) or PostgreSQL (several Parasol processes sharing the work), and
+//! the live host table ([`HostTable`]) that it keeps equal to what it has committed plus the
+//! claims in flight.
+//!
+//! A claim is reserved in the table first (so no two claims of this process take the same
+//! room), then committed in the database as a conditional update, grouped with the claims that
+//! queued meanwhile (one transaction per group), and only then answered. The database checks
+//! the room again: it is the authority between processes. A claim it refuses is given back in
+//! the table.
 //!
 //! # Layout
-//! - `hosts`: registering hosts and reading their state (the backends' "queries").
-//! - `claims`: the atomic conditional claim and the idempotent release.
+//! - `dialect`: the SQL that differs between SQLite and PostgreSQL.
+//! - `hosts`: registering hosts; loading them into the table (at start and on reloads).
+//! - `claims`: the grouped conditional claim, the release, and what an allocation holds.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
 //! - `import`: recording allocations made outside Parasol (Placement's).
 
 pub(crate) mod claims;
+pub(crate) mod dialect;
 pub(crate) mod hosts;
 mod import;
 pub(crate) mod messages;
 
+pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};
 pub use hosts::HostRegistration;
 pub use messages::DeadLetter;
@@ -64,15 +75,9 @@ pub(crate) fn json_list<T: Into<serde_json::Value>>(values: impl IntoIterator<It
 /// SQLite's one writing connection, behind a fair lock. Not a pool of one: sqlx's pool pings a
 /// connection every time it is released, a round trip to the connection's worker thread that
 /// the next writer would wait for.
-///
-/// Claims and host samples queue as well: whoever gets the connection next runs every claim
-/// queued so far in one transaction (group commit, see `claims::run_claims`), or reads every
-/// queued sample in one statement (see `hosts::read_samples`).
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
     conn: Arc<tokio::sync::Mutex<SqliteConnection>>,
-    pub(crate) claims: JobQueue<claims::PendingClaim>,
-    pub(crate) samples: JobQueue<hosts::PendingSample>,
 }
 
 /// Jobs waiting for the writer, served in groups. Whoever puts a job into an empty queue
@@ -107,7 +112,6 @@ impl<J> JobQueue<J> {
         std::mem::take(&mut *self.0.lock())
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.0.lock().len()
     }
@@ -117,8 +121,6 @@ impl Writer {
     fn new(conn: SqliteConnection) -> Writer {
         Writer {
             conn: Arc::new(tokio::sync::Mutex::new(conn)),
-            claims: JobQueue::default(),
-            samples: JobQueue::default(),
         }
     }
 
@@ -126,19 +128,19 @@ impl Writer {
     pub(crate) async fn lock(&self) -> tokio::sync::MutexGuard<'_, SqliteConnection> {
         self.conn.lock().await
     }
-
-    /// The same as [`Self::lock`], for a task that must own what it holds.
-    pub(crate) async fn lock_owned(&self) -> tokio::sync::OwnedMutexGuard<SqliteConnection> {
-        self.conn.clone().lock_owned().await
-    }
 }
 
 /// A handle on the ledger; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Ledger {
     pub(crate) pools: Pools,
-    /// Host names and capacities kept between reads (SQLite's read path).
-    profiles: hosts::Profiles,
+    /// The live table this ledger keeps.
+    table: Arc<HostTable>,
+    /// Claims waiting for a group commit (see `claims::run_claims`).
+    pub(crate) claims: JobQueue<claims::PendingClaim>,
+    /// Claim groups hold it shared from their SQL until the table knows their outcome; a
+    /// reload holds it exclusively, so that `used = committed + pending` is exact.
+    pub(crate) gate: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// Runs `$body` with `$pool` bound to the read pool of the engine in use.
@@ -166,8 +168,35 @@ macro_rules! write_pool {
         }
     };
 }
+/// Runs `$body` in a write transaction `$tx` of the engine in use (SQLite's on the writer's
+/// connection) with the type `$db` naming the engine (for [`dialect::Dialect`]), and commits;
+/// an error in `$body` returns early and rolls back.
+macro_rules! write_tx {
+    ($ledger:expr, $db:ident, $tx:ident => $body:expr) => {
+        match &$ledger.pools {
+            $crate::ledger::Pools::Sqlite { write, .. } => {
+                #[allow(dead_code)]
+                type $db = sqlx::Sqlite;
+                let mut conn = write.lock().await;
+                let mut $tx = sqlx::Connection::begin(&mut *conn).await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+            $crate::ledger::Pools::Postgres(pool) => {
+                #[allow(dead_code)]
+                type $db = sqlx::Postgres;
+                let mut $tx = pool.begin().await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+        }
+    };
+}
 pub(crate) use read_pool;
 pub(crate) use write_pool;
+pub(crate) use write_tx;
 
 impl Ledger {
     /// Connects to `url` (`sqlite://path` — the file is created — or `postgres://…`).
@@ -223,8 +252,22 @@ impl Ledger {
         };
         Ok(Ledger {
             pools,
-            profiles: hosts::Profiles::default(),
+            table: Arc::new(HostTable::new()),
+            claims: JobQueue::default(),
+            gate: Arc::default(),
         })
+    }
+
+    /// Connects, applies the migrations and loads every host into the live table.
+    pub async fn open(url: &str, max_connections: u32) -> Result<Ledger, LedgerError> {
+        let ledger = Self::connect(url, max_connections).await?;
+        ledger.migrate().await?;
+        Ok(ledger)
+    }
+
+    /// The live host table every decision reads.
+    pub fn table(&self) -> &Arc<HostTable> {
+        &self.table
     }
 
     pub fn engine(&self) -> Engine {
@@ -234,7 +277,8 @@ impl Ledger {
         }
     }
 
-    /// Applies the migrations in `migrations/<engine>/` that have not run yet.
+    /// Applies the migrations in `migrations/<engine>/` that have not run yet, then loads
+    /// every host into the live table.
     pub async fn migrate(&self) -> Result<(), LedgerError> {
         match &self.pools {
             Pools::Sqlite { write, .. } => {
@@ -245,7 +289,7 @@ impl Ledger {
             }
             Pools::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
         }
-        Ok(())
+        self.reload_all().await
     }
 
     /// Closes every connection.

@@ -1,8 +1,7 @@
 //! Batches of messages in one transaction: each message's id and effect are committed
 //! together, each inside its own savepoint so that a rejected message rolls back alone.
 
-use super::effects::{apply_postgres, apply_sqlite};
-use crate::domain::{Inventory, CLASSES};
+use super::effects::{apply_postgres, apply_sqlite, write_heartbeats, Touched};
 use crate::ledger::messages::{MARK_ALL_POSTGRES, MARK_ALL_SQLITE};
 use crate::ledger::{HostRegistration, Ledger, LedgerError, Pools};
 use crate::nova::{HostEvent, HostStatePayload, Notification};
@@ -50,16 +49,6 @@ impl From<sqlx::Error> for ApplyError {
 pub type Outcome = Result<Applied, String>;
 
 fn registration(p: &HostStatePayload) -> Result<HostRegistration, String> {
-    let mut inventory = [Inventory {
-        total: 0,
-        reserved: 0,
-        allocation_ratio: 1.0,
-    }; 3];
-    for class in CLASSES {
-        if let Some(inv) = p.inventory.get(&class) {
-            inventory[class.index()] = *inv;
-        }
-    }
     let reg = HostRegistration {
         host: p.host.clone(),
         node: p.node.clone(),
@@ -67,7 +56,9 @@ fn registration(p: &HostStatePayload) -> Result<HostRegistration, String> {
         availability_zone: p.availability_zone.clone().unwrap_or_else(|| "nova".into()),
         up: p.up,
         disabled: p.disabled,
-        inventory,
+        inventories: p.inventory.iter().map(|(c, i)| (c.clone(), *i)).collect(),
+        traits: p.traits.clone(),
+        aggregates: p.aggregates.clone(),
     };
     reg.validate().map_err(|e| e.to_string())?;
     Ok(reg)
@@ -88,7 +79,7 @@ fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
 /// message is rejected does it roll everything back and apply again with a savepoint (and its
 /// own id statement) per message.
 macro_rules! apply_all {
-    ($pool:expr, $effect:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
+    ($db:ty, $pool:expr, $table:expr, $touched:expr, $effect:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
         let mut outcomes = Vec::with_capacity($batch.len());
         let checked: Vec<_> = $batch.iter().map(|n| validate(n)).collect();
         let mut tx = $pool.begin().await?;
@@ -120,7 +111,7 @@ macro_rules! apply_all {
                 outcomes.push(Ok(Applied::Duplicate));
                 continue;
             }
-            match $effect(&mut tx, n, reg.as_ref(), $now_ms, false).await {
+            match $effect(&mut tx, $table, n, reg.as_ref(), $now_ms, false, $touched).await {
                 Ok(applied) => outcomes.push(Ok(applied)),
                 Err(ApplyError::Rejected(_)) => {
                     clean = false;
@@ -130,11 +121,13 @@ macro_rules! apply_all {
             }
         }
         if clean {
+            write_heartbeats!($db, tx, $touched);
             tx.commit().await?;
             return Ok(outcomes);
         }
         tx.rollback().await?;
         outcomes.clear();
+        *$touched = Touched::default();
         let mut tx = $pool.begin().await?;
         for (n, checked) in $batch.iter().zip(&checked) {
             let reg = match checked {
@@ -145,7 +138,18 @@ macro_rules! apply_all {
                 }
             };
             let mut savepoint = (&mut tx).begin().await?;
-            match $effect(&mut savepoint, n, reg.as_ref(), $now_ms, true).await {
+            let before = ($touched.reload.len(), $touched.heartbeats.clone());
+            match $effect(
+                &mut savepoint,
+                $table,
+                n,
+                reg.as_ref(),
+                $now_ms,
+                true,
+                $touched,
+            )
+            .await
+            {
                 Ok(Applied::Duplicate) => {
                     savepoint.rollback().await?;
                     outcomes.push(Ok(Applied::Duplicate));
@@ -156,11 +160,14 @@ macro_rules! apply_all {
                 }
                 Err(ApplyError::Rejected(reason)) => {
                     savepoint.rollback().await?;
+                    $touched.reload.truncate(before.0);
+                    $touched.heartbeats = before.1;
                     outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
                 }
                 Err(ApplyError::Ledger(e)) => return Err(e),
             }
         }
+        write_heartbeats!($db, tx, $touched);
         tx.commit().await?;
         Ok(outcomes)
     }};
@@ -169,21 +176,63 @@ macro_rules! apply_all {
 /// Applies a batch in one transaction, in order, each message exactly once (a message seen
 /// before, in an earlier batch or earlier in this one, is a `Duplicate`). A rejected message
 /// changes nothing and does not affect the others. `Err` means the ledger failed and nothing
-/// of the batch was committed.
+/// of the batch was committed. Once committed, the live table loads the hosts the batch
+/// changed, before the caller acknowledges anything.
 pub async fn apply_batch(
     ledger: &Ledger,
     batch: &[&Notification],
     now_ms: i64,
 ) -> Result<Vec<Outcome>, LedgerError> {
+    let mut touched = Touched::default();
+    let outcomes = apply_in_tx(ledger, batch, now_ms, &mut touched).await?;
+    let table = ledger.table();
+    for (id, up, disabled, seen) in &touched.heartbeats {
+        if let Some(h) = table.get(*id) {
+            table.set_liveness(*id, *up, *disabled, h.forced_down, *seen);
+        }
+    }
+    touched.reload.sort();
+    touched.reload.dedup();
+    ledger.reload(&touched.reload).await?;
+    Ok(outcomes)
+}
+
+async fn apply_in_tx(
+    ledger: &Ledger,
+    batch: &[&Notification],
+    now_ms: i64,
+    touched: &mut Touched,
+) -> Result<Vec<Outcome>, LedgerError> {
+    let table = ledger.table();
     match &ledger.pools {
         Pools::Sqlite { write, .. } => {
             let mut conn = write.lock().await;
             let ids = |ids: &[&str]| crate::ledger::json_list(ids.iter().copied());
-            apply_all!(conn, apply_sqlite, MARK_ALL_SQLITE, ids, batch, now_ms)
+            apply_all!(
+                sqlx::Sqlite,
+                conn,
+                table,
+                touched,
+                apply_sqlite,
+                MARK_ALL_SQLITE,
+                ids,
+                batch,
+                now_ms
+            )
         }
         Pools::Postgres(pool) => {
             let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<String>>();
-            apply_all!(pool, apply_postgres, MARK_ALL_POSTGRES, ids, batch, now_ms)
+            apply_all!(
+                sqlx::Postgres,
+                pool,
+                table,
+                touched,
+                apply_postgres,
+                MARK_ALL_POSTGRES,
+                ids,
+                batch,
+                now_ms
+            )
         }
     }
 }

@@ -1,26 +1,53 @@
 //! The effect of one decoded message inside an open transaction (a savepoint of the batch):
-//! record its id, then change the ledger. Written once, compiled per engine.
+//! record its id, then change the ledger, noting which hosts changed so that the live table
+//! can load them once the batch has committed. Written once, compiled per engine.
 
 use super::apply::{Applied, ApplyError};
-use crate::domain::Resources;
-use crate::ledger::claims::{add_usage, insert_allocation, release_in_tx};
+use crate::domain::HostId;
+use crate::domain::{ClassId, Resources};
+use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
 use crate::ledger::hosts::upsert_host;
 use crate::ledger::messages::MARK_PROCESSED;
-use crate::ledger::HostRegistration;
+use crate::ledger::{HostRegistration, HostTable};
 use crate::nova::{HostEvent, Notification};
 use sqlx::Row;
 
 const HOST_ID_BY_NAME: &str = "SELECT id FROM hosts WHERE host = $1 \
     AND (CAST($2 AS TEXT) IS NULL OR node = $2) ORDER BY id LIMIT 1";
 
-/// `instance.create.end` for the claim the boot came from (same instance, host, node and size):
-/// only the confirmation is news. One statement instead of releasing and re-inserting.
-const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE WHERE instance_uuid = $1 \
-    AND vcpu = $4 AND memory_mb = $5 AND disk_gb = $6 AND host_id = (SELECT id FROM hosts \
-    WHERE host = $2 AND (CAST($3 AS TEXT) IS NULL OR node = $3) ORDER BY id LIMIT 1)";
+const CONFIRM_CLAIM: &str =
+    "UPDATE allocations SET confirmed = TRUE WHERE instance_uuid = $1 AND host_id = $2";
+
+/// Whether an instance's end-of-operation notification only confirms the allocation it holds
+/// on `host` — Parasol's own claim for the build or move. The claimed amounts stay (a
+/// notification's flavor knows neither extra specs nor boot-from-volume); only a notification
+/// for another host, or with other VCPU/MEMORY_MB/DISK_GB than held (a resize reverted on the
+/// same host), replaces the allocation.
+fn only_confirms(event_type: &str, held: &Resources, notified: &Resources) -> bool {
+    event_type == "instance.create.end"
+        || [ClassId::VCPU, ClassId::MEMORY_MB, ClassId::DISK_GB]
+            .iter()
+            .all(|c| held.get(*c) == notified.get(*c))
+}
+
+/// What a batch changed, for the table once it has committed.
+#[derive(Debug, Default)]
+pub(super) struct Touched {
+    /// Hosts whose usage, inventory or names changed: reloaded from the ledger.
+    pub reload: Vec<HostId>,
+    /// Heartbeats of hosts whose profile did not change: (id, up, disabled, last seen).
+    pub heartbeats: Vec<(HostId, bool, bool, i64)>,
+}
 
 fn rejected(reason: String) -> ApplyError {
     ApplyError::Rejected(reason)
+}
+
+/// A heartbeat: a host-state event whose host the table knows with exactly this profile.
+pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<HostId> {
+    let known = table.by_uuid(&reg.uuid)?;
+    let profile = reg.profile().ok()?;
+    (*known.profile == profile).then_some(known.id)
 }
 
 macro_rules! define_effect {
@@ -29,10 +56,12 @@ macro_rules! define_effect {
         /// `Err(Rejected)` leaves the caller to roll the savepoint back.
         pub(super) async fn $name(
             tx: &mut sqlx::Transaction<'_, $db>,
+            table: &HostTable,
             n: &Notification,
             reg: Option<&HostRegistration>,
             now_ms: i64,
             mark: bool,
+            touched: &mut Touched,
         ) -> Result<Applied, ApplyError> {
             if mark {
                 let fresh = sqlx::query(MARK_PROCESSED)
@@ -45,64 +74,80 @@ macro_rules! define_effect {
                 }
             }
             macro_rules! host_id {
-                ($host:expr, $node:expr) => {
-                    sqlx::query_scalar::<_, i64>(HOST_ID_BY_NAME)
-                        .bind($host)
-                        .bind($node)
-                        .fetch_optional(&mut **tx)
-                        .await?
-                };
+                ($host:expr, $node:expr) => {{
+                    match table.by_name($host, $node).map(|h| h.id) {
+                        Some(id) => Some(id.0),
+                        None => sqlx::query_scalar::<_, i64>(HOST_ID_BY_NAME)
+                            .bind($host)
+                            .bind($node)
+                            .fetch_optional(&mut **tx)
+                            .await?,
+                    }
+                }};
             }
             match &n.event {
                 HostEvent::HostState(p) => {
                     let reg = reg.ok_or_else(|| rejected(format!("host {}: not validated", p.host)))?;
-                    upsert_host!(&mut **tx, reg, now_ms)
-                        .map_err(|e| rejected(format!("host {}: {e}", reg.host)))?;
-                }
-                HostEvent::Upsert { instance_uuid, host, node, demand, .. } => {
-                    let confirmed = sqlx::query(CONFIRM_CLAIM)
-                        .bind(instance_uuid)
-                        .bind(host)
-                        .bind(node.as_deref())
-                        .bind(demand.0[0])
-                        .bind(demand.0[1])
-                        .bind(demand.0[2])
-                        .execute(&mut **tx)
-                        .await?;
-                    if confirmed.rows_affected() == 1 {
+                    if let Some(id) = heartbeat_of(table, reg).filter(|id| !touched.reload.contains(id)) {
+                        touched.heartbeats.retain(|(h, ..)| *h != id);
+                        touched.heartbeats.push((id, reg.up, reg.disabled, now_ms));
                         return Ok(Applied::Applied);
                     }
-                    let Some(id) = host_id!(host, node.as_deref()) else {
+                    let id = upsert_host!($db, *tx, reg, now_ms);
+                    touched.heartbeats.retain(|(h, ..)| *h != id);
+                    touched.reload.push(id);
+                }
+                HostEvent::Upsert { instance_uuid, host, node, demand, .. } => {
+                    let Some(id) = host_id!(host.as_str(), node.as_deref()) else {
                         return Err(rejected(format!("unknown host {host:?} for instance {instance_uuid}")));
                     };
-                    release_in_tx!(*tx, instance_uuid);
-                    insert_allocation!(*tx, instance_uuid.as_str(), id, demand, true, now_ms)?;
-                    add_usage!(*tx, id, *demand, 1)?;
+                    let held = sqlx::query("SELECT host_id, resources FROM allocations WHERE instance_uuid = $1")
+                        .bind(instance_uuid)
+                        .fetch_optional(&mut **tx)
+                        .await?;
+                    if let Some(row) = held {
+                        let (on, json): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+                        if on == id && only_confirms(&n.event_type, &parse_resources(&json)?, demand) {
+                            sqlx::query(CONFIRM_CLAIM).bind(instance_uuid).bind(id).execute(&mut **tx).await?;
+                            return Ok(Applied::Applied);
+                        }
+                    }
+                    if let Some(old) = release_in_tx!($db, *tx, instance_uuid) {
+                        touched.reload.push(old.host_id);
+                    }
+                    record_in_tx!($db, *tx, instance_uuid.as_str(), id, demand, true, now_ms);
+                    touched.reload.push(HostId(id));
                 }
                 HostEvent::Release { instance_uuid, host } => {
-                    if release_in_tx!(*tx, instance_uuid).is_none() {
-                        if let Some(host) = host {
-                            if host_id!(host, None::<&str>).is_none() {
-                                return Err(rejected(format!(
-                                    "unknown host {host:?} for the release of instance {instance_uuid}"
-                                )));
+                    match release_in_tx!($db, *tx, instance_uuid) {
+                        Some(old) => touched.reload.push(old.host_id),
+                        None => {
+                            if let Some(host) = host {
+                                if host_id!(host.as_str(), None::<&str>).is_none() {
+                                    return Err(rejected(format!(
+                                        "unknown host {host:?} for the release of instance {instance_uuid}"
+                                    )));
+                                }
                             }
                         }
                     }
                 }
                 HostEvent::ServiceUpdate { host, disabled, forced_down } => {
-                    let updated = sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE host = $3")
-                        .bind(*disabled)
-                        .bind(*forced_down)
-                        .bind(host)
-                        .execute(&mut **tx)
-                        .await?;
-                    if updated.rows_affected() == 0 {
+                    let ids: Vec<i64> = sqlx::query_scalar(
+                        "UPDATE hosts SET disabled = $1, forced_down = $2 WHERE host = $3 RETURNING id",
+                    )
+                    .bind(*disabled)
+                    .bind(*forced_down)
+                    .bind(host)
+                    .fetch_all(&mut **tx)
+                    .await?;
+                    if ids.is_empty() {
                         return Err(rejected(format!("service.update for unknown host {host:?}")));
                     }
+                    touched.reload.extend(ids.into_iter().map(HostId));
                 }
                 HostEvent::DeleteInstanceInfo { host, instance_uuid } => {
-                    let Some(id) = host_id!(host, None::<&str>) else {
+                    let Some(id) = host_id!(host.as_str(), None::<&str>) else {
                         return Err(rejected(format!("unknown host {host:?}")));
                     };
                     let on_host: Option<i64> = sqlx::query_scalar("SELECT host_id FROM allocations WHERE instance_uuid = $1")
@@ -110,14 +155,16 @@ macro_rules! define_effect {
                         .fetch_optional(&mut **tx)
                         .await?;
                     if on_host == Some(id) {
-                        release_in_tx!(*tx, instance_uuid);
+                        release_in_tx!($db, *tx, instance_uuid);
+                        touched.reload.push(HostId(id));
                     }
                 }
                 HostEvent::UpdateInstanceInfo { host, instance_uuids }
                 | HostEvent::SyncInstanceInfo { host, instance_uuids } => {
-                    let Some(id) = host_id!(host, None::<&str>) else {
+                    let Some(id) = host_id!(host.as_str(), None::<&str>) else {
                         return Err(rejected(format!("unknown host {host:?}")));
                     };
+                    touched.reload.push(HostId(id));
                     if matches!(n.event, HostEvent::SyncInstanceInfo { .. }) {
                         let rows = sqlx::query("SELECT instance_uuid FROM allocations WHERE host_id = $1")
                             .bind(id)
@@ -131,11 +178,11 @@ macro_rules! define_effect {
                             }
                         }
                         for uuid in &gone {
-                            release_in_tx!(*tx, uuid.as_str());
+                            release_in_tx!($db, *tx, uuid.as_str());
                         }
                     }
                     for uuid in instance_uuids {
-                        let row = sqlx::query("SELECT host_id, vcpu, memory_mb, disk_gb FROM allocations WHERE instance_uuid = $1")
+                        let row = sqlx::query("SELECT host_id, resources FROM allocations WHERE instance_uuid = $1")
                             .bind(uuid)
                             .fetch_optional(&mut **tx)
                             .await?;
@@ -145,10 +192,11 @@ macro_rules! define_effect {
                         };
                         let current: i64 = row.try_get(0)?;
                         if current != id {
-                            let demand = Resources([row.try_get(1)?, row.try_get(2)?, row.try_get(3)?]);
-                            release_in_tx!(*tx, uuid.as_str());
-                            insert_allocation!(*tx, uuid.as_str(), id, &demand, true, now_ms)?;
-                            add_usage!(*tx, id, demand, 1)?;
+                            let json: String = row.try_get(1)?;
+                            let demand = parse_resources(&json)?;
+                            release_in_tx!($db, *tx, uuid.as_str());
+                            record_in_tx!($db, *tx, uuid.as_str(), id, &demand, true, now_ms);
+                            touched.reload.push(HostId(current));
                         }
                     }
                 }
@@ -161,3 +209,23 @@ macro_rules! define_effect {
 
 define_effect!(apply_sqlite, sqlx::Sqlite);
 define_effect!(apply_postgres, sqlx::Postgres);
+
+/// Writes the batch's heartbeats with one statement (inside the batch's transaction).
+macro_rules! write_heartbeats {
+    ($db:ty, $tx:expr, $touched:expr) => {{
+        if !$touched.heartbeats.is_empty() {
+            let rows: Vec<serde_json::Value> = $touched
+                .heartbeats
+                .iter()
+                .map(|(id, up, disabled, seen)| {
+                    serde_json::json!([id.0, i64::from(*up), i64::from(*disabled), seen])
+                })
+                .collect();
+            sqlx::query(<$db as $crate::ledger::dialect::Dialect>::HEARTBEATS)
+                .bind(serde_json::Value::Array(rows).to_string())
+                .execute(&mut *$tx)
+                .await?;
+        }
+    }};
+}
+pub(super) use write_heartbeats;

@@ -6,8 +6,11 @@
 //! # Layout
 //! - `apply`: validation, the batch transaction and a savepoint per message.
 //! - `effects`: what each [`crate::nova::HostEvent`] changes in the ledger.
+//! - `ingest`: [`Ingest`], the handle every transport applies through, with outcome counts.
 
 mod apply;
 mod effects;
+mod ingest;
 
 pub use apply::{apply, apply_batch, Applied, ApplyError, Outcome};
+pub use ingest::Ingest;

@@ -132,10 +132,11 @@ fn the_captured_args_decode_the_same_at_every_4_x_shape_and_over_http() {
 fn captured_selection() -> Selection {
     let (_, args) = decoded_call();
     let mut host = HostState::synthetic(1, Resources::new(4, 8192, 100), Resources::ZERO);
-    host.host = Arc::from("compute1");
-    host.node = Arc::from("compute1");
-    host.uuid = Arc::from(NODE_UUID);
-    host.availability_zone = Arc::from("nova");
+    let p = host.profile_mut();
+    p.host = Arc::from("compute1");
+    p.node = Arc::from("compute1");
+    p.uuid = Arc::from(NODE_UUID);
+    p.availability_zone = Arc::from("nova");
     Selection::from_host(&host, args.spec.demand, CELL_UUID)
 }
 

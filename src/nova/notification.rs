@@ -5,9 +5,9 @@ use super::error::{CodecError, Result};
 use super::object::{FieldValue, Fields, NovaObject};
 use super::oslo::{decode_envelope, RpcMessage};
 use super::request_spec::Flavor;
-use crate::domain::{Inventory, ResourceClass, Resources};
+use crate::domain::{is_valid_class_name, Inventory, Resources};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// Parasol's own event type carrying a host's inventory (DESIGN §3.3).
 pub const HOST_STATE_EVENT: &str = "compute.host.state";
@@ -43,30 +43,28 @@ pub struct HostStatePayload {
     pub up: bool,
     /// Defaults to false.
     pub disabled: bool,
-    /// Inventory per known class; unknown classes are ignored.
-    pub inventory: HashMap<ResourceClass, Inventory>,
-    /// Measured usage per known class, when reported.
-    pub usage: Option<HashMap<ResourceClass, f64>>,
+    /// Inventory by resource class name (Placement's standard classes and `CUSTOM_*`).
+    pub inventory: BTreeMap<String, Inventory>,
+    /// Placement traits of the host (optional).
+    pub traits: Vec<String>,
+    /// Placement aggregate uuids the host is a member of (optional).
+    pub aggregates: Vec<String>,
+    /// Measured usage per class, when reported.
+    pub usage: Option<BTreeMap<String, f64>>,
 }
 
 impl HostStatePayload {
-    /// Usable capacity per class (0 for a class without inventory).
-    pub fn usable(&self) -> Resources {
-        let mut r = Resources::ZERO;
-        for (class, inv) in &self.inventory {
-            r.0[class.index()] = inv.usable();
-        }
-        r
-    }
-
     fn from_fields(p: &Fields<'_>) -> Result<Self> {
         let host = p.req_str("host")?;
-        let mut inventory = HashMap::new();
+        let mut inventory = BTreeMap::new();
         if let Some(inv) = p.opt_dict("inventory")? {
             for (name, value) in inv.map() {
-                let Some(class) = ResourceClass::parse(name) else {
-                    continue;
-                };
+                if !is_valid_class_name(name) {
+                    return Err(CodecError::invalid(
+                        inv.path_of(name),
+                        "is not a resource class (a standard class or CUSTOM_[A-Z0-9_]+)",
+                    ));
+                }
                 let f = Fields::new(value, inv.path_of(name))?;
                 let allocation_ratio = match f.field("allocation_ratio") {
                     FieldValue::Set(v) => v
@@ -80,12 +78,16 @@ impl HostStatePayload {
                         })?,
                     _ => 1.0,
                 };
+                let total = f.req_size("total")?;
                 let entry = Inventory {
-                    total: f.req_size("total")?,
+                    total,
                     reserved: f.opt_size("reserved")?.unwrap_or(0),
+                    min_unit: f.opt_size("min_unit")?.unwrap_or(1),
+                    max_unit: f.opt_size("max_unit")?.unwrap_or(i64::MAX),
+                    step_size: f.opt_size("step_size")?.unwrap_or(1),
                     allocation_ratio,
                 };
-                inventory.insert(class, entry);
+                inventory.insert(name.clone(), entry);
             }
         }
         let usage = match p.opt_dict("usage")? {
@@ -93,11 +95,10 @@ impl HostStatePayload {
             Some(u) => Some(
                 u.map()
                     .iter()
-                    .filter_map(|(name, v)| ResourceClass::parse(name).map(|c| (c, name, v)))
-                    .map(|(class, name, v)| {
+                    .map(|(name, v)| {
                         v.as_f64()
                             .filter(|x| x.is_finite() && *x >= 0.0)
-                            .map(|x| (class, x))
+                            .map(|x| (name.clone(), x))
                             .ok_or_else(|| {
                                 CodecError::invalid(
                                     u.path_of(name),
@@ -105,7 +106,7 @@ impl HostStatePayload {
                                 )
                             })
                     })
-                    .collect::<Result<HashMap<_, _>>>()?,
+                    .collect::<Result<BTreeMap<_, _>>>()?,
             ),
         };
         Ok(HostStatePayload {
@@ -116,6 +117,8 @@ impl HostStatePayload {
             up: p.opt_bool("up")?.unwrap_or(true),
             disabled: p.opt_bool("disabled")?.unwrap_or(false),
             inventory,
+            traits: p.opt_str_list("traits")?.unwrap_or_default(),
+            aggregates: p.opt_str_list("aggregates")?.unwrap_or_default(),
             usage,
         })
     }

@@ -44,16 +44,23 @@ fn decodes_the_design_s_host_state_example() {
     );
     assert_eq!(p.availability_zone.as_deref(), Some("nova"));
     assert!(p.up && !p.disabled);
-    assert_eq!(p.inventory.len(), 3, "PCPU is ignored");
-    assert_eq!(p.usable(), Resources::new(256, 261632, 2000));
-    let usage = p.usage.unwrap();
+    assert_eq!(p.inventory.len(), 4, "every class, PCPU included");
+    let usable: Vec<(&str, i64)> = p
+        .inventory
+        .iter()
+        .map(|(c, inv)| (c.as_str(), inv.usable()))
+        .collect();
     assert_eq!(
-        (
-            usage[&ResourceClass::Vcpu],
-            usage.get(&ResourceClass::DiskGb)
-        ),
-        (12.5, None)
+        usable,
+        [
+            ("DISK_GB", 2000),
+            ("MEMORY_MB", 261632),
+            ("PCPU", 8),
+            ("VCPU", 256)
+        ]
     );
+    let usage = p.usage.unwrap();
+    assert_eq!((usage["VCPU"], usage.get("DISK_GB")), (12.5, None));
 }
 
 #[test]
@@ -68,14 +75,7 @@ fn host_state_defaults_node_up_disabled_and_ratio() {
     };
     assert_eq!(p.node, "h");
     assert!(p.up && !p.disabled && p.usage.is_none());
-    assert_eq!(
-        p.inventory[&ResourceClass::Vcpu],
-        Inventory {
-            total: 4,
-            reserved: 0,
-            allocation_ratio: 1.0
-        }
-    );
+    assert_eq!(p.inventory["VCPU"], Inventory::of(4));
 }
 
 #[test]

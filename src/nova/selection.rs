@@ -1,7 +1,7 @@
 //! Encoding the answer of `select_destinations`: Selection 1.1/1.0 primitives or legacy dicts.
 
 use super::request_spec::Limits;
-use crate::domain::{HostState, Resources, CLASSES};
+use crate::domain::{HostState, Resources};
 use serde_json::{json, Map, Value};
 
 /// The Placement microversion Nova's allocation requests are written in.
@@ -44,11 +44,11 @@ impl Selection {
     /// A selection of `host` for `demand`, in cell `cell_uuid`.
     pub fn from_host(host: &HostState, demand: Resources, cell_uuid: &str) -> Self {
         Selection {
-            compute_node_uuid: host.uuid.to_string(),
-            service_host: host.host.to_string(),
-            nodename: host.node.to_string(),
+            compute_node_uuid: host.uuid().to_string(),
+            service_host: host.host().to_string(),
+            nodename: host.node().to_string(),
             cell_uuid: cell_uuid.to_string(),
-            availability_zone: Some(host.availability_zone.to_string()),
+            availability_zone: Some(host.availability_zone().to_string()),
             demand,
             limits: None,
         }
@@ -58,10 +58,11 @@ impl Selection {
     /// `{"allocations": {<uuid>: {"resources": {...}}}, "mappings": {}}`, zero classes left
     /// out (Placement refuses allocations of 0).
     pub fn allocation_request(&self) -> String {
-        let resources: Vec<String> = CLASSES
-            .iter()
-            .filter(|c| self.demand.get(**c) > 0)
-            .map(|c| format!("\"{}\": {}", c.as_str(), self.demand.get(*c)))
+        let resources: Vec<String> = self
+            .demand
+            .nonzero()
+            .filter(|(_, amount)| *amount > 0)
+            .map(|(c, amount)| format!("{}: {amount}", Value::String(c.name().to_string())))
             .collect();
         format!(
             "{{\"allocations\": {{{}: {{\"resources\": {{{}}}}}}}, \"mappings\": {{}}}}",

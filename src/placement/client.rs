@@ -1,5 +1,5 @@
 //! A small Placement client: Keystone v3 password auth (or a static token, or noauth2),
-//! the microversion header, and the three reads a sync needs.
+//! the microversion header, and the reads a sync needs.
 
 use super::settings::{AuthKind, PlacementSettings};
 use super::PlacementError;
@@ -55,6 +55,16 @@ struct Allocations {
     allocations: BTreeMap<String, ConsumerAllocation>,
 }
 
+#[derive(Deserialize)]
+struct TraitList {
+    traits: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct AggregateList {
+    aggregates: Vec<String>,
+}
+
 impl PlacementClient {
     pub fn new(settings: PlacementSettings) -> Result<Self, PlacementError> {
         let http = reqwest::Client::builder()
@@ -83,6 +93,18 @@ impl PlacementClient {
     ) -> Result<BTreeMap<String, Inventory>, PlacementError> {
         let path = format!("/resource_providers/{provider}/inventories");
         Ok(self.get::<Inventories>(&path).await?.inventories)
+    }
+
+    /// A provider's traits.
+    pub async fn traits(&self, provider: &str) -> Result<Vec<String>, PlacementError> {
+        let path = format!("/resource_providers/{provider}/traits");
+        Ok(self.get::<TraitList>(&path).await?.traits)
+    }
+
+    /// The uuids of the aggregates a provider is a member of.
+    pub async fn aggregates(&self, provider: &str) -> Result<Vec<String>, PlacementError> {
+        let path = format!("/resource_providers/{provider}/aggregates");
+        Ok(self.get::<AggregateList>(&path).await?.aggregates)
     }
 
     /// The allocations on a provider, by consumer uuid.

@@ -16,12 +16,14 @@ pub use client::{catalog_endpoint, PlacementClient};
 pub use settings::{AuthKind, PlacementSettings};
 pub use sync::{sync_once, SyncReport};
 
-use crate::ledger::LedgerError;
-use crate::startup::AppState;
-use actix_web::web;
+use crate::clock::SharedClock;
+use crate::ledger::{Ledger, LedgerError};
+use crate::stats::Stats;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Why a sync failed.
 #[derive(Debug, thiserror::Error)]
@@ -110,38 +112,47 @@ impl PlacementStatus {
     }
 }
 
-/// Starts the periodic sync when `[placement] enabled`: one full sync now, then one every
-/// `sync_interval_s` (read at start; changing it needs a restart).
-pub fn spawn_sync(state: web::Data<AppState>) -> Option<tokio::task::JoinHandle<()>> {
-    let settings = state.scheduler.settings().placement.clone();
+/// What the sync works with.
+#[derive(Clone)]
+pub struct SyncDeps {
+    pub ledger: Ledger,
+    pub clock: SharedClock,
+    pub stats: Arc<Stats>,
+    pub status: Arc<PlacementStatus>,
+}
+
+/// The periodic sync, when `[placement] enabled`: one full sync now, then one every
+/// `sync_interval_s` (read at start; changing it needs a restart), until `shutdown`. A sync
+/// in progress at shutdown runs to its end.
+pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: CancellationToken) {
     if !settings.enabled {
-        return None;
+        return;
     }
-    state.placement.enable();
+    deps.status.enable();
     let interval_ms = (settings.sync_interval_s * 1000.0).round() as u64;
     let client = match PlacementClient::new(settings) {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the Placement client; no inventory sync");
-            state.placement.record(&Err(e), 0);
-            return None;
+            deps.status.record(&Err(e), 0);
+            return;
         }
     };
-    Some(tokio::spawn(async move {
-        let clock = state.scheduler.clock();
-        loop {
-            run_one(&state, &client).await;
-            clock.sleep_ms(interval_ms).await;
+    while !shutdown.is_cancelled() {
+        run_one(&deps, &client).await;
+        tokio::select! {
+            _ = deps.clock.sleep_ms(interval_ms) => {}
+            _ = shutdown.cancelled() => return,
         }
-    }))
+    }
 }
 
 /// One sync with its metrics, log line and status update.
-async fn run_one(state: &AppState, client: &PlacementClient) {
+async fn run_one(deps: &SyncDeps, client: &PlacementClient) {
     let started = Instant::now();
-    let now_ms = state.scheduler.clock().now_ms();
-    let outcome = sync_once(client, state.scheduler.ledger(), now_ms).await;
-    let metrics = state.scheduler.stats().metrics();
+    let now_ms = deps.clock.now_ms();
+    let outcome = sync_once(client, &deps.ledger, now_ms).await;
+    let metrics = deps.stats.metrics();
     metrics
         .placement_sync_seconds
         .observe(started.elapsed().as_secs_f64());
@@ -161,5 +172,5 @@ async fn run_one(state: &AppState, client: &PlacementClient) {
             tracing::warn!(error = %e, "Placement sync failed; keeping the last known state");
         }
     }
-    state.placement.record(&outcome, now_ms);
+    deps.status.record(&outcome, now_ms);
 }

@@ -4,16 +4,21 @@
 
 use super::client::{ConsumerAllocation, PlacementClient, Provider};
 use super::PlacementError;
-use crate::domain::{HostId, Inventory, ResourceClass, Resources, CLASSES};
+use crate::domain::{ClassId, HostId, Inventory, Resources};
 use crate::ledger::{HostRegistration, Ledger};
 use std::collections::{BTreeMap, HashMap};
+
+/// The trait of a provider that shares its inventory with an aggregate (shared storage):
+/// not a compute host.
+const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
 
 /// What a sync changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncReport {
     /// Compute-node providers registered or refreshed in the ledger.
     pub hosts: usize,
-    /// Providers without VCPU, MEMORY_MB or DISK_GB inventory (nested or sharing providers).
+    /// Providers that are not compute nodes: nested (child) providers, sharing providers and
+    /// providers without inventory. Requests for their resources are out of scope.
     pub skipped_providers: usize,
     /// Placement allocations of consumers the ledger did not know, now recorded.
     pub imported_allocations: usize,
@@ -25,14 +30,17 @@ pub struct SyncReport {
 /// A compute-node provider as read from Placement.
 struct ProviderState {
     provider: Provider,
-    inventory: [Inventory; 3],
+    inventories: BTreeMap<String, Inventory>,
+    traits: Vec<String>,
+    aggregates: Vec<String>,
     allocations: BTreeMap<String, ConsumerAllocation>,
 }
 
-/// Reads Placement, then registers each compute-node provider as a host (name = provider
-/// name, uuid = compute_node_uuid), releases the imported allocations Placement no longer has
-/// on it, and records allocations of consumers the ledger lacks. Releases come first, so an
-/// imported instance that moved to another provider is recorded there in the same sync.
+/// Reads Placement, then registers each root compute-node provider as a host (node = provider
+/// name, uuid = compute_node_uuid; every resource class, Placement's unit rules, its traits and
+/// aggregates), releases the imported allocations Placement no longer has on it, and records
+/// allocations of consumers the ledger lacks. Releases come first, so an imported instance that
+/// moved to another provider is recorded there in the same sync.
 pub async fn sync_once(
     client: &PlacementClient,
     ledger: &Ledger,
@@ -41,22 +49,23 @@ pub async fn sync_once(
     let mut report = SyncReport::default();
     let mut read = Vec::new();
     for provider in client.providers().await? {
-        let inventories = client.inventories(&provider.uuid).await?;
-        if !CLASSES.iter().any(|c| inventories.contains_key(c.as_str())) {
+        if provider.parent_provider_uuid.is_some() {
             report.skipped_providers += 1;
             continue;
         }
-        let inventory = CLASSES.map(|c| {
-            inventories.get(c.as_str()).copied().unwrap_or(Inventory {
-                total: 0,
-                reserved: 0,
-                allocation_ratio: 1.0,
-            })
-        });
+        let inventories = client.inventories(&provider.uuid).await?;
+        let traits = client.traits(&provider.uuid).await?;
+        if inventories.is_empty() || traits.iter().any(|t| t == SHARING_TRAIT) {
+            report.skipped_providers += 1;
+            continue;
+        }
+        let aggregates = client.aggregates(&provider.uuid).await?;
         let allocations = client.allocations(&provider.uuid).await?;
         read.push(ProviderState {
             provider,
-            inventory,
+            inventories,
+            traits,
+            aggregates,
             allocations,
         });
     }
@@ -64,24 +73,35 @@ pub async fn sync_once(
         .read_hosts()
         .await?
         .into_iter()
-        .map(|h| (h.uuid.to_string(), h))
+        .map(|h| (h.uuid().to_string(), h))
         .collect();
     let mut hosts = Vec::with_capacity(read.len());
     for state in &read {
         let p = &state.provider;
         // Placement knows neither zones nor service state: keep what notifications said.
-        let (zone, up, disabled) = match known.get(&p.uuid) {
-            Some(h) => (h.availability_zone.to_string(), h.up, h.disabled),
-            None => ("nova".to_string(), true, false),
+        let (host, zone, up, disabled) = match known.get(&p.uuid) {
+            Some(h) => (
+                h.host().to_string(),
+                h.availability_zone().to_string(),
+                h.up,
+                h.disabled,
+            ),
+            None => (p.name.clone(), "nova".to_string(), true, false),
         };
         let registration = HostRegistration {
-            host: p.name.clone(),
+            host,
             node: p.name.clone(),
             uuid: p.uuid.clone(),
             availability_zone: zone,
             up,
             disabled,
-            inventory: state.inventory,
+            inventories: state
+                .inventories
+                .iter()
+                .map(|(c, i)| (c.clone(), *i))
+                .collect(),
+            traits: state.traits.clone(),
+            aggregates: state.aggregates.clone(),
         };
         let host = ledger.register_host(&registration, now_ms).await?;
         report.hosts += 1;
@@ -122,12 +142,14 @@ async fn import(
     Ok(imported)
 }
 
-/// The VCPU, MEMORY_MB and DISK_GB amounts of an allocation (other classes are ignored).
+/// The amounts of an allocation, every class (a class Parasol cannot track is left out and
+/// logged).
 fn demand_of(allocation: &ConsumerAllocation) -> Resources {
     let mut demand = Resources::ZERO;
     for (class, amount) in &allocation.resources {
-        if let Some(c) = ResourceClass::parse(class) {
-            demand.0[c.index()] = *amount;
+        match ClassId::intern(class) {
+            Ok(c) => demand.set(c, *amount),
+            Err(e) => tracing::warn!(error = %e, "allocation amount left out"),
         }
     }
     demand
@@ -138,7 +160,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn demand_keeps_the_three_classes_and_ignores_others() {
+    fn demand_keeps_every_class() {
         let allocation = ConsumerAllocation {
             resources: [
                 ("VCPU", 2),
@@ -150,6 +172,8 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
         };
-        assert_eq!(demand_of(&allocation), Resources::new(2, 512, 10));
+        let mut want = Resources::new(2, 512, 10);
+        want.set(ClassId::intern("VGPU").unwrap(), 1);
+        assert_eq!(demand_of(&allocation), want);
     }
 }

@@ -96,10 +96,21 @@ impl Policy {
                 message: format!("{} has a non-finite multiplier", w.name()),
             });
         }
+        let mut filters = filters.build(&config.enabled_filters, config)?;
+        // Placement's candidate test comes before every filter, as in Nova.
+        let capacity = super::filters::CapacityFilter::NAME;
+        match filters.iter().position(|f| f.name() == capacity) {
+            Some(0) => {}
+            Some(i) => {
+                let f = filters.remove(i);
+                filters.insert(0, f);
+            }
+            None => filters.insert(0, Box::new(super::filters::CapacityFilter)),
+        }
         Ok(Policy {
             algorithm: config.algorithm,
             host_subset_size: config.host_subset_size,
-            filters: filters.build(&config.enabled_filters, config)?,
+            filters,
             weighers,
         })
     }

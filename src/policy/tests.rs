@@ -237,12 +237,15 @@ fn rejection_names_the_filter_that_returned_no_host() {
     let mut hosts = hosts_with_vcpu_used(&[99, 95, 0]);
     hosts[2].disabled = true;
     let err = rank(&policy(Algorithm::Nova, 1), &hosts, &req(10), 0, 3).unwrap_err();
-    assert_eq!(err.filter(), Some("CapacityFilter"));
+    // Placement's candidate test (CapacityFilter) runs first, as in Nova: it keeps the empty
+    // host, which ComputeFilter then removes.
+    assert_eq!(err.filter(), Some("ComputeFilter"));
     assert_eq!(err.hosts, 3);
+    assert!(err.removed.contains(&("CapacityFilter", 2)), "{err:?}");
     assert!(err.removed.contains(&("ComputeFilter", 1)), "{err:?}");
     assert!(
         err.reason()
-            .contains("Filter CapacityFilter returned 0 hosts"),
+            .contains("Filter ComputeFilter returned 0 hosts"),
         "{}",
         err.reason()
     );
@@ -351,7 +354,7 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
     use crate::domain::{Destination, GroupPolicy, ServerGroup};
     use crate::policy::registry::{builtin_filters, builtin_weighers};
     let mut hosts = hosts_with_vcpu_used(&[0, 40, 80, 100]);
-    hosts[1].availability_zone = "az2".into();
+    hosts[1].profile_mut().availability_zone = "az2".into();
     hosts[2].up = false;
     hosts[3].disabled = true;
     fn group(policy: GroupPolicy) -> Option<ServerGroup> {

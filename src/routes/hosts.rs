@@ -1,39 +1,66 @@
-//! `GET /v1/hosts`: the ledger's view of every host.
+//! `GET /v1/hosts`: every host of the live table, with its inventory, usage and marks.
 
 use super::ApiError;
-use crate::domain::CLASSES;
-use crate::startup::AppState;
+use crate::domain::Resources;
+use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
 use serde_json::{json, Map, Value};
 
-pub async fn list_hosts(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let ledger = state.scheduler.ledger();
-    let hosts = ledger.read_hosts().await.map_err(ApiError::internal)?;
-    let timeout_ms = state.scheduler.settings().policy.host_timeout_s as i64 * 1000;
-    let now = state.scheduler.clock().now_ms();
+/// Amounts by class name, every class the host has (0 included) or uses.
+fn per_class(classes: &[String], v: &Resources) -> Map<String, Value> {
+    classes
+        .iter()
+        .map(|c| {
+            let amount = crate::domain::ClassId::lookup(c).map_or(0, |id| v.get(id));
+            (c.clone(), json!(amount))
+        })
+        .collect()
+}
+
+pub async fn list_hosts(scheduler: web::Data<Scheduler>) -> Result<HttpResponse, ApiError> {
+    let ledger = scheduler.ledger();
+    let hosts = ledger.read_hosts().await.map_err(ApiError::unavailable)?;
+    let timeout_ms = scheduler.settings().policy.host_timeout_s as i64 * 1000;
+    let now = scheduler.clock().now_ms();
     let list: Vec<Value> = hosts
         .iter()
         .map(|h| {
-            let per_class = |v: &crate::domain::Resources| -> Map<String, Value> {
-                CLASSES
-                    .iter()
-                    .map(|c| (c.as_str().to_string(), json!(v.get(*c))))
-                    .collect()
-            };
+            let p = &h.profile;
+            let mut classes: Vec<String> = p
+                .inventories
+                .iter()
+                .map(|(c, _)| c.name().to_string())
+                .collect();
+            for (c, _) in h.used.nonzero() {
+                let name = c.name().to_string();
+                if !classes.contains(&name) {
+                    classes.push(name);
+                }
+            }
+            let inventories: Map<String, Value> = p
+                .inventories
+                .iter()
+                .map(|(c, inv)| (c.name().to_string(), json!(inv)))
+                .collect();
             let fresh = timeout_ms == 0 || now - h.last_seen_ms <= timeout_ms;
             json!({
-                "host": &*h.host,
-                "node": &*h.node,
-                "compute_node_uuid": &*h.uuid,
-                "availability_zone": &*h.availability_zone,
+                "id": h.id.0,
+                "host": &**h.host(),
+                "node": &**h.node(),
+                "compute_node_uuid": &**h.uuid(),
+                "availability_zone": &**h.availability_zone(),
                 "up": h.up && fresh && !h.forced_down,
                 "reported_up": h.up,
                 "disabled": h.disabled,
                 "forced_down": h.forced_down,
                 "last_seen_ms": h.last_seen_ms,
-                "usable": per_class(&h.usable),
-                "used": per_class(&h.used),
-                "free": per_class(&h.free()),
+                "inventories": inventories,
+                "usable": per_class(&classes, h.usable()),
+                "used": per_class(&classes, &h.used),
+                "free": per_class(&classes, &h.free()),
+                "pending": ledger.table().pending(h.id).map(|p| p.to_map()),
+                "traits": p.traits.names(),
+                "aggregates": p.aggregates.names(),
                 "num_instances": h.num_instances,
             })
         })

@@ -1,10 +1,10 @@
 //! `GET /metrics`: the Prometheus text exposition.
 
-use crate::startup::AppState;
+use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
 
-pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+pub async fn metrics(scheduler: web::Data<Scheduler>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
-        .body(state.scheduler.stats().metrics().encode())
+        .body(scheduler.stats().metrics().encode())
 }

@@ -11,7 +11,7 @@ pub use health::healthz;
 pub use hosts::list_hosts;
 pub use metrics::metrics;
 pub use notifications::post_notification;
-pub use select_destinations::{place, select_destinations};
+pub use select_destinations::select_destinations;
 pub use stats::get_stats;
 
 use actix_web::http::StatusCode;
@@ -34,6 +34,17 @@ impl ApiError {
             status: StatusCode::BAD_REQUEST,
             class: "BadRequest",
             message: message.into(),
+            reason: None,
+        }
+    }
+
+    /// 503: Parasol cannot serve the call right now (an outage, not the caller's fault).
+    pub fn unavailable(message: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %message, "request failed: service unavailable");
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            class: "ServiceUnavailable",
+            message: message.to_string(),
             reason: None,
         }
     }
@@ -62,6 +73,10 @@ impl ResponseError for ApiError {
         ))
     }
 }
+
+/// The largest body a route reads (`[server] max_body_bytes`).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimit(pub usize);
 
 /// Reads a request body up to `limit` bytes, refusing larger ones with 413.
 pub(crate) async fn read_body(

@@ -2,16 +2,16 @@
 //! message alone), applied by the same handlers.
 
 use super::select_destinations::codec_error;
+use super::BodyLimit;
 use super::{read_body, ApiError};
-use crate::notifications::{apply, ApplyError};
+use crate::notifications::{ApplyError, Ingest};
 use crate::nova::Notification;
-use crate::startup::{AppState, BodyLimit};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
 pub async fn post_notification(
-    state: web::Data<AppState>,
+    ingest: web::Data<Ingest>,
     limit: web::Data<BodyLimit>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
@@ -25,21 +25,16 @@ pub async fn post_notification(
         Notification::from_inner(&value)
     };
     let notification = decoded.map_err(|e| {
-        state.count_notification("rejected");
+        ingest.count("rejected");
         codec_error(e)
     })?;
-    let now = state.scheduler.clock().now_ms();
-    match apply(state.scheduler.ledger(), &notification, now).await {
-        Ok(outcome) => {
-            state.count_notification(outcome.as_str());
-            Ok(HttpResponse::Ok().json(json!({
-                "message_id": notification.message_id,
-                "event_type": notification.event_type,
-                "outcome": outcome.as_str(),
-            })))
-        }
+    match ingest.apply(&notification).await {
+        Ok(outcome) => Ok(HttpResponse::Ok().json(json!({
+            "message_id": notification.message_id,
+            "event_type": notification.event_type,
+            "outcome": outcome.as_str(),
+        }))),
         Err(ApplyError::Rejected(reason)) => {
-            state.count_notification("rejected");
             let status = if reason.starts_with("unknown host") || reason.contains("unknown host") {
                 StatusCode::NOT_FOUND
             } else {
@@ -52,6 +47,6 @@ pub async fn post_notification(
                 reason: None,
             })
         }
-        Err(ApplyError::Ledger(e)) => Err(ApiError::internal(e)),
+        Err(ApplyError::Ledger(e)) => Err(ApiError::unavailable(e)),
     }
 }

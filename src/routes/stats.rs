@@ -1,15 +1,24 @@
-//! `GET /v1/stats`: per-backend counters, latencies, windowed view and live parameters.
+//! `GET /v1/stats`: per-backend counters, latencies, windowed view and live parameters, with
+//! the broker's state, notification outcomes and the RPC server's counters.
 
-use crate::startup::AppState;
+use crate::amqp::BrokerStatus;
+use crate::notifications::Ingest;
+use crate::rpc::RpcCounters;
+use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
-pub async fn get_stats(state: web::Data<AppState>) -> HttpResponse {
-    let stats = state.scheduler.stats();
+pub async fn get_stats(
+    scheduler: web::Data<Scheduler>,
+    broker: web::Data<BrokerStatus>,
+    ingest: web::Data<Ingest>,
+    rpc: web::Data<RpcCounters>,
+) -> HttpResponse {
     HttpResponse::Ok().json(json!({
-        "active_backend": state.scheduler.backend().kind().as_str(),
-        "backends": stats.backends_json(),
-        "broker": state.broker.to_json(),
-        "notifications": state.notifications_json(),
+        "active_backend": scheduler.backend().kind().as_str(),
+        "backends": scheduler.stats().backends_json(),
+        "broker": broker.to_json(),
+        "notifications": ingest.to_json(),
+        "rpc": rpc.to_json(),
     }))
 }

@@ -9,20 +9,22 @@ use super::dispatch::{route, Action};
 use super::topology::declare_rpc_topology;
 use super::{Dedup, RpcCounters};
 use crate::amqp::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
+use crate::amqp::BrokerStatus;
 use crate::amqp::{connect, Backoff};
-use crate::notifications::apply;
+use crate::notifications::Ingest;
 use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
-use crate::startup::AppState;
+use crate::scheduling::{Scheduler, SelectError};
 use futures::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel};
 use parking_lot::Mutex;
 use serde_json::Value;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 /// How many `_unique_id`s the server remembers.
@@ -37,52 +39,56 @@ pub enum RpcError {
     Closed,
 }
 
+/// What the RPC server works with.
+#[derive(Clone)]
+pub struct RpcDeps {
+    pub scheduler: Arc<Scheduler>,
+    pub ingest: Arc<Ingest>,
+    pub broker: Arc<BrokerStatus>,
+    pub counters: Arc<RpcCounters>,
+}
+
 /// What every call task shares.
 struct Server {
-    state: Arc<AppState>,
-    counters: Arc<RpcCounters>,
+    deps: RpcDeps,
     dedup: Mutex<Dedup>,
     debug_delay: Duration,
 }
 
-/// Serves until `shutdown` turns true, reconnecting with capped exponential backoff.
-pub async fn run_rpc_server(
-    state: Arc<AppState>,
-    counters: Arc<RpcCounters>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let settings = state.scheduler.settings();
+/// Serves until `shutdown` is cancelled, reconnecting with capped exponential backoff. On
+/// shutdown it stops taking calls, answers every call it has already received (acknowledged,
+/// as oslo.messaging does on receipt) within `[server] shutdown_grace_s`, then closes: calls
+/// not yet received stay on the queue for another scheduler.
+pub async fn run_rpc_server(deps: RpcDeps, shutdown: CancellationToken) {
+    let settings = deps.scheduler.settings();
     let mut backoff = Backoff::new(
         Duration::from_secs_f64(settings.amqp.reconnect_min_s),
         Duration::from_secs_f64(settings.amqp.reconnect_max_s),
     );
-    state.broker.configured.store(true, Ordering::Relaxed);
+    deps.broker.set_configured();
     let server = Arc::new(Server {
-        state,
-        counters,
+        deps,
         dedup: Mutex::new(Dedup::new(DEDUP_CAPACITY)),
         debug_delay: Duration::from_secs_f64(settings.rpc.debug_delay_s),
     });
     loop {
-        if *shutdown.borrow() {
+        if shutdown.is_cancelled() {
             return;
         }
-        let result = session(&server, &mut shutdown, &mut backoff).await;
-        server
-            .state
-            .broker
-            .connected
-            .store(false, Ordering::Relaxed);
+        server.deps.broker.attempt();
+        let result = session(&server, &shutdown, &mut backoff).await;
+        server.deps.broker.disconnected();
         match result {
             Ok(()) => return,
             Err(e) => {
                 let delay = backoff.next_delay();
                 tracing::warn!(error = %e, retry_in_s = delay.as_secs_f64(), "RPC server lost the broker; reconnecting");
-                *server.state.broker.last_error.lock() = Some(e.to_string());
-                server.counters.count("reconnect");
+                let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                server.deps.broker.failed(e.to_string(), delay_ms);
+                server.deps.counters.count("reconnect");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
-                    _ = shutdown.changed() => {}
+                    _ = shutdown.cancelled() => {}
                 }
             }
         }
@@ -92,10 +98,10 @@ pub async fn run_rpc_server(
 /// One connection's life. `Ok` means asked to stop.
 async fn session(
     server: &Arc<Server>,
-    shutdown: &mut watch::Receiver<bool>,
+    shutdown: &CancellationToken,
     backoff: &mut Backoff,
 ) -> Result<(), RpcError> {
-    let settings = server.state.scheduler.settings();
+    let settings = server.deps.scheduler.settings();
     let name = format!("parasol-rpc:{}", settings.rpc.host);
     let conn = connect(&settings.amqp.url, &name).await?;
     let ch = conn.create_channel().await?;
@@ -107,30 +113,42 @@ async fn session(
     let dead_letter: Arc<str> = settings.amqp.dead_letter.as_str().into();
     let tag = format!("parasol-rpc-{}", uuid::Uuid::new_v4().simple());
     let mut streams = Vec::new();
+    let mut tags = Vec::new();
     for (i, q) in queues.iter().enumerate() {
+        let consumer_tag = format!("{tag}-{i}");
         let consumer = ch
             .basic_consume(
                 q,
-                &format!("{tag}-{i}"),
+                &consumer_tag,
                 BasicConsumeOptions::default(),
                 FieldTable::default(),
             )
             .await?;
         streams.push(consumer);
+        tags.push(consumer_tag);
     }
     let mut deliveries = futures::stream::select_all(streams);
-    server.state.broker.connected.store(true, Ordering::Relaxed);
-    *server.state.broker.last_error.lock() = None;
+    server.deps.broker.connected();
     backoff.reset();
     tracing::info!(queues = ?queues, "serving Nova's scheduler RPC");
     let permits = Arc::new(Semaphore::new(usize::from(settings.amqp.prefetch.max(1))));
+    let calls = TaskTracker::new();
     loop {
         tokio::select! {
-            _ = shutdown.changed() => {
-                if *shutdown.borrow() {
-                    let _ = conn.close(200, "parasol stopping").await;
-                    return Ok(());
+            biased;
+            _ = shutdown.cancelled() => {
+                // No new deliveries; those the channel holds but we have not taken are not
+                // acknowledged and go back to the queue when it closes.
+                for consumer_tag in &tags {
+                    let _ = ch.basic_cancel(consumer_tag, Default::default()).await;
                 }
+                calls.close();
+                let grace = Duration::from_secs_f64(settings.server.shutdown_grace_s);
+                if tokio::time::timeout(grace, calls.wait()).await.is_err() {
+                    tracing::warn!(in_flight = calls.len(), "RPC calls still running at the end of the grace period");
+                }
+                let _ = conn.close(200, "parasol stopping").await;
+                return Ok(());
             }
             next = deliveries.next() => match next {
                 Some(Ok(delivery)) => {
@@ -142,7 +160,7 @@ async fn session(
                     let replies = replies.clone();
                     let routing_key = delivery.routing_key.as_str().to_string();
                     let dead_letter = dead_letter.clone();
-                    tokio::spawn(async move {
+                    calls.spawn(async move {
                         handle(&server, &replies, &delivery.data, &routing_key, &dead_letter).await;
                         drop(permit);
                     });
@@ -168,19 +186,20 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
     };
     if let Some(id) = &msg.unique_id {
         if !server.dedup.lock().first_time(id) {
-            server.counters.count("duplicate");
+            server.deps.counters.count("duplicate");
             tracing::info!(unique_id = %id, method = %msg.method, "duplicate message ignored");
             return;
         }
     }
     let span = tracing::info_span!("rpc", method = %msg.method, msg_id = msg.msg_id.as_deref().unwrap_or("-"));
     server
+        .deps
         .counters
         .count(if msg.is_call() { "call" } else { "cast" });
     let outcome = match route(&msg) {
         Ok(action) => run(server, ch, &msg, action).instrument(span).await,
         Err(refusal) => {
-            server.counters.count(refusal.outcome);
+            server.deps.counters.count(refusal.outcome);
             Err((refusal.failure(), refusal.message))
         }
     };
@@ -188,7 +207,7 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
         (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::result(id, result)).await,
         (Ok(_), _, _) => {}
         (Err((failure, _)), Some(id), Some(q)) => {
-            server.counters.count("failure");
+            server.deps.counters.count("failure");
             send(server, ch, q, &Reply::failure(id, failure)).await
         }
         (Err((_, reason)), _, _) => {
@@ -201,7 +220,7 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
 /// A message whose envelope or fields could not be decoded: answered when the reply queue and
 /// message id can still be read, else dead-lettered.
 async fn malformed(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &str) {
-    server.counters.count("malformed");
+    server.deps.counters.count("malformed");
     let inner = decode_envelope(dl.body).ok();
     let field = |k: &str| {
         inner
@@ -212,7 +231,7 @@ async fn malformed(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &s
     };
     match (field("_msg_id"), field("_reply_q")) {
         (Some(id), Some(q)) => {
-            server.counters.count("failure");
+            server.deps.counters.count("failure");
             let failure = oslo_failure("ValueError", "builtins", reason);
             send(server, ch, &q, &Reply::failure(&id, failure)).await
         }
@@ -230,42 +249,41 @@ async fn run(
     match action {
         Action::Answer(v) => Ok(v),
         Action::Aggregates(which) => {
-            server.counters.count(which);
+            server.deps.counters.count(which);
             Ok(Value::Null)
         }
-        Action::InstanceInfo(n) => {
-            let now = server.state.scheduler.clock().now_ms();
-            match apply(server.state.scheduler.ledger(), &n, now).await {
-                Ok(outcome) => {
-                    server.counters.count("instance_info");
-                    server.state.count_notification(outcome.as_str());
-                    Ok(Value::Null)
-                }
-                Err(e) => Err((
-                    oslo_failure("ValueError", "builtins", &e.to_string()),
-                    e.to_string(),
-                )),
+        Action::InstanceInfo(n) => match server.deps.ingest.apply(&n).await {
+            Ok(_) => {
+                server.deps.counters.count("instance_info");
+                Ok(Value::Null)
             }
-        }
+            Err(e) => Err((
+                oslo_failure("ValueError", "builtins", &e.to_string()),
+                e.to_string(),
+            )),
+        },
         Action::Select(args) => {
             let work = async {
                 if !server.debug_delay.is_zero() {
                     tokio::time::sleep(server.debug_delay).await;
                 }
-                crate::routes::place(&server.state, *args).await
+                server.deps.scheduler.select(*args).await
             };
-            let result = with_heartbeats(server, ch, msg, work).await;
-            match result {
-                Ok(v) => Ok(v),
-                Err(e) if e.class == "NoValidHost" => {
-                    server.counters.count("no_valid_host");
-                    let reason = e.reason.unwrap_or_default();
-                    Err((no_valid_host_failure(&reason), e.message))
+            match with_heartbeats(server, ch, msg, work).await {
+                Ok(answer) => Ok(answer.to_json()),
+                Err(SelectError::NoValidHost { reason }) => {
+                    server.deps.counters.count("no_valid_host");
+                    let message = crate::nova::no_valid_host_message(&reason);
+                    Err((no_valid_host_failure(&reason), message))
                 }
-                Err(e) => Err((
-                    oslo_failure("RuntimeError", "builtins", &e.message),
-                    e.message,
-                )),
+                Err(e @ SelectError::Invalid(_)) => {
+                    let message = e.to_string();
+                    Err((oslo_failure("ValueError", "builtins", &message), message))
+                }
+                Err(e @ SelectError::Unavailable(_)) => {
+                    let message = e.to_string();
+                    Err((oslo_failure("RuntimeError", "builtins", &message), message))
+                }
             }
         }
     }
@@ -293,7 +311,7 @@ async fn with_heartbeats<F: std::future::Future>(
         tokio::select! {
             out = &mut work => return out,
             _ = ticks.tick() => {
-                server.counters.count("heartbeat");
+                server.deps.counters.count("heartbeat");
                 send(server, ch, q, &Reply::heartbeat(id)).await;
             }
         }
@@ -318,11 +336,11 @@ async fn send(server: &Server, ch: &Channel, reply_q: &str, reply: &Reply) {
     match sent {
         Ok(_) => {
             if reply.ending {
-                server.counters.count("reply");
+                server.deps.counters.count("reply");
             }
         }
         Err(e) => {
-            server.counters.count("reply_lost");
+            server.deps.counters.count("reply_lost");
             tracing::warn!(error = %e, %reply_q, "reply not sent");
         }
     }
@@ -345,7 +363,7 @@ async fn send_dead_letter(server: &Server, ch: &Channel, dl: DeadLetter<'_>, rea
         body,
         routing_key,
     } = dl;
-    server.counters.count("dead_letter");
+    server.deps.counters.count("dead_letter");
     tracing::warn!(%reason, %routing_key, "RPC message dead-lettered");
     let mut headers = FieldTable::default();
     headers.insert(
@@ -365,15 +383,6 @@ async fn send_dead_letter(server: &Server, ch: &Channel, dl: DeadLetter<'_>, rea
     {
         tracing::warn!(error = %e, "dead letter not published");
     }
-    let now = server.state.scheduler.clock().now_ms();
     let text = String::from_utf8_lossy(body);
-    if let Err(e) = server
-        .state
-        .scheduler
-        .ledger()
-        .dead_letter("rpc", reason, &text, now)
-        .await
-    {
-        tracing::warn!(error = %e, "dead letter not recorded in the ledger");
-    }
+    server.deps.ingest.dead_letter("rpc", reason, &text).await;
 }

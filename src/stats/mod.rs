@@ -19,12 +19,52 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use window::Window;
 
+/// Why an attempt was declined (README "Declines by cause").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeclineCause {
+    /// The ledger refused the pick: someone else took the room since the host was read.
+    ClaimConflict,
+    /// Placement refused the pick (409): its view had someone else's allocation there.
+    PlacementConflict,
+    /// A cached host that no longer fits (`caching`/`asc`'s snapshot was stale).
+    StaleSnapshot,
+    /// An APSR sample held no fitting host.
+    EmptySample,
+    /// Nothing in the cloud fits.
+    NoValidHost,
+}
+
+impl DeclineCause {
+    pub const ALL: [DeclineCause; 5] = [
+        DeclineCause::ClaimConflict,
+        DeclineCause::PlacementConflict,
+        DeclineCause::StaleSnapshot,
+        DeclineCause::EmptySample,
+        DeclineCause::NoValidHost,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeclineCause::ClaimConflict => "claim_conflict",
+            DeclineCause::PlacementConflict => "placement_conflict",
+            DeclineCause::StaleSnapshot => "stale_snapshot",
+            DeclineCause::EmptySample => "empty_sample",
+            DeclineCause::NoValidHost => "no_valid_host",
+        }
+    }
+}
+
 /// The counters of one event kind, as a plain record for snapshots.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
     pub requests: u64,
     pub attempts: u64,
     pub declines: u64,
+    /// Declines by [`DeclineCause`], in the order of [`DeclineCause::ALL`].
+    pub by_cause: [u64; 5],
+    /// Declines a fresh, serial scheduler would not have made (conflicts, stale picks, APSR's
+    /// empty samples while a fitting host existed).
+    pub avoidable: u64,
     pub placed: u64,
     pub no_valid_host: u64,
     pub queries: u64,
@@ -38,6 +78,21 @@ impl Counts {
         ratio(self.declines, self.attempts)
     }
 
+    /// Avoidable declines over attempts (README "Declines by cause").
+    pub fn avoidable_decline_ratio(&self) -> f64 {
+        ratio(self.avoidable, self.attempts)
+    }
+
+    /// Counts one declined attempt with its cause; `avoidable` per README's definition.
+    pub fn decline(&mut self, cause: DeclineCause, avoidable: bool) {
+        self.attempts += 1;
+        self.declines += 1;
+        self.by_cause[cause as usize] += 1;
+        if avoidable {
+            self.avoidable += 1;
+        }
+    }
+
     pub fn queries_per_request(&self) -> f64 {
         ratio(self.queries, self.requests)
     }
@@ -46,6 +101,10 @@ impl Counts {
         self.requests += o.requests;
         self.attempts += o.attempts;
         self.declines += o.declines;
+        for (a, b) in self.by_cause.iter_mut().zip(o.by_cause) {
+            *a += b;
+        }
+        self.avoidable += o.avoidable;
         self.placed += o.placed;
         self.no_valid_host += o.no_valid_host;
         self.queries += o.queries;
@@ -173,6 +232,20 @@ fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
     m.insert("attempts".into(), json!(c.attempts));
     m.insert("declines".into(), json!(c.declines));
     m.insert("decline_ratio".into(), json!(c.decline_ratio()));
+    m.insert(
+        "avoidable_decline_ratio".into(),
+        json!(c.avoidable_decline_ratio()),
+    );
+    let causes: Map<String, Value> = DeclineCause::ALL
+        .iter()
+        .map(|cause| {
+            (
+                cause.as_str().to_string(),
+                json!(c.by_cause[*cause as usize]),
+            )
+        })
+        .collect();
+    m.insert("declines_by_cause".into(), Value::Object(causes));
     m.insert("placed".into(), json!(c.placed));
     m.insert("no_valid_host".into(), json!(c.no_valid_host));
     m.insert("queries".into(), json!(c.queries));

@@ -13,14 +13,13 @@ use parasol::amqp::topology::{declare_fanout_exchange, declare_nova_exchange, RE
 use parasol::clock::SystemClock;
 use parasol::configuration::{AmqpSettings, Settings};
 use parasol::ledger::Ledger;
-use parasol::startup::{AppState, Application};
+use parasol::startup::{Application, Handles};
 use serde_json::{json, Value};
 use std::net::TcpListener;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 pub const BROKER: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -43,10 +42,10 @@ pub fn isolated_amqp() -> AmqpSettings {
 pub struct Service {
     pub address: String,
     pub client: reqwest::Client,
-    pub state: actix_web::web::Data<AppState>,
+    pub handles: Handles,
     pub amqp: AmqpSettings,
     pub db_url: String,
-    consumer: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    consumer: Option<(CancellationToken, JoinHandle<()>)>,
     _db: TestDb,
 }
 
@@ -62,12 +61,12 @@ pub async fn spawn_service(engine: &str, amqp: AmqpSettings) -> Service {
         .await
         .expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
-    let state = app.state();
+    let handles = app.handles().clone();
     tokio::spawn(app.run_until_stopped());
     let mut service = Service {
         address,
         client: reqwest::Client::new(),
-        state,
+        handles,
         amqp,
         db_url: db.url.clone(),
         consumer: None,
@@ -79,17 +78,17 @@ pub async fn spawn_service(engine: &str, amqp: AmqpSettings) -> Service {
 
 impl Service {
     pub fn ledger(&self) -> &Ledger {
-        self.state.scheduler.ledger()
+        self.handles.scheduler.ledger()
     }
 
     pub fn start_consumer(&mut self) {
         assert!(self.consumer.is_none(), "consumer already running");
-        let (stop, shutdown) = watch::channel(false);
-        let state = self.state.clone().into_inner();
+        let stop = CancellationToken::new();
         let task = tokio::spawn(run_notification_consumer(
-            state,
+            self.handles.ingest.clone(),
+            self.handles.broker.clone(),
             self.amqp.clone(),
-            shutdown,
+            stop.clone(),
         ));
         self.consumer = Some((stop, task));
     }
@@ -97,7 +96,7 @@ impl Service {
     /// Asks the consumer to stop and waits until it has.
     pub async fn stop_consumer(&mut self) {
         let (stop, task) = self.consumer.take().expect("consumer running");
-        stop.send(true).expect("consumer alive");
+        stop.cancel();
         tokio::time::timeout(Duration::from_secs(10), task)
             .await
             .expect("consumer stops within 10 s")
@@ -105,7 +104,7 @@ impl Service {
     }
 
     pub fn connected(&self) -> bool {
-        self.state.broker.connected.load(Ordering::Relaxed)
+        self.handles.broker.is_connected()
     }
 
     pub async fn wait_connected(&self) {
@@ -114,7 +113,7 @@ impl Service {
 
     /// Notifications counted so far by outcome.
     pub fn counts(&self) -> Value {
-        self.state.notifications_json()
+        self.handles.ingest.to_json()
     }
 
     pub fn count(&self, outcome: &str) -> u64 {
@@ -158,7 +157,7 @@ impl Drop for Service {
     /// Deletes what this test declared, so runs do not pile queues up on the shared broker.
     fn drop(&mut self) {
         if let Some((stop, _)) = self.consumer.take() {
-            let _ = stop.send(true);
+            stop.cancel();
         }
         let amqp = self.amqp.clone();
         let cleanup = std::thread::spawn(move || {

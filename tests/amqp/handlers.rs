@@ -10,7 +10,7 @@ async fn host(s: &Service, name: &str) -> HostState {
     let hosts = s.ledger().read_hosts().await.expect("read hosts");
     hosts
         .into_iter()
-        .find(|h| &*h.host == name)
+        .find(|h| &**h.host() == name)
         .unwrap_or_else(|| panic!("host {name} registered"))
 }
 
@@ -30,7 +30,7 @@ async fn allocation(s: &Service, instance: &str) -> Option<(String, Resources, b
         .iter()
         .find(|h| h.id == a.host_id)
         .expect("host of allocation");
-    Some((h.host.to_string(), a.demand, a.confirmed))
+    Some((h.host().to_string(), a.demand, a.confirmed))
 }
 
 async fn start(engine: &str) -> (Service, Publisher) {
@@ -46,14 +46,14 @@ async fn host_state_registers_updates_and_sets_up_and_disabled(engine: &str) {
         .await;
     s.wait_settled(1).await;
     let h = host(&s, "compute1").await;
-    assert_eq!(h.usable, Resources::new(8, 16384, 100));
+    assert_eq!(*h.usable(), Resources::new(8, 16384, 100));
     assert!(h.up && !h.disabled);
-    assert_eq!(&*h.uuid, uuid_for("compute1"));
+    assert_eq!(&**h.uuid(), uuid_for("compute1"));
     p.notify(&host_state("compute1", 16, 32768, 200, false, true))
         .await;
     s.wait_settled(2).await;
     let h = host(&s, "compute1").await;
-    assert_eq!(h.usable, Resources::new(16, 32768, 200));
+    assert_eq!(*h.usable(), Resources::new(16, 32768, 200));
     assert!(!h.up && h.disabled);
     assert_eq!(s.ledger().read_hosts().await.unwrap().len(), 1);
     assert_eq!(s.count("applied"), 2);

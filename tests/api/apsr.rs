@@ -17,9 +17,8 @@ async fn fill_to_90_percent(engine: &str, backend: BackendKind) -> Value {
     for i in 0..200 {
         app.register(&format!("c{i}"), 10, 10240, 100).await;
     }
-    app.state
-        .scheduler
-        .reconfigure(app.state.scheduler.settings())
+    app.scheduler
+        .reconfigure(app.scheduler.settings())
         .await
         .unwrap();
     let per_caller = 9;

@@ -3,7 +3,8 @@
 use crate::support::{self, TestDb};
 use parasol::clock::{SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
-use parasol::startup::{AppState, Application};
+use parasol::scheduling::Scheduler;
+use parasol::startup::{Application, Handles, Shutdown};
 use serde_json::{json, Value};
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -11,7 +12,12 @@ use std::sync::Arc;
 pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
-    pub state: actix_web::web::Data<AppState>,
+    pub scheduler: Arc<Scheduler>,
+    /// Used by the suites that start background parts (tests/rpc.rs).
+    #[allow(dead_code)]
+    pub handles: Handles,
+    #[allow(dead_code)]
+    pub shutdown: Shutdown,
     /// Keeps the test database (or SQLite file) alive as long as the app.
     pub _db: TestDb,
 }
@@ -45,12 +51,16 @@ pub async fn spawn_with_clock(settings: Settings, db: TestDb, clock: SharedClock
         .await
         .expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
-    let state = app.state();
+    let scheduler = app.scheduler().clone();
+    let handles = app.handles().clone();
+    let shutdown = app.shutdown();
     tokio::spawn(app.run_until_stopped());
     TestApp {
         address,
         client: reqwest::Client::new(),
-        state,
+        scheduler,
+        handles,
+        shutdown,
         _db: db,
     }
 }

@@ -2,7 +2,6 @@
 //! the running PostgreSQL (`PARASOL_TEST_PG_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
 #![allow(dead_code)]
 
-use parasol::domain::Inventory;
 use parasol::ledger::{HostRegistration, Ledger};
 use sqlx::Connection;
 
@@ -58,28 +57,15 @@ pub async fn db(engine: &str) -> TestDb {
 /// A migrated ledger on a fresh database of the given engine.
 pub async fn ledger(engine: &str) -> (Ledger, TestDb) {
     let db = db(engine).await;
-    let ledger = Ledger::connect(&db.url, 8).await.expect("connect");
-    ledger.migrate().await.expect("migrate");
+    let ledger = Ledger::open(&db.url, 8).await.expect("open");
     (ledger, db)
 }
 
 /// A host registration with the given capacity and ratios of 1.
 pub fn registration(name: &str, vcpu: i64, memory_mb: i64, disk_gb: i64) -> HostRegistration {
-    let inv = |total| Inventory {
-        total,
-        reserved: 0,
-        allocation_ratio: 1.0,
-    };
-    HostRegistration {
-        host: name.to_string(),
-        node: name.to_string(),
-        uuid: format!("{:0>8}-0000-4000-8000-000000000000", name.len())
-            .replace("00000000", &format!("{:0>8}", hex(name))),
-        availability_zone: "nova".into(),
-        up: true,
-        disabled: false,
-        inventory: [inv(vcpu), inv(memory_mb), inv(disk_gb)],
-    }
+    let uuid = format!("{:0>8}-0000-4000-8000-000000000000", name.len())
+        .replace("00000000", &format!("{:0>8}", hex(name)));
+    HostRegistration::simple(name, &uuid, vcpu, memory_mb, disk_gb)
 }
 
 fn hex(name: &str) -> String {

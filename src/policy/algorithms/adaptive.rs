@@ -4,7 +4,7 @@
 //! [`THRESHOLD`], then `first_fit`. Cloud utilisation is the largest class ratio
 //! Σused / Σusable over the hosts given to the ranking (classes no host has are skipped).
 
-use crate::domain::HostState;
+use crate::domain::{ClassId, HostState, MAX_CLASSES};
 use crate::policy::config::Algorithm;
 
 /// Cloud utilisation at which `adaptive` switches from `worst_fit` to `first_fit`.
@@ -12,15 +12,16 @@ pub const THRESHOLD: f64 = 0.6;
 
 /// max over classes of Σused / Σusable over `hosts` (0 when there is no capacity at all).
 pub fn cloud_utilisation(hosts: &[HostState]) -> f64 {
-    let mut used = [0i128; 3];
-    let mut usable = [0i128; 3];
+    let classes = ClassId::count();
+    let mut used = [0i128; MAX_CLASSES];
+    let mut usable = [0i128; MAX_CLASSES];
     for h in hosts {
-        for c in 0..3 {
+        for c in 0..classes {
             used[c] += i128::from(h.used.0[c]);
-            usable[c] += i128::from(h.usable.0[c]);
+            usable[c] += i128::from(h.usable().0[c]);
         }
     }
-    (0..3)
+    (0..classes)
         .filter(|&c| usable[c] > 0)
         .map(|c| used[c] as f64 / usable[c] as f64)
         .fold(0.0, f64::max)
@@ -56,7 +57,11 @@ mod tests {
     #[test]
     fn cloud_utilisation_is_the_fullest_class_over_all_hosts() {
         let h = |usable: [i64; 3], used: [i64; 3]| {
-            HostState::synthetic(1, Resources(usable), Resources(used))
+            HostState::synthetic(
+                1,
+                Resources::new(usable[0], usable[1], usable[2]),
+                Resources::new(used[0], used[1], used[2]),
+            )
         };
         let cases = [
             ("empty cloud", vec![h([10, 10, 10], [0, 0, 0])], 0.0),

@@ -8,17 +8,12 @@ use super::utilisation_after;
 use crate::domain::{HostState, Resources};
 
 /// Distance of a utilisation vector from the diagonal, over its defined classes.
-pub fn distance(u: &[Option<f64>; 3]) -> f64 {
-    let (sum, n) = u
-        .iter()
-        .flatten()
-        .fold((0.0, 0u32), |(s, n), &v| (s + v, n + 1));
-    if n == 0 {
+pub fn distance(u: &[f64]) -> f64 {
+    if u.is_empty() {
         return 0.0;
     }
-    let mean = sum / f64::from(n);
+    let mean = u.iter().sum::<f64>() / u.len() as f64;
     u.iter()
-        .flatten()
         .map(|v| (v - mean) * (v - mean))
         .sum::<f64>()
         .sqrt()
@@ -26,7 +21,7 @@ pub fn distance(u: &[Option<f64>; 3]) -> f64 {
 
 /// Minus the post-placement distance from the diagonal.
 pub fn score(host: &HostState, demand: &Resources) -> f64 {
-    -distance(&utilisation_after(host, demand))
+    -distance(utilisation_after(host, demand).as_slice())
 }
 
 #[cfg(test)]
@@ -36,9 +31,9 @@ mod tests {
 
     #[test]
     fn distance_is_euclidean_from_the_mean() {
-        assert_eq!(distance(&[Some(0.5); 3]), 0.0);
-        assert_eq!(distance(&[Some(0.0), None, Some(1.0)]), 0.5f64.sqrt());
-        assert_eq!(distance(&[None; 3]), 0.0);
+        assert_eq!(distance(&[0.5; 3]), 0.0);
+        assert_eq!(distance(&[0.0, 1.0]), 0.5f64.sqrt());
+        assert_eq!(distance(&[]), 0.0);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod wfr;
 pub mod worst_fit;
 
 use super::config::Algorithm;
-use crate::domain::{HostState, Resources};
+use crate::domain::{ClassId, HostState, Resources, MAX_CLASSES};
 
 /// A ranking key: higher ranks first.
 pub type KeyFn = fn(&HostState, &Resources) -> f64;
@@ -52,22 +52,41 @@ pub fn resolve(
     }
 }
 
-/// Utilisation per class once `demand` is placed on `host`; `None` for a class the host has
-/// no capacity of.
-pub fn utilisation_after(host: &HostState, demand: &Resources) -> [Option<f64>; 3] {
-    let mut u = [None; 3];
-    for (i, slot) in u.iter_mut().enumerate() {
-        let cap = host.usable.0[i];
+/// Utilisation of each class a host has capacity of (classes it lacks take no part), in
+/// class order, on the stack.
+#[derive(Clone, Copy, Debug)]
+pub struct Utilisation {
+    values: [f64; MAX_CLASSES],
+    len: usize,
+}
+
+impl Utilisation {
+    /// The defined utilisations.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.values[..self.len]
+    }
+}
+
+/// Utilisation per class once `demand` is placed on `host`.
+pub fn utilisation_after(host: &HostState, demand: &Resources) -> Utilisation {
+    let mut u = Utilisation {
+        values: [0.0; MAX_CLASSES],
+        len: 0,
+    };
+    let usable = host.usable();
+    for i in 0..ClassId::count() {
+        let cap = usable.0[i];
         if cap > 0 {
-            *slot = Some((host.used.0[i] + demand.0[i]) as f64 / cap as f64);
+            u.values[u.len] = host.used.0[i].saturating_add(demand.0[i]) as f64 / cap as f64;
+            u.len += 1;
         }
     }
     u
 }
 
 /// The largest defined utilisation (0 when the host has no capacity at all).
-pub fn max_utilisation(u: &[Option<f64>; 3]) -> f64 {
-    u.iter().flatten().fold(0.0, |m: f64, &v| m.max(v))
+pub fn max_utilisation(u: &Utilisation) -> f64 {
+    u.as_slice().iter().fold(0.0, |m: f64, &v| m.max(v))
 }
 
 #[cfg(test)]
@@ -76,7 +95,11 @@ pub(crate) mod testing {
 
     /// A host of capacity 10 in every class with the given usage.
     pub fn host(id: i64, used: [i64; 3]) -> HostState {
-        HostState::synthetic(id, Resources::new(10, 10, 10), Resources(used))
+        HostState::synthetic(
+            id,
+            Resources::new(10, 10, 10),
+            Resources::new(used[0], used[1], used[2]),
+        )
     }
 
     /// The position of the best host under `key` (first on ties).
@@ -99,8 +122,12 @@ mod tests {
     fn utilisation_after_ignores_classes_without_capacity() {
         let host = HostState::synthetic(1, Resources::new(10, 0, 20), Resources::new(5, 0, 5));
         let u = utilisation_after(&host, &Resources::new(1, 0, 5));
-        assert_eq!(u, [Some(0.6), None, Some(0.5)]);
+        assert_eq!(u.as_slice(), [0.6, 0.5]);
         assert_eq!(max_utilisation(&u), 0.6);
-        assert_eq!(max_utilisation(&[None; 3]), 0.0);
+        let none = HostState::synthetic(2, Resources::ZERO, Resources::ZERO);
+        assert_eq!(
+            max_utilisation(&utilisation_after(&none, &Resources::ZERO)),
+            0.0
+        );
     }
 }

@@ -25,7 +25,7 @@ impl Filter for ServerGroupAffinityFilter {
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         match &req.group {
             Some(g) if g.policy == GroupPolicy::Affinity && !g.hosts.is_empty() => {
-                g.hosts.iter().any(|h| **h == *host.host)
+                g.hosts.iter().any(|h| **h == **host.host())
             }
             _ => true,
         }

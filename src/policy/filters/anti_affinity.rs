@@ -16,7 +16,7 @@ impl ServerGroupAntiAffinityFilter {
 /// Members of `group` on `host`: `group.hosts` holds one entry per member, so a host name
 /// appearing twice means two members there.
 pub fn members_on(group: &ServerGroup, host: &HostState) -> usize {
-    group.hosts.iter().filter(|h| ***h == *host.host).count()
+    group.hosts.iter().filter(|h| ***h == **host.host()).count()
 }
 
 impl Filter for ServerGroupAntiAffinityFilter {

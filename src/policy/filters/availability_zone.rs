@@ -24,7 +24,7 @@ impl Filter for AvailabilityZoneFilter {
 
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         match &req.availability_zone {
-            Some(az) => **az == *host.availability_zone,
+            Some(az) => **az == **host.availability_zone(),
             None => true,
         }
     }

@@ -1,10 +1,16 @@
-//! `CapacityFilter`: the request fits in every resource class after allocation ratios.
+//! `CapacityFilter`: Placement's allocation-candidate test for one host.
+//!
+//! Nova asks Placement for allocation candidates before any of its filters run; Parasol
+//! answers that query itself from the live table, with this filter, which therefore always
+//! runs first whether `enabled_filters` names it or not.
 
 use super::{Filter, FilterEnv};
 use crate::domain::{HostState, RequestContext};
 
-/// Passes hosts with room for the request's demand in every class (Nova's old
-/// Ram/Core/DiskFilter in one: `total·ratio − used ≥ requested`).
+/// Passes hosts that Placement would list as allocation candidates for the request: room for
+/// the demand in every class after allocation ratios, each class' unit rules (min_unit,
+/// max_unit, step_size), the required and forbidden traits, the aggregates (`member_of`,
+/// forbidden aggregates) and the provider tree (`in_tree`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CapacityFilter;
 
@@ -19,7 +25,7 @@ impl Filter for CapacityFilter {
     }
 
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
-        host.fits(&req.demand)
+        host.fits(&req.demand) && req.query.accepts(host)
     }
 }
 

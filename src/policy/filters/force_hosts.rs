@@ -31,9 +31,9 @@ impl Filter for ForceHostsFilter {
             || req
                 .force_hosts
                 .iter()
-                .any(|h| h.eq_ignore_ascii_case(&host.host));
+                .any(|h| h.eq_ignore_ascii_case(host.host()));
         let node_ok =
-            req.force_nodes.is_empty() || req.force_nodes.iter().any(|n| **n == *host.node);
+            req.force_nodes.is_empty() || req.force_nodes.iter().any(|n| **n == **host.node());
         host_ok && node_ok
     }
 }

@@ -25,7 +25,7 @@ impl Filter for IgnoreHostsFilter {
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         !req.ignore_hosts
             .iter()
-            .any(|h| h.eq_ignore_ascii_case(&host.host))
+            .any(|h| h.eq_ignore_ascii_case(host.host()))
     }
 }
 

@@ -28,8 +28,8 @@ impl Filter for RequestedDestinationFilter {
         let Some(dest) = &req.requested_destination else {
             return true;
         };
-        let host_ok = dest.host.as_deref().is_none_or(|h| h == &*host.host);
-        let node_ok = dest.node.as_deref().is_none_or(|n| n == &*host.node);
+        let host_ok = dest.host.as_deref().is_none_or(|h| h == &**host.host());
+        let node_ok = dest.node.as_deref().is_none_or(|n| n == &**host.node());
         host_ok && node_ok
     }
 }

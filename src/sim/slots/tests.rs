@@ -73,7 +73,7 @@ fn a_request_no_host_can_take_is_one_declined_attempt_with_n_queries() {
     let ctx = contexts();
     let mut full = one_request_hosts(3);
     for h in &mut full {
-        h.used = h.usable;
+        h.used = *h.usable();
     }
     let mut sim = Slots::new(full, &ctx, Decider::snapshot(Algorithm::Random));
     let results = sim

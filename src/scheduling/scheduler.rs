@@ -2,7 +2,7 @@
 //! backend active when it starts and finishes there, new calls go to the new backend, and
 //! statistics stay per backend.
 
-use super::{Backend, BackendDeps, BuildError, ScheduleError};
+use crate::backend::{Backend, BackendDeps, BuildError, ScheduleError};
 use crate::clock::SharedClock;
 use crate::configuration::Settings;
 use crate::domain::{HostState, RequestContext};

@@ -1,0 +1,144 @@
+//! Where a decision's host states come from: the live table itself (`filter`: every host,
+//! read fresh, ranked in place), a snapshot of it refreshed every τ (`caching`/`asc`: each
+//! worker ranks its own copy and subtracts its own claims, as Nova's CachingScheduler did), or
+//! d hosts sampled at random (`apsr`). Every host state read counts as one query.
+
+use super::cache::CacheShared;
+use super::sample::SampleShared;
+use super::{worker_states, BackendDeps, BuildError, Worker, WorkerPool, WorkerState};
+use crate::domain::{HostState, RequestContext, Resources};
+use crate::policy::{FilterEnv, Policy, Rejection};
+use crate::stats::{Counts, DeclineCause};
+use std::sync::Arc;
+
+/// The host states a backend decides on.
+pub enum HostSource {
+    /// Every host of the live table, for every decision.
+    Live { pool: WorkerPool<WorkerState> },
+    /// A snapshot of the table, refreshed every τ.
+    Snapshot(Arc<CacheShared>),
+    /// d hosts of the table, sampled per decision.
+    Sample(Arc<SampleShared>),
+}
+
+impl HostSource {
+    pub(super) fn live(deps: &BackendDeps) -> Self {
+        let workers = deps.settings.scheduler.workers;
+        HostSource::Live {
+            pool: WorkerPool::new(worker_states(&deps.settings, 1, workers)),
+        }
+    }
+
+    pub(super) fn snapshot(deps: &BackendDeps, adaptive: bool) -> Result<Self, BuildError> {
+        Ok(HostSource::Snapshot(CacheShared::start(deps, adaptive)?))
+    }
+
+    pub(super) fn sample(deps: &BackendDeps) -> Result<Self, BuildError> {
+        Ok(HostSource::Sample(SampleShared::start(deps)?))
+    }
+
+    fn pool(&self) -> &WorkerPool<WorkerState> {
+        match self {
+            HostSource::Live { pool } => pool,
+            HostSource::Snapshot(c) => &c.pool,
+            HostSource::Sample(s) => &s.pool,
+        }
+    }
+
+    /// Waits for an idle worker.
+    pub(super) async fn worker(&self) -> Worker<WorkerState> {
+        self.pool().acquire().await
+    }
+
+    pub(super) fn is_sample(&self) -> bool {
+        matches!(self, HostSource::Sample(_))
+    }
+
+    pub(super) fn is_snapshot(&self) -> bool {
+        matches!(self, HostSource::Snapshot(_))
+    }
+
+    /// Why a claim on a host this source showed with room was refused.
+    pub(super) fn conflict_cause(&self) -> DeclineCause {
+        match self {
+            HostSource::Snapshot(_) => DeclineCause::StaleSnapshot,
+            HostSource::Live { .. } | HostSource::Sample(_) => DeclineCause::ClaimConflict,
+        }
+    }
+
+    /// Reads host states, counting the queries, and ranks them for `req`: the candidates in
+    /// order (the pick first), at most `max`, or why none passed the filters.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rank(
+        &self,
+        deps: &BackendDeps,
+        policy: &Policy,
+        worker: &mut WorkerState,
+        req: &RequestContext,
+        env: &FilterEnv,
+        max: usize,
+        counts: &mut Counts,
+    ) -> Result<Vec<HostState>, Rejection> {
+        let WorkerState {
+            rng,
+            ranked,
+            hosts,
+            cache_epoch,
+        } = worker;
+        match self {
+            HostSource::Live { .. } => deps.ledger.table().with_hosts(|live| {
+                counts.queries += live.len() as u64;
+                policy.rank(live, req, env, rng, max, ranked)?;
+                Ok(ranked.iter().map(|&i| live[i].clone()).collect())
+            }),
+            HostSource::Snapshot(cache) => {
+                cache.refresh_copy(deps, cache_epoch, hosts, counts);
+                policy.rank(hosts, req, env, rng, max, ranked)?;
+                Ok(ranked.iter().map(|&i| hosts[i].clone()).collect())
+            }
+            HostSource::Sample(sample) => {
+                sample.draw(deps, rng, hosts, counts);
+                let fitting = hosts
+                    .iter()
+                    .filter(|h| policy.fits_any(h, req, env))
+                    .count();
+                sample.record(&req.flavor, hosts.len() as u64, fitting as u64);
+                policy.rank(hosts, req, env, rng, max, ranked)?;
+                Ok(ranked.iter().map(|&i| hosts[i].clone()).collect())
+            }
+        }
+    }
+
+    /// A claim on `host` held: a snapshot worker subtracts it from its copy (Nova's
+    /// `consume_from_request`).
+    pub(super) fn consume(&self, worker: &mut WorkerState, host: &HostState, demand: &Resources) {
+        if let HostSource::Snapshot(_) = self {
+            if let Some(h) = worker.hosts.iter_mut().find(|h| h.id == host.id) {
+                h.consume(demand);
+            }
+        }
+    }
+
+    /// An instance was placed (ASC's r counts placed and declined per interval).
+    pub(super) fn placed(&self) {
+        if let HostSource::Snapshot(c) = self {
+            c.placed();
+        }
+    }
+
+    /// A claim was declined.
+    pub(super) fn declined(&self) {
+        if let HostSource::Snapshot(c) = self {
+            c.declined();
+        }
+    }
+
+    /// Stops the refresh or control task.
+    pub(super) fn stop(&self) {
+        match self {
+            HostSource::Live { .. } => {}
+            HostSource::Snapshot(c) => c.stop(),
+            HostSource::Sample(s) => s.stop(),
+        }
+    }
+}

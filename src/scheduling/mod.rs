@@ -1,0 +1,14 @@
+//! The scheduling use case, transport-neutral: Nova's `select_destinations` as
+//! nova-scheduler's `SchedulerManager` runs it (decode → requests → backend → claims →
+//! Selections with alternates), answering a typed result or [`SelectError`]. The HTTP routes
+//! and the RPC server each map it to their own wire form; neither reaches into the other.
+//!
+//! # Layout
+//! - `scheduler`: [`Scheduler`], the active backend and its replacement on SIGHUP.
+//! - `select`: [`Scheduler::select`], its [`Answer`] and [`SelectError`].
+
+mod scheduler;
+mod select;
+
+pub use scheduler::Scheduler;
+pub use select::{Answer, SelectError};
