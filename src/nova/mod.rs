@@ -8,7 +8,8 @@
 //! - `specs`, `settings`, `cpu`, `features`: the flavor's extra specs and the image's
 //!   properties that shape the resource request, checked at decode ([`ResourceSpecs`]).
 //! - `resource_request`: [`translate`] → Nova's [`ResourceRequest`] (or a [`Refusal`]), with
-//!   the request filters of `request_filters` ([`RequestFilterOptions`], [`CloudView`]).
+//!   the request filters of `request_filters` ([`RequestFilterOptions`], [`CloudView`]);
+//!   `querystring` writes it as Nova's `GET /allocation_candidates` query.
 //! - `bounds`, `versions`: the bounds on every input and the major of every object read.
 //! - `legacy`: RPC 4.0's `request_spec` / `filter_properties` dicts → the same [`RequestSpec`].
 //! - `select`: [`SelectDestinationsArgs`] from an RPC call of any 4.x version or the HTTP body.
