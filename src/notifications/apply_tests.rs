@@ -1,9 +1,14 @@
 use super::*;
 use serde_json::{json, Value};
 
+/// A fixed UUID per name: the codec takes instance and compute node ids as UUIDs only.
+fn uuid_of(name: &str) -> String {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).to_string()
+}
+
 fn host_state(id: &str, host: &str, vcpu: i64) -> Value {
     json!({"message_id": id, "event_type": "compute.host.state", "payload": {
-        "host": host, "compute_node_uuid": format!("uuid-{host}"),
+        "host": host, "compute_node_uuid": uuid_of(host),
         "inventory": {"VCPU": {"total": vcpu}, "MEMORY_MB": {"total": 4096}, "DISK_GB": {"total": 100}}}})
 }
 
@@ -14,7 +19,7 @@ fn create_end(id: &str, instance: &str, host: &str, vcpus: i64) -> Value {
     json!({"message_id": id, "event_type": "instance.create.end", "payload": {
         "nova_object.name": "InstanceCreatePayload", "nova_object.namespace": "nova",
         "nova_object.version": "1.13", "nova_object.data": {
-            "uuid": instance, "host": host, "node": host, "flavor": flavor}}})
+            "uuid": uuid_of(instance), "host": host, "node": host, "flavor": flavor}}})
 }
 
 async fn ledger() -> (Ledger, tempfile::TempDir) {

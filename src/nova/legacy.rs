@@ -5,9 +5,12 @@
 //! sometimes the instance) into versioned primitives, older callers sent plain dicts, so
 //! both are accepted.
 
+use super::destination::RequestLevelParams;
 use super::error::{CodecError, Result};
+use super::image::Image;
 use super::object::{is_nova_object, Fields, NovaObject};
 use super::request_spec::{read_hints, read_num_instances, Flavor, InstanceGroup, RequestSpec};
+use super::specs::{settings, ResourceSpecs};
 use serde_json::Value;
 
 /// Decodes the 4.0 arguments into a spec and the instance uuids the request spec listed.
@@ -28,8 +31,11 @@ pub fn decode_legacy(
                 .value()
                 .map(|v| (v, fp.path_of("instance_type")))
         });
-    let flavor = match flavor_value {
-        Some((v, path)) => Flavor::from_fields(&object_or_dict(v, "Flavor", path)?)?,
+    let (flavor, flavor_path) = match flavor_value {
+        Some((v, path)) => (
+            Flavor::from_fields(&object_or_dict(v, "Flavor", path.clone())?)?,
+            path,
+        ),
         None => return Err(CodecError::missing(rs.path_of("instance_type"))),
     };
 
@@ -47,8 +53,12 @@ pub fn decode_legacy(
             None => Ok(None),
         }
     };
-    let image_id = match rs.field("image").value() {
-        Some(v) => object_or_dict(v, "ImageMeta", rs.path_of("image"))?.opt_id("id")?,
+    let instance_uuid = match &instance {
+        Some(i) => i.opt_uuid("uuid")?,
+        None => None,
+    };
+    let image = match rs.field("image").value() {
+        Some(v) => Some(Image::from_value(v, rs.path_of("image"))?),
         None => None,
     };
     let instance_group = match fp.opt_str_list("group_policies")? {
@@ -65,25 +75,39 @@ pub fn decode_legacy(
         }
         _ => None,
     };
-    let instance_uuids = rs.opt_str_list("instance_uuids")?.unwrap_or_default();
+    let instance_uuids = rs.opt_uuid_list("instance_uuids")?.unwrap_or_default();
+    let paths = (
+        format!("{}.extra_specs", flavor_path),
+        rs.path_of("image.properties"),
+    );
+    let resource_specs = ResourceSpecs::parse(
+        &settings(&flavor.extra_specs, image.as_ref(), &paths),
+        flavor.vcpus as u64,
+    )?;
 
     let spec = RequestSpec {
         version: (1, 0),
         demand: flavor.demand(false),
         flavor,
         num_instances: read_num_instances(&rs)?,
-        instance_uuid: from_instance("uuid")?.or_else(|| instance_uuids.first().cloned()),
+        instance_uuid: instance_uuid.or_else(|| instance_uuids.first().cloned()),
         availability_zone: from_instance("availability_zone")?,
         ignore_hosts: fp.opt_str_list("ignore_hosts")?.unwrap_or_default(),
         force_hosts: fp.opt_str_list("force_hosts")?.unwrap_or_default(),
         force_nodes: fp.opt_str_list("force_nodes")?.unwrap_or_default(),
         requested_destination: None,
+        destination: None,
         instance_group,
         is_bfv: false,
         scheduler_hints: read_hints(&fp, "scheduler_hints")?,
         limits: None,
         project_id: from_instance("project_id")?,
-        image_id,
+        user_id: from_instance("user_id")?,
+        image_id: image.as_ref().and_then(|i| i.id.clone()),
+        image,
+        requested_resources: Vec::new(),
+        request_level: RequestLevelParams::default(),
+        resource_specs,
     };
     Ok((spec, instance_uuids))
 }
@@ -103,25 +127,28 @@ mod tests {
     use crate::domain::{GroupPolicy, Resources};
     use serde_json::json;
 
+    const U1: &str = "178b0921-8f85-4257-88b6-2e743b5a975c";
+    const U2: &str = "6f1a2e4b-6b3b-4c8b-9c16-3b8c1f0a9c11";
+
     #[test]
     fn decodes_legacy_dicts_with_a_flavor_object_and_group_policies() {
         let rs = json!({
-            "instance_properties": {"uuid": "u1", "availability_zone": "az1", "project_id": "p"},
+            "instance_properties": {"uuid": U1, "availability_zone": "az1", "project_id": "p"},
             "instance_type": {"nova_object.name": "Flavor", "nova_object.namespace": "nova",
                               "nova_object.version": "1.2",
                               "nova_object.data": {"name": "m1.small", "vcpus": 1, "memory_mb": 2048,
                                                    "root_gb": 20, "ephemeral_gb": 0, "swap": 1}},
             "num_instances": 2,
-            "instance_uuids": ["u1", "u2"],
+            "instance_uuids": [U1, U2],
             "image": {"id": "img"}
         });
         let fp = json!({"force_hosts": "h1", "ignore_hosts": ["h2"], "group_policies": ["anti-affinity"],
                         "group_hosts": ["h3"], "scheduler_hints": {"group": "g"}});
         let (spec, uuids) = decode_legacy(&rs, Some(&fp)).unwrap();
-        assert_eq!(uuids, vec!["u1", "u2"]);
+        assert_eq!(uuids, vec![U1, U2]);
         assert_eq!(spec.demand, Resources::new(1, 2048, 21));
         assert_eq!(spec.num_instances, 2);
-        assert_eq!(spec.instance_uuid.as_deref(), Some("u1"));
+        assert_eq!(spec.instance_uuid.as_deref(), Some(U1));
         assert_eq!(spec.availability_zone.as_deref(), Some("az1"));
         assert_eq!(spec.project_id.as_deref(), Some("p"));
         assert_eq!(spec.image_id.as_deref(), Some("img"));
@@ -135,7 +162,7 @@ mod tests {
 
     #[test]
     fn takes_the_flavor_from_filter_properties_when_the_request_spec_has_none() {
-        let rs = json!({"instance_properties": {"uuid": "u1"}});
+        let rs = json!({"instance_properties": {"uuid": U1}});
         let fp = json!({"instance_type": {"vcpus": 2, "memory_mb": 512, "root_gb": 1}});
         let (spec, _) = decode_legacy(&rs, Some(&fp)).unwrap();
         assert_eq!(spec.demand, Resources::new(2, 512, 1));

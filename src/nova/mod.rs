@@ -3,7 +3,14 @@
 //! # Layout
 //! - `error`: [`CodecError`], every variant naming the field or part that is wrong.
 //! - `object`: reading versioned-object JSON (`nova_object.*`; absent = unset, null = None).
-//! - `request_spec`: [`RequestSpec`] 1.x → flavor demand and constraints → [`RequestContext`]s.
+//! - `request_spec`: [`RequestSpec`] 1.x → flavor demand and constraints → [`RequestContext`]s;
+//!   `image`, `destination`, `group` read its nested objects.
+//! - `specs`, `settings`, `cpu`, `features`: the flavor's extra specs and the image's
+//!   properties that shape the resource request, checked at decode ([`ResourceSpecs`]).
+//! - `resource_request`: [`translate`] → Nova's [`ResourceRequest`] (or a [`Refusal`]), with
+//!   the request filters of `request_filters` ([`RequestFilterOptions`], [`CloudView`]);
+//!   `querystring` writes it as Nova's `GET /allocation_candidates` query.
+//! - `bounds`, `versions`: the bounds on every input and the major of every object read.
 //! - `legacy`: RPC 4.0's `request_spec` / `filter_properties` dicts → the same [`RequestSpec`].
 //! - `select`: [`SelectDestinationsArgs`] from an RPC call of any 4.x version or the HTTP body.
 //! - `selection`: [`Selection`] 1.1/1.0 primitives, [`encode_selections`], [`encode_legacy`].
@@ -14,29 +21,53 @@
 //!
 //! [`RequestContext`]: crate::domain::RequestContext
 
+mod bounds;
+mod cpu;
+mod destination;
 mod error;
 mod failure;
+mod features;
+mod group;
+mod image;
 mod legacy;
 mod notification;
 mod object;
 mod oslo;
+mod querystring;
+mod request_filters;
 mod request_spec;
+mod resource_request;
 mod select;
 mod selection;
+mod settings;
+mod specs;
+mod versions;
 
 #[cfg(test)]
 mod golden_tests;
 #[cfg(test)]
+mod hardening_tests;
+#[cfg(test)]
 mod robustness_tests;
 
+pub use bounds::{MAX_ITEMS, MAX_NAME_BYTES, MAX_SIZE, MAX_TEXT_BYTES};
+pub use cpu::{CpuPolicy, CpuSpecs};
+pub use destination::{RequestGroup, RequestLevelParams, RequestedDestination};
 pub use error::CodecError;
 pub use failure::{http_error_body, no_valid_host_failure, no_valid_host_message, oslo_failure};
+pub use features::Features;
+pub use image::{Image, PropValue};
 pub use legacy::decode_legacy;
 pub use notification::{HostEvent, HostStatePayload, Notification, HOST_STATE_EVENT};
 pub use object::{parse_version, FieldValue, Fields, NovaObject};
 pub use oslo::{decode_envelope, encode_envelope, OsloEnvelope, Reply, RpcMessage, OSLO_VERSION};
+pub use request_filters::{Aggregate, CloudView, ComputeNodeRef, RequestFilterOptions};
 pub use request_spec::{Flavor, InstanceGroup, Limits, RequestSpec, MAX_INSTANCES};
+pub use resource_request::{
+    translate, unsupported, Refusal, ResourceRequest, COMPUTE_STATUS_DISABLED,
+};
 pub use select::SelectDestinationsArgs;
 pub use selection::{
     encode_legacy, encode_selections, Selection, SelectionVersion, ALLOCATION_REQUEST_VERSION,
 };
+pub use specs::{ResourceSpecs, STANDARD_CLASSES};

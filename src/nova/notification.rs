@@ -1,6 +1,7 @@
 //! Host-state inputs: Nova versioned notifications, Parasol's `compute.host.state` event and
 //! nova-compute's fanout casts, decoded into one typed [`HostEvent`].
 
+use super::bounds::{check_count, MAX_NAME_BYTES, MAX_SIZE};
 use super::error::{CodecError, Result};
 use super::object::{FieldValue, Fields, NovaObject};
 use super::oslo::{decode_envelope, RpcMessage};
@@ -23,6 +24,9 @@ const UPSERT_EVENTS: [&str; 8] = [
     "instance.unshelve.end",
     "instance.rebuild.end",
 ];
+
+/// The largest allocation ratio accepted (usable capacity stays below 2^56).
+pub const MAX_ALLOCATION_RATIO: f64 = 65_536.0;
 
 /// Events after which an instance holds nothing on any host.
 const RELEASE_EVENTS: [&str; 3] = [
@@ -58,6 +62,7 @@ impl HostStatePayload {
         let host = p.req_str("host")?;
         let mut inventory = BTreeMap::new();
         if let Some(inv) = p.opt_dict("inventory")? {
+            check_count(inv.path(), inv.map().len())?;
             for (name, value) in inv.map() {
                 if !is_valid_class_name(name) {
                     return Err(CodecError::invalid(
@@ -69,11 +74,13 @@ impl HostStatePayload {
                 let allocation_ratio = match f.field("allocation_ratio") {
                     FieldValue::Set(v) => v
                         .as_f64()
-                        .filter(|r| r.is_finite() && *r > 0.0)
+                        .filter(|r| r.is_finite() && *r > 0.0 && *r <= MAX_ALLOCATION_RATIO)
                         .ok_or_else(|| {
                             CodecError::invalid(
                                 f.path_of("allocation_ratio"),
-                                "must be a positive number",
+                                format!(
+                                    "must be a positive number of at most {MAX_ALLOCATION_RATIO}"
+                                ),
                             )
                         })?,
                     _ => 1.0,
@@ -92,27 +99,28 @@ impl HostStatePayload {
         }
         let usage = match p.opt_dict("usage")? {
             None => None,
-            Some(u) => Some(
+            Some(u) => Some({
+                check_count(u.path(), u.map().len())?;
                 u.map()
                     .iter()
                     .map(|(name, v)| {
                         v.as_f64()
-                            .filter(|x| x.is_finite() && *x >= 0.0)
+                            .filter(|x| x.is_finite() && *x >= 0.0 && *x <= MAX_SIZE as f64)
                             .map(|x| (name.clone(), x))
                             .ok_or_else(|| {
                                 CodecError::invalid(
                                     u.path_of(name),
-                                    "must be a non-negative number",
+                                    format!("must be a non-negative number of at most {MAX_SIZE}"),
                                 )
                             })
                     })
-                    .collect::<Result<BTreeMap<_, _>>>()?,
-            ),
+                    .collect::<Result<BTreeMap<_, _>>>()?
+            }),
         };
         Ok(HostStatePayload {
             node: p.opt_str("node")?.unwrap_or_else(|| host.clone()),
             host,
-            compute_node_uuid: p.req_str("compute_node_uuid")?,
+            compute_node_uuid: p.req_uuid("compute_node_uuid")?,
             availability_zone: p.opt_str("availability_zone")?,
             up: p.opt_bool("up")?.unwrap_or(true),
             disabled: p.opt_bool("disabled")?.unwrap_or(false),
@@ -196,7 +204,7 @@ impl Notification {
         let event = decode_payload(&event_type, n.required("payload")?)?;
         Ok(Notification {
             message_id: n.req_str("message_id")?,
-            publisher_id: n.opt_str("publisher_id")?,
+            publisher_id: n.opt_text("publisher_id", 2 * MAX_NAME_BYTES)?,
             timestamp: n.opt_str("timestamp")?,
             event_type,
             event,
@@ -213,12 +221,12 @@ impl Notification {
             },
             "delete_instance_info" => HostEvent::DeleteInstanceInfo {
                 host: a.req_str("host_name")?,
-                instance_uuid: a.req_str("instance_uuid")?,
+                instance_uuid: a.req_uuid("instance_uuid")?,
             },
             "sync_instance_info" => HostEvent::SyncInstanceInfo {
                 host: a.req_str("host_name")?,
                 instance_uuids: a
-                    .opt_str_list("instance_uuids")?
+                    .opt_uuid_list("instance_uuids")?
                     .ok_or_else(|| CodecError::missing(a.path_of("instance_uuids")))?,
             },
             other => HostEvent::Unknown {
@@ -263,7 +271,7 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
             forced_down: p.opt_bool("forced_down")?.unwrap_or(false),
         });
     }
-    let instance_uuid = p.req_str("uuid")?;
+    let instance_uuid = p.req_uuid("uuid")?;
     if release {
         return Ok(HostEvent::Release {
             instance_uuid,
@@ -289,10 +297,8 @@ fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
         .opt_object("instance_info", "InstanceList")?
         .ok_or_else(|| CodecError::missing(a.path_of("instance_info")))?;
     let objects_path = list.data.path_of("objects");
-    let objects = match list.data.field("objects").value() {
-        None => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(CodecError::invalid(objects_path, "must be a list")),
+    let Some(objects) = list.data.opt_list("objects")? else {
+        return Ok(Vec::new());
     };
     objects
         .iter()
@@ -300,7 +306,7 @@ fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
         .map(|(i, item)| {
             NovaObject::parse(item, "Instance", format!("{objects_path}[{i}]"))?
                 .data
-                .req_str("uuid")
+                .req_uuid("uuid")
         })
         .collect()
 }

@@ -4,9 +4,17 @@ use super::*;
 use crate::nova::oslo::encode_envelope;
 use serde_json::json;
 
+const NODE: &str = "6f1a2e4b-6b3b-4c8b-9c16-3b8c1f0a9c11";
+const I1: &str = "178b0921-8f85-4257-88b6-2e743b5a975c";
+
 fn payload_object(name: &str, data: Value) -> Value {
+    let version = if name.starts_with("Instance") && !name.ends_with("Payload") {
+        "2.0"
+    } else {
+        "1.0"
+    };
     json!({"nova_object.name": name, "nova_object.namespace": "nova",
-           "nova_object.version": "1.0", "nova_object.data": data})
+           "nova_object.version": version, "nova_object.data": data})
 }
 
 fn notification(event_type: &str, payload: Value) -> Value {
@@ -17,7 +25,7 @@ fn notification(event_type: &str, payload: Value) -> Value {
 fn host_state() -> Value {
     notification(
         HOST_STATE_EVENT,
-        json!({"host": "compute1", "node": "compute1", "compute_node_uuid": "6f1a",
+        json!({"host": "compute1", "node": "compute1", "compute_node_uuid": NODE,
                "availability_zone": "nova", "up": true, "disabled": false,
                "inventory": {"VCPU": {"total": 64, "reserved": 0, "allocation_ratio": 4.0},
                              "MEMORY_MB": {"total": 262144, "reserved": 512, "allocation_ratio": 1.0},
@@ -40,7 +48,7 @@ fn decodes_the_design_s_host_state_example() {
             p.node.as_str(),
             p.compute_node_uuid.as_str()
         ),
-        ("compute1", "compute1", "6f1a")
+        ("compute1", "compute1", NODE)
     );
     assert_eq!(p.availability_zone.as_deref(), Some("nova"));
     assert!(p.up && !p.disabled);
@@ -67,7 +75,7 @@ fn decodes_the_design_s_host_state_example() {
 fn host_state_defaults_node_up_disabled_and_ratio() {
     let v = notification(
         HOST_STATE_EVENT,
-        json!({"host": "h", "compute_node_uuid": "u",
+        json!({"host": "h", "compute_node_uuid": NODE,
                          "inventory": {"VCPU": {"total": 4}}}),
     );
     let HostEvent::HostState(p) = Notification::from_inner(&v).unwrap().event else {
@@ -111,7 +119,7 @@ fn service_update_of_a_compute_service_becomes_a_service_update() {
 
 #[test]
 fn every_usage_event_maps_to_upsert_or_release_and_others_to_unknown() {
-    let data = json!({"uuid": "i1", "host": "h1", "node": "n1", "flavor": payload_object("FlavorPayload",
+    let data = json!({"uuid": I1, "host": "h1", "node": "n1", "flavor": payload_object("FlavorPayload",
                       json!({"name": "tiny", "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}))});
     let payload = payload_object("InstanceActionPayload", data);
     for event_type in UPSERT_EVENTS {
@@ -130,7 +138,7 @@ fn every_usage_event_maps_to_upsert_or_release_and_others_to_unknown() {
         assert_eq!(
             event,
             HostEvent::Release {
-                instance_uuid: "i1".into(),
+                instance_uuid: I1.into(),
                 host: Some("h1".into())
             },
             "{event_type}"
@@ -173,7 +181,7 @@ fn malformed_notifications_name_what_is_wrong() {
                 "instance.create.end",
                 payload_object(
                     "InstanceCreatePayload",
-                    json!({"uuid": "i", "flavor": flavor(1)}),
+                    json!({"uuid": I1, "flavor": flavor(1)}),
                 ),
             ),
             "payload.host is missing",
@@ -182,7 +190,7 @@ fn malformed_notifications_name_what_is_wrong() {
             "no flavor",
             notification(
                 "instance.create.end",
-                payload_object("InstanceCreatePayload", json!({"uuid": "i", "host": "h"})),
+                payload_object("InstanceCreatePayload", json!({"uuid": I1, "host": "h"})),
             ),
             "payload.flavor is missing",
         ),
@@ -192,7 +200,7 @@ fn malformed_notifications_name_what_is_wrong() {
                 "instance.create.end",
                 payload_object(
                     "InstanceCreatePayload",
-                    json!({"uuid": "i", "host": "h", "flavor": flavor(-2)}),
+                    json!({"uuid": I1, "host": "h", "flavor": flavor(-2)}),
                 ),
             ),
             "payload.flavor.vcpus must be a non-negative integer",
@@ -209,7 +217,7 @@ fn malformed_notifications_name_what_is_wrong() {
         ),
         (
             "host state without host",
-            notification(HOST_STATE_EVENT, json!({"compute_node_uuid": "u"})),
+            notification(HOST_STATE_EVENT, json!({"compute_node_uuid": NODE})),
             "payload.host is missing",
         ),
         (
@@ -221,7 +229,7 @@ fn malformed_notifications_name_what_is_wrong() {
             "negative total",
             notification(
                 HOST_STATE_EVENT,
-                json!({"host": "h", "compute_node_uuid": "u", "inventory": {"VCPU": {"total": -1}}}),
+                json!({"host": "h", "compute_node_uuid": NODE, "inventory": {"VCPU": {"total": -1}}}),
             ),
             "payload.inventory.VCPU.total",
         ),
@@ -229,7 +237,7 @@ fn malformed_notifications_name_what_is_wrong() {
             "zero ratio",
             notification(
                 HOST_STATE_EVENT,
-                json!({"host": "h", "compute_node_uuid": "u", "inventory": {"VCPU": {"total": 1, "allocation_ratio": 0}}}),
+                json!({"host": "h", "compute_node_uuid": NODE, "inventory": {"VCPU": {"total": 1, "allocation_ratio": 0}}}),
             ),
             "payload.inventory.VCPU.allocation_ratio",
         ),
@@ -237,7 +245,7 @@ fn malformed_notifications_name_what_is_wrong() {
             "negative usage",
             notification(
                 HOST_STATE_EVENT,
-                json!({"host": "h", "compute_node_uuid": "u", "usage": {"VCPU": -1}}),
+                json!({"host": "h", "compute_node_uuid": NODE, "usage": {"VCPU": -1}}),
             ),
             "payload.usage.VCPU",
         ),

@@ -1,6 +1,8 @@
 //! Reading Nova's versioned-object JSON (`nova_object.*`) and plain dicts, field by field.
 
+use super::bounds::{check_len, MAX_NAME_BYTES, MAX_SIZE};
 use super::error::{CodecError, Result};
+use super::versions;
 use serde_json::{Map, Value};
 
 /// A field of `nova_object.data` (or of a dict): unset, explicitly null, or set.
@@ -80,13 +82,10 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| CodecError::missing(self.path_of(key)))
     }
 
-    /// A string field; `None` when unset or null.
+    /// A string field of at most 255 bytes (a name, host, node or id); `None` when unset or
+    /// null. Longer strings are read with [`Fields::opt_text`].
     pub fn opt_str(&self, key: &str) -> Result<Option<String>> {
-        match self.field(key).value() {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(CodecError::invalid(self.path_of(key), "must be a string")),
-        }
+        self.opt_text(key, MAX_NAME_BYTES)
     }
 
     /// A required string field.
@@ -95,11 +94,15 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| CodecError::missing(self.path_of(key)))
     }
 
-    /// A string or integer field read as a string (Nova ids are sometimes either).
+    /// A string or integer field read as a string (Nova ids are sometimes either), at most
+    /// 255 bytes.
     pub fn opt_id(&self, key: &str) -> Result<Option<String>> {
         match self.field(key).value() {
             None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::String(s)) => {
+                check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
+                Ok(Some(s.clone()))
+            }
             Some(Value::Number(n)) => Ok(Some(n.to_string())),
             Some(_) => Err(CodecError::invalid(self.path_of(key), "must be a string")),
         }
@@ -114,15 +117,20 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// A non-negative integer field (a size or a count); `None` when unset or null.
+    /// A non-negative integer field (a size or a count) of at most 2^40; `None` when unset
+    /// or null.
     pub fn opt_size(&self, key: &str) -> Result<Option<i64>> {
         match self.field(key).value() {
             None => Ok(None),
             Some(v) => match v.as_i64() {
-                Some(n) if n >= 0 => Ok(Some(n)),
+                Some(n) if (0..=MAX_SIZE).contains(&n) => Ok(Some(n)),
+                Some(n) if n > MAX_SIZE => Err(CodecError::invalid(
+                    self.path_of(key),
+                    format!("must be at most {MAX_SIZE} (2^40), got {n}"),
+                )),
                 _ => Err(CodecError::invalid(
                     self.path_of(key),
-                    format!("must be a non-negative integer, got {v}"),
+                    format!("must be a non-negative integer, got {}", shown(v)),
                 )),
             },
         }
@@ -134,24 +142,16 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| CodecError::missing(self.path_of(key)))
     }
 
-    /// A list of strings; a lone string is taken as a one-element list (older Nova sent
-    /// `force_hosts` that way). `None` when unset or null.
+    /// A list of at most 10,000 strings of at most 255 bytes; a lone string is taken as a
+    /// one-element list (older Nova sent `force_hosts` that way). `None` when unset or null.
     pub fn opt_str_list(&self, key: &str) -> Result<Option<Vec<String>>> {
         match self.field(key).value() {
             None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(vec![s.clone()])),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| match item {
-                    Value::String(s) => Ok(s.clone()),
-                    _ => Err(CodecError::invalid(
-                        format!("{}[{i}]", self.path_of(key)),
-                        "must be a string",
-                    )),
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
+            Some(Value::String(s)) => {
+                check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
+                Ok(Some(vec![s.clone()]))
+            }
+            Some(v @ Value::Array(_)) => super::bounds::strings(v, &self.path_of(key)).map(Some),
             Some(_) => Err(CodecError::invalid(
                 self.path_of(key),
                 "must be a list of strings",
@@ -193,9 +193,10 @@ pub struct NovaObject<'a> {
 }
 
 impl<'a> NovaObject<'a> {
-    /// Reads a versioned object whose name must be `expected`.
+    /// Reads a versioned object whose name must be `expected`, of the major this codec
+    /// reads for it.
     pub fn parse(value: &'a Value, expected: &str, path: impl Into<String>) -> Result<Self> {
-        let obj = Self::parse_any(value, path)?;
+        let obj = Self::parse_header(value, path)?;
         if obj.name != expected {
             return Err(CodecError::WrongObject {
                 path: obj.data.path,
@@ -203,11 +204,19 @@ impl<'a> NovaObject<'a> {
                 got: obj.name.to_string(),
             });
         }
+        versions::check(obj.name, obj.version, &obj.data.path)?;
         Ok(obj)
     }
 
-    /// Reads a versioned object of any name (namespace must still be `nova`).
+    /// Reads a versioned object of any name this codec knows (namespace `nova`), of the
+    /// major it reads for that name.
     pub fn parse_any(value: &'a Value, path: impl Into<String>) -> Result<Self> {
+        let obj = Self::parse_header(value, path)?;
+        versions::check(obj.name, obj.version, &obj.data.path)?;
+        Ok(obj)
+    }
+
+    fn parse_header(value: &'a Value, path: impl Into<String>) -> Result<Self> {
         let path = path.into();
         let head = Fields::new(value, path.clone())?;
         let name = match head.field("nova_object.name").value() {
@@ -262,61 +271,20 @@ impl<'a> NovaObject<'a> {
     }
 }
 
+/// A JSON value shown in an error message, cut to 40 characters.
+pub fn shown(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
 /// True when `value` looks like a versioned object rather than a plain dict.
 pub fn is_nova_object(value: &Value) -> bool {
     value.get("nova_object.name").is_some()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn obj(name: &str, ns: &str, version: &str) -> Value {
-        json!({"nova_object.name": name, "nova_object.namespace": ns,
-               "nova_object.version": version, "nova_object.data": {"a": 1, "n": null}})
-    }
-
-    #[test]
-    fn parse_version_reads_major_and_minor_only() {
-        let cases = [
-            ("1.15", Some((1, 15))),
-            ("4.5", Some((4, 5))),
-            ("4", None),
-            ("a.b", None),
-            ("1.2.3", None),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(parse_version(raw), want, "{raw}");
-        }
-    }
-
-    #[test]
-    fn wrong_object_name_names_expected_and_got() {
-        let err = NovaObject::parse(&obj("Flavor", "nova", "1.2"), "RequestSpec", "spec_obj")
-            .unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains("spec_obj") && msg.contains("RequestSpec") && msg.contains("Flavor"),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn foreign_namespace_and_bad_version_are_refused() {
-        let ns = NovaObject::parse_any(&obj("Flavor", "cinder", "1.2"), "x").unwrap_err();
-        assert!(ns.to_string().contains("nova_object.namespace"), "{ns}");
-        let ver = NovaObject::parse_any(&obj("Flavor", "nova", "one"), "x").unwrap_err();
-        assert!(ver.to_string().contains("nova_object.version"), "{ver}");
-    }
-
-    #[test]
-    fn absent_means_unset_and_null_means_none() {
-        let v = obj("Flavor", "nova", "1.2");
-        let o = NovaObject::parse(&v, "Flavor", "f").unwrap();
-        assert_eq!(o.data.field("missing"), FieldValue::Unset);
-        assert_eq!(o.data.field("n"), FieldValue::Null);
-        assert_eq!(o.data.field("a"), FieldValue::Set(&json!(1)));
-        assert_eq!(o.data.opt_size("n").unwrap(), None);
-    }
-}
+#[path = "object_tests.rs"]
+mod tests;

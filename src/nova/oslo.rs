@@ -92,7 +92,10 @@ impl RpcMessage {
         let text = |key: &str| -> Result<Option<String>> {
             match map.get(key) {
                 None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(Value::String(s)) => {
+                    super::bounds::check_len(key, s, super::bounds::MAX_NAME_BYTES)?;
+                    Ok(Some(s.clone()))
+                }
                 Some(_) => Err(CodecError::invalid(key, "must be a string")),
             }
         };

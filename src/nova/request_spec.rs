@@ -1,8 +1,13 @@
 //! Decoding Nova's RequestSpec 1.x primitive into the parts a scheduler acts on.
 
+use super::bounds::{check_count, check_len, MAX_NAME_BYTES, MAX_TEXT_BYTES};
+use super::destination::{RequestGroup, RequestLevelParams, RequestedDestination};
 use super::error::{CodecError, Result};
+pub use super::group::{InstanceGroup, Limits};
+use super::image::Image;
 use super::object::{Fields, NovaObject};
-use crate::domain::{Destination, GroupPolicy, RequestContext, Resources, ServerGroup};
+use super::specs::{settings, ResourceSpecs};
+use crate::domain::{Destination, RequestContext, Resources};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -11,8 +16,8 @@ use std::collections::BTreeMap;
 /// than allocated.
 pub const MAX_INSTANCES: i64 = 10_000;
 
-/// The sizes of a Nova Flavor (or FlavorPayload) that make up a demand.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// The sizes of a Nova Flavor (or FlavorPayload) that make up a demand, and its extra specs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Flavor {
     pub name: Option<String>,
     pub flavorid: Option<String>,
@@ -22,12 +27,27 @@ pub struct Flavor {
     pub ephemeral_gb: i64,
     /// Swap in MB.
     pub swap: i64,
+    /// `extra_specs` (keys and values at most 255 bytes, as Nova stores them).
+    pub extra_specs: BTreeMap<String, String>,
 }
 
 impl Flavor {
     /// Reads the flavor fields of a Flavor object's data or of a legacy flavor dict;
     /// `vcpus`, `memory_mb` and `root_gb` are required, `ephemeral_gb` and `swap` default to 0.
     pub fn from_fields(f: &Fields<'_>) -> Result<Self> {
+        let mut extra_specs = BTreeMap::new();
+        if let Some(specs) = f.opt_dict("extra_specs")? {
+            check_count(specs.path(), specs.map().len())?;
+            for (key, value) in specs.map() {
+                let path = specs.path_of(key);
+                check_len(&path, key, MAX_NAME_BYTES)?;
+                let Value::String(value) = value else {
+                    return Err(CodecError::invalid(path, "must be a string"));
+                };
+                check_len(&path, value, MAX_NAME_BYTES)?;
+                extra_specs.insert(key.clone(), value.clone());
+            }
+        }
         Ok(Flavor {
             name: f.opt_str("name")?,
             flavorid: f.opt_id("flavorid")?,
@@ -36,18 +56,22 @@ impl Flavor {
             root_gb: f.req_size("root_gb")?,
             ephemeral_gb: f.opt_size("ephemeral_gb")?.unwrap_or(0),
             swap: f.opt_size("swap")?.unwrap_or(0),
+            extra_specs,
         })
     }
 
-    /// The demand vector as Nova's `resources_from_request_spec` computes it:
-    /// DISK_GB = root_gb (unless boot-from-volume) + ephemeral_gb + ⌈swap / 1024⌉.
+    /// The demand vector as Nova's `resources_from_request_spec` computes it without extra
+    /// specs: DISK_GB = root_gb (unless boot-from-volume) + ephemeral_gb + ⌈swap / 1024⌉.
     pub fn demand(&self, is_bfv: bool) -> Resources {
+        Resources::new(self.vcpus, self.memory_mb, self.disk_gb(is_bfv))
+    }
+
+    /// DISK_GB of the flavor: root (unless boot-from-volume) + ephemeral + swap in GB.
+    pub fn disk_gb(&self, is_bfv: bool) -> i64 {
         let root = if is_bfv { 0 } else { self.root_gb };
         let swap_gb = self.swap / 1024 + i64::from(self.swap % 1024 != 0);
-        let disk = root
-            .saturating_add(self.ephemeral_gb)
-            .saturating_add(swap_gb);
-        Resources::new(self.vcpus, self.memory_mb, disk)
+        root.saturating_add(self.ephemeral_gb)
+            .saturating_add(swap_gb)
     }
 
     /// The name a request is counted under per flavor (name, else flavorid, else sizes).
@@ -59,97 +83,14 @@ impl Flavor {
     }
 }
 
-/// The parts of Nova's InstanceGroup a scheduler uses.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct InstanceGroup {
-    /// `policy` (1.11), or the first of the older `policies` list; `None` when neither is set.
-    pub policy: Option<GroupPolicy>,
-    pub hosts: Vec<String>,
-    pub members: Vec<String>,
-    /// `rules.max_server_per_host`, when set.
-    pub max_server_per_host: Option<i64>,
-}
-
-impl InstanceGroup {
-    /// Reads an InstanceGroup object's data (or a legacy dict with the same keys).
-    pub fn from_fields(g: &Fields<'_>) -> Result<Self> {
-        let name = match g.opt_str("policy")? {
-            Some(p) => Some(p),
-            None => g
-                .opt_str_list("policies")?
-                .and_then(|l| l.into_iter().next()),
-        };
-        let policy = match name {
-            None => None,
-            Some(n) => Some(GroupPolicy::parse(&n).ok_or_else(|| {
-                CodecError::invalid(g.path_of("policy"), format!("is not a known policy: {n:?}"))
-            })?),
-        };
-        let max_server_per_host = match g.opt_dict("rules")? {
-            None => None,
-            Some(rules) => read_rule(&rules, "max_server_per_host")?,
-        };
-        Ok(InstanceGroup {
-            policy,
-            hosts: g.opt_str_list("hosts")?.unwrap_or_default(),
-            members: g.opt_str_list("members")?.unwrap_or_default(),
-            max_server_per_host,
-        })
-    }
-
-    /// The scheduling constraint, when the group has a policy.
-    pub fn server_group(&self) -> Option<ServerGroup> {
-        Some(ServerGroup {
-            policy: self.policy?,
-            hosts: self.hosts.clone(),
-            max_server_per_host: self.max_server_per_host.unwrap_or(1),
-        })
-    }
-}
-
-/// Reads a positive integer rule given as a number or a numeric string (Nova stores rules
-/// as strings).
-fn read_rule(rules: &Fields<'_>, key: &str) -> Result<Option<i64>> {
-    let parsed = match rules.field(key).value() {
-        None => return Ok(None),
-        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
-        Some(v) => v.as_i64(),
-    };
-    match parsed {
-        Some(n) if n >= 1 => Ok(Some(n)),
-        _ => Err(CodecError::invalid(
-            rules.path_of(key),
-            "must be a positive integer",
-        )),
-    }
-}
-
-/// SchedulerLimits 1.0 (oversubscription limits a host reported; all optional).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Limits {
-    pub vcpu: Option<i64>,
-    pub memory_mb: Option<i64>,
-    pub disk_gb: Option<i64>,
-}
-
-impl Limits {
-    /// Reads a SchedulerLimits object's data.
-    pub fn from_fields(l: &Fields<'_>) -> Result<Self> {
-        Ok(Limits {
-            vcpu: l.opt_size("vcpu")?,
-            memory_mb: l.opt_size("memory_mb")?,
-            disk_gb: l.opt_size("disk_gb")?,
-        })
-    }
-}
-
 /// What Parasol keeps of a RequestSpec (1.x, or the legacy 4.0 dicts).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RequestSpec {
     /// The object version it came as; `(1, 0)` for legacy dicts.
     pub version: (u32, u32),
     pub flavor: Flavor,
-    /// The demand of one instance, from the flavor and `is_bfv`.
+    /// The demand of one instance, from the flavor and `is_bfv` (extra specs not applied;
+    /// see [`super::resource_request`] for Nova's whole resource request).
     pub demand: Resources,
     pub num_instances: i64,
     pub instance_uuid: Option<String>,
@@ -157,14 +98,24 @@ pub struct RequestSpec {
     pub ignore_hosts: Vec<String>,
     pub force_hosts: Vec<String>,
     pub force_nodes: Vec<String>,
+    /// Host and node of `destination`.
     pub requested_destination: Option<Destination>,
+    /// The whole `requested_destination`, aggregates included.
+    pub destination: Option<RequestedDestination>,
     pub instance_group: Option<InstanceGroup>,
     pub is_bfv: bool,
     /// Hints as lists of strings (a scalar hint becomes a one-element list).
     pub scheduler_hints: BTreeMap<String, Vec<String>>,
     pub limits: Option<Limits>,
     pub project_id: Option<String>,
+    pub user_id: Option<String>,
     pub image_id: Option<String>,
+    pub image: Option<Image>,
+    /// Resource requests from outside the flavor (ports, device profiles).
+    pub requested_resources: Vec<RequestGroup>,
+    pub request_level: RequestLevelParams,
+    /// The extra specs and image properties that shape the resource request, checked.
+    pub resource_specs: ResourceSpecs,
 }
 
 impl RequestSpec {
@@ -176,18 +127,14 @@ impl RequestSpec {
     /// Decodes a RequestSpec primitive found at `path` (used in error messages).
     pub fn from_primitive_at(value: &Value, path: &str) -> Result<Self> {
         let obj = NovaObject::parse(value, "RequestSpec", path)?;
-        obj.require_major(1)?;
         let d = &obj.data;
         let flavor = match d.opt_object("flavor", "Flavor")? {
             Some(f) => Flavor::from_fields(&f.data)?,
             None => return Err(CodecError::missing(d.path_of("flavor"))),
         };
         let is_bfv = d.opt_bool("is_bfv")?.unwrap_or(false);
-        let requested_destination = match d.opt_object("requested_destination", "Destination")? {
-            Some(dest) => Some(Destination {
-                host: dest.data.opt_str("host")?,
-                node: dest.data.opt_str("node")?,
-            }),
+        let destination = match d.opt_object("requested_destination", "Destination")? {
+            Some(dest) => Some(RequestedDestination::from_fields(&dest.data)?),
             None => None,
         };
         let instance_group = match d.opt_object("instance_group", "InstanceGroup")? {
@@ -198,28 +145,56 @@ impl RequestSpec {
             Some(l) => Some(Limits::from_fields(&l.data)?),
             None => None,
         };
-        let image_id = match d.opt_object("image", "ImageMeta")? {
-            Some(i) => i.data.opt_id("id")?,
+        let image = match d.field("image").value() {
+            Some(v) => Some(Image::from_value(v, d.path_of("image"))?),
             None => None,
         };
+        let request_level = match d.opt_object("request_level_params", "RequestLevelParams")? {
+            Some(p) => RequestLevelParams::from_fields(&p.data)?,
+            None => RequestLevelParams::default(),
+        };
+        let paths = (
+            format!("{}.flavor.extra_specs", d.path()),
+            format!("{}.image.properties", d.path()),
+        );
+        let resource_specs = ResourceSpecs::parse(
+            &settings(&flavor.extra_specs, image.as_ref(), &paths),
+            flavor.vcpus as u64,
+        )?;
         Ok(RequestSpec {
             version: obj.version,
             demand: flavor.demand(is_bfv),
             flavor,
             num_instances: read_num_instances(d)?,
-            instance_uuid: d.opt_str("instance_uuid")?,
+            instance_uuid: d.opt_uuid("instance_uuid")?,
             availability_zone: d.opt_str("availability_zone")?,
             ignore_hosts: d.opt_str_list("ignore_hosts")?.unwrap_or_default(),
             force_hosts: d.opt_str_list("force_hosts")?.unwrap_or_default(),
             force_nodes: d.opt_str_list("force_nodes")?.unwrap_or_default(),
-            requested_destination,
+            requested_destination: destination
+                .as_ref()
+                .map(RequestedDestination::host_and_node),
+            destination,
             instance_group,
             is_bfv,
             scheduler_hints: read_hints(d, "scheduler_hints")?,
             limits,
             project_id: d.opt_str("project_id")?,
-            image_id,
+            user_id: d.opt_str("user_id")?,
+            image_id: image.as_ref().and_then(|i| i.id.clone()),
+            image,
+            requested_resources: RequestGroup::list(d, "requested_resources")?,
+            request_level,
+            resource_specs,
         })
+    }
+
+    /// True for a rebuild (`_nova_check_type` hint `["rebuild"]`): Nova asks Placement
+    /// nothing then, the instance keeps its allocation.
+    pub fn is_rebuild(&self) -> bool {
+        self.scheduler_hints
+            .get("_nova_check_type")
+            .is_some_and(|v| v.len() == 1 && v[0] == "rebuild")
     }
 
     /// One scheduling context per instance to place: one per `instance_uuids` entry; when
@@ -268,27 +243,41 @@ pub(crate) fn read_num_instances(d: &Fields<'_>) -> Result<i64> {
     }
 }
 
-/// Scheduler hints as lists of strings; scalars become one-element lists.
+/// Scheduler hints as lists of strings; scalars become one-element lists. At most 10,000
+/// hints of at most 10,000 values; keys at most 255 bytes, values at most 64 KiB.
 pub(crate) fn read_hints(d: &Fields<'_>, key: &str) -> Result<BTreeMap<String, Vec<String>>> {
     let Some(hints) = d.opt_dict(key)? else {
         return Ok(BTreeMap::new());
     };
-    let text = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+    check_count(hints.path(), hints.map().len())?;
+    let text = |path: String, v: &Value| -> Result<String> {
+        let s = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        check_len(&path, &s, MAX_TEXT_BYTES).map(|_| s)
     };
-    Ok(hints
+    hints
         .map()
         .iter()
         .map(|(k, v)| {
+            let path = hints.path_of(k);
+            check_len(&path, k, MAX_NAME_BYTES)?;
             let values = match v {
-                Value::Array(items) => items.iter().map(text).collect(),
+                Value::Array(items) => {
+                    check_count(&path, items.len())?;
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, item)| text(format!("{path}[{i}]"), item))
+                        .collect::<Result<Vec<_>>>()?
+                }
                 Value::Null => Vec::new(),
-                other => vec![text(other)],
+                other => vec![text(path, other)?],
             };
-            (k.clone(), values)
+            Ok((k.clone(), values))
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

@@ -204,7 +204,8 @@ fn errors_name_the_field_that_is_wrong() {
 
 #[test]
 fn contexts_use_given_uuids_then_the_spec_uuid_then_fresh_ones() {
-    let one = RequestSpec::from_primitive(&spec(json!({"flavor": small(), "instance_uuid": "u0"})))
+    const U0: &str = "178b0921-8f85-4257-88b6-2e743b5a975c";
+    let one = RequestSpec::from_primitive(&spec(json!({"flavor": small(), "instance_uuid": U0})))
         .unwrap();
     let given = one.contexts(&["a".to_string(), "b".to_string()]);
     assert_eq!(
@@ -214,7 +215,7 @@ fn contexts_use_given_uuids_then_the_spec_uuid_then_fresh_ones() {
             .collect::<Vec<_>>(),
         vec!["a", "b"]
     );
-    assert_eq!(one.contexts(&[])[0].instance_uuid, "u0");
+    assert_eq!(one.contexts(&[])[0].instance_uuid, U0);
     assert_eq!(one.contexts(&[])[0].demand, Resources::new(1, 2048, 20));
     assert_eq!(one.contexts(&[])[0].flavor, "m1.small");
 

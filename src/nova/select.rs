@@ -1,9 +1,10 @@
 //! The arguments of `select_destinations`, from an RPC call of any 4.x version or the HTTP body.
 
+use super::bounds::refuse_duplicates;
 use super::error::{CodecError, Result};
 use super::legacy::decode_legacy;
 use super::object::Fields;
-use super::request_spec::RequestSpec;
+use super::request_spec::{RequestSpec, MAX_INSTANCES};
 use serde_json::Value;
 
 /// `select_destinations(ctxt, spec_obj, instance_uuids, return_objects=False,
@@ -11,7 +12,8 @@ use serde_json::Value;
 #[derive(Clone, Debug, PartialEq)]
 pub struct SelectDestinationsArgs {
     pub spec: RequestSpec,
-    /// Uuids of the instances to place (may be empty; see [`RequestSpec::contexts`]).
+    /// Uuids of the instances to place (may be empty; see [`RequestSpec::contexts`]): at
+    /// most [`MAX_INSTANCES`], each a UUID (lowercased), none twice.
     pub instance_uuids: Vec<String>,
     /// Answer Selection objects rather than the legacy host dicts.
     pub return_objects: bool,
@@ -37,6 +39,7 @@ impl SelectDestinationsArgs {
             let request_spec = a.required("request_spec")?;
             let (spec, instance_uuids) =
                 decode_legacy(request_spec, a.field("filter_properties").value())?;
+            check_instances("args.request_spec.instance_uuids", &instance_uuids)?;
             return Ok(SelectDestinationsArgs {
                 spec,
                 instance_uuids,
@@ -59,13 +62,31 @@ impl SelectDestinationsArgs {
 
     fn from_fields(a: &Fields<'_>, spec_key: &str) -> Result<Self> {
         let spec_value = a.required(spec_key)?;
+        let spec = RequestSpec::from_primitive_at(spec_value, &a.path_of(spec_key))?;
+        let instance_uuids = a.opt_uuid_list("instance_uuids")?.unwrap_or_default();
+        check_instances(&a.path_of("instance_uuids"), &instance_uuids)?;
         Ok(SelectDestinationsArgs {
-            spec: RequestSpec::from_primitive_at(spec_value, &a.path_of(spec_key))?,
-            instance_uuids: a.opt_str_list("instance_uuids")?.unwrap_or_default(),
+            spec,
+            instance_uuids,
             return_objects: a.opt_bool("return_objects")?.unwrap_or(false),
             return_alternates: a.opt_bool("return_alternates")?.unwrap_or(false),
         })
     }
+}
+
+/// At most [`MAX_INSTANCES`] uuids, none twice: two selections for one instance would
+/// claim twice what one allocation holds.
+fn check_instances(path: &str, uuids: &[String]) -> Result<()> {
+    if uuids.len() as i64 > MAX_INSTANCES {
+        return Err(CodecError::invalid(
+            path,
+            format!(
+                "must list at most {MAX_INSTANCES} instances, got {}",
+                uuids.len()
+            ),
+        ));
+    }
+    refuse_duplicates(path, uuids)
 }
 
 #[cfg(test)]
@@ -125,8 +146,10 @@ mod tests {
             err.to_string().contains("version 3.9 is not supported"),
             "{err}"
         );
-        let args = json!({"spec_obj": spec(), "instance_uuids": ["a"]});
+        let args = json!({"spec_obj": spec(), "instance_uuids": [A]});
         let d = SelectDestinationsArgs::from_rpc_args(&args, (4, 4)).unwrap();
-        assert_eq!(d.instance_uuids, vec!["a"]);
+        assert_eq!(d.instance_uuids, vec![A]);
     }
+
+    const A: &str = "178b0921-8f85-4257-88b6-2e743b5a975c";
 }

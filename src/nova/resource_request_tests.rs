@@ -1,0 +1,236 @@
+//! Unit tests of the translation; `tests/nova_translation.rs` compares it with Nova's own.
+
+use super::*;
+use crate::nova::request_filters::{Aggregate, ComputeNodeRef};
+use serde_json::{json, Value};
+
+fn object(name: &str, version: &str, data: Value) -> Value {
+    json!({"nova_object.name": name, "nova_object.namespace": "nova",
+           "nova_object.version": version, "nova_object.data": data})
+}
+
+fn spec(extra_specs: Value, more: Value) -> RequestSpec {
+    let mut data = json!({"flavor": object("Flavor", "1.2", json!({"name": "f", "vcpus": 2,
+        "memory_mb": 1024, "root_gb": 10, "ephemeral_gb": 0, "swap": 0, "extra_specs": extra_specs})),
+        "project_id": "p1"});
+    for (k, v) in more.as_object().unwrap() {
+        data[k] = v.clone();
+    }
+    RequestSpec::from_primitive(&object("RequestSpec", "1.15", data)).unwrap()
+}
+
+fn node(host: &str, node: &str, uuid: &str) -> ComputeNodeRef {
+    ComputeNodeRef {
+        host: host.into(),
+        node: node.into(),
+        uuid: uuid.into(),
+    }
+}
+
+#[test]
+fn a_plain_flavor_asks_its_three_classes_and_forbids_disabled_computes() {
+    let r = translate(
+        &spec(json!({}), json!({})),
+        &RequestFilterOptions::default(),
+        &CloudView::default(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        r.to_querystring(),
+        "limit=1000&resources=DISK_GB%3A10%2CMEMORY_MB%3A1024%2CVCPU%3A2&root_required=%21COMPUTE_STATUS_DISABLED"
+    );
+}
+
+#[test]
+fn dedicated_cpus_ask_pcpu_and_the_fallback_asks_vcpu() {
+    let s = spec(
+        json!({"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "require"}),
+        json!({}),
+    );
+    let opts = RequestFilterOptions::default();
+    let pinned = translate(&s, &opts, &CloudView::default(), true).unwrap();
+    assert_eq!(pinned.resources.get("PCPU"), Some(&2));
+    assert!(
+        pinned.cpu_pinning_requested && pinned.required_traits.contains("HW_CPU_HYPERTHREADING")
+    );
+    let fallback = translate(&s, &opts, &CloudView::default(), false).unwrap();
+    assert_eq!(
+        (
+            fallback.resources.get("VCPU"),
+            fallback.resources.get("PCPU")
+        ),
+        (Some(&2), None)
+    );
+    assert!(fallback.required_traits.is_empty());
+}
+
+#[test]
+fn forced_hosts_resolve_to_in_tree_or_lift_the_limit_or_refuse() {
+    let nodes = [
+        node("h1", "n1", "u1"),
+        node("h2", "n2a", "u2a"),
+        node("h2", "n2b", "u2b"),
+    ];
+    let cloud = CloudView {
+        compute_nodes: &nodes,
+        ..CloudView::default()
+    };
+    let opts = RequestFilterOptions::default();
+    let run = |more: Value| translate(&spec(json!({}), more), &opts, &cloud, true);
+    assert_eq!(
+        run(json!({"force_hosts": ["h1"]}))
+            .unwrap()
+            .in_tree
+            .as_deref(),
+        Some("u1")
+    );
+    let two = run(json!({"force_hosts": ["h2"]})).unwrap();
+    assert_eq!((two.in_tree, two.limit), (None, None));
+    assert_eq!(
+        run(json!({"force_nodes": ["n2b"]}))
+            .unwrap()
+            .in_tree
+            .as_deref(),
+        Some("u2b")
+    );
+    assert_eq!(
+        run(json!({"force_hosts": ["ghost"]})).unwrap_err(),
+        Refusal::NoValidHost("No such host - host: ghost node: None ".into())
+    );
+}
+
+#[test]
+fn tenant_and_zone_aggregates_become_member_of_groups() {
+    let aggs = [
+        Aggregate {
+            uuid: "t1".into(),
+            metadata: [("filter_tenant_id".to_string(), "p1".to_string())].into(),
+        },
+        Aggregate {
+            uuid: "z1".into(),
+            metadata: [("availability_zone".to_string(), "az".to_string())].into(),
+        },
+    ];
+    let cloud = CloudView {
+        aggregates: &aggs,
+        ..CloudView::default()
+    };
+    let opts = RequestFilterOptions {
+        limit_tenants_to_placement_aggregate: true,
+        ..Default::default()
+    };
+    let r = translate(
+        &spec(json!({}), json!({"availability_zone": "az"})),
+        &opts,
+        &cloud,
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        r.member_of,
+        vec![vec!["t1".to_string()], vec!["z1".to_string()]]
+    );
+    let required = RequestFilterOptions {
+        placement_aggregate_required_for_tenants: true,
+        ..opts
+    };
+    let stranger = spec(json!({}), json!({"project_id": "p9"}));
+    assert!(matches!(
+        translate(&stranger, &required, &cloud, true),
+        Err(Refusal::NoValidHost(_))
+    ));
+}
+
+#[test]
+fn what_needs_nested_providers_is_unsupported_with_its_reason() {
+    let opts = RequestFilterOptions::default();
+    let cases = [
+        (
+            spec(json!({"resources1:CUSTOM_FPGA": "1"}), json!({})),
+            "numbered request groups (1)",
+        ),
+        (
+            spec(json!({"hw:mem_encryption": "true"}), json!({})),
+            "memory encryption",
+        ),
+        (
+            spec(json!({"accel:device_profile": "gpu"}), json!({})),
+            "device profiles",
+        ),
+        (
+            spec(
+                json!({}),
+                json!({"request_level_params": object("RequestLevelParams", "1.1",
+                json!({"same_subtree": [["a", "b"]]}))}),
+            ),
+            "same_subtree",
+        ),
+    ];
+    for (s, want) in cases {
+        match translate(&s, &opts, &CloudView::default(), true) {
+            Err(Refusal::Unsupported(reason)) => {
+                assert!(reason.contains(want), "{reason:?} lacks {want:?}")
+            }
+            other => panic!("{want}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn malformed_extra_specs_are_codec_errors_naming_the_key() {
+    let cases = [
+        (
+            json!({"resources:VCPU": "abc"}),
+            "extra_specs.resources:VCPU",
+        ),
+        (
+            json!({"resources:NOT_A_CLASS": "1"}),
+            "extra_specs.resources:NOT_A_CLASS",
+        ),
+        (json!({"trait:X": "maybe"}), "extra_specs.trait:X"),
+        (
+            json!({"hw:cpu_policy": "bogus"}),
+            "extra_specs.hw:cpu_policy",
+        ),
+        (
+            json!({"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": "0-9"}),
+            "extra_specs.hw:cpu_dedicated_mask",
+        ),
+        (
+            json!({"hw:tpm_version": "1.2", "hw:tpm_model": "tpm-crb"}),
+            "extra_specs.hw:tpm_model",
+        ),
+        (
+            json!({"resources:VCPU": 4}),
+            "extra_specs.resources:VCPU must be a string",
+        ),
+    ];
+    for (extra, want) in cases {
+        let v = object(
+            "RequestSpec",
+            "1.15",
+            json!({"flavor": object("Flavor", "1.2",
+            json!({"vcpus": 2, "memory_mb": 1, "root_gb": 1, "extra_specs": extra}))}),
+        );
+        let err = RequestSpec::from_primitive(&v).unwrap_err().to_string();
+        assert!(err.contains(want), "{err:?} should contain {want:?}");
+    }
+}
+
+#[test]
+fn an_unknown_class_or_trait_is_left_for_the_scheduler_to_refuse() {
+    let s = spec(
+        json!({"resources:CUSTOM_NOBODY": "1", "trait:CUSTOM_NOBODY": "required"}),
+        json!({}),
+    );
+    let r = translate(
+        &s,
+        &RequestFilterOptions::default(),
+        &CloudView::default(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(r.resources.get("CUSTOM_NOBODY"), Some(&1));
+    assert!(r.required_traits.contains("CUSTOM_NOBODY"));
+}
