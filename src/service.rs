@@ -17,9 +17,11 @@ pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), St
     tokio::spawn(reload_on_sighup(state, config));
     tokio::spawn(async move {
         shutdown_signal().await;
+        crate::systemd::stopping();
         tracing::info!("stopping: finishing in-flight requests");
         handle.stop(true).await;
     });
+    crate::systemd::ready("serving");
     app.run_until_stopped()
         .await
         .map_err(|source| StartupError::Bind {
@@ -59,17 +61,23 @@ async fn reload_on_sighup(state: web::Data<AppState>, (path, explicit): (PathBuf
             return;
         };
         while hup.recv().await.is_some() {
-            reload(&state, &path, explicit).await;
+            crate::systemd::reloading();
+            let applied = reload(&state, &path, explicit).await;
+            crate::systemd::ready(if applied {
+                "serving"
+            } else {
+                "serving; last reload refused"
+            });
         }
     }
 }
 
 /// Applies the configuration in `path` to the running service, or logs why it was refused.
 pub async fn reload(state: &AppState, path: &std::path::Path, explicit: bool) -> bool {
-    match Settings::load(path, explicit) {
-        Ok(settings) => match state.scheduler.reconfigure(Arc::new(settings)).await {
+    match Settings::load_with_source(path, explicit) {
+        Ok((settings, source)) => match state.scheduler.reconfigure(Arc::new(settings)).await {
             Ok(()) => {
-                tracing::info!(file = %path.display(), "configuration reloaded");
+                tracing::info!(%source, "configuration reloaded");
                 true
             }
             Err(e) => {

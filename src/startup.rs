@@ -156,6 +156,9 @@ fn http_server(
     let workers = settings.server.http_workers;
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(actix_web::middleware::from_fn(
+                crate::telemetry::request_span,
+            ))
             .app_data(state.clone())
             .app_data(web::Data::new(BodyLimit(limit)))
             .route(

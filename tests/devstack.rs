@@ -94,6 +94,7 @@ fn config_check_refuses_an_enabled_placement_sync_without_credentials() {
 fn the_systemd_unit_checks_the_config_logs_to_journald_and_reloads_with_sighup() {
     let unit = std::fs::read_to_string(Path::new(REPO).join("etc/parasol.service")).expect("unit");
     for line in [
+        "Type=notify",
         "ExecStartPre=/usr/local/bin/parasol config check /etc/parasol/parasol.toml",
         "ExecStart=/usr/local/bin/parasol --config /etc/parasol/parasol.toml serve",
         "ExecReload=/bin/kill -HUP $MAINPID",

@@ -31,6 +31,7 @@ pub async fn place(state: &AppState, args: SelectDestinationsArgs) -> Result<Val
     let span = tracing::info_span!(
         "select_destinations",
         instances = requests.len(),
+        instance_uuids = %args.instance_uuids.join(","),
         backend = state.scheduler.backend().kind().as_str()
     );
     let demand_of: Vec<_> = requests.iter().map(|r| r.demand).collect();
