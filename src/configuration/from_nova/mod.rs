@@ -46,11 +46,13 @@ pub struct Translation {
     pub warnings: Vec<String>,
 }
 
-/// The options carried so far, by Parasol section, each with the Nova option it came from;
-/// the Nova options read; the warnings.
+/// One carried option: Parasol key, value, and the Nova option it came from.
+type Carried = (String, Value, String);
+
+/// The options carried so far, by Parasol section; the Nova options read; the warnings.
 #[derive(Default)]
 struct Out {
-    sections: Vec<(&'static str, Vec<(String, Value, String)>)>,
+    sections: Vec<(&'static str, Vec<Carried>)>,
     read: Vec<(String, String)>,
     warnings: Vec<String>,
 }
