@@ -173,6 +173,8 @@ fn http_server(
             .route("/v1/stats", web::get().to(routes::get_stats))
             .route("/healthz", web::get().to(routes::healthz))
             .route("/metrics", web::get().to(routes::metrics))
+            .route("/", web::get().to(routes::live_page))
+            .route("/assets/{name}", web::get().to(routes::asset))
     });
     if workers > 0 {
         server = server.workers(workers);
