@@ -172,7 +172,11 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
         message["_msg_id"] = json!(uuid::Uuid::new_v4().simple().to_string());
         message["_unique_id"] = json!(uuid::Uuid::new_v4().simple().to_string());
     };
-    let failure = reply.failure.as_ref().map(|f| f.to_string()).unwrap_or_default();
+    let failure = reply
+        .failure
+        .as_ref()
+        .map(|f| f.to_string())
+        .unwrap_or_default();
     assert!(failure.contains("NoValidHost"), "{reply:?}");
     client.close().await;
 
