@@ -1,7 +1,8 @@
 //! `parasol serve` as systemd runs it: JSON log lines carrying Nova's request id and the
 //! instance uuids (over HTTP and over Nova's RPC on the real RabbitMQ), and the sd_notify
 //! protocol on a datagram socket this test opens as `NOTIFY_SOCKET`: `READY=1` once serving,
-//! `RELOADING=1` + `MONOTONIC_USEC` then `READY=1` around SIGHUP, `STOPPING=1` on SIGTERM.
+//! `RELOADING=1` + `MONOTONIC_USEC` then `READY=1` around SIGHUP, `STOPPING=1` on SIGTERM. A
+//! reload logs the file it read, and a backend switch only when the backend changed.
 
 use parasol::rpc::RpcClient;
 use serde_json::{json, Value};
@@ -198,6 +199,16 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
     assert!(usec.parse::<u64>().unwrap() > 0, "{usec}");
     let ready = next_notification(&notify);
     assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+    // The same file again: reloaded, but no backend switch is logged.
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    for want in ["RELOADING=1", "READY=1"] {
+        let got = next_notification(&notify);
+        assert!(got.lines().any(|l| l == want), "{want}: {got:?}");
+    }
 
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
@@ -240,15 +251,21 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
         find(&rpc_request_id, &rpc_uuid, "no host passed the filters"),
         "{log}"
     );
-    let reloaded = lines
+    let reloads: Vec<&Value> = lines
         .iter()
-        .find(|l| l["message"] == "configuration reloaded")
-        .unwrap_or_else(|| panic!("{log}"));
-    assert_eq!(reloaded["source"], file.display().to_string());
-    assert!(
-        lines
-            .iter()
-            .any(|l| l["message"] == "backend switched" && l["to"] == "apsr"),
-        "{log}"
+        .filter(|l| l["message"] == "configuration reloaded")
+        .collect();
+    assert_eq!(reloads.len(), 2, "{log}");
+    for reloaded in reloads {
+        assert_eq!(reloaded["source"], file.display().to_string());
+    }
+    let switches: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "backend switched")
+        .collect();
+    assert_eq!(switches.len(), 1, "only the real switch is logged: {log}");
+    assert_eq!(
+        (&switches[0]["from"], &switches[0]["to"]),
+        (&json!("filter"), &json!("apsr"))
     );
 }

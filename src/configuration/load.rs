@@ -166,8 +166,8 @@ pub fn nova_policy_keys() -> Vec<String> {
     }
 }
 
-/// Moves `[filter_scheduler]` keys (Nova's names) into `[policy]`. A key set in both is
-/// refused, unless the `[policy]` one comes from the environment, which overrides files.
+/// Moves `[filter_scheduler]` keys (Nova's names) into `[policy]`. A key the file sets under
+/// both names is refused; one set by the environment overrides the file's.
 fn fold_nova_section(tree: &mut Map<String, Value>, origin: Origin) -> Result<(), ConfigError> {
     let Some(section) = tree.remove(NOVA_SECTION) else {
         return Ok(());
@@ -196,15 +196,16 @@ fn fold_nova_section(tree: &mut Map<String, Value>, origin: Origin) -> Result<()
                 format!("is not an option Parasol has{origin}; {hint}"),
             ));
         }
+        let from_env = |v: &Value| v.origin() == Some(ENVIRONMENT);
         match policy.get(&key) {
-            Some(set) if set.origin() != Some(ENVIRONMENT) => {
+            Some(set) if !from_env(set) && !from_env(&value) => {
                 return Err(ConfigError::key(
                     full,
                     format!("is also set as `policy.{key}`: keep one of the two"),
                 ))
             }
-            Some(_) => {}
-            None => {
+            Some(set) if from_env(set) => {}
+            _ => {
                 policy.insert(key, value);
             }
         }

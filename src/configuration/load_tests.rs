@@ -136,3 +136,33 @@ fn every_default_key_round_trips_through_the_schema() {
         serde_json::to_value(Settings::default()).unwrap()
     );
 }
+
+#[test]
+fn the_environment_overrides_either_name_of_a_nova_option() {
+    let value = |origin: &str, n: i64| Value::new(Some(&origin.to_string()), ValueKind::I64(n));
+    let table = |key: &str, v: Value| {
+        let mut m = Map::new();
+        m.insert(key.to_string(), v);
+        Value::new(None, ValueKind::Table(m))
+    };
+    let cases = [
+        ("parasol.toml", ENVIRONMENT, 2),
+        (ENVIRONMENT, "parasol.toml", 1),
+    ];
+    for (policy_origin, nova_origin, want) in cases {
+        let mut tree = Map::new();
+        tree.insert(
+            "policy".into(),
+            table("host_subset_size", value(policy_origin, 1)),
+        );
+        tree.insert(
+            NOVA_SECTION.into(),
+            table("host_subset_size", value(nova_origin, 2)),
+        );
+        fold_nova_section(&mut tree, Origin(None)).unwrap();
+        let ValueKind::Table(policy) = &tree["policy"].kind else {
+            panic!("policy is a table")
+        };
+        assert_eq!(policy["host_subset_size"].clone().into_int().unwrap(), want);
+    }
+}
