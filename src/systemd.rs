@@ -1,7 +1,9 @@
 //! systemd's readiness protocol (sd_notify(3)) for the unit's `Type=notify`: `READY=1` once
 //! the service serves, `RELOADING=1` with `MONOTONIC_USEC` then `READY=1` around a SIGHUP
-//! reload, `STOPPING=1` on shutdown. Sent with the `sd-notify` crate to `$NOTIFY_SOCKET`;
-//! without that variable (not under systemd) every call does nothing.
+//! reload, `STOPPING=1` on shutdown. Sent with the `sd-notify` crate to `$NOTIFY_SOCKET`
+//! (pure Rust, no libsystemd to link, abstract sockets supported, kept up with systemd's
+//! protocol: `MONOTONIC_USEC`); without that variable (not under systemd) every call does
+//! nothing.
 
 use sd_notify::NotifyState;
 

@@ -39,11 +39,16 @@ function figures(b) {
     requests: b.requests,
     placed: b.placed,
   };
-  if (w.avoidable_decline_ratio !== undefined) f.avoidable_decline_ratio = w.avoidable_decline_ratio;
-  // Declines by cause: the window's when it has them, else the whole run's.
+  // Avoidable declines and declines by cause: the window's when it has them, else the run's.
+  const avoidable = w.avoidable_decline_ratio !== undefined ? w : b;
+  if (avoidable.avoidable_decline_ratio !== undefined) {
+    f.avoidable_decline_ratio = avoidable.avoidable_decline_ratio;
+  }
+  const avoidableScope = avoidable === w ? "" : " (run)";
   const causes = w.declines_by_cause || b.declines_by_cause;
   const attempts = w.declines_by_cause ? w.attempts : b.attempts;
-  return { f, causes: causes || null, causeScope: w.declines_by_cause ? "window" : "run", attempts };
+  const causeScope = w.declines_by_cause ? "" : " (run)";
+  return { f, causes: causes || null, causeScope, attempts, avoidableScope };
 }
 
 function text(value, kind) {
@@ -74,7 +79,7 @@ function row(table, label, td, cls) {
 }
 
 function card(name, i, b, active) {
-  const { f, causes, causeScope, attempts } = figures(b);
+  const { f, causes, causeScope, attempts, avoidableScope } = figures(b);
   const div = document.createElement("div");
   div.className = "backend" + (name === active ? " active" : "");
   div.dataset.backend = name;
@@ -87,14 +92,14 @@ function card(name, i, b, active) {
   row(table, "decisions / s", cell(name, "decisions_per_s", f.decisions_per_s, "rate"));
   row(table, "decline ratio", cell(name, "decline_ratio", f.decline_ratio, "ratio"));
   if ("avoidable_decline_ratio" in f) {
-    row(table, "avoidable decline ratio", cell(name, "avoidable_decline_ratio", f.avoidable_decline_ratio, "ratio"));
+    row(table, "avoidable decline ratio" + avoidableScope,
+      cell(name, "avoidable_decline_ratio", f.avoidable_decline_ratio, "ratio"));
   }
   if (causes) {
     for (const cause of Object.keys(causes).sort()) {
       const td = cell(name, "declines_by_cause." + cause, causes[cause], "count");
-      td.dataset.scope = causeScope;
       if (attempts > 0) td.textContent += " (" + text(causes[cause] / attempts, "ratio") + ")";
-      row(table, cause, td, "cause");
+      row(table, cause.replace(/_/g, " ") + causeScope, td, "cause");
     }
   }
   row(table, "queries / request", cell(name, "queries_per_request", f.queries_per_request, "rate"));
