@@ -163,12 +163,21 @@ pub fn translate(conf: &NovaConf, source: &str) -> Translation {
     );
     links::transport(conf, &mut out);
     links::placement(conf, &mut out);
-    if out.typed(conf, "DEFAULT", "debug", &Value::Boolean(false)) == Some(Value::Boolean(true)) {
+    let on = Some(Value::Boolean(true));
+    if out.typed(conf, "DEFAULT", "debug", &Value::Boolean(false)) == on {
         out.set(
             "log",
             "level",
             Value::String("debug".into()),
             "[DEFAULT] debug",
+        );
+    }
+    if out.typed(conf, "DEFAULT", "use_json", &Value::Boolean(false)) == on {
+        out.set(
+            "log",
+            "format",
+            Value::String("json".into()),
+            "[DEFAULT] use_json",
         );
     }
     leftovers(conf, &mut out);
@@ -220,8 +229,28 @@ fn render(out: &Out, source: &str) -> String {
     for (section, entries) in &out.sections {
         text.push_str(&format!("\n[{section}]\n"));
         for (key, value, from) in entries {
-            text.push_str(&format!("# {from}\n{key} = {value}\n"));
+            for line in wrap(from, 94) {
+                text.push_str(&format!("# {line}\n"));
+            }
+            text.push_str(&format!("{key} = {value}\n"));
         }
     }
     text
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split_whitespace() {
+        let line = lines.last_mut().expect("lines is never empty");
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(word.to_string());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines
 }

@@ -59,7 +59,7 @@ fn novas_default_filters_keep_what_parasol_has_and_warn_for_the_rest() {
 fn scheduler_options_are_carried_with_their_values() {
     let (s, t) = run("[DEFAULT]\nhost = ctl-1\ncontrol_exchange = openstack\nservice_down_time = 120\n\
          transport_url = rabbit://nova:s3cret@rabbit1:5672,nova:s3cret@rabbit2:5672/nova\n\
-         cpu_allocation_ratio = 4.0\ndebug = true\nlog_dir = /var/log/nova\n\
+         cpu_allocation_ratio = 4.0\ndebug = true\nuse_json = yes\nlog_dir = /var/log/nova\n\
          [scheduler]\nmax_attempts = 5\nworkers = 4\n\
          [filter_scheduler]\nenabled_filters = nova.scheduler.filters.compute_filter.ComputeFilter,NUMATopologyFilter\n\
          weight_classes = nova.scheduler.weights.ram.RAMWeigher,PCIWeigher\nhost_subset_size = 3\n\
@@ -82,6 +82,12 @@ fn scheduler_options_are_carried_with_their_values() {
         .enabled_filters
         .contains(&"ComputeFilter".to_string()));
     assert_eq!(s.log.level, "debug");
+    assert_eq!(s.log.format, crate::configuration::LogFormat::Json);
+    let long = t
+        .toml
+        .lines()
+        .filter(|l| l.starts_with('#') && l.len() > 96);
+    assert_eq!(long.count(), 0, "{}", t.toml);
     for needle in [
         "filter NUMATopologyFilter",
         "weigher PCIWeigher",
