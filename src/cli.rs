@@ -1,4 +1,4 @@
-//! The command line: `parasol serve | migrate | config check | apsr plan | sim`.
+//! The command line: `parasol serve | migrate | config check | config from-nova | apsr plan | sim`.
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -35,9 +35,17 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Validate a configuration file offline (no environment overrides) and print the result.
+    /// Validate a configuration file offline (no environment overrides) and print the result:
+    /// every error `serve` would meet at start (keys, values, ranges, URL schemes, folders).
     Check {
         /// The file to check.
+        file: PathBuf,
+    },
+    /// Print the parasol.toml that keeps a Nova cloud's scheduler options (filters, weighers
+    /// and multipliers, max_attempts, host_subset_size, transport_url, [placement]
+    /// credentials); each option it cannot carry is named on stderr.
+    FromNova {
+        /// Nova's configuration file, e.g. /etc/nova/nova.conf.
         file: PathBuf,
     },
 }

@@ -22,9 +22,11 @@
 //! - [`placement`]: inventory sync from OpenStack Placement.
 //! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ, and a minimal oslo RPC client.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
-//! - [`routes`], [`startup`], [`service`]: the HTTP surface, building and running the service.
+//! - [`routes`], [`startup`], [`service`]: the HTTP surface (and the live page at `/`),
+//!   building and running the service.
 //! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
-//! - [`cli`], [`telemetry`]: the command line and logging.
+//! - [`cli`], [`telemetry`], [`systemd`]: the command line, logging (text or JSON lines) and
+//!   systemd's readiness notifications.
 
 pub mod amqp;
 pub mod backend;
@@ -46,5 +48,6 @@ pub mod service;
 pub mod sim;
 pub mod startup;
 pub mod stats;
+pub mod systemd;
 pub mod table;
 pub mod telemetry;

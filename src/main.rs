@@ -3,16 +3,21 @@
 use anyhow::Context;
 use clap::Parser;
 use parasol::cli::{ApsrCommand, Cli, Command, ConfigCommand};
-use parasol::configuration::Settings;
+use parasol::configuration::{LogFormat, Settings};
 use std::io::IsTerminal;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    parasol::telemetry::init("info", std::io::stderr, std::io::stderr().is_terminal());
+    let terminal = std::io::stderr().is_terminal();
+    if !matches!(cli.command, Command::Serve) {
+        parasol::telemetry::init("info", LogFormat::Text, std::io::stderr, terminal);
+    }
     match cli.command {
         Command::Serve => {
             let settings = load(&cli)?;
+            let log = &settings.log;
+            parasol::telemetry::init(&log.level, log.format, std::io::stderr, terminal);
             parasol::service::serve(settings, cli.config_path())
                 .await
                 .context("parasol serve")?;
@@ -30,15 +35,25 @@ async fn main() -> anyhow::Result<()> {
             println!("migrations applied to {}", parasol::startup::redact(&url));
         }
         Command::Config(ConfigCommand::Check { file }) => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            let settings = Settings::from_toml(&text)
+            let settings = Settings::check_file(&file)
                 .with_context(|| format!("{} is not valid", file.display()))?;
             println!(
                 "{}: valid (backend {})",
                 file.display(),
                 settings.scheduler.backend.as_str()
             );
+        }
+        Command::Config(ConfigCommand::FromNova { file }) => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let conf = parasol::configuration::nova_conf::NovaConf::parse(&text)
+                .with_context(|| format!("{} is not an oslo.config file", file.display()))?;
+            let out =
+                parasol::configuration::from_nova::translate(&conf, &file.display().to_string());
+            for warning in &out.warnings {
+                eprintln!("warning: {warning}");
+            }
+            print!("{}", out.toml);
         }
         Command::Apsr(ApsrCommand::Plan(args)) => {
             parasol::control::run_plan(&args, &mut std::io::stdout())

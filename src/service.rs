@@ -16,9 +16,11 @@ pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), St
     tokio::spawn(reload_on_sighup(app.scheduler().clone(), config));
     tokio::spawn(async move {
         shutdown_signal().await;
+        crate::systemd::stopping();
         tracing::info!("stopping: no new work; finishing what is in flight");
         shutdown.stop().await;
     });
+    crate::systemd::ready("serving");
     app.run_until_stopped()
         .await
         .map_err(|source| StartupError::Bind {
@@ -58,17 +60,23 @@ async fn reload_on_sighup(scheduler: Arc<Scheduler>, (path, explicit): (PathBuf,
             return;
         };
         while hup.recv().await.is_some() {
-            reload(&scheduler, &path, explicit).await;
+            crate::systemd::reloading();
+            let applied = reload(&scheduler, &path, explicit).await;
+            crate::systemd::ready(if applied {
+                "serving"
+            } else {
+                "serving; last reload refused"
+            });
         }
     }
 }
 
 /// Applies the configuration in `path` to the running service, or logs why it was refused.
 pub async fn reload(scheduler: &Scheduler, path: &Path, explicit: bool) -> bool {
-    match Settings::load(path, explicit) {
-        Ok(settings) => match scheduler.reconfigure(Arc::new(settings)).await {
+    match Settings::load_with_source(path, explicit) {
+        Ok((settings, source)) => match scheduler.reconfigure(Arc::new(settings)).await {
             Ok(()) => {
-                tracing::info!(file = %path.display(), "configuration reloaded");
+                tracing::info!(%source, "configuration reloaded");
                 true
             }
             Err(e) => {

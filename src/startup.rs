@@ -251,6 +251,9 @@ fn http_server(
     let workers = settings.server.http_workers;
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(actix_web::middleware::from_fn(
+                crate::telemetry::request_span,
+            ))
             .app_data(data.scheduler.clone())
             .app_data(data.ingest.clone())
             .app_data(data.broker.clone())
@@ -269,6 +272,8 @@ fn http_server(
             .route("/v1/stats", web::get().to(routes::get_stats))
             .route("/healthz", web::get().to(routes::healthz))
             .route("/metrics", web::get().to(routes::metrics))
+            .route("/", web::get().to(routes::live_page))
+            .route("/assets/{name}", web::get().to(routes::asset))
     });
     if workers > 0 {
         server = server.workers(workers);

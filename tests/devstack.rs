@@ -90,10 +90,49 @@ fn config_check_refuses_an_enabled_placement_sync_without_credentials() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("placement.keystone_url"));
 }
 
+/// What the operator sees for the mistakes of issue 18: each refusal names the key and what
+/// would be valid, and what `serve` would refuse at start is refused by `config check`.
+#[test]
+fn config_check_explains_each_refusal() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("parasol.toml");
+    let cases = [
+        (
+            "[scheduler]\nbackend = \"fastest\"\n",
+            "key `scheduler.backend` unknown value \"fastest\"; valid values: filter, caching, asc, apsr",
+        ),
+        (
+            "[scheduler]\nbakend = \"apsr\"\n",
+            "did you mean `scheduler.backend`?",
+        ),
+        (
+            "[ledger]\nurl = \"mysql://nova@db/parasol\"\n",
+            "key `ledger.url` has scheme \"mysql\"",
+        ),
+        (
+            "[amqp]\nurl = \"rabbit://nova:pw@ctl:5672/\"\n",
+            "key `amqp.url` is not an AMQP URL",
+        ),
+    ];
+    for (text, want) in cases {
+        std::fs::write(&file, text).expect("write");
+        let out = Command::new(PARASOL)
+            .args(["config", "check"])
+            .arg(&file)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text}");
+        assert!(stderr.contains(want), "{text}: {stderr}");
+        assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+    }
+}
+
 #[test]
 fn the_systemd_unit_checks_the_config_logs_to_journald_and_reloads_with_sighup() {
     let unit = std::fs::read_to_string(Path::new(REPO).join("etc/parasol.service")).expect("unit");
     for line in [
+        "Type=notify",
         "ExecStartPre=/usr/local/bin/parasol config check /etc/parasol/parasol.toml",
         "ExecStart=/usr/local/bin/parasol --config /etc/parasol/parasol.toml serve",
         "ExecReload=/bin/kill -HUP $MAINPID",

@@ -1,13 +1,13 @@
 //! The `[apsr]` configuration section: SLA ε, query budget B, round interval T, EWMA α and
 //! the operator's bounds on (s, d). Config keys use seconds; the struct holds milliseconds.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::{seconds_to_ms, ControlError};
 
 /// Validated parameters of the APSR controller (defaults from DESIGN §4).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(try_from = "ApsrSection")]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(try_from = "ApsrSection", into = "ApsrSection")]
 pub struct ApsrParams {
     /// SLA bound on the expected decline ratio (`epsilon`).
     pub epsilon: f64,
@@ -68,7 +68,7 @@ impl ApsrParams {
 }
 
 /// The `[apsr]` section as written in the config file.
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 struct ApsrSection {
     epsilon: f64,
@@ -81,7 +81,12 @@ struct ApsrSection {
 
 impl Default for ApsrSection {
     fn default() -> Self {
-        let params = ApsrParams::default();
+        ApsrParams::default().into()
+    }
+}
+
+impl From<ApsrParams> for ApsrSection {
+    fn from(params: ApsrParams) -> Self {
         ApsrSection {
             epsilon: params.epsilon,
             budget: params.budget,

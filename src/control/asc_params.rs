@@ -1,13 +1,13 @@
 //! The `[asc]` configuration section: decline thresholds and the bounds and steps of the
 //! refresh interval τ. Config keys use seconds; the struct holds milliseconds.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::{seconds_to_ms, ControlError};
 
 /// Validated parameters of the ASC controller (defaults from DESIGN §4).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(try_from = "AscSection")]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(try_from = "AscSection", into = "AscSection")]
 pub struct AscParams {
     /// SLA bound: above this decline ratio τ shrinks (`th_decline`).
     pub th_decline: f64,
@@ -80,7 +80,7 @@ impl AscParams {
 }
 
 /// The `[asc]` section as written in the config file.
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 struct AscSection {
     th_decline: f64,
@@ -94,13 +94,18 @@ struct AscSection {
 
 impl Default for AscSection {
     fn default() -> Self {
-        let params = AscParams::default();
+        AscParams::default().into()
+    }
+}
+
+impl From<AscParams> for AscSection {
+    fn from(params: AscParams) -> Self {
         AscSection {
             th_decline: params.th_decline,
             th_low: params.th_low,
             start_interval_s: params.start_interval_ms as f64 / 1_000.0,
             min_interval_s: params.min_interval_ms as f64 / 1_000.0,
-            max_interval_s: None,
+            max_interval_s: params.max_interval_ms.map(|ms| ms as f64 / 1_000.0),
             speed_up_step: params.speed_up_step,
             slow_down_step: params.slow_down_step,
         }

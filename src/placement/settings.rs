@@ -1,10 +1,11 @@
 //! `[placement]`: where Placement is and how to authenticate to it.
 
-use serde::Deserialize;
+use crate::configuration::Choice;
+use serde::{Deserialize, Serialize};
 
 /// How requests to Placement are authenticated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum AuthKind {
     /// Keystone v3 password authentication; the endpoint may come from the catalog.
     Keystone,
@@ -14,7 +15,20 @@ pub enum AuthKind {
     Noauth,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+crate::choice_from_string!(AuthKind);
+
+impl Choice for AuthKind {
+    const ALL: &'static [Self] = &[AuthKind::Keystone, AuthKind::Token, AuthKind::Noauth];
+    fn as_str(self) -> &'static str {
+        match self {
+            AuthKind::Keystone => "keystone",
+            AuthKind::Token => "token",
+            AuthKind::Noauth => "noauth",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PlacementSettings {
     /// Seed and refresh host inventories from Placement.

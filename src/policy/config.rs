@@ -1,10 +1,11 @@
 //! The policy's configuration: which filters and weighers run, with Nova's option names.
 
-use serde::Deserialize;
+use crate::configuration::Choice;
+use serde::{Deserialize, Serialize};
 
 /// How hosts that pass the filters are ranked (DESIGN §5).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum Algorithm {
     /// Nova's weighers (`weight_classes`) with their multipliers.
     #[default]
@@ -27,6 +28,25 @@ pub enum Algorithm {
     Wfr,
 }
 
+crate::choice_from_string!(Algorithm);
+
+impl Choice for Algorithm {
+    const ALL: &'static [Self] = &[
+        Algorithm::Nova,
+        Algorithm::WorstFit,
+        Algorithm::FirstFit,
+        Algorithm::BestFit,
+        Algorithm::Random,
+        Algorithm::DistFromDiag,
+        Algorithm::Adaptive,
+        Algorithm::Ffr,
+        Algorithm::Wfr,
+    ];
+    fn as_str(self) -> &'static str {
+        Algorithm::as_str(self)
+    }
+}
+
 impl Algorithm {
     /// The configuration name of the algorithm.
     pub fn as_str(self) -> &'static str {
@@ -45,7 +65,7 @@ impl Algorithm {
 }
 
 /// Filters, weighers and pick, configured with Nova's option names where they exist.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyConfig {
     /// How passing hosts are ranked (`nova` by default).

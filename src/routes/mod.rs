@@ -4,6 +4,7 @@ mod health;
 mod hosts;
 mod metrics;
 mod notifications;
+mod page;
 mod select_destinations;
 mod stats;
 
@@ -11,6 +12,7 @@ pub use health::healthz;
 pub use hosts::list_hosts;
 pub use metrics::metrics;
 pub use notifications::post_notification;
+pub use page::{asset, live_page};
 pub use select_destinations::select_destinations;
 pub use stats::get_stats;
 

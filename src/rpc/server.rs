@@ -191,7 +191,8 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
             return;
         }
     }
-    let span = tracing::info_span!("rpc", method = %msg.method, msg_id = msg.msg_id.as_deref().unwrap_or("-"));
+    let span = tracing::info_span!("rpc", method = %msg.method, msg_id = msg.msg_id.as_deref().unwrap_or("-"),
+        request_id = msg.context.get("request_id").and_then(serde_json::Value::as_str));
     server
         .deps
         .counters

@@ -96,11 +96,13 @@ impl Scheduler {
             Arc::new(Self::build(&settings, &self.ledger, &self.stats, &self.clock).await?);
         let old = std::mem::replace(&mut *self.active.write(), (settings, backend.clone()));
         old.1.stop();
-        tracing::info!(
-            from = old.1.kind().as_str(),
-            to = backend.kind().as_str(),
-            "backend switched"
-        );
+        if old.1.kind() != backend.kind() {
+            tracing::info!(
+                from = old.1.kind().as_str(),
+                to = backend.kind().as_str(),
+                "backend switched"
+            );
+        }
         Ok(())
     }
 }

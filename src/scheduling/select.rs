@@ -63,6 +63,7 @@ impl Scheduler {
         let span = tracing::info_span!(
             "select_destinations",
             instances = requests.len(),
+            instance_uuids = %args.instance_uuids.join(","),
             backend = self.backend().kind().as_str()
         );
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();

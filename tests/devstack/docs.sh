@@ -155,16 +155,24 @@ scenario_cloud() {
     check "parasol cannot log in" test "$shell" = /usr/sbin/nologin
     check "group parasol exists" getent group parasol
 
-    # Step 2's edit ("[amqp] url = Nova's transport_url, [rpc] enabled, [placement] ..."),
-    # made by sudoedit's editor. Keystone is unreachable in the sandbox.
-    local edits=(amqp.url='"amqp://nova:novapass@127.0.0.1:5672/%2f"' rpc.enabled=true
-        placement.enabled=true placement.auth='"keystone"'
-        placement.keystone_url='"http://127.0.0.1:5000/v3"' placement.username='"nova"'
-        placement.password='"novapass"' placement.project_name='"service"')
-    EDITOR="python3 $HERE/edit-toml.py ${edits[*]}" run_block "$doc" cloud-config
+    # Step 2 reads this host's nova.conf (the sandbox's broker; Keystone is unreachable in the
+    # sandbox) and the operator reviews the result with sudoedit (an editor that changes nothing).
+    mkdir -p /etc/nova
+    printf '%s\n' '[DEFAULT]' 'transport_url = rabbit://nova:novapass@127.0.0.1:5672/' \
+        'log_dir = /var/log/nova' '[filter_scheduler]' 'host_subset_size = 2' \
+        'enabled_filters = ComputeFilter,ComputeCapabilitiesFilter,ServerGroupAffinityFilter' \
+        '[placement]' 'auth_type = password' 'auth_url = http://127.0.0.1:5000/v3' \
+        'username = nova' 'password = novapass' 'project_name = service' \
+        'user_domain_name = Default' 'project_domain_name = Default' >/etc/nova/nova.conf
+    chmod 0640 /etc/nova/nova.conf
+    EDITOR="python3 $HERE/edit-toml.py" run_block "$doc" cloud-config
     check "config installed 0640 root:parasol" mode_owner "$config" "640 root parasol"
-    check "sudoedit wrote the broker URL" grep -qx 'url = "amqp://nova:novapass@127.0.0.1:5672/%2f"' "$config"
-    check "sudoedit turned the RPC server on" grep -qx 'enabled = true' "$config"
+    check "from-nova carried the broker URL" grep -qx 'url = "amqp://nova:novapass@127.0.0.1:5672/%2f"' "$config"
+    check "from-nova turned the RPC server on" grep -qx 'enabled = true' "$config"
+    check "from-nova carried host_subset_size" grep -qx 'host_subset_size = 2' "$config"
+    check "from-nova carried the Keystone credentials" grep -qx 'password = "novapass"' "$config"
+    check "from-nova named the filter Parasol lacks" grep -q 'filter ComputeCapabilitiesFilter' \
+        "$OUT/cloud-config"
     check "config check accepts it" grep -q "$config: valid (backend filter)" \
         <(output_of cloud-config "parasol config check $config")
     check "the parasol user can read it" setpriv --reuid=parasol --regid=parasol --init-groups test -r "$config"

@@ -1,19 +1,49 @@
 //! Settings: one TOML file (`etc/parasol.toml`) overridable by `PARASOL__SECTION__KEY`
 //! environment variables, read with the `config` crate and validated before anything starts.
+//!
+//! # Layout
+//! - `load`: reading file and environment; unknown keys refused with the nearest valid one;
+//!   Nova's `[filter_scheduler]` option names accepted as `[policy]` keys.
+//! - `validate`: what serde cannot check (ranges, URL schemes, paths), each error naming its key.
+//! - `choice`: enums chosen by name, whose errors list the valid names.
+//! - `nova_conf`, `from_nova`: `parasol config from-nova`, nova.conf to parasol.toml.
+
+mod choice;
+pub mod from_nova;
+mod load;
+pub mod nova_conf;
+mod validate;
+
+pub use choice::{nearest, parse_choice, Choice, UnknownChoice};
+pub use load::{ConfigError, Source};
 
 use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;
-use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// The four backends (DESIGN §4): a closed set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum BackendKind {
     Filter,
     Caching,
     Asc,
     Apsr,
+}
+
+crate::choice_from_string!(BackendKind);
+
+impl Choice for BackendKind {
+    const ALL: &'static [Self] = &[
+        BackendKind::Filter,
+        BackendKind::Caching,
+        BackendKind::Asc,
+        BackendKind::Apsr,
+    ];
+    fn as_str(self) -> &'static str {
+        BackendKind::as_str(self)
+    }
 }
 
 impl BackendKind {
@@ -28,7 +58,7 @@ impl BackendKind {
 }
 
 /// Every setting; see `etc/parasol.toml` for each one's meaning.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub server: ServerSettings,
@@ -41,9 +71,10 @@ pub struct Settings {
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,
+    pub log: LogSettings,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSettings {
     pub host: String,
@@ -69,7 +100,7 @@ impl Default for ServerSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LedgerSettings {
     /// `sqlite://PATH` or `postgres://…`; empty means `sqlite://<data_dir>/parasol.db`.
@@ -103,7 +134,7 @@ impl LedgerSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerSettings {
     pub backend: BackendKind,
@@ -135,7 +166,7 @@ impl Default for SchedulerSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CachingSettings {
     /// Seconds between two full reads of every host (Nova's CachingScheduler: 60).
@@ -150,7 +181,7 @@ impl Default for CachingSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AmqpSettings {
     /// Broker URL; empty turns the notification consumer off.
@@ -192,7 +223,7 @@ impl Default for AmqpSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RpcSettings {
     /// Serve Nova's scheduler RPC on the broker of `[amqp] url`.
@@ -216,149 +247,43 @@ impl Default for RpcSettings {
     }
 }
 
-/// Why a configuration was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("configuration file {path}: {message}")]
-    File { path: PathBuf, message: String },
-    #[error("invalid configuration: {0}")]
-    Invalid(String),
-    #[error("invalid configuration: key `{key}` {message}")]
-    Key { key: String, message: String },
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum LogFormat {
+    /// `time LEVEL span{fields}: message key=value`, for people.
+    #[default]
+    Text,
+    /// One JSON object a line, for log collectors.
+    Json,
 }
 
-impl Settings {
-    /// Reads `path` (required when `explicit`, else optional), then the environment.
-    pub fn load(path: &Path, explicit: bool) -> Result<Settings, ConfigError> {
-        if explicit && !path.exists() {
-            return Err(ConfigError::File {
-                path: path.to_path_buf(),
-                message: "does not exist".into(),
-            });
-        }
-        let env = config::Environment::with_prefix("PARASOL")
-            .prefix_separator("__")
-            .separator("__")
-            .try_parsing(true);
-        let built = config::Config::builder()
-            .add_source(
-                config::File::from(path)
-                    .format(config::FileFormat::Toml)
-                    .required(false),
-            )
-            .add_source(env)
-            .build()
-            .map_err(|e| ConfigError::File {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
-        let settings: Settings = built
-            .try_deserialize()
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        settings.validate()?;
-        Ok(settings)
-    }
+crate::choice_from_string!(LogFormat);
 
-    /// Parses a whole TOML document (no environment), as `parasol config check` and SIGHUP do.
-    pub fn from_toml(text: &str) -> Result<Settings, ConfigError> {
-        let built = config::Config::builder()
-            .add_source(config::File::from_str(text, config::FileFormat::Toml))
-            .build()
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let settings: Settings = built
-            .try_deserialize()
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        settings.validate()?;
-        Ok(settings)
+impl Choice for LogFormat {
+    const ALL: &'static [Self] = &[LogFormat::Text, LogFormat::Json];
+    fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
     }
+}
 
-    /// Semantic checks serde cannot do, each error naming its key.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let key = |key: &str, message: &str| {
-            Err(ConfigError::Key {
-                key: key.into(),
-                message: message.into(),
-            })
-        };
-        if self.scheduler.workers == 0 {
-            return key("scheduler.workers", "must be at least 1");
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// `text` or `json` (read at start only).
+    pub format: LogFormat,
+    /// Level filter when `RUST_LOG` is unset, in `RUST_LOG`'s syntax.
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Text,
+            level: "info".into(),
         }
-        if self.scheduler.max_attempts == 0 {
-            return key("scheduler.max_attempts", "must be at least 1");
-        }
-        if !matches!(self.scheduler.selection_version.as_str(), "1.0" | "1.1") {
-            return key("scheduler.selection_version", "must be \"1.0\" or \"1.1\"");
-        }
-        if !(self.caching.refresh_interval_s.is_finite() && self.caching.refresh_interval_s > 0.0) {
-            return key(
-                "caching.refresh_interval_s",
-                "must be a positive number of seconds",
-            );
-        }
-        if !(self.server.shutdown_grace_s.is_finite() && self.server.shutdown_grace_s >= 0.0) {
-            return key(
-                "server.shutdown_grace_s",
-                "must be a non-negative number of seconds",
-            );
-        }
-        if self.server.max_body_bytes < 1024 {
-            return key("server.max_body_bytes", "must be at least 1024");
-        }
-        if self.ledger.max_connections == 0 {
-            return key("ledger.max_connections", "must be at least 1");
-        }
-        if self.amqp.prefetch == 0 {
-            return key("amqp.prefetch", "must be at least 1");
-        }
-        if self.amqp.batch_size == 0 {
-            return key("amqp.batch_size", "must be at least 1");
-        }
-        for (name, value) in [
-            ("amqp.exchange", &self.amqp.exchange),
-            ("amqp.queue", &self.amqp.queue),
-            ("amqp.dead_letter", &self.amqp.dead_letter),
-            ("amqp.fanout_exchange", &self.amqp.fanout_exchange),
-        ] {
-            if value.is_empty() {
-                return key(name, "must not be empty");
-            }
-        }
-        if self.amqp.reconnect_min_s <= 0.0 || self.amqp.reconnect_max_s < self.amqp.reconnect_min_s
-        {
-            return key(
-                "amqp.reconnect_min_s",
-                "must be positive and at most amqp.reconnect_max_s",
-            );
-        }
-        self.placement
-            .validate()
-            .map_err(|(k, m)| ConfigError::Key {
-                key: format!("placement.{k}"),
-                message: m.into(),
-            })?;
-        if !(self.rpc.debug_delay_s.is_finite() && self.rpc.debug_delay_s >= 0.0) {
-            return key(
-                "rpc.debug_delay_s",
-                "must be a non-negative number of seconds",
-            );
-        }
-        if self.rpc.enabled && (self.rpc.topic.is_empty() || self.rpc.host.is_empty()) {
-            return key(
-                "rpc.topic",
-                "and rpc.host must not be empty when rpc.enabled",
-            );
-        }
-        if self.rpc.enabled && self.amqp.url.is_empty() {
-            return key("rpc.enabled", "needs [amqp] url");
-        }
-        self.asc
-            .validate()
-            .map_err(|e| ConfigError::Invalid(format!("[asc] {e}")))?;
-        self.apsr
-            .validate()
-            .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
-        crate::policy::Policy::from_config(&self.policy)
-            .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
-        Ok(())
     }
 }

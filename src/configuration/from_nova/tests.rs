@@ -1,0 +1,180 @@
+//! `from-nova` on hand-written nova.conf excerpts; `tests/from_nova.rs` runs it on Nova's own
+//! generated sample.
+
+use super::links::amqp_url;
+use super::*;
+use crate::configuration::Settings;
+
+fn run(text: &str) -> (Settings, Translation) {
+    let conf = NovaConf::parse(text).expect("nova.conf");
+    let t = translate(&conf, "nova.conf");
+    let settings = Settings::from_toml(&t.toml).unwrap_or_else(|e| panic!("{e}\n{}", t.toml));
+    (settings, t)
+}
+
+fn warned(t: &Translation, needle: &str) -> bool {
+    t.warnings.iter().any(|w| w.contains(needle))
+}
+
+#[test]
+fn novas_default_filters_keep_what_parasol_has_and_warn_for_the_rest() {
+    let (s, t) = run("[DEFAULT]\n");
+    assert_eq!(
+        s.policy.enabled_filters,
+        [
+            "ForceHostsFilter",
+            "IgnoreHostsFilter",
+            "RequestedDestinationFilter",
+            "AvailabilityZoneFilter",
+            "CapacityFilter",
+            "ComputeFilter",
+            "ServerGroupAntiAffinityFilter",
+            "ServerGroupAffinityFilter"
+        ]
+    );
+    for missing in ["ComputeCapabilitiesFilter", "ImagePropertiesFilter"] {
+        assert!(
+            warned(&t, &format!("filter {missing} (Nova's default")),
+            "{:?}",
+            t.warnings
+        );
+    }
+    // all_weighers: Parasol's seven carried, Nova's six others warned about.
+    assert_eq!(s.policy.weight_classes.len(), 7);
+    for missing in [
+        "BuildFailureWeigher",
+        "CrossCellWeigher",
+        "PCIWeigher",
+        "MetricsWeigher",
+    ] {
+        assert!(
+            warned(&t, &format!("weigher {missing}")),
+            "{:?}",
+            t.warnings
+        );
+    }
+}
+
+#[test]
+fn scheduler_options_are_carried_with_their_values() {
+    let (s, t) = run("[DEFAULT]\nhost = ctl-1\ncontrol_exchange = openstack\nservice_down_time = 120\n\
+         transport_url = rabbit://nova:s3cret@rabbit1:5672,nova:s3cret@rabbit2:5672/nova\n\
+         cpu_allocation_ratio = 4.0\ndebug = true\nuse_json = yes\nlog_dir = /var/log/nova\n\
+         [scheduler]\nmax_attempts = 5\nworkers = 4\n\
+         [filter_scheduler]\nenabled_filters = nova.scheduler.filters.compute_filter.ComputeFilter,NUMATopologyFilter\n\
+         weight_classes = nova.scheduler.weights.ram.RAMWeigher,PCIWeigher\nhost_subset_size = 3\n\
+         ram_weight_multiplier = -2.5\nio_ops_weight_multiplier = 0\npci_weight_multiplier = 2\n\
+         [oslo_messaging_rabbit]\namqp_durable_queues = true\nssl = true\n\
+         [api]\nauth_strategy = keystone\n");
+    assert_eq!(s.rpc.host, "ctl-1");
+    assert!(s.rpc.enabled);
+    assert_eq!(s.amqp.exchange, "openstack");
+    assert_eq!(s.amqp.url, "amqps://nova:s3cret@rabbit1:5672/nova");
+    assert!(s.amqp.durable_exchange);
+    assert_eq!(s.policy.host_timeout_s, 120);
+    assert_eq!(s.scheduler.max_attempts, 5);
+    assert_eq!(s.policy.host_subset_size, 3);
+    assert_eq!(s.policy.ram_weight_multiplier, -2.5);
+    assert_eq!(s.policy.io_ops_weight_multiplier, 0.0);
+    assert_eq!(s.policy.weight_classes, ["RAMWeigher"]);
+    assert!(s
+        .policy
+        .enabled_filters
+        .contains(&"ComputeFilter".to_string()));
+    assert_eq!(s.log.level, "debug");
+    assert_eq!(s.log.format, crate::configuration::LogFormat::Json);
+    let long = t
+        .toml
+        .lines()
+        .filter(|l| l.starts_with('#') && l.len() > 96);
+    assert_eq!(long.count(), 0, "{}", t.toml);
+    for needle in [
+        "filter NUMATopologyFilter",
+        "weigher PCIWeigher",
+        "[filter_scheduler] pci_weight_multiplier is not carried",
+        "[scheduler] workers is not carried",
+        "[DEFAULT] cpu_allocation_ratio is not carried",
+        "names 2 brokers (rabbit1:5672, rabbit2:5672)",
+        "[api]",
+    ] {
+        assert!(warned(&t, needle), "{needle}: {:?}", t.warnings);
+    }
+    assert!(!warned(&t, "log_dir"), "{:?}", t.warnings);
+    assert!(
+        !t.warnings.iter().any(|w| w.contains("s3cret")),
+        "no password in warnings"
+    );
+}
+
+#[test]
+fn placement_credentials_are_carried_as_keystone_auth() {
+    let (s, t) = run("[placement]\nauth_type = password\nauth_url = http://ctl/identity\n\
+         username = placement\npassword = pw\nproject_name = service\ndefault_domain_name = Default\n\
+         project_domain_name = Proj\nvalid_interfaces = internal,public\nregion_name = RegionOne\n");
+    let p = &s.placement;
+    assert!(p.enabled);
+    assert_eq!(
+        (
+            p.keystone_url.as_str(),
+            p.username.as_str(),
+            p.password.as_str()
+        ),
+        ("http://ctl/identity", "placement", "pw")
+    );
+    assert_eq!(
+        (p.user_domain_name.as_str(), p.project_domain_name.as_str()),
+        ("Default", "Proj")
+    );
+    assert_eq!(p.interface, "internal");
+    assert!(
+        warned(&t, "[placement] region_name is not carried"),
+        "{:?}",
+        t.warnings
+    );
+    assert!(
+        warned(&t, "uses the first only (internal)"),
+        "{:?}",
+        t.warnings
+    );
+    let (s, t) = run("[placement]\nauth_type = token\n");
+    assert!(!s.placement.enabled);
+    assert!(
+        warned(&t, "auth_type = \"token\" is not carried"),
+        "{:?}",
+        t.warnings
+    );
+}
+
+#[test]
+fn transport_urls_become_amqp_uris() {
+    let cases = [
+        ("rabbit://u:p@h:5672/", false, Ok("amqp://u:p@h:5672/%2f")),
+        ("rabbit://u:p@h", true, Ok("amqps://u:p@h/%2f")),
+        (
+            "rabbit://u:p@h:5672/vh?heartbeat=10",
+            false,
+            Ok("amqp://u:p@h:5672/vh"),
+        ),
+        (
+            "kafka://h:9092/",
+            false,
+            Err("driver \"kafka\" is not RabbitMQ (rabbit://)"),
+        ),
+        ("h:5672", false, Err("it is not a URL")),
+    ];
+    for (url, ssl, want) in cases {
+        let got = amqp_url(url, ssl).map(|(u, _)| u);
+        assert_eq!(got.as_deref().map_err(String::as_str), want, "{url}");
+    }
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_warned_about_and_not_carried() {
+    let (s, t) = run("[scheduler]\nmax_attempts = many\n");
+    assert_eq!(s.scheduler.max_attempts, 3);
+    assert!(
+        warned(&t, "[scheduler] max_attempts = \"many\" is not integer"),
+        "{:?}",
+        t.warnings
+    );
+}

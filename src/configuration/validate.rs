@@ -1,0 +1,289 @@
+//! Checks serde cannot do, each error naming its key: ranges, and what `serve` would only
+//! find at start (URL schemes, the SQLite file's folder), so `parasol config check` finds them.
+
+use super::{ConfigError, Settings};
+use std::path::Path;
+use std::str::FromStr;
+
+impl Settings {
+    /// Semantic checks serde cannot do, each error naming its key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let key = |key: &str, message: &str| Err(ConfigError::key(key, message));
+        if self.scheduler.workers == 0 {
+            return key("scheduler.workers", "must be at least 1");
+        }
+        if self.scheduler.max_attempts == 0 {
+            return key("scheduler.max_attempts", "must be at least 1");
+        }
+        if !matches!(self.scheduler.selection_version.as_str(), "1.0" | "1.1") {
+            return key("scheduler.selection_version", "must be \"1.0\" or \"1.1\"");
+        }
+        if !(self.caching.refresh_interval_s.is_finite() && self.caching.refresh_interval_s > 0.0) {
+            return key(
+                "caching.refresh_interval_s",
+                "must be a positive number of seconds",
+            );
+        }
+        if self.server.max_body_bytes < 1024 {
+            return key("server.max_body_bytes", "must be at least 1024");
+        }
+        if self.ledger.max_connections == 0 {
+            return key("ledger.max_connections", "must be at least 1");
+        }
+        if self.amqp.prefetch == 0 {
+            return key("amqp.prefetch", "must be at least 1");
+        }
+        if self.amqp.batch_size == 0 {
+            return key("amqp.batch_size", "must be at least 1");
+        }
+        for (name, value) in [
+            ("amqp.exchange", &self.amqp.exchange),
+            ("amqp.queue", &self.amqp.queue),
+            ("amqp.dead_letter", &self.amqp.dead_letter),
+            ("amqp.fanout_exchange", &self.amqp.fanout_exchange),
+        ] {
+            if value.is_empty() {
+                return key(name, "must not be empty");
+            }
+        }
+        if self.amqp.reconnect_min_s <= 0.0 || self.amqp.reconnect_max_s < self.amqp.reconnect_min_s
+        {
+            return key(
+                "amqp.reconnect_min_s",
+                "must be positive and at most amqp.reconnect_max_s",
+            );
+        }
+        self.placement
+            .validate()
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("placement.{k}"),
+                message: m.into(),
+            })?;
+        if !(self.rpc.debug_delay_s.is_finite() && self.rpc.debug_delay_s >= 0.0) {
+            return key(
+                "rpc.debug_delay_s",
+                "must be a non-negative number of seconds",
+            );
+        }
+        if self.rpc.enabled && (self.rpc.topic.is_empty() || self.rpc.host.is_empty()) {
+            return key(
+                "rpc.topic",
+                "and rpc.host must not be empty when rpc.enabled",
+            );
+        }
+        if self.rpc.enabled && self.amqp.url.is_empty() {
+            return key("rpc.enabled", "needs [amqp] url");
+        }
+        self.asc
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("[asc] {e}")))?;
+        self.apsr
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
+        crate::policy::Policy::from_config(&self.policy)
+            .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
+        if self.scheduler.stats_window_s == 0 {
+            return key("scheduler.stats_window_s", "must be at least 1");
+        }
+        self.check_locations()
+    }
+
+    /// URL schemes and syntax of the ledger, the broker and Placement, and the folder of a
+    /// SQLite ledger: what `serve` would refuse at start or retry forever.
+    fn check_locations(&self) -> Result<(), ConfigError> {
+        let addr = (self.server.host.as_str(), self.server.port);
+        if std::net::ToSocketAddrs::to_socket_addrs(&addr).map_or(true, |mut a| a.next().is_none())
+        {
+            return Err(ConfigError::key(
+                "server.host",
+                format!(
+                    "{:?} is neither an IP address nor a name this host resolves",
+                    self.server.host
+                ),
+            ));
+        }
+        if uuid::Uuid::parse_str(&self.scheduler.cell_uuid).is_err() {
+            return Err(ConfigError::key(
+                "scheduler.cell_uuid",
+                "must be a UUID (Nova's cell mapping)",
+            ));
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            return Err(ConfigError::key(
+                "log.level",
+                format!("is not a RUST_LOG filter ({e}); e.g. \"info\" or \"info,parasol=debug\""),
+            ));
+        }
+        let url = &self.ledger.url;
+        if url.is_empty() {
+            creatable_folder("ledger.data_dir", &self.ledger.data_dir)?;
+        } else if url.starts_with("sqlite:") {
+            let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+                .map_err(|e| ConfigError::key("ledger.url", format!("is not a SQLite URL: {e}")))?;
+            if let Some(dir) = opts.get_filename().parent() {
+                creatable_folder("ledger.url", dir)?;
+            }
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| {
+                ConfigError::key("ledger.url", format!("is not a PostgreSQL URL: {e}"))
+            })?;
+        } else {
+            return Err(ConfigError::key(
+                "ledger.url",
+                format!(
+                    "has scheme {:?}: use sqlite://PATH or postgres://USER@HOST:PORT/DB (or leave it \
+                     empty for the SQLite file in ledger.data_dir)",
+                    scheme(url)
+                ),
+            ));
+        }
+        if !self.amqp.url.is_empty() {
+            lapin::uri::AMQPUri::from_str(&self.amqp.url).map_err(|e| {
+                ConfigError::key(
+                    "amqp.url",
+                    format!("is not an AMQP URL ({e}): use amqp://USER:PASSWORD@HOST:5672/VHOST (vhost / is %2f), or amqps://"),
+                )
+            })?;
+        }
+        for (name, value) in [
+            ("placement.url", &self.placement.url),
+            ("placement.keystone_url", &self.placement.keystone_url),
+        ] {
+            if !value.is_empty() {
+                http_url(name, value)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn scheme(url: &str) -> &str {
+    url.split_once(':').map_or(url, |(s, _)| s)
+}
+
+fn http_url(key: &str, value: &str) -> Result<(), ConfigError> {
+    let parsed = reqwest::Url::parse(value)
+        .map_err(|e| ConfigError::key(key, format!("is not a URL ({e}): {value:?}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(ConfigError::key(
+            key,
+            format!("must be an http:// or https:// URL with a host, not {value:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `dir` exists as a folder, or can be created: its nearest existing ancestor is a folder.
+fn creatable_folder(key: &str, dir: &Path) -> Result<(), ConfigError> {
+    let mut probe = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    loop {
+        if probe.exists() {
+            return if probe.is_dir() {
+                Ok(())
+            } else {
+                Err(ConfigError::key(
+                    key,
+                    format!(
+                        "needs the folder {}, but {} is not a folder",
+                        dir.display(),
+                        probe.display()
+                    ),
+                ))
+            };
+        }
+        match probe.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => probe = parent,
+            _ => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(toml: &str) -> String {
+        Settings::from_toml(toml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn what_serve_would_refuse_at_start_is_refused_naming_the_key() {
+        let cases = [
+            (
+                "[ledger]\nurl = \"mysql://db/parasol\"",
+                "key `ledger.url` has scheme \"mysql\"",
+            ),
+            (
+                "[amqp]\nurl = \"rabbit://guest:guest@h:5672/\"",
+                "key `amqp.url` is not an AMQP URL",
+            ),
+            (
+                "[amqp]\nurl = \"amqp://h:notaport/\"",
+                "key `amqp.url` is not an AMQP URL",
+            ),
+            (
+                "[placement]\nkeystone_url = \"ftp://k/v3\"",
+                "key `placement.keystone_url` must be an http",
+            ),
+            (
+                "[placement]\nurl = \"placement\"",
+                "key `placement.url` is not a URL",
+            ),
+            (
+                "[ledger]\nurl = \"postgres://u@h:port/db\"",
+                "key `ledger.url` is not a PostgreSQL URL",
+            ),
+            (
+                "[scheduler]\nstats_window_s = 0",
+                "key `scheduler.stats_window_s` must be at least 1",
+            ),
+            (
+                "[scheduler]\ncell_uuid = \"cell1\"",
+                "key `scheduler.cell_uuid` must be a UUID",
+            ),
+            (
+                "[server]\nhost = \"not a host\"",
+                "key `server.host` \"not a host\" is neither",
+            ),
+            (
+                "[log]\nlevel = \"info,parasol=loud\"",
+                "key `log.level` is not a RUST_LOG filter",
+            ),
+        ];
+        for (toml, want) in cases {
+            let err = refusal(toml);
+            assert!(err.contains(want), "{toml}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_sqlite_folder_under_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"").unwrap();
+        let err = refusal(&format!(
+            "[ledger]\nurl = \"sqlite://{}/sub/ledger.db\"",
+            file.display()
+        ));
+        assert!(err.contains("key `ledger.url` needs the folder"), "{err}");
+        let err = refusal(&format!("[ledger]\ndata_dir = \"{}\"", file.display()));
+        assert!(err.contains("key `ledger.data_dir`"), "{err}");
+        let fine = format!(
+            "[ledger]\nurl = \"sqlite://{}/new/ledger.db\"",
+            dir.path().display()
+        );
+        assert!(Settings::from_toml(&fine).is_ok());
+    }
+
+    #[test]
+    fn good_urls_pass() {
+        let toml = "[ledger]\nurl = \"postgresql://parasol:pw@db:5432/parasol\"\n\
+                    [amqp]\nurl = \"amqps://nova:pw@rabbit:5671/nova\"\n\
+                    [placement]\nurl = \"https://cloud/placement\"\nkeystone_url = \"http://cloud/identity\"";
+        Settings::from_toml(toml).unwrap();
+    }
+}

@@ -1,0 +1,334 @@
+//! The live page at `/` in a real headless Chromium (Debian's `chromium` and
+//! `chromium-driver`, driven over WebDriver with `fantoccini`, jonhoo's maintained W3C
+//! WebDriver client, without its TLS features: chromedriver is plain HTTP on loopback).
+//! Parasol runs under load, switched from `filter` to `apsr` midway; once the load stops,
+//! every number the page shows (its `data-value`) equals `/v1/stats` at that moment, and
+//! every resource the page loaded came from Parasol itself. With `PARASOL_UPDATE_DOCS=1` the
+//! screenshot is saved as `docs/live-page.png`.
+
+use fantoccini::{Client, ClientBuilder};
+use serde_json::{json, Map, Value};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process in its own process group, killed with its group (Chromium under
+/// chromedriver) when the test ends however it ends.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn spawn(cmd: &mut Command) -> Group {
+    Group(
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("{cmd:?}: {e} (.ci/run installs chromium and chromium-driver)")
+            }),
+    )
+}
+
+async fn wait_for(url: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reqwest::get(url).await.is_err() {
+        assert!(Instant::now() < deadline, "{url} did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn config(port: u16, dir: &Path, backend: &str) -> String {
+    format!(
+        "[server]\nport = {port}\n[ledger]\nurl = \"sqlite://{}/ledger.db\"\n[scheduler]\nbackend = \"{backend}\"\n\
+         seed = 5\n[amqp]\nurl = \"\"\n[apsr]\nround_interval_s = 0.5\n",
+        dir.display()
+    )
+}
+
+fn request(vcpus: i64) -> Value {
+    let flavor = json!({"nova_object.name": "Flavor", "nova_object.namespace": "nova", "nova_object.version": "1.2",
+        "nova_object.data": {"name": "f", "vcpus": vcpus, "memory_mb": 1024, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}});
+    json!({"spec_obj": {"nova_object.name": "RequestSpec", "nova_object.namespace": "nova", "nova_object.version": "1.15",
+        "nova_object.data": {"flavor": flavor, "num_instances": 1}},
+        "instance_uuids": [uuid::Uuid::new_v4().to_string()], "return_objects": true, "return_alternates": true})
+}
+
+/// Sends calls from 4 tasks for `duration`; one in ten asks for more than any host has.
+async fn load(base: &str, duration: Duration) {
+    let tasks: Vec<_> = (0..4)
+        .map(|t| {
+            let base = base.to_string();
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let end = Instant::now() + duration;
+                let mut i = 0;
+                while Instant::now() < end {
+                    let vcpus = if (i + t) % 10 == 0 { 1000 } else { 1 };
+                    let r = client
+                        .post(format!("{base}/v1/select_destinations"))
+                        .json(&request(vcpus))
+                        .send()
+                        .await
+                        .expect("a call");
+                    assert!(matches!(r.status().as_u16(), 200 | 409), "{}", r.status());
+                    i += 1;
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("load task");
+    }
+}
+
+async fn stats(base: &str) -> Value {
+    reqwest::get(format!("{base}/v1/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// What the page must show for each backend of a `/v1/stats` answer: `(backend, metric)` →
+/// value.
+fn expected(stats: &Value) -> Map<String, Value> {
+    let mut want = Map::new();
+    for (name, b) in stats["backends"].as_object().unwrap() {
+        let w = &b["window"];
+        let rate = w["requests"].as_f64().unwrap() / w["seconds"].as_f64().unwrap();
+        let mut put = |metric: &str, v: Value| {
+            want.insert(format!("{name}/{metric}"), v);
+        };
+        put("decisions_per_s", json!(rate));
+        put("decline_ratio", w["decline_ratio"].clone());
+        put("queries_per_request", w["queries_per_request"].clone());
+        for p in ["p50", "p90", "p99"] {
+            put(&format!("latency_{p}_ms"), w["latency_ms"][p].clone());
+        }
+        put("requests", b["requests"].clone());
+        put("placed", b["placed"].clone());
+        if let Some(r) = w
+            .get("avoidable_decline_ratio")
+            .or_else(|| b.get("avoidable_decline_ratio"))
+        {
+            put("avoidable_decline_ratio", r.clone());
+        }
+        let causes = w
+            .get("declines_by_cause")
+            .or_else(|| b.get("declines_by_cause"));
+        for (cause, n) in causes.and_then(Value::as_object).into_iter().flatten() {
+            put(&format!("declines_by_cause.{cause}"), n.clone());
+        }
+    }
+    want
+}
+
+async fn redraws(client: &Client) -> u64 {
+    let v = client
+        .execute("return Number(document.body.dataset.redraws)", vec![])
+        .await
+        .unwrap();
+    v.as_u64().unwrap_or(0)
+}
+
+async fn wait_redraws(client: &Client, more_than: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = redraws(client).await;
+        if n > more_than {
+            return n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the page stopped redrawing at {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let file = dir.path().join("parasol.toml");
+    std::fs::write(&file, config(port, dir.path(), "filter")).unwrap();
+    let parasol = spawn(
+        Command::new(env!("CARGO_BIN_EXE_parasol"))
+            .args(["--config", file.to_str().unwrap(), "serve"])
+            .env("RUST_LOG", "warn"),
+    );
+    wait_for(&format!("{base}/healthz")).await;
+    let driver_port = free_port();
+    let _driver = spawn(Command::new("chromedriver").arg(format!("--port={driver_port}")));
+    wait_for(&format!("http://127.0.0.1:{driver_port}/status")).await;
+
+    let http = reqwest::Client::new();
+    for i in 0..80 {
+        let event = json!({"message_id": format!("m{i}"), "event_type": "compute.host.state", "priority": "INFO",
+            "payload": {"host": format!("compute{i:02}"), "compute_node_uuid": uuid::Uuid::new_v4().to_string(),
+                "inventory": {"VCPU": {"total": 64}, "MEMORY_MB": {"total": 262144}, "DISK_GB": {"total": 2000}}}});
+        let r = http
+            .post(format!("{base}/v1/notifications"))
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+
+    let profile = dir.path().join("chromium-profile");
+    let mut caps = Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+            "--disable-dev-shm-usage", "--window-size=1400,1150", format!("--user-data-dir={}", profile.display())]}),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("a Chromium session through chromedriver");
+    client
+        .goto(&format!("{base}/?interval_ms=500"))
+        .await
+        .unwrap();
+
+    // Under load: filter, then apsr after a SIGHUP, while the page redraws.
+    load(&base, Duration::from_secs(4)).await;
+    std::fs::write(&file, config(port, dir.path(), "apsr")).unwrap();
+    let pid = parasol.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats(&base).await["active_backend"] != "apsr" {
+        assert!(Instant::now() < deadline, "SIGHUP did not switch to apsr");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    load(&base, Duration::from_secs(4)).await;
+
+    // Load stopped: the next redraws show numbers that no longer move.
+    let n = redraws(&client).await;
+    wait_redraws(&client, n + 1).await;
+    let before = stats(&base).await;
+    let n = redraws(&client).await;
+    wait_redraws(&client, n).await;
+    let shown = client
+        .execute(
+            "return [...document.querySelectorAll('[data-metric]')].map(e => \
+             [e.dataset.backend + '/' + e.dataset.metric, e.dataset.value, e.textContent])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let after = stats(&base).await;
+    assert_eq!(
+        expected(&before),
+        expected(&after),
+        "the numbers still moved"
+    );
+
+    let want = expected(&after);
+    let mut seen = Map::new();
+    for entry in shown.as_array().unwrap() {
+        let key = entry[0].as_str().unwrap().to_string();
+        let value: Value = serde_json::from_str(entry[1].as_str().unwrap()).unwrap();
+        let text = entry[2].as_str().unwrap();
+        assert_eq!(
+            text == "—",
+            value.is_null(),
+            "{key}: shown {text:?} for {value}"
+        );
+        seen.insert(key, value);
+    }
+    assert_eq!(
+        seen.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (key, value) in &want {
+        match (value.as_f64(), seen[key].as_f64()) {
+            (Some(a), Some(b)) => assert_eq!(a, b, "{key}"),
+            _ => assert_eq!(&seen[key], value, "{key}"),
+        }
+    }
+    for backend in ["filter", "apsr"] {
+        assert!(
+            want[&format!("{backend}/requests")].as_u64().unwrap() > 0,
+            "{backend} ran"
+        );
+    }
+    let active = client
+        .execute(
+            "return document.getElementById('active').dataset.value",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(active, "apsr");
+    // Four charts drawn by uPlot, each with a line per backend.
+    let canvases = client
+        .execute(
+            "return document.querySelectorAll('#charts canvas').length",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(canvases, 4);
+
+    // Everything came from Parasol: the page works with no other network.
+    let loaded = client
+        .execute(
+            "return [location.href, ...performance.getEntriesByType('resource').map(e => e.name)]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let loaded: Vec<&str> = loaded
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        loaded
+            .iter()
+            .any(|u| u.ends_with("/assets/uPlot.iife.min.js")),
+        "{loaded:?}"
+    );
+    for url in &loaded {
+        assert!(
+            url.starts_with(&format!("{base}/")),
+            "loaded from elsewhere: {url}"
+        );
+    }
+
+    let png = client.screenshot().await.unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let out = if std::env::var_os("PARASOL_UPDATE_DOCS").is_some() {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/live-page.png")
+    } else {
+        dir.path().join("live-page.png")
+    };
+    std::fs::write(&out, &png).unwrap();
+    client.close().await.unwrap();
+}

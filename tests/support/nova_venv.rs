@@ -1,0 +1,56 @@
+//! The virtualenv of Nova's own code (`tests/nova_compat/requirements.txt`, pinned), cached in
+//! `$HOME/.cache/parasol/nova-venv-<hash of requirements.txt>` and built (pip, a few minutes)
+//! only when that file changes. `PARASOL_PYTHON` picks the interpreter.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// The cached virtualenv for the pinned requirements, built once per requirements hash.
+pub fn nova_venv() -> PathBuf {
+    let reqs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_compat/requirements.txt");
+    let text = std::fs::read(&reqs).expect("requirements.txt");
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
+    let cache = PathBuf::from(home).join(".cache/parasol");
+    let venv = cache.join(format!("nova-venv-{:016x}", fnv1a(&text)));
+    if venv.join(".complete").exists() {
+        return venv;
+    }
+    std::fs::create_dir_all(&cache).expect("cache dir");
+    // Built aside and renamed, so a concurrent or interrupted run never sees half a venv.
+    let building = cache.join(format!("building-{}", uuid::Uuid::new_v4().simple()));
+    let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
+    run(Command::new(&python).arg("-m").arg("venv").arg(&building));
+    run(Command::new(building.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&reqs));
+    std::fs::write(building.join(".complete"), b"").expect("marker");
+    if std::fs::rename(&building, &venv).is_err() {
+        let _ = std::fs::remove_dir_all(&building); // another run finished first
+    }
+    // A venv's scripts name their own path: run python through the final path only.
+    assert!(
+        venv.join(".complete").exists(),
+        "venv at {}",
+        venv.display()
+    );
+    venv
+}
+
+/// Runs `cmd`, failing the test with its output when it fails.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
