@@ -41,6 +41,7 @@ pub struct Settings {
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,
+    pub auth: crate::auth::AuthSettings,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -325,6 +326,12 @@ impl Settings {
             .map_err(|(k, m)| ConfigError::Key {
                 key: format!("placement.{k}"),
                 message: m.into(),
+            })?;
+        self.auth
+            .validate(&self.server.host)
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("auth.{k}"),
+                message: m,
             })?;
         if !(self.rpc.debug_delay_s.is_finite() && self.rpc.debug_delay_s >= 0.0) {
             return key(

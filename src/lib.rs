@@ -19,11 +19,13 @@
 //! - [`placement`]: inventory sync from OpenStack Placement.
 //! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ, and a minimal oslo RPC client.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
+//! - [`auth`]: authentication of the HTTP API (none, a shared token, or Keystone).
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface, building and running the service.
 //! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
 //! - [`cli`], [`telemetry`]: the command line and logging.
 
 pub mod amqp;
+pub mod auth;
 pub mod backend;
 pub mod cli;
 pub mod clock;

@@ -25,6 +25,8 @@ pub enum StartupError {
     Ledger(#[from] LedgerError),
     #[error("backend: {0}")]
     Backend(#[from] BuildError),
+    #[error("{0}")]
+    Auth(#[from] crate::auth::AuthError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -154,8 +156,11 @@ fn http_server(
 ) -> Result<Server, StartupError> {
     let limit = settings.server.max_body_bytes;
     let workers = settings.server.http_workers;
+    let clock = state.scheduler.clock().clone();
+    let auth = crate::auth::Auth::new(&settings.auth, listener.local_addr().ok(), clock)?;
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(auth.clone())
             .app_data(state.clone())
             .app_data(web::Data::new(BodyLimit(limit)))
             .route(
@@ -189,10 +194,5 @@ fn http_server(
 #[derive(Clone, Copy, Debug)]
 pub struct BodyLimit(pub usize);
 
-/// A ledger URL without its password, for logs.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***@{}", &url[..s], &url[at + 1..]),
-        _ => url.to_string(),
-    }
-}
+/// A URL without its password, for logs and error messages.
+pub use crate::auth::redact_url as redact;

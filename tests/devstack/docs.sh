@@ -118,7 +118,8 @@ output_of() { awk -v marker="@@ $2" '$0 == marker { on = 1; next } /^@@ / { on =
 ran() { grep -qxF "@@ $2" "$OUT/$1"; }
 
 healthz() { curl -sf localhost:8790/healthz | jq -e "$1"; }
-backend_is() { curl -sf localhost:8790/v1/stats | jq -e --arg b "$1" '.active_backend == $b'; }
+# /healthz: open whatever [auth] says (on DevStack /v1/stats needs a Keystone token).
+backend_is() { curl -sf localhost:8790/healthz | jq -e --arg b "$1" '.backend == $b'; }
 main_pid() { cat "/run/systemctl-stub/pid/$1.service"; }
 mode_owner() { [[ $(stat -c '%a %U %G' "$1") == "$2" ]]; }
 journal_has() { journalctl -u "$1" | grep -qF -- "$2"; }
@@ -247,8 +248,12 @@ scenario_devstack() {
         <(output_of devstack-check "journalctl -u devstack@parasol")
     check "/healthz: ok, local.conf's backend" jq -e --arg b "$backend" ".status == \"ok\" and .backend == \$b" \
         <(output_of devstack-check "curl -s localhost:8790/healthz")
-    check "/v1/hosts: a list of hosts" jq -e '.hosts | type == "array"' \
-        <(output_of devstack-check "curl -s localhost:8790/v1/hosts")
+    # shellcheck disable=SC2016 # the block's command as written, not expanded
+    check "/v1/hosts with the block's token: 503 naming Keystone, which the fake lacks" \
+        jq -e '.error.class == "ServiceUnavailable" and (.error.message | test("Keystone is unreachable"))' \
+        <(output_of devstack-check 'curl -s -H "X-Auth-Token: $(openstack token issue -f value -c id)" localhost:8790/v1/hosts')
+    check "/v1/hosts without a token: 401" test "$(curl -s -o /dev/null -w '%{http_code}' localhost:8790/v1/hosts)" = 401
+    check "the config asks Keystone" grep -qx 'strategy = "keystone"' "$config"
     eventually "/healthz: broker connected" healthz '.broker.connected == true'
     eventually "Parasol consumes the scheduler topic" scheduler_consumers
 
