@@ -105,6 +105,7 @@ impl Application {
         listener: TcpListener,
         clock: SharedClock,
     ) -> Result<Application, StartupError> {
+        crate::auth::check_bind(&settings.auth, listener.local_addr().ok())?;
         let url = settings
             .ledger
             .resolve_url()

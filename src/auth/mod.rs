@@ -80,13 +80,7 @@ impl Auth {
         bound: Option<SocketAddr>,
         clock: SharedClock,
     ) -> Result<Auth, AuthError> {
-        let host = bound.map_or_else(|| "an unknown address".into(), |a| a.ip().to_string());
-        if let Err((key, message)) = settings.validate(&host) {
-            return Err(match key {
-                "strategy" => AuthError::Insecure(message),
-                key => AuthError::Invalid { key, message },
-            });
-        }
+        let host = check_bind(settings, bound)?;
         if settings.strategy == Strategy::None && !is_loopback_host(&host) {
             tracing::warn!(
                 address = %host,
@@ -218,6 +212,17 @@ impl Auth {
             .keystone
             .as_ref()
             .map(|(client, _)| format!("Keystone uri=\"{}\"", client.keystone_url()))
+    }
+}
+
+/// Checks `settings` for a server bound to `bound` (before anything starts); returns the
+/// bound address as text.
+pub fn check_bind(settings: &AuthSettings, bound: Option<SocketAddr>) -> Result<String, AuthError> {
+    let host = bound.map_or_else(|| "an unknown address".into(), |a| a.ip().to_string());
+    match settings.validate(&host) {
+        Ok(()) => Ok(host),
+        Err(("strategy", message)) => Err(AuthError::Insecure(message)),
+        Err((key, message)) => Err(AuthError::Invalid { key, message }),
     }
 }
 

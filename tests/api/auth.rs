@@ -98,7 +98,10 @@ async fn no_authentication_on_a_public_address_is_refused_at_start() {
     let app = Application::build(s)
         .await
         .expect("allowed when insecure is allowed");
-    app.handle().stop(false).await;
+    let handle = app.handle();
+    let server = tokio::spawn(app.run_until_stopped());
+    handle.stop(false).await;
+    server.await.expect("join").expect("stopped cleanly");
 }
 
 #[test]
