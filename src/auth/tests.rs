@@ -6,6 +6,9 @@ use crate::clock::ManualClock;
 
 const SECRET: &str = "0123456789abcdef-secret";
 
+/// A request (method, path, token) and the status of its denial, if denied.
+type Case<'a> = (&'a Method, &'a str, Option<&'a [u8]>, Option<StatusCode>);
+
 fn auth(settings: AuthSettings, bound: &str) -> Result<Auth, AuthError> {
     let bound: SocketAddr = bound.parse().expect("test address");
     Auth::new(&settings, Some(bound), Arc::new(ManualClock::default()))
@@ -22,7 +25,7 @@ fn token_settings() -> AuthSettings {
 #[tokio::test]
 async fn the_token_strategy_lets_through_only_the_configured_secret() {
     let auth = auth(token_settings(), "0.0.0.0:8790").expect("token on any address");
-    let cases: [(&Method, &str, Option<&[u8]>, Option<StatusCode>); 9] = [
+    let cases: [Case; 9] = [
         (
             &Method::POST,
             "/v1/select_destinations",

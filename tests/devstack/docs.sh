@@ -189,7 +189,7 @@ scenario_cloud() {
     # "Switching backends in production": edit [scheduler] backend, then the block.
     edit "$config" scheduler.backend='"apsr"'
     run_block "$doc" cloud-switch
-    eventually "reload switched the backend to apsr (/v1/stats)" backend_is apsr
+    eventually "reload switched the backend to apsr (/healthz)" backend_is apsr
     check "reload kept the process" test "$(main_pid parasol)" = "$pid"
     check "the journal says so" journal_has parasol "configuration reloaded"
     # A refused file: config check stops the block before the reload; reloading anyway keeps
@@ -266,7 +266,7 @@ scenario_devstack() {
         [[ $new == "$backend" || $new == "$restack" ]] || break
     done
     EDITOR="python3 $HERE/edit-toml.py scheduler.backend=\"$new\"" run_block "$doc" devstack-reload
-    eventually "reload switched the backend to $new (/v1/stats)" backend_is "$new"
+    eventually "reload switched the backend to $new (/healthz)" backend_is "$new"
     check "reload kept the process" test "$(main_pid devstack@parasol)" = "$pid"
     check "the journal says so" journal_has devstack@parasol "configuration reloaded"
 
@@ -275,7 +275,7 @@ scenario_devstack() {
     new=$(sed -n 's/^PARASOL_BACKEND=//p' local.conf | tail -n 1)
     check "local.conf's backend is the block's" test "$new" = "$restack"
     check "the config has it" grep -qx "backend = \"$new\"" "$config"
-    eventually "Parasol runs it (/v1/stats)" backend_is "$new"
+    eventually "Parasol runs it (/healthz)" backend_is "$new"
     check "re-stacking restarted Parasol" test "$(main_pid devstack@parasol)" != "$pid"
     check "unstack stopped the old process" not test -e "/proc/$pid"
 
