@@ -87,8 +87,8 @@ pub fn tokens_url(keystone_url: &str) -> String {
 }
 
 fn unreachable(e: reqwest::Error) -> KeystoneError {
-    // reqwest's message names the URL; Keystone's URL holds no secret, but say it plainly.
-    KeystoneError::Unreachable(e.to_string())
+    // reqwest's message names the URL: without a password, whatever the configured URL holds.
+    KeystoneError::Unreachable(super::redact_urls(&e.to_string()))
 }
 
 async fn body_excerpt(response: reqwest::Response) -> String {

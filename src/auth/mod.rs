@@ -211,7 +211,7 @@ impl Auth {
         self.0
             .keystone
             .as_ref()
-            .map(|(client, _)| format!("Keystone uri=\"{}\"", client.keystone_url()))
+            .map(|(client, _)| format!("Keystone uri=\"{}\"", redact_url(client.keystone_url())))
     }
 }
 
