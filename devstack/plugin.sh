@@ -2,7 +2,8 @@
 # shellcheck shell=bash
 # DevStack plugin: Parasol in place of nova-scheduler.
 #   stack install      build Parasol (installing Rust with rustup when cargo is missing)
-#   stack post-config  write $PARASOL_CONF, check it, set nova.conf for versioned notifications
+#   stack post-config  create the parasol service user, write $PARASOL_CONF, check it, set
+#                      nova.conf for versioned notifications
 #   stack extra        run Parasol as the devstack@parasol systemd unit
 #   unstack            stop the unit
 #   clean              remove the unit, configuration, ledger, binary and nova.conf keys
@@ -44,6 +45,19 @@ function write_parasol_conf {
 host = "${SERVICE_LISTEN_ADDRESS:-0.0.0.0}"
 port = ${PARASOL_PORT}
 
+# Every route but /healthz, /readyz, /metrics and / needs a Keystone token with a role of
+# PARASOL_ROLES, validated with the parasol service user's own token.
+[auth]
+strategy = "keystone"
+keystone_url = "${KEYSTONE_SERVICE_URI}/v3"
+username = "parasol"
+password = "${SERVICE_PASSWORD}"
+project_name = "${SERVICE_PROJECT_NAME:-service}"
+user_domain_name = "${SERVICE_DOMAIN_NAME:-Default}"
+project_domain_name = "${SERVICE_DOMAIN_NAME:-Default}"
+roles = ["${PARASOL_ROLES//,/\", \"}"]
+read_roles = ["${PARASOL_ROLES//,/\", \"}"]
+
 [ledger]
 data_dir = "${PARASOL_DATA_DIR}"
 
@@ -72,6 +86,12 @@ user_domain_name = "${SERVICE_DOMAIN_NAME:-Default}"
 project_domain_name = "${SERVICE_DOMAIN_NAME:-Default}"
 sync_interval_s = ${PARASOL_PLACEMENT_SYNC_INTERVAL}
 TOML
+}
+
+# The parasol service user, in the service project with the service role: enough to validate
+# callers' tokens (Keystone's identity:validate_token), nothing more.
+function create_parasol_accounts {
+    create_service_user "parasol" "service"
 }
 
 function configure_parasol {
@@ -120,6 +140,7 @@ if is_service_enabled parasol; then
         install_parasol
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         echo_summary "Configuring Parasol (backend $PARASOL_BACKEND)"
+        create_parasol_accounts
         configure_parasol
         configure_nova_for_parasol
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then

@@ -22,6 +22,7 @@
 //! - [`placement`]: inventory sync from OpenStack Placement.
 //! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ, and a minimal oslo RPC client.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
+//! - [`auth`]: authentication of the HTTP API (none, a shared token, or Keystone).
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface (and the live page at `/`),
 //!   building and running the service.
 //! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
@@ -29,6 +30,7 @@
 //!   systemd's readiness notifications.
 
 pub mod amqp;
+pub mod auth;
 pub mod backend;
 pub mod cli;
 pub mod clock;

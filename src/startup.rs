@@ -30,6 +30,8 @@ pub enum StartupError {
     Ledger(#[from] LedgerError),
     #[error("backend: {0}")]
     Backend(#[from] BuildError),
+    #[error("{0}")]
+    Auth(#[from] crate::auth::AuthError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -111,6 +113,7 @@ impl Application {
         listener: TcpListener,
         clock: SharedClock,
     ) -> Result<Application, StartupError> {
+        crate::auth::check_bind(&settings.auth, listener.local_addr().ok())?;
         let url = settings
             .ledger
             .resolve_url()
@@ -249,8 +252,11 @@ fn http_server(
 ) -> Result<Server, StartupError> {
     let limit = web::Data::new(BodyLimit(settings.server.max_body_bytes));
     let workers = settings.server.http_workers;
+    let clock = data.scheduler.clock().clone();
+    let auth = crate::auth::Auth::new(&settings.auth, listener.local_addr().ok(), clock)?;
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(auth.clone())
             .wrap(actix_web::middleware::from_fn(
                 crate::telemetry::request_span,
             ))
@@ -291,10 +297,5 @@ fn http_server(
         .run())
 }
 
-/// A ledger URL without its password, for logs.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***@{}", &url[..s], &url[at + 1..]),
-        _ => url.to_string(),
-    }
-}
+/// A URL without its password, for logs and error messages.
+pub use crate::auth::redact_url as redact;

@@ -72,6 +72,7 @@ pub struct Settings {
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,
     pub log: LogSettings,
+    pub auth: crate::auth::AuthSettings,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

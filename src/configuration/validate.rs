@@ -59,6 +59,18 @@ impl Settings {
                 key: format!("placement.{k}"),
                 message: m.into(),
             })?;
+        self.auth
+            .validate(&self.server.host)
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("auth.{k}"),
+                message: m,
+            })?;
+        if !(self.server.shutdown_grace_s.is_finite() && self.server.shutdown_grace_s >= 0.0) {
+            return key(
+                "server.shutdown_grace_s",
+                "must be a non-negative number of seconds",
+            );
+        }
         if !(self.rpc.debug_delay_s.is_finite() && self.rpc.debug_delay_s >= 0.0) {
             return key(
                 "rpc.debug_delay_s",

@@ -247,7 +247,7 @@ impl Ledger {
             Pools::Postgres(pool)
         } else {
             return Err(LedgerError::UnsupportedUrl {
-                url: url.to_string(),
+                url: crate::auth::redact_url(url),
             });
         };
         Ok(Ledger {

@@ -28,9 +28,9 @@ use tokio_util::sync::CancellationToken;
 /// Why a sync failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
-    #[error("request to Placement failed: {0}")]
+    #[error("request to Placement failed: {}", crate::auth::redact_urls(&.0.to_string()))]
     Http(reqwest::Error),
-    #[error("{url} answered {status}: {body}")]
+    #[error("{} answered {status}: {body}", crate::auth::redact_url(url))]
     Status {
         url: String,
         status: u16,

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 /// Why a call did not get its answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("broker: {0}")]
+    #[error("broker: {}", crate::auth::redact_urls(&.0.to_string()))]
     Broker(#[from] lapin::Error),
     #[error("no reply to {0} within the timeout")]
     Timeout(String),

@@ -33,7 +33,7 @@ const DEDUP_CAPACITY: usize = 65_536;
 /// Why a server session ended.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
-    #[error("broker: {0}")]
+    #[error("broker: {}", crate::auth::redact_urls(&.0.to_string()))]
     Broker(#[from] lapin::Error),
     #[error("the broker closed the RPC consumer")]
     Closed,

@@ -65,6 +65,30 @@ pub async fn spawn_with_clock(settings: Settings, db: TestDb, clock: SharedClock
     }
 }
 
+impl TestApp {
+    /// Starts the notification consumer and the Placement sync (when configured) until the
+    /// returned token is cancelled.
+    #[allow(dead_code)]
+    pub fn start_background(&self) -> tokio_util::sync::CancellationToken {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let h = &self.handles;
+        if !h.settings.amqp.url.is_empty() {
+            tokio::spawn(parasol::amqp::run_notification_consumer(
+                h.ingest.clone(),
+                h.broker.clone(),
+                h.settings.amqp.clone(),
+                stop.clone(),
+            ));
+        }
+        tokio::spawn(parasol::placement::run_sync(
+            h.settings.placement.clone(),
+            h.sync_deps(),
+            stop.clone(),
+        ));
+        stop
+    }
+}
+
 /// A Parasol host-state event (DESIGN §3.3) for a host with ratios of 1.
 pub fn host_state_event(
     message_id: &str,

@@ -5,9 +5,11 @@
 mod support;
 
 mod apsr;
+mod auth;
 mod backends;
 mod bad_input;
 mod concurrency;
 mod helpers;
 mod notifications;
+mod redaction;
 mod select_destinations;

@@ -75,6 +75,14 @@ check "RabbitMQ credentials" toml_has 'url = "amqp://stackrabbit:rabbitsecret@10
 check "Placement endpoint" toml_has 'url = "http://10.0.0.5/placement"'
 check "Keystone endpoint" toml_has 'keystone_url = "http://10.0.0.5/identity/v3"'
 check "Keystone password" toml_has 'password = "servicesecret"'
+check "the parasol service user is created" called create_service_user parasol service
+check "Keystone authentication of the API" toml_has 'strategy = "keystone"'
+check "the parasol user validates tokens" toml_has 'username = "parasol"'
+check "the admin role is needed" toml_has 'roles = ["admin"]'
+check "no insecure bind" bash -c "! grep -q allow_insecure '$PARASOL_CONF'"
+PARASOL_ROLES=admin,reader phase stack post-config >/dev/null
+check "PARASOL_ROLES lists roles" toml_has 'read_roles = ["admin", "reader"]'
+phase stack post-config >/dev/null
 check "the ledger in DevStack's data dir" toml_has "data_dir = \"$DATA_DIR/parasol\""
 for conf in "$NOVA_CONF" "$NOVA_CPU_CONF"; do
     check "versioned notifications in $(basename "$conf")" \

@@ -14,6 +14,8 @@ disable_service() {
 }
 # sudo without privileges: the sandbox belongs to the test user, who is $STACK_USER.
 sudo() { record sudo "$@"; "$@"; }
+# lib/keystone's: the user, in $SERVICE_PROJECT_NAME with the role (default service).
+create_service_user() { record create_service_user "$@"; }
 iniset() { record iniset "$@"; python3 "$HARNESS_DIR/ini.py" set "$@"; }
 inidelete() { record inidelete "$@"; python3 "$HARNESS_DIR/ini.py" delete "$@"; }
 # Like DevStack's run_process under systemd: writes devstack@NAME.service and starts it.
