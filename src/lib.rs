@@ -11,6 +11,7 @@
 //! - [`configuration`]: the settings file, environment overrides and validation.
 //! - [`ledger`]: the SQL ledger (SQLite or PostgreSQL): hosts, claims, allocations, message ids.
 //! - [`nova`]: Nova's wire contract: RequestSpec, Selection, oslo envelopes, notifications.
+//! - [`nova_db`]: Nova's compute-node and service records, read from its cell databases.
 //! - [`policy`]: filters, weighers and the named placement algorithms.
 //! - [`control`]: the pure control logic of ASC (adaptive interval) and APSR (planning s, d).
 //! - [`backend`]: the four backends, their worker pools and the switch between them.
@@ -34,6 +35,7 @@ pub mod domain;
 pub mod ledger;
 pub mod notifications;
 pub mod nova;
+pub mod nova_db;
 pub mod placement;
 pub mod policy;
 pub mod routes;
