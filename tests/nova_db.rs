@@ -8,7 +8,8 @@ mod harness;
 use harness::{Databases, Engine};
 use parasol::clock::ManualClock;
 use parasol::nova_db::{
-    Liveness, NodeView, NovaDbError, NovaDbReader, NovaDbSettings, NovaDbSnapshot, SecretUrl,
+    CellSetting, Liveness, NodeView, NovaDbError, NovaDbReader, NovaDbSettings, NovaDbSnapshot,
+    SecretUrl,
 };
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -131,6 +132,36 @@ async fn read_as_nova_does(engine: Engine) {
     );
     assert_cells(&snapshot, &nova, &db);
     assert_cases(&snapshot);
+    assert_named_cell_reads_the_same(&snapshot, &db, now_ms).await;
+}
+
+/// `[nova_db] cells` instead of the API database: the same nodes for that cell.
+async fn assert_named_cell_reads_the_same(
+    discovered: &NovaDbSnapshot,
+    db: &Databases,
+    now_ms: i64,
+) {
+    let cell1 = &discovered.cells[0];
+    let settings = NovaDbSettings {
+        enabled: true,
+        cells: vec![CellSetting {
+            uuid: cell1.cell.uuid.to_string(),
+            name: "cell1".into(),
+            database_url: SecretUrl(db.url("cell1")),
+        }],
+        ..Default::default()
+    };
+    let reader = NovaDbReader::new(settings, Arc::new(ManualClock::new(now_ms))).expect("settings");
+    let named = reader.read().await.expect("reads");
+    reader.close().await;
+    assert!(named.failed_cells.is_empty() && named.disabled_cells.is_empty());
+    let [cell] = &named.cells[..] else {
+        panic!("one cell")
+    };
+    assert_eq!(
+        (cell.cell.uuid, &cell.nodes),
+        (cell1.cell.uuid, &cell1.nodes)
+    );
 }
 
 fn assert_cells(snapshot: &NovaDbSnapshot, nova: &Value, db: &Databases) {
