@@ -37,28 +37,11 @@
 //! - Templated `database_connection`s are filled from `[nova_db] database_url` as Nova
 //!   fills them from `[database] connection`.
 //!
-//! ## Settings (for `etc/parasol.toml`)
+//! ## Settings (`settings.toml` beside this file, for `etc/parasol.toml`)
 //! ```toml
-//! [nova_db]
-//! # Read compute nodes and services from Nova's cell databases (read-only).
-//! enabled = false
-//! # Nova's [api_database] connection, as nova.conf writes it; the cells are read from its
-//! # cell_mappings (cell0 skipped, disabled cells not read).
-//! api_database_url = ""            # "mysql+pymysql://nova:secret@controller/nova_api?charset=utf8"
-//! # Or name the cells instead of api_database_url (uuid from `nova-manage cell_v2 list_cells`):
-//! # cells = [{ uuid = "…", name = "cell1", database_url = "mysql+pymysql://nova:secret@controller/nova_cell1" }]
-//! cells = []
-//! # Nova's [database] connection: only needed when a cell mapping is a template
-//! # ("{scheme}://{username}:{password}@{hostname}/nova_cell1").
-//! database_url = ""
-//! # Seconds between two reads of every cell.
-//! refresh_interval_s = 60
-//! # Nova's [DEFAULT] service_down_time: seconds without a heartbeat before a compute
-//! # service counts as down.
-//! service_down_time_s = 60
-//! # Seconds to connect to and read one database before it counts as unreachable.
-//! timeout_s = 10
+#![doc = include_str!("settings.toml")]
 //! ```
+//!
 //! URLs are taken as nova.conf writes them (`mysql+pymysql://`, `mysql://`,
 //! `postgresql+psycopg2://`, `sqlite:////absolute/path`) and translated for sqlx; passwords
 //! are hidden in every log line, error and `Debug` output.

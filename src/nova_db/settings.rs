@@ -225,6 +225,33 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_block_is_the_defaults_and_reads_through_config() {
+        let file = config::File::from_str(include_str!("settings.toml"), config::FileFormat::Toml);
+        let read: NovaDbSettings = config::Config::builder()
+            .add_source(file)
+            .build()
+            .and_then(|c| c.get("nova_db"))
+            .expect("the block deserializes");
+        assert_eq!(
+            format!("{read:?}"),
+            format!("{:?}", NovaDbSettings::default())
+        );
+        let named = "[nova_db]\ncells = [{ uuid = \"f5fdae7b-6d83-4c39-9a8f-09c1a1a2f7a1\", \
+                     database_url = \"sqlite:////var/lib/nova/nova.sqlite\" }]\n";
+        let file = config::File::from_str(named, config::FileFormat::Toml);
+        let read: NovaDbSettings = config::Config::builder()
+            .add_source(file)
+            .build()
+            .and_then(|c| c.get("nova_db"))
+            .expect("a named cell deserializes");
+        assert_eq!(
+            read.cells[0].database_url.0,
+            "sqlite:////var/lib/nova/nova.sqlite"
+        );
+        assert!(read.validate().is_ok());
+    }
+
+    #[test]
     fn disabled_reader_needs_no_database() {
         assert!(NovaDbSettings::default().validate().is_ok());
     }
