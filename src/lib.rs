@@ -13,6 +13,7 @@
 //! - [`ledger`]: the SQL ledger (SQLite or PostgreSQL): hosts, claims, allocations, message ids;
 //!   it keeps the live table equal to what it committed plus the claims in flight.
 //! - [`nova`]: Nova's wire contract: RequestSpec, Selection, oslo envelopes, notifications.
+//! - [`nova_db`]: Nova's compute-node and service records, read from its cell databases.
 //! - [`policy`]: filters, weighers and the named placement algorithms.
 //! - [`control`]: the pure control logic of ASC (adaptive interval) and APSR (planning s, d).
 //! - [`backend`]: the four backends and their worker pools.
@@ -41,6 +42,7 @@ pub mod domain;
 pub mod ledger;
 pub mod notifications;
 pub mod nova;
+pub mod nova_db;
 pub mod placement;
 pub mod policy;
 pub mod routes;

@@ -1,0 +1,197 @@
+//! What Parasol learns from a cell: its compute services and compute nodes, with the facts
+//! Nova's filters read (`HostState._update_from_compute_node`) and the liveness Nova's DB
+//! `servicegroup` driver judges.
+
+use super::url::DbUrl;
+use serde_json::Value;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// A cell as `cell_mappings` (or `[nova_db] cells`) describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CellMapping {
+    /// The `cell_uuid` a Selection must carry for nova-conductor to find the cell.
+    pub uuid: Uuid,
+    pub name: String,
+    pub database: DbUrl,
+    /// A disabled cell takes no new instances (Nova's `HostManager.enabled_cells`).
+    pub disabled: bool,
+}
+
+impl CellMapping {
+    /// `uuid(name)`, as Nova's `CellMapping.identity`.
+    pub fn identity(&self) -> String {
+        if self.name.is_empty() {
+            self.uuid.to_string()
+        } else {
+            format!("{}({})", self.uuid, self.name)
+        }
+    }
+}
+
+/// One `[arch, hv_type, vm_mode]` entry of `supported_instances` (Nova's `HVSpec`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SupportedInstance {
+    pub arch: String,
+    pub hv_type: String,
+    pub vm_mode: String,
+}
+
+/// A `nova-compute` row of `services` (not deleted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceRecord {
+    pub id: i64,
+    pub uuid: Option<String>,
+    /// The service host: `CONF.host` of that nova-compute, where the conductor sends builds.
+    pub host: String,
+    pub disabled: bool,
+    pub disabled_reason: Option<String>,
+    pub forced_down: bool,
+    /// Milliseconds since the epoch (UTC, as Nova stores them) of the last heartbeat.
+    pub last_seen_up_ms: Option<i64>,
+    pub created_at_ms: Option<i64>,
+    pub updated_at_ms: Option<i64>,
+    /// The service version (`nova.objects.service.SERVICE_VERSION` of that compute).
+    pub version: i64,
+}
+
+/// Whether a service is up, and why not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    Up,
+    /// `forced_down` was set (`openstack compute service set --down`).
+    ForcedDown,
+    /// The last heartbeat is more than `service_down_time` away from now.
+    Stale {
+        last_heartbeat_ms: i64,
+    },
+    /// Neither `last_seen_up` nor `created_at` is set.
+    NoHeartbeat,
+}
+
+impl ServiceRecord {
+    /// Nova's `servicegroup.API.service_is_up` with the DB driver: forced down is down;
+    /// otherwise the last heartbeat (`last_seen_up`, or `created_at` before the first one)
+    /// must be within `service_down_time_s` of `now_ms`, either side.
+    pub fn liveness(&self, now_ms: i64, service_down_time_s: f64) -> Liveness {
+        if self.forced_down {
+            return Liveness::ForcedDown;
+        }
+        let Some(last) = self.last_seen_up_ms.or(self.created_at_ms) else {
+            return Liveness::NoHeartbeat;
+        };
+        let elapsed_s = now_ms.abs_diff(last) as f64 / 1000.0;
+        if elapsed_s <= service_down_time_s {
+            Liveness::Up
+        } else {
+            Liveness::Stale {
+                last_heartbeat_ms: last,
+            }
+        }
+    }
+
+    pub fn is_up(&self, now_ms: i64, service_down_time_s: f64) -> bool {
+        self.liveness(now_ms, service_down_time_s) == Liveness::Up
+    }
+}
+
+/// A `compute_nodes` row (not deleted) with the service it belongs to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComputeNodeRecord {
+    /// The node's uuid: Placement's resource provider uuid.
+    pub uuid: Uuid,
+    /// `hypervisor_hostname`: Placement's resource provider name, a Selection's `nodename`.
+    pub node: String,
+    /// The service host, a Selection's `service_host`.
+    pub host: String,
+    pub hypervisor_type: String,
+    pub hypervisor_version: i64,
+    pub supported_instances: Vec<SupportedInstance>,
+    /// `cpu_info` decoded; `None` when empty (Ironic and VMware report none).
+    pub cpu_info: Option<Value>,
+    pub has_numa_topology: bool,
+    /// PCI device pools in `pci_stats` (0: no PCI devices to pass through).
+    pub pci_pools: usize,
+    /// Whether `nova-manage cell_v2 discover_hosts` has mapped the node.
+    pub mapped: i64,
+    pub updated_at_ms: Option<i64>,
+    pub service: Arc<ServiceRecord>,
+}
+
+/// A compute node Nova's scheduler would not consider either, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RejectedNode {
+    pub id: i64,
+    pub node: Option<String>,
+    pub host: Option<String>,
+    pub reason: String,
+}
+
+/// Everything read from one cell database.
+#[derive(Clone, Debug)]
+pub struct CellSnapshot {
+    pub cell: CellMapping,
+    /// Compute nodes ordered by row id.
+    pub nodes: Vec<ComputeNodeRecord>,
+    /// Every `nova-compute` service, with or without nodes.
+    pub services: Vec<Arc<ServiceRecord>>,
+    pub rejected: Vec<RejectedNode>,
+}
+
+/// `supported_instances` as Nova's `ComputeNode._from_db_object` decodes it: empty is none,
+/// otherwise a JSON list of `[arch, hv_type, vm_mode]`.
+pub(super) fn supported_instances(text: Option<&str>) -> Result<Vec<SupportedInstance>, String> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let specs: Vec<Vec<Value>> = serde_json::from_str(text)
+        .map_err(|e| format!("supported_instances is not a list of lists: {e}"))?;
+    specs
+        .iter()
+        .map(|spec| match spec.as_slice() {
+            [Value::String(arch), Value::String(hv), Value::String(mode), ..] => {
+                Ok(SupportedInstance {
+                    arch: arch.clone(),
+                    hv_type: hv.clone(),
+                    vm_mode: mode.clone(),
+                })
+            }
+            _ => Err(format!(
+                "supported_instances entry {} is not [arch, hv_type, vm_mode]",
+                Value::from(spec.clone())
+            )),
+        })
+        .collect()
+}
+
+/// `cpu_info` decoded; empty (as the resource tracker stores "none") is `None`.
+pub(super) fn cpu_info(text: Option<&str>) -> Result<Option<Value>, String> {
+    match text.filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(text) => serde_json::from_str(text)
+            .map(Some)
+            .map_err(|e| format!("cpu_info is not JSON: {e}")),
+    }
+}
+
+/// The number of PCI device pools, as Nova's `pci_device_pool.from_pci_stats` reads
+/// `pci_stats`: a serialized `PciDevicePoolList`, an older list of pools or a single pool;
+/// text that is not JSON counts as none, as in Nova.
+pub(super) fn pci_pools(text: Option<&str>) -> usize {
+    let Some(value) = text.and_then(|t| serde_json::from_str::<Value>(t).ok()) else {
+        return 0;
+    };
+    match &value {
+        Value::Object(o) if o.contains_key("nova_object.namespace") => value
+            .pointer("/nova_object.data/objects")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len),
+        Value::Object(o) => usize::from(!o.is_empty()),
+        Value::Array(pools) => pools.len(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+#[path = "records_tests.rs"]
+mod tests;
