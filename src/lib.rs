@@ -7,6 +7,8 @@
 //!
 //! # Layout
 //! - [`domain`]: resource vectors, host state and the per-request scheduling context.
+//! - [`backoff`]: capped exponential delays between reconnection attempts.
+//! - [`choice`]: closed sets of named configuration values, with "did you mean" errors.
 //! - [`clock`]: the injectable clock every interval and timestamp comes from.
 //! - [`configuration`]: the settings file, environment overrides and validation.
 //! - [`table`]: the live host table every decision reads and every claim reserves in.
@@ -33,6 +35,8 @@
 pub mod amqp;
 pub mod auth;
 pub mod backend;
+pub mod backoff;
+pub mod choice;
 pub mod cli;
 pub mod clock;
 pub mod configuration;

@@ -210,8 +210,17 @@ impl Application {
         ));
     }
 
+    /// On PostgreSQL, keeps the live table in step with the other processes' writes.
+    pub fn start_follow(&self) {
+        let ledger = self.handles.scheduler.ledger().clone();
+        let shutdown = self.shutdown.clone();
+        self.tasks
+            .spawn(async move { ledger.follow(shutdown).await });
+    }
+
     /// Every background part the configuration asks for.
     pub fn start_background(&self) {
+        self.start_follow();
         self.start_notification_consumer();
         self.start_rpc_server();
         self.start_placement_sync();

@@ -422,3 +422,61 @@ async fn a_sqlite_ledger_creates_its_folder_or_names_the_file_it_cannot_open() {
         .to_string();
     assert!(err.contains(&nested.display().to_string()), "{err}");
 }
+
+/// PostgreSQL: each process' live table follows the hosts, claims and releases the others
+/// commit, without being asked (the ledger's change notifications).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_process_table_follows_another_process_changes_on_postgres() {
+    let (a, db) = ledger("postgres").await;
+    let b = parasol::ledger::Ledger::open(&db.url, 4).await.unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let follow = {
+        let b = b.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { b.follow(stop).await })
+    };
+    let wait = |what: &'static str, check: Box<dyn Fn() -> bool + Send>| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !check() {
+            assert!(std::time::Instant::now() < deadline, "b never saw {what}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let id = a
+        .register_host(&registration("c1", 8, 8192, 80), 1)
+        .await
+        .unwrap();
+    let t = b.table().clone();
+    wait("the new host", Box::new(move || t.get(id).is_some())).await;
+    assert_eq!(
+        a.claim(id, "i1", &Resources::new(6, 100, 1), 2)
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let t = b.table().clone();
+    wait(
+        "the claim",
+        Box::new(move || {
+            t.get(id)
+                .is_some_and(|h| h.used == Resources::new(6, 100, 1))
+        }),
+    )
+    .await;
+    // b no longer offers the room a took: its own claim is refused in memory.
+    assert_eq!(
+        b.claim(id, "i2", &Resources::new(4, 100, 1), 3)
+            .await
+            .unwrap(),
+        ClaimOutcome::Declined
+    );
+    a.release("i1").await.unwrap();
+    let t = b.table().clone();
+    wait(
+        "the release",
+        Box::new(move || t.get(id).is_some_and(|h| h.used == Resources::ZERO)),
+    )
+    .await;
+    stop.cancel();
+    follow.await.unwrap();
+}

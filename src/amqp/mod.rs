@@ -5,16 +5,14 @@
 //! - `topology`: the exchanges, queues and bindings Parasol declares (never Nova's own queues).
 //! - `consumer`: the connection's life: declare, consume, reconnect with backoff.
 //! - `batch`: decode, apply a batch in one transaction, dead-letter poison, ack after commit.
-//! - `backoff`: capped exponential reconnection delays.
 //! - `status`: [`BrokerStatus`], the connection's state for health and metrics.
 
-mod backoff;
 mod batch;
 mod consumer;
 mod status;
 pub mod topology;
 
-pub use backoff::Backoff;
+pub use crate::backoff::Backoff;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
 pub use status::BrokerStatus;
 

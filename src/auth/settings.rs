@@ -1,7 +1,7 @@
 //! `[auth]`: who may call the HTTP API, and whether an address that is not loopback may be
 //! served without authentication.
 
-use crate::configuration::Choice;
+use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 

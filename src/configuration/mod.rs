@@ -8,13 +8,12 @@
 //! - `choice`: enums chosen by name, whose errors list the valid names.
 //! - `nova_conf`, `from_nova`: `parasol config from-nova`, nova.conf to parasol.toml.
 
-mod choice;
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
 mod validate;
 
-pub use choice::{nearest, parse_choice, Choice, UnknownChoice};
+pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
 pub use load::{ConfigError, Source};
 
 use crate::control::{ApsrParams, AscParams};

@@ -59,12 +59,6 @@ impl Settings {
                 key: format!("placement.{k}"),
                 message: m.into(),
             })?;
-        self.auth
-            .validate(&self.server.host)
-            .map_err(|(k, m)| ConfigError::Key {
-                key: format!("auth.{k}"),
-                message: m,
-            })?;
         if !(self.server.shutdown_grace_s.is_finite() && self.server.shutdown_grace_s >= 0.0) {
             return key(
                 "server.shutdown_grace_s",
@@ -97,7 +91,14 @@ impl Settings {
         if self.scheduler.stats_window_s == 0 {
             return key("scheduler.stats_window_s", "must be at least 1");
         }
-        self.check_locations()
+        self.check_locations()?;
+        // After the host itself is known to be an address.
+        self.auth
+            .validate(&self.server.host)
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("auth.{k}"),
+                message: m,
+            })
     }
 
     /// URL schemes and syntax of the ledger, the broker and Placement, and the folder of a

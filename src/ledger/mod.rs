@@ -15,9 +15,11 @@
 //! - `claims`: the grouped conditional claim, the release, and what an allocation holds.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
 //! - `import`: recording allocations made outside Parasol (Placement's).
+//! - `follow`: PostgreSQL: loading the hosts other processes changed into this one's table.
 
 pub(crate) mod claims;
 pub(crate) mod dialect;
+mod follow;
 pub(crate) mod hosts;
 mod import;
 pub(crate) mod messages;
@@ -134,6 +136,8 @@ impl Writer {
 #[derive(Clone, Debug)]
 pub struct Ledger {
     pub(crate) pools: Pools,
+    /// This process' name in the ledger's change notifications.
+    process: Arc<str>,
     /// The live table this ledger keeps.
     table: Arc<HostTable>,
     /// Claims waiting for a group commit (see `claims::run_claims`).
@@ -201,6 +205,7 @@ pub(crate) use write_tx;
 impl Ledger {
     /// Connects to `url` (`sqlite://path` — the file is created — or `postgres://…`).
     pub async fn connect(url: &str, max_connections: u32) -> Result<Ledger, LedgerError> {
+        let process = uuid::Uuid::new_v4().simple().to_string();
         let pools = if url.starts_with("sqlite:") {
             let opts = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
@@ -239,9 +244,19 @@ impl Ledger {
             Pools::Sqlite { read, write }
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let opts = PgConnectOptions::from_str(url)?;
+            // Every connection names this process, so that the change notifications of its
+            // own writes (see `follow`) can be told apart from other processes'.
+            let id = process.clone();
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .acquire_timeout(Duration::from_secs(30))
+                .after_connect(move |conn, _| {
+                    let set = format!("SET parasol.process = '{id}'");
+                    Box::pin(async move {
+                        sqlx::Executor::execute(conn, set.as_str()).await?;
+                        Ok(())
+                    })
+                })
                 .connect_with(opts)
                 .await?;
             Pools::Postgres(pool)
@@ -252,6 +267,7 @@ impl Ledger {
         };
         Ok(Ledger {
             pools,
+            process: Arc::from(process),
             table: Arc::new(HostTable::new()),
             claims: JobQueue::default(),
             gate: Arc::default(),

@@ -1,6 +1,6 @@
 //! `[placement]`: where Placement is and how to authenticate to it.
 
-use crate::configuration::Choice;
+use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
 
 /// How requests to Placement are authenticated.

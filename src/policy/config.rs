@@ -1,6 +1,6 @@
 //! The policy's configuration: which filters and weighers run, with Nova's option names.
 
-use crate::configuration::Choice;
+use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
 
 /// How hosts that pass the filters are ranked (DESIGN §5).

@@ -75,7 +75,16 @@ def get(path, base=HTTP[0]):
 
 
 def used_vcpus():
-    return {h["host"]: h["used"]["VCPU"] for h in get("/v1/hosts")["hosts"]}
+    """VCPUs used per host once both processes' tables agree (each follows the other's claims
+    through the ledger's change notifications, within milliseconds)."""
+    seen = None
+    for _ in range(100):
+        views = [{h["host"]: h["used"]["VCPU"] for h in get("/v1/hosts", b)["hosts"]} for b in HTTP]
+        if all(v == views[0] for v in views) and views[0] == seen:
+            return seen
+        seen = views[0] if all(v == views[0] for v in views) else None
+        time.sleep(0.05)
+    raise AssertionError(f"the processes' host tables never agreed: {views}")
 
 
 def ctx():

@@ -60,9 +60,9 @@ pub fn nearest<'a>(given: &str, candidates: impl Iterator<Item = &'a str>) -> Op
 macro_rules! choice_from_string {
     ($ty:ty) => {
         impl TryFrom<String> for $ty {
-            type Error = $crate::configuration::UnknownChoice;
+            type Error = $crate::choice::UnknownChoice;
             fn try_from(name: String) -> Result<Self, Self::Error> {
-                $crate::configuration::parse_choice(&name)
+                $crate::choice::parse_choice(&name)
             }
         }
     };
@@ -71,7 +71,32 @@ macro_rules! choice_from_string {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::configuration::BackendKind;
+
+    /// The shape of `[scheduler] backend`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum BackendKind {
+        Filter,
+        Caching,
+        Asc,
+        Apsr,
+    }
+
+    impl Choice for BackendKind {
+        const ALL: &'static [Self] = &[
+            BackendKind::Filter,
+            BackendKind::Caching,
+            BackendKind::Asc,
+            BackendKind::Apsr,
+        ];
+        fn as_str(self) -> &'static str {
+            match self {
+                BackendKind::Filter => "filter",
+                BackendKind::Caching => "caching",
+                BackendKind::Asc => "asc",
+                BackendKind::Apsr => "apsr",
+            }
+        }
+    }
 
     #[test]
     fn an_unknown_value_lists_the_valid_ones_and_suggests_a_near_miss() {
