@@ -9,6 +9,7 @@
 //! - [`domain`]: resource vectors, host state and the per-request scheduling context.
 //! - [`backoff`]: capped exponential delays between reconnection attempts.
 //! - [`choice`]: closed sets of named configuration values, with "did you mean" errors.
+//! - [`cloud`]: Nova's host aggregates (and facts) the request filters read.
 //! - [`clock`]: the injectable clock every interval and timestamp comes from.
 //! - [`configuration`]: the settings file, environment overrides and validation.
 //! - [`table`]: the live host table every decision reads and every claim reserves in.
@@ -39,6 +40,7 @@ pub mod backoff;
 pub mod choice;
 pub mod cli;
 pub mod clock;
+pub mod cloud;
 pub mod configuration;
 pub mod control;
 pub mod datasets;

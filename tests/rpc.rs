@@ -340,17 +340,44 @@ async fn a_slow_call_is_kept_alive_by_heartbeats_every_half_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn aggregate_casts_are_accepted_and_counted() {
-    let rpc = spawn_rpc(0.0).await;
+async fn aggregate_casts_update_the_aggregates_the_request_filters_read() {
+    let dead_letter = format!("parasol_test_{}.dead_letter", uuid::Uuid::new_v4().simple());
+    let name = dead_letter.clone();
+    let rpc = spawn_rpc_with(move |s| s.amqp.dead_letter = name).await;
+    let aggregate = |uuid: &str, zone: &str| {
+        json!({"nova_object.name": "Aggregate", "nova_object.namespace": "nova",
+               "nova_object.version": "1.3",
+               "nova_object.data": {"id": 1, "uuid": uuid, "name": "agg", "hosts": ["h1"],
+                                    "metadata": {"availability_zone": zone}}})
+    };
+    let a = "6f1a2e4b-0000-4000-8000-00000000000a";
+    let b = "6f1a2e4b-0000-4000-8000-00000000000b";
     rpc.client
         .cast(
             &rpc.topic,
             "update_aggregates",
-            json!({"aggregates": []}),
+            json!({"aggregates": [aggregate(a, "az1"), aggregate(b, "az2")]}),
             "4.1",
         )
         .await
         .unwrap();
+    rpc.wait_count("update_aggregates", 1).await;
+    rpc.client
+        .cast(
+            &rpc.topic,
+            "delete_aggregate",
+            json!({"aggregate": aggregate(a, "az1")}),
+            "4.1",
+        )
+        .await
+        .unwrap();
+    rpc.wait_count("delete_aggregate", 1).await;
+    let known = rpc.app.scheduler.cloud().aggregates();
+    assert_eq!(known.len(), 1, "{known:?}");
+    assert_eq!(known[0].uuid, b);
+    assert_eq!(known[0].metadata["availability_zone"], "az2");
+    assert_eq!(rpc.counters.get("dead_letter"), 0);
+    // A cast whose aggregate cannot be read is dead-lettered, and changes nothing.
     rpc.client
         .cast(
             &rpc.topic,
@@ -360,9 +387,10 @@ async fn aggregate_casts_are_accepted_and_counted() {
         )
         .await
         .unwrap();
-    rpc.wait_count("delete_aggregate", 1).await;
-    rpc.wait_count("update_aggregates", 1).await;
-    assert_eq!(rpc.counters.get("dead_letter"), 0);
+    rpc.wait_count("dead_letter", 1).await;
+    assert_eq!(rpc.app.scheduler.cloud().aggregates().len(), 1);
+    let letters = take_dead_letters(&dead_letter, 1).await;
+    assert!(letters[0].1.contains("aggregate"), "{letters:?}");
 }
 
 /// Takes `n` messages off the durable queue `queue` (body, reason and routing-key headers),

@@ -150,6 +150,30 @@ pub struct SchedulerSettings {
     pub selection_version: String,
     /// Length of the recent window of `/v1/stats`, in seconds.
     pub stats_window_s: u64,
+    /// Nova's `[scheduler]` request filters, same names and defaults (see etc/parasol.toml).
+    pub limit_tenants_to_placement_aggregate: bool,
+    pub placement_aggregate_required_for_tenants: bool,
+    pub enable_isolated_aggregate_filtering: bool,
+    pub query_placement_for_image_type_support: bool,
+    pub image_metadata_prefilter: bool,
+    /// Nova's `[scheduler] max_placement_results`.
+    pub max_placement_results: u32,
+    /// Nova's `[workarounds] disable_fallback_pcpu_query`: no VCPU retry for dedicated CPUs.
+    pub disable_fallback_pcpu_query: bool,
+}
+
+impl SchedulerSettings {
+    /// The request filters' options as the codec takes them.
+    pub fn request_filters(&self) -> crate::nova::RequestFilterOptions {
+        crate::nova::RequestFilterOptions {
+            limit_tenants_to_placement_aggregate: self.limit_tenants_to_placement_aggregate,
+            placement_aggregate_required_for_tenants: self.placement_aggregate_required_for_tenants,
+            enable_isolated_aggregate_filtering: self.enable_isolated_aggregate_filtering,
+            query_placement_for_image_type_support: self.query_placement_for_image_type_support,
+            image_metadata_prefilter: self.image_metadata_prefilter,
+            max_placement_results: self.max_placement_results,
+        }
+    }
 }
 
 impl Default for SchedulerSettings {
@@ -162,6 +186,13 @@ impl Default for SchedulerSettings {
             cell_uuid: "00000000-0000-0000-0000-000000000000".into(),
             selection_version: "1.1".into(),
             stats_window_s: 60,
+            limit_tenants_to_placement_aggregate: false,
+            placement_aggregate_required_for_tenants: false,
+            enable_isolated_aggregate_filtering: false,
+            query_placement_for_image_type_support: false,
+            image_metadata_prefilter: false,
+            max_placement_results: 1000,
+            disable_fallback_pcpu_query: false,
         }
     }
 }

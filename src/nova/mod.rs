@@ -21,6 +21,7 @@
 //!
 //! [`RequestContext`]: crate::domain::RequestContext
 
+mod aggregate;
 mod bounds;
 mod cpu;
 mod destination;
@@ -50,6 +51,7 @@ mod hardening_tests;
 #[cfg(test)]
 mod robustness_tests;
 
+pub use aggregate::{decode_aggregate, decode_aggregates};
 pub use bounds::{MAX_ITEMS, MAX_NAME_BYTES, MAX_SIZE, MAX_TEXT_BYTES};
 pub use cpu::{CpuPolicy, CpuSpecs};
 pub use destination::{RequestGroup, RequestLevelParams, RequestedDestination};

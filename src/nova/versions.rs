@@ -4,7 +4,8 @@
 use super::error::{CodecError, Result};
 
 /// `nova_object.name` → the major version Nova 34 writes (and this codec reads).
-const MAJORS: [(&str, u32); 23] = [
+const MAJORS: [(&str, u32); 24] = [
+    ("Aggregate", 1),
     ("RequestSpec", 1),
     ("Flavor", 1),
     ("ImageMeta", 1),

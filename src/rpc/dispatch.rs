@@ -24,8 +24,10 @@ pub enum Action {
     Select(Box<SelectDestinationsArgs>),
     /// An answer known at once (`ping`, `get_backdoor_port`).
     Answer(Value),
-    /// `update_aggregates` / `delete_aggregate`: accepted, nothing to do (no aggregate cache).
-    Aggregates(&'static str),
+    /// `update_aggregates`: these aggregates changed (each whole, with its metadata).
+    UpdateAggregates(Vec<crate::nova::Aggregate>),
+    /// `delete_aggregate`: the aggregate with this uuid is gone.
+    DeleteAggregate(String),
     /// One of the three instance-info casts, applied as the notification consumer does.
     InstanceInfo(Box<Notification>),
 }
@@ -107,8 +109,16 @@ fn scheduler_method(msg: &RpcMessage) -> Result<Action, Refusal> {
         "select_destinations" => SelectDestinationsArgs::from_rpc_args(&msg.args, msg.version)
             .map(|a| Action::Select(Box::new(a)))
             .map_err(Refusal::bad_arguments),
-        "update_aggregates" => Ok(Action::Aggregates("update_aggregates")),
-        "delete_aggregate" => Ok(Action::Aggregates("delete_aggregate")),
+        "update_aggregates" => crate::nova::decode_aggregates(&msg.args)
+            .map(Action::UpdateAggregates)
+            .map_err(Refusal::bad_arguments),
+        "delete_aggregate" => msg
+            .args
+            .get("aggregate")
+            .ok_or_else(|| crate::nova::CodecError::missing("args.aggregate"))
+            .and_then(|a| crate::nova::decode_aggregate(a, "args.aggregate"))
+            .map(|a| Action::DeleteAggregate(a.uuid))
+            .map_err(Refusal::bad_arguments),
         "update_instance_info" | "delete_instance_info" | "sync_instance_info" => {
             Notification::from_rpc(msg)
                 .map(|n| Action::InstanceInfo(Box::new(n)))
@@ -185,7 +195,7 @@ mod tests {
                 None,
                 json!({"aggregates": []})
             )),
-            Ok(Action::Aggregates("update_aggregates"))
+            Ok(Action::UpdateAggregates(list)) if list.is_empty()
         ));
         let err = route(&msg(
             "select_destinations",

@@ -249,8 +249,14 @@ async fn run(
 ) -> Result<Value, (String, String)> {
     match action {
         Action::Answer(v) => Ok(v),
-        Action::Aggregates(which) => {
-            server.deps.counters.count(which);
+        Action::UpdateAggregates(aggregates) => {
+            server.deps.counters.count("update_aggregates");
+            server.deps.scheduler.cloud().update_aggregates(aggregates);
+            Ok(Value::Null)
+        }
+        Action::DeleteAggregate(uuid) => {
+            server.deps.counters.count("delete_aggregate");
+            server.deps.scheduler.cloud().delete_aggregate(&uuid);
             Ok(Value::Null)
         }
         Action::InstanceInfo(n) => match server.deps.ingest.apply(&n).await {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 /// The scheduler the HTTP and RPC surfaces call.
 pub struct Scheduler {
     ledger: Ledger,
+    cloud: Arc<crate::cloud::Cloud>,
     stats: Arc<Stats>,
     clock: SharedClock,
     // Read on every call, written on SIGHUP only; never held across an await.
@@ -30,6 +31,7 @@ impl Scheduler {
         let backend = Self::build(&settings, &ledger, &stats, &clock).await?;
         Ok(Scheduler {
             ledger,
+            cloud: Arc::new(crate::cloud::Cloud::new()),
             stats,
             clock,
             active: RwLock::new((settings, Arc::new(backend))),
@@ -63,6 +65,11 @@ impl Scheduler {
 
     pub fn stats(&self) -> &Arc<Stats> {
         &self.stats
+    }
+
+    /// The aggregates and facts the request filters read.
+    pub fn cloud(&self) -> &Arc<crate::cloud::Cloud> {
+        &self.cloud
     }
 
     pub fn ledger(&self) -> &Ledger {

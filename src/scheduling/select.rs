@@ -2,9 +2,13 @@
 
 use super::Scheduler;
 use crate::backend::ScheduleError;
+use crate::domain::{
+    AggregateId, ClassId, Mark, PlacementQuery, RequestContext, Resources, TraitId,
+};
 use crate::ledger::LedgerError;
 use crate::nova::{
-    encode_legacy, encode_selections, SelectDestinationsArgs, Selection, SelectionVersion,
+    encode_legacy, encode_selections, translate, CloudView, ComputeNodeRef, Refusal,
+    ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
 };
 use serde_json::Value;
 use tracing::Instrument;
@@ -56,18 +60,32 @@ impl Answer {
 }
 
 impl Scheduler {
-    /// Places every instance of one call on the active backend, all or none.
+    /// Places every instance of one call on the active backend, all or none: Nova's resource
+    /// request (request filters included) first, then the backend; for dedicated CPUs, Nova's
+    /// fallback request with VCPU when the PCPU request finds no host.
     pub async fn select(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
-        let requests = args.spec.contexts(&args.instance_uuids);
         let settings = self.settings();
         let span = tracing::info_span!(
             "select_destinations",
-            instances = requests.len(),
+            instances = args.instance_uuids.len().max(1),
             instance_uuids = %args.instance_uuids.join(","),
             backend = self.backend().kind().as_str()
         );
+        let requests = self.requests(&args, true)?;
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
-        let per_instance = self.schedule(requests).instrument(span).await?;
+        let first = self.schedule(requests).instrument(span.clone()).await;
+        let (per_instance, demands) = match first {
+            Err(crate::backend::ScheduleError::NoValidHost { .. })
+                if !settings.scheduler.disable_fallback_pcpu_query
+                    && self.resource_request(&args, true)?.cpu_pinning_requested =>
+            {
+                let requests = self.requests(&args, false)?;
+                let demands = requests.iter().map(|r| r.demand).collect();
+                (self.schedule(requests).instrument(span).await?, demands)
+            }
+            other => (other?, demands),
+        };
+        let demands: Vec<Resources> = demands;
         let cell = &settings.scheduler.cell_uuid;
         let selections = per_instance
             .iter()
@@ -91,4 +109,119 @@ impl Scheduler {
             version,
         })
     }
+}
+
+impl Scheduler {
+    /// Nova's resource request for the call (`pinned = false`: the PCPU fallback).
+    fn resource_request(
+        &self,
+        args: &SelectDestinationsArgs,
+        pinned: bool,
+    ) -> Result<ResourceRequest, SelectError> {
+        let spec = &args.spec;
+        let aggregates = self.cloud().aggregates();
+        let nodes = self.named_nodes(args);
+        let cloud = CloudView {
+            aggregates: &aggregates,
+            compute_nodes: &nodes,
+            min_compute_service_version: self.cloud().min_compute_version(),
+        };
+        let options = self.settings().scheduler.request_filters();
+        translate(spec, &options, &cloud, pinned).map_err(|refusal| match refusal {
+            Refusal::NoValidHost(reason) => SelectError::NoValidHost { reason },
+            unsupported @ Refusal::Unsupported(_) => SelectError::NoValidHost {
+                reason: unsupported.to_string(),
+            },
+        })
+    }
+
+    /// The compute nodes a forced or requested host or node names (the translation turns
+    /// them into `in_tree`); none when the call names none.
+    fn named_nodes(&self, args: &SelectDestinationsArgs) -> Vec<ComputeNodeRef> {
+        let spec = &args.spec;
+        let dest = spec.requested_destination.as_ref();
+        let hosts: Vec<&str> = spec
+            .force_hosts
+            .iter()
+            .map(String::as_str)
+            .chain(dest.and_then(|d| d.host.as_deref()))
+            .collect();
+        let nodes: Vec<&str> = spec
+            .force_nodes
+            .iter()
+            .map(String::as_str)
+            .chain(dest.and_then(|d| d.node.as_deref()))
+            .collect();
+        if hosts.is_empty() && nodes.is_empty() {
+            return Vec::new();
+        }
+        self.ledger().table().with_hosts(|all| {
+            all.iter()
+                .filter(|h| {
+                    hosts.iter().any(|n| n.eq_ignore_ascii_case(h.host()))
+                        || nodes.iter().any(|n| n.eq_ignore_ascii_case(h.node()))
+                })
+                .map(|h| ComputeNodeRef {
+                    host: h.host().to_string(),
+                    node: h.node().to_string(),
+                    uuid: h.uuid().to_string(),
+                })
+                .collect()
+        })
+    }
+
+    /// One scheduling context per instance, with the resource request's amounts and marks.
+    fn requests(
+        &self,
+        args: &SelectDestinationsArgs,
+        pinned: bool,
+    ) -> Result<Vec<RequestContext>, SelectError> {
+        let rr = self.resource_request(args, pinned)?;
+        let (demand, query) = placement_terms(&rr)?;
+        Ok(args
+            .spec
+            .contexts(&args.instance_uuids)
+            .into_iter()
+            .map(|mut r| {
+                r.demand = demand;
+                r.query = query.clone();
+                r
+            })
+            .collect())
+    }
+}
+
+/// The amounts and marks of a resource request in this process' class, trait and aggregate
+/// ids. A class beyond what Parasol tracks is NoValidHost with the reason.
+fn placement_terms(rr: &ResourceRequest) -> Result<(Resources, PlacementQuery), SelectError> {
+    let mut demand = Resources::ZERO;
+    for (class, amount) in &rr.resources {
+        let id = ClassId::intern(class).map_err(|e| SelectError::NoValidHost {
+            reason: e.to_string(),
+        })?;
+        demand.set(id, i64::try_from(*amount).unwrap_or(i64::MAX));
+    }
+    let traits = |names: &mut dyn Iterator<Item = &String>| -> Vec<TraitId> {
+        let mut ids: Vec<TraitId> = names.map(|n| TraitId::intern(n)).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    };
+    let query = PlacementQuery {
+        required_traits: traits(&mut rr.required_traits.iter().chain(&rr.root_required)),
+        forbidden_traits: traits(&mut rr.forbidden_traits.iter().chain(&rr.root_forbidden)),
+        member_of: rr
+            .member_of
+            .iter()
+            .map(|any| any.iter().map(|a| AggregateId::intern(a)).collect())
+            .collect(),
+        forbidden_aggregates: rr
+            .forbidden_aggregates
+            .iter()
+            .map(|a| AggregateId::intern(a))
+            .collect(),
+        in_tree: rr.in_tree.clone(),
+        unsupported: None,
+    };
+    Ok((demand, query))
 }
