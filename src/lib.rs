@@ -20,7 +20,8 @@
 //! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ, and a minimal oslo RPC client.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface, building and running the service.
-//! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
+//! - [`datasets`]: the papers' workloads (the simulator of their experiments is in the
+//!   workspace's research-tools crate, `openstack-bench sim`).
 //! - [`cli`], [`telemetry`]: the command line and logging.
 
 pub mod amqp;
@@ -39,7 +40,6 @@ pub mod policy;
 pub mod routes;
 pub mod rpc;
 pub mod service;
-pub mod sim;
 pub mod startup;
 pub mod stats;
 pub mod telemetry;

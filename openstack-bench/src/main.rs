@@ -1,11 +1,15 @@
 //! # openstack-bench
 //!
-//! Emulated compute hosts and a load driver that compare Parasol's backends side by side:
-//! each run starts a fresh `parasol serve`, registers N emulated hosts over RabbitMQ (or
-//! HTTP), replays one seeded dataset workload through `POST /v1/select_destinations` (or,
-//! with `--via rpc`, Nova's scheduler RPC on RabbitMQ), boots every placed instance on its
-//! host, and reports decisions/s, latency percentiles, decline ratio, host reads per request
-//! and oversubscription violations.
+//! Parasol's research tools (see the library's doc for why they share this crate).
+//!
+//! `compare` and `scenario`: emulated compute hosts and a load driver that compare Parasol's
+//! backends side by side: each run starts a fresh `parasol serve`, registers N emulated hosts
+//! over RabbitMQ (or HTTP), replays one seeded dataset workload through `POST
+//! /v1/select_destinations` (or, with `--via rpc`, Nova's scheduler RPC on RabbitMQ), boots
+//! every placed instance on its host, and reports decisions/s, latency percentiles, decline
+//! ratio, host reads per request and oversubscription violations.
+//!
+//! `sim`: the APSR and ASC papers' experiments in virtual time (`openstack_bench::sim`).
 //!
 //! # Layout
 //! - `workload`: datasets mapped exactly to integers; seeded arrivals and lifetimes.
@@ -29,6 +33,7 @@ mod workload;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use driver::Via;
 use notify::NotifyVia;
+use openstack_bench::sim::cli::SimCommand;
 use plan::{Plan, Variant};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -56,6 +61,9 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         hosts: Option<Vec<usize>>,
     },
+    /// Reproduce the APSR and ASC papers' experiments in virtual time.
+    #[command(subcommand)]
+    Sim(SimCommand),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -131,11 +139,10 @@ struct CompareArgs {
     refresh_interval: f64,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let (plan, common) = match cli.command {
+fn main() -> anyhow::Result<()> {
+    let (plan, common) = match Cli::parse().command {
+        // The simulator runs in virtual time on its own threads: no runtime.
+        Cmd::Sim(cmd) => return openstack_bench::sim::cli::run(cmd),
         Cmd::Compare(a) => (compare_plan(&a)?, a.common),
         Cmd::Scenario {
             name,
@@ -162,6 +169,12 @@ async fn main() -> anyhow::Result<()> {
             (plan, common)
         }
     };
+    tokio::runtime::Runtime::new()?.block_on(bench(plan, common))
+}
+
+/// `compare` and `scenario`: one plan of runs against real `parasol serve` processes.
+async fn bench(plan: Plan, common: Common) -> anyhow::Result<()> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
     let run_id = common.run.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -1,11 +1,11 @@
-//! `parasol sim results`: regenerates every table and figure into one folder, and a README
+//! `openstack-bench sim results`: regenerates every table and figure into one folder, and a README
 //! that compares NFV ×30 with the APSR paper's published cells.
 
 use super::cli::{ParallelArgs, ResultsArgs, StalenessArgs};
 use super::plot::{self, Chart, Series};
 use super::report::{render, Format, ParallelRow, Row};
 use super::{cli, compare, staleness_rows, SimPolicy};
-use crate::datasets::DatasetKind;
+use parasol::datasets::DatasetKind;
 use std::path::Path;
 use std::time::Instant;
 

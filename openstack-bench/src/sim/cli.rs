@@ -1,17 +1,17 @@
-//! The `parasol sim` subcommands: `parallel` (experiment A), `staleness` (experiment B) and
+//! The `openstack-bench sim` subcommands: `parallel` (experiment A), `staleness` (experiment B) and
 //! `results` (regenerates `docs/results/`).
 
 use super::apsr::{ApsrScheduler, ApsrSetup};
 use super::parallel::{run_cells, ParallelCell, ParallelSetup};
 use super::report::{render, Format, ParallelRow};
 use super::{results, staleness_rows, SimPolicy};
-use crate::control::ApsrParams;
-use crate::datasets::DatasetKind;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use parasol::control::ApsrParams;
+use parasol::datasets::DatasetKind;
 use std::path::PathBuf;
 
-/// `parasol sim …`
+/// `openstack-bench sim …`
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// Experiment A: parallel schedulers in time slots (APSR paper).
@@ -24,7 +24,7 @@ pub enum SimCommand {
 
 const ALL_POLICIES: &str = "random,first_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive,apsr";
 
-/// Options of `parasol sim parallel`.
+/// Options of `openstack-bench sim parallel`.
 #[derive(Debug, Args, Clone)]
 pub struct ParallelArgs {
     /// nfv, google, amazon, or all (the three published setups).
@@ -64,7 +64,7 @@ pub struct ParallelArgs {
     pub quiet: bool,
 }
 
-/// Options of `parasol sim staleness`.
+/// Options of `openstack-bench sim staleness`.
 #[derive(Debug, Args, Clone)]
 pub struct StalenessArgs {
     /// nfv, google, amazon, or all.
@@ -98,7 +98,7 @@ pub struct StalenessArgs {
     pub quiet: bool,
 }
 
-/// Options of `parasol sim results`.
+/// Options of `openstack-bench sim results`.
 #[derive(Debug, Args, Clone)]
 pub struct ResultsArgs {
     #[arg(long, default_value = "docs/results")]
@@ -114,7 +114,7 @@ pub struct ResultsArgs {
     pub quiet: bool,
 }
 
-/// Runs a `parasol sim` subcommand, printing tables to stdout.
+/// Runs a `openstack-bench sim` subcommand, printing tables to stdout.
 pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
     match cmd {
         SimCommand::Parallel(args) => {

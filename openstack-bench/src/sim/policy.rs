@@ -1,6 +1,6 @@
 //! The placement policies the experiments compare, and the library policy the simulator runs.
 
-use crate::policy::{Algorithm, Policy, PolicyConfig};
+use parasol::policy::{Algorithm, Policy, PolicyConfig};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;

@@ -1,4 +1,4 @@
-//! `parasol sim`: the APSR and ASC papers' simulations, driven by the library's own policy
+//! `openstack-bench sim`: the APSR and ASC papers' simulations, driven by the library's own policy
 //! pipeline and control code in virtual time, so what they measure is what the service runs.
 //!
 //! # Layout
@@ -11,7 +11,7 @@
 //! - `report`: rows, mean and spread over seeds, Markdown / CSV / JSON.
 //! - `plot`: the figures (PNG and SVG).
 //! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.
-//! - `cli`: the `parasol sim` subcommands.
+//! - `cli`: the `openstack-bench sim` subcommands.
 
 mod apsr;
 pub mod cli;
