@@ -10,5 +10,7 @@
 //!
 //! # Layout
 //! - [`sim`]: the papers' experiments in virtual time, their tables and figures.
+//! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
 
+pub mod fonts;
 pub mod sim;

@@ -9,7 +9,7 @@
 //! - `parallel`: experiment A (DESIGN §6 A): arrivals, FIFO, one run per cell, in parallel.
 //! - `staleness`: experiment B (DESIGN §6 B): fixed refresh intervals, then ASC in virtual time.
 //! - `report`: rows, mean and spread over seeds, Markdown / CSV / JSON.
-//! - `plot`: the figures (PNG and SVG).
+//! - `plot`: the figures (PNG and SVG), drawn with the embedded font of [`crate::fonts`].
 //! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.
 //! - `cli`: the `openstack-bench sim` subcommands.
 
@@ -17,7 +17,7 @@ mod apsr;
 pub mod cli;
 mod compare;
 mod parallel;
-mod plot;
+pub mod plot;
 mod policy;
 mod pool;
 mod random;
