@@ -5,10 +5,12 @@ use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
-/// The four backends (DESIGN §4): a closed set.
+/// The four backends (DESIGN §4): a closed set. [`BackendKind::ALL`] and
+/// [`BackendKind::as_str`] are the one list of names (the benchmark parses with [`FromStr`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum BackendKind {
     Filter,
     Caching,
@@ -17,6 +19,13 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    pub const ALL: [BackendKind; 4] = [
+        BackendKind::Filter,
+        BackendKind::Caching,
+        BackendKind::Asc,
+        BackendKind::Apsr,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Filter => "filter",
@@ -24,6 +33,32 @@ impl BackendKind {
             BackendKind::Asc => "asc",
             BackendKind::Apsr => "apsr",
         }
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Self, String> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|b| b.as_str() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = BackendKind::ALL.iter().map(|b| b.as_str()).collect();
+                format!("unknown backend `{name}` (expected {})", names.join(", "))
+            })
+    }
+}
+
+impl TryFrom<String> for BackendKind {
+    type Error = String;
+    fn try_from(name: String) -> Result<Self, String> {
+        name.parse()
+    }
+}
+
+impl From<BackendKind> for &'static str {
+    fn from(kind: BackendKind) -> Self {
+        kind.as_str()
     }
 }
 
@@ -350,5 +385,42 @@ impl Settings {
         crate::policy::Policy::from_config(&self.policy)
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_parse_serialize_and_read_from_the_file_alike() {
+        for (name, kind) in [
+            ("filter", BackendKind::Filter),
+            ("caching", BackendKind::Caching),
+            ("asc", BackendKind::Asc),
+            ("apsr", BackendKind::Apsr),
+        ] {
+            assert_eq!(name.parse(), Ok(kind));
+            assert_eq!(kind.as_str(), name);
+            assert_eq!(serde_json::to_value(kind).unwrap(), name);
+            let toml = format!("[scheduler]\nbackend = \"{name}\"\n");
+            assert_eq!(Settings::from_toml(&toml).unwrap().scheduler.backend, kind);
+            assert!(BackendKind::ALL.contains(&kind));
+        }
+        assert_eq!(BackendKind::ALL.len(), 4);
+    }
+
+    #[test]
+    fn an_unknown_backend_is_refused_naming_the_known_ones() {
+        let err = "cache".parse::<BackendKind>().unwrap_err();
+        assert_eq!(
+            err,
+            "unknown backend `cache` (expected filter, caching, asc, apsr)"
+        );
+        let err = Settings::from_toml("[scheduler]\nbackend = \"cache\"\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown backend `cache`"),
+            "{err:#}"
+        );
     }
 }

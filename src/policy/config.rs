@@ -1,10 +1,13 @@
 //! The policy's configuration: which filters and weighers run, with Nova's option names.
 
 use serde::Deserialize;
+use std::str::FromStr;
 
-/// How hosts that pass the filters are ranked (DESIGN §5).
+/// How hosts that pass the filters are ranked (DESIGN §5). [`Algorithm::ALL`] and
+/// [`Algorithm::as_str`] are the one list of names: the configuration, the simulator and the
+/// benchmark parse with [`FromStr`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "String")]
 pub enum Algorithm {
     /// Nova's weighers (`weight_classes`) with their multipliers.
     #[default]
@@ -28,6 +31,19 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every algorithm, in the order the documentation lists them.
+    pub const ALL: [Algorithm; 9] = [
+        Algorithm::Nova,
+        Algorithm::WorstFit,
+        Algorithm::FirstFit,
+        Algorithm::BestFit,
+        Algorithm::Random,
+        Algorithm::DistFromDiag,
+        Algorithm::Adaptive,
+        Algorithm::Ffr,
+        Algorithm::Wfr,
+    ];
+
     /// The configuration name of the algorithm.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -41,6 +57,26 @@ impl Algorithm {
             Algorithm::Ffr => "ffr",
             Algorithm::Wfr => "wfr",
         }
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Self, String> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.as_str() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.as_str()).collect();
+                format!("unknown algorithm `{name}` (expected {})", names.join(", "))
+            })
+    }
+}
+
+impl TryFrom<String> for Algorithm {
+    type Error = String;
+    fn try_from(name: String) -> Result<Self, String> {
+        name.parse()
     }
 }
 
@@ -150,13 +186,21 @@ mod tests {
             let cfg: PolicyConfig = toml::from_str(&format!("algorithm = \"{name}\"")).unwrap();
             assert_eq!(cfg.algorithm, want);
             assert_eq!(want.as_str(), name);
+            assert_eq!(name.parse(), Ok(want));
         }
+        assert_eq!(Algorithm::ALL.len(), names.len());
+        assert!(names.iter().all(|(_, a)| Algorithm::ALL.contains(a)));
     }
 
     #[test]
     fn unknown_keys_and_algorithms_are_refused() {
         let err = toml::from_str::<PolicyConfig>("host_subset = 2").unwrap_err();
         assert!(err.to_string().contains("host_subset"), "{err}");
-        assert!(toml::from_str::<PolicyConfig>("algorithm = \"best\"").is_err());
+        let err = toml::from_str::<PolicyConfig>("algorithm = \"best\"").unwrap_err();
+        assert!(
+            err.to_string().contains("unknown algorithm `best`"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("dist_from_diag"), "{err}");
     }
 }

@@ -22,7 +22,18 @@ pub enum SimCommand {
     Results(ResultsArgs),
 }
 
-const ALL_POLICIES: &str = "random,first_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive,apsr";
+/// Experiment A's policies: the APSR paper's seven and APSR.
+pub const PARALLEL_POLICIES: &str =
+    "random,first_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive,apsr";
+/// Experiment B's fixed-interval policies: the ASC paper's, and best_fit.
+pub const STALENESS_POLICIES: &str =
+    "random,first_fit,best_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive";
+/// Experiment B's dynamic (ASC) policies.
+pub const ASC_POLICIES: &str = "worst_fit,random,first_fit";
+/// Experiment B's refresh intervals, in requests.
+pub const INTERVALS: &str = "1,2,5,10,20,50,100,200,500,1000,never";
+/// Experiment A's scheduler counts.
+pub const SCHEDULERS: [usize; 5] = [1, 5, 10, 20, 50];
 
 /// Options of `openstack-bench sim parallel`.
 #[derive(Debug, Args, Clone)]
@@ -36,9 +47,9 @@ pub struct ParallelArgs {
     /// Hosts (default: the published setup's).
     #[arg(long)]
     pub hosts: Option<usize>,
-    #[arg(long, value_delimiter = ',', default_value = "1,5,10,20,50")]
+    #[arg(long, value_delimiter = ',', default_values_t = SCHEDULERS)]
     pub schedulers: Vec<usize>,
-    #[arg(long, default_value = ALL_POLICIES)]
+    #[arg(long, default_value = PARALLEL_POLICIES)]
     pub policies: String,
     /// APSR's SLA ε; a list runs APSR once per value.
     #[arg(long, value_delimiter = ',', default_value = "0.05")]
@@ -70,23 +81,16 @@ pub struct StalenessArgs {
     /// nfv, google, amazon, or all.
     #[arg(long, default_value = "nfv")]
     pub dataset: String,
-    #[arg(
-        long,
-        default_value = "random,first_fit,best_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive"
-    )]
+    #[arg(long, default_value = STALENESS_POLICIES)]
     pub policies: String,
     /// Refresh intervals in requests; `never` for a cache that is never refreshed.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,2,5,10,20,50,100,200,500,1000,never"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = INTERVALS)]
     pub intervals: Vec<String>,
     /// Subtract the scheduler's own placements from its cache (Nova's consume_from_request).
     #[arg(long)]
     pub consume_own: bool,
     /// Policies of the dynamic (ASC) part.
-    #[arg(long, default_value = "worst_fit,random,first_fit")]
+    #[arg(long, default_value = ASC_POLICIES)]
     pub asc_policies: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
