@@ -18,9 +18,9 @@ struct Args {
     /// Cluster sizes.
     #[arg(long, value_delimiter = ',', default_value = "100,1000,10000")]
     hosts: Vec<usize>,
-    /// Backends to measure.
-    #[arg(long, value_delimiter = ',', default_value = "filter,caching,asc,apsr")]
-    backends: Vec<String>,
+    /// Backends to measure (default: every one).
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<BackendKind>>,
     /// Decisions per (backend, hosts).
     #[arg(long, default_value_t = 2000)]
     decisions: usize,
@@ -29,16 +29,6 @@ struct Args {
     apsr_max_d: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-}
-
-fn kind(name: &str) -> BackendKind {
-    match name {
-        "filter" => BackendKind::Filter,
-        "caching" => BackendKind::Caching,
-        "asc" => BackendKind::Asc,
-        "apsr" => BackendKind::Apsr,
-        other => panic!("unknown backend {other}"),
-    }
 }
 
 async fn ledger_with_hosts(dir: &std::path::Path, n: usize) -> Ledger {
@@ -92,9 +82,10 @@ async fn main() {
     for &n in &args.hosts {
         let dir = tempfile::tempdir().expect("tempdir");
         let ledger = ledger_with_hosts(dir.path(), n).await;
-        for name in &args.backends {
+        for kind in args.backends.as_deref().unwrap_or(&BackendKind::ALL) {
+            let name = kind.as_str();
             let mut settings = Settings::default();
-            settings.scheduler.backend = kind(name);
+            settings.scheduler.backend = *kind;
             settings.scheduler.workers = 1;
             settings.scheduler.seed = Some(args.seed);
             settings.amqp.url = String::new();

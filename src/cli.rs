@@ -1,4 +1,4 @@
-//! The command line: `parasol serve | migrate | config check | config from-nova | apsr plan | sim`.
+//! The command line: `parasol serve | migrate | config check | config from-nova | apsr plan`.
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -28,9 +28,6 @@ pub enum Command {
     /// APSR tools.
     #[command(subcommand)]
     Apsr(ApsrCommand),
-    /// Reproduce the APSR and ASC papers' experiments in virtual time.
-    #[command(subcommand)]
-    Sim(crate::sim::cli::SimCommand),
 }
 
 #[derive(Debug, Subcommand)]

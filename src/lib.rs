@@ -29,7 +29,8 @@
 //! - [`auth`]: authentication of the HTTP API (none, a shared token, or Keystone).
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface (and the live page at `/`),
 //!   building and running the service.
-//! - [`datasets`], [`sim`]: the papers' workloads and the simulator of their experiments.
+//! - [`datasets`]: the papers' workloads (the simulator of their experiments is in the
+//!   workspace's research-tools crate, `openstack-bench sim`).
 //! - [`cli`], [`telemetry`], [`systemd`]: the command line, logging (text or JSON lines) and
 //!   systemd's readiness notifications.
 
@@ -55,7 +56,6 @@ pub mod routes;
 pub mod rpc;
 pub mod scheduling;
 pub mod service;
-pub mod sim;
 pub mod startup;
 pub mod stats;
 pub mod systemd;

@@ -59,7 +59,6 @@ async fn main() -> anyhow::Result<()> {
             parasol::control::run_plan(&args, &mut std::io::stdout())
                 .context("parasol apsr plan")?;
         }
-        Command::Sim(cmd) => parasol::sim::cli::run(cmd)?,
     }
     Ok(())
 }

@@ -1,14 +1,18 @@
 //! # openstack-bench
 //!
-//! Emulated compute hosts and a load driver that compare Parasol's backends side by side:
-//! each run starts a fresh `parasol serve`, registers N emulated hosts over RabbitMQ (or
-//! HTTP), replays one seeded dataset workload through `POST /v1/select_destinations` (or,
-//! with `--via rpc`, Nova's scheduler RPC on RabbitMQ), boots every placed instance on its
-//! host, and reports decisions/s, latency percentiles, decline ratio, host reads per request
-//! and oversubscription violations.
+//! Parasol's research tools (see the library's doc for why they share this crate).
+//!
+//! `compare` and `scenario`: emulated compute hosts and a load driver that compare Parasol's
+//! backends side by side: each run starts a fresh `parasol serve`, registers N emulated hosts
+//! over RabbitMQ (or HTTP), replays one seeded dataset workload through `POST
+//! /v1/select_destinations` (or, with `--via rpc`, Nova's scheduler RPC on RabbitMQ), boots
+//! every placed instance on its host, and reports decisions/s, latency percentiles, decline
+//! ratio, host reads per request and oversubscription violations.
+//!
+//! `sim`: the APSR and ASC papers' experiments in virtual time (`openstack_bench::sim`).
 //!
 //! # Layout
-//! - `workload`: datasets mapped exactly to integers; seeded arrivals and lifetimes.
+//! - `workload`: the library's datasets as hosts and flavors; seeded arrivals and lifetimes.
 //! - `wire`: host-state events, Nova notifications, select_destinations bodies.
 //! - `notify`, `hosts`: the emulated hosts and how they publish.
 //! - `service`, `driver`, `run`: one service per run, the load, the checks.
@@ -29,6 +33,8 @@ mod workload;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use driver::Via;
 use notify::NotifyVia;
+use openstack_bench::sim::cli::SimCommand;
+use parasol::configuration::BackendKind;
 use plan::{Plan, Variant};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,7 +42,7 @@ use std::time::Duration;
 #[derive(Parser)]
 #[command(
     name = "openstack-bench",
-    about = "Compare Parasol's backends on emulated hosts"
+    about = "Parasol's research tools: compare the backends on emulated hosts, simulate the papers' experiments"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -56,6 +62,9 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         hosts: Option<Vec<usize>>,
     },
+    /// Reproduce the APSR and ASC papers' experiments in virtual time.
+    #[command(subcommand)]
+    Sim(SimCommand),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -102,8 +111,9 @@ struct Common {
 struct CompareArgs {
     #[command(flatten)]
     common: Common,
-    #[arg(long, value_delimiter = ',', default_value = "filter,caching,asc,apsr")]
-    backends: Vec<String>,
+    /// Backends to compare (default: every one).
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<BackendKind>>,
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
     hosts: Vec<usize>,
     #[arg(long, default_value = "nfv")]
@@ -131,11 +141,10 @@ struct CompareArgs {
     refresh_interval: f64,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let (plan, common) = match cli.command {
+fn main() -> anyhow::Result<()> {
+    let (plan, common) = match Cli::parse().command {
+        // The simulator runs in virtual time on its own threads: no runtime.
+        Cmd::Sim(cmd) => return openstack_bench::sim::cli::run(cmd),
         Cmd::Compare(a) => (compare_plan(&a)?, a.common),
         Cmd::Scenario {
             name,
@@ -162,6 +171,12 @@ async fn main() -> anyhow::Result<()> {
             (plan, common)
         }
     };
+    tokio::runtime::Runtime::new()?.block_on(bench(plan, common))
+}
+
+/// `compare` and `scenario`: one plan of runs against real `parasol serve` processes.
+async fn bench(plan: Plan, common: Common) -> anyhow::Result<()> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
     let run_id = common.run.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -190,20 +205,16 @@ fn compare_plan(a: &CompareArgs) -> anyhow::Result<Plan> {
     let dataset = workload::Dataset::named(&a.dataset)?;
     let variants = a
         .backends
+        .as_deref()
+        .unwrap_or(&BackendKind::ALL)
         .iter()
-        .map(|b| {
-            anyhow::ensure!(
-                ["filter", "caching", "asc", "apsr"].contains(&b.as_str()),
-                "unknown backend `{b}`"
-            );
-            Ok(Variant {
-                workers: a.workers,
-                epsilon: a.epsilon,
-                refresh_interval_s: a.refresh_interval,
-                ..Variant::plain(b)
-            })
+        .map(|b| Variant {
+            workers: a.workers,
+            epsilon: a.epsilon,
+            refresh_interval_s: a.refresh_interval,
+            ..Variant::plain(b.as_str())
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect();
     let (requests, rate, lifetime, seed) = (a.requests, a.rate, a.lifetime, a.common.seed);
     Ok(Plan {
         name: "compare".into(),

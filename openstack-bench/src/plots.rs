@@ -1,5 +1,6 @@
 //! PNG and SVG charts of a comparison (plotters): throughput against hosts, latency
-//! percentiles, decline ratio and queries per request, and the controllers over time.
+//! percentiles, decline ratio and queries per request, and the controllers over time, in the
+//! embedded font (`openstack_bench::fonts`).
 
 use crate::run::RunResult;
 use plotters::coord::Shift;
@@ -21,6 +22,7 @@ const COLORS: [RGBColor; 8] = [
 
 /// Writes every chart into `dir`; returns the file stems written.
 pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<String>> {
+    openstack_bench::fonts::register()?;
     let mut written = Vec::new();
     let labels = unique(runs.iter().map(|r| r.label.clone()));
     let per_label = |f: &dyn Fn(&RunResult) -> f64| -> Vec<Series> {
@@ -161,7 +163,7 @@ where
     }
     let pad = ((x1 - x0) * 0.05).max(x0.abs() * 0.1).max(0.5);
     let mut chart = ChartBuilder::on(&root)
-        .caption(y_label, ("sans-serif", 22))
+        .caption(y_label, (openstack_bench::fonts::FAMILY, 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)

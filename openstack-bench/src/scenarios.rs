@@ -4,6 +4,7 @@ use crate::driver::DriveSpec;
 use crate::plan::{Plan, Variant};
 use crate::run::RunResult;
 use crate::workload::{Dataset, WorkloadSpec};
+use parasol::configuration::BackendKind;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -19,8 +20,8 @@ pub fn throughput_vs_hosts(
         name: "throughput-vs-hosts".into(),
         dataset: Dataset::named("nfv")?,
         hosts,
-        variants: ["filter", "caching", "asc", "apsr"]
-            .map(Variant::plain)
+        variants: BackendKind::ALL
+            .map(|b| Variant::plain(b.as_str()))
             .to_vec(),
         workload: Box::new(move |n| WorkloadSpec {
             requests: (n * 6).clamp(2_000, 30_000),

@@ -20,6 +20,7 @@ use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::str::FromStr;
 
 /// The four backends (DESIGN §4): a closed set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -34,18 +35,20 @@ pub enum BackendKind {
 crate::choice_from_string!(BackendKind);
 
 impl Choice for BackendKind {
-    const ALL: &'static [Self] = &[
-        BackendKind::Filter,
-        BackendKind::Caching,
-        BackendKind::Asc,
-        BackendKind::Apsr,
-    ];
+    const ALL: &'static [Self] = &BackendKind::ALL;
     fn as_str(self) -> &'static str {
         BackendKind::as_str(self)
     }
 }
 
 impl BackendKind {
+    pub const ALL: [BackendKind; 4] = [
+        BackendKind::Filter,
+        BackendKind::Caching,
+        BackendKind::Asc,
+        BackendKind::Apsr,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Filter => "filter",
@@ -53,6 +56,19 @@ impl BackendKind {
             BackendKind::Asc => "asc",
             BackendKind::Apsr => "apsr",
         }
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = crate::choice::UnknownChoice;
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        crate::choice::parse_choice(name)
+    }
+}
+
+impl From<BackendKind> for &'static str {
+    fn from(kind: BackendKind) -> Self {
+        kind.as_str()
     }
 }
 
@@ -316,5 +332,43 @@ impl Default for LogSettings {
             format: LogFormat::Text,
             level: "info".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_parse_serialize_and_read_from_the_file_alike() {
+        for (name, kind) in [
+            ("filter", BackendKind::Filter),
+            ("caching", BackendKind::Caching),
+            ("asc", BackendKind::Asc),
+            ("apsr", BackendKind::Apsr),
+        ] {
+            assert_eq!(name.parse(), Ok(kind));
+            assert_eq!(kind.as_str(), name);
+            assert_eq!(serde_json::to_value(kind).unwrap(), name);
+            let toml = format!("[scheduler]\nbackend = \"{name}\"\n");
+            assert_eq!(Settings::from_toml(&toml).unwrap().scheduler.backend, kind);
+            assert!(BackendKind::ALL.contains(&kind));
+        }
+        assert_eq!(BackendKind::ALL.len(), 4);
+    }
+
+    #[test]
+    fn an_unknown_backend_is_refused_naming_the_known_ones() {
+        let err = "cache".parse::<BackendKind>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown value \"cache\"; valid values: filter, caching, asc, apsr \
+             (did you mean \"caching\"?)"
+        );
+        let err = Settings::from_toml("[scheduler]\nbackend = \"cache\"\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown value \"cache\""),
+            "{err:#}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
+use std::str::FromStr;
 
 /// How hosts that pass the filters are ranked (DESIGN §5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -31,7 +32,15 @@ pub enum Algorithm {
 crate::choice_from_string!(Algorithm);
 
 impl Choice for Algorithm {
-    const ALL: &'static [Self] = &[
+    const ALL: &'static [Self] = &Algorithm::ALL;
+    fn as_str(self) -> &'static str {
+        Algorithm::as_str(self)
+    }
+}
+
+impl Algorithm {
+    /// Every algorithm, in the order the documentation lists them.
+    pub const ALL: [Algorithm; 9] = [
         Algorithm::Nova,
         Algorithm::WorstFit,
         Algorithm::FirstFit,
@@ -42,12 +51,7 @@ impl Choice for Algorithm {
         Algorithm::Ffr,
         Algorithm::Wfr,
     ];
-    fn as_str(self) -> &'static str {
-        Algorithm::as_str(self)
-    }
-}
 
-impl Algorithm {
     /// The configuration name of the algorithm.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -61,6 +65,13 @@ impl Algorithm {
             Algorithm::Ffr => "ffr",
             Algorithm::Wfr => "wfr",
         }
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = crate::choice::UnknownChoice;
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        crate::choice::parse_choice(name)
     }
 }
 
@@ -170,13 +181,18 @@ mod tests {
             let cfg: PolicyConfig = toml::from_str(&format!("algorithm = \"{name}\"")).unwrap();
             assert_eq!(cfg.algorithm, want);
             assert_eq!(want.as_str(), name);
+            assert_eq!(name.parse(), Ok(want));
         }
+        assert_eq!(Algorithm::ALL.len(), names.len());
+        assert!(names.iter().all(|(_, a)| Algorithm::ALL.contains(a)));
     }
 
     #[test]
     fn unknown_keys_and_algorithms_are_refused() {
         let err = toml::from_str::<PolicyConfig>("host_subset = 2").unwrap_err();
         assert!(err.to_string().contains("host_subset"), "{err}");
-        assert!(toml::from_str::<PolicyConfig>("algorithm = \"best\"").is_err());
+        let err = toml::from_str::<PolicyConfig>("algorithm = \"best\"").unwrap_err();
+        assert!(err.to_string().contains("unknown value \"best\""), "{err}");
+        assert!(err.to_string().contains("dist_from_diag"), "{err}");
     }
 }

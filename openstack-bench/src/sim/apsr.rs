@@ -3,9 +3,9 @@
 //! controller re-plans (s, d) every T slots from the estimated k.
 
 use super::policy;
-use crate::control::{ApsrController, ApsrParams, ControlError, Plan};
-use crate::domain::{HostState, RequestContext};
-use crate::policy::{Algorithm, FilterEnv, Policy};
+use parasol::control::{ApsrController, ApsrParams, ControlError, Plan};
+use parasol::domain::{HostState, RequestContext};
+use parasol::policy::{Algorithm, FilterEnv, Policy};
 use rand::Rng;
 
 /// APSR in the simulator: the library's parameters (ε, B, α, cap) and the round length in

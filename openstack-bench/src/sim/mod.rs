@@ -1,4 +1,4 @@
-//! `parasol sim`: the APSR and ASC papers' simulations, driven by the library's own policy
+//! `openstack-bench sim`: the APSR and ASC papers' simulations, driven by the library's own policy
 //! pipeline and control code in virtual time, so what they measure is what the service runs.
 //!
 //! # Layout
@@ -9,15 +9,15 @@
 //! - `parallel`: experiment A (DESIGN §6 A): arrivals, FIFO, one run per cell, in parallel.
 //! - `staleness`: experiment B (DESIGN §6 B): fixed refresh intervals, then ASC in virtual time.
 //! - `report`: rows, mean and spread over seeds, Markdown / CSV / JSON.
-//! - `plot`: the figures (PNG and SVG).
+//! - `plot`: the figures (PNG and SVG), drawn with the embedded font of [`crate::fonts`].
 //! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.
-//! - `cli`: the `parasol sim` subcommands.
+//! - `cli`: the `openstack-bench sim` subcommands.
 
 mod apsr;
 pub mod cli;
 mod compare;
 mod parallel;
-mod plot;
+pub mod plot;
 mod policy;
 mod pool;
 mod random;

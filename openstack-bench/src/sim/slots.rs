@@ -5,8 +5,8 @@
 
 use super::apsr::ApsrScheduler;
 use super::policy;
-use crate::domain::{HostState, RequestContext};
-use crate::policy::{Algorithm, FilterEnv, Policy};
+use parasol::domain::{HostState, RequestContext};
+use parasol::policy::{Algorithm, FilterEnv, Policy};
 use rand::seq::SliceRandom;
 use rand::Rng;
 

@@ -10,10 +10,10 @@
 
 use super::policy;
 use super::random::{exponential, stream, Stream};
-use crate::control::{AscController, AscParams};
-use crate::datasets::DatasetKind;
-use crate::domain::{HostState, RequestContext};
-use crate::policy::{Algorithm, FilterEnv, Policy};
+use parasol::control::{AscController, AscParams};
+use parasol::datasets::DatasetKind;
+use parasol::domain::{HostState, RequestContext};
+use parasol::policy::{Algorithm, FilterEnv, Policy};
 use rand::Rng;
 use serde::Serialize;
 use std::cmp::Reverse;

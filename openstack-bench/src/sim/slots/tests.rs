@@ -1,6 +1,6 @@
 use super::*;
-use crate::domain::Resources;
 use crate::sim::random::{stream, Stream};
+use parasol::domain::Resources;
 
 fn one_request_hosts(n: usize) -> Vec<HostState> {
     (0..n)

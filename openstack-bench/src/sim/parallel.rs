@@ -7,7 +7,7 @@ use super::pool::par_map;
 use super::random::{poisson, stream, Stream};
 use super::slots::{Decider, Slots};
 use super::SimPolicy;
-use crate::datasets::DatasetKind;
+use parasol::datasets::DatasetKind;
 
 /// A workload on a fleet.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,11 +1,11 @@
-//! `parasol sim results`: regenerates every table and figure into one folder, and a README
+//! `openstack-bench sim results`: regenerates every table and figure into one folder, and a README
 //! that compares NFV ×30 with the APSR paper's published cells.
 
 use super::cli::{ParallelArgs, ResultsArgs, StalenessArgs};
 use super::plot::{self, Chart, Series};
 use super::report::{render, Format, ParallelRow, Row};
 use super::{cli, compare, staleness_rows, SimPolicy};
-use crate::datasets::DatasetKind;
+use parasol::datasets::DatasetKind;
 use std::path::Path;
 use std::time::Instant;
 
@@ -30,8 +30,8 @@ fn parallel_args(
         dataset: dataset.into(),
         replicas: None,
         hosts: None,
-        schedulers: vec![1, 5, 10, 20, 50],
-        policies: "random,first_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive,apsr".into(),
+        schedulers: cli::SCHEDULERS.to_vec(),
+        policies: cli::PARALLEL_POLICIES.into(),
         epsilon,
         max_schedulers: None,
         arrival_rate: 20.0,
@@ -60,13 +60,10 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
     }
     let stale_args = StalenessArgs {
         dataset: "all".into(),
-        policies: "random,first_fit,best_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive".into(),
-        intervals: "1,2,5,10,20,50,100,200,500,1000,never"
-            .split(',')
-            .map(String::from)
-            .collect(),
+        policies: cli::STALENESS_POLICIES.into(),
+        intervals: cli::INTERVALS.split(',').map(String::from).collect(),
         consume_own: false,
-        asc_policies: "worst_fit,random,first_fit".into(),
+        asc_policies: cli::ASC_POLICIES.into(),
         seed: args.seed,
         format: Format::Markdown,
         threads: args.threads,

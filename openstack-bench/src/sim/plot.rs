@@ -1,4 +1,4 @@
-//! The figures, drawn with plotters into PNG and SVG side by side.
+//! The figures, drawn with plotters into PNG and SVG side by side, in the embedded font.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -21,6 +21,7 @@ pub struct Chart<'a> {
 
 /// Writes `<stem>.png` and `<stem>.svg` in `dir`.
 pub fn write(dir: &Path, stem: &str, chart: &Chart) -> anyhow::Result<()> {
+    crate::fonts::register()?;
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
     {
@@ -63,7 +64,7 @@ where
     let (x0, x1, y1) = bounds(chart);
     let mut builder = ChartBuilder::on(root);
     builder
-        .caption(chart.title, ("sans-serif", 22))
+        .caption(chart.title, (crate::fonts::FAMILY, 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60);

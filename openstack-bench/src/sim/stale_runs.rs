@@ -7,9 +7,9 @@ use super::pool::par_map;
 use super::report::{DynamicRow, StaleRow};
 use super::staleness::{run_dynamic, run_fixed_refresh, DynamicOutcome, DynamicSetup, RefreshMode};
 use super::SimPolicy;
-use crate::control::AscParams;
-use crate::datasets::DatasetKind;
-use crate::policy::Algorithm;
+use parasol::control::AscParams;
+use parasol::datasets::DatasetKind;
+use parasol::policy::Algorithm;
 
 /// Setup of the fixed-interval part: NFV ×10 on 279 hosts and Amazon ×1 on 126 (the papers'
 /// single-scheduler setups); Google ×1 on its 5989 hosts.

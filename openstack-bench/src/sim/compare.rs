@@ -53,10 +53,10 @@ pub fn readme(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# Simulation results\n\nRegenerate with `parasol sim results --out docs/results` \
-        (or `cargo run --release --example sim -- results --out docs/results`). Every number below \
-        comes from the library's own policy pipeline (`src/policy`) and APSR sizing model \
-        (`src/control`), driven in virtual time by `src/sim`.\n"
+        "# Simulation results\n\nRegenerate with `cargo run --release -p openstack-bench -- sim \
+        results --out docs/results` (from the repository's top). Every number below comes from \
+        the library's own policy pipeline (`src/policy`) and APSR sizing model (`src/control`), \
+        driven in virtual time by `openstack-bench/src/sim`.\n"
     );
     let _ = writeln!(
         s,

@@ -1,6 +1,6 @@
 //! The placement policies the experiments compare, and the library policy the simulator runs.
 
-use crate::policy::{Algorithm, Policy, PolicyConfig};
+use parasol::policy::{Algorithm, Policy, PolicyConfig};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -45,14 +45,13 @@ impl FromStr for SimPolicy {
         if name == "apsr" {
             return Ok(SimPolicy::Apsr);
         }
-        serde_json::from_value::<Algorithm>(serde_json::Value::String(name.into()))
-            .map(SimPolicy::Classic)
-            .map_err(|_| {
-                format!(
-                    "unknown policy `{name}` (expected apsr, random, first_fit, ffr, worst_fit, \
-                     wfr, best_fit, dist_from_diag, adaptive or nova)"
-                )
-            })
+        name.parse().map(SimPolicy::Classic).map_err(|_| {
+            let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.as_str()).collect();
+            format!(
+                "unknown policy `{name}` (expected apsr, {})",
+                names.join(", ")
+            )
+        })
     }
 }
 
@@ -76,21 +75,16 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_unknown_names_are_refused() {
-        for name in [
-            "apsr",
-            "random",
-            "first_fit",
-            "ffr",
-            "worst_fit",
-            "wfr",
-            "dist_from_diag",
-            "adaptive",
-            "best_fit",
-        ] {
+        let algorithms = Algorithm::ALL.map(|a| a.as_str());
+        for name in algorithms.iter().chain(&["apsr"]) {
             let p: SimPolicy = name.parse().unwrap();
-            assert_eq!(p.as_str(), name);
+            assert_eq!(p.as_str(), *name);
         }
-        assert!("bestfit".parse::<SimPolicy>().is_err());
+        let err = "bestfit".parse::<SimPolicy>().unwrap_err();
+        assert!(
+            err.contains("`bestfit`") && err.contains("best_fit"),
+            "{err}"
+        );
         assert_eq!(SimPolicy::parse_list("apsr, random").unwrap().len(), 2);
     }
 }

@@ -1,17 +1,17 @@
-//! The `parasol sim` subcommands: `parallel` (experiment A), `staleness` (experiment B) and
+//! The `openstack-bench sim` subcommands: `parallel` (experiment A), `staleness` (experiment B) and
 //! `results` (regenerates `docs/results/`).
 
 use super::apsr::{ApsrScheduler, ApsrSetup};
 use super::parallel::{run_cells, ParallelCell, ParallelSetup};
 use super::report::{render, Format, ParallelRow};
 use super::{results, staleness_rows, SimPolicy};
-use crate::control::ApsrParams;
-use crate::datasets::DatasetKind;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use parasol::control::ApsrParams;
+use parasol::datasets::DatasetKind;
 use std::path::PathBuf;
 
-/// `parasol sim …`
+/// `openstack-bench sim …`
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// Experiment A: parallel schedulers in time slots (APSR paper).
@@ -22,9 +22,20 @@ pub enum SimCommand {
     Results(ResultsArgs),
 }
 
-const ALL_POLICIES: &str = "random,first_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive,apsr";
+/// Experiment A's policies: the APSR paper's seven and APSR.
+pub const PARALLEL_POLICIES: &str =
+    "random,first_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive,apsr";
+/// Experiment B's fixed-interval policies: the ASC paper's, and best_fit.
+pub const STALENESS_POLICIES: &str =
+    "random,first_fit,best_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive";
+/// Experiment B's dynamic (ASC) policies.
+pub const ASC_POLICIES: &str = "worst_fit,random,first_fit";
+/// Experiment B's refresh intervals, in requests.
+pub const INTERVALS: &str = "1,2,5,10,20,50,100,200,500,1000,never";
+/// Experiment A's scheduler counts.
+pub const SCHEDULERS: [usize; 5] = [1, 5, 10, 20, 50];
 
-/// Options of `parasol sim parallel`.
+/// Options of `openstack-bench sim parallel`.
 #[derive(Debug, Args, Clone)]
 pub struct ParallelArgs {
     /// nfv, google, amazon, or all (the three published setups).
@@ -36,9 +47,9 @@ pub struct ParallelArgs {
     /// Hosts (default: the published setup's).
     #[arg(long)]
     pub hosts: Option<usize>,
-    #[arg(long, value_delimiter = ',', default_value = "1,5,10,20,50")]
+    #[arg(long, value_delimiter = ',', default_values_t = SCHEDULERS)]
     pub schedulers: Vec<usize>,
-    #[arg(long, default_value = ALL_POLICIES)]
+    #[arg(long, default_value = PARALLEL_POLICIES)]
     pub policies: String,
     /// APSR's SLA ε; a list runs APSR once per value.
     #[arg(long, value_delimiter = ',', default_value = "0.05")]
@@ -64,29 +75,22 @@ pub struct ParallelArgs {
     pub quiet: bool,
 }
 
-/// Options of `parasol sim staleness`.
+/// Options of `openstack-bench sim staleness`.
 #[derive(Debug, Args, Clone)]
 pub struct StalenessArgs {
     /// nfv, google, amazon, or all.
     #[arg(long, default_value = "nfv")]
     pub dataset: String,
-    #[arg(
-        long,
-        default_value = "random,first_fit,best_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive"
-    )]
+    #[arg(long, default_value = STALENESS_POLICIES)]
     pub policies: String,
     /// Refresh intervals in requests; `never` for a cache that is never refreshed.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,2,5,10,20,50,100,200,500,1000,never"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = INTERVALS)]
     pub intervals: Vec<String>,
     /// Subtract the scheduler's own placements from its cache (Nova's consume_from_request).
     #[arg(long)]
     pub consume_own: bool,
     /// Policies of the dynamic (ASC) part.
-    #[arg(long, default_value = "worst_fit,random,first_fit")]
+    #[arg(long, default_value = ASC_POLICIES)]
     pub asc_policies: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -98,7 +102,7 @@ pub struct StalenessArgs {
     pub quiet: bool,
 }
 
-/// Options of `parasol sim results`.
+/// Options of `openstack-bench sim results`.
 #[derive(Debug, Args, Clone)]
 pub struct ResultsArgs {
     #[arg(long, default_value = "docs/results")]
@@ -114,7 +118,7 @@ pub struct ResultsArgs {
     pub quiet: bool,
 }
 
-/// Runs a `parasol sim` subcommand, printing tables to stdout.
+/// Runs a `openstack-bench sim` subcommand, printing tables to stdout.
 pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
     match cmd {
         SimCommand::Parallel(args) => {

@@ -1,9 +1,10 @@
 //! Experiment A through the public API on a small NFV setup: invariants, APSR's SLA and
 //! query savings, and reproducibility.
 
+use openstack_bench::sim::cli::PARALLEL_POLICIES;
+use openstack_bench::sim::{run_parallel, ApsrSetup, ParallelCell, ParallelSetup, SimPolicy};
 use parasol::datasets::DatasetKind;
 use parasol::policy::Algorithm;
-use parasol::sim::{run_parallel, ApsrSetup, ParallelCell, ParallelSetup, SimPolicy};
 
 fn cell(policy: SimPolicy, schedulers: usize, seed: u64) -> ParallelCell {
     ParallelCell {
@@ -22,17 +23,8 @@ fn cell(policy: SimPolicy, schedulers: usize, seed: u64) -> ParallelCell {
 
 #[test]
 fn every_request_is_one_attempt_and_declines_never_exceed_attempts() {
-    for policy in [
-        "random",
-        "first_fit",
-        "ffr",
-        "worst_fit",
-        "wfr",
-        "dist_from_diag",
-        "adaptive",
-        "apsr",
-    ] {
-        let p: SimPolicy = policy.parse().unwrap();
+    for p in SimPolicy::parse_list(PARALLEL_POLICIES).unwrap() {
+        let policy = p.as_str();
         let o = run_parallel(&cell(p, 10, 1));
         assert_eq!(o.attempts, 437 * 3, "{policy}");
         assert!(o.declines <= o.attempts, "{policy}");

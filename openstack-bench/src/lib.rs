@@ -1,0 +1,16 @@
+//! # openstack-bench: Parasol's research tools
+//!
+//! Everything that measures Parasol rather than serves: the load benchmark of the real
+//! service (`openstack-bench compare` / `scenario`, in the binary) and the simulator of the
+//! APSR and ASC papers' experiments (`openstack-bench sim`, this library), with every plot
+//! either draws. They share one crate so that the `parasol` service crate links no plotting,
+//! font or progress-bar library, while the simulator still runs the service's own code: it
+//! calls `parasol::policy`, `parasol::control`, `parasol::datasets` and `parasol::domain`, so
+//! what it measures is what the service runs.
+//!
+//! # Layout
+//! - [`sim`]: the papers' experiments in virtual time, their tables and figures.
+//! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
+
+pub mod fonts;
+pub mod sim;
