@@ -12,6 +12,25 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct HostId(pub i64);
 
+/// What Nova's records say of a compute node beyond Placement (nova-scheduler's `HostState`
+/// reads the same from the cell database): what Nova's capability filters check.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ComputeFacts {
+    pub hypervisor_type: String,
+    pub hypervisor_version: i64,
+    /// `(architecture, hypervisor type, VM mode)` triples the node can run.
+    pub supported_instances: Vec<(String, String, String)>,
+    /// The node's `cpu_info` JSON, when it reports one.
+    pub cpu_info: Option<serde_json::Value>,
+    pub has_numa_topology: bool,
+    /// Pools of PCI devices the node offers.
+    pub pci_pools: usize,
+    /// The cell the node lives in (the Selection's `cell_uuid`).
+    pub cell_uuid: Option<String>,
+    /// The nova-compute service's version.
+    pub service_version: i64,
+}
+
 /// What a host is: names, inventory, traits, aggregates. Changes when the host re-registers.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostProfile {
@@ -32,6 +51,8 @@ pub struct HostProfile {
     pub unit_rules: bool,
     pub traits: Traits,
     pub aggregates: Aggregates,
+    /// Nova's records of the node, when Parasol reads them (`[nova_db]`).
+    pub facts: Option<Arc<ComputeFacts>>,
 }
 
 impl HostProfile {
@@ -61,6 +82,7 @@ impl HostProfile {
             unit_rules,
             traits: Traits::default(),
             aggregates: Aggregates::default(),
+            facts: None,
         }
     }
 

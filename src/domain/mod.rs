@@ -15,7 +15,7 @@ mod request;
 mod resources;
 
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
-pub use host::{HostId, HostProfile, HostState};
+pub use host::{ComputeFacts, HostId, HostProfile, HostState};
 pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
 pub use request::{Destination, GroupPolicy, PlacementQuery, RequestContext, ServerGroup};
 pub use resources::{Inventory, Resources};
