@@ -31,6 +31,7 @@
 //!   building and running the service.
 //! - [`datasets`]: the papers' workloads (the simulator of their experiments is in the
 //!   workspace's research-tools crate, `openstack-bench sim`).
+//! - [`redact`]: URLs without their passwords, for every log line and error.
 //! - [`cli`], [`telemetry`], [`systemd`]: the command line, logging (text or JSON lines) and
 //!   systemd's readiness notifications.
 
@@ -52,6 +53,7 @@ pub mod nova;
 pub mod nova_db;
 pub mod placement;
 pub mod policy;
+pub mod redact;
 pub mod routes;
 pub mod rpc;
 pub mod scheduling;

@@ -5,22 +5,53 @@
 //! - `topology`: the exchanges, queues and bindings Parasol declares (never Nova's own queues).
 //! - `consumer`: the connection's life: declare, consume, reconnect with backoff.
 //! - `batch`: decode, apply a batch in one transaction, dead-letter poison, ack after commit.
+//! - `url`: nova.conf's `transport_url` (several brokers, `rabbit://`) as AMQP URIs.
 //! - `status`: [`BrokerStatus`], the connection's state for health and metrics.
 
 mod batch;
 mod consumer;
 mod status;
 pub mod topology;
+mod url;
 
 pub use crate::backoff::Backoff;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
 pub use status::BrokerStatus;
+pub use url::TransportUrl;
 
 use lapin::types::LongString;
 
-/// Connects to the broker under a name operators see in `rabbitmqctl list_connections`.
+/// The broker to try first on the next connection (oslo.messaging's round-robin failover).
+static NEXT_BROKER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Connects to a broker of `url` (a `transport_url` may name several: they are tried in turn,
+/// starting after the one used last, as oslo.messaging fails over) under a name operators see
+/// in `rabbitmqctl list_connections`.
 pub async fn connect(url: &str, name: &str) -> Result<lapin::Connection, lapin::Error> {
-    let props = lapin::ConnectionProperties::default()
-        .with_connection_name(LongString::from(name.to_string()));
-    lapin::Connection::connect(url, props).await
+    let brokers = match url.parse::<TransportUrl>() {
+        Ok(t) => t.brokers,
+        // Let lapin name what is wrong with it.
+        Err(_) => vec![url.to_string()],
+    };
+    let start = NEXT_BROKER.load(std::sync::atomic::Ordering::Relaxed);
+    let mut last = None;
+    for i in 0..brokers.len() {
+        let at = (start + i) % brokers.len();
+        let props = lapin::ConnectionProperties::default()
+            .with_connection_name(LongString::from(name.to_string()));
+        match lapin::Connection::connect(&brokers[at], props).await {
+            Ok(conn) => {
+                NEXT_BROKER.store(at, std::sync::atomic::Ordering::Relaxed);
+                return Ok(conn);
+            }
+            Err(e) => {
+                if brokers.len() > 1 {
+                    tracing::warn!(broker = %crate::redact::redact_url(&brokers[at]), error = %crate::redact::redact_urls(&e.to_string()), "broker unreachable; trying the next");
+                }
+                last = Some(e);
+            }
+        }
+    }
+    NEXT_BROKER.store(start.wrapping_add(1), std::sync::atomic::Ordering::Relaxed);
+    Err(last.expect("a transport URL names at least one broker"))
 }

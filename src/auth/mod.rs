@@ -9,19 +9,18 @@
 //! - `keystone`: the service token and token validation.
 //! - `time`: Keystone's timestamps.
 //! - `cache`: validations remembered until a deadline, bounded in number.
-//! - `redact`: passwords out of every URL Parasol prints.
 //! - `middleware`: the actix-web `Transform` that applies [`Auth::check`] to every request.
 
 mod cache;
 mod keystone;
 mod middleware;
-mod redact;
+
 mod settings;
 mod time;
 
+pub use crate::redact::{redact_url, redact_urls};
 pub use cache::{TokenCache, Verdict};
 pub use keystone::{Identity, KeystoneClient, KeystoneError};
-pub use redact::{redact_url, redact_urls};
 pub use settings::{is_loopback_host, AuthSettings, Strategy};
 pub use time::parse_time;
 

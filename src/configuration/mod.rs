@@ -275,7 +275,9 @@ impl Default for AmqpSettings {
 pub struct RpcSettings {
     /// Serve Nova's scheduler RPC on the broker of `[amqp] url`.
     pub enabled: bool,
-    /// This server's name (Nova's `CONF.host`): queue `scheduler.<host>`.
+    /// This server's name (Nova's `CONF.host`): queue `scheduler.<host>`. Defaults to the
+    /// machine's hostname, as Nova's does, so that a health probe pinging
+    /// `scheduler.<hostname>` finds Parasol.
     pub host: String,
     pub topic: String,
     /// Test aid only: every `select_destinations` call sleeps this long before deciding, so
@@ -287,7 +289,7 @@ impl Default for RpcSettings {
     fn default() -> Self {
         RpcSettings {
             enabled: false,
-            host: "parasol".into(),
+            host: machine_hostname(),
             topic: "scheduler".into(),
             debug_delay_s: 0.0,
         }
@@ -370,5 +372,18 @@ mod tests {
             format!("{err:#}").contains("unknown value \"cache\""),
             "{err:#}"
         );
+    }
+}
+
+/// The machine's hostname (Nova's default `CONF.host`); "parasol" if it has none.
+pub fn machine_hostname() -> String {
+    let name = gethostname::gethostname()
+        .to_string_lossy()
+        .trim()
+        .to_string();
+    if name.is_empty() {
+        "parasol".into()
+    } else {
+        name
     }
 }

@@ -151,12 +151,10 @@ impl Settings {
             ));
         }
         if !self.amqp.url.is_empty() {
-            lapin::uri::AMQPUri::from_str(&self.amqp.url).map_err(|e| {
-                ConfigError::key(
-                    "amqp.url",
-                    format!("is not an AMQP URL ({e}): use amqp://USER:PASSWORD@HOST:5672/VHOST (vhost / is %2f), or amqps://"),
-                )
-            })?;
+            self.amqp
+                .url
+                .parse::<crate::amqp::TransportUrl>()
+                .map_err(|e| ConfigError::key("amqp.url", e))?;
         }
         for (name, value) in [
             ("placement.url", &self.placement.url),
@@ -231,12 +229,12 @@ mod tests {
                 "key `ledger.url` has scheme \"mysql\"",
             ),
             (
-                "[amqp]\nurl = \"rabbit://guest:guest@h:5672/\"",
-                "key `amqp.url` is not an AMQP URL",
+                "[amqp]\nurl = \"kafka://guest:guest@h:9092/\"",
+                "key `amqp.url` has scheme \"kafka\"",
             ),
             (
                 "[amqp]\nurl = \"amqp://h:notaport/\"",
-                "key `amqp.url` is not an AMQP URL",
+                "key `amqp.url` broker amqp://h:notaport/%2f is not a valid address",
             ),
             (
                 "[placement]\nkeystone_url = \"ftp://k/v3\"",

@@ -103,3 +103,21 @@ async fn nova_exchanges_keep_oslo_flags_and_parasol_queues_are_durable() {
         assert!(refused.is_err(), "{queue} must be durable");
     }
 }
+
+/// Nova's `transport_url` as nova.conf writes it: several brokers in `rabbit://` form. The
+/// first is down; the consumer fails over to the second and applies what is published there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nova_transport_url_with_a_dead_first_broker_fails_over_to_the_next() {
+    let mut amqp = isolated_amqp();
+    amqp.url = "rabbit://guest:guest@127.0.0.1:1,guest:guest@127.0.0.1:5672/".into();
+    let s = spawn_service("sqlite", amqp.clone()).await;
+    s.wait_connected().await;
+    let publisher = Publisher::connect(&amqp).await;
+    publisher
+        .notify(&host_state("c1", 8, 8192, 80, true, false))
+        .await;
+    crate::broker::wait_until("the host registered through the second broker", || async {
+        s.ledger().host_ids().await.map(|h| h.len()).unwrap_or(0) == 1
+    })
+    .await;
+}

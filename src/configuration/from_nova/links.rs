@@ -45,40 +45,23 @@ pub(super) fn transport(conf: &NovaConf, out: &mut Out) {
 }
 
 /// oslo.messaging's `rabbit://user:pass@host:port[,user:pass@host2:port]/vhost[?opts]` as
-/// the AMQP URI Parasol connects to (the first broker; an empty vhost is `/`, written `%2f`).
+/// Parasol's `[amqp] url`: the same URL (Parasol fails over between its brokers as oslo does),
+/// with `ssl=1` when `[oslo_messaging_rabbit] ssl` is set; options Parasol ignores are named.
 pub fn amqp_url(url: &str, ssl: bool) -> Result<(String, Vec<String>), String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| "it is not a URL".to_string())?;
-    if scheme != "rabbit" && scheme != "amqp" {
-        return Err(format!("driver {scheme:?} is not RabbitMQ (rabbit://)"));
-    }
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (netloc, vhost) = rest.split_once('/').unwrap_or((rest, ""));
-    let brokers: Vec<&str> = netloc.split(',').filter(|b| !b.is_empty()).collect();
-    let first = brokers
-        .first()
-        .ok_or_else(|| "it names no broker".to_string())?;
+    let parsed: crate::amqp::TransportUrl = url.parse()?;
     let mut notes = Vec::new();
-    if brokers.len() > 1 {
-        let hosts: Vec<&str> = brokers
-            .iter()
-            .map(|b| b.rsplit_once('@').map_or(*b, |(_, h)| h))
-            .collect();
+    if !parsed.ignored_options.is_empty() {
         notes.push(format!(
-            "[DEFAULT] transport_url names {} brokers ({}): Parasol connects to the first only",
-            brokers.len(),
-            hosts.join(", ")
+            "[DEFAULT] transport_url options {} are ignored by Parasol",
+            parsed.ignored_options.join("&")
         ));
     }
-    if !query.is_empty() {
-        notes.push(format!(
-            "[DEFAULT] transport_url options ?{query} are not carried"
-        ));
+    let mut out = url.to_string();
+    if ssl && !out.starts_with("amqps:") && !out.contains("ssl=") {
+        out.push(if out.contains('?') { '&' } else { '?' });
+        out.push_str("ssl=1");
     }
-    let vhost = if vhost.is_empty() { "%2f" } else { vhost };
-    let scheme = if ssl { "amqps" } else { "amqp" };
-    Ok((format!("{scheme}://{first}/{vhost}"), notes))
+    Ok((out, notes))
 }
 
 pub(super) fn placement(conf: &NovaConf, out: &mut Out) {

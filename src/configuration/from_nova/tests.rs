@@ -69,7 +69,10 @@ fn scheduler_options_are_carried_with_their_values() {
     assert_eq!(s.rpc.host, "ctl-1");
     assert!(s.rpc.enabled);
     assert_eq!(s.amqp.exchange, "openstack");
-    assert_eq!(s.amqp.url, "amqps://nova:s3cret@rabbit1:5672/nova");
+    assert_eq!(
+        s.amqp.url,
+        "rabbit://nova:s3cret@rabbit1:5672,nova:s3cret@rabbit2:5672/nova?ssl=1"
+    );
     assert!(s.amqp.durable_exchange);
     assert_eq!(s.policy.host_timeout_s, 120);
     assert_eq!(s.scheduler.max_attempts, 5);
@@ -94,7 +97,6 @@ fn scheduler_options_are_carried_with_their_values() {
         "[filter_scheduler] pci_weight_multiplier is not carried",
         "[scheduler] workers is not carried",
         "[DEFAULT] cpu_allocation_ratio is not carried",
-        "names 2 brokers (rabbit1:5672, rabbit2:5672)",
         "[api]",
     ] {
         assert!(warned(&t, needle), "{needle}: {:?}", t.warnings);
@@ -146,26 +148,37 @@ fn placement_credentials_are_carried_as_keystone_auth() {
 }
 
 #[test]
-fn transport_urls_become_amqp_uris() {
+fn transport_urls_are_carried_as_written_with_ssl_added() {
     let cases = [
-        ("rabbit://u:p@h:5672/", false, Ok("amqp://u:p@h:5672/%2f")),
-        ("rabbit://u:p@h", true, Ok("amqps://u:p@h/%2f")),
+        ("rabbit://u:p@h:5672/", false, Ok("rabbit://u:p@h:5672/")),
+        ("rabbit://u:p@h", true, Ok("rabbit://u:p@h?ssl=1")),
         (
             "rabbit://u:p@h:5672/vh?heartbeat=10",
-            false,
-            Ok("amqp://u:p@h:5672/vh"),
+            true,
+            Ok("rabbit://u:p@h:5672/vh?heartbeat=10&ssl=1"),
         ),
         (
             "kafka://h:9092/",
             false,
-            Err("driver \"kafka\" is not RabbitMQ (rabbit://)"),
+            Err(
+                "has scheme \"kafka\": Parasol speaks to RabbitMQ (rabbit://, amqp:// or amqps://)",
+            ),
         ),
-        ("h:5672", false, Err("it is not a URL")),
+        (
+            "h:5672",
+            false,
+            Err("is not a URL: use rabbit://USER:PASS@HOST:5672/VHOST"),
+        ),
     ];
     for (url, ssl, want) in cases {
         let got = amqp_url(url, ssl).map(|(u, _)| u);
         assert_eq!(got.as_deref().map_err(String::as_str), want, "{url}");
     }
+    let (_, notes) = amqp_url("rabbit://u:p@h/?heartbeat=10", false).unwrap();
+    assert_eq!(
+        notes,
+        ["[DEFAULT] transport_url options heartbeat=10 are ignored by Parasol"]
+    );
 }
 
 #[test]
