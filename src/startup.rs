@@ -119,6 +119,8 @@ impl Application {
             .resolve_url()
             .map_err(StartupError::DataDir)?;
         let ledger = Ledger::open(&url, settings.ledger.max_connections).await?;
+        let mut settings = settings;
+        own_queue_for_sqlite(&mut settings, &ledger).await?;
         let stats = Arc::new(Stats::new(clock.clone(), settings.scheduler.stats_window_s));
         let settings = Arc::new(settings);
         let ingest = Arc::new(Ingest::new(ledger.clone(), clock.clone(), stats.clone()));
@@ -244,6 +246,22 @@ impl Application {
     }
 }
 
+/// On SQLite (one process per ledger) the default notification queue gets the ledger's id, so
+/// that two Parasol processes on two ledgers each receive every event instead of splitting one
+/// queue's; a queue name set in the configuration is kept. PostgreSQL processes share one
+/// ledger and one queue.
+async fn own_queue_for_sqlite(
+    settings: &mut Settings,
+    ledger: &Ledger,
+) -> Result<(), StartupError> {
+    let default = crate::configuration::AmqpSettings::default().queue;
+    if ledger.engine() == crate::ledger::Engine::Sqlite && settings.amqp.queue == default {
+        let id = ledger.ledger_id().await?;
+        settings.amqp.queue = format!("{default}.{id}");
+    }
+    Ok(())
+}
+
 /// The handles the routes take, one `web::Data` each.
 #[derive(Clone)]
 struct HttpData {
@@ -286,6 +304,7 @@ fn http_server(
             .route("/v1/hosts", web::get().to(routes::list_hosts))
             .route("/v1/stats", web::get().to(routes::get_stats))
             .route("/healthz", web::get().to(routes::healthz))
+            .route("/readyz", web::get().to(routes::readyz))
             .route("/metrics", web::get().to(routes::metrics))
             .route("/", web::get().to(routes::live_page))
             .route("/assets/{name}", web::get().to(routes::asset))

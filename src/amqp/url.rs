@@ -24,9 +24,11 @@ impl FromStr for TransportUrl {
         let mut tls = match scheme {
             "rabbit" | "amqp" => false,
             "amqps" => true,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "has scheme {other:?}: Parasol speaks to RabbitMQ (rabbit://, amqp:// or amqps://)"
-            )),
+            ))
+            }
         };
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (netloc, vhost) = rest.split_once('/').unwrap_or((rest, ""));

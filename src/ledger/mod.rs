@@ -15,6 +15,7 @@
 //! - `claims`: the grouped conditional claim, the release, and what an allocation holds.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
 //! - `import`: recording allocations made outside Parasol (Placement's).
+//! - `meta`: the ledger's id and the write probe of `/readyz`.
 //! - `follow`: PostgreSQL: loading the hosts other processes changed into this one's table.
 
 pub(crate) mod claims;
@@ -23,6 +24,7 @@ mod follow;
 pub(crate) mod hosts;
 mod import;
 pub(crate) mod messages;
+mod meta;
 
 pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};

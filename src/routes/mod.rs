@@ -8,7 +8,7 @@ mod page;
 mod select_destinations;
 mod stats;
 
-pub use health::healthz;
+pub use health::{healthz, readyz};
 pub use hosts::list_hosts;
 pub use metrics::metrics;
 pub use notifications::post_notification;

@@ -84,10 +84,11 @@ impl Service {
     pub fn start_consumer(&mut self) {
         assert!(self.consumer.is_none(), "consumer already running");
         let stop = CancellationToken::new();
+        // The service's own settings: it may have named the queue after its ledger.
         let task = tokio::spawn(run_notification_consumer(
             self.handles.ingest.clone(),
             self.handles.broker.clone(),
-            self.amqp.clone(),
+            self.handles.settings.amqp.clone(),
             stop.clone(),
         ));
         self.consumer = Some((stop, task));

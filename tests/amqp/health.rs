@@ -121,3 +121,40 @@ async fn a_nova_transport_url_with_a_dead_first_broker_fails_over_to_the_next() 
     })
     .await;
 }
+
+/// Two Parasol processes on two SQLite ledgers and one broker, both with the default queue
+/// name: each gets its own queue (named after its ledger) and so every event, instead of
+/// splitting one queue's events between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sqlite_ledgers_on_one_broker_each_receive_every_event() {
+    let mut amqp = isolated_amqp();
+    amqp.queue = parasol::configuration::AmqpSettings::default().queue;
+    let a = spawn_service("sqlite", amqp.clone()).await;
+    let b = spawn_service("sqlite", amqp.clone()).await;
+    a.wait_connected().await;
+    b.wait_connected().await;
+    let publisher = Publisher::connect(&amqp).await;
+    for i in 0..20 {
+        publisher
+            .notify(&host_state(&format!("c{i}"), 8, 8192, 80, true, false))
+            .await;
+    }
+    for s in [&a, &b] {
+        crate::broker::wait_until("every host registered in both ledgers", || async {
+            s.ledger().host_ids().await.map(|h| h.len()).unwrap_or(0) == 20
+        })
+        .await;
+    }
+    // Their queues are their own: delete them.
+    let conn = lapin::Connection::connect(crate::broker::BROKER, Default::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    for s in [&a, &b] {
+        let id = s.ledger().ledger_id().await.unwrap();
+        let queue = format!("{}.{id}", amqp.queue);
+        ch.queue_delete(&queue, Default::default())
+            .await
+            .expect("the ledger's own queue exists");
+    }
+}

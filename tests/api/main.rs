@@ -11,5 +11,6 @@ mod bad_input;
 mod concurrency;
 mod helpers;
 mod notifications;
+mod ready;
 mod redaction;
 mod select_destinations;
