@@ -47,16 +47,19 @@ def placement_view(base):
 
 
 def nova_view():
-    """Live instances and unfinished migrations of every cell."""
+    """Live instances, unfinished migrations and compute nodes ({node: service host}) of
+    every cell."""
     ctxt = nova_context.get_admin_context()
-    instances, migrations = [], {}
+    instances, migrations, computes = [], {}, {}
     for cell in objects.CellMappingList.get_all(ctxt):
         with nova_context.target_cell(ctxt, cell) as cctxt:
             instances.extend(objects.InstanceList.get_by_filters(
                 cctxt, {"deleted": False}, expected_attrs=["flavor"]))
             for m in objects.MigrationList.get_by_filters(cctxt, {}):
                 migrations[m.uuid] = m.status
-    return instances, migrations
+            for node in objects.ComputeNodeList.get_all(cctxt):
+                computes[node.hypervisor_hostname] = node.host
+    return instances, migrations, computes
 
 
 def _node_uuid(placement, node):
@@ -121,19 +124,20 @@ def parasol_problems(placement, parasol_url, instances):
 
 
 def check(placement_url, parasol_url=None, settle_s=SETTLE_S):
-    """{"agree": bool, "problems": [...]} (or {"agree": None, "skipped": why})."""
+    """{"agree": bool, "problems": [...], "computes": {node: host}} (or {"agree": None,
+    "skipped": why})."""
     if placement_url is None:
         return {"agree": None, "skipped": "the test started no Placement"}
     deadline = time.monotonic() + settle_s
     while True:
         try:
             placement = placement_view(placement_url)
-            instances, migrations = nova_view()
+            instances, migrations, computes = nova_view()
             problems = nova_problems(placement, instances, migrations)
             if parasol_url:
                 problems += parasol_problems(placement, parasol_url, instances)
         except Exception as e:  # the test may have torn down what the check reads
             return {"agree": None, "skipped": f"{type(e).__name__}: {e}"[:300]}
         if not problems or time.monotonic() >= deadline:
-            return {"agree": not problems, "problems": problems[:10]}
+            return {"agree": not problems, "problems": problems[:10], "computes": computes}
         time.sleep(0.25)

@@ -37,42 +37,42 @@ def first_error(text):
     return stripped[0][:400] if stripped else ""
 
 
-# (class, description, regex over "error line\nlogs"); first match wins.
+# Log lines worth keeping beside a failure: what Nova's services said about the scheduler's
+# answer (cells, claims in Placement, retries, faults).
+EVIDENCE = (r"not mapped to any cell|Failed to save allocation|Exceeded maximum number of "
+            r"retries|No valid host was found|Unable to (claim|move|replace) |"
+            r"AllocationUpdateFailed|MessagingTimeout|RemoteError|JSON does not validate")
+
+# (class, meaning, regex over the error line); first match wins. `causes.py` tries the
+# scheduler calls first; these classify what is left.
 RULES = [
     ("scheduler-internals",
-     "the test reaches into the in-process scheduler (its manager, host manager, filters or "
-     "weighers), which no external scheduler has",
-     r"ExternalScheduler|has no attribute 'manager'|nova\.scheduler\.(host_manager|filters|"
-     r"weights|manager|request_filter)"),
-    ("harness", "the harness itself failed", r"^harness:"),
-    ("parasol-start", "Parasol did not start or refused the generated configuration",
-     r"Parasol (did not|never|exited)|configuration refused"),
+     "the test reaches into the in-process scheduler service (its manager, host manager, "
+     "filters or weighers); no scheduler in another process can satisfy it",
+     r"ExternalScheduler|no attribute 'manager'|no attribute 'host_manager'"),
+    ("harness", "the harness failed or the worker hung (not Parasol's answer)",
+     r"^harness:|^hung|^worker died"),
+    ("parasol-start", "Parasol did not start or did not serve RPC",
+     r"Parasol exited|did not serve RPC"),
+    ("availability-zone", "the server is not in the availability zone the test expects",
+     r"'zone\w*'|availability.?zone"),
+    ("no-placement-claim",
+     "the test finds no allocation or usage in Placement for its server: Parasol claims in its "
+     "own ledger only",
+     r"allocation|usage of the RP|resource_provider|[Pp]lacement"),
+    ("rpc-timeout", "a scheduler call got no answer in time", r"MessagingTimeout"),
     ("no-valid-host", "Parasol answered NoValidHost where Nova's scheduler found a host",
      r"NoValidHost|No valid host"),
-    ("rpc-timeout", "a call to the scheduler got no answer (MessagingTimeout)",
-     r"MessagingTimeout|Timed out waiting for a reply"),
-    ("rpc-refused", "Parasol refused the RPC message (version, method or arguments)",
-     r"UnsupportedVersion|NoSuchMethod|bad_arguments|RemoteError"),
-    ("placement-allocations",
-     "Placement's allocations or usages differ from what the test expects (Parasol does not "
-     "claim in Placement)",
-     r"allocation|usage|resource_provider|Placement"),
-    ("wrong-host", "the server landed on another host than the test expects",
-     r"host|'compute'|fake-mini|node"),
     ("server-state", "a server never reached the state the test waits for",
-     r"_wait_for_state_change|status|Timed out waiting|ERROR"),
-    ("timeout", "the test ran out of time", r"TimeoutException|hung"),
+     r"Wait for state change failed|_wait_for_state_change"),
 ]
 
 
-def classify(error_line, context=""):
-    """(class, description) of a failure from its error line and supporting text."""
-    for name, description, pattern in RULES:
+def classify(error_line):
+    """(class, meaning) of a failure from its error line."""
+    for name, meaning, pattern in RULES:
         if re.search(pattern, error_line):
-            return name, description
-    for name, description, pattern in RULES[:6]:
-        if re.search(pattern, context):
-            return name, description
+            return name, meaning
     return "other", "not classified"
 
 
@@ -93,6 +93,22 @@ SCHEDULER_REACH = re.compile(
     r"(scheduler(_service)?\.manager\b[\w.]*|host_manager[\w.]*|HostManager[\w.]*"
     r"|SchedulerManager[\w.]*|nova\.scheduler\.(manager|host_manager|filters|weights|"
     r"request_filter|filter_scheduler)[\w.]*)")
+
+
+# Patches that inject Placement failures into in-process code: they reach a scheduler in
+# another process only if the patched code is not the scheduler's own claim.
+PLACEMENT_FAULTS = re.compile(
+    r"(nova\.scheduler\.utils\.claim_resources|keystoneauth1\.adapter\.Adapter\.\w+"
+    r"|SchedulerReportClient\.\w+)")
+
+
+def placement_faults(source):
+    """Distinct patch targets in `source` that fake Placement's answers in-process."""
+    found = []
+    for m in PLACEMENT_FAULTS.finditer(source):
+        if m.group(0) not in found:
+            found.append(m.group(0))
+    return found
 
 
 def scheduler_reach(source):

@@ -101,7 +101,7 @@ class ExternalScheduler:
 
     def start(self):
         self.text, record = self._config()
-        Current.record["scheduler_settings"] = record
+        _remember_settings(record)
         with open(self.config_path, "w") as f:
             f.write(self.text)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PARASOL__")}
@@ -150,6 +150,7 @@ class ExternalScheduler:
         if self.proc is None or self.proc.poll() is not None:
             return
         text, record = self._config()
+        _remember_settings(record)
         if text == self.text:
             return
         Current.note("reloads", record)
@@ -191,6 +192,18 @@ class ExternalScheduler:
         transport.Broker.delete_queues({self.queue, self.dead_letter, topic,
                                         f"{topic}.{self.host}"})
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _remember_settings(record):
+    """Adds what a start or a reload could not carry to the test's record (a test may set
+    options after the scheduler started)."""
+    mine = Current.record.setdefault(
+        "scheduler_settings", {"filters_dropped": [], "weighers_dropped": [], "not_carried": {}})
+    for key in ("filters_dropped", "weighers_dropped"):
+        for item in record[key]:
+            if item not in mine[key]:
+                mine[key].append(item)
+    mine["not_carried"].update(record["not_carried"])
 
 
 def _die_with_parent():

@@ -101,9 +101,13 @@ def run_one(module, test_id, index):
     Current.begin(test_id, index)
     Current.send("start", id=test_id)
     test = loading.tests_of(module)[test_id]
-    reach = classify.scheduler_reach(_source_of(test))
+    source = _source_of(test)
+    reach = classify.scheduler_reach(source)
     if reach:
         Current.record["reaches_scheduler"] = reach
+    faults = classify.placement_faults(source)
+    if faults:
+        Current.record["placement_faults"] = faults
     _check_at_the_end(test)
     result = Recorder()
     started = time.monotonic()
@@ -119,6 +123,7 @@ def run_one(module, test_id, index):
             f.write(result.text[-DETAIL_LIMIT:])
         record["details"] = path
         record["first_error"] = classify.first_error(result.text)
+        record["evidence"] = classify.first_lines(result.text, classify.EVIDENCE, 6)
     return record
 
 
