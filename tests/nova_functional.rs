@@ -1,0 +1,71 @@
+//! Nova's own functional tests with this build of Parasol as the scheduler: the fast subset of
+//! `tests/nova_functional/` (`--suite fast`: boot, multi-create, anti-affinity, aggregate
+//! filter, resize, reschedule) run unchanged from the installed `nova==34.0.0`, with Nova's
+//! RPC and notifications on the machine's RabbitMQ and Placement over TCP, and
+//! `parasol serve` started wherever a test starts the scheduler service. Every test must pass,
+//! and after each one Nova's servers, Placement's allocations and Parasol's ledger must agree.
+//!
+//! The harness (Python, `python3 -m nova_functional`) builds its virtualenv on first use in
+//! `~/.cache/parasol/nova-functional-venv-<hash>` and cleans up its vhosts and processes
+//! itself. The whole visible set is `cd tests && python3 -m nova_functional run --mode parasol`
+//! (see `tests/nova_functional/README.md` and `docs/nova-functional.md`).
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// The fast subset, as `tests/nova_functional/suites.py` names it.
+const FAST_TESTS: usize = 7;
+
+#[test]
+fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
+    let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let out_dir = tempfile::tempdir().expect("a temporary directory");
+    let out = out_dir.path().join("parasol.json");
+    let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
+    let run = Command::new(&python)
+        .current_dir(&tests_dir)
+        .args([
+            "-m",
+            "nova_functional",
+            "run",
+            "--mode",
+            "parasol",
+            "--suite",
+            "fast",
+        ])
+        .args(["--concurrency", "2", "--timeout", "120"])
+        .arg("--parasol-bin")
+        .arg(env!("CARGO_BIN_EXE_parasol"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("python3 runs the harness");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let text = std::fs::read_to_string(&out).unwrap_or_else(|e| {
+        panic!(
+            "no results in {} ({e}); harness said:\n{stderr}",
+            out.display()
+        )
+    });
+    let results: Value = serde_json::from_str(&text).expect("results are JSON");
+    let tests = results["tests"].as_object().expect("a tests object");
+    assert_eq!(tests.len(), FAST_TESTS, "tests run:\n{stderr}");
+    let problems: Vec<String> = tests
+        .iter()
+        .filter(|(_, r)| r["status"] != "pass" || r["agreement"]["agree"] != Value::Bool(true))
+        .map(|(id, r)| {
+            format!(
+                "{id}: {} — {} — agreement {}",
+                r["status"], r["first_error"], r["agreement"]
+            )
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{} of {FAST_TESTS} tests failed or disagreed (logs: {}):\n{}",
+        problems.len(),
+        results["logs"],
+        problems.join("\n")
+    );
+}

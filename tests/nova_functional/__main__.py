@@ -1,0 +1,133 @@
+"""`python -m nova_functional` (from `tests/`, standard library only):
+
+    run [--mode nova|parasol] [--concurrency N] [--parasol-bin PATH] [--out FILE] [--merge]
+        [--suite visible|fast] [PATTERN ...]
+                                      run tests (default: the visible set), write results JSON
+    report [--nova FILE] [--parasol FILE] [--out FILE]
+                                      write docs/nova-functional.md from the two results files
+    list [PATTERN ...]                print the test ids the patterns select
+    venv                              build (once) and print the cached virtualenv
+
+A PATTERN is a test id, a module or class prefix, or a glob over ids, from the installed Nova;
+without the `nova.` prefix it is relative to `nova.tests.functional`.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from nova_functional import runner, suites, venv
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+def default_parasol_bin():
+    if os.environ.get("PARASOL_BIN"):
+        return Path(os.environ["PARASOL_BIN"])
+    target = os.environ.get("CARGO_TARGET_DIR")
+    base = Path(target) if target else runner.REPO / "target"
+    return base / "release" / "parasol"
+
+
+def cmd_run(args):
+    patterns = args.patterns or suites.by_name(args.suite)
+    python = venv.python_of(venv.ensure_venv())
+    tests = runner.list_tests(python, patterns)
+    parasol_bin = None
+    if args.mode == "parasol":
+        parasol_bin = Path(args.parasol_bin or default_parasol_bin()).resolve()
+        if not os.access(parasol_bin, os.X_OK):
+            raise SystemExit(f"{parasol_bin}: no Parasol binary (cargo build --release, or "
+                             f"--parasol-bin / PARASOL_BIN)")
+    out = Path(args.out or RESULTS / f"{args.mode}.json")
+    print(f"{len(tests)} tests, mode {args.mode}, concurrency {args.concurrency}",
+          file=sys.stderr, flush=True)
+    run = runner.Run(args.mode, tests, args.concurrency, parasol_bin,
+                     soft_timeout_s=args.timeout, hard_timeout_s=args.timeout + 120)
+    print(f"logs: {run.dir}", file=sys.stderr, flush=True)
+    wall = run.execute()
+    if run.fatal:
+        raise SystemExit(f"nova_functional: {run.fatal}")
+    previous = {}
+    if args.merge and out.exists():
+        previous = json.loads(out.read_text()).get("tests", {})
+    previous.update(run.results)
+    ordered = {t: previous[t] for t in sorted(previous)}
+    doc = {
+        "mode": args.mode,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": "cd tests && python3 -m nova_functional " + shlex.join(sys.argv[1:]),
+        "patterns": patterns,
+        "concurrency": args.concurrency,
+        "wall_s": round(wall, 1),
+        "tests_run": len(run.results),
+        "logs": str(run.dir),
+        "tests": ordered,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    counts = {}
+    for record in run.results.values():
+        counts[record.get("status")] = counts.get(record.get("status"), 0) + 1
+    print(f"{out}: {counts} in {wall:.0f} s", file=sys.stderr)
+    failed = sum(v for k, v in counts.items() if k not in ("pass", "skip"))
+    return 1 if failed else 0
+
+
+def cmd_list(args):
+    python = venv.python_of(venv.ensure_venv())
+    for _module, test_id in runner.list_tests(python, args.patterns or suites.VISIBLE):
+        print(test_id)
+    return 0
+
+
+def cmd_report(args):
+    from nova_functional import report
+    out = Path(args.out or runner.REPO / "docs" / "nova-functional.md")
+    text = report.render(json.loads(Path(args.nova).read_text()),
+                         json.loads(Path(args.parasol).read_text()),
+                         " ".join(["cd tests && python3 -m nova_functional"]
+                                  + [shlex.quote(a) for a in sys.argv[1:]]))
+    out.write_text(text)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m nova_functional",
+                                     description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run tests and write a results file")
+    run.add_argument("--mode", choices=["nova", "parasol"], default="nova")
+    run.add_argument("--concurrency", type=int, default=2)
+    run.add_argument("--parasol-bin", help="default: $PARASOL_BIN, else "
+                     "$CARGO_TARGET_DIR/release/parasol, else target/release/parasol")
+    run.add_argument("--out", help="default: tests/nova_functional/results/<mode>.json")
+    run.add_argument("--merge", action="store_true",
+                     help="keep the other tests' records of an existing results file")
+    run.add_argument("--timeout", type=int, default=240,
+                     help="seconds per test (OS_TEST_TIMEOUT); the worker is killed 120 s later")
+    run.add_argument("--suite", choices=sorted(suites.SUITES), default="visible",
+                     help="the tests to run when no PATTERN is given")
+    run.add_argument("patterns", nargs="*")
+    lst = sub.add_parser("list", help="print the ids the patterns select")
+    lst.add_argument("patterns", nargs="*")
+    rep = sub.add_parser("report", help="write docs/nova-functional.md")
+    rep.add_argument("--nova", default=str(RESULTS / "nova.json"))
+    rep.add_argument("--parasol", default=str(RESULTS / "parasol.json"))
+    rep.add_argument("--out")
+    sub.add_parser("venv", help="build (once) and print the virtualenv")
+    args = parser.parse_args(argv)
+    if args.command == "venv":
+        print(venv.ensure_venv())
+        return 0
+    return {"run": cmd_run, "list": cmd_list, "report": cmd_report}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""A test's scheduler settings, as Nova's CONF holds them, written as Parasol's TOML (runs in
+the venv).
+
+Parasol's names: `[policy] enabled_filters`, `weight_classes`, `host_subset_size` and the
+weighers' multipliers (src/policy/config.rs), `[scheduler] max_attempts`
+(src/configuration.rs). What Nova always does outside its `enabled_filters` (forced and
+ignored hosts, requested destinations, capacity in Placement, availability zones) are
+filters in Parasol and always enabled. A Nova filter or weigher Parasol does not have is left
+out (Parasol refuses unknown names) and recorded, as is every non-default option Parasol has
+no equivalent for: the gap analysis reads those records.
+"""
+
+import importlib
+
+# Parasol's built-in plugins (src/policy/registry.rs).
+PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinationFilter",
+                   "AvailabilityZoneFilter", "ComputeFilter", "CapacityFilter",
+                   "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter"}
+PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
+                    "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
+                    "ServerGroupSoftAntiAffinityWeigher"]
+# Nova does these whatever its enabled_filters say.
+ALWAYS = ["ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinationFilter",
+          "AvailabilityZoneFilter", "CapacityFilter"]
+# Nova's weighers and the multiplier that switches each off at 0.
+NOVA_WEIGHER_MULTIPLIER = {
+    "RAMWeigher": "ram_weight_multiplier", "CPUWeigher": "cpu_weight_multiplier",
+    "DiskWeigher": "disk_weight_multiplier", "IoOpsWeigher": "io_ops_weight_multiplier",
+    "NumInstancesWeigher": "num_instances_weight_multiplier",
+    "ServerGroupSoftAffinityWeigher": "soft_affinity_weight_multiplier",
+    "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
+    "BuildFailureWeigher": "build_failure_weight_multiplier",
+    "CrossCellWeigher": "cross_cell_move_weight_multiplier",
+    "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
+    "ImagePropertiesWeigher": "image_props_weight_multiplier",
+    "PCIWeigher": "pci_weight_multiplier",
+}
+ALL_NOVA_WEIGHERS = list(NOVA_WEIGHER_MULTIPLIER) + ["MetricsWeigher"]
+# [filter_scheduler] options with the same name and meaning in Parasol's [policy].
+SAME_NAME = ["host_subset_size", "ram_weight_multiplier", "cpu_weight_multiplier",
+             "disk_weight_multiplier", "io_ops_weight_multiplier",
+             "num_instances_weight_multiplier", "soft_affinity_weight_multiplier",
+             "soft_anti_affinity_weight_multiplier"]
+CARRIED = {("filter_scheduler", n) for n in SAME_NAME} | {
+    ("filter_scheduler", "enabled_filters"), ("filter_scheduler", "weight_classes"),
+    ("scheduler", "max_attempts")}
+# Options the harness itself or every Nova TestCase sets, not a test's choice.
+IGNORED = {("filter_scheduler", "build_failure_weight_multiplier")}
+
+
+def _short(name):
+    return name.rsplit(".", 1)[-1]
+
+
+def non_default(conf, group):
+    """{option: value} of `group` that differ from the option's default."""
+    out = {}
+    for name, info in conf._groups[group]._opts.items():
+        value = getattr(conf[group], name)
+        if value != info["opt"].default:
+            out[name] = value
+    return out
+
+
+def _custom_weights(path):
+    """The host → weight table of a test's own deterministic weigher, if it has one."""
+    try:
+        module, cls = path.rsplit(".", 1)
+        klass = getattr(importlib.import_module(module), cls)
+        if hasattr(klass, "get_weights"):
+            return dict(klass.get_weights(klass.__new__(klass)))
+        for attr in ("_weights", "weights"):
+            if isinstance(getattr(klass, attr, None), dict):
+                return dict(getattr(klass, attr))
+    except Exception as e:
+        return {"unreadable": f"{type(e).__name__}: {e}"}
+    return None
+
+
+def translate(conf):
+    """(policy dict for Parasol, record of what was carried and what was not)."""
+    fs = conf.filter_scheduler
+    record = {"filters_dropped": [], "weighers_dropped": [], "not_carried": {}}
+    filters = list(ALWAYS)
+    for name in fs.enabled_filters:
+        short = _short(name)
+        if short in PARASOL_FILTERS:
+            if short not in filters:
+                filters.append(short)
+        else:
+            record["filters_dropped"].append(short)
+    weighers = []
+    for name in fs.weight_classes:
+        short = _short(name)
+        expanded = ALL_NOVA_WEIGHERS if short == "all_weighers" else [short]
+        for w in expanded:
+            if w in PARASOL_WEIGHERS:
+                if w not in weighers:
+                    weighers.append(w)
+                continue
+            multiplier = NOVA_WEIGHER_MULTIPLIER.get(w)
+            value = getattr(fs, multiplier) if multiplier else None
+            entry = {"name": w, "multiplier": value}
+            if w not in NOVA_WEIGHER_MULTIPLIER and w != "MetricsWeigher":
+                entry["custom_weights"] = _custom_weights(name)
+            if value != 0.0:
+                record["weighers_dropped"].append(entry)
+    policy = {
+        "algorithm": "nova",
+        "enabled_filters": filters,
+        "host_subset_size": fs.host_subset_size,
+        # Liveness comes from Placement syncs and service notifications, not heartbeats.
+        "host_timeout_s": 0,
+        "weight_classes": weighers,
+    }
+    for name in SAME_NAME[1:]:
+        policy[name] = float(getattr(fs, name))
+    for group in ("filter_scheduler", "scheduler"):
+        for name, value in non_default(conf, group).items():
+            if (group, name) not in CARRIED and (group, name) not in IGNORED:
+                record["not_carried"][f"{group}.{name}"] = value
+    return policy, record
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    raise TypeError(f"no TOML form for {v!r}")
+
+
+def toml(sections):
+    """TOML text of {section: {key: value}}."""
+    lines = []
+    for section, keys in sections.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{k} = {toml_value(v)}" for k, v in keys.items())
+        lines.append("")
+    return "\n".join(lines)

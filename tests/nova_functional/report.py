@@ -1,0 +1,150 @@
+"""`docs/nova-functional.md` from the two results files (standard library only).
+
+For a test that passes with Nova's scheduler but not with Parasol, the cause is found in this
+order: the harness or Parasol's start failed; the test reached into the in-process scheduler;
+the first `select_destinations` call whose answer differs between the two runs (an error, a
+host that is Parasol's node name, another host); else the class of the test's first error
+line (`classify.py`).
+"""
+
+import collections
+import datetime
+
+from nova_functional import causes
+
+OUTCOMES = ("pass", "fail", "error", "skip")
+
+
+def _short(test_id):
+    return test_id.replace("nova.tests.functional.", "")
+
+
+def _run_line(doc, who):
+    return (f"- {who}: `{doc.get('command')}` on {doc.get('date')}: {len(doc.get('tests', {}))} "
+            f"tests, `--concurrency {doc.get('concurrency')}`, {doc.get('wall_s')} s wall "
+            f"for the {doc.get('tests_run')} it ran")
+
+
+def _counts(doc):
+    c = collections.Counter(r.get("status") for r in doc["tests"].values())
+    return [c.get(o, 0) for o in OUTCOMES]
+
+
+def _agreement(doc):
+    c = collections.Counter()
+    for r in doc["tests"].values():
+        a = (r.get("agreement") or {}).get("agree")
+        c["agree" if a is True else "disagree" if a is False else "not checked"] += 1
+    return c
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(nova, parasol, command):
+    nt, pt = nova["tests"], parasol["tests"]
+    baseline = sorted(t for t, r in nt.items() if r.get("status") == "pass")
+    passing = [t for t in baseline if pt.get(t, {}).get("status") == "pass"]
+    found = {t: causes.cause(nt[t], pt.get(t)) for t in baseline if t not in passing}
+    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    out = [
+        "# Nova's functional tests with Parasol as the scheduler",
+        "",
+        f"Written by `{command}` on {now}, from:",
+        "",
+        _run_line(nova, "Nova's scheduler (`tests/nova_functional/results/nova.json`)"),
+        _run_line(parasol, "Parasol (`tests/nova_functional/results/parasol.json`)"),
+        "",
+        f"**Parasol passes {len(passing)} of {len(baseline)} tests that pass with Nova's "
+        f"scheduler**",
+        "",
+        "The harness ([tests/nova_functional/README.md](../tests/nova_functional/README.md)) runs "
+        "the tests of the installed `nova==34.0.0` unchanged, with Nova's RPC and versioned "
+        "notifications on RabbitMQ (a vhost per worker), Placement also served on a loopback "
+        "port, and, with Parasol, `parasol serve` started where a test starts the scheduler. "
+        "The whole visible set, both modes and this report:",
+        "",
+        "```sh",
+        "cd tests",
+        "python3 -m nova_functional run --mode nova --concurrency 2",
+        "cargo build --release && python3 -m nova_functional run --mode parasol --concurrency 2",
+        "python3 -m nova_functional report",
+        "```",
+        "",
+        "Any test ids, module or class prefixes or globs of the installed Nova can follow `run`. "
+        "What Parasol lacks, by cause: "
+        "[tests/nova_functional/GAPS.md](../tests/nova_functional/GAPS.md).",
+        "",
+        "## Outcomes",
+        "",
+        "| | " + " | ".join(OUTCOMES) + " |",
+        "|---|" + "---|" * len(OUTCOMES),
+        "| Nova's scheduler | " + " | ".join(map(str, _counts(nova))) + " |",
+        "| Parasol | " + " | ".join(map(str, _counts(parasol))) + " |",
+        "",
+    ]
+    out += _cause_table(found)
+    out += _agreement_section(nova, parasol)
+    out += _baseline_failures(nova)
+    out += causes.settings_table(pt, found)
+    out += _per_test(nt, pt, found)
+    return "\n".join(out) + "\n"
+
+
+def _cause_table(found):
+    by = collections.Counter(c for c, _ in found.values())
+    out = ["## Why tests that pass with Nova's scheduler fail with Parasol", "",
+           "| cause | tests | meaning |", "|---|---|---|"]
+    for name, n in by.most_common():
+        out.append(f"| `{name}` | {n} | {_cell(causes.MEANING.get(name, ''))} |")
+    return out + [""]
+
+
+def _agreement_section(nova, parasol):
+    a, b = _agreement(nova), _agreement(parasol)
+    out = ["## End-of-test agreement", "",
+           "After each test body the harness compares Nova's live servers with Placement's "
+           "allocations (each server holds exactly its flavor on its node; every consumer is a "
+           "live server or an unfinished migration) and, with Parasol, Placement's usages with "
+           "Parasol's ledger (`GET /v1/hosts`: used VCPU, MEMORY_MB, DISK_GB and instance counts "
+           "per host), re-reading for up to 3 s.", "",
+           "| | agree | disagree | not checked |", "|---|---|---|---|",
+           f"| Nova's scheduler | {a['agree']} | {a['disagree']} | {a['not checked']} |",
+           f"| Parasol | {b['agree']} | {b['disagree']} | {b['not checked']} |", ""]
+    kinds = collections.Counter()
+    for r in parasol["tests"].values():
+        for p in (r.get("agreement") or {}).get("problems", []):
+            kinds[causes.problem_kind(p)] += 1
+    if kinds:
+        out += ["Disagreements with Parasol, by kind (problems, over all tests):", ""]
+        out += [f"- {k}: {n}" for k, n in kinds.most_common()] + [""]
+    return out
+
+
+def _baseline_failures(nova):
+    bad = {t: r for t, r in nova["tests"].items() if r.get("status") not in ("pass", "skip")}
+    out = ["## Tests that fail with Nova's scheduler in the harness", ""]
+    if not bad:
+        return out + ["None.", ""]
+    for t, r in sorted(bad.items()):
+        note = causes.BASELINE_NOTES.get(_short(t), "")
+        out.append(f"- `{_short(t)}`: {r.get('status')}, `{_cell(r.get('first_error', ''))[:300]}`"
+                   + (f" — {note}" if note else ""))
+    return out + [""]
+
+
+def _per_test(nt, pt, found):
+    out = ["## Per test", "", "| test | Nova's scheduler | Parasol | cause |", "|---|---|---|---|"]
+    for t in sorted(set(nt) | set(pt)):
+        n = nt.get(t, {}).get("status", "not run")
+        p = pt.get(t, {}).get("status", "not run")
+        cause = ""
+        if t in found:
+            name, detail = found[t]
+            error = (pt.get(t, {}).get("first_error") or "")[:160]
+            cause = f"`{name}`: {_cell(detail)[:360]}"
+            if error and error[:60] not in detail:
+                cause += f" — first error: `{_cell(error)}`"
+        out.append(f"| `{_short(t)}` | {n} | {p} | {cause} |")
+    return out + [""]

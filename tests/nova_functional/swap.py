@@ -1,0 +1,292 @@
+"""Where a test starts the scheduler service, `parasol` mode starts `parasol serve` instead
+(runs in the venv). In both modes every call Nova makes to the scheduler is recorded with
+what came back, so the report can set Nova's scheduler's answers beside Parasol's.
+
+Parasol gets its own SQLite ledger in a temporary directory, Nova's RPC on the worker's vhost
+(`[rpc]`, Nova's exchange and topic), the test's TCP Placement (`[placement]`, noauth), and
+the test's scheduler settings (`parasol_config`). A `self.flags(...)` on a scheduler group
+while it runs rewrites the file and sends SIGHUP. The process is killed, by pid, when the test
+ends, however it ends.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from urllib.parse import quote, unquote, urlsplit
+
+import oslo_messaging as messaging
+import requests
+
+from nova import context as nova_context
+from nova import rpc
+from nova import test as nova_test
+from nova.scheduler import rpcapi as scheduler_rpcapi
+
+from nova_functional import parasol_config, transport
+from nova_functional.placement_tcp import Served
+from nova_functional.state import Current
+
+CONF = nova_test.CONF
+READY_TIMEOUT_S = 60
+SYNC_INTERVAL_S = 0.2
+_running = {}  # pid -> ExternalScheduler
+
+
+def parasol_url():
+    """The HTTP API of the test's running Parasol, if one runs."""
+    for ext in _running.values():
+        return ext.http_url
+    return None
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _amqp_url(broker_url):
+    """oslo's rabbit:// URL of the vhost as an amqp:// URL for Parasol (lapin)."""
+    parts = urlsplit(broker_url)
+    vhost = unquote(parts.path[1:]) or "/"
+    return f"amqp://{parts.username}:{parts.password}@{parts.hostname}:{parts.port or 5672}/" \
+        + quote(vhost, safe="")
+
+
+class ExternalScheduler:
+    """Stands where the scheduler's `nova.service.Service` stood: start, stop, kill."""
+
+    def __init__(self, test, host):
+        self._test = test
+        self.host = host
+        self.dir = tempfile.mkdtemp(prefix="parasol-nf-")
+        self.config_path = os.path.join(self.dir, "parasol.toml")
+        self.port = _free_port()
+        self.http_url = f"http://127.0.0.1:{self.port}"
+        self.queue = f"parasol.notifications.{Current.slug}"
+        self.dead_letter = f"parasol.dead_letter.{Current.slug}"
+        self.log_path = Current.path(".parasol.log")
+        self.proc = None
+        self.text = None
+
+    def __getattr__(self, name):
+        raise AttributeError(
+            f"ExternalScheduler has no attribute {name!r}: the test reaches into the "
+            f"in-process scheduler service, and Parasol runs in another process")
+
+    def _config(self):
+        policy, record = parasol_config.translate(CONF)
+        cell = self._test.cell_mappings.get("cell1")
+        sections = {
+            "server": {"host": "127.0.0.1", "port": self.port, "http_workers": 1},
+            "ledger": {"url": f"sqlite://{self.dir}/ledger.db", "max_connections": 2},
+            "scheduler": {"backend": "filter", "workers": 2, "seed": 1,
+                          "max_attempts": CONF.scheduler.max_attempts,
+                          "cell_uuid": cell.uuid if cell else
+                          "00000000-0000-0000-0000-000000000000"},
+            "policy": policy,
+            "amqp": {"url": _amqp_url(transport.Broker.url), "exchange": CONF.control_exchange,
+                     "queue": self.queue, "dead_letter": self.dead_letter,
+                     "fanout_exchange": f"{scheduler_rpcapi.RPC_TOPIC}_fanout",
+                     "reconnect_min_s": 0.1, "reconnect_max_s": 1.0},
+            "rpc": {"enabled": True, "host": self.host, "topic": scheduler_rpcapi.RPC_TOPIC},
+            "placement": {"enabled": True, "url": Served.url or "", "auth": "noauth",
+                          "sync_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0},
+        }
+        return parasol_config.toml(sections), record
+
+    def start(self):
+        self.text, record = self._config()
+        _remember_settings(record)
+        with open(self.config_path, "w") as f:
+            f.write(self.text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PARASOL__")}
+        env["RUST_LOG"] = "info,parasol=debug"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [Current.parasol_bin, "--config", self.config_path, "serve"],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env,
+            preexec_fn=_die_with_parent)
+        log.close()
+        _running[self.proc.pid] = self
+        Current.send("pid", pid=self.proc.pid, exe=Current.parasol_bin)
+        self._wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        ctxt = nova_context.get_admin_context()
+        target = messaging.Target(topic=scheduler_rpcapi.RPC_TOPIC, server=self.host,
+                                  namespace="baseapi", version="1.0")
+        client = messaging.get_rpc_client(rpc.TRANSPORT, target,
+                                          serializer=rpc.RequestContextSerializer(None))
+        synced = False
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Parasol exited with {self.proc.returncode} at start; "
+                                   f"see {self.log_path}")
+            try:
+                health = requests.get(f"{self.http_url}/healthz", timeout=1).json()
+                synced = health.get("placement", {}).get("syncs", 0) > 0 or not Served.url
+            except (requests.RequestException, ValueError):
+                time.sleep(0.1)
+                continue
+            if not synced:
+                time.sleep(0.1)
+                continue
+            try:
+                client.prepare(timeout=1).call(ctxt, "ping", arg="nova-functional")
+                return
+            except messaging.MessagingTimeout:
+                continue
+        raise RuntimeError(f"Parasol did not serve RPC within {READY_TIMEOUT_S} s; "
+                           f"see {self.log_path}")
+
+    def reload(self):
+        """Rewrites the configuration from CONF and SIGHUPs, waiting for the outcome."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        text, record = self._config()
+        _remember_settings(record)
+        if text == self.text:
+            return
+        Current.note("reloads", record)
+        before = _count_reloads(self.log_path)
+        with open(self.config_path, "w") as f:
+            f.write(text)
+        self.text = text
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _count_reloads(self.log_path) == before:
+            time.sleep(0.05)
+
+    def stop(self):
+        self._test._service_fixture_count["scheduler"] -= 1
+        self.kill()
+
+    def start_again(self):
+        self._test._service_fixture_count["scheduler"] += 1
+        self.start()
+
+    def kill(self):
+        """Ends the process (TERM, then KILL), then its queues and files."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        Current.record.setdefault("parasol", {}).update(_metrics(self.http_url))
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _running.pop(proc.pid, None)
+        Current.send("pid_gone", pid=proc.pid)
+        Current.record.setdefault("parasol", {})["log"] = self.log_path
+        Current.record["parasol"]["dead_letters"] = _dead_letters(self.dead_letter)
+        topic = scheduler_rpcapi.RPC_TOPIC
+        transport.Broker.delete_queues({self.queue, self.dead_letter, topic,
+                                        f"{topic}.{self.host}"})
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _remember_settings(record):
+    """Adds what a start or a reload could not carry to the test's record (a test may set
+    options after the scheduler started)."""
+    mine = Current.record.setdefault(
+        "scheduler_settings", {"filters_dropped": [], "weighers_dropped": [], "not_carried": {}})
+    for key in ("filters_dropped", "weighers_dropped"):
+        for item in record[key]:
+            if item not in mine[key]:
+                mine[key].append(item)
+    mine["not_carried"].update(record["not_carried"])
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the worker dies (Linux prctl)."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def _count_reloads(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return 0
+    return data.count(b"configuration reloaded") + data.count(b"new configuration refused")
+
+
+def _metrics(http_url):
+    """Parasol's own counts: per backend requests, placed, no_valid_host, declines; and the
+    notifications it applied or rejected (`/v1/stats`; the RPC server's counters are not
+    exported over HTTP)."""
+    try:
+        stats = requests.get(f"{http_url}/v1/stats", timeout=2).json()
+    except (requests.RequestException, ValueError) as e:
+        return {"stats_error": str(e)}
+    keep = ("requests", "placed", "no_valid_host", "declines")
+    backends = {name: {k: b.get(k) for k in keep}
+                for name, b in (stats.get("backends") or {}).items()}
+    return {"backends": backends, "notifications": stats.get("notifications")}
+
+
+def _dead_letters(queue):
+    """Reasons of the messages Parasol dead-lettered (header x-parasol-reason)."""
+    reasons = []
+    try:
+        conn = transport.Broker.connect()
+        ch = conn.channel()
+        while len(reasons) < 20:
+            msg = ch.basic_get(queue, no_ack=True)
+            if msg is None:
+                break
+            headers = msg.properties.get("application_headers") or {}
+            reasons.append(str(headers.get("x-parasol-reason", "?"))[:300])
+        conn.close()
+    except Exception as e:
+        reasons.append(f"unreadable: {type(e).__name__}: {e}")
+    return reasons
+
+
+def kill_all():
+    for ext in list(_running.values()):
+        ext.kill()
+
+
+def _start_service(orig):
+    def start_service(self, name, host=None, cell_name=None, **kwargs):
+        if name != "scheduler":
+            return orig(self, name, host=host, cell_name=cell_name, **kwargs)
+        if self._service_fixture_count[name]:
+            raise nova_test.TestingException("Duplicate start_service(%s)!" % name)
+        if host is not None:
+            self.useFixture(nova_test.nova_fixtures.ConfPatcher(host=host))
+        ext = ExternalScheduler(self, host or CONF.host)
+        self.addCleanup(ext.kill)
+        ext.start()
+        self._service_fixture_count[name] += 1
+        return ext
+    return start_service
+
+
+def _flags(orig):
+    def flags(self, **kw):
+        group = kw.get("group")
+        orig(self, **kw)
+        if group in ("filter_scheduler", "scheduler"):
+            for ext in list(_running.values()):
+                ext.reload()
+    return flags
+
+
+def install(mode):
+    from nova_functional import recording
+    recording.install()
+    if mode == "parasol":
+        nova_test.TestCase.start_service = _start_service(nova_test.TestCase.start_service)
+        nova_test.TestCase.flags = _flags(nova_test.TestCase.flags)
