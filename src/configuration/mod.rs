@@ -337,6 +337,19 @@ impl Default for LogSettings {
     }
 }
 
+/// The machine's hostname (Nova's default `CONF.host`); "parasol" if it has none.
+pub fn machine_hostname() -> String {
+    let name = gethostname::gethostname()
+        .to_string_lossy()
+        .trim()
+        .to_string();
+    if name.is_empty() {
+        "parasol".into()
+    } else {
+        name
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,18 +385,5 @@ mod tests {
             format!("{err:#}").contains("unknown value \"cache\""),
             "{err:#}"
         );
-    }
-}
-
-/// The machine's hostname (Nova's default `CONF.host`); "parasol" if it has none.
-pub fn machine_hostname() -> String {
-    let name = gethostname::gethostname()
-        .to_string_lossy()
-        .trim()
-        .to_string();
-    if name.is_empty() {
-        "parasol".into()
-    } else {
-        name
     }
 }
