@@ -86,6 +86,7 @@ pub struct Settings {
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,
+    pub nova_db: crate::nova_db::NovaDbSettings,
     pub log: LogSettings,
     pub auth: crate::auth::AuthSettings,
 }

@@ -59,6 +59,10 @@ impl Settings {
                 key: format!("placement.{k}"),
                 message: m.into(),
             })?;
+        self.nova_db.validate().map_err(|(k, m)| ConfigError::Key {
+            key: format!("nova_db.{k}"),
+            message: m,
+        })?;
         if !(self.server.shutdown_grace_s.is_finite() && self.server.shutdown_grace_s >= 0.0) {
             return key(
                 "server.shutdown_grace_s",
@@ -243,6 +247,18 @@ mod tests {
             (
                 "[placement]\nurl = \"placement\"",
                 "key `placement.url` is not a URL",
+            ),
+            (
+                "[nova_db]\nenabled = true",
+                "key `nova_db.api_database_url` or cells is required when enabled",
+            ),
+            (
+                "[nova_db]\napi_database_url = \"oracle://nova:pw@db/nova\"",
+                "key `nova_db.api_database_url`",
+            ),
+            (
+                "[nova_db]\nrefresh_interval_s = 0",
+                "key `nova_db.refresh_interval_s` must be a positive number of seconds",
             ),
             (
                 "[ledger]\nurl = \"postgres://u@h:port/db\"",

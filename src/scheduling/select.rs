@@ -93,7 +93,16 @@ impl Scheduler {
             .map(|(hosts, demand)| {
                 hosts
                     .iter()
-                    .map(|h| Selection::from_host(h, demand, cell))
+                    .map(|h| {
+                        // Nova's records name the node's cell; without them, the configured one.
+                        let cell = h
+                            .profile
+                            .facts
+                            .as_ref()
+                            .and_then(|f| f.cell_uuid.as_deref())
+                            .unwrap_or(cell);
+                        Selection::from_host(h, demand, cell)
+                    })
                     .collect()
             })
             .collect();
