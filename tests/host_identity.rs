@@ -11,7 +11,6 @@ mod harness;
 #[path = "api/helpers.rs"]
 #[allow(dead_code)]
 mod helpers;
-#[allow(dead_code)]
 mod support;
 
 use harness::{Databases, Engine};
@@ -170,7 +169,7 @@ async fn serve(engine: Engine) -> (Served, Databases, Value) {
     tokio::spawn(app.run_until_stopped());
     let table = table_ledger.table().clone();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while table.records().is_none() {
+    while !table.records().is_some_and(|r| r.read) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "Nova's records were never read: {:?}",

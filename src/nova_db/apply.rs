@@ -20,7 +20,10 @@ pub fn node_records(
     now_ms: i64,
     service_down_time_s: f64,
 ) -> NodeRecords {
-    let mut records = NodeRecords::default();
+    let mut records = NodeRecords {
+        read: true,
+        ..NodeRecords::default()
+    };
     for view in snapshot.nodes() {
         let (node, service) = (view.node, &view.node.service);
         let facts = ComputeFacts {
@@ -94,6 +97,8 @@ pub async fn run_nova_db(
     state: watch::Sender<RefreshState>,
     shutdown: CancellationToken,
 ) {
+    // Until the first read, no host is schedulable (nova-scheduler needs its databases too).
+    table.set_records(Arc::new(NodeRecords::default()));
     let down_time_s = reader.settings().service_down_time_s;
     let clock = reader.clock();
     let mut reads = state.subscribe();

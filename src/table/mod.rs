@@ -59,6 +59,9 @@ pub struct NodeRecord {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeRecords {
     pub by_uuid: HashMap<String, NodeRecord>,
+    /// False until Nova's databases were read once: meanwhile no host is schedulable, as
+    /// nova-scheduler schedules nowhere without its databases.
+    pub read: bool,
 }
 
 impl NodeRecords {
