@@ -10,6 +10,7 @@ use super::refresh::{refresh_loop, RefreshState};
 use super::snapshot::NovaDbSnapshot;
 use crate::domain::ComputeFacts;
 use crate::table::{HostTable, NodeRecord, NodeRecords};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -109,6 +110,8 @@ pub async fn run_nova_db(
     };
     let refresh = refresh_loop(reader, state, wake, shutdown.clone().cancelled_owned());
     let apply = async move {
+        // What was last logged of each host: its reason not to be schedulable, if any.
+        let mut logged: HashMap<String, Option<String>> = HashMap::new();
         let mut previous: Option<Arc<NovaDbSnapshot>> = None;
         while reads.changed().await.is_ok() {
             let snapshot = reads.borrow_and_update().snapshot.clone();
@@ -117,42 +120,33 @@ pub async fn run_nova_db(
                 continue;
             }
             let now_ms = clock.now_ms();
-            let records = node_records(&snapshot, now_ms, down_time_s);
-            log_changes(&table, previous.as_deref(), &snapshot, now_ms, down_time_s);
-            table.set_records(Arc::new(records));
+            table.set_records(Arc::new(node_records(&snapshot, now_ms, down_time_s)));
+            log_changes(&table, &mut logged, &snapshot, now_ms, down_time_s);
             previous = Some(snapshot);
         }
     };
     tokio::join!(refresh, apply);
 }
 
-/// Logs each table host whose schedulability changed with this read (every one, the first
-/// time), naming the service host, the node and the reason.
+/// Logs each table host whose schedulability changed since it was last logged (every one,
+/// the first time), naming the service host, the node and the reason.
 fn log_changes(
     table: &HostTable,
-    previous: Option<&NovaDbSnapshot>,
+    logged: &mut HashMap<String, Option<String>>,
     snapshot: &NovaDbSnapshot,
     now_ms: i64,
     down_time_s: f64,
 ) {
     for host in table.snapshot() {
         let uuid = host.uuid();
-        let now = unschedulable_reason(snapshot, uuid, now_ms, down_time_s);
-        let before = previous.map(|p| unschedulable_reason(p, uuid, now_ms, down_time_s));
-        if before.as_ref() == Some(&now) {
+        let reason = unschedulable_reason(snapshot, uuid, now_ms, down_time_s);
+        if logged.get(&**uuid) == Some(&reason) {
             continue;
         }
-        let service_host = snapshot
-            .node_by_name(host.node())
-            .map(|v| v.service_host().to_string())
-            .unwrap_or_default();
-        match now {
-            Some(reason) => {
-                tracing::info!(node = %host.node(), service_host, %reason, "not schedulable (ComputeFilter)")
-            }
-            None => {
-                tracing::info!(node = %host.node(), service_host, "schedulable per Nova's records")
-            }
+        match &reason {
+            Some(reason) => tracing::info!(node = %host.node(), service_host = %host.host(), %reason, "not schedulable (ComputeFilter)"),
+            None => tracing::info!(node = %host.node(), service_host = %host.host(), "schedulable per Nova's records"),
         }
+        logged.insert(uuid.to_string(), reason);
     }
 }

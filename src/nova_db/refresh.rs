@@ -89,7 +89,7 @@ fn log_read(snapshot: &NovaDbSnapshot) {
             );
         }
     }
-    tracing::info!(
+    tracing::debug!(
         cells = snapshot.cells.len(),
         failed_cells = snapshot.failed_cells.len(),
         disabled_cells = snapshot.disabled_cells.len(),

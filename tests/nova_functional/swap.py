@@ -13,6 +13,7 @@ while it runs rewrites the file and sends SIGHUP. The process is killed, by pid,
 ends, however it ends.
 """
 
+import importlib
 import os
 import shutil
 import signal
@@ -29,13 +30,14 @@ from nova import rpc
 from nova import objects
 from nova import test as nova_test
 from nova.scheduler import rpcapi as scheduler_rpcapi
-from nova.tests.fixtures import nova as nova_fixtures
 
 from nova_functional import parasol_config, transport
 from nova_functional.placement_tcp import Served
 from nova_functional.state import Current
 
 CONF = nova_test.CONF
+# The module itself: the package's `nova` attribute is shadowed by a re-export.
+nova_fixtures = importlib.import_module("nova.tests.fixtures.nova")
 READY_TIMEOUT_S = 60
 SYNC_INTERVAL_S = 0.2
 _running = {}  # pid -> ExternalScheduler
