@@ -144,8 +144,12 @@ fn log_changes(
             continue;
         }
         match &reason {
-            Some(reason) => tracing::info!(node = %host.node(), service_host = %host.host(), %reason, "not schedulable (ComputeFilter)"),
-            None => tracing::info!(node = %host.node(), service_host = %host.host(), "schedulable per Nova's records"),
+            Some(reason) => {
+                tracing::info!(node = %host.node(), service_host = %host.host(), %reason, "not schedulable (ComputeFilter)")
+            }
+            None => {
+                tracing::info!(node = %host.node(), service_host = %host.host(), "schedulable per Nova's records")
+            }
         }
         logged.insert(uuid.to_string(), reason);
     }
