@@ -241,6 +241,27 @@ async fn selections_name_the_service_host(engine: Engine) {
     let (host, node, _) = &selections(&body)[0];
     assert_eq!((host.as_str(), service_of(node)), ("ironic", "ironic"));
 
+    // A move kept in a cell (requested_destination.cell) stays there.
+    let in_cell = |uuid: &str| {
+        json!({"requested_destination": {
+            "nova_object.name": "Destination", "nova_object.namespace": "nova",
+            "nova_object.version": "1.4",
+            "nova_object.data": {"cell": {
+                "nova_object.name": "CellMapping", "nova_object.namespace": "nova",
+                "nova_object.version": "1.1",
+                "nova_object.data": {"uuid": uuid, "name": "cell", "transport_url": "none:///",
+                                     "database_connection": "none:///"}}}}})
+    };
+    let (status, body) = app.place(in_cell(&cell)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(selections(&body)[0].2, cell);
+    let (status, body) = app.place(in_cell(&Uuid::new_v4().to_string())).await;
+    assert_ne!(status, 200, "placed outside the requested cell: {body}");
+    assert!(
+        body.to_string().contains("RequestedDestinationFilter"),
+        "{body}"
+    );
+
     // A disabled or forced-down service is refused by the ComputeFilter, with that reason.
     for down in ["compute2", "compute3"] {
         let (status, body) = app.place(json!({"force_hosts": [down]})).await;
