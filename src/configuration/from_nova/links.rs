@@ -147,3 +147,40 @@ pub(super) fn placement(conf: &NovaConf, out: &mut Out) {
         }
     }
 }
+
+/// Nova's database connections, for `[nova_db]`: the API database's (cells from its
+/// `cell_mappings`) and the cell's own (to fill templated cell mappings), and
+/// `service_down_time` (when a compute service counts as down). No API database: left off.
+pub(super) fn nova_db(conf: &NovaConf, out: &mut Out) {
+    let text = Value::String(String::new());
+    let Some(api) = out.typed(conf, "api_database", "connection", &text) else {
+        out.warn(
+            "[api_database] has no connection: [nova_db] left off (Selections name each host by \
+             its Placement provider name; set [nova_db] for clouds where host and node differ)",
+        );
+        return;
+    };
+    out.set(
+        "nova_db",
+        "enabled",
+        Value::Boolean(true),
+        "[api_database] connection (read-only: a read-only database user is enough)",
+    );
+    out.set(
+        "nova_db",
+        "api_database_url",
+        api,
+        "[api_database] connection",
+    );
+    if let Some(v) = out.typed(conf, "database", "connection", &text) {
+        out.set("nova_db", "database_url", v, "[database] connection");
+    }
+    if let Some(v) = out.typed(conf, "DEFAULT", "service_down_time", &Value::Float(0.0)) {
+        out.set(
+            "nova_db",
+            "service_down_time_s",
+            v,
+            "[DEFAULT] service_down_time",
+        );
+    }
+}
