@@ -33,6 +33,9 @@ impl Settings {
         if self.amqp.prefetch == 0 {
             return key("amqp.prefetch", "must be at least 1");
         }
+        if self.amqp.attempts == 0 {
+            return key("amqp.attempts", "must be at least 1");
+        }
         if self.amqp.batch_size == 0 {
             return key("amqp.batch_size", "must be at least 1");
         }

@@ -182,7 +182,7 @@ macro_rules! define_effect {
                         }
                     }
                     for uuid in instance_uuids {
-                        let row = sqlx::query("SELECT host_id, resources FROM allocations WHERE instance_uuid = $1")
+                        let row = sqlx::query("SELECT host_id, resources, confirmed FROM allocations WHERE instance_uuid = $1")
                             .bind(uuid)
                             .fetch_optional(&mut **tx)
                             .await?;
@@ -191,6 +191,11 @@ macro_rules! define_effect {
                             continue;
                         };
                         let current: i64 = row.try_get(0)?;
+                        let confirmed: bool = row.try_get(2)?;
+                        if current == id && !confirmed {
+                            // The host runs it: the claim for its build or move is confirmed.
+                            sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(id).execute(&mut **tx).await?;
+                        }
                         if current != id {
                             let json: String = row.try_get(1)?;
                             let demand = parse_resources(&json)?;
