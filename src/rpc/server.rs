@@ -336,7 +336,10 @@ async fn with_heartbeats<F: std::future::Future>(
     if interval < 1.0 {
         return work.await;
     }
-    let period = Duration::from_secs_f64(interval);
+    // A period no clock can count is no period: no heartbeats (the codec bounds it anyway).
+    let Ok(period) = Duration::try_from_secs_f64(interval) else {
+        return work.await;
+    };
     tokio::pin!(work);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
