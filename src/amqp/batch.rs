@@ -86,7 +86,7 @@ pub(super) async fn process_batch(
 
 /// A batch failed with what looked like an outage. When the ledger takes a write now, the
 /// failure came from the batch, not the ledger: its messages are applied one by one, each
-/// tried up to `[amqp] attempts` times; one that still fails (while the ledger takes writes)
+/// tried up to `[amqp] attempts` times (0.25 s, 0.5 s, 1 s … apart); one that still fails (while the ledger takes writes)
 /// is rejected with the database's reason and dead-lettered, and the others are applied.
 /// `None` when the ledger is really out: the whole batch is requeued (messages applied
 /// meanwhile come back as duplicates and change nothing).
@@ -124,6 +124,8 @@ async fn one_by_one(
                             n.event_type, n.message_id
                         ));
                     }
+                    // A lock or a conflict may clear: 0.25 s, 0.5 s, 1 s … between tries.
+                    ingest.clock().sleep_ms(250 << (tries - 1).min(6)).await;
                 }
             }
         };
