@@ -2,7 +2,7 @@
 //! whose natural home is another suite are listed here by name:
 //! 1. here: `issue_16_item_1_*`.
 //! 2. here: `issue_16_item_2_*`.
-//! 3. `tests/amqp/poison.rs`:
+//! 3. here: `issue_16_item_3_*` (over HTTP); `tests/amqp/poison.rs`:
 //!    `a_poison_message_in_a_batch_of_500_on_postgres_is_dead_lettered_alone_without_a_requeue_loop`.
 //! 4. `tests/api/claim_ttl.rs`: `unconfirmed_claims_are_released_after_the_ttl_and_counted`,
 //!    `a_crash_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_ttl`.
@@ -135,3 +135,19 @@ on_both_engines!(
     issue_16_item_6_nested_versions_repeated_uuids_and_huge_names_are_refused_over_http,
     super::issue_16_item_6_nested_versions_repeated_uuids_and_huge_names_are_refused_over_http
 );
+
+/// Item 3 over HTTP: a value PostgreSQL refuses (a NUL byte in a host name) used to be taken
+/// for a ledger outage (503). It is the caller's fault: 4xx with the database's reason.
+#[tokio::test]
+async fn issue_16_item_3_a_value_postgres_refuses_is_the_caller_s_fault_over_http() {
+    let app = spawn_app("postgres").await;
+    app.register("compute1", 8, 8192, 80).await;
+    let before = app.get_json("/v1/hosts").await;
+    let poison = create_end(&uuids(1)[0], "compute\u{0}1", (1, 512, 1));
+    let resp = app.post("/v1/notifications", &poison).await;
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap();
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("0x00"), "{body}");
+    assert_eq!(app.get_json("/v1/hosts").await, before);
+}
