@@ -86,8 +86,9 @@ pub(super) async fn process_batch(
 
 /// A batch failed with what looked like an outage. When the ledger takes a write now, the
 /// failure came from the batch, not the ledger: its messages are applied one by one, each
-/// tried up to `[amqp] attempts` times (0.25 s, 0.5 s, 1 s … apart); one that still fails (while the ledger takes writes)
-/// is rejected with the database's reason and dead-lettered, and the others are applied.
+/// tried up to `[amqp] attempts` times (0.25 s, 0.5 s, 1 s … apart); one that still fails
+/// (while the ledger takes writes) is rejected with the database's reason and dead-lettered,
+/// and the others are applied.
 /// `None` when the ledger is really out: the whole batch is requeued (messages applied
 /// meanwhile come back as duplicates and change nothing).
 async fn one_by_one(

@@ -196,23 +196,18 @@ impl<J> JobQueue<J> {
 }
 
 impl Writer {
-    fn new(conn: SqliteConnection, opts: SqliteConnectOptions) -> Result<Writer, LedgerError> {
+    fn new(conn: SqliteConnection, opts: SqliteConnectOptions) -> Writer {
         let file = opts.get_filename().to_path_buf();
-        let in_memory = file.as_os_str().is_empty() || file.to_string_lossy().contains(":memory:");
-        let identity = if in_memory {
-            None
-        } else {
-            Some(file_identity(&file).map_err(|e| {
-                LedgerError::Invalid(format!("the SQLite ledger {}: {e}", file.display()))
-            })?)
-        };
-        Ok(Writer {
+        // An in-memory database (`sqlite::memory:` is `file:sqlx-in-memory-N`) has no file;
+        // a file ledger's was just opened (created if missing), so it is there.
+        let identity = file_identity(&file).ok();
+        Writer {
             conn: Arc::new(tokio::sync::Mutex::new(conn)),
             opts: Arc::new(opts),
             file,
             identity,
             reconnect: Arc::default(),
-        })
+        }
     }
 
     /// Whether the file at the ledger's path is still the one this process opened.
@@ -370,7 +365,7 @@ impl Ledger {
                     ))
                 })?,
                 opts.clone(),
-            )?;
+            );
             let read = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .test_before_acquire(false)
