@@ -156,7 +156,7 @@ impl Settings {
         if !self.amqp.url.is_empty() {
             self.amqp
                 .url
-                .parse::<crate::amqp::TransportUrl>()
+                .parse::<crate::transport_url::TransportUrl>()
                 .map_err(|e| ConfigError::key("amqp.url", e))?;
         }
         for (name, value) in [
