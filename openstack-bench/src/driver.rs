@@ -86,6 +86,8 @@ impl Caller {
             Target::Http { base } => Ok(Caller::Http {
                 client: reqwest::Client::builder()
                     .pool_max_idle_per_host(concurrency)
+                    // Below actix-web's 5 s keep-alive (see run.rs).
+                    .pool_idle_timeout(Duration::from_secs(2))
                     .timeout(CALL_TIMEOUT)
                     .build()?,
                 url: format!("{base}/v1/select_destinations"),

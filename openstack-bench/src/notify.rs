@@ -125,7 +125,7 @@ impl Notifier {
             Via::Http { client, url } => {
                 // A host's events outlive a service restart (the bench restarts the service
                 // between registration and the measured run, and the fleet keeps beating): a
-                // refused connection is retried for up to 10 s against the current target,
+                // request without an answer is retried for up to 10 s against the current target,
                 // as a compute's oslo.messaging notifier keeps its events until the broker
                 // takes them. Any answer other than 2xx is a failure and is reported.
                 let mut attempt = 0;
@@ -139,12 +139,15 @@ impl Notifier {
                             report_failure(&format!("{target}: {status}: {body}"));
                             break false;
                         }
-                        Err(e) if e.is_connect() && attempt < 100 => {
+                        // No answer (refused, or reset by a service that is stopping): the
+                        // event carries its message_id, which the service applies once, so
+                        // sending it again is safe.
+                        Err(e) if (e.is_connect() || e.is_request()) && attempt < 100 => {
                             attempt += 1;
                             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                         }
                         Err(e) => {
-                            report_failure(&format!("{target}: {e}"));
+                            report_failure(&format!("{target}: {e:?}"));
                             break false;
                         }
                     }

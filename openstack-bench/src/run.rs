@@ -100,7 +100,12 @@ pub async fn run_one(
     progress: ProgressBar,
 ) -> anyhow::Result<RunResult> {
     let dir: PathBuf = env.out_dir.join("runs").join(format!("{label}-{hosts}"));
-    let client = reqwest::Client::new();
+    // Idle connections are dropped before actix-web's 5 s keep-alive closes them: a request
+    // sent on a connection the server is closing fails with "error sending request" (the
+    // notifications lost under load in issue 15's runs).
+    let client = reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(2))
+        .build()?;
     // Hosts register with a first service; the measured one then starts on the registered
     // ledger, as a scheduler does in production (caching, asc and apsr read the host list at
     // start and would otherwise see no host until their first refresh or round). Only the

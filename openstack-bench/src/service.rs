@@ -101,7 +101,18 @@ pub struct Service {
 }
 
 impl Drop for Service {
+    /// Stops the service as systemd would: SIGTERM (it finishes what it has in flight), then
+    /// SIGKILL if it is still there after 10 s.
     fn drop(&mut self) {
+        // SAFETY: signals our own child, which has not been waited for yet.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
