@@ -245,9 +245,22 @@ impl Application {
             .spawn(async move { ledger.follow(shutdown).await });
     }
 
+    /// Releases the claims nothing confirmed within `[scheduler] claim_ttl_s`.
+    pub fn start_claim_expiry(&self) {
+        let scheduler = &self.handles.scheduler;
+        self.tasks.spawn(crate::ledger::run_claim_expiry(
+            scheduler.ledger().clone(),
+            self.handles.clock.clone(),
+            self.handles.settings.scheduler.claim_ttl_s,
+            scheduler.stats().clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
     /// Every background part the configuration asks for.
     pub fn start_background(&self) {
         self.start_follow();
+        self.start_claim_expiry();
         self.start_notification_consumer();
         self.start_rpc_server();
         self.start_placement_sync();

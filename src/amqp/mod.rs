@@ -5,19 +5,17 @@
 //! - `topology`: the exchanges, queues and bindings Parasol declares (never Nova's own queues).
 //! - `consumer`: the connection's life: declare, consume, reconnect with backoff.
 //! - `batch`: decode, apply a batch in one transaction, dead-letter poison, ack after commit.
-//! - `url`: nova.conf's `transport_url` (several brokers, `rabbit://`) as AMQP URIs.
 //! - `status`: [`BrokerStatus`], the connection's state for health and metrics.
 
 mod batch;
 mod consumer;
 mod status;
 pub mod topology;
-mod url;
 
 pub use crate::backoff::Backoff;
+pub use crate::transport_url::TransportUrl;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
 pub use status::BrokerStatus;
-pub use url::TransportUrl;
 
 use lapin::types::LongString;
 

@@ -177,6 +177,9 @@ pub struct SchedulerSettings {
     pub max_placement_results: u32,
     /// Nova's `[workarounds] disable_fallback_pcpu_query`: no VCPU retry for dedicated CPUs.
     pub disable_fallback_pcpu_query: bool,
+    /// Seconds a claim may stay unconfirmed (no `instance.create.end` or other end
+    /// notification, no instance info from its host) before it is released; 0: never.
+    pub claim_ttl_s: u64,
 }
 
 impl SchedulerSettings {
@@ -210,6 +213,7 @@ impl Default for SchedulerSettings {
             image_metadata_prefilter: false,
             max_placement_results: 1000,
             disable_fallback_pcpu_query: false,
+            claim_ttl_s: 600,
         }
     }
 }
@@ -249,6 +253,9 @@ pub struct AmqpSettings {
     pub prefetch: u16,
     /// Most messages applied in one ledger transaction (acknowledged together after commit).
     pub batch_size: usize,
+    /// When a batch fails although the ledger takes writes, each of its messages is tried
+    /// alone up to this many times before it is dead-lettered with the database's reason.
+    pub attempts: u32,
     /// Reconnect backoff bounds, in seconds.
     pub reconnect_min_s: f64,
     pub reconnect_max_s: f64,
@@ -265,6 +272,7 @@ impl Default for AmqpSettings {
             fanout_exchange: "scheduler_fanout".into(),
             prefetch: 1000,
             batch_size: 500,
+            attempts: 3,
             reconnect_min_s: 0.5,
             reconnect_max_s: 30.0,
         }

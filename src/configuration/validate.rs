@@ -33,6 +33,9 @@ impl Settings {
         if self.amqp.prefetch == 0 {
             return key("amqp.prefetch", "must be at least 1");
         }
+        if self.amqp.attempts == 0 {
+            return key("amqp.attempts", "must be at least 1");
+        }
         if self.amqp.batch_size == 0 {
             return key("amqp.batch_size", "must be at least 1");
         }
@@ -157,7 +160,7 @@ impl Settings {
         if !self.amqp.url.is_empty() {
             self.amqp
                 .url
-                .parse::<crate::amqp::TransportUrl>()
+                .parse::<crate::transport_url::TransportUrl>()
                 .map_err(|e| ConfigError::key("amqp.url", e))?;
         }
         for (name, value) in [

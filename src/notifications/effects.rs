@@ -217,7 +217,7 @@ macro_rules! define_effect {
                         }
                     }
                     for uuid in instance_uuids {
-                        let row = sqlx::query("SELECT host_id, resources FROM allocations WHERE instance_uuid = $1")
+                        let row = sqlx::query("SELECT host_id, resources, confirmed FROM allocations WHERE instance_uuid = $1")
                             .bind(uuid)
                             .fetch_optional(&mut **tx)
                             .await?;
@@ -226,7 +226,12 @@ macro_rules! define_effect {
                             continue;
                         };
                         let current: i64 = row.try_get(0)?;
+                        let confirmed: bool = row.try_get(2)?;
                         if ids.contains(&current) {
+                            if !confirmed {
+                                // The service runs it: the claim for its build or move is confirmed.
+                                sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
+                            }
                             continue;
                         }
                         // The instance is on this service now; which node only a service
