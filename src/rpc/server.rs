@@ -280,8 +280,15 @@ async fn run(
                 Ok(answer) => Ok(answer.to_json()),
                 Err(SelectError::NoValidHost { reason }) => {
                     server.deps.counters.count("no_valid_host");
-                    let message = crate::nova::no_valid_host_message(&reason);
-                    Err((no_valid_host_failure(&reason), message))
+                    // Nova's scheduler raises NoValidHost with this one reason whatever the
+                    // filters said (`_ensure_sufficient_hosts`); the conductor writes it into
+                    // the instance's fault, which users and Nova's own tests read. Which
+                    // filter left no host goes to the log, as in Nova.
+                    let message = format!(
+                        "{} ({reason})",
+                        crate::nova::no_valid_host_message(NOVA_NO_VALID_HOST_REASON)
+                    );
+                    Err((no_valid_host_failure(NOVA_NO_VALID_HOST_REASON), message))
                 }
                 Err(e @ SelectError::Invalid(_)) => {
                     let message = e.to_string();
@@ -295,6 +302,9 @@ async fn run(
         }
     }
 }
+
+/// The reason of every NoValidHost nova-scheduler raises (`nova/scheduler/manager.py`).
+const NOVA_NO_VALID_HOST_REASON: &str = "There are not enough hosts available.";
 
 /// Applies an instance-info cast, one message on its own: a message the ledger refuses for its
 /// content fails at once (and is dead-lettered with the reason); during a ledger outage it is
