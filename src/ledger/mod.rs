@@ -29,6 +29,7 @@ mod meta;
 pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};
 pub use hosts::HostRegistration;
+pub use import::StoredAllocation;
 pub use messages::DeadLetter;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

@@ -45,6 +45,12 @@ pub struct Metrics {
     pub placement_sync_errors: Counter,
     /// Compute hosts seen in the last successful Placement sync.
     pub placement_hosts: Gauge,
+    /// Ledger allocations repaired from Placement's, by kind (released, moved, resized).
+    placement_repairs: Family<KindLabel, Counter>,
+    /// Syncs run out of turn (a request found no candidate, or Placement refused a claim).
+    pub placement_resyncs: Counter,
+    /// Duration of each claim in Placement (`GET` and `PUT /allocations/{instance}`).
+    pub placement_claim_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -63,6 +69,9 @@ impl Default for Metrics {
             placement_sync_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             placement_sync_errors: Counter::default(),
             placement_hosts: Gauge::default(),
+            placement_repairs: Family::default(),
+            placement_resyncs: Counter::default(),
+            placement_claim_seconds: latency_histogram(),
         };
         {
             let mut r = m.registry.lock();
@@ -118,6 +127,21 @@ impl Default for Metrics {
                 "Compute hosts in the last Placement sync",
                 m.placement_hosts.clone(),
             );
+            r.register(
+                "placement_repairs",
+                "Ledger allocations repaired from Placement's, by kind",
+                m.placement_repairs.clone(),
+            );
+            r.register(
+                "placement_resyncs",
+                "Placement syncs run out of turn",
+                m.placement_resyncs.clone(),
+            );
+            r.register(
+                "placement_claim_duration_seconds",
+                "Duration of each claim in Placement",
+                m.placement_claim_seconds.clone(),
+            );
         }
         m
     }
@@ -133,6 +157,7 @@ pub(super) struct BackendMetrics {
     no_valid_host: Counter,
     queries: Counter,
     latency: Histogram,
+    pub(super) placement_claim: Histogram,
 }
 
 impl BackendMetrics {
@@ -162,6 +187,7 @@ impl Metrics {
             no_valid_host: self.no_valid_host.get_or_create(&l).clone(),
             queries: self.queries.get_or_create(&l).clone(),
             latency: self.latency.get_or_create(&l).clone(),
+            placement_claim: self.placement_claim_seconds.clone(),
         }
     }
 
@@ -172,6 +198,15 @@ impl Metrics {
                 kind: kind.to_string(),
             })
             .inc();
+    }
+
+    /// The repair counter of one kind.
+    pub fn placement_repairs(&self, kind: &str) -> Counter {
+        self.placement_repairs
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .clone()
     }
 
     /// The Prometheus text exposition of every metric.
