@@ -8,8 +8,10 @@
 //! - With claims on, an allocation Parasol made that Placement has on another synced provider
 //!   moves there (`moved`: the conductor claimed an alternate), and one Placement has nowhere
 //!   is released (`released`: the instance was deleted or its build cleaned up, and the
-//!   notification did not reach Parasol). Allocations made after `created_before_ms` are left
-//!   alone: their claim in Placement may still be in flight.
+//!   notification did not reach Parasol) once two syncs in a row found it missing (a
+//!   reschedule deletes the failed host's claim just before the conductor claims the
+//!   alternate). Allocations made after `created_before_ms` are left alone: their claim in
+//!   Placement may still be in flight.
 //! - Consumers the ledger lacks were already imported by the sync, and imported allocations
 //!   Placement no longer has released by it.
 
@@ -17,7 +19,7 @@ use super::sync::SyncReport;
 use super::PlacementError;
 use crate::domain::{ClassId, HostId, Resources};
 use crate::ledger::Ledger;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Repairs of one consistency check, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -77,13 +79,18 @@ fn demand_of(resources: &BTreeMap<String, i64>) -> Option<Resources> {
 /// Compares the providers of `report` with the ledger and repairs the ledger (see the module
 /// documentation); `own_claims`: Parasol claims in Placement, so its own allocations are
 /// checked too.
+///
+/// `missing` holds the consumers the previous check found missing from Placement; it is
+/// replaced by those this one found missing and did not release.
 pub async fn reconcile(
     ledger: &Ledger,
     report: &SyncReport,
     own_claims: bool,
     created_before_ms: i64,
     now_ms: i64,
+    missing: &mut HashSet<String>,
 ) -> Result<Repairs, PlacementError> {
+    let seen_missing = std::mem::take(missing);
     let mut repairs = Repairs::default();
     let host_of: HashMap<String, HostId> = ledger.table().with_hosts(|hosts| {
         hosts
@@ -130,7 +137,13 @@ pub async fn reconcile(
                     _ => continue,
                 }
             }
-            (None, None) if own_claims && !stored.imported && settled => ("released", None),
+            (None, None) if own_claims && !stored.imported && settled => {
+                if !seen_missing.contains(&stored.instance_uuid) {
+                    missing.insert(stored.instance_uuid.clone());
+                    continue;
+                }
+                ("released", None)
+            }
             _ => continue,
         };
         let applied = ledger

@@ -200,8 +200,10 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
             return;
         }
     };
+    // Consumers the last consistency check found missing from Placement.
+    let mut missing = std::collections::HashSet::new();
     while !shutdown.is_cancelled() {
-        run_one(&deps, &client, &settings).await;
+        run_one(&deps, &client, &settings, &mut missing).await;
         tokio::select! {
             _ = deps.clock.sleep_ms(interval_ms) => {}
             _ = deps.resync.requested() => {
@@ -215,7 +217,12 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
 
 /// One sync with its metrics, log line and status update; with claims, the consistency check
 /// that repairs the ledger from Placement's allocations.
-async fn run_one(deps: &SyncDeps, client: &PlacementClient, settings: &PlacementSettings) {
+async fn run_one(
+    deps: &SyncDeps,
+    client: &PlacementClient,
+    settings: &PlacementSettings,
+    missing: &mut std::collections::HashSet<String>,
+) {
     let started = Instant::now();
     let now_ms = deps.clock.now_ms();
     let mut outcome = sync_once(client, &deps.ledger, now_ms).await;
@@ -227,6 +234,7 @@ async fn run_one(deps: &SyncDeps, client: &PlacementClient, settings: &Placement
             settings.claims,
             now_ms - grace_ms,
             deps.clock.now_ms(),
+            missing,
         )
         .await
         {

@@ -6,10 +6,12 @@ Nova's own objects (flavor with extra specs, image properties, boot from volume,
 hosts, server group, requested destination aggregates).
 
 ``claim URL``: reads ``{"instance", "selection", "project_id", "user_id"}`` on stdin, where
-``selection`` is a Selection primitive from Parasol's answer, and claims its
-``allocation_request`` as nova-conductor claims an alternate on a reschedule
-(``ComputeTaskManager.build_instances``): ``nova.scheduler.utils.claim_resources`` with Nova's
-``SchedulerReportClient`` against the Placement at URL. Prints ``{"claimed": bool}``.
+``selection`` is a Selection primitive from Parasol's answer, and does what a reschedule does
+with Nova's ``SchedulerReportClient`` against the Placement at URL: nova-compute removes the
+failed host's claim (``delete_allocation_for_instance(force=True)``, as
+``_do_build_and_run_instance``), then nova-conductor claims the alternate's
+``allocation_request`` (``nova.scheduler.utils.claim_resources``, as
+``ComputeTaskManager.build_instances``). Prints ``{"claimed": bool}``.
 """
 
 import json
@@ -79,10 +81,12 @@ def claim(url, d):
         adapter=adapter.Adapter(sess, service_type='placement',
                                 endpoint_override=url))
     selection = objects.Selection.obj_from_primitive(d['selection'])
+    # The conductor's context is elevated (no policy check needed).
     ctx = nova_context.RequestContext(user_id=d['user_id'],
-                                      project_id=d['project_id'])
+                                      project_id=d['project_id'], is_admin=True)
     rs = objects.RequestSpec(project_id=d['project_id'],
                              user_id=d['user_id'], scheduler_hints={})
+    client.delete_allocation_for_instance(ctx, d['instance'], force=True)
     claimed = utils.claim_resources(
         ctx, client, rs, d['instance'],
         json.loads(selection.allocation_request),
