@@ -703,7 +703,9 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
             for k in 0..EACH {
                 let n = caller * EACH + k;
                 let uuid = instance(100 + n);
-                let (status, answer) = parasol.select(&specs[n as usize], &[uuid.clone()]).await;
+                let (status, answer) = parasol
+                    .select(&specs[n as usize], std::slice::from_ref(&uuid))
+                    .await;
                 assert_eq!(status, 200, "{uuid}: {answer}");
                 let host = data(&answer[0][0])["compute_node_uuid"]
                     .as_str()

@@ -68,6 +68,9 @@ pub fn provider_usages(report: &SyncReport) -> BTreeMap<String, BTreeMap<String,
         .collect()
 }
 
+/// One consumer's allocation on one synced provider, as Placement has it.
+type HeldOn<'a> = (HostId, &'a BTreeMap<String, i64>);
+
 fn demand_of(resources: &BTreeMap<String, i64>) -> Option<Resources> {
     let mut demand = Resources::ZERO;
     for (class, amount) in resources {
@@ -102,7 +105,7 @@ pub async fn reconcile(
     let provider_of: HashMap<HostId, &str> =
         host_of.iter().map(|(u, id)| (*id, u.as_str())).collect();
     // Consumer → its allocations on synced providers, in provider order.
-    let mut placed: HashMap<&str, Vec<(HostId, &BTreeMap<String, i64>)>> = HashMap::new();
+    let mut placed: HashMap<&str, Vec<HeldOn<'_>>> = HashMap::new();
     for (provider, consumers) in &report.placement_allocations {
         let Some(host) = host_of.get(provider) else {
             continue;

@@ -34,7 +34,7 @@ fn placement_view(placement: &PlacementStatus, uuid: &str, used: &Resources) -> 
         .filter(|(_, amount)| **amount != 0)
         .map(|(c, amount)| (c.clone(), json!(amount)))
         .collect();
-    (ledger != theirs).then(|| Value::Object(theirs))
+    (ledger != theirs).then_some(Value::Object(theirs))
 }
 
 pub async fn list_hosts(
