@@ -437,6 +437,24 @@ async fn claims_in_placement_match_the_ledger_after_a_seeded_series() {
             .await;
         placed.remove(&gone);
     }
+    // A resize on the same host, confirmed in Placement (the instance now holds 2 VCPU).
+    let resized = instance(9);
+    let current = placement.allocations(&resized).await;
+    let host9 = placed[&resized].0.clone();
+    let body = json!({
+        "allocations": {host9.clone(): {"resources": {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 1}}},
+        "project_id": "p0", "user_id": "u0",
+        "consumer_generation": current["consumer_generation"],
+    });
+    placement
+        .call(
+            reqwest::Method::PUT,
+            &format!("/allocations/{resized}"),
+            Some(body),
+        )
+        .await;
+    placed.get_mut(&resized).unwrap().1 =
+        demand(&[("VCPU", 2), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
     // The build on the chosen host fails: compute removes its claim and the conductor claims
     // the first alternate, both with Nova's own code.
     let x = instance(14);
@@ -463,6 +481,7 @@ async fn claims_in_placement_match_the_ledger_after_a_seeded_series() {
     let repairs = parasol.get("/v1/stats").await["placement"]["repairs"].clone();
     assert!(repairs["released"].as_u64().unwrap() >= 2, "{repairs}");
     assert!(repairs["moved"].as_u64().unwrap() >= 1, "{repairs}");
+    assert!(repairs["resized"].as_u64().unwrap() >= 1, "{repairs}");
 
     // Another decision on the repaired ledger.
     let (name, description, want) = &requests[11];

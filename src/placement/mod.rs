@@ -273,3 +273,30 @@ async fn run_one(
     }
     deps.status.record(&outcome, now_ms);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[tokio::test]
+    async fn resyncs_asked_for_are_bounded_in_rate_by_the_injected_clock() {
+        let clock = ManualClock::new(10_000);
+        let resync = Resync::new(2.0, Arc::new(clock.clone()));
+        assert!(resync.request(), "the first one is taken");
+        // Kept for the next wait even though nobody waited.
+        tokio::time::timeout(std::time::Duration::from_secs(1), resync.requested())
+            .await
+            .expect("the request wakes the sync");
+        clock.advance_ms(1_999);
+        assert!(!resync.request(), "within the minimum interval");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), resync.requested())
+                .await
+                .is_err(),
+            "a refused request wakes nothing"
+        );
+        clock.advance_ms(1);
+        assert!(resync.request(), "once the interval has passed");
+    }
+}
