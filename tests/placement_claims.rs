@@ -582,6 +582,7 @@ async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidat
     let specs = specs(vec![
         json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
         json!({"instance_uuids": [instance(2)], "vcpus": 8, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [instance(3)], "vcpus": 64, "memory_mb": 512, "root_gb": 1}),
     ])
     .await;
     // Someone takes all of P1's VCPU behind Parasol's back.
@@ -636,6 +637,39 @@ async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidat
     assert_eq!(status, 200, "{answer}");
     assert_eq!(data(&answer[0][0])["compute_node_uuid"], P3);
     assert!(placement_matches_ledger(&placement, &parasol).await);
+
+    // An evacuation in progress doubles instance 1's allocation onto P3 in Placement; the
+    // ledger holds one allocation per instance, so after the next sync /v1/hosts shows both
+    // views of P3.
+    let current = placement.allocations(&instance(1)).await;
+    let small = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
+    let body = json!({
+        "allocations": {P2: {"resources": small}, P3: {"resources": small}},
+        "project_id": "p0", "user_id": "u0",
+        "consumer_generation": current["consumer_generation"],
+    });
+    placement
+        .call(
+            reqwest::Method::PUT,
+            &format!("/allocations/{}", instance(1)),
+            Some(body),
+        )
+        .await;
+    let (status, _) = parasol.select(&specs[2], &[instance(3)]).await;
+    assert_eq!(status, 409, "no host has 64 VCPU: a sync is asked for");
+    eventually("/v1/hosts to show Placement's view of P3", || async {
+        let hosts = parasol.get("/v1/hosts").await;
+        let p3 = hosts["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["compute_node_uuid"] == P3)
+            .cloned()
+            .unwrap();
+        p3["placement_used"] == json!({"VCPU": 9, "MEMORY_MB": 1024, "DISK_GB": 2})
+            && nonzero(&p3["used"]) == demand(&[("VCPU", 8), ("MEMORY_MB", 512), ("DISK_GB", 1)])
+    })
+    .await;
     parasol.shutdown.stop().await;
 }
 
