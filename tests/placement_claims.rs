@@ -689,6 +689,7 @@ async fn a_multi_create_that_cannot_place_every_instance_removes_its_claims_in_p
     let specs = specs(vec![
         json!({"instance_uuids": uuids, "num_instances": 3, "vcpus": 2, "memory_mb": 512, "root_gb": 1}),
         json!({"instance_uuids": [instance(4)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [instance(5)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
     ])
     .await;
 
@@ -708,13 +709,28 @@ async fn a_multi_create_that_cannot_place_every_instance_removes_its_claims_in_p
         assert!(nonzero(&placement.usages(p).await).is_empty());
     }
 
+    // A call without instance uuids (an old conductor): Nova claims nothing in Placement.
+    let (status, answer) = parasol.select(&specs[2], &[]).await;
+    assert_eq!(status, 200, "{answer}");
+    for p in [P1, P2] {
+        assert!(
+            nonzero(&placement.usages(p).await).is_empty(),
+            "no made-up consumer"
+        );
+    }
+
     // Placement unreachable: the call is refused as unavailable, nothing is placed.
+    let before = parasol.used().await;
     placement.stop();
     let (status, answer) = parasol.select(&specs[1], &[instance(4)]).await;
     assert_eq!(status, 503, "{answer}");
     let ledger = parasol.handles.scheduler.ledger();
     assert!(ledger.allocation(&instance(4)).await.unwrap().is_none());
-    assert!(parasol.used().await.values().all(|u| u.is_empty()));
+    assert_eq!(
+        parasol.used().await,
+        before,
+        "the ledger's claim is released"
+    );
     parasol.shutdown.stop().await;
 }
 

@@ -205,14 +205,16 @@ impl Scheduler {
     }
 
     /// Whom the claims in Placement are for (Nova's `claim_resources`: the RequestSpec's
-    /// project and user); none when Parasol does not claim in Placement, or for a rebuild
-    /// (Nova claims nothing then). Claims need both ids: a spec without them is refused.
+    /// project and user); none when Parasol does not claim in Placement, for a rebuild or a
+    /// call without instance uuids (Nova claims nothing then). Claims need both ids: a spec without them is refused.
     fn placement_owner(
         &self,
         args: &SelectDestinationsArgs,
     ) -> Result<Option<std::sync::Arc<ConsumerOwner>>, SelectError> {
         let spec = &args.spec;
-        if !self.claims_in_placement() || spec.is_rebuild() {
+        // Nova claims nothing for a rebuild, nor for a call without instance uuids (an old
+        // conductor: `_legacy_find_hosts`), whose consumers would be made up.
+        if !self.claims_in_placement() || spec.is_rebuild() || args.instance_uuids.is_empty() {
             return Ok(None);
         }
         let id = |value: &Option<String>, name: &str| {
