@@ -546,6 +546,7 @@ async fn claims_in_placement_match_the_ledger_after_a_seeded_series() {
 const P1: &str = "d0000000-0000-4000-8000-000000000001";
 const P2: &str = "d0000000-0000-4000-8000-000000000002";
 const P3: &str = "d0000000-0000-4000-8000-000000000003";
+const EVACUATED: &str = "00000000-0000-4000-8000-0000000000ee";
 
 fn room(vcpu: i64, memory_mb: i64) -> Value {
     json!({"VCPU": {"total": vcpu}, "MEMORY_MB": {"total": memory_mb}, "DISK_GB": {"total": 100}})
@@ -583,6 +584,8 @@ async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidat
         json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
         json!({"instance_uuids": [instance(2)], "vcpus": 8, "memory_mb": 512, "root_gb": 1}),
         json!({"instance_uuids": [instance(3)], "vcpus": 64, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [EVACUATED], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "ignore_hosts": ["small"]}),
     ])
     .await;
     // Someone takes all of P1's VCPU behind Parasol's back.
@@ -670,6 +673,28 @@ async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidat
             && nonzero(&p3["used"]) == demand(&[("VCPU", 8), ("MEMORY_MB", 512), ("DISK_GB", 1)])
     })
     .await;
+
+    // An evacuation off P2 (nova-conductor's rebuild_instance without a forced host): the
+    // instance already holds its allocation there, so the claim keeps it and adds the
+    // destination under the instance's current consumer generation, as Nova's does.
+    let small = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
+    assert_eq!(placement.allocate(EVACUATED, P2, small.clone()).await, 204);
+    let (status, answer) = parasol.select(&specs[3], &[EVACUATED.to_string()]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(data(&answer[0][0])["compute_node_uuid"], P3);
+    let held_now = placement.allocations(EVACUATED).await;
+    let mut on: Vec<&String> = held_now["allocations"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    on.sort();
+    assert_eq!(on, vec![P2, P3], "source and destination: {held_now}");
+    assert_eq!(held_now["allocations"][P3]["resources"], small);
+    assert_eq!(
+        held_now["consumer_generation"], 2,
+        "one update of the existing consumer"
+    );
     parasol.shutdown.stop().await;
 }
 

@@ -3,7 +3,7 @@
 ``spec``: reads a JSON list of request descriptions on stdin and prints, for each, the
 ``RequestSpec.obj_to_primitive()`` that nova-conductor sends to the scheduler, built with
 Nova's own objects (flavor with extra specs, image properties, boot from volume, forced
-hosts, server group, requested destination aggregates).
+hosts, ignored hosts, server group, requested destination aggregates).
 
 ``claim URL``: reads ``{"instance", "selection", "project_id", "user_id"}`` on stdin, where
 ``selection`` is a Selection primitive from Parasol's answer, and does what a reschedule does
@@ -59,7 +59,8 @@ def spec(d):
         flavor=flavor(d), image=image(d),
         project_id=d.get('project_id', 'p0'), user_id=d.get('user_id', 'u0'),
         availability_zone=None, num_instances=d.get('num_instances', 1),
-        ignore_hosts=None, force_hosts=d.get('force_hosts'), force_nodes=None,
+        ignore_hosts=d.get('ignore_hosts'), force_hosts=d.get('force_hosts'),
+        force_nodes=None,
         requested_destination=destination, retry=None, limits=None,
         instance_group=group(d), scheduler_hints={},
         instance_uuid=d['instance_uuids'][0], is_bfv=d.get('is_bfv', False),
