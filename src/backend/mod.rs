@@ -270,7 +270,13 @@ impl Backend {
                 counts.claim_us += us;
                 self.deps.stats.record_claim(us);
                 let outcome = match outcome {
-                    Ok(ClaimOutcome::Claimed) => self.claim_in_placement(host, req).await?,
+                    Ok(ClaimOutcome::Claimed) => {
+                        // Placement's claim is claim time too, not decision time.
+                        let started = Instant::now();
+                        let placed = self.claim_in_placement(host, req).await;
+                        counts.claim_us += started.elapsed().as_micros() as u64;
+                        placed?
+                    }
                     Ok(ClaimOutcome::Declined) => Ok(ClaimOutcome::Declined),
                     Err(e) => return Err(ScheduleError::Ledger(e)),
                 };
