@@ -81,6 +81,7 @@ impl Handles {
             clock: self.clock.clone(),
             stats: self.scheduler.stats().clone(),
             status: self.placement.clone(),
+            resync: self.scheduler.resync().clone(),
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::clock::SharedClock;
 use crate::configuration::{BackendKind, Settings};
 use crate::domain::{HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
+use crate::placement::{PlacementClaim, PlacementClaims, Resync};
 use crate::policy::{FilterEnv, Policy, PolicyError};
 use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
@@ -36,6 +37,10 @@ pub enum ScheduleError {
     NoValidHost { reason: String },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// Placement could not be reached or answered an error to a claim: no placement is made
+    /// without Placement's claim.
+    #[error("Placement: {0}")]
+    Placement(String),
 }
 
 /// Why a backend could not be built.
@@ -47,6 +52,8 @@ pub enum BuildError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Control(#[from] crate::control::ControlError),
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementError),
 }
 
 /// What every backend is built from.
@@ -56,6 +63,10 @@ pub struct BackendDeps {
     pub settings: Arc<Settings>,
     pub stats: Arc<BackendStats>,
     pub clock: SharedClock,
+    /// Claims in Placement after the ledger's, when `[placement] claims` is active.
+    pub placement: Option<Arc<PlacementClaims>>,
+    /// Asked for a Placement sync when a claim there is refused.
+    pub resync: Arc<Resync>,
 }
 
 /// Private state of one scheduling worker.
@@ -153,12 +164,24 @@ impl Backend {
                     break;
                 }
                 Err(e) => {
-                    failure = Some(ScheduleError::Ledger(e));
+                    failure = Some(e);
                     break;
                 }
             }
         }
         if let Some(err) = failure {
+            // Nova's `_cleanup_allocations`: Placement's claims of this call go first, so a
+            // sync never sees them without the ledger's.
+            if let Some(placement) = &deps.placement {
+                for req in requests.iter().take(placed.len()) {
+                    if req.owner.is_none() {
+                        continue;
+                    }
+                    if let Err(e) = placement.remove(&req.instance_uuid).await {
+                        tracing::warn!(instance = %req.instance_uuid, error = %e, "could not remove the claim in Placement of a failed multi-create; the next sync repairs the ledger");
+                    }
+                }
+            }
             for req in requests.iter().take(placed.len()) {
                 deps.ledger.release(&req.instance_uuid).await?;
             }
@@ -189,7 +212,7 @@ impl Backend {
         &self,
         req: &RequestContext,
         counts: &mut Counts,
-    ) -> Result<Placement, LedgerError> {
+    ) -> Result<Placement, ScheduleError> {
         let mut worker = self.source.worker().await;
         let max_attempts = self.deps.settings.scheduler.max_attempts;
         let mut budget = max_attempts;
@@ -246,6 +269,17 @@ impl Backend {
                 let us = started.elapsed().as_micros() as u64;
                 counts.claim_us += us;
                 self.deps.stats.record_claim(us);
+                let outcome = match outcome {
+                    Ok(ClaimOutcome::Claimed) => {
+                        // Placement's claim is claim time too, not decision time.
+                        let started = Instant::now();
+                        let placed = self.claim_in_placement(host, req).await;
+                        counts.claim_us += started.elapsed().as_micros() as u64;
+                        placed?
+                    }
+                    Ok(ClaimOutcome::Declined) => Ok(ClaimOutcome::Declined),
+                    Err(e) => return Err(ScheduleError::Ledger(e)),
+                };
                 match outcome {
                     Ok(ClaimOutcome::Claimed) => {
                         counts.attempts += 1;
@@ -266,7 +300,10 @@ impl Backend {
                         self.source.declined();
                         tracing::debug!(host = %host.host(), instance = %req.instance_uuid, "claim declined");
                     }
-                    Err(e) => return Err(e),
+                    Err(PlacementDeclined) => {
+                        counts.decline(DeclineCause::PlacementConflict, true);
+                        self.source.declined();
+                    }
                 }
             }
             last_reason = format!("{tried} candidate host(s) declined the claim");
@@ -280,6 +317,48 @@ impl Backend {
             );
         }
         Ok(Placement::NoValidHost(last_reason))
+    }
+
+    /// Nova's claim in Placement after the ledger's claim held: `Ok(Ok(Claimed))` when
+    /// Placement took it too (or no claim there is due), `Ok(Err(PlacementDeclined))` after a
+    /// 409 (the ledger's claim released, a sync asked for), `Err` when Placement could not be
+    /// asked (the ledger's claim released too: never a placement without Placement's claim).
+    async fn claim_in_placement(
+        &self,
+        host: &HostState,
+        req: &RequestContext,
+    ) -> Result<Result<ClaimOutcome, PlacementDeclined>, ScheduleError> {
+        let (Some(placement), Some(owner)) = (&self.deps.placement, &req.owner) else {
+            return Ok(Ok(ClaimOutcome::Claimed));
+        };
+        let body = crate::nova::allocation_request_body(host.uuid(), &req.demand);
+        let started = Instant::now();
+        let answer = placement
+            .claim(
+                &req.instance_uuid,
+                &body,
+                crate::nova::ALLOCATION_REQUEST_VERSION,
+                &owner.project_id,
+                &owner.user_id,
+            )
+            .await;
+        self.deps
+            .stats
+            .record_placement_claim(started.elapsed().as_secs_f64());
+        match answer {
+            Ok(PlacementClaim::Claimed) => Ok(Ok(ClaimOutcome::Claimed)),
+            Ok(PlacementClaim::Conflict(detail)) => {
+                tracing::info!(host = %host.host(), instance = %req.instance_uuid, %detail, "Placement refused the claim; trying the next host");
+                self.deps.ledger.release(&req.instance_uuid).await?;
+                self.deps.resync.request();
+                Ok(Err(PlacementDeclined))
+            }
+            Err(e) => {
+                tracing::warn!(host = %host.host(), instance = %req.instance_uuid, error = %e, "claim in Placement failed; the ledger's claim is released");
+                self.deps.ledger.release(&req.instance_uuid).await?;
+                Err(ScheduleError::Placement(e.to_string()))
+            }
+        }
     }
 
     /// Whether some host of the live table could take `req` now (to tell an APSR request that
@@ -303,6 +382,9 @@ impl Drop for Backend {
         self.stop();
     }
 }
+
+/// Placement refused a claim the ledger had taken (409).
+struct PlacementDeclined;
 
 /// One instance's outcome inside a call.
 enum Placement {

@@ -17,5 +17,7 @@ mod resources;
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use host::{ComputeFacts, HostId, HostProfile, HostState};
 pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
-pub use request::{Destination, GroupPolicy, PlacementQuery, RequestContext, ServerGroup};
+pub use request::{
+    ConsumerOwner, Destination, GroupPolicy, PlacementQuery, RequestContext, ServerGroup,
+};
 pub use resources::{Inventory, Resources};

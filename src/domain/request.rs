@@ -5,6 +5,7 @@ use super::host::HostState;
 use super::markers::{AggregateId, Mark, TraitId};
 use super::resources::Resources;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// Nova's `requested_destination` (Destination 1.4), the parts that constrain a host.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -117,6 +118,16 @@ pub struct RequestContext {
     pub ignore_hosts: Vec<String>,
     pub requested_destination: Option<Destination>,
     pub group: Option<ServerGroup>,
+    /// Whom the instance's allocation in Placement is for; `None`: no claim in Placement for
+    /// this instance (claims are off, or a rebuild, for which Nova claims nothing).
+    pub owner: Option<Arc<ConsumerOwner>>,
+}
+
+/// The `project_id` and `user_id` of a claim in Placement.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConsumerOwner {
+    pub project_id: String,
+    pub user_id: String,
 }
 
 impl RequestContext {
@@ -137,6 +148,7 @@ impl RequestContext {
             ignore_hosts: Vec::new(),
             requested_destination: None,
             group: None,
+            owner: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! marked `imported`, so that a later sync can release those Placement no longer has.
 
 use super::claims::{record_in_tx, release_in_tx};
-use super::{write_tx, Allocation, Ledger, LedgerError};
+use super::{read_pool, write_tx, Allocation, Ledger, LedgerError};
 use crate::domain::{HostId, Resources};
 use sqlx::Row;
 
@@ -73,5 +73,104 @@ impl Ledger {
             self.reload(&[host]).await?;
         }
         Ok(released)
+    }
+}
+
+/// One allocation as the ledger stores it, for the consistency check against Placement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredAllocation {
+    pub instance_uuid: String,
+    pub host_id: HostId,
+    pub demand: Resources,
+    /// The stored amounts, verbatim: a repair applies only if they are still these.
+    pub resources_json: String,
+    pub created_ms: i64,
+    pub imported: bool,
+}
+
+impl Ledger {
+    /// Every allocation, in instance order.
+    pub async fn stored_allocations(&self) -> Result<Vec<StoredAllocation>, LedgerError> {
+        read_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT instance_uuid, host_id, resources, created_ms, imported FROM allocations \
+                 ORDER BY instance_uuid",
+            )
+            .fetch_all(pool)
+            .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                let json: String = row.try_get(2)?;
+                out.push(StoredAllocation {
+                    instance_uuid: row.try_get(0)?,
+                    host_id: HostId(row.try_get(1)?),
+                    demand: super::claims::parse_resources(&json)?,
+                    resources_json: json,
+                    created_ms: row.try_get(3)?,
+                    imported: row.try_get(4)?,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Repairs `stored` from Placement's view, in one transaction, only if the ledger still
+    /// holds it exactly (same host and amounts): released when `to` is `None`, otherwise
+    /// recorded on `to`'s host with `to`'s amounts (no capacity check: Placement holds it
+    /// there). Returns whether it applied.
+    pub async fn repair_allocation(
+        &self,
+        stored: &StoredAllocation,
+        to: Option<(HostId, &Resources)>,
+        now_ms: i64,
+    ) -> Result<bool, LedgerError> {
+        if let Some((_, demand)) = to {
+            if !demand.is_non_negative() {
+                return Err(LedgerError::Invalid(format!(
+                    "negative amounts in {}",
+                    super::claims::resources_json(demand)
+                )));
+            }
+        }
+        let applied = write_tx!(self, Db, tx => {
+            let deleted = sqlx::query(
+                "DELETE FROM allocations WHERE instance_uuid = $1 AND host_id = $2 \
+                 AND resources = $3",
+            )
+            .bind(&stored.instance_uuid)
+            .bind(stored.host_id.0)
+            .bind(&stored.resources_json)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+            if deleted {
+                sqlx::query(<Db as super::dialect::Dialect>::ADD_USAGE)
+                    .bind(stored.host_id.0)
+                    .bind(&stored.resources_json)
+                    .bind(-1i64)
+                    .execute(&mut *tx)
+                    .await?;
+                if let Some((host, demand)) = to {
+                    record_in_tx!(Db, tx, &stored.instance_uuid, host.0, demand, true, now_ms);
+                    sqlx::query("UPDATE allocations SET imported = $2 WHERE instance_uuid = $1")
+                        .bind(&stored.instance_uuid)
+                        .bind(stored.imported)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            deleted
+        });
+        if applied {
+            let mut hosts = vec![stored.host_id];
+            if let Some((host, _)) = to {
+                if host != stored.host_id {
+                    hosts.push(host);
+                }
+            }
+            self.reload(&hosts).await?;
+        }
+        Ok(applied)
     }
 }

@@ -32,6 +32,7 @@ pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};
 pub use expiry::{run_claim_expiry, sweep_interval_ms};
 pub use hosts::HostRegistration;
+pub use import::StoredAllocation;
 pub use messages::DeadLetter;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

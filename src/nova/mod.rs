@@ -70,6 +70,7 @@ pub use resource_request::{
 };
 pub use select::SelectDestinationsArgs;
 pub use selection::{
-    encode_legacy, encode_selections, Selection, SelectionVersion, ALLOCATION_REQUEST_VERSION,
+    allocation_request_body, encode_legacy, encode_selections, Selection, SelectionVersion,
+    ALLOCATION_REQUEST_VERSION,
 };
 pub use specs::{ResourceSpecs, STANDARD_CLASSES};

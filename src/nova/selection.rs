@@ -26,6 +26,23 @@ impl SelectionVersion {
     }
 }
 
+/// The allocation request of `demand` on the root provider `provider`, as Placement's
+/// `GET /allocation_candidates` answers it at [`ALLOCATION_REQUEST_VERSION`] (≥ 1.34: the
+/// unnumbered request group `""` mapped to the provider): the body Nova's conductor claims
+/// for an alternate, and the one Parasol claims. Zero classes are left out (Placement refuses
+/// allocations of 0).
+pub fn allocation_request_body(provider: &str, demand: &Resources) -> Value {
+    let resources: Map<String, Value> = demand
+        .nonzero()
+        .filter(|(_, amount)| *amount > 0)
+        .map(|(c, amount)| (c.name().to_string(), json!(amount)))
+        .collect();
+    json!({
+        "allocations": {provider: {"resources": resources}},
+        "mappings": {"": [provider]},
+    })
+}
+
 /// One destination (chosen host or alternate) for one instance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selection {
@@ -54,9 +71,8 @@ impl Selection {
         }
     }
 
-    /// The `allocation_request` JSON string, written as Python's `json.dumps` writes it:
-    /// `{"allocations": {<uuid>: {"resources": {...}}}, "mappings": {}}`, zero classes left
-    /// out (Placement refuses allocations of 0).
+    /// The `allocation_request` JSON string, [`allocation_request_body`] written as Python's
+    /// `json.dumps` writes it (Nova's `Selection.from_host_state`).
     pub fn allocation_request(&self) -> String {
         let resources: Vec<String> = self
             .demand
@@ -64,9 +80,9 @@ impl Selection {
             .filter(|(_, amount)| *amount > 0)
             .map(|(c, amount)| format!("{}: {amount}", Value::String(c.name().to_string())))
             .collect();
+        let uuid = Value::String(self.compute_node_uuid.clone());
         format!(
-            "{{\"allocations\": {{{}: {{\"resources\": {{{}}}}}}}, \"mappings\": {{}}}}",
-            Value::String(self.compute_node_uuid.clone()),
+            "{{\"allocations\": {{{uuid}: {{\"resources\": {{{}}}}}}}, \"mappings\": {{\"\": [{uuid}]}}}}",
             resources.join(", ")
         )
     }
@@ -193,7 +209,13 @@ mod tests {
         let uuid = selection().compute_node_uuid;
         assert_eq!(
             ar,
-            json!({"allocations": {uuid: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}}}, "mappings": {}})
+            json!({"allocations": {uuid.clone(): {"resources": {"VCPU": 2, "MEMORY_MB": 1024}}},
+                   "mappings": {"": [uuid.clone()]}})
+        );
+        assert_eq!(
+            ar,
+            allocation_request_body(&uuid, &Resources::new(2, 1024, 0)),
+            "the string is the body Parasol claims"
         );
     }
 

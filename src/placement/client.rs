@@ -116,6 +116,41 @@ impl PlacementClient {
         Ok(self.get::<Allocations>(&path).await?.allocations)
     }
 
+    /// One request at microversion `version` with an optional JSON body, authenticating again
+    /// once if the token was refused: the status and the body (`null` when empty or not
+    /// JSON). Only a transport failure or a refused authentication is an error; the caller
+    /// judges the status.
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        version: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), PlacementError> {
+        for retry in [false, true] {
+            let session = self.session(retry).await?;
+            let url = format!("{}{}", session.endpoint.trim_end_matches('/'), path);
+            let mut request = self
+                .http
+                .request(method.clone(), &url)
+                .header("X-Auth-Token", &session.token)
+                .header("OpenStack-API-Version", format!("placement {version}"))
+                .header("Accept", "application/json");
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let response = request.send().await.map_err(PlacementError::Http)?;
+            let status = response.status();
+            if status == reqwest::StatusCode::UNAUTHORIZED && !retry {
+                continue;
+            }
+            let text = response.text().await.map_err(PlacementError::Http)?;
+            let value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            return Ok((status.as_u16(), value));
+        }
+        Err(PlacementError::Auth("token refused twice".into()))
+    }
+
     /// GETs `path` on Placement, authenticating again once if the token was refused.
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, PlacementError> {
         for retry in [false, true] {

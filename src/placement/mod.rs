@@ -8,11 +8,15 @@
 //! - `client`: Keystone v3 password auth (or a static token, or noauth2) and the reads.
 //! - `sync`: one full sync, Placement → ledger.
 
+mod claims;
 mod client;
+mod consistency;
 mod settings;
 mod sync;
 
+pub use claims::{PlacementClaim, PlacementClaims, CONSUMER_GENERATION_VERSION};
 pub use client::{catalog_endpoint, PlacementClient};
+pub use consistency::{provider_usages, reconcile, Repairs};
 pub use settings::{AuthKind, PlacementSettings};
 pub use sync::{sync_once, SyncReport};
 
@@ -59,6 +63,9 @@ struct StatusInner {
     released_allocations: usize,
     syncs: u64,
     failures: u64,
+    repairs: Repairs,
+    /// Each provider's usage in Placement at the last sync, by provider uuid.
+    usages: std::collections::BTreeMap<String, std::collections::BTreeMap<String, i64>>,
 }
 
 impl PlacementStatus {
@@ -77,6 +84,8 @@ impl PlacementStatus {
                 s.imported_allocations += report.imported_allocations;
                 s.released_allocations += report.released_allocations;
                 s.syncs += 1;
+                s.repairs.add(&report.repairs);
+                s.usages = provider_usages(report);
             }
             Err(e) => {
                 s.reachable = Some(false);
@@ -90,6 +99,16 @@ impl PlacementStatus {
     pub fn is_stale(&self) -> bool {
         let s = self.inner.lock();
         s.enabled && s.reachable != Some(true)
+    }
+
+    /// The ledger repairs made since start.
+    pub fn repairs(&self) -> Repairs {
+        self.inner.lock().repairs
+    }
+
+    /// A provider's usage in Placement at the last sync (`None`: not read, or sync off).
+    pub fn usage(&self, provider: &str) -> Option<std::collections::BTreeMap<String, i64>> {
+        self.inner.lock().usages.get(provider).cloned()
     }
 
     pub fn to_json(&self) -> Value {
@@ -108,7 +127,48 @@ impl PlacementStatus {
             "released_allocations": s.released_allocations,
             "syncs": s.syncs,
             "failures": s.failures,
+            "repairs": s.repairs,
         })
+    }
+}
+
+/// A sync asked for out of turn — by a request that found no candidate host, or a claim
+/// Placement refused — at most one per `[placement] resync_min_interval_s` (by the injected
+/// clock); the periodic sync loop takes it at once.
+pub struct Resync {
+    notify: tokio::sync::Notify,
+    last_ms: Mutex<Option<i64>>,
+    min_interval_ms: i64,
+    clock: SharedClock,
+}
+
+impl Resync {
+    pub fn new(min_interval_s: f64, clock: SharedClock) -> Self {
+        Resync {
+            notify: tokio::sync::Notify::new(),
+            last_ms: Mutex::new(None),
+            min_interval_ms: (min_interval_s * 1000.0).round() as i64,
+            clock,
+        }
+    }
+
+    /// Asks for a sync; false (and nothing happens) within the minimum interval of the last
+    /// one asked for.
+    pub fn request(&self) -> bool {
+        let now = self.clock.now_ms();
+        let mut last = self.last_ms.lock();
+        if last.is_some_and(|l| now - l < self.min_interval_ms) {
+            return false;
+        }
+        *last = Some(now);
+        drop(last);
+        self.notify.notify_one();
+        true
+    }
+
+    /// Waits for a request (one made while nobody waited is kept for the next wait).
+    pub async fn requested(&self) {
+        self.notify.notified().await
     }
 }
 
@@ -119,6 +179,8 @@ pub struct SyncDeps {
     pub clock: SharedClock,
     pub stats: Arc<Stats>,
     pub status: Arc<PlacementStatus>,
+    /// Syncs asked for out of turn.
+    pub resync: Arc<Resync>,
 }
 
 /// The periodic sync, when `[placement] enabled`: one full sync now, then one every
@@ -130,7 +192,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     }
     deps.status.enable();
     let interval_ms = (settings.sync_interval_s * 1000.0).round() as u64;
-    let client = match PlacementClient::new(settings) {
+    let client = match PlacementClient::new(settings.clone()) {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the Placement client; no inventory sync");
@@ -138,20 +200,56 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
             return;
         }
     };
+    // Consumers the last consistency check found missing from Placement.
+    let mut missing = std::collections::HashSet::new();
     while !shutdown.is_cancelled() {
-        run_one(&deps, &client).await;
+        run_one(&deps, &client, &settings, &mut missing).await;
         tokio::select! {
             _ = deps.clock.sleep_ms(interval_ms) => {}
+            _ = deps.resync.requested() => {
+                deps.stats.metrics().placement_resyncs.inc();
+                tracing::info!("Placement sync asked for by a request");
+            }
             _ = shutdown.cancelled() => return,
         }
     }
 }
 
-/// One sync with its metrics, log line and status update.
-async fn run_one(deps: &SyncDeps, client: &PlacementClient) {
+/// One sync with its metrics, log line and status update; with claims, the consistency check
+/// that repairs the ledger from Placement's allocations.
+async fn run_one(
+    deps: &SyncDeps,
+    client: &PlacementClient,
+    settings: &PlacementSettings,
+    missing: &mut std::collections::HashSet<String>,
+) {
     let started = Instant::now();
     let now_ms = deps.clock.now_ms();
-    let outcome = sync_once(client, &deps.ledger, now_ms).await;
+    let mut outcome = sync_once(client, &deps.ledger, now_ms).await;
+    if let Ok(report) = &mut outcome {
+        let grace_ms = (settings.repair_grace_s * 1000.0).round() as i64;
+        match reconcile(
+            &deps.ledger,
+            report,
+            settings.claims,
+            now_ms - grace_ms,
+            deps.clock.now_ms(),
+            missing,
+        )
+        .await
+        {
+            Ok(repairs) => {
+                let metrics = deps.stats.metrics();
+                for (kind, count) in repairs.by_kind() {
+                    if count > 0 {
+                        metrics.placement_repairs(kind).inc_by(count);
+                    }
+                }
+                report.repairs = repairs;
+            }
+            Err(e) => outcome = Err(e),
+        }
+    }
     let metrics = deps.stats.metrics();
     metrics
         .placement_sync_seconds
@@ -164,6 +262,7 @@ async fn run_one(deps: &SyncDeps, client: &PlacementClient) {
                 imported = report.imported_allocations,
                 released = report.released_allocations,
                 skipped = report.skipped_providers,
+                repaired = report.repairs.total(),
                 "Placement sync done"
             );
         }
@@ -173,4 +272,31 @@ async fn run_one(deps: &SyncDeps, client: &PlacementClient) {
         }
     }
     deps.status.record(&outcome, now_ms);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[tokio::test]
+    async fn resyncs_asked_for_are_bounded_in_rate_by_the_injected_clock() {
+        let clock = ManualClock::new(10_000);
+        let resync = Resync::new(2.0, Arc::new(clock.clone()));
+        assert!(resync.request(), "the first one is taken");
+        // Kept for the next wait even though nobody waited.
+        tokio::time::timeout(std::time::Duration::from_secs(1), resync.requested())
+            .await
+            .expect("the request wakes the sync");
+        clock.advance_ms(1_999);
+        assert!(!resync.request(), "within the minimum interval");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), resync.requested())
+                .await
+                .is_err(),
+            "a refused request wakes nothing"
+        );
+        clock.advance_ms(1);
+        assert!(resync.request(), "once the interval has passed");
+    }
 }

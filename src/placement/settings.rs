@@ -51,8 +51,16 @@ pub struct PlacementSettings {
     pub sync_interval_s: f64,
     /// Seconds before a request to Placement or Keystone is abandoned.
     pub timeout_s: f64,
-    /// `OpenStack-API-Version: placement <microversion>` sent on every request.
+    /// `OpenStack-API-Version: placement <microversion>` sent on every sync read.
     pub microversion: String,
+    /// With `enabled`: claim each placed instance in Placement as nova-scheduler does
+    /// (`PUT /allocations/{instance}` at microversion 1.36, after Parasol's own claim).
+    pub claims: bool,
+    /// Fewest seconds between two syncs triggered by a request that found no candidate.
+    pub resync_min_interval_s: f64,
+    /// With `claims`: an allocation Parasol made less than this many seconds before a sync
+    /// read Placement is not repaired by that sync (its claim in Placement may be in flight).
+    pub repair_grace_s: f64,
 }
 
 impl Default for PlacementSettings {
@@ -72,11 +80,19 @@ impl Default for PlacementSettings {
             sync_interval_s: 60.0,
             timeout_s: 10.0,
             microversion: "1.28".into(),
+            claims: true,
+            resync_min_interval_s: 1.0,
+            repair_grace_s: 60.0,
         }
     }
 }
 
 impl PlacementSettings {
+    /// Whether placed instances are claimed in Placement (`enabled` and `claims`).
+    pub fn claims_active(&self) -> bool {
+        self.enabled && self.claims
+    }
+
     /// Checks the keys a sync needs when enabled; the error names the key.
     pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
         if !(self.sync_interval_s.is_finite() && self.sync_interval_s > 0.0) {
@@ -84,6 +100,15 @@ impl PlacementSettings {
         }
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
             return Err(("timeout_s", "must be a positive number of seconds"));
+        }
+        if !(self.resync_min_interval_s.is_finite() && self.resync_min_interval_s >= 0.0) {
+            return Err((
+                "resync_min_interval_s",
+                "must be a number of seconds, 0 or more",
+            ));
+        }
+        if !(self.repair_grace_s.is_finite() && self.repair_grace_s >= 0.0) {
+            return Err(("repair_grace_s", "must be a number of seconds, 0 or more"));
         }
         let version_ok = self
             .microversion

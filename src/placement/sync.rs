@@ -25,6 +25,12 @@ pub struct SyncReport {
     /// Allocations an earlier sync imported that Placement no longer has on that host (the
     /// instance was deleted or moved without Parasol hearing of it), now released.
     pub released_allocations: usize,
+    /// Placement's allocations on each compute-node provider read, by provider uuid, then
+    /// consumer, then class (the consistency check's input; the providers' usages).
+    pub placement_allocations: BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>,
+    /// What the consistency check after the sync repaired in the ledger (filled by
+    /// [`super::reconcile`]).
+    pub repairs: super::Repairs,
 }
 
 /// A compute-node provider as read from Placement.
@@ -115,6 +121,17 @@ pub async fn sync_once(
     for (state, host) in read.iter().zip(hosts) {
         report.imported_allocations += import(ledger, host, &state.allocations, now_ms).await?;
     }
+    report.placement_allocations = read
+        .iter()
+        .map(|state| {
+            let consumers = state
+                .allocations
+                .iter()
+                .map(|(c, a)| (c.clone(), a.resources.clone()))
+                .collect();
+            (state.provider.uuid.clone(), consumers)
+        })
+        .collect();
     Ok(report)
 }
 

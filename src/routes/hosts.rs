@@ -1,7 +1,10 @@
-//! `GET /v1/hosts`: every host of the live table, with its inventory, usage and marks.
+//! `GET /v1/hosts`: every host of the live table, with its inventory, usage and marks; with
+//! the Placement sync on, also Placement's usage of the host (`placement_used`) whenever it
+//! differs from the ledger's.
 
 use super::ApiError;
 use crate::domain::Resources;
+use crate::placement::PlacementStatus;
 use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
 use serde_json::{json, Map, Value};
@@ -17,7 +20,27 @@ fn per_class(classes: &[String], v: &Resources) -> Map<String, Value> {
         .collect()
 }
 
-pub async fn list_hosts(scheduler: web::Data<Scheduler>) -> Result<HttpResponse, ApiError> {
+/// `placement_used` (Placement's usage of the provider at the last sync, by class) when it
+/// differs from the ledger's `used`; nothing when they agree or Placement was not read.
+fn placement_view(placement: &PlacementStatus, uuid: &str, used: &Resources) -> Option<Value> {
+    let usage = placement.usage(uuid)?;
+    let ledger: Map<String, Value> = used
+        .nonzero()
+        .filter(|(_, amount)| *amount != 0)
+        .map(|(c, amount)| (c.name().to_string(), json!(amount)))
+        .collect();
+    let theirs: Map<String, Value> = usage
+        .iter()
+        .filter(|(_, amount)| **amount != 0)
+        .map(|(c, amount)| (c.clone(), json!(amount)))
+        .collect();
+    (ledger != theirs).then_some(Value::Object(theirs))
+}
+
+pub async fn list_hosts(
+    scheduler: web::Data<Scheduler>,
+    placement: web::Data<PlacementStatus>,
+) -> Result<HttpResponse, ApiError> {
     let ledger = scheduler.ledger();
     let hosts = ledger.read_hosts().await.map_err(ApiError::unavailable)?;
     let timeout_ms = scheduler.settings().policy.host_timeout_s as i64 * 1000;
@@ -62,6 +85,7 @@ pub async fn list_hosts(scheduler: web::Data<Scheduler>) -> Result<HttpResponse,
                 "traits": p.traits.names(),
                 "aggregates": p.aggregates.names(),
                 "num_instances": h.num_instances,
+                "placement_used": placement_view(&placement, h.uuid(), &h.used),
             })
         })
         .collect();

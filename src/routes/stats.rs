@@ -1,8 +1,10 @@
 //! `GET /v1/stats`: per-backend counters, latencies, windowed view and live parameters, with
-//! the broker's state, notification outcomes and the RPC server's counters.
+//! the broker's state, notification outcomes, the RPC server's counters and the Placement
+//! sync's state (its ledger repairs included).
 
 use crate::amqp::BrokerStatus;
 use crate::notifications::Ingest;
+use crate::placement::PlacementStatus;
 use crate::rpc::RpcCounters;
 use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
@@ -13,6 +15,7 @@ pub async fn get_stats(
     broker: web::Data<BrokerStatus>,
     ingest: web::Data<Ingest>,
     rpc: web::Data<RpcCounters>,
+    placement: web::Data<PlacementStatus>,
 ) -> HttpResponse {
     HttpResponse::Ok().json(json!({
         "active_backend": scheduler.backend().kind().as_str(),
@@ -21,5 +24,6 @@ pub async fn get_stats(
         "notifications": ingest.to_json(),
         "rpc": rpc.to_json(),
         "expired_claims": scheduler.stats().expired_claims(),
+        "placement": placement.to_json(),
     }))
 }

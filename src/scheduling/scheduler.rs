@@ -7,6 +7,7 @@ use crate::clock::SharedClock;
 use crate::configuration::Settings;
 use crate::domain::{HostState, RequestContext};
 use crate::ledger::Ledger;
+use crate::placement::{PlacementClaims, Resync};
 use crate::stats::Stats;
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -17,6 +18,10 @@ pub struct Scheduler {
     cloud: Arc<crate::cloud::Cloud>,
     stats: Arc<Stats>,
     clock: SharedClock,
+    /// Claims in Placement, when `[placement] enabled` and `claims` (at start).
+    claims: Option<Arc<PlacementClaims>>,
+    /// Syncs asked for by requests that found no candidate.
+    resync: Arc<Resync>,
     // Read on every call, written on SIGHUP only; never held across an await.
     active: RwLock<(Arc<Settings>, Arc<Backend>)>,
 }
@@ -28,30 +33,57 @@ impl Scheduler {
         stats: Arc<Stats>,
         clock: SharedClock,
     ) -> Result<Self, BuildError> {
-        let backend = Self::build(&settings, &ledger, &stats, &clock).await?;
-        Ok(Scheduler {
-            ledger,
-            cloud: Arc::new(crate::cloud::Cloud::new()),
-            stats,
-            clock,
-            active: RwLock::new((settings, Arc::new(backend))),
-        })
-    }
-
-    async fn build(
-        settings: &Arc<Settings>,
-        ledger: &Ledger,
-        stats: &Arc<Stats>,
-        clock: &SharedClock,
-    ) -> Result<Backend, BuildError> {
+        let claims = if settings.placement.claims_active() {
+            Some(Arc::new(PlacementClaims::new(settings.placement.clone())?))
+        } else {
+            None
+        };
+        let resync = Arc::new(Resync::new(
+            settings.placement.resync_min_interval_s,
+            clock.clone(),
+        ));
         let kind = settings.scheduler.backend;
         let deps = BackendDeps {
             ledger: ledger.clone(),
             settings: settings.clone(),
             stats: stats.backend(kind.as_str()),
             clock: clock.clone(),
+            placement: claims.clone(),
+            resync: resync.clone(),
+        };
+        let backend = Backend::start(kind, deps).await?;
+        Ok(Scheduler {
+            ledger,
+            cloud: Arc::new(crate::cloud::Cloud::new()),
+            stats,
+            clock,
+            claims,
+            resync,
+            active: RwLock::new((settings, Arc::new(backend))),
+        })
+    }
+
+    async fn build(&self, settings: &Arc<Settings>) -> Result<Backend, BuildError> {
+        let kind = settings.scheduler.backend;
+        let deps = BackendDeps {
+            ledger: self.ledger.clone(),
+            settings: settings.clone(),
+            stats: self.stats.backend(kind.as_str()),
+            clock: self.clock.clone(),
+            placement: self.claims.clone(),
+            resync: self.resync.clone(),
         };
         Backend::start(kind, deps).await
+    }
+
+    /// Syncs asked for out of turn (the Placement sync loop waits on it).
+    pub fn resync(&self) -> &Arc<Resync> {
+        &self.resync
+    }
+
+    /// Whether placed instances are claimed in Placement.
+    pub fn claims_in_placement(&self) -> bool {
+        self.claims.is_some()
     }
 
     /// The backend new calls go to.
@@ -99,8 +131,7 @@ impl Scheduler {
                 "server and ledger settings change only at restart; the rest is applied now"
             );
         }
-        let backend =
-            Arc::new(Self::build(&settings, &self.ledger, &self.stats, &self.clock).await?);
+        let backend = Arc::new(self.build(&settings).await?);
         let old = std::mem::replace(&mut *self.active.write(), (settings, backend.clone()));
         old.1.stop();
         if old.1.kind() != backend.kind() {

@@ -3,7 +3,7 @@
 use super::Scheduler;
 use crate::backend::ScheduleError;
 use crate::domain::{
-    AggregateId, ClassId, Mark, PlacementQuery, RequestContext, Resources, TraitId,
+    AggregateId, ClassId, ConsumerOwner, Mark, PlacementQuery, RequestContext, Resources, TraitId,
 };
 use crate::ledger::LedgerError;
 use crate::nova::{
@@ -37,6 +37,7 @@ impl From<ScheduleError> for SelectError {
                 SelectError::Invalid(e.to_string())
             }
             ScheduleError::Ledger(e) => SelectError::Unavailable(e.to_string()),
+            e @ ScheduleError::Placement(_) => SelectError::Unavailable(e.to_string()),
         }
     }
 }
@@ -68,6 +69,17 @@ impl Scheduler {
     /// request (request filters included) first, then the backend; for dedicated CPUs, Nova's
     /// fallback request with VCPU when the PCPU request finds no host.
     pub async fn select(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
+        let answer = self.select_once(args).await;
+        if matches!(answer, Err(SelectError::NoValidHost { .. }))
+            && self.settings().placement.enabled
+            && self.resync().request()
+        {
+            tracing::info!("no candidate host: a Placement sync is asked for");
+        }
+        answer
+    }
+
+    async fn select_once(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
         let settings = self.settings();
         let span = tracing::info_span!(
             "select_destinations",
@@ -191,6 +203,7 @@ impl Scheduler {
     ) -> Result<Vec<RequestContext>, SelectError> {
         let rr = self.resource_request(args, pinned)?;
         let (demand, query) = placement_terms(&rr)?;
+        let owner = self.placement_owner(args)?;
         Ok(args
             .spec
             .contexts(&args.instance_uuids)
@@ -198,9 +211,37 @@ impl Scheduler {
             .map(|mut r| {
                 r.demand = demand;
                 r.query = query.clone();
+                r.owner = owner.clone();
                 r
             })
             .collect())
+    }
+
+    /// Whom the claims in Placement are for (Nova's `claim_resources`: the RequestSpec's
+    /// project and user); none when Parasol does not claim in Placement, for a rebuild or a
+    /// call without instance uuids (Nova claims nothing then). Claims need both ids: a spec without them is refused.
+    fn placement_owner(
+        &self,
+        args: &SelectDestinationsArgs,
+    ) -> Result<Option<std::sync::Arc<ConsumerOwner>>, SelectError> {
+        let spec = &args.spec;
+        // Nova claims nothing for a rebuild, nor for a call without instance uuids (an old
+        // conductor: `_legacy_find_hosts`), whose consumers would be made up.
+        if !self.claims_in_placement() || spec.is_rebuild() || args.instance_uuids.is_empty() {
+            return Ok(None);
+        }
+        let id = |value: &Option<String>, name: &str| {
+            value.clone().filter(|v| !v.is_empty()).ok_or_else(|| {
+                SelectError::Invalid(format!(
+                    "spec_obj.{name} is required: Parasol claims in Placement \
+                     ([placement] claims = true) and Placement records whose allocation it is"
+                ))
+            })
+        };
+        Ok(Some(std::sync::Arc::new(ConsumerOwner {
+            project_id: id(&spec.project_id, "project_id")?,
+            user_id: id(&spec.user_id, "user_id")?,
+        })))
     }
 }
 

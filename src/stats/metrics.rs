@@ -47,6 +47,12 @@ pub struct Metrics {
     pub placement_hosts: Gauge,
     /// Claims released because nothing confirmed them within `[scheduler] claim_ttl_s`.
     pub expired_claims: Counter,
+    /// Ledger allocations repaired from Placement's, by kind (released, moved, resized).
+    placement_repairs: Family<KindLabel, Counter>,
+    /// Syncs run out of turn (a request found no candidate, or Placement refused a claim).
+    pub placement_resyncs: Counter,
+    /// Duration of each claim in Placement (`GET` and `PUT /allocations/{instance}`).
+    pub placement_claim_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -66,6 +72,9 @@ impl Default for Metrics {
             placement_sync_errors: Counter::default(),
             placement_hosts: Gauge::default(),
             expired_claims: Counter::default(),
+            placement_repairs: Family::default(),
+            placement_resyncs: Counter::default(),
+            placement_claim_seconds: latency_histogram(),
         };
         {
             let mut r = m.registry.lock();
@@ -126,6 +135,21 @@ impl Default for Metrics {
                 "Claims released because nothing confirmed them within claim_ttl_s",
                 m.expired_claims.clone(),
             );
+            r.register(
+                "placement_repairs",
+                "Ledger allocations repaired from Placement's, by kind",
+                m.placement_repairs.clone(),
+            );
+            r.register(
+                "placement_resyncs",
+                "Placement syncs run out of turn",
+                m.placement_resyncs.clone(),
+            );
+            r.register(
+                "placement_claim_duration_seconds",
+                "Duration of each claim in Placement",
+                m.placement_claim_seconds.clone(),
+            );
         }
         m
     }
@@ -141,6 +165,7 @@ pub(super) struct BackendMetrics {
     no_valid_host: Counter,
     queries: Counter,
     latency: Histogram,
+    pub(super) placement_claim: Histogram,
 }
 
 impl BackendMetrics {
@@ -170,6 +195,7 @@ impl Metrics {
             no_valid_host: self.no_valid_host.get_or_create(&l).clone(),
             queries: self.queries.get_or_create(&l).clone(),
             latency: self.latency.get_or_create(&l).clone(),
+            placement_claim: self.placement_claim_seconds.clone(),
         }
     }
 
@@ -180,6 +206,15 @@ impl Metrics {
                 kind: kind.to_string(),
             })
             .inc();
+    }
+
+    /// The repair counter of one kind.
+    pub fn placement_repairs(&self, kind: &str) -> Counter {
+        self.placement_repairs
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .clone()
     }
 
     /// The Prometheus text exposition of every metric.

@@ -148,6 +148,13 @@ fn histogram() -> Histogram<u64> {
 }
 
 impl BackendStats {
+    /// Records the duration of one claim in Placement.
+    pub fn record_placement_claim(&self, seconds: f64) {
+        self.metrics.placement_claim.observe(seconds);
+    }
+}
+
+impl BackendStats {
     /// Records one finished request-level event: counters to add, and the decision latency.
     pub fn record(&self, delta: Counts, latency_us: Option<u64>) {
         self.metrics.add(&delta, latency_us);

@@ -1,0 +1,172 @@
+//! The consistency check after each periodic sync: Placement's allocations on the synced
+//! providers against the ledger's, the ledger repaired to match (Placement holds the claims
+//! Nova acts on: the conductor's claim of an alternate, its moves to a migration record,
+//! compute's deletions). Each repair is counted (`/metrics`, `/healthz`, `/v1/stats`).
+//!
+//! - An allocation the ledger has on a host where Placement has the same consumer with other
+//!   amounts takes Placement's amounts (`resized`).
+//! - With claims on, an allocation Parasol made that Placement has on another synced provider
+//!   moves there (`moved`: the conductor claimed an alternate), and one Placement has nowhere
+//!   is released (`released`: the instance was deleted or its build cleaned up, and the
+//!   notification did not reach Parasol) once two syncs in a row found it missing (a
+//!   reschedule deletes the failed host's claim just before the conductor claims the
+//!   alternate). Allocations made after `created_before_ms` are left alone: their claim in
+//!   Placement may still be in flight.
+//! - Consumers the ledger lacks were already imported by the sync, and imported allocations
+//!   Placement no longer has released by it.
+
+use super::sync::SyncReport;
+use super::PlacementError;
+use crate::domain::{ClassId, HostId, Resources};
+use crate::ledger::Ledger;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Repairs of one consistency check, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Repairs {
+    pub released: u64,
+    pub moved: u64,
+    pub resized: u64,
+}
+
+impl Repairs {
+    /// `(kind, count)` for each kind, in a fixed order.
+    pub fn by_kind(&self) -> [(&'static str, u64); 3] {
+        [
+            ("released", self.released),
+            ("moved", self.moved),
+            ("resized", self.resized),
+        ]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.released + self.moved + self.resized
+    }
+
+    pub fn add(&mut self, other: &Repairs) {
+        self.released += other.released;
+        self.moved += other.moved;
+        self.resized += other.resized;
+    }
+}
+
+/// Each provider's usage by class (the sum of its consumers' allocations, as Placement's
+/// `GET /resource_providers/{uuid}/usages` answers it).
+pub fn provider_usages(report: &SyncReport) -> BTreeMap<String, BTreeMap<String, i64>> {
+    report
+        .placement_allocations
+        .iter()
+        .map(|(provider, consumers)| {
+            let mut usage: BTreeMap<String, i64> = BTreeMap::new();
+            for resources in consumers.values() {
+                for (class, amount) in resources {
+                    *usage.entry(class.clone()).or_default() += amount;
+                }
+            }
+            (provider.clone(), usage)
+        })
+        .collect()
+}
+
+/// One consumer's allocation on one synced provider, as Placement has it.
+type HeldOn<'a> = (HostId, &'a BTreeMap<String, i64>);
+
+fn demand_of(resources: &BTreeMap<String, i64>) -> Option<Resources> {
+    let mut demand = Resources::ZERO;
+    for (class, amount) in resources {
+        demand.set(ClassId::intern(class).ok()?, *amount);
+    }
+    Some(demand)
+}
+
+/// Compares the providers of `report` with the ledger and repairs the ledger (see the module
+/// documentation); `own_claims`: Parasol claims in Placement, so its own allocations are
+/// checked too.
+///
+/// `missing` holds the consumers the previous check found missing from Placement; it is
+/// replaced by those this one found missing and did not release.
+pub async fn reconcile(
+    ledger: &Ledger,
+    report: &SyncReport,
+    own_claims: bool,
+    created_before_ms: i64,
+    now_ms: i64,
+    missing: &mut HashSet<String>,
+) -> Result<Repairs, PlacementError> {
+    let seen_missing = std::mem::take(missing);
+    let mut repairs = Repairs::default();
+    let host_of: HashMap<String, HostId> = ledger.table().with_hosts(|hosts| {
+        hosts
+            .iter()
+            .filter(|h| report.placement_allocations.contains_key(&**h.uuid()))
+            .map(|h| (h.uuid().to_string(), h.id))
+            .collect()
+    });
+    let provider_of: HashMap<HostId, &str> =
+        host_of.iter().map(|(u, id)| (*id, u.as_str())).collect();
+    // Consumer → its allocations on synced providers, in provider order.
+    let mut placed: HashMap<&str, Vec<HeldOn<'_>>> = HashMap::new();
+    for (provider, consumers) in &report.placement_allocations {
+        let Some(host) = host_of.get(provider) else {
+            continue;
+        };
+        for (consumer, resources) in consumers {
+            placed
+                .entry(consumer.as_str())
+                .or_default()
+                .push((*host, resources));
+        }
+    }
+    for stored in ledger.stored_allocations().await? {
+        let Some(provider) = provider_of.get(&stored.host_id) else {
+            continue; // a host this sync did not read
+        };
+        let there = placed.get(stored.instance_uuid.as_str());
+        let here = there.and_then(|list| list.iter().find(|(h, _)| *h == stored.host_id));
+        let settled = stored.created_ms < created_before_ms;
+        let (kind, to) = match (here, there) {
+            (Some((_, resources)), _) if stored.imported || own_claims => {
+                match demand_of(resources) {
+                    Some(d) if d != stored.demand && !d.is_zero() => {
+                        ("resized", Some((stored.host_id, d)))
+                    }
+                    _ => continue,
+                }
+            }
+            (None, Some(list)) if own_claims && !stored.imported && settled => {
+                let (host, resources) = list[0];
+                match demand_of(resources) {
+                    Some(d) if !d.is_zero() => ("moved", Some((host, d))),
+                    _ => continue,
+                }
+            }
+            (None, None) if own_claims && !stored.imported && settled => {
+                if !seen_missing.contains(&stored.instance_uuid) {
+                    missing.insert(stored.instance_uuid.clone());
+                    continue;
+                }
+                ("released", None)
+            }
+            _ => continue,
+        };
+        let applied = ledger
+            .repair_allocation(&stored, to.as_ref().map(|(h, d)| (*h, d)), now_ms)
+            .await?;
+        if !applied {
+            continue; // changed meanwhile: the next sync looks again
+        }
+        tracing::info!(
+            consumer = %stored.instance_uuid,
+            provider = %provider,
+            to = ?to.as_ref().map(|(h, _)| provider_of.get(h)),
+            kind,
+            "ledger repaired from Placement"
+        );
+        match kind {
+            "released" => repairs.released += 1,
+            "moved" => repairs.moved += 1,
+            _ => repairs.resized += 1,
+        }
+    }
+    Ok(repairs)
+}

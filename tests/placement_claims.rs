@@ -1,0 +1,840 @@
+//! Claims in Placement (issue 13 items 3 and 5) against the real `openstack-placement` over
+//! HTTP, with request specs built by Nova 34's own objects and the conductor's claim of an
+//! alternate made by Nova's own `claim_resources` (`tests/placement_claims/nova_side.py`, in
+//! the cached nova virtualenv).
+
+#[path = "support/nova_venv.rs"]
+mod nova_venv;
+#[path = "support/placement_server.rs"]
+mod placement_server;
+mod support;
+
+use parasol::clock::SystemClock;
+use parasol::configuration::Settings;
+use parasol::placement::{AuthKind, PlacementSettings};
+use parasol::startup::{Application, Handles, Shutdown};
+use placement_server::PlacementServer;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const NOVA_SIDE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/placement_claims/nova_side.py"
+);
+
+/// Runs `nova_side.py <args>` in the nova venv with `input` on stdin; its JSON output.
+async fn nova_side(args: Vec<String>, input: Value) -> Value {
+    tokio::task::spawn_blocking(move || {
+        let venv = nova_venv::nova_venv();
+        let mut child = Command::new(venv.join("bin/python"))
+            .arg(NOVA_SIDE)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.to_string().as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "nova_side {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json output")
+    })
+    .await
+    .expect("join")
+}
+
+/// A running Parasol with the Placement sync and claims on.
+struct Parasol {
+    address: String,
+    http: reqwest::Client,
+    shutdown: Shutdown,
+    handles: Handles,
+}
+
+impl Parasol {
+    async fn start(placement: &PlacementServer, ledger_url: &str, sync_interval_s: f64) -> Self {
+        let mut settings = Settings::default();
+        settings.ledger.url = ledger_url.to_string();
+        settings.amqp.url = String::new();
+        settings.scheduler.seed = Some(7);
+        settings.placement = PlacementSettings {
+            enabled: true,
+            url: placement.url.clone(),
+            auth: AuthKind::Noauth,
+            sync_interval_s,
+            timeout_s: 10.0,
+            repair_grace_s: 1.0,
+            resync_min_interval_s: 0.0,
+            ..Default::default()
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let app = Application::build_with(settings, listener, Arc::new(SystemClock))
+            .await
+            .expect("build");
+        let parasol = Parasol {
+            address: format!("http://127.0.0.1:{}", app.port()),
+            http: reqwest::Client::new(),
+            shutdown: app.shutdown(),
+            handles: app.handles().clone(),
+        };
+        app.start_background();
+        tokio::spawn(app.run_until_stopped());
+        parasol
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.http
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    /// `POST /v1/select_destinations` with Selection objects and alternates.
+    async fn select(&self, spec: &Value, uuids: &[String]) -> (u16, Value) {
+        let body = json!({"spec_obj": spec, "instance_uuids": uuids,
+                          "return_objects": true, "return_alternates": true});
+        let response = self
+            .http
+            .post(format!("{}/v1/select_destinations", self.address))
+            .json(&body)
+            .send()
+            .await
+            .expect("select");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("json"))
+    }
+
+    /// Each host's ledger usage by class (non-zero), by compute node uuid.
+    async fn used(&self) -> BTreeMap<String, BTreeMap<String, i64>> {
+        let hosts = self.get("/v1/hosts").await;
+        hosts["hosts"]
+            .as_array()
+            .expect("hosts")
+            .iter()
+            .map(|h| {
+                let used = nonzero(&h["used"]);
+                (h["compute_node_uuid"].as_str().unwrap().to_string(), used)
+            })
+            .collect()
+    }
+
+    async fn declines_by_cause(&self, cause: &str) -> u64 {
+        let stats = self.get("/v1/stats").await;
+        stats["backends"]["filter"]["declines_by_cause"][cause]
+            .as_u64()
+            .unwrap_or(0)
+    }
+}
+
+fn nonzero(v: &Value) -> BTreeMap<String, i64> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_i64().filter(|n| *n != 0).map(|n| (k.clone(), n)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Polls `check` every 100 ms for up to 30 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn instance(n: u32) -> String {
+    format!("00000000-0000-4000-8000-{n:012}")
+}
+
+fn inventory(vcpu: i64, extra: &[(&str, i64)]) -> Value {
+    let mut inv = json!({
+        "VCPU": {"total": vcpu},
+        "MEMORY_MB": {"total": 16384},
+        "DISK_GB": {"total": 200},
+    });
+    for (class, total) in extra {
+        inv[*class] = json!({"total": total});
+    }
+    inv
+}
+
+const CN: [&str; 5] = [
+    "c0000000-0000-4000-8000-000000000001",
+    "c0000000-0000-4000-8000-000000000002",
+    "c0000000-0000-4000-8000-000000000003",
+    "c0000000-0000-4000-8000-000000000004",
+    "c0000000-0000-4000-8000-000000000005",
+];
+const AGG_A: &str = "a0000000-0000-4000-8000-00000000000a";
+const AGG_B: &str = "a0000000-0000-4000-8000-00000000000b";
+
+/// Placement's usage of every provider equals the ledger's, and no provider is over its
+/// capacity.
+async fn placement_matches_ledger(placement: &PlacementServer, parasol: &Parasol) -> bool {
+    let used = parasol.used().await;
+    for (uuid, ours) in &used {
+        if nonzero(&placement.usages(uuid).await) != *ours {
+            return false;
+        }
+    }
+    true
+}
+
+async fn assert_within_capacity(placement: &PlacementServer, providers: &[&str]) {
+    for uuid in providers {
+        let usages = nonzero(&placement.usages(uuid).await);
+        let inventories = placement.inventories(uuid).await;
+        for (class, used) in usages {
+            let inv = &inventories[&class];
+            let capacity = (inv["total"].as_f64().unwrap() - inv["reserved"].as_f64().unwrap())
+                * inv["allocation_ratio"].as_f64().unwrap();
+            assert!(
+                used as f64 <= capacity,
+                "{uuid} over capacity in {class}: {used} > {capacity}"
+            );
+        }
+    }
+}
+
+/// The resources of a consumer's allocations, summed over providers, and its providers.
+async fn held(placement: &PlacementServer, consumer: &str) -> (BTreeMap<String, i64>, Vec<String>) {
+    let allocations = placement.allocations(consumer).await;
+    let mut total = BTreeMap::new();
+    let mut providers = Vec::new();
+    for (rp, a) in allocations["allocations"].as_object().expect("allocations") {
+        providers.push(rp.clone());
+        for (class, amount) in nonzero(&a["resources"]) {
+            *total.entry(class).or_default() += amount;
+        }
+    }
+    (total, providers)
+}
+
+fn demand(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    pairs.iter().map(|(c, n)| (c.to_string(), *n)).collect()
+}
+
+fn data(selection: &Value) -> &Value {
+    &selection["nova_object.data"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_in_placement_match_the_ledger_after_a_seeded_series() {
+    let placement = PlacementServer::start().await;
+    placement
+        .provider("cn1", CN[0], inventory(16, &[]), &["CUSTOM_SSD"], &[AGG_A])
+        .await;
+    placement
+        .provider("cn2", CN[1], inventory(16, &[]), &[], &[AGG_B])
+        .await;
+    placement
+        .provider(
+            "cn3",
+            CN[2],
+            inventory(16, &[("CUSTOM_FPGA", 2)]),
+            &["CUSTOM_SSD"],
+            &[],
+        )
+        .await;
+    placement
+        .provider(
+            "cn4",
+            CN[3],
+            inventory(4, &[("PCPU", 8)]),
+            &["HW_CPU_X86_AVX2"],
+            &[],
+        )
+        .await;
+    placement
+        .provider("cn5", CN[4], inventory(16, &[]), &[], &[])
+        .await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    let parasol = Parasol::start(&placement, &ledger_url, 0.3).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 5
+    })
+    .await;
+
+    // (name, description for nova_side.py, the demand of each instance)
+    let base = |n: u32| json!({"instance_uuids": [instance(n)], "vcpus": 1, "memory_mb": 512, "root_gb": 1});
+    let mut requests: Vec<(&str, Value, BTreeMap<String, i64>)> = Vec::new();
+    let small = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
+    requests.push(("single", base(1), small.clone()));
+    let mut multi = json!({"instance_uuids": [instance(2), instance(3), instance(4)],
+                           "num_instances": 3, "vcpus": 2, "memory_mb": 1024, "root_gb": 2});
+    requests.push((
+        "multi-create",
+        multi.take(),
+        demand(&[("VCPU", 2), ("MEMORY_MB", 1024), ("DISK_GB", 2)]),
+    ));
+    let mut affinity = base(5);
+    affinity["instance_uuids"] = json!([instance(5), instance(6)]);
+    affinity["num_instances"] = json!(2);
+    affinity["group"] =
+        json!({"uuid": "99999999-0000-4000-8000-000000000001", "policy": "affinity"});
+    requests.push(("affinity", affinity, small.clone()));
+    let mut forced = base(7);
+    forced["force_hosts"] = json!(["cn5"]);
+    requests.push(("forced host", forced, small.clone()));
+    let mut custom = base(8);
+    custom["extra_specs"] = json!({"resources:CUSTOM_FPGA": "1"});
+    requests.push((
+        "custom class",
+        custom,
+        demand(&[
+            ("VCPU", 1),
+            ("MEMORY_MB", 512),
+            ("DISK_GB", 1),
+            ("CUSTOM_FPGA", 1),
+        ]),
+    ));
+    let mut required = base(9);
+    required["extra_specs"] = json!({"trait:CUSTOM_SSD": "required"});
+    requests.push(("required trait", required, small.clone()));
+    let mut forbidden = base(10);
+    forbidden["extra_specs"] = json!({"trait:CUSTOM_SSD": "forbidden"});
+    requests.push(("forbidden trait", forbidden, small.clone()));
+    let mut member_of = base(11);
+    member_of["member_of"] = json!([AGG_B]);
+    requests.push(("member_of", member_of, small.clone()));
+    let mut pcpu = base(12);
+    pcpu["vcpus"] = json!(2);
+    pcpu["extra_specs"] = json!({"hw:cpu_policy": "dedicated"});
+    requests.push((
+        "PCPU",
+        pcpu,
+        demand(&[("PCPU", 2), ("MEMORY_MB", 512), ("DISK_GB", 1)]),
+    ));
+    let mut bfv = base(13);
+    bfv["is_bfv"] = json!(true);
+    bfv["root_gb"] = json!(50);
+    requests.push((
+        "boot from volume",
+        bfv,
+        demand(&[("VCPU", 1), ("MEMORY_MB", 512)]),
+    ));
+    let mut alternate = base(14);
+    alternate["flavor"] = json!("m1.alt");
+    requests.push(("conductor's alternate", alternate, small.clone()));
+    let mut last = base(15);
+    last["vcpus"] = json!(3);
+    requests.push((
+        "after the repairs",
+        last,
+        demand(&[("VCPU", 3), ("MEMORY_MB", 512), ("DISK_GB", 1)]),
+    ));
+
+    let descriptions: Vec<Value> = requests.iter().map(|(_, d, _)| d.clone()).collect();
+    let specs = nova_side(vec!["spec".into()], json!(descriptions)).await;
+    let specs = specs.as_array().expect("specs").clone();
+
+    // instance → (host uuid, demand)
+    let mut placed: BTreeMap<String, (String, BTreeMap<String, i64>)> = BTreeMap::new();
+    let mut answers: BTreeMap<&str, Value> = BTreeMap::new();
+    for ((name, description, want), spec) in requests.iter().zip(&specs).take(11) {
+        let uuids: Vec<String> =
+            serde_json::from_value(description["instance_uuids"].clone()).unwrap();
+        let (status, answer) = parasol.select(spec, &uuids).await;
+        assert_eq!(status, 200, "{name}: {answer}");
+        for (uuid, per_instance) in uuids.iter().zip(answer.as_array().expect("list")) {
+            let chosen = data(&per_instance[0]);
+            assert_eq!(chosen["allocation_request_version"], "1.36", "{name}");
+            placed.insert(
+                uuid.clone(),
+                (
+                    chosen["compute_node_uuid"].as_str().unwrap().to_string(),
+                    want.clone(),
+                ),
+            );
+            // Placement holds the claim Parasol answered, for the instance's flavor.
+            let (resources, providers) = held(&placement, uuid).await;
+            assert_eq!(resources, *want, "{name}: {uuid}'s allocation in Placement");
+            assert_eq!(
+                providers,
+                vec![chosen["compute_node_uuid"].as_str().unwrap().to_string()]
+            );
+        }
+        answers.insert(name, answer);
+    }
+    let host_of = |uuid: &str| placed[uuid].0.clone();
+    assert_eq!(host_of(&instance(5)), host_of(&instance(6)), "affinity");
+    assert_eq!(host_of(&instance(7)), CN[4], "forced host");
+    assert_eq!(host_of(&instance(8)), CN[2], "custom class");
+    assert!(
+        [CN[0], CN[2]].contains(&host_of(&instance(9)).as_str()),
+        "required trait"
+    );
+    assert!(
+        ![CN[0], CN[2]].contains(&host_of(&instance(10)).as_str()),
+        "forbidden trait"
+    );
+    assert_eq!(host_of(&instance(11)), CN[1], "member_of");
+    assert_eq!(host_of(&instance(12)), CN[3], "PCPU");
+
+    // Every Selection's allocation_request is what Placement's candidates give for that host.
+    let (_, candidates) = placement
+        .request(
+            reqwest::Method::GET,
+            "/allocation_candidates?resources=VCPU:1,MEMORY_MB:512,DISK_GB:1",
+            None,
+        )
+        .await;
+    let candidates = candidates["allocation_requests"]
+        .as_array()
+        .expect("candidates")
+        .clone();
+    let single = &answers["conductor's alternate"][0];
+    assert_eq!(
+        single.as_array().unwrap().len(),
+        3,
+        "the pick and two alternates"
+    );
+    for selection in single.as_array().unwrap() {
+        let ours: Value =
+            serde_json::from_str(data(selection)["allocation_request"].as_str().unwrap()).unwrap();
+        let rp = data(selection)["compute_node_uuid"].as_str().unwrap();
+        let theirs = candidates
+            .iter()
+            .find(|c| c["allocations"].get(rp).is_some())
+            .unwrap_or_else(|| panic!("no candidate for {rp}"));
+        assert_eq!(&ours, theirs, "allocation_request of {rp}");
+    }
+
+    // Deletions Parasol does not hear of: nova-compute deletes the instance's allocation.
+    for gone in [instance(1), instance(2)] {
+        placement
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/allocations/{gone}"),
+                None,
+            )
+            .await;
+        placed.remove(&gone);
+    }
+    // A resize on the same host, confirmed in Placement (the instance now holds 2 VCPU).
+    let resized = instance(9);
+    let current = placement.allocations(&resized).await;
+    let host9 = placed[&resized].0.clone();
+    let body = json!({
+        "allocations": {host9.clone(): {"resources": {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 1}}},
+        "project_id": "p0", "user_id": "u0",
+        "consumer_generation": current["consumer_generation"],
+    });
+    placement
+        .call(
+            reqwest::Method::PUT,
+            &format!("/allocations/{resized}"),
+            Some(body),
+        )
+        .await;
+    placed.get_mut(&resized).unwrap().1 =
+        demand(&[("VCPU", 2), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
+    // The build on the chosen host fails: compute removes its claim and the conductor claims
+    // the first alternate, both with Nova's own code.
+    let x = instance(14);
+    let alternate = single[1].clone();
+    let claimed = nova_side(
+        vec!["claim".into(), placement.url.clone()],
+        json!({"instance": x, "selection": alternate, "project_id": "p0", "user_id": "u0"}),
+    )
+    .await;
+    assert_eq!(
+        claimed["claimed"], true,
+        "Nova's claim_resources of the alternate"
+    );
+    let alt_host = data(&alternate)["compute_node_uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    placed.get_mut(&x).unwrap().0 = alt_host.clone();
+
+    eventually("the ledger repaired from Placement", || async {
+        placement_matches_ledger(&placement, &parasol).await
+    })
+    .await;
+    let repairs = parasol.get("/v1/stats").await["placement"]["repairs"].clone();
+    assert!(repairs["released"].as_u64().unwrap() >= 2, "{repairs}");
+    assert!(repairs["moved"].as_u64().unwrap() >= 1, "{repairs}");
+    assert!(repairs["resized"].as_u64().unwrap() >= 1, "{repairs}");
+
+    // Another decision on the repaired ledger.
+    let (name, description, want) = &requests[11];
+    let uuids: Vec<String> = serde_json::from_value(description["instance_uuids"].clone()).unwrap();
+    let (status, answer) = parasol.select(&specs[11], &uuids).await;
+    assert_eq!(status, 200, "{name}: {answer}");
+    placed.insert(
+        uuids[0].clone(),
+        (
+            data(&answer[0][0])["compute_node_uuid"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            want.clone(),
+        ),
+    );
+
+    eventually("Placement and the ledger agree", || async {
+        placement_matches_ledger(&placement, &parasol).await
+    })
+    .await;
+    for (uuid, (host, want)) in &placed {
+        let (resources, providers) = held(&placement, uuid).await;
+        assert_eq!(&resources, want, "{uuid}'s allocation matches its flavor");
+        assert_eq!(
+            providers,
+            vec![host.clone()],
+            "{uuid} is where Parasol or the conductor put it"
+        );
+    }
+    assert_within_capacity(&placement, &CN).await;
+    eventually(
+        "/v1/hosts to show one view (Placement's agrees)",
+        || async {
+            let hosts = parasol.get("/v1/hosts").await;
+            hosts["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|h| h["placement_used"].is_null())
+        },
+    )
+    .await;
+    let metrics = parasol
+        .http
+        .get(format!("{}/metrics", parasol.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("parasol_placement_repairs_total{kind=\"moved\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("parasol_placement_claim_duration_seconds_count"));
+    let _ = &parasol.handles;
+    parasol.shutdown.stop().await;
+}
+
+const P1: &str = "d0000000-0000-4000-8000-000000000001";
+const P2: &str = "d0000000-0000-4000-8000-000000000002";
+const P3: &str = "d0000000-0000-4000-8000-000000000003";
+const EVACUATED: &str = "00000000-0000-4000-8000-0000000000ee";
+
+fn room(vcpu: i64, memory_mb: i64) -> Value {
+    json!({"VCPU": {"total": vcpu}, "MEMORY_MB": {"total": memory_mb}, "DISK_GB": {"total": 100}})
+}
+
+/// A spec primitive for `uuids` (one Python run for several).
+async fn specs(descriptions: Vec<Value>) -> Vec<Value> {
+    nova_side(vec!["spec".into()], json!(descriptions))
+        .await
+        .as_array()
+        .expect("specs")
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidate_resyncs() {
+    let placement = PlacementServer::start().await;
+    // P1 has the most free RAM: Nova's weighers pick it first.
+    placement
+        .provider("big", P1, room(4, 16384), &[], &[])
+        .await;
+    placement
+        .provider("small", P2, room(4, 8192), &[], &[])
+        .await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    // No periodic sync during the test: only the first one and those asked for.
+    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 2
+    })
+    .await;
+
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [instance(2)], "vcpus": 8, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [instance(3)], "vcpus": 64, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [EVACUATED], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "ignore_hosts": ["small"]}),
+    ])
+    .await;
+    // Someone takes all of P1's VCPU behind Parasol's back.
+    assert_eq!(
+        placement
+            .allocate(&instance(99), P1, json!({"VCPU": 4}))
+            .await,
+        204
+    );
+    let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        data(&answer[0][0])["compute_node_uuid"],
+        P2,
+        "the next host"
+    );
+    assert_eq!(parasol.declines_by_cause("placement_conflict").await, 1);
+    let (resources, providers) = held(&placement, &instance(1)).await;
+    assert_eq!(
+        (resources, providers),
+        (
+            demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]),
+            vec![P2.to_string()]
+        )
+    );
+    // The refusal asked for a sync: the ledger learns the allocation it lacked.
+    eventually("the re-sync after the 409", || async {
+        parasol.used().await[P1].get("VCPU") == Some(&4)
+    })
+    .await;
+    assert!(parasol
+        .handles
+        .scheduler
+        .ledger()
+        .allocation(&instance(1))
+        .await
+        .unwrap()
+        .is_some());
+
+    // A host Parasol has not synced yet: a request only it could take finds no candidate,
+    // which asks for a sync; the same request then succeeds.
+    placement
+        .provider("new", P3, room(16, 8192), &[], &[])
+        .await;
+    let (status, answer) = parasol.select(&specs[1], &[instance(2)]).await;
+    assert_eq!(status, 409, "{answer}");
+    eventually("the re-sync after no candidate", || async {
+        parasol.used().await.contains_key(P3)
+    })
+    .await;
+    let (status, answer) = parasol.select(&specs[1], &[instance(2)]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(data(&answer[0][0])["compute_node_uuid"], P3);
+    assert!(placement_matches_ledger(&placement, &parasol).await);
+
+    // An evacuation in progress doubles instance 1's allocation onto P3 in Placement; the
+    // ledger holds one allocation per instance, so after the next sync /v1/hosts shows both
+    // views of P3.
+    let current = placement.allocations(&instance(1)).await;
+    let small = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
+    let body = json!({
+        "allocations": {P2: {"resources": small}, P3: {"resources": small}},
+        "project_id": "p0", "user_id": "u0",
+        "consumer_generation": current["consumer_generation"],
+    });
+    placement
+        .call(
+            reqwest::Method::PUT,
+            &format!("/allocations/{}", instance(1)),
+            Some(body),
+        )
+        .await;
+    let (status, _) = parasol.select(&specs[2], &[instance(3)]).await;
+    assert_eq!(status, 409, "no host has 64 VCPU: a sync is asked for");
+    eventually("/v1/hosts to show Placement's view of P3", || async {
+        let hosts = parasol.get("/v1/hosts").await;
+        let p3 = hosts["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["compute_node_uuid"] == P3)
+            .cloned()
+            .unwrap();
+        p3["placement_used"] == json!({"VCPU": 9, "MEMORY_MB": 1024, "DISK_GB": 2})
+            && nonzero(&p3["used"]) == demand(&[("VCPU", 8), ("MEMORY_MB", 512), ("DISK_GB", 1)])
+    })
+    .await;
+
+    // An evacuation off P2 (nova-conductor's rebuild_instance without a forced host): the
+    // instance already holds its allocation there, so the claim keeps it and adds the
+    // destination under the instance's current consumer generation, as Nova's does.
+    let small = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
+    assert_eq!(placement.allocate(EVACUATED, P2, small.clone()).await, 204);
+    let (status, answer) = parasol.select(&specs[3], &[EVACUATED.to_string()]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(data(&answer[0][0])["compute_node_uuid"], P3);
+    let held_now = placement.allocations(EVACUATED).await;
+    let mut on: Vec<&String> = held_now["allocations"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    on.sort();
+    assert_eq!(on, vec![P2, P3], "source and destination: {held_now}");
+    assert_eq!(held_now["allocations"][P3]["resources"], small);
+    assert_eq!(
+        held_now["consumer_generation"], 2,
+        "one update of the existing consumer"
+    );
+    parasol.shutdown.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_create_that_cannot_place_every_instance_removes_its_claims_in_placement() {
+    let mut placement = PlacementServer::start().await;
+    placement.provider("one", P1, room(2, 8192), &[], &[]).await;
+    placement.provider("two", P2, room(2, 8192), &[], &[]).await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 2
+    })
+    .await;
+    let uuids = [instance(1), instance(2), instance(3)];
+    let specs = specs(vec![
+        json!({"instance_uuids": uuids, "num_instances": 3, "vcpus": 2, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [instance(4)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+        json!({"instance_uuids": [instance(5)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+    ])
+    .await;
+
+    let (status, answer) = parasol.select(&specs[0], &uuids).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["error"]["class"], "NoValidHost", "{answer}");
+    for uuid in &uuids {
+        let (resources, _) = held(&placement, uuid).await;
+        assert!(resources.is_empty(), "{uuid} keeps nothing in Placement");
+        let ledger = parasol.handles.scheduler.ledger();
+        assert!(
+            ledger.allocation(uuid).await.unwrap().is_none(),
+            "{uuid} keeps nothing in the ledger"
+        );
+    }
+    for p in [P1, P2] {
+        assert!(nonzero(&placement.usages(p).await).is_empty());
+    }
+
+    // A call without instance uuids (an old conductor): Nova claims nothing in Placement.
+    let (status, answer) = parasol.select(&specs[2], &[]).await;
+    assert_eq!(status, 200, "{answer}");
+    for p in [P1, P2] {
+        assert!(
+            nonzero(&placement.usages(p).await).is_empty(),
+            "no made-up consumer"
+        );
+    }
+
+    // Placement unreachable: the call is refused as unavailable, nothing is placed.
+    let before = parasol.used().await;
+    placement.stop();
+    let (status, answer) = parasol.select(&specs[1], &[instance(4)]).await;
+    assert_eq!(status, 503, "{answer}");
+    let ledger = parasol.handles.scheduler.ledger();
+    assert!(ledger.allocation(&instance(4)).await.unwrap().is_none());
+    assert_eq!(
+        parasol.used().await,
+        before,
+        "the ledger's claim is released"
+    );
+    parasol.shutdown.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_callers_agree() {
+    let placement = PlacementServer::start().await;
+    let providers: Vec<String> = (1..=8)
+        .map(|i| format!("e0000000-0000-4000-8000-{i:012}"))
+        .collect();
+    for (i, uuid) in providers.iter().enumerate() {
+        placement
+            .provider(&format!("node{i}"), uuid, room(16, 16384), &[], &[])
+            .await;
+    }
+    let db = support::postgres_db().await;
+    let a = Parasol::start(&placement, &db.url, 0.5).await;
+    let b = Parasol::start(&placement, &db.url, 0.5).await;
+    for p in [&a, &b] {
+        eventually("the first sync", || async { p.used().await.len() == 8 }).await;
+    }
+    const CALLERS: u32 = 32;
+    const EACH: u32 = 3;
+    let descriptions: Vec<Value> = (0..CALLERS * EACH)
+        .map(|n| json!({"instance_uuids": [instance(100 + n)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}))
+        .collect();
+    let specs = Arc::new(specs(descriptions).await);
+    let a = Arc::new(a);
+    let b = Arc::new(b);
+    let mut callers = Vec::new();
+    for caller in 0..CALLERS {
+        let parasol = if caller % 2 == 0 {
+            a.clone()
+        } else {
+            b.clone()
+        };
+        let specs = specs.clone();
+        callers.push(tokio::spawn(async move {
+            let mut placed = Vec::new();
+            for k in 0..EACH {
+                let n = caller * EACH + k;
+                let uuid = instance(100 + n);
+                let (status, answer) = parasol
+                    .select(&specs[n as usize], std::slice::from_ref(&uuid))
+                    .await;
+                assert_eq!(status, 200, "{uuid}: {answer}");
+                let host = data(&answer[0][0])["compute_node_uuid"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                placed.push((uuid, host));
+            }
+            placed
+        }));
+    }
+    let mut placed = Vec::new();
+    for caller in callers {
+        placed.extend(caller.await.expect("caller"));
+    }
+    assert_eq!(placed.len(), (CALLERS * EACH) as usize);
+    let small = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
+    for (uuid, host) in &placed {
+        let (resources, on) = held(&placement, uuid).await;
+        assert_eq!((&resources, &on), (&small, &vec![host.clone()]), "{uuid}");
+    }
+    for p in [&a, &b] {
+        eventually("both processes agree with Placement", || async {
+            placement_matches_ledger(&placement, p).await
+        })
+        .await;
+    }
+    let refs: Vec<&str> = providers.iter().map(String::as_str).collect();
+    assert_within_capacity(&placement, &refs).await;
+    let total: i64 = a
+        .used()
+        .await
+        .values()
+        .map(|u| u.get("VCPU").copied().unwrap_or(0))
+        .sum();
+    assert_eq!(total, i64::from(CALLERS * EACH));
+    a.shutdown.stop().await;
+    b.shutdown.stop().await;
+}

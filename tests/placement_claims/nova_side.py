@@ -1,0 +1,111 @@
+"""Nova 34's side of ``tests/placement_claims.rs``, run in the cached nova virtualenv.
+
+``spec``: reads a JSON list of request descriptions on stdin and prints, for each, the
+``RequestSpec.obj_to_primitive()`` that nova-conductor sends to the scheduler, built with
+Nova's own objects (flavor with extra specs, image properties, boot from volume, forced
+hosts, ignored hosts, server group, requested destination aggregates).
+
+``claim URL``: reads ``{"instance", "selection", "project_id", "user_id"}`` on stdin, where
+``selection`` is a Selection primitive from Parasol's answer, and does what a reschedule does
+with Nova's ``SchedulerReportClient`` against the Placement at URL: nova-compute removes the
+failed host's claim (``delete_allocation_for_instance(force=True)``, as
+``_do_build_and_run_instance``), then nova-conductor claims the alternate's
+``allocation_request`` (``nova.scheduler.utils.claim_resources``, as
+``ComputeTaskManager.build_instances``). Prints ``{"claimed": bool}``.
+"""
+
+import json
+import sys
+
+from nova import context as nova_context
+from nova import objects
+
+objects.register_all()
+
+
+def flavor(d):
+    return objects.Flavor(
+        id=1, name=d.get('flavor', 'm1'), flavorid='f-' + d.get('flavor', 'm1'),
+        vcpus=d.get('vcpus', 1), memory_mb=d.get('memory_mb', 512),
+        root_gb=d.get('root_gb', 1), ephemeral_gb=d.get('ephemeral_gb', 0),
+        swap=d.get('swap', 0), rxtx_factor=1.0, vcpu_weight=0, disabled=False,
+        is_public=True, extra_specs=dict(d.get('extra_specs', {})),
+        description=None)
+
+
+def image(d):
+    return objects.ImageMeta(
+        id='155d900f-4e14-4e4c-a73d-069cbf4541e6', name='cirros',
+        status='active', disk_format='qcow2', container_format='bare',
+        min_ram=0, min_disk=0, size=1,
+        properties=objects.ImageMetaProps(**d.get('image_props', {})))
+
+
+def group(d):
+    g = d.get('group')
+    if not g:
+        return None
+    return objects.InstanceGroup(
+        uuid=g['uuid'], name='g', policy=g['policy'], rules={},
+        members=list(g.get('members', [])), hosts=list(g.get('hosts', [])),
+        project_id=d.get('project_id', 'p0'), user_id=d.get('user_id', 'u0'))
+
+
+def spec(d):
+    destination = None
+    if d.get('member_of'):
+        destination = objects.Destination(aggregates=list(d['member_of']))
+    rs = objects.RequestSpec(
+        flavor=flavor(d), image=image(d),
+        project_id=d.get('project_id', 'p0'), user_id=d.get('user_id', 'u0'),
+        availability_zone=None, num_instances=d.get('num_instances', 1),
+        ignore_hosts=d.get('ignore_hosts'), force_hosts=d.get('force_hosts'),
+        force_nodes=None,
+        requested_destination=destination, retry=None, limits=None,
+        instance_group=group(d), scheduler_hints={},
+        instance_uuid=d['instance_uuids'][0], is_bfv=d.get('is_bfv', False),
+        requested_resources=[],
+        security_groups=objects.SecurityGroupList(objects=[]),
+        network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                 tunneled=False),
+        requested_networks=objects.NetworkRequestList(objects=[]))
+    return rs.obj_to_primitive()
+
+
+def claim(url, d):
+    from keystoneauth1 import adapter, session, token_endpoint
+    from nova.scheduler.client import report
+    from nova.scheduler import utils
+
+    sess = session.Session(auth=token_endpoint.Token(url, 'admin'))
+    client = report.SchedulerReportClient(
+        adapter=adapter.Adapter(sess, service_type='placement',
+                                endpoint_override=url))
+    selection = objects.Selection.obj_from_primitive(d['selection'])
+    # The conductor's context is elevated (no policy check needed).
+    ctx = nova_context.RequestContext(user_id=d['user_id'],
+                                      project_id=d['project_id'], is_admin=True)
+    rs = objects.RequestSpec(project_id=d['project_id'],
+                             user_id=d['user_id'], scheduler_hints={})
+    client.delete_allocation_for_instance(ctx, d['instance'], force=True)
+    claimed = utils.claim_resources(
+        ctx, client, rs, d['instance'],
+        json.loads(selection.allocation_request),
+        allocation_request_version=selection.allocation_request_version)
+    return {'claimed': bool(claimed)}
+
+
+def main():
+    command = sys.argv[1]
+    doc = json.load(sys.stdin)
+    if command == 'spec':
+        out = [spec(d) for d in doc]
+    elif command == 'claim':
+        out = claim(sys.argv[2], doc)
+    else:
+        raise SystemExit('unknown command %r' % command)
+    json.dump(out, sys.stdout)
+
+
+if __name__ == '__main__':
+    main()

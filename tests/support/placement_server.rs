@@ -1,0 +1,230 @@
+//! A real `openstack-placement` (16.0.0, from PyPI) served locally with noauth2 and SQLite,
+//! as `tests/placement.rs` runs it; its virtualenv is cached in
+//! `$HOME/.cache/parasol/placement-venv-<hash of the requirements>` (the same one).
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const REQUIREMENTS: &str = "openstack-placement==16.0.0\n";
+
+/// Serves Placement's WSGI app on a free loopback port and writes the port to argv[2] (one
+/// request at a time, as `tests/placement.rs` serves it: its SQLite database takes one writer).
+const LAUNCHER: &str = r#"
+import os, sys
+from wsgiref.simple_server import make_server, WSGIRequestHandler
+os.environ['OS_PLACEMENT_CONFIG_DIR'] = sys.argv[1]
+from placement.wsgi import api
+class Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+server = make_server('127.0.0.1', 0, api.application, handler_class=Quiet)
+with open(sys.argv[2] + '.tmp', 'w') as f:
+    f.write(str(server.server_port))
+os.rename(sys.argv[2] + '.tmp', sys.argv[2])
+server.serve_forever()
+"#;
+
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf29ce484222325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// The cached virtualenv with openstack-placement, created on first use (built aside and
+/// renamed, so a concurrent run never sees half of it).
+pub fn placement_venv() -> &'static Path {
+    static VENV: OnceLock<PathBuf> = OnceLock::new();
+    VENV.get_or_init(|| {
+        let home = std::env::var("HOME").expect("HOME must be set");
+        let cache = PathBuf::from(home).join(".cache/parasol");
+        let dir = cache.join(format!("placement-venv-{:016x}", fnv1a(REQUIREMENTS)));
+        if dir.join(".complete").exists() {
+            return dir;
+        }
+        std::fs::create_dir_all(&cache).expect("create cache dir");
+        let building = cache.join(format!("building-{}", uuid::Uuid::new_v4().simple()));
+        let run = |cmd: &mut Command| {
+            let status = cmd.status().expect("python3 and pip must be installed");
+            assert!(status.success(), "{cmd:?} failed");
+        };
+        run(Command::new("python3").arg("-m").arg("venv").arg(&building));
+        let requirements = building.join("requirements.txt");
+        std::fs::write(&requirements, REQUIREMENTS).expect("write requirements");
+        run(Command::new(building.join("bin/pip"))
+            .args(["install", "-q", "-r"])
+            .arg(&requirements));
+        std::fs::write(building.join(".complete"), "").expect("mark venv complete");
+        if std::fs::rename(&building, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&building);
+        }
+        dir
+    })
+}
+
+/// A running placement-api with its own SQLite database.
+pub struct PlacementServer {
+    child: Option<Child>,
+    pub url: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl PlacementServer {
+    pub async fn start() -> PlacementServer {
+        let python = placement_venv().join("bin/python");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conf = format!(
+            "[api]\nauth_strategy = noauth2\n[placement_database]\n\
+             connection = sqlite:///{}\nsync_on_startup = True\n",
+            dir.path().join("placement.db").display()
+        );
+        std::fs::write(dir.path().join("placement.conf"), conf).expect("write placement.conf");
+        let port_file = dir.path().join("port");
+        let child = Command::new(python)
+            .arg("-c")
+            .arg(LAUNCHER)
+            .arg(dir.path())
+            .arg(&port_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start placement-api");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "placement-api did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        PlacementServer {
+            child: Some(child),
+            url: format!("http://127.0.0.1:{}", port.trim()),
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// One request at microversion 1.36: the status and the body (`null` when empty).
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .header("X-Auth-Token", "admin")
+            .header("OpenStack-API-Version", "placement 1.36");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("placement answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// A request that must succeed.
+    pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let (status, value) = self.request(method, path, body).await;
+        assert!((200..300).contains(&status), "{path}: {status} {value}");
+        value
+    }
+
+    /// A root provider with `inventories` (`{"CLASS": {"total": n, ...}}`), `traits` and
+    /// `aggregates`; custom classes and traits are created first.
+    pub async fn provider(
+        &self,
+        name: &str,
+        uuid: &str,
+        inventories: Value,
+        traits: &[&str],
+        aggregates: &[&str],
+    ) {
+        use reqwest::Method;
+        self.call(
+            Method::POST,
+            "/resource_providers",
+            Some(json!({"name": name, "uuid": uuid})),
+        )
+        .await;
+        for class in inventories.as_object().expect("inventories").keys() {
+            if class.starts_with("CUSTOM_") {
+                self.call(Method::PUT, &format!("/resource_classes/{class}"), None)
+                    .await;
+            }
+        }
+        for t in traits.iter().filter(|t| t.starts_with("CUSTOM_")) {
+            self.call(Method::PUT, &format!("/traits/{t}"), None).await;
+        }
+        let path = format!("/resource_providers/{uuid}/inventories");
+        let generation =
+            self.call(Method::GET, &path, None).await["resource_provider_generation"].clone();
+        let body = json!({"resource_provider_generation": generation, "inventories": inventories});
+        let generation =
+            self.call(Method::PUT, &path, Some(body)).await["resource_provider_generation"].clone();
+        let body = json!({"resource_provider_generation": generation, "traits": traits});
+        let path = format!("/resource_providers/{uuid}/traits");
+        let generation =
+            self.call(Method::PUT, &path, Some(body)).await["resource_provider_generation"].clone();
+        let body = json!({"resource_provider_generation": generation, "aggregates": aggregates});
+        let path = format!("/resource_providers/{uuid}/aggregates");
+        self.call(Method::PUT, &path, Some(body)).await;
+    }
+
+    /// `PUT /allocations/{consumer}` of a new consumer on one provider.
+    pub async fn allocate(&self, consumer: &str, provider: &str, resources: Value) -> u16 {
+        let body = json!({
+            "allocations": {provider: {"resources": resources}},
+            "project_id": "p-other", "user_id": "u-other", "consumer_generation": null,
+        });
+        self.request(
+            reqwest::Method::PUT,
+            &format!("/allocations/{consumer}"),
+            Some(body),
+        )
+        .await
+        .0
+    }
+
+    /// A provider's usages by class.
+    pub async fn usages(&self, provider: &str) -> Value {
+        let path = format!("/resource_providers/{provider}/usages");
+        self.call(reqwest::Method::GET, &path, None).await["usages"].clone()
+    }
+
+    /// A consumer's allocations by provider.
+    pub async fn allocations(&self, consumer: &str) -> Value {
+        self.call(
+            reqwest::Method::GET,
+            &format!("/allocations/{consumer}"),
+            None,
+        )
+        .await
+    }
+
+    /// Every provider's inventories, by provider uuid.
+    pub async fn inventories(&self, provider: &str) -> Value {
+        let path = format!("/resource_providers/{provider}/inventories");
+        self.call(reqwest::Method::GET, &path, None).await["inventories"].clone()
+    }
+}
+
+impl Drop for PlacementServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
