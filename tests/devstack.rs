@@ -112,8 +112,8 @@ fn config_check_explains_each_refusal() {
             "key `ledger.url` has scheme \"mysql\"",
         ),
         (
-            "[amqp]\nurl = \"rabbit://nova:pw@ctl:5672/\"\n",
-            "key `amqp.url` is not an AMQP URL",
+            "[amqp]\nurl = \"kafka://nova:pw@ctl:9092/\"\n",
+            "key `amqp.url` has scheme \"kafka\"",
         ),
     ];
     for (text, want) in cases {

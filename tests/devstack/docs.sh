@@ -168,7 +168,7 @@ scenario_cloud() {
     chmod 0640 /etc/nova/nova.conf
     EDITOR="python3 $HERE/edit-toml.py" run_block "$doc" cloud-config
     check "config installed 0640 root:parasol" mode_owner "$config" "640 root parasol"
-    check "from-nova carried the broker URL" grep -qx 'url = "amqp://nova:novapass@127.0.0.1:5672/%2f"' "$config"
+    check "from-nova carried the broker URL" grep -qx 'url = "rabbit://nova:novapass@127.0.0.1:5672/"' "$config"
     check "from-nova turned the RPC server on" grep -qx 'enabled = true' "$config"
     check "from-nova carried host_subset_size" grep -qx 'host_subset_size = 2' "$config"
     check "from-nova carried the Keystone credentials" grep -qx 'password = "novapass"' "$config"
