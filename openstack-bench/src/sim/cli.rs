@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use parasol::control::ApsrParams;
 use parasol::datasets::DatasetKind;
+use parasol::policy::TieBreak;
 use std::path::PathBuf;
 
 /// `openstack-bench sim …`
@@ -89,6 +90,9 @@ pub struct StalenessArgs {
     /// Subtract the scheduler's own placements from its cache (Nova's consume_from_request).
     #[arg(long)]
     pub consume_own: bool,
+    /// How equal ranking keys are ordered: random (DESIGN §6 B) or host_order.
+    #[arg(long, default_value = "random")]
+    pub tie_break: TieBreak,
     /// Policies of the dynamic (ASC) part.
     #[arg(long, default_value = ASC_POLICIES)]
     pub asc_policies: String,
