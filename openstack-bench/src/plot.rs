@@ -81,16 +81,18 @@ impl Style {
     /// The fixed style of a policy or backend of the papers, the same in every chart.
     pub fn named(name: &str) -> Option<Style> {
         let (c, marker) = match name {
+            // Experiment A's seven use neither orange nor grey, so no two of them (nor APSR,
+            // grey) are near in colour; best_fit (experiment B only) takes orange.
             "random" => (0, Marker::Circle),
             "first_fit" => (1, Marker::Square),
             "worst_fit" => (2, Marker::Triangle),
             "dist_from_diag" => (3, Marker::Diamond),
-            "adaptive" => (4, Marker::Cross),
+            "adaptive" => (6, Marker::Cross),
             "ffr" => (5, Marker::HollowSquare),
-            "wfr" => (6, Marker::HollowTriangle),
-            "best_fit" => (7, Marker::HollowCircle),
+            "wfr" => (7, Marker::HollowTriangle),
+            "best_fit" => (4, Marker::HollowCircle),
             "filter" => (1, Marker::Square),
-            "caching" => (4, Marker::Cross),
+            "caching" => (6, Marker::Cross),
             "asc" => (2, Marker::Triangle),
             "apsr" => (0, Marker::Circle),
             _ => return None,
@@ -156,7 +158,8 @@ pub struct Chart<'a> {
     /// A log x axis (host counts, refresh intervals, scheduler counts).
     pub log_x: bool,
     pub series: &'a [Series],
-    /// Ticks on the x axis with their labels (default: nice round values).
+    /// Ticks on a log x axis with their labels (default: 1, 2, 5 × 10^k); a linear axis takes
+    /// round values of its own, labelled as integers when they are.
     pub x_ticks: Option<Vec<(f64, String)>>,
     /// The top of the y axis (default: the data's maximum with a margin).
     pub y_max: Option<f64>,
@@ -344,11 +347,7 @@ where
         let ctx = builder
             .build_cartesian_2d((x0 - pad)..(x1 + pad), 0.0..y1)
             .map_err(err)?;
-        let ticks = chart.x_ticks.clone();
-        let x_fmt = move |v: &f64| match &ticks {
-            Some(t) => label_of(t, *v),
-            None => short(*v),
-        };
+        let x_fmt = |v: &f64| short(*v);
         fill(ctx, chart, &x_fmt).map_err(err)
     }
 }
@@ -469,7 +468,7 @@ impl<C, DB: DrawingBackend> Drawable<DB> for MarkerElement<C> {
         let colour = self.colour;
         let fill = colour.filled();
         let edge = if colour == OKABE_ITO[7] {
-            RGBColor(120, 110, 0).stroke_width(1)
+            RGBColor(150, 135, 0).stroke_width(2)
         } else {
             colour.stroke_width(2)
         };

@@ -234,11 +234,15 @@ pub fn decline_vs_epsilon(
     let mut apsr = apsr.to_vec();
     apsr.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (lo, hi) = (
-        apsr.first().map_or(0.0, |p| p.0),
+        apsr.first().map_or(1.0, |p| p.0),
         apsr.last().map_or(1.0, |p| p.0),
     );
     let mut series = vec![
-        Series::new("SLA bound: decline = ε", vec![(lo, lo), (hi, hi)]).styled(Style {
+        Series::new(
+            "SLA bound: decline = ε",
+            apsr.iter().map(|p| (p.0, p.0)).collect(),
+        )
+        .styled(Style {
             colour: plot::GREY,
             marker: plot::Marker::Plus,
             line: true,
@@ -253,10 +257,11 @@ pub fn decline_vs_epsilon(
     let ticks: Vec<f64> = apsr.iter().map(|p| p.0).collect();
     let mut chart = Chart::new(
         "decline ratio against APSR's SLA ε",
-        "ε (%)",
+        "ε (%, log scale)",
         "decline ratio (%)",
         &series,
     );
+    chart.log_x = true;
     chart.x_ticks = Some(plot::integer_ticks(&ticks));
     chart.legend = Legend::UpperLeft;
     plot::write(dir, stem, &chart)

@@ -186,10 +186,12 @@ fn named_algorithms_pick_by_their_rule() {
 
 #[test]
 fn adaptive_switches_to_first_fit_at_sixty_percent() {
-    let cases: [(&[i64], usize); 3] = [
-        (&[70, 40, 60], 1),  // cloud 0.567: worst fit
-        (&[70, 40, 70], 0),  // cloud 0.6: first fit
-        (&[96, 40, 100], 1), // first fit skips the hosts that cannot fit
+    // The least-loaded host's load (max over classes, before placement) decides.
+    let cases: [(&[i64], usize); 4] = [
+        (&[70, 40, 60], 1),  // least-loaded 0.4: worst fit
+        (&[90, 90, 40], 2),  // cloud at 0.73 but one host at 0.4: still worst fit
+        (&[70, 60, 70], 0),  // least-loaded 0.6: first fit
+        (&[96, 60, 100], 1), // first fit skips the hosts that cannot fit
     ];
     for (used, want) in cases {
         let out = rank(
