@@ -182,6 +182,26 @@ impl<'a> Chart<'a> {
     }
 }
 
+/// Series whose points are all equal to an earlier one's are folded into it, the label
+/// naming both ("worst_fit = adaptive"), so no line hides under another.
+pub fn merge_equal(series: Vec<Series>) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for s in series {
+        match out
+            .iter_mut()
+            .find(|o| o.points == s.points && !s.points.is_empty())
+        {
+            Some(o) => {
+                let style = o.style.or_else(|| Style::named(&o.label));
+                o.label = format!("{} = {}", o.label, s.label);
+                o.style = style;
+            }
+            None => out.push(s),
+        }
+    }
+    out
+}
+
 /// Ticks labelled with the integer they are at.
 pub fn integer_ticks(values: &[f64]) -> Vec<(f64, String)> {
     values.iter().map(|v| (*v, format!("{v:.0}"))).collect()

@@ -21,6 +21,11 @@ pub enum SimCommand {
     Staleness(StalenessArgs),
     /// Regenerate every table and plot into a folder (default docs/results).
     Results(ResultsArgs),
+    /// Redraw experiment A's and B's figures from the tables `results` wrote.
+    Plots {
+        #[arg(long, default_value = "docs/results")]
+        out: PathBuf,
+    },
 }
 
 /// Experiment A's policies: the APSR paper's seven and APSR.
@@ -136,6 +141,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
             print!("{}", render(&dynamic, args.format));
         }
         SimCommand::Results(args) => results::generate(&args)?,
+        SimCommand::Plots { out } => results::replot(&out)?,
     }
     Ok(())
 }

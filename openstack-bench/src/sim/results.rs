@@ -129,11 +129,11 @@ fn parallel_plot(dir: &Path, kind: DatasetKind, rows: &[&ParallelRow]) -> anyhow
         );
     }
     // Policies drawn after APSR's points, so no point hides a line.
-    series.extend(group_series(
+    series.extend(plot::merge_equal(group_series(
         rows.iter().copied().filter(|r| r.policy != SimPolicy::Apsr),
         |r| r.label(),
         |r| (r.schedulers.unwrap_or(1) as f64, r.decline_ratio * 100.0),
-    ));
+    )));
     let ticks = scheduler_ticks();
     let mut full = Chart::new("all policies", "schedulers s", "decline ratio (%)", &series);
     full.log_x = true;
@@ -171,7 +171,7 @@ fn staleness_plot<'a>(
     let rows: Vec<&StaleRow> = rows.collect();
     let longest = rows.iter().filter_map(|r| r.interval).max().unwrap_or(1) as f64;
     let never_at = longest * 2.5;
-    let series = group_series(
+    let series = plot::merge_equal(group_series(
         rows.iter().copied(),
         |r| r.policy.to_string(),
         |r| {
@@ -180,7 +180,7 @@ fn staleness_plot<'a>(
                 r.decline_ratio * 100.0,
             )
         },
-    );
+    ));
     let mut ticks = plot::log_ticks(1.0, longest);
     ticks.push((never_at, "never".into()));
     let title = format!(
@@ -256,4 +256,67 @@ fn group_series<'a, R: 'a>(
         }
     }
     out
+}
+
+/// Redraws the experiment A and B figures in `dir` from the tables a regeneration wrote there
+/// (`parallel.json`, `staleness.json`), without running the experiments again.
+pub fn replot(dir: &Path) -> anyhow::Result<()> {
+    use serde_json::Value;
+    let read = |name: &str| -> anyhow::Result<Vec<Value>> {
+        let text = std::fs::read_to_string(dir.join(name))
+            .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(name).display()))?;
+        Ok(serde_json::from_str(&text)?)
+    };
+    let kind = |v: &Value| -> anyhow::Result<DatasetKind> {
+        v["dataset"]
+            .as_str()
+            .unwrap_or("")
+            .parse()
+            .map_err(anyhow::Error::msg)
+    };
+    let policy = |v: &Value| -> anyhow::Result<SimPolicy> {
+        v["policy"]
+            .as_str()
+            .unwrap_or("")
+            .parse()
+            .map_err(anyhow::Error::msg)
+    };
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    let mut parallel = Vec::new();
+    for v in read("parallel.json")? {
+        parallel.push(ParallelRow {
+            dataset: kind(&v)?,
+            policy: policy(&v)?,
+            schedulers: v["schedulers"].as_u64().map(|s| s as usize),
+            decline_ratio: f(&v, "decline_ratio"),
+            throughput: f(&v, "throughput"),
+            queries: f(&v, "queries"),
+            mean_active_schedulers: f(&v, "mean_active_schedulers"),
+            epsilon: v["epsilon"].as_f64(),
+            runs: v["runs"].as_u64().unwrap_or(1) as usize,
+            decline_ratio_sd: f(&v, "decline_ratio_sd"),
+            throughput_sd: f(&v, "throughput_sd"),
+            queries_sd: f(&v, "queries_sd"),
+            mean_busy_schedulers: f(&v, "mean_busy_schedulers"),
+        });
+    }
+    for k in DatasetKind::ALL {
+        let rows: Vec<&ParallelRow> = parallel.iter().filter(|r| r.dataset == k).collect();
+        parallel_plot(dir, k, &rows)?;
+    }
+    let mut stale = Vec::new();
+    for v in read("staleness.json")? {
+        stale.push(StaleRow {
+            dataset: kind(&v)?,
+            hosts: v["hosts"].as_u64().unwrap_or(0) as usize,
+            policy: policy(&v)?,
+            interval: v["interval"].as_u64(),
+            decline_ratio: f(&v, "decline_ratio"),
+            queries: v["queries"].as_u64().unwrap_or(0),
+        });
+    }
+    for k in DatasetKind::ALL {
+        staleness_plot(dir, k, stale.iter().filter(|r| r.dataset == k))?;
+    }
+    Ok(())
 }
