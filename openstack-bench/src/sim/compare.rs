@@ -41,6 +41,7 @@ fn apsr(rows: &[ParallelRow], eps: f64) -> Option<&ParallelRow> {
 }
 
 /// The README text.
+#[allow(clippy::too_many_arguments)]
 pub fn readme(
     nfv: &[ParallelRow],
     others: &[ParallelRow],
