@@ -11,6 +11,8 @@
 //! # Layout
 //! - [`sim`]: the papers' experiments in virtual time, their tables and figures.
 //! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
+//! - [`plot`]: every figure's palette, markers, axes and panels.
 
 pub mod fonts;
+pub mod plot;
 pub mod sim;

@@ -65,6 +65,14 @@ enum Cmd {
     /// Reproduce the APSR and ASC papers' experiments in virtual time.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Draw the figures BENCHMARKS.md shows beside its tables, from those tables.
+    Figures {
+        /// The Markdown file holding the tables.
+        #[arg(long, default_value = "BENCHMARKS.md")]
+        tables: PathBuf,
+        #[arg(long, default_value = "docs/bench")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -145,6 +153,14 @@ fn main() -> anyhow::Result<()> {
     let (plan, common) = match Cli::parse().command {
         // The simulator runs in virtual time on its own threads: no runtime.
         Cmd::Sim(cmd) => return openstack_bench::sim::cli::run(cmd),
+        Cmd::Figures { tables, out } => {
+            let markdown = std::fs::read_to_string(&tables)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", tables.display()))?;
+            for stem in plots::from_benchmarks(&markdown, &out)? {
+                println!("{}", out.join(format!("{stem}.png")).display());
+            }
+            return Ok(());
+        }
         Cmd::Compare(a) => (compare_plan(&a)?, a.common),
         Cmd::Scenario {
             name,

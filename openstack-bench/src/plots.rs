@@ -1,28 +1,14 @@
-//! PNG and SVG charts of a comparison (plotters): throughput against hosts, latency
-//! percentiles, decline ratio and queries per request, and the controllers over time, in the
-//! embedded font (`openstack_bench::fonts`).
+//! PNG and SVG charts of a comparison, drawn with the crate's one plotting module
+//! (`openstack_bench::plot`: colour-blind-safe palette, a marker per series, the embedded font):
+//! throughput, latency, decline ratio and host reads against the host count on a log axis,
+//! decline against APSR's ε when the runs vary it, and the controllers over time.
 
 use crate::run::RunResult;
-use plotters::coord::Shift;
-use plotters::prelude::*;
+use openstack_bench::plot::{self, Chart, Legend, Series, Style};
 use std::path::Path;
-
-type Series = (String, Vec<(f64, f64)>);
-
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
 
 /// Writes every chart into `dir`; returns the file stems written.
 pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<String>> {
-    openstack_bench::fonts::register()?;
     let mut written = Vec::new();
     let labels = unique(runs.iter().map(|r| r.label.clone()));
     let per_label = |f: &dyn Fn(&RunResult) -> f64| -> Vec<Series> {
@@ -34,41 +20,61 @@ pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<String>> 
                     .filter(|r| &r.label == l)
                     .map(|r| (r.hosts as f64, f(r)))
                     .collect();
-                (l.clone(), pts)
+                Series::new(l.clone(), pts)
             })
             .collect()
     };
-    let x = "hosts";
-    let charts: Vec<(&str, &str, Vec<Series>)> = vec![
-        (
-            "throughput",
-            "decisions/s",
-            per_label(&|r| r.driver.decisions_per_s),
-        ),
-        (
-            "latency_p50",
-            "p50 latency (ms)",
-            per_label(&|r| r.driver.latency_ms.p50),
-        ),
-        (
-            "latency_p99",
-            "p99 latency (ms)",
-            per_label(&|r| r.driver.latency_ms.p99),
-        ),
-        (
-            "decline_ratio",
-            "decline ratio (%)",
-            per_label(&|r| 100.0 * r.stat("decline_ratio")),
-        ),
-        (
-            "queries_per_request",
-            "host reads per request",
-            per_label(&|r| r.stat("queries_per_request")),
-        ),
-    ];
-    for (stem, y, series) in charts {
-        both(dir, stem, y, x, &series)?;
-        written.push(stem.to_string());
+    {
+        let charts: Vec<(&str, &str, Vec<Series>)> = vec![
+            (
+                "throughput",
+                "decisions/s",
+                per_label(&|r| r.driver.decisions_per_s),
+            ),
+            (
+                "latency_p50",
+                "p50 latency (ms)",
+                per_label(&|r| r.driver.latency_ms.p50),
+            ),
+            (
+                "latency_p99",
+                "p99 latency (ms)",
+                per_label(&|r| r.driver.latency_ms.p99),
+            ),
+            (
+                "decline_ratio",
+                "decline ratio (%)",
+                per_label(&|r| 100.0 * r.stat("decline_ratio")),
+            ),
+            (
+                "queries_per_request",
+                "host reads per request",
+                per_label(&|r| r.stat("queries_per_request")),
+            ),
+        ];
+        for (stem, y, series) in charts {
+            against_hosts(dir, stem, y, &format!("{y} against hosts"), &series)?;
+            written.push(stem.to_string());
+        }
+    }
+    let apsr: Vec<(f64, f64)> = runs
+        .iter()
+        .filter(|r| r.backend == "apsr")
+        .map(|r| {
+            (
+                r.config.apsr_epsilon * 100.0,
+                100.0 * r.stat("decline_ratio"),
+            )
+        })
+        .collect();
+    if unique(apsr.iter().map(|p| p.0.to_string())).len() > 1 {
+        let others: Vec<(String, f64)> = runs
+            .iter()
+            .filter(|r| r.backend != "apsr")
+            .map(|r| (r.label.clone(), 100.0 * r.stat("decline_ratio")))
+            .collect();
+        decline_vs_epsilon(dir, "decline_vs_epsilon", &apsr, &others)?;
+        written.push("decline_vs_epsilon".into());
     }
     let over_time = |pick: &dyn Fn(&crate::driver::ParamSample) -> Option<f64>| -> Vec<Series> {
         runs.iter()
@@ -78,37 +84,187 @@ pub fn write_all(dir: &Path, runs: &[RunResult]) -> anyhow::Result<Vec<String>> 
                     .iter()
                     .filter_map(|p| pick(p).map(|v| (p.t_s, v)))
                     .collect();
-                (format!("{} n={}", r.label, r.hosts), pts)
+                Series::new(format!("{} n={}", r.label, r.hosts), pts)
             })
-            .filter(|(_, pts)| !pts.is_empty())
+            .filter(|s| !s.points.is_empty())
             .collect()
     };
     let asc: Vec<Series> = over_time(&|p| p.refresh_interval_s)
         .into_iter()
-        .filter(|(l, _)| l.starts_with("asc"))
+        .filter(|s| s.label.starts_with("asc"))
         .collect();
     if !asc.is_empty() {
-        both(
-            dir,
-            "asc_interval",
-            "ASC refresh interval (s, scaled)",
-            "time (s)",
-            &asc,
-        )?;
+        let y = "ASC refresh interval (s, scaled)";
+        let chart = Chart::new(y, "time (s)", y, &asc);
+        plot::write(dir, "asc_interval", &chart)?;
         written.push("asc_interval".into());
     }
     let apsr = over_time(&|p| p.schedulers);
     if !apsr.is_empty() {
-        both(
-            dir,
-            "apsr_schedulers",
-            "APSR schedulers s",
-            "time (s)",
-            &apsr,
-        )?;
+        let y = "APSR schedulers s";
+        let chart = Chart::new(y, "time (s)", y, &apsr);
+        plot::write(dir, "apsr_schedulers", &chart)?;
         written.push("apsr_schedulers".into());
     }
     Ok(written)
+}
+
+/// The figures BENCHMARKS.md shows beside its tables, drawn from those tables themselves
+/// (`openstack-bench figures`): throughput against hosts from the first table under
+/// `### throughput-vs-hosts`, decline against ε from the first under
+/// `### apsr-vs-parallel-filter`.
+pub fn from_benchmarks(markdown: &str, dir: &Path) -> anyhow::Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    let number = |s: &str| -> anyhow::Result<f64> {
+        let t = s.trim().trim_end_matches('%').replace(',', "");
+        t.trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("not a number: `{s}`"))
+    };
+    let rows = table_after(markdown, "### throughput-vs-hosts")?;
+    let mut series: Vec<Series> = Vec::new();
+    for r in &rows {
+        let (run, hosts, dps) = (
+            r.get("run")?,
+            number(r.get("hosts")?)?,
+            number(r.get("decisions/s")?)?,
+        );
+        match series.iter_mut().find(|s| s.label == run) {
+            Some(s) => s.points.push((hosts, dps)),
+            None => series.push(Series::new(run, vec![(hosts, dps)])),
+        }
+    }
+    against_hosts(
+        dir,
+        "throughput_vs_hosts",
+        "decisions/s",
+        "decisions/s against hosts (throughput-vs-hosts)",
+        &series,
+    )?;
+    let rows = table_after(markdown, "### apsr-vs-parallel-filter")?;
+    let (mut apsr, mut others) = (Vec::new(), Vec::new());
+    for r in &rows {
+        let run = r.get("run")?;
+        let decline = number(r.get("decline ratio")?)?;
+        match run.strip_prefix("apsr-e") {
+            Some(e) => apsr.push((number(e)?, decline)),
+            None => others.push((run.to_string(), decline)),
+        }
+    }
+    decline_vs_epsilon(dir, "decline_vs_epsilon", &apsr, &others)?;
+    Ok(vec![
+        "throughput_vs_hosts".into(),
+        "decline_vs_epsilon".into(),
+    ])
+}
+
+/// One row of a Markdown table, by column name.
+struct TableRow {
+    cells: Vec<(String, String)>,
+}
+
+impl TableRow {
+    fn get(&self, column: &str) -> anyhow::Result<&str> {
+        self.cells
+            .iter()
+            .find(|(h, _)| h == column)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| anyhow::anyhow!("no column `{column}`"))
+    }
+}
+
+/// The first Markdown table after the line `heading`.
+fn table_after(markdown: &str, heading: &str) -> anyhow::Result<Vec<TableRow>> {
+    let split = |l: &str| -> Vec<String> {
+        l.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let mut lines = markdown
+        .lines()
+        .skip_while(|l| l.trim() != heading)
+        .skip_while(|l| !l.trim_start().starts_with('|'));
+    let header = split(
+        lines
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("no table after `{heading}`"))?,
+    );
+    let rows: Vec<TableRow> = lines
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with('|'))
+        .map(|l| TableRow {
+            cells: header.iter().cloned().zip(split(l)).collect(),
+        })
+        .collect();
+    anyhow::ensure!(!rows.is_empty(), "the table after `{heading}` is empty");
+    Ok(rows)
+}
+
+/// One quantity against the host count, hosts on a log axis with a tick at every count run.
+pub fn against_hosts(
+    dir: &Path,
+    stem: &str,
+    y_label: &str,
+    title: &str,
+    series: &[Series],
+) -> anyhow::Result<()> {
+    let mut hosts: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    hosts.sort_by(f64::total_cmp);
+    hosts.dedup();
+    let mut chart = Chart::new(title, "hosts (log scale)", y_label, series);
+    chart.log_x = true;
+    chart.x_ticks = Some(plot::integer_ticks(&hosts));
+    chart.legend = Legend::UpperRight;
+    plot::write(dir, stem, &chart)
+}
+
+/// APSR's decline ratio against its SLA ε, with the ε = decline diagonal (the SLA bound) and
+/// every other run's decline as a horizontal reference.
+pub fn decline_vs_epsilon(
+    dir: &Path,
+    stem: &str,
+    apsr: &[(f64, f64)],
+    others: &[(String, f64)],
+) -> anyhow::Result<()> {
+    let mut apsr = apsr.to_vec();
+    apsr.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (lo, hi) = (
+        apsr.first().map_or(1.0, |p| p.0),
+        apsr.last().map_or(1.0, |p| p.0),
+    );
+    let mut series = vec![
+        Series::new(
+            "SLA bound: decline = ε",
+            apsr.iter().map(|p| (p.0, p.0)).collect(),
+        )
+        .styled(Style {
+            colour: plot::GREY,
+            marker: plot::Marker::Plus,
+            line: true,
+        }),
+        Series::new("apsr", apsr.clone()),
+    ];
+    for (i, (label, d)) in others.iter().enumerate() {
+        let mut style = Style::nth(i + 1);
+        style.marker = plot::MARKERS[(i + 1) % plot::MARKERS.len()];
+        series.push(Series::new(label.clone(), vec![(lo, *d), (hi, *d)]).styled(style));
+    }
+    let ticks: Vec<f64> = apsr.iter().map(|p| p.0).collect();
+    let mut chart = Chart::new(
+        "decline ratio against APSR's SLA ε",
+        "ε (%, log scale)",
+        "decline ratio (%)",
+        &series,
+    );
+    chart.log_x = true;
+    chart.x_ticks = Some(plot::integer_ticks(&ticks));
+    chart.legend = Legend::UpperLeft;
+    plot::write(dir, stem, &chart)
 }
 
 fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
@@ -119,87 +275,4 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
         }
     }
     out
-}
-
-fn both(dir: &Path, stem: &str, y: &str, x: &str, series: &[Series]) -> anyhow::Result<()> {
-    let png = dir.join(format!("{stem}.png"));
-    let svg = dir.join(format!("{stem}.svg"));
-    line_chart(
-        BitMapBackend::new(&png, (900, 540)).into_drawing_area(),
-        y,
-        x,
-        series,
-    )?;
-    line_chart(
-        SVGBackend::new(&svg, (900, 540)).into_drawing_area(),
-        y,
-        x,
-        series,
-    )?;
-    Ok(())
-}
-
-fn line_chart<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    y_label: &str,
-    x_label: &str,
-    series: &[Series],
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(err)?;
-    let pts = series.iter().flat_map(|(_, p)| p.iter());
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-    for &(x, y) in pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        if y.is_finite() {
-            y1 = y1.max(y);
-        }
-    }
-    if x0 > x1 {
-        (x0, x1) = (0.0, 1.0);
-    }
-    let pad = ((x1 - x0) * 0.05).max(x0.abs() * 0.1).max(0.5);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(y_label, (openstack_bench::fonts::FAMILY, 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((x0 - pad)..(x1 + pad), 0.0..(y1 * 1.1).max(1e-6))
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(err)?;
-    for (i, (name, points)) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let points: Vec<_> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(err)?
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
-            .map_err(err)?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
-}
-
-fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow::anyhow!("plot: {e:?}")
 }

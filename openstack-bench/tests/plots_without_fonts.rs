@@ -24,17 +24,11 @@ fn main() -> ExitCode {
 
 /// The child: one chart, `chart.png` and `chart.svg`.
 fn draw(dir: &Path) -> ExitCode {
-    let series = [Series {
-        label: LEGEND.into(),
-        points: vec![(1.0, 0.5), (10.0, 2.0), (50.0, 7.5)],
-    }];
-    let chart = Chart {
-        title: TITLE,
-        x_label: "schedulers s",
-        y_label: "decline ratio (%)",
-        log_x: false,
-        series: &series,
-    };
+    let series = [Series::new(
+        LEGEND,
+        vec![(1.0, 0.5), (10.0, 2.0), (50.0, 7.5)],
+    )];
+    let chart = Chart::new(TITLE, "schedulers s", "decline ratio (%)", &series);
     match write(dir, "chart", &chart) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -21,7 +21,7 @@ pub enum Algorithm {
     Random,
     /// Post-placement utilisation vector closest to the diagonal first.
     DistFromDiag,
-    /// `worst_fit` below 60 % cloud utilisation, `first_fit` above.
+    /// `worst_fit` while the least-loaded host's load is below 0.6, then `first_fit`.
     Adaptive,
     /// `first_fit` ranking, uniform pick among the top ℓ = max(host_subset_size, 5).
     Ffr,
@@ -75,6 +75,44 @@ impl FromStr for Algorithm {
     }
 }
 
+/// How hosts with equal ranking keys are ordered (DESIGN §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum TieBreak {
+    /// Equal keys keep host order (the snapshot's order): reproducible without a seed.
+    #[default]
+    HostOrder,
+    /// Equal keys are ordered uniformly at random with the pick's seeded generator (the ASC
+    /// paper: hosts that look alike are told apart "at random").
+    Random,
+}
+
+crate::choice_from_string!(TieBreak);
+
+impl Choice for TieBreak {
+    const ALL: &'static [Self] = &[TieBreak::HostOrder, TieBreak::Random];
+    fn as_str(self) -> &'static str {
+        TieBreak::as_str(self)
+    }
+}
+
+impl TieBreak {
+    /// The configuration name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TieBreak::HostOrder => "host_order",
+            TieBreak::Random => "random",
+        }
+    }
+}
+
+impl FromStr for TieBreak {
+    type Err = crate::choice::UnknownChoice;
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        crate::choice::parse_choice(name)
+    }
+}
+
 /// Filters, weighers and pick, configured with Nova's option names where they exist.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -85,6 +123,8 @@ pub struct PolicyConfig {
     pub enabled_filters: Vec<String>,
     /// Pick uniformly among this many best hosts (Nova's `[filter_scheduler] host_subset_size`).
     pub host_subset_size: usize,
+    /// How hosts with equal keys are ordered: `host_order` (default) or `random`.
+    pub tie_break: TieBreak,
     /// A host not heard from for this long counts as down (Nova's `service_down_time`);
     /// 0 turns the heartbeat check off (simulator, tests).
     pub host_timeout_s: u64,
@@ -137,6 +177,7 @@ impl Default for PolicyConfig {
             algorithm: Algorithm::Nova,
             enabled_filters: DEFAULT_FILTERS.iter().map(|s| s.to_string()).collect(),
             host_subset_size: 1,
+            tie_break: TieBreak::HostOrder,
             host_timeout_s: 60,
             ram_weight_multiplier: 1.0,
             cpu_weight_multiplier: 1.0,
@@ -185,6 +226,23 @@ mod tests {
         }
         assert_eq!(Algorithm::ALL.len(), names.len());
         assert!(names.iter().all(|(_, a)| Algorithm::ALL.contains(a)));
+    }
+
+    #[test]
+    fn tie_break_defaults_to_host_order_and_parses_by_name() {
+        assert_eq!(PolicyConfig::default().tie_break, TieBreak::HostOrder);
+        for (name, want) in [
+            ("host_order", TieBreak::HostOrder),
+            ("random", TieBreak::Random),
+        ] {
+            let cfg: PolicyConfig = toml::from_str(&format!("tie_break = \"{name}\"")).unwrap();
+            assert_eq!(cfg.tie_break, want);
+            assert_eq!(want.as_str(), name);
+        }
+        let err = toml::from_str::<PolicyConfig>("tie_break = \"randm\"").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("host_order, random"), "{text}");
+        assert!(text.contains("did you mean \"random\""), "{text}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ mod pipeline;
 pub mod registry;
 pub mod weighers;
 
-pub use config::{Algorithm, PolicyConfig, DEFAULT_FILTERS, DEFAULT_WEIGHERS};
+pub use config::{Algorithm, PolicyConfig, TieBreak, DEFAULT_FILTERS, DEFAULT_WEIGHERS};
 pub use error::{PolicyError, Rejection};
 pub use filters::{Filter, FilterEnv};
 pub use pipeline::{Policy, RankScratch};

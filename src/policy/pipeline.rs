@@ -1,7 +1,7 @@
 //! The policy pipeline: filter, rank (weighers or an algorithm's key), pick among the top ℓ.
 
 use super::algorithms::{self, random::shuffle_prefix, Ranking};
-use super::config::{Algorithm, PolicyConfig};
+use super::config::{Algorithm, PolicyConfig, TieBreak};
 use super::error::{PolicyError, Rejection};
 use super::filters::{Filter, FilterEnv};
 use super::registry::{builtin_filters, builtin_weighers, Registry};
@@ -16,6 +16,7 @@ use std::fmt;
 pub struct Policy {
     algorithm: Algorithm,
     host_subset_size: usize,
+    tie_break: TieBreak,
     filters: Vec<Box<dyn Filter>>,
     weighers: Vec<Box<dyn Weigher>>,
 }
@@ -56,6 +57,50 @@ struct Scored {
 /// Higher score first, then host order: a total order, so unstable sorts are reproducible.
 fn by_rank(a: &Scored, b: &Scored) -> Ordering {
     b.score.total_cmp(&a.score).then(a.idx.cmp(&b.idx))
+}
+
+/// Higher score first; equal scores compare equal (for random tie-breaking).
+fn by_score(a: &Scored, b: &Scored) -> Ordering {
+    b.score.total_cmp(&a.score)
+}
+
+/// Moves the items for which `keep` holds to the front of `items`; returns how many.
+fn partition(items: &mut [Scored], keep: impl Fn(&Scored) -> bool) -> usize {
+    let mut k = 0;
+    for i in 0..items.len() {
+        if keep(&items[i]) {
+            items.swap(i, k);
+            k += 1;
+        }
+    }
+    k
+}
+
+/// Puts the best `top` of `scored` in front, in descending score, hosts with equal scores in
+/// uniformly random order (and, where the cut falls inside a group of equal scores, a
+/// uniformly random part of that group in front). Draws from `rng` only for ties.
+fn top_with_random_ties(scored: &mut [Scored], top: usize, rng: &mut impl Rng) {
+    let n = scored.len();
+    if top == 0 || n == 0 {
+        return;
+    }
+    if top < n {
+        scored.select_nth_unstable_by(top - 1, by_score);
+        let cut = scored[top - 1].score;
+        let tied = |s: &Scored| s.score.total_cmp(&cut) == Ordering::Equal;
+        // [strictly better | tied] before the cut, [tied | worse] after it.
+        let better = partition(&mut scored[..top], |s| !tied(s));
+        let tied_after = partition(&mut scored[top..], tied);
+        if tied_after > 0 {
+            shuffle_prefix(&mut scored[better..top + tied_after], top - better, rng);
+        }
+    }
+    let head = &mut scored[..top];
+    if head.len() > 1 {
+        // A uniform order, then a stable sort by score: equal scores stay in random order.
+        shuffle_prefix(head, top, rng);
+        head.sort_by(by_score);
+    }
 }
 
 /// Makes a score safe for `total_cmp`: −0 as 0, NaN last.
@@ -110,6 +155,7 @@ impl Policy {
         Ok(Policy {
             algorithm: config.algorithm,
             host_subset_size: config.host_subset_size,
+            tie_break: config.tie_break,
             filters,
             weighers,
         })
@@ -123,6 +169,11 @@ impl Policy {
     /// The ranking algorithm.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
+    }
+
+    /// How hosts with equal keys are ordered.
+    pub fn tie_break(&self) -> TieBreak {
+        self.tie_break
     }
 
     /// The configured `host_subset_size` (an algorithm may widen it, see `ffr`).
@@ -159,9 +210,11 @@ impl Policy {
     /// Fills `out` with at most `max` indices into `hosts`: first the pick (uniform among the
     /// top ℓ by weight — ℓ = `host_subset_size`, or the algorithm's own; for `random`
     /// uniform among all that pass), then the alternates in descending weight (for `random`,
-    /// further uniform draws). Ties keep host order, so a seeded `rng` reproduces the result.
+    /// further uniform draws). Ties keep host order (`tie_break = "host_order"`) or are
+    /// ordered uniformly at random (`"random"`); either way a seeded `rng` reproduces the
+    /// result.
     ///
-    /// Per-request work (algorithm resolution, `adaptive`'s cloud utilisation, which filters
+    /// Per-request work (algorithm resolution, `adaptive`'s least-loaded host, which filters
     /// and weighers can tell hosts apart for this request) is done once; per host there is one
     /// pass of those filters, then one pass computing its key or every weigher's raw value, and
     /// a partial sort of the top `max(ℓ, max)`; nothing is boxed or allocated on the success
@@ -202,10 +255,15 @@ impl Policy {
         let scored = &mut scratch.scored;
         let subset = subset.clamp(1, n);
         let top = max.max(subset).min(n);
-        if top < n {
-            scored.select_nth_unstable_by(top - 1, by_rank);
+        match self.tie_break {
+            TieBreak::HostOrder => {
+                if top < n {
+                    scored.select_nth_unstable_by(top - 1, by_rank);
+                }
+                scored[..top].sort_unstable_by(by_rank);
+            }
+            TieBreak::Random => top_with_random_ties(scored, top, rng),
         }
-        scored[..top].sort_unstable_by(by_rank);
         let pick = if subset > 1 {
             rng.gen_range(0..subset)
         } else {
@@ -290,6 +348,7 @@ impl fmt::Debug for Policy {
         f.debug_struct("Policy")
             .field("algorithm", &self.algorithm)
             .field("host_subset_size", &self.host_subset_size)
+            .field("tie_break", &self.tie_break)
             .field(
                 "filters",
                 &self.filters.iter().map(|x| x.name()).collect::<Vec<_>>(),

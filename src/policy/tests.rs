@@ -186,10 +186,12 @@ fn named_algorithms_pick_by_their_rule() {
 
 #[test]
 fn adaptive_switches_to_first_fit_at_sixty_percent() {
-    let cases: [(&[i64], usize); 3] = [
-        (&[70, 40, 60], 1),  // cloud 0.567: worst fit
-        (&[70, 40, 70], 0),  // cloud 0.6: first fit
-        (&[96, 40, 100], 1), // first fit skips the hosts that cannot fit
+    // The least-loaded host's load (max over classes, before placement) decides.
+    let cases: [(&[i64], usize); 4] = [
+        (&[70, 40, 60], 1),  // least-loaded 0.4: worst fit
+        (&[90, 90, 40], 2),  // cloud at 0.73 but one host at 0.4: still worst fit
+        (&[70, 60, 70], 0),  // least-loaded 0.6: first fit
+        (&[96, 60, 100], 1), // first fit skips the hosts that cannot fit
     ];
     for (used, want) in cases {
         let out = rank(
@@ -450,4 +452,111 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
     // Each request with a constraint makes its filter (or weigher) run.
     assert_eq!(restricted, 2 * edits.len() + 8, "restricting filters");
     assert_eq!(varied, 5 * edits.len() + 2, "varying weighers");
+}
+
+fn random_ties(algorithm: Algorithm) -> Policy {
+    Policy::from_config(&PolicyConfig {
+        algorithm,
+        tie_break: TieBreak::Random,
+        ..PolicyConfig::default()
+    })
+    .unwrap()
+}
+
+/// How often each host index appears in `out[range]` over `draws` rankings.
+fn appearances(
+    p: &Policy,
+    hosts: &[HostState],
+    max: usize,
+    range: std::ops::Range<usize>,
+    draws: usize,
+    check: impl Fn(&[usize]),
+) -> Vec<u32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut counts = vec![0u32; hosts.len()];
+    let mut out = Vec::new();
+    let env = FilterEnv::without_heartbeats();
+    for _ in 0..draws {
+        p.rank(hosts, &req(1), &env, &mut rng, max, &mut out)
+            .unwrap();
+        check(&out);
+        for &i in &out[range.clone()] {
+            counts[i] += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn random_tie_break_picks_uniformly_among_equal_best_hosts() {
+    // worst_fit: hosts 0, 1, 2 tie for best, host 3 is fuller.
+    let hosts = hosts_with_vcpu_used(&[5, 5, 5, 9]);
+    assert_eq!(
+        rank(&policy(Algorithm::WorstFit, 1), &hosts, &req(1), 0, 1).unwrap(),
+        [0],
+        "host order by default"
+    );
+    let counts = appearances(
+        &random_ties(Algorithm::WorstFit),
+        &hosts,
+        1,
+        0..1,
+        3000,
+        |_| {},
+    );
+    assert_eq!(counts[3], 0, "{counts:?}");
+    for c in &counts[..3] {
+        assert!((900..1100).contains(c), "{counts:?}");
+    }
+}
+
+#[test]
+fn random_tie_break_keeps_the_order_between_unequal_keys() {
+    // worst_fit order: {1, 2} (tied), 4, 0, 3.
+    let hosts = hosts_with_vcpu_used(&[50, 10, 10, 90, 30]);
+    let counts = appearances(
+        &random_ties(Algorithm::WorstFit),
+        &hosts,
+        5,
+        0..1,
+        2000,
+        |out| assert_eq!(out[2..], [4, 0, 3], "{out:?}"),
+    );
+    assert_eq!(counts[0] + counts[3] + counts[4], 0, "{counts:?}");
+    assert!((900..1100).contains(&counts[1]), "{counts:?}");
+}
+
+#[test]
+fn random_tie_break_samples_uniformly_where_the_cut_splits_a_tie() {
+    // worst_fit: host 0 first, then four tied hosts of which two make the top 3.
+    let hosts = hosts_with_vcpu_used(&[0, 5, 5, 5, 5]);
+    let counts = appearances(
+        &random_ties(Algorithm::WorstFit),
+        &hosts,
+        3,
+        1..3,
+        4000,
+        |out| {
+            assert_eq!(out[0], 0, "{out:?}");
+            assert_ne!(out[1], out[2], "{out:?}");
+        },
+    );
+    assert_eq!(counts[0], 0, "{counts:?}");
+    for c in &counts[1..] {
+        assert!((1850..2150).contains(c), "{counts:?}");
+    }
+}
+
+#[test]
+fn random_tie_break_changes_nothing_without_ties() {
+    let hosts = hosts_with_vcpu_used(&[40, 30, 20, 10, 0]);
+    for algorithm in [Algorithm::WorstFit, Algorithm::FirstFit, Algorithm::Nova] {
+        for seed in 0..5 {
+            assert_eq!(
+                rank(&random_ties(algorithm), &hosts, &req(1), seed, 5).unwrap(),
+                rank(&policy(algorithm, 1), &hosts, &req(1), seed, 5).unwrap(),
+                "{algorithm:?}"
+            );
+        }
+    }
 }

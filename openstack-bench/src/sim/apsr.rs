@@ -5,7 +5,7 @@
 use super::policy;
 use parasol::control::{ApsrController, ApsrParams, ControlError, Plan};
 use parasol::domain::{HostState, RequestContext};
-use parasol::policy::{Algorithm, FilterEnv, Policy};
+use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
 use rand::Rng;
 
 /// APSR in the simulator: the library's parameters (ε, B, α, cap) and the round length in
@@ -44,7 +44,7 @@ impl ApsrScheduler {
         let controller = ApsrController::new(setup.params.clone(), n_hosts as u64)?;
         let plan = controller.plan();
         Ok(ApsrScheduler {
-            policy: policy::build(Algorithm::Random),
+            policy: policy::build(Algorithm::Random, TieBreak::HostOrder),
             controller,
             plan,
             sample: Vec::new(),

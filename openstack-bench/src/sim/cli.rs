@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use parasol::control::ApsrParams;
 use parasol::datasets::DatasetKind;
+use parasol::policy::TieBreak;
 use std::path::PathBuf;
 
 /// `openstack-bench sim …`
@@ -20,6 +21,11 @@ pub enum SimCommand {
     Staleness(StalenessArgs),
     /// Regenerate every table and plot into a folder (default docs/results).
     Results(ResultsArgs),
+    /// Redraw experiment A's and B's figures from the tables `results` wrote.
+    Plots {
+        #[arg(long, default_value = "docs/results")]
+        out: PathBuf,
+    },
 }
 
 /// Experiment A's policies: the APSR paper's seven and APSR.
@@ -89,6 +95,9 @@ pub struct StalenessArgs {
     /// Subtract the scheduler's own placements from its cache (Nova's consume_from_request).
     #[arg(long)]
     pub consume_own: bool,
+    /// How equal ranking keys are ordered: random (DESIGN §6 B) or host_order.
+    #[arg(long, default_value = "random")]
+    pub tie_break: TieBreak,
     /// Policies of the dynamic (ASC) part.
     #[arg(long, default_value = ASC_POLICIES)]
     pub asc_policies: String,
@@ -132,6 +141,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
             print!("{}", render(&dynamic, args.format));
         }
         SimCommand::Results(args) => results::generate(&args)?,
+        SimCommand::Plots { out } => results::replot(&out)?,
     }
     Ok(())
 }

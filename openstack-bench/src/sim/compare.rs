@@ -41,10 +41,12 @@ fn apsr(rows: &[ParallelRow], eps: f64) -> Option<&ParallelRow> {
 }
 
 /// The README text.
+#[allow(clippy::too_many_arguments)]
 pub fn readme(
     nfv: &[ParallelRow],
     others: &[ParallelRow],
     dynamic: &[DynamicRow],
+    b_section: &str,
     runs: usize,
     parallel_s: f64,
     stale_s: f64,
@@ -161,10 +163,11 @@ pub fn readme(
         ![Google](parallel_google.svg)\n\n{}",
         render(others, Format::Markdown)
     );
-    let _ = writeln!(s, "## Experiment B: cache staleness\n\nOne scheduler, one request per time unit, \
-        cache refreshed every τ requests (1 = always fresh, `never`), unbounded lifetimes. The \
-        scheduler does not subtract its own placements from its cache (as in the ASC paper's \
-        simulation; with `--consume-own` and no departures a stale cache would be exact). Setups: \
+    let _ = writeln!(s, "## Experiment B: cache staleness\n\nOne scheduler, one request per second, \
+        cache refreshed every τ requests (1 = always fresh, `never`), unbounded lifetimes. As DESIGN \
+        §6 B says, the scheduler decides on the snapshot as read, without subtracting its own \
+        placements (with `--consume-own` and no departures a stale cache would be exact), and equal \
+        ranking keys are broken at random (`tie_break = \"random\"`). Setups: \
         NFV ×10 on 279 hosts, Amazon ×1 on 126, Google ×1 on 5989. Table: `staleness.md`.\n\n\
         ![NFV](staleness_nfv.svg)\n\n![Amazon](staleness_amazon.svg)\n\n![Google](staleness_google.svg)\n");
     let _ = writeln!(s, "### ASC with Poisson arrivals and departures\n\nλ_a = 1 request/s, exponential \
@@ -174,6 +177,7 @@ pub fn readme(
         before every decision), `caching_60s` (Nova's CachingScheduler), `asc` (start 60 s, \
         th_low 3 %, th_decline 5 %, steps 0.5 / 1.1, min 1 s), `fixed_asc_mean` (a fixed interval \
         equal to ASC's own mean).\n\n{}", render(dynamic, Format::Markdown));
+    let _ = writeln!(s, "{b_section}");
     let _ = writeln!(s, "## Run time of this regeneration\n\nExperiment A ({runs} NFV seeds, one Amazon and \
         one Google seed, ε ∈ {{3, 5, 10}} %): {parallel_s:.0} s; experiment B: {stale_s:.0} s (wall clock, \
         release build, all cores).\n");

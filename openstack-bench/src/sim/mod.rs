@@ -11,11 +11,13 @@
 //! - `report`: rows, mean and spread over seeds, Markdown / CSV / JSON.
 //! - `plot`: the figures (PNG and SVG), drawn with the embedded font of [`crate::fonts`].
 //! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.
+//! - `compare`, `compare_b`: the README's comparisons with the APSR and ASC papers.
 //! - `cli`: the `openstack-bench sim` subcommands.
 
 mod apsr;
 pub mod cli;
 mod compare;
+mod compare_b;
 mod parallel;
 pub mod plot;
 mod policy;
@@ -34,6 +36,6 @@ pub use report::{DynamicRow, Format, ParallelRow, StaleRow};
 pub use slots::{ClaimResult, Decider, Slots};
 pub use stale_runs::{staleness_rows, AscRun};
 pub use staleness::{
-    run_dynamic, run_fixed_refresh, DynamicOutcome, DynamicSetup, RefreshMode, StaleOutcome,
-    TimelinePoint,
+    run_dynamic, run_fixed_refresh, CacheModel, DynamicOutcome, DynamicSetup, RefreshMode,
+    StaleOutcome, TimelinePoint,
 };

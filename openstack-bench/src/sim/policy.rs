@@ -1,6 +1,6 @@
 //! The placement policies the experiments compare, and the library policy the simulator runs.
 
-use parasol::policy::{Algorithm, Policy, PolicyConfig};
+use parasol::policy::{Algorithm, Policy, PolicyConfig, TieBreak};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -56,11 +56,13 @@ impl FromStr for SimPolicy {
 }
 
 /// The library policy with only the capacity filter (simulated hosts are always up and
-/// requests carry no constraints), ranked by `algorithm`; ℓ comes from the algorithm itself
-/// (5 for `ffr`/`wfr`, as in the papers).
-pub fn build(algorithm: Algorithm) -> Policy {
+/// requests carry no constraints), ranked by `algorithm`, equal keys ordered by `tie_break`
+/// (host order in experiment A, random in experiment B: DESIGN §5); ℓ comes from the
+/// algorithm itself (5 for `ffr`/`wfr`, as in the papers).
+pub fn build(algorithm: Algorithm, tie_break: TieBreak) -> Policy {
     let config = PolicyConfig {
         algorithm,
+        tie_break,
         enabled_filters: vec!["CapacityFilter".to_string()],
         host_subset_size: 1,
         host_timeout_s: 0,

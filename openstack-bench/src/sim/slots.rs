@@ -6,7 +6,7 @@
 use super::apsr::ApsrScheduler;
 use super::policy;
 use parasol::domain::{HostState, RequestContext};
-use parasol::policy::{Algorithm, FilterEnv, Policy};
+use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
 use rand::seq::SliceRandom;
 use rand::Rng;
 
@@ -18,9 +18,10 @@ pub enum Decider {
 }
 
 impl Decider {
-    /// A full-snapshot decider ranking with `algorithm`.
+    /// A full-snapshot decider ranking with `algorithm`, equal keys in host order (DESIGN §5:
+    /// experiment A).
     pub fn snapshot(algorithm: Algorithm) -> Self {
-        Decider::Snapshot(policy::build(algorithm))
+        Decider::Snapshot(policy::build(algorithm, TieBreak::HostOrder))
     }
 
     fn decide(

@@ -5,7 +5,9 @@
 use super::cli::{datasets, progress, threads, StalenessArgs};
 use super::pool::par_map;
 use super::report::{DynamicRow, StaleRow};
-use super::staleness::{run_dynamic, run_fixed_refresh, DynamicOutcome, DynamicSetup, RefreshMode};
+use super::staleness::{
+    run_dynamic, run_fixed_refresh, CacheModel, DynamicOutcome, DynamicSetup, RefreshMode,
+};
 use super::SimPolicy;
 use parasol::control::AscParams;
 use parasol::datasets::DatasetKind;
@@ -72,14 +74,18 @@ pub fn staleness_rows(
     let bar = progress(cells.len(), args.quiet, "sim staleness");
     let mut order: Vec<usize> = (0..cells.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(fixed_setup(cells[i].0).1));
-    let (consume, seed) = (args.consume_own, args.seed);
+    let model = CacheModel {
+        consume_own: args.consume_own,
+        tie_break: args.tie_break,
+    };
+    let seed = args.seed;
     let outcomes = par_map(
         &cells,
         &order,
         threads,
         &|(k, p, i)| {
             let (replicas, hosts) = fixed_setup(*k);
-            run_fixed_refresh(*k, replicas, hosts, *p, *i, consume, seed)
+            run_fixed_refresh(*k, replicas, hosts, *p, *i, model, seed)
         },
         &|_| bar.inc(1),
     );
@@ -111,7 +117,7 @@ pub fn staleness_rows(
         &runs,
         &order,
         threads,
-        &|(s, p)| asc_group(s, *p, consume, seed),
+        &|(s, p)| asc_group(s, *p, model, seed),
         &|_| bar.inc(1),
     );
     bar.finish_and_clear();
@@ -132,36 +138,30 @@ pub fn staleness_rows(
 fn asc_group(
     setup: &DynamicSetup,
     policy: Algorithm,
-    consume_own: bool,
+    model: CacheModel,
     seed: u64,
 ) -> (Vec<DynamicRow>, DynamicOutcome) {
     let asc = run_dynamic(
         setup,
         policy,
         RefreshMode::Asc(AscParams::default()),
-        consume_own,
+        model,
         seed,
     );
     let mean_ms = ((asc.mean_interval_s * 1000.0).round() as u64).max(1);
     let modes = [
         (
             "fresh",
-            run_dynamic(setup, policy, RefreshMode::Fresh, consume_own, seed),
+            run_dynamic(setup, policy, RefreshMode::Fresh, model, seed),
         ),
         (
             "caching_60s",
-            run_dynamic(setup, policy, RefreshMode::Fixed(60_000), consume_own, seed),
+            run_dynamic(setup, policy, RefreshMode::Fixed(60_000), model, seed),
         ),
         ("asc", asc.clone()),
         (
             "fixed_asc_mean",
-            run_dynamic(
-                setup,
-                policy,
-                RefreshMode::Fixed(mean_ms),
-                consume_own,
-                seed,
-            ),
+            run_dynamic(setup, policy, RefreshMode::Fixed(mean_ms), model, seed),
         ),
     ];
     let rows = modes

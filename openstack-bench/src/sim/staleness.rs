@@ -3,26 +3,52 @@
 //! and unbounded lifetimes; then Poisson arrivals and departures in virtual time with the
 //! library's ASC controller, against fresh state and a fixed τ.
 //!
-//! The cache is a copy of the hosts refreshed by copying their usage (n queries). By default
-//! the scheduler does not subtract its own placements from the cache, as in the paper's
-//! simulation (otherwise one scheduler with unbounded lifetimes would never see stale state);
-//! `consume_own` turns on Nova's `consume_from_request` behaviour.
+//! The cache is a copy of the hosts refreshed by copying their usage (n queries). DESIGN §6 B's
+//! model ([`CacheModel::default`]): the scheduler decides on the snapshot as read, without
+//! subtracting its own placements (otherwise one scheduler with unbounded lifetimes would
+//! never see stale state), and equal ranking keys are broken at random. `consume_own` turns
+//! on Nova's `consume_from_request` behaviour and `tie_break` host order, to isolate what
+//! each choice changes.
 
 use super::policy;
 use super::random::{exponential, stream, Stream};
 use parasol::control::{AscController, AscParams};
 use parasol::datasets::DatasetKind;
 use parasol::domain::{HostState, RequestContext};
-use parasol::policy::{Algorithm, FilterEnv, Policy};
+use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
 use rand::Rng;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// The scheduler's cached view and the authoritative hosts.
+/// How the scheduler uses its cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CacheModel {
+    /// Subtract the scheduler's own placements from its cache (Nova's
+    /// `consume_from_request`); off in DESIGN §6 B ("the snapshot as read").
+    pub consume_own: bool,
+    /// How equal ranking keys are ordered; random in DESIGN §6 B.
+    pub tie_break: TieBreak,
+}
+
+impl Default for CacheModel {
+    /// DESIGN §6 B: the snapshot as read, equal keys broken at random.
+    fn default() -> Self {
+        CacheModel {
+            consume_own: false,
+            tie_break: TieBreak::Random,
+        }
+    }
+}
+
+/// The scheduler's cached view and the authoritative hosts. A refresh reads every host (n
+/// queries) but only copies those whose state changed since the last one (`dirty`): the view
+/// it leaves is the same.
 struct Cache {
     truth: Vec<HostState>,
     view: Vec<HostState>,
+    dirty: Vec<usize>,
+    is_dirty: Vec<bool>,
     policy: Policy,
     ranked: Vec<usize>,
     consume_own: bool,
@@ -31,23 +57,34 @@ struct Cache {
 }
 
 impl Cache {
-    fn new(hosts: Vec<HostState>, algorithm: Algorithm, consume_own: bool) -> Self {
+    fn new(hosts: Vec<HostState>, algorithm: Algorithm, model: CacheModel) -> Self {
         Cache {
             view: hosts.clone(),
+            dirty: Vec::new(),
+            is_dirty: vec![false; hosts.len()],
             truth: hosts,
-            policy: policy::build(algorithm),
+            policy: policy::build(algorithm, model.tie_break),
             ranked: Vec::new(),
-            consume_own,
+            consume_own: model.consume_own,
             queries: 0,
             refreshes: 0,
         }
     }
 
+    fn touch(&mut self, h: usize) {
+        if !self.is_dirty[h] {
+            self.is_dirty[h] = true;
+            self.dirty.push(h);
+        }
+    }
+
     fn refresh(&mut self) {
-        for (v, t) in self.view.iter_mut().zip(&self.truth) {
+        for h in self.dirty.drain(..) {
+            let (v, t) = (&mut self.view[h], &self.truth[h]);
             v.used = t.used;
             v.num_instances = t.num_instances;
             v.num_io_ops = t.num_io_ops;
+            self.is_dirty[h] = false;
         }
         self.queries += self.truth.len() as u64;
         self.refreshes += 1;
@@ -64,6 +101,7 @@ impl Cache {
             return None;
         }
         self.truth[h].consume(&req.demand);
+        self.touch(h);
         if self.consume_own {
             self.view[h].consume(&req.demand);
         }
@@ -75,6 +113,7 @@ impl Cache {
         host.used = host.used - req.demand;
         host.num_instances -= 1;
         host.num_io_ops -= 1;
+        self.touch(h);
     }
 }
 
@@ -102,13 +141,13 @@ pub fn run_fixed_refresh(
     hosts: usize,
     algorithm: Algorithm,
     interval: Option<u64>,
-    consume_own: bool,
+    model: CacheModel,
     seed: u64,
 ) -> StaleOutcome {
     let d = dataset.load();
     let workload = d.workload(replicas, &mut stream(seed, Stream::Workload));
     let contexts = workload.contexts();
-    let mut cache = Cache::new(d.hosts(hosts), algorithm, consume_own);
+    let mut cache = Cache::new(d.hosts(hosts), algorithm, model);
     let mut rng = stream(seed, Stream::Decisions);
     let mut out = StaleOutcome::default();
     for (t, f) in workload.requests.iter().enumerate() {
@@ -198,13 +237,13 @@ pub fn run_dynamic(
     setup: &DynamicSetup,
     algorithm: Algorithm,
     mode: RefreshMode,
-    consume_own: bool,
+    model: CacheModel,
     seed: u64,
 ) -> DynamicOutcome {
     let d = setup.dataset.load();
     let workload = d.workload(setup.replicas, &mut stream(seed, Stream::Workload));
     let contexts = workload.contexts();
-    let mut cache = Cache::new(d.hosts(setup.hosts), algorithm, consume_own);
+    let mut cache = Cache::new(d.hosts(setup.hosts), algorithm, model);
     let mut arrivals = stream(seed, Stream::Arrivals);
     let mut lifetimes = stream(seed, Stream::Lifetimes);
     let mut rng = stream(seed, Stream::Decisions);
@@ -292,38 +331,62 @@ pub fn run_dynamic(
 mod tests {
     use super::*;
 
+    const AS_READ: CacheModel = CacheModel {
+        consume_own: false,
+        tie_break: TieBreak::Random,
+    };
+    const HOST_ORDER: CacheModel = CacheModel {
+        consume_own: false,
+        tie_break: TieBreak::HostOrder,
+    };
+    const CONSUME_OWN: CacheModel = CacheModel {
+        consume_own: true,
+        tie_break: TieBreak::HostOrder,
+    };
+
+    fn nfv(
+        replicas: usize,
+        hosts: usize,
+        a: Algorithm,
+        every: Option<u64>,
+        m: CacheModel,
+    ) -> StaleOutcome {
+        run_fixed_refresh(DatasetKind::Nfv, replicas, hosts, a, every, m, 1)
+    }
+
+    #[test]
+    fn the_default_model_is_design_6b() {
+        assert_eq!(CacheModel::default(), AS_READ);
+    }
+
     #[test]
     fn always_fresh_with_one_scheduler_declines_only_when_nothing_fits() {
-        let fresh = run_fixed_refresh(
-            DatasetKind::Nfv,
-            1,
-            40,
-            Algorithm::FirstFit,
-            Some(1),
-            false,
-            1,
-        );
+        let fresh = nfv(1, 40, Algorithm::FirstFit, Some(1), AS_READ);
         assert_eq!(fresh.declines, 0);
         assert_eq!(fresh.queries, 437 * 40);
     }
 
     #[test]
     fn a_never_refreshed_cache_declines_more_than_a_fresh_one() {
-        let fresh = run_fixed_refresh(
-            DatasetKind::Nfv,
-            2,
-            30,
-            Algorithm::WorstFit,
-            Some(1),
-            false,
-            1,
-        );
-        let never = run_fixed_refresh(DatasetKind::Nfv, 2, 30, Algorithm::WorstFit, None, false, 1);
-        assert!(
-            never.decline_ratio() > fresh.decline_ratio() + 0.2,
-            "{never:?} {fresh:?}"
-        );
-        assert_eq!(never.queries, 0);
+        for model in [AS_READ, HOST_ORDER] {
+            let fresh = nfv(2, 30, Algorithm::FirstFit, Some(1), model);
+            let never = nfv(2, 30, Algorithm::FirstFit, None, model);
+            assert!(
+                never.decline_ratio() > fresh.decline_ratio() + 0.2,
+                "{never:?} {fresh:?}"
+            );
+            assert_eq!(never.queries, 0);
+        }
+    }
+
+    #[test]
+    fn random_ties_spread_a_never_refreshed_cache_over_alike_hosts() {
+        // Every host of the NFV fleet looks empty and alike: host order sends everything to
+        // the first host, random ties spread requests at random (the ASC paper's observation).
+        let ordered = nfv(2, 30, Algorithm::WorstFit, None, HOST_ORDER);
+        let random = nfv(2, 30, Algorithm::WorstFit, None, AS_READ);
+        assert!(ordered.decline_ratio() > 0.9, "{ordered:?}");
+        assert!(random.decline_ratio() < 0.5, "{random:?}");
     }
 
     #[test]
@@ -334,10 +397,18 @@ mod tests {
             30,
             Algorithm::FirstFit,
             Some(1),
-            true,
+            CONSUME_OWN,
             3,
         );
-        let never = run_fixed_refresh(DatasetKind::Nfv, 1, 30, Algorithm::FirstFit, None, true, 3);
+        let never = run_fixed_refresh(
+            DatasetKind::Nfv,
+            1,
+            30,
+            Algorithm::FirstFit,
+            None,
+            CONSUME_OWN,
+            3,
+        );
         assert_eq!(fresh.declines, never.declines);
     }
 
@@ -345,8 +416,8 @@ mod tests {
     fn dynamic_runs_are_reproducible_and_asc_reports_its_interval() {
         let setup = DynamicSetup::default_for(DatasetKind::Nfv);
         let asc = RefreshMode::Asc(AscParams::default());
-        let a = run_dynamic(&setup, Algorithm::WorstFit, asc.clone(), false, 2);
-        let b = run_dynamic(&setup, Algorithm::WorstFit, asc, false, 2);
+        let a = run_dynamic(&setup, Algorithm::WorstFit, asc.clone(), AS_READ, 2);
+        let b = run_dynamic(&setup, Algorithm::WorstFit, asc, AS_READ, 2);
         assert_eq!(a, b);
         assert_eq!(a.requests, 4370);
         assert!(a.mean_interval_s > 0.0 && !a.timeline.is_empty());

@@ -3,12 +3,12 @@
 //! The ASC paper calls this FirstFit: pack hosts by preferring the one whose largest
 //! post-placement utilisation `max_i u_i` is largest; classes without capacity take no part.
 
-use super::{max_utilisation, utilisation_after};
+use super::max_utilisation_after;
 use crate::domain::{HostState, Resources};
 
 /// The host's largest post-placement utilisation.
 pub fn score(host: &HostState, demand: &Resources) -> f64 {
-    max_utilisation(&utilisation_after(host, demand))
+    max_utilisation_after(host, demand)
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub fn resolve(
         Algorithm::Random => (Ranking::Uniform, usize::MAX),
         Algorithm::DistFromDiag => (Ranking::Key(dist_from_diag::score), host_subset_size),
         Algorithm::Adaptive => {
-            let inner = adaptive::choose(adaptive::cloud_utilisation(hosts));
+            let inner = adaptive::choose(adaptive::least_loaded_host_load(hosts));
             resolve(inner, hosts, host_subset_size)
         }
         Algorithm::Ffr => (Ranking::Key(ffr::score), ffr::subset_size(host_subset_size)),
@@ -82,6 +82,20 @@ pub fn utilisation_after(host: &HostState, demand: &Resources) -> Utilisation {
         }
     }
     u
+}
+
+/// `max_utilisation(&utilisation_after(host, demand))` in one pass, without building the
+/// vector (the `worst_fit` key, computed for every host of every request).
+pub fn max_utilisation_after(host: &HostState, demand: &Resources) -> f64 {
+    let usable = host.usable();
+    let mut m = 0.0f64;
+    for i in 0..ClassId::count() {
+        let cap = usable.0[i];
+        if cap > 0 {
+            m = m.max(host.used.0[i].saturating_add(demand.0[i]) as f64 / cap as f64);
+        }
+    }
+    m
 }
 
 /// The largest defined utilisation (0 when the host has no capacity at all).
@@ -124,10 +138,12 @@ mod tests {
         let u = utilisation_after(&host, &Resources::new(1, 0, 5));
         assert_eq!(u.as_slice(), [0.6, 0.5]);
         assert_eq!(max_utilisation(&u), 0.6);
+        assert_eq!(max_utilisation_after(&host, &Resources::new(1, 0, 5)), 0.6);
         let none = HostState::synthetic(2, Resources::ZERO, Resources::ZERO);
         assert_eq!(
             max_utilisation(&utilisation_after(&none, &Resources::ZERO)),
             0.0
         );
+        assert_eq!(max_utilisation_after(&none, &Resources::ZERO), 0.0);
     }
 }

@@ -5,12 +5,12 @@
 //! after placing the request, as for `dist_from_diag`, so hosts of different sizes compare on
 //! what they would become; classes a host has no capacity of take no part.
 
-use super::{max_utilisation, utilisation_after};
+use super::max_utilisation_after;
 use crate::domain::{HostState, Resources};
 
 /// Minus the host's largest post-placement utilisation.
 pub fn score(host: &HostState, demand: &Resources) -> f64 {
-    -max_utilisation(&utilisation_after(host, demand))
+    -max_utilisation_after(host, demand)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! runs first whether `enabled_filters` names it or not.
 
 use super::{Filter, FilterEnv};
-use crate::domain::{HostState, RequestContext};
+use crate::domain::{ClassId, HostState, RequestContext, Resources};
 
 /// Passes hosts that Placement would list as allocation candidates for the request: room for
 /// the demand in every class after allocation ratios, each class' unit rules (min_unit,
@@ -25,8 +25,21 @@ impl Filter for CapacityFilter {
     }
 
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
-        host.fits(&req.demand) && req.query.accepts(host)
+        has_room(host, &req.demand) && host.profile.admits(&req.demand) && req.query.accepts(host)
     }
+}
+
+/// [`HostState::fits`]'s room test over the classes the process knows: every other class is
+/// 0 in the usage, the demand and the capacity alike, so the answer is the same, without
+/// summing and comparing all `MAX_CLASSES` of them for every host of every request (this
+/// test is the inner loop of every full-snapshot decision).
+pub fn has_room(host: &HostState, demand: &Resources) -> bool {
+    let n = ClassId::count();
+    let (used, usable) = (&host.used.0[..n], &host.usable().0[..n]);
+    used.iter()
+        .zip(usable)
+        .zip(&demand.0[..n])
+        .all(|((u, cap), d)| u.saturating_add(*d) <= *cap)
 }
 
 #[cfg(test)]
@@ -74,6 +87,37 @@ mod tests {
             let req = RequestContext::with_demand("i", "f", demand);
             let got = CapacityFilter.passes(&host, &req, &FilterEnv::without_heartbeats());
             assert_eq!(got, want, "{name}");
+            assert_eq!(has_room(&host, &demand), host.fits(&demand), "{name}");
+        }
+    }
+
+    #[test]
+    fn has_room_agrees_with_host_fits_including_saturation() {
+        let usable = Resources::new(10, 10, 10);
+        let demands = [
+            Resources::new(0, 0, 0),
+            Resources::new(10, 10, 10),
+            Resources::new(11, 0, 0),
+            Resources::new(i64::MAX, 0, 0),
+            Resources::new(-1, 5, 5),
+        ];
+        let usages = [
+            Resources::ZERO,
+            Resources::new(5, 5, 5),
+            Resources::new(10, 0, 10),
+            Resources::new(i64::MAX, 0, 0),
+        ];
+        for used in usages {
+            for demand in demands {
+                let host = HostState::synthetic(1, usable, used);
+                assert_eq!(
+                    has_room(&host, &demand),
+                    host.fits(&demand),
+                    "used {:?} demand {:?}",
+                    &used.0[..3],
+                    &demand.0[..3]
+                );
+            }
         }
     }
 }
