@@ -12,12 +12,12 @@ mod batch;
 mod consumer;
 mod status;
 pub mod topology;
-mod url;
 
 pub use crate::backoff::Backoff;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
 pub use status::BrokerStatus;
-pub use url::TransportUrl;
+// Parsed with the settings (configuration sits below amqp in the layers).
+pub use crate::configuration::TransportUrl;
 
 use lapin::types::LongString;
 

@@ -5,16 +5,19 @@
 //! - `load`: reading file and environment; unknown keys refused with the nearest valid one;
 //!   Nova's `[filter_scheduler]` option names accepted as `[policy]` keys.
 //! - `validate`: what serde cannot check (ranges, URL schemes, paths), each error naming its key.
+//! - `transport_url`: `[amqp] url` as nova.conf's `transport_url` or an AMQP URI, per broker.
 //! - `choice`: enums chosen by name, whose errors list the valid names.
 //! - `nova_conf`, `from_nova`: `parasol config from-nova`, nova.conf to parasol.toml.
 
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
+mod transport_url;
 mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
 pub use load::{ConfigError, Source};
+pub use transport_url::TransportUrl;
 
 use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;

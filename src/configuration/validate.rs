@@ -153,7 +153,7 @@ impl Settings {
         if !self.amqp.url.is_empty() {
             self.amqp
                 .url
-                .parse::<crate::amqp::TransportUrl>()
+                .parse::<crate::configuration::TransportUrl>()
                 .map_err(|e| ConfigError::key("amqp.url", e))?;
         }
         for (name, value) in [

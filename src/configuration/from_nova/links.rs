@@ -48,7 +48,7 @@ pub(super) fn transport(conf: &NovaConf, out: &mut Out) {
 /// Parasol's `[amqp] url`: the same URL (Parasol fails over between its brokers as oslo does),
 /// with `ssl=1` when `[oslo_messaging_rabbit] ssl` is set; options Parasol ignores are named.
 pub fn amqp_url(url: &str, ssl: bool) -> Result<(String, Vec<String>), String> {
-    let parsed: crate::amqp::TransportUrl = url.parse()?;
+    let parsed: crate::configuration::TransportUrl = url.parse()?;
     let mut notes = Vec::new();
     if !parsed.ignored_options.is_empty() {
         notes.push(format!(
