@@ -5,7 +5,6 @@
 //! - `topology`: the exchanges, queues and bindings Parasol declares (never Nova's own queues).
 //! - `consumer`: the connection's life: declare, consume, reconnect with backoff.
 //! - `batch`: decode, apply a batch in one transaction, dead-letter poison, ack after commit.
-//! - `url`: nova.conf's `transport_url` (several brokers, `rabbit://`) as AMQP URIs.
 //! - `status`: [`BrokerStatus`], the connection's state for health and metrics.
 
 mod batch;

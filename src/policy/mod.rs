@@ -1,6 +1,6 @@
 //! The scheduling policy every backend shares: filters keep or drop hosts, weighers (or a
 //! placement algorithm's key) rank the rest, and a seeded pick chooses among the top
-//! `host_subset_size` (DESIGN §5, Nova's FilterScheduler).
+//! `host_subset_size` (docs/architecture.md §5, Nova's FilterScheduler).
 //!
 //! # Layout
 //! - `config`: [`PolicyConfig`] and [`Algorithm`], with Nova's option names and defaults.

@@ -10,6 +10,7 @@ mod backends;
 mod bad_input;
 mod concurrency;
 mod helpers;
+mod metrics;
 mod notifications;
 mod ready;
 mod redaction;
