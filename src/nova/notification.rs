@@ -312,5 +312,4 @@ fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
 }
 
 #[cfg(test)]
-#[path = "notification_tests.rs"]
 mod tests;

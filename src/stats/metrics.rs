@@ -216,6 +216,16 @@ impl BackendMetrics {
 
 impl Metrics {
     pub(super) fn backend(&self, backend: &str) -> BackendMetrics {
+        // `get_or_create` returns a read guard on its family: each one is released (cloned
+        // out) before the next call on the same family, which may need the write lock.
+        fn get<L, M, C>(family: &Family<L, M, C>, label: &L) -> M
+        where
+            L: Clone + std::hash::Hash + Eq,
+            M: Clone,
+            C: prometheus_client::metrics::family::MetricConstructor<M>,
+        {
+            family.get_or_create(label).clone()
+        }
         let b = BackendLabel {
             backend: backend.to_string(),
         };
@@ -225,24 +235,22 @@ impl Metrics {
         };
         let results = ["scheduled", "unschedulable", "error"];
         BackendMetrics {
-            scheduled: self.schedule_attempts.get_or_create(&r(results[0])).clone(),
-            unschedulable: self.schedule_attempts.get_or_create(&r(results[1])).clone(),
-            errors: self.schedule_attempts.get_or_create(&r(results[2])).clone(),
-            attempt_duration: results
-                .map(|res| self.attempt_duration.get_or_create(&r(res)).clone()),
-            algorithm_duration: self.algorithm_duration.get_or_create(&b).clone(),
-            claim_duration: self.claim_duration.get_or_create(&b).clone(),
-            placement_attempts: self.placement_attempts.get_or_create(&b).clone(),
+            scheduled: get(&self.schedule_attempts, &r(results[0])),
+            unschedulable: get(&self.schedule_attempts, &r(results[1])),
+            errors: get(&self.schedule_attempts, &r(results[2])),
+            attempt_duration: results.map(|res| get(&self.attempt_duration, &r(res))),
+            algorithm_duration: get(&self.algorithm_duration, &b),
+            claim_duration: get(&self.claim_duration, &b),
+            placement_attempts: get(&self.placement_attempts, &b),
             declines: DeclineCause::ALL.map(|cause| {
-                self.declines
-                    .get_or_create(&CauseLabel {
-                        backend: backend.to_string(),
-                        cause: cause.as_str(),
-                    })
-                    .clone()
+                let label = CauseLabel {
+                    backend: backend.to_string(),
+                    cause: cause.as_str(),
+                };
+                get(&self.declines, &label)
             }),
-            avoidable_declines: self.avoidable_declines.get_or_create(&b).clone(),
-            queries: self.queries.get_or_create(&b).clone(),
+            avoidable_declines: get(&self.avoidable_declines, &b),
+            queries: get(&self.queries, &b),
         }
     }
 
