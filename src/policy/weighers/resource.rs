@@ -211,7 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn every_row_is_tested_and_names_are_distinct() {
+    fn the_table_holds_nova_s_five_resource_weighers_in_its_order() {
         let names: Vec<_> = RESOURCE_WEIGHERS.iter().map(|s| s.name).collect();
         assert_eq!(
             names,
