@@ -11,6 +11,7 @@
 //! - [`choice`]: closed sets of named configuration values, with "did you mean" errors.
 //! - [`cloud`]: Nova's host aggregates (and facts) the request filters read.
 //! - [`clock`]: the injectable clock every interval and timestamp comes from.
+//! - [`transport_url`]: nova.conf's `transport_url` (several brokers, `rabbit://`) as AMQP URIs.
 //! - [`configuration`]: the settings file, environment overrides and validation.
 //! - [`table`]: the live host table every decision reads and every claim reserves in.
 //! - [`ledger`]: the SQL ledger (SQLite or PostgreSQL): hosts, claims, allocations, message ids;
@@ -63,3 +64,4 @@ pub mod stats;
 pub mod systemd;
 pub mod table;
 pub mod telemetry;
+pub mod transport_url;

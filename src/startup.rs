@@ -59,6 +59,8 @@ pub struct Handles {
     pub broker: Arc<BrokerStatus>,
     pub placement: Arc<PlacementStatus>,
     pub rpc: Arc<RpcCounters>,
+    /// The last read of Nova's databases (`[nova_db]`), published by its refresh loop.
+    pub nova_db: tokio::sync::watch::Sender<crate::nova_db::RefreshState>,
 }
 
 impl Handles {
@@ -162,6 +164,7 @@ impl Application {
                 broker,
                 placement,
                 rpc,
+                nova_db: tokio::sync::watch::Sender::new(Default::default()),
             },
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -224,6 +227,28 @@ impl Application {
         ));
     }
 
+    /// Starts reading Nova's compute-node records when `[nova_db] enabled`: service host,
+    /// cell, facts and service state laid over the hosts (see [`crate::nova_db`]).
+    pub fn start_nova_db(&self) {
+        let settings = self.handles.settings.nova_db.clone();
+        if !settings.enabled {
+            return;
+        }
+        let reader = match crate::nova_db::NovaDbReader::new(settings, self.handles.clock.clone()) {
+            Ok(reader) => Arc::new(reader),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read Nova's databases");
+                return;
+            }
+        };
+        self.tasks.spawn(crate::nova_db::run_nova_db(
+            reader,
+            self.handles.scheduler.ledger().table().clone(),
+            self.handles.nova_db.clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
     /// On PostgreSQL, keeps the live table in step with the other processes' writes.
     pub fn start_follow(&self) {
         let ledger = self.handles.scheduler.ledger().clone();
@@ -232,12 +257,26 @@ impl Application {
             .spawn(async move { ledger.follow(shutdown).await });
     }
 
+    /// Releases the claims nothing confirmed within `[scheduler] claim_ttl_s`.
+    pub fn start_claim_expiry(&self) {
+        let scheduler = &self.handles.scheduler;
+        self.tasks.spawn(crate::ledger::run_claim_expiry(
+            scheduler.ledger().clone(),
+            self.handles.clock.clone(),
+            self.handles.settings.scheduler.claim_ttl_s,
+            scheduler.stats().clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
     /// Every background part the configuration asks for.
     pub fn start_background(&self) {
         self.start_follow();
+        self.start_claim_expiry();
         self.start_notification_consumer();
         self.start_rpc_server();
         self.start_placement_sync();
+        self.start_nova_db();
     }
 
     /// Serves until [`Shutdown::stop`]; then waits for the background parts to drain, at

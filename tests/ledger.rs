@@ -480,3 +480,67 @@ async fn a_process_table_follows_another_process_changes_on_postgres() {
     stop.cancel();
     follow.await.unwrap();
 }
+
+/// Issue 16, item 3: an error is an outage only when the ledger itself failed; what the
+/// database refuses in a message's values is not (the message is dead-lettered, not requeued).
+#[tokio::test]
+async fn database_errors_tell_an_outage_from_a_refused_value() {
+    use parasol::ledger::LedgerError;
+    use sqlx::Connection;
+    let db = support::postgres_db().await;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let refused = |e: sqlx::Error| LedgerError::from(e).is_outage();
+    for (sql, value, what) in [
+        ("SELECT $1::text", "a\u{0}b", "a NUL byte"),
+        ("SELECT 1 / $1::int", "0", "a division by zero"),
+        (
+            "SELECT $1::bigint + 1",
+            "9223372036854775807",
+            "bigint out of range",
+        ),
+    ] {
+        let e = sqlx::query(sql)
+            .bind(value)
+            .execute(&mut conn)
+            .await
+            .unwrap_err();
+        assert!(!refused(e), "{what} is the value's fault");
+    }
+    sqlx::query("SET lock_timeout = 1")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query("SET statement_timeout = 1")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let e = sqlx::query("SELECT pg_sleep(1)")
+        .execute(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(refused(e), "a cancelled statement is the ledger's");
+    let unreachable = sqlx::PgConnection::connect("postgres://postgres@127.0.0.1:1/test")
+        .await
+        .unwrap_err();
+    assert!(refused(unreachable), "an unreachable server is an outage");
+    // SQLite: a read-only database is an outage.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("x.db").display());
+    let mut rw = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE t (x INTEGER NOT NULL)")
+        .execute(&mut rw)
+        .await
+        .unwrap();
+    let e = sqlx::query("INSERT INTO t VALUES (NULL)")
+        .execute(&mut rw)
+        .await
+        .unwrap_err();
+    assert!(!refused(e), "a violated constraint is the value's fault");
+    let ro = format!("sqlite://{}?mode=ro", dir.path().join("x.db").display());
+    let mut ro = sqlx::SqliteConnection::connect(&ro).await.unwrap();
+    let e = sqlx::query("INSERT INTO t VALUES (1)")
+        .execute(&mut ro)
+        .await
+        .unwrap_err();
+    assert!(refused(e), "a read-only database is an outage");
+}

@@ -86,6 +86,8 @@ impl Caller {
             Target::Http { base } => Ok(Caller::Http {
                 client: reqwest::Client::builder()
                     .pool_max_idle_per_host(concurrency)
+                    // Below actix-web's 5 s keep-alive (see run.rs).
+                    .pool_idle_timeout(Duration::from_secs(2))
                     .timeout(CALL_TIMEOUT)
                     .build()?,
                 url: format!("{base}/v1/select_destinations"),
@@ -252,10 +254,15 @@ pub async fn drive(
         if start.elapsed() > spec.max_duration {
             break;
         }
-        if spec.open_loop {
+        // Open loop: each request's latency counts from its scheduled arrival, so time spent
+        // waiting for a free caller is in it (no coordinated omission).
+        let scheduled = if spec.open_loop {
             let at = start + Duration::from_secs_f64(req.arrival_s / spec.time_scale);
             tokio::time::sleep_until(at.into()).await;
-        }
+            at
+        } else {
+            Instant::now()
+        };
         if spec.batch.is_some_and(|b| i > 0 && i % b == 0) {
             // The whole previous batch must finish first.
             drop(sem.acquire_many(permits as u32).await?);
@@ -264,7 +271,7 @@ pub async fn drive(
         let ctx = ctx.clone();
         let req = req.clone();
         tokio::spawn(async move {
-            call(&ctx, &req).await;
+            call(&ctx, &req, scheduled).await;
             ctx.progress.inc(1);
             drop(permit);
         });
@@ -293,13 +300,12 @@ pub async fn drive(
     })
 }
 
-async fn call(ctx: &Ctx, req: &Request) {
+async fn call(ctx: &Ctx, req: &Request, scheduled: Instant) {
     let demand = ctx.flavors[req.flavor];
     let uuid = req.uuid.to_string();
     let body = wire::select_body(&uuid, demand);
-    let t0 = Instant::now();
     let outcome = ctx.caller.select(body).await;
-    record(ctx, t0);
+    record(ctx, scheduled);
     let reply = match outcome {
         Outcome::Placed(reply) => reply,
         Outcome::NoValidHost => {

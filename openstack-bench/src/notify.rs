@@ -123,13 +123,35 @@ impl Notifier {
                     .is_ok()
             }
             Via::Http { client, url } => {
-                let url = url.read().clone();
-                client
-                    .post(url)
-                    .json(inner)
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
+                // A host's events outlive a service restart (the bench restarts the service
+                // between registration and the measured run, and the fleet keeps beating): a
+                // request without an answer is retried for up to 10 s against the current target,
+                // as a compute's oslo.messaging notifier keeps its events until the broker
+                // takes them. Any answer other than 2xx is a failure and is reported.
+                let mut attempt = 0;
+                loop {
+                    let target = url.read().clone();
+                    match client.post(&target).json(inner).send().await {
+                        Ok(r) if r.status().is_success() => break true,
+                        Ok(r) => {
+                            let status = r.status();
+                            let body = r.text().await.unwrap_or_default();
+                            report_failure(&format!("{target}: {status}: {body}"));
+                            break false;
+                        }
+                        // No answer (refused, or reset by a service that is stopping): the
+                        // event carries its message_id, which the service applies once, so
+                        // sending it again is safe.
+                        Err(e) if (e.is_connect() || e.is_request()) && attempt < 100 => {
+                            attempt += 1;
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        Err(e) => {
+                            report_failure(&format!("{target}: {e:?}"));
+                            break false;
+                        }
+                    }
+                }
             }
         };
         let counter = if ok { &self.sent } else { &self.failed };
@@ -146,5 +168,13 @@ impl Notifier {
         ch.exchange_delete(exchange, Default::default()).await?;
         conn.close(0, "bench done").await?;
         Ok(())
+    }
+}
+
+/// Prints the first few failed notifications with their reason (the run's result counts all).
+fn report_failure(what: &str) {
+    static PRINTED: AtomicU64 = AtomicU64::new(0);
+    if PRINTED.fetch_add(1, Ordering::Relaxed) < 5 {
+        eprintln!("notification failed: {what}");
     }
 }

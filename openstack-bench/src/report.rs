@@ -97,13 +97,13 @@ pub fn write(
 /// The Markdown table of runs.
 pub fn table(runs: &[RunResult]) -> String {
     let mut md = String::from(
-        "| run | hosts | requests | decisions/s | p50 ms | p90 ms | p99 ms | service p99 ms: call / decide / claim | decline ratio | host reads/request | placed | no valid host | violations | ledger = books |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| run | hosts | requests | decisions/s | p50 ms | p90 ms | p99 ms | service CPU µs/decision | service p99 ms: call / decide / claim | decline ratio | host reads/request | placed | no valid host | violations | ledger = books |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {
         let d = &r.driver;
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} % | {:.1} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.2} % | {:.1} | {} | {} | {} | {} |",
             r.label,
             r.hosts,
             d.issued,
@@ -111,6 +111,7 @@ pub fn table(runs: &[RunResult]) -> String {
             d.latency_ms.p50,
             d.latency_ms.p90,
             d.latency_ms.p99,
+            r.service_cpu_us_per_decision,
             service_p99(r),
             100.0 * r.stat("decline_ratio"),
             r.stat("queries_per_request"),

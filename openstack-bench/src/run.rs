@@ -43,6 +43,10 @@ pub struct RunResult {
     pub deleted: u64,
     pub notifications_sent: u64,
     pub notifications_failed: u64,
+    /// CPU seconds the measured service used from the first request until the run's
+    /// notifications were applied (`/proc/<pid>/stat`), and that per decision in µs.
+    pub service_cpu_s: f64,
+    pub service_cpu_us_per_decision: f64,
     /// Hosts whose ledger `used` differs from their own books after draining.
     pub ledger_mismatch_hosts: usize,
     /// placed + no_valid_host = requests, by the driver and by the service.
@@ -96,7 +100,12 @@ pub async fn run_one(
     progress: ProgressBar,
 ) -> anyhow::Result<RunResult> {
     let dir: PathBuf = env.out_dir.join("runs").join(format!("{label}-{hosts}"));
-    let client = reqwest::Client::new();
+    // Idle connections are dropped before actix-web's 5 s keep-alive closes them: a request
+    // sent on a connection the server is closing fails with "error sending request" (the
+    // notifications lost under load in issue 15's runs).
+    let client = reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(2))
+        .build()?;
     // Hosts register with a first service; the measured one then starts on the registered
     // ledger, as a scheduler does in production (caching, asc and apsr read the host list at
     // start and would otherwise see no host until their first refresh or round). Only the
@@ -143,6 +152,7 @@ pub async fn run_one(
             base: service.base.clone(),
         },
     };
+    let cpu_before = service.cpu_seconds()?;
     let result = driver::drive(&target, ds, requests, fleet.clone(), spec, progress).await?;
     let _ = stop_tx.send(());
     let params = sampler.await.unwrap_or_default();
@@ -159,6 +169,8 @@ pub async fn run_one(
         Duration::from_secs(60),
     )
     .await;
+    let service_cpu_s = service.cpu_seconds()? - cpu_before;
+    let service_cpu_us_per_decision = 1e6 * service_cpu_s / (result.issued.max(1) as f64);
     let stats = get_json(&client, format!("{}/v1/stats", service.base)).await?;
     let ledger = get_json(&client, format!("{}/v1/hosts", service.base)).await?;
     let mismatch = mismatches(&ledger, &books);
@@ -187,6 +199,8 @@ pub async fn run_one(
         deleted: counters.deleted.load(Ordering::Relaxed),
         notifications_sent: sent,
         notifications_failed: notifier.failed.load(Ordering::Relaxed),
+        service_cpu_s,
+        service_cpu_us_per_decision,
         ledger_mismatch_hosts: mismatch,
         accounted,
         params,

@@ -101,7 +101,18 @@ pub struct Service {
 }
 
 impl Drop for Service {
+    /// Stops the service as systemd would: SIGTERM (it finishes what it has in flight), then
+    /// SIGKILL if it is still there after 10 s.
     fn drop(&mut self) {
+        // SAFETY: signals our own child, which has not been waited for yet.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -133,6 +144,13 @@ fn free_port() -> anyhow::Result<u16> {
 }
 
 impl Service {
+    /// CPU seconds (user + system) the service process has used so far, from
+    /// `/proc/<pid>/stat` (fields 14 and 15, in clock ticks): the service's own cost, whatever
+    /// else shares the machine.
+    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        process_cpu_seconds(self.child.id())
+    }
+
     /// Writes the configuration into `dir`, starts the service, waits for `/healthz`.
     pub async fn start(bin: &Path, cfg: &ServiceConfig, dir: &Path) -> anyhow::Result<Service> {
         std::fs::create_dir_all(dir)?;
@@ -172,5 +190,62 @@ impl Service {
             "parasol did not answer /healthz within 30 s; see {}/parasol.log",
             dir.display()
         )
+    }
+}
+
+/// User + system CPU seconds of process `pid` (Linux `/proc/<pid>/stat`).
+pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    parse_cpu_seconds(&stat, clock_ticks_per_second())
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf only reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+/// utime + stime of one `/proc/<pid>/stat` line. The command name (field 2) may hold spaces
+/// and parentheses, so fields are counted after its last `)`.
+fn parse_cpu_seconds(stat: &str, ticks_per_s: f64) -> anyhow::Result<f64> {
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("no `)` in /proc stat line")?;
+    // After `)`: field 3 (state) is index 0, so utime (14) is index 11 and stime (15) 12.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> anyhow::Result<f64> {
+        fields
+            .get(i)
+            .context("short /proc stat line")?
+            .parse::<f64>()
+            .context("non-numeric /proc stat field")
+    };
+    Ok((field(11)? + field(12)?) / ticks_per_s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_seconds_are_utime_plus_stime_after_the_command_name() {
+        let line =
+            "4242 (parasol (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 9 0 1 0 0";
+        assert_eq!(parse_cpu_seconds(line, 100.0).unwrap(), 3.0);
+        assert!(parse_cpu_seconds("4242 parasol S", 100.0).is_err());
+    }
+
+    #[test]
+    fn this_process_has_used_some_cpu() {
+        let spin = (0..2_000_000u64).fold(0u64, |a, b| a.wrapping_add(b * b));
+        assert!(spin > 0);
+        let s = process_cpu_seconds(std::process::id()).unwrap();
+        assert!(s > 0.0 && s < 3_600.0, "{s}");
     }
 }

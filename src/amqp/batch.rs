@@ -48,21 +48,22 @@ pub(super) async fn process_batch(
         .map(|(_, d)| Notification::decode(&d.data).map_err(|e| e.to_string()))
         .collect();
     let valid: Vec<&Notification> = decoded.iter().filter_map(|r| r.as_ref().ok()).collect();
-    let mut outcomes = match ingest.apply_batch(&valid).await {
-        Ok(outcomes) => outcomes.into_iter(),
-        Err(e) => {
-            tracing::error!(error = %e, messages = deliveries.len(), "ledger unavailable; batch requeued");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let requeue = BasicNackOptions {
-                multiple: true,
-                requeue: true,
-            };
-            for (_, last) in last_per_source(&deliveries) {
-                last.acker.nack(requeue).await?;
-            }
-            return Ok(());
-        }
+    let outcomes = match ingest.apply_batch(&valid).await {
+        Ok(outcomes) => Some(outcomes),
+        Err(e) => one_by_one(ingest, amqp, &valid, &e).await,
     };
+    let Some(outcomes) = outcomes else {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let requeue = BasicNackOptions {
+            multiple: true,
+            requeue: true,
+        };
+        for (_, last) in last_per_source(&deliveries) {
+            last.acker.nack(requeue).await?;
+        }
+        return Ok(());
+    };
+    let mut outcomes = outcomes.into_iter();
     let mut poison = Vec::new();
     for (i, d) in decoded.iter().enumerate() {
         let outcome = match d {
@@ -81,6 +82,57 @@ pub(super) async fn process_batch(
         last.acker.ack(BasicAckOptions { multiple: true }).await?;
     }
     Ok(())
+}
+
+/// A batch failed with what looked like an outage. When the ledger takes a write now, the
+/// failure came from the batch, not the ledger: its messages are applied one by one, each
+/// tried up to `[amqp] attempts` times (0.25 s, 0.5 s, 1 s … apart); one that still fails
+/// (while the ledger takes writes) is rejected with the database's reason and dead-lettered,
+/// and the others are applied.
+/// `None` when the ledger is really out: the whole batch is requeued (messages applied
+/// meanwhile come back as duplicates and change nothing).
+async fn one_by_one(
+    ingest: &Ingest,
+    amqp: &AmqpSettings,
+    batch: &[&Notification],
+    error: &crate::ledger::LedgerError,
+) -> Option<Vec<crate::notifications::Outcome>> {
+    if let Err(probe) = ingest.takes_writes().await {
+        tracing::error!(%error, %probe, messages = batch.len(), "ledger unavailable; batch requeued");
+        return None;
+    }
+    tracing::warn!(%error, messages = batch.len(), "a batch failed while the ledger takes writes; applying its messages one by one");
+    let attempts = amqp.attempts.max(1);
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for n in batch {
+        let mut tries = 0;
+        let outcome = loop {
+            tries += 1;
+            match ingest.apply_batch(std::slice::from_ref(n)).await {
+                Ok(mut one) => {
+                    break one
+                        .pop()
+                        .unwrap_or_else(|| Err("no outcome for this message".into()))
+                }
+                Err(e) => {
+                    if let Err(probe) = ingest.takes_writes().await {
+                        tracing::error!(error = %e, %probe, "ledger unavailable; batch requeued");
+                        return None;
+                    }
+                    if tries >= attempts {
+                        break Err(format!(
+                            "{} {}: failed {tries} times while the ledger took writes: {e}",
+                            n.event_type, n.message_id
+                        ));
+                    }
+                    // A lock or a conflict may clear: 0.25 s, 0.5 s, 1 s … between tries.
+                    ingest.clock().sleep_ms(250 << (tries - 1).min(6)).await;
+                }
+            }
+        };
+        outcomes.push(outcome);
+    }
+    Some(outcomes)
 }
 
 fn last_per_source(deliveries: &[(Source, Delivery)]) -> Vec<(Source, &Delivery)> {

@@ -13,10 +13,9 @@ mod status;
 pub mod topology;
 
 pub use crate::backoff::Backoff;
+pub use crate::transport_url::TransportUrl;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
 pub use status::BrokerStatus;
-// Parsed with the settings (configuration sits below amqp in the layers).
-pub use crate::configuration::TransportUrl;
 
 use lapin::types::LongString;
 

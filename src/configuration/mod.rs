@@ -5,19 +5,16 @@
 //! - `load`: reading file and environment; unknown keys refused with the nearest valid one;
 //!   Nova's `[filter_scheduler]` option names accepted as `[policy]` keys.
 //! - `validate`: what serde cannot check (ranges, URL schemes, paths), each error naming its key.
-//! - `transport_url`: `[amqp] url` as nova.conf's `transport_url` or an AMQP URI, per broker.
 //! - `choice`: enums chosen by name, whose errors list the valid names.
 //! - `nova_conf`, `from_nova`: `parasol config from-nova`, nova.conf to parasol.toml.
 
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
-mod transport_url;
 mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
 pub use load::{ConfigError, Source};
-pub use transport_url::TransportUrl;
 
 use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;
@@ -89,6 +86,7 @@ pub struct Settings {
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,
+    pub nova_db: crate::nova_db::NovaDbSettings,
     pub log: LogSettings,
     pub auth: crate::auth::AuthSettings,
 }
@@ -179,6 +177,9 @@ pub struct SchedulerSettings {
     pub max_placement_results: u32,
     /// Nova's `[workarounds] disable_fallback_pcpu_query`: no VCPU retry for dedicated CPUs.
     pub disable_fallback_pcpu_query: bool,
+    /// Seconds a claim may stay unconfirmed (no `instance.create.end` or other end
+    /// notification, no instance info from its host) before it is released; 0: never.
+    pub claim_ttl_s: u64,
 }
 
 impl SchedulerSettings {
@@ -212,6 +213,7 @@ impl Default for SchedulerSettings {
             image_metadata_prefilter: false,
             max_placement_results: 1000,
             disable_fallback_pcpu_query: false,
+            claim_ttl_s: 600,
         }
     }
 }
@@ -251,6 +253,9 @@ pub struct AmqpSettings {
     pub prefetch: u16,
     /// Most messages applied in one ledger transaction (acknowledged together after commit).
     pub batch_size: usize,
+    /// When a batch fails although the ledger takes writes, each of its messages is tried
+    /// alone up to this many times before it is dead-lettered with the database's reason.
+    pub attempts: u32,
     /// Reconnect backoff bounds, in seconds.
     pub reconnect_min_s: f64,
     pub reconnect_max_s: f64,
@@ -267,6 +272,7 @@ impl Default for AmqpSettings {
             fanout_exchange: "scheduler_fanout".into(),
             prefetch: 1000,
             batch_size: 500,
+            attempts: 3,
             reconnect_min_s: 0.5,
             reconnect_max_s: 30.0,
         }

@@ -33,6 +33,9 @@ impl Settings {
         if self.amqp.prefetch == 0 {
             return key("amqp.prefetch", "must be at least 1");
         }
+        if self.amqp.attempts == 0 {
+            return key("amqp.attempts", "must be at least 1");
+        }
         if self.amqp.batch_size == 0 {
             return key("amqp.batch_size", "must be at least 1");
         }
@@ -59,6 +62,10 @@ impl Settings {
                 key: format!("placement.{k}"),
                 message: m.into(),
             })?;
+        self.nova_db.validate().map_err(|(k, m)| ConfigError::Key {
+            key: format!("nova_db.{k}"),
+            message: m,
+        })?;
         if !(self.server.shutdown_grace_s.is_finite() && self.server.shutdown_grace_s >= 0.0) {
             return key(
                 "server.shutdown_grace_s",
@@ -153,7 +160,7 @@ impl Settings {
         if !self.amqp.url.is_empty() {
             self.amqp
                 .url
-                .parse::<crate::configuration::TransportUrl>()
+                .parse::<crate::transport_url::TransportUrl>()
                 .map_err(|e| ConfigError::key("amqp.url", e))?;
         }
         for (name, value) in [
@@ -243,6 +250,18 @@ mod tests {
             (
                 "[placement]\nurl = \"placement\"",
                 "key `placement.url` is not a URL",
+            ),
+            (
+                "[nova_db]\nenabled = true",
+                "key `nova_db.api_database_url` or cells is required when enabled",
+            ),
+            (
+                "[nova_db]\napi_database_url = \"oracle://nova:pw@db/nova\"",
+                "key `nova_db.api_database_url`",
+            ),
+            (
+                "[nova_db]\nrefresh_interval_s = 0",
+                "key `nova_db.refresh_interval_s` must be a positive number of seconds",
             ),
             (
                 "[ledger]\nurl = \"postgres://u@h:port/db\"",

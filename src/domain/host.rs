@@ -173,8 +173,20 @@ impl HostState {
 
     /// True when `demand` fits in the room left in every class and respects the host's unit
     /// rules (Placement's capacity test for one allocation candidate).
+    ///
+    /// Only the classes the demand asks for are compared, as Placement does: a class the
+    /// request does not ask for never hides a host, even one over its capacity there (after an
+    /// allocation ratio was lowered). It is also the scan's hot loop: the host's other classes
+    /// are never read.
     pub fn fits(&self, demand: &Resources) -> bool {
-        (self.used + *demand).fits_within(&self.profile.usable) && self.profile.admits(demand)
+        let usable = &self.profile.usable.0;
+        let used = &self.used.0;
+        demand.0.iter().enumerate().all(|(i, &d)| {
+            d == 0
+                || used[i]
+                    .checked_add(d)
+                    .is_some_and(|total| total <= usable[i])
+        }) && self.profile.admits(demand)
     }
 
     /// Fraction used of each class the host has capacity of, by class index (`None` for a
@@ -229,6 +241,18 @@ mod tests {
             "3 VCPU is not a step of 2"
         );
         assert!(host.fits(&Resources::new(4, 1, 1)));
+    }
+
+    #[test]
+    fn a_class_the_request_does_not_ask_for_never_hides_a_host() {
+        // Disk overcommitted (an allocation ratio lowered after the fact): Placement still
+        // lists the host for a request without disk, and so does Parasol.
+        let host = HostState::synthetic(1, Resources::new(8, 1024, 10), Resources::new(0, 0, 12));
+        assert!(host.fits(&Resources::new(2, 512, 0)));
+        assert!(!host.fits(&Resources::new(2, 512, 1)));
+        let overflow = Resources::new(i64::MAX, 0, 0);
+        let full = HostState::synthetic(2, Resources::new(8, 1024, 10), Resources::new(1, 0, 0));
+        assert!(!full.fits(&overflow), "a sum past i64 never fits");
     }
 
     #[test]

@@ -11,6 +11,9 @@ use serde::Serialize;
 pub struct Destination {
     pub host: Option<String>,
     pub node: Option<String>,
+    /// The cell's uuid (`Destination.cell`): a move stays in the instance's cell unless the
+    /// conductor allows a cross-cell move (nova-scheduler's `HostManager` reads that cell only).
+    pub cell: Option<String>,
 }
 
 /// Server-group policies Nova knows.

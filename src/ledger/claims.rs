@@ -360,11 +360,26 @@ impl Ledger {
         let _shared = self.gate.read().await;
         match &self.pools {
             Pools::Sqlite { write, .. } => {
-                let mut conn = write.lock().await;
+                let mut conn = match write.lock().await {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        let message = format!("claim not made: {e}");
+                        for claim in self.claims.take() {
+                            self.table().undo(claim.host, &claim.demand);
+                            let _ = claim
+                                .reply
+                                .send(Err(LedgerError::Unavailable(message.clone())));
+                        }
+                        return;
+                    }
+                };
                 let mut queued = self.claims.take();
                 while !queued.is_empty() {
                     let rest = queued.split_off(queued.len().min(MAX_GROUP));
                     let answers = sqlite_group(&mut conn, &queued).await;
+                    if let Err(e) = &answers {
+                        write.failed(e);
+                    }
                     self.settle(Conn::Sqlite(&mut conn), queued, answers).await;
                     queued = rest;
                 }
@@ -376,7 +391,9 @@ impl Ledger {
                         let message = format!("claim not made: {e}");
                         for claim in self.claims.take() {
                             self.table().undo(claim.host, &claim.demand);
-                            let _ = claim.reply.send(Err(LedgerError::Invalid(message.clone())));
+                            let _ = claim
+                                .reply
+                                .send(Err(LedgerError::Unavailable(message.clone())));
                         }
                         return;
                     }
@@ -422,11 +439,13 @@ impl Ledger {
             }
             Err(e) => {
                 let message = format!("claim not made: {e}");
+                let outage = e.is_outage();
                 let mut first = Some(e);
                 claims
                     .iter()
                     .map(|_| match first.take() {
                         Some(e) => Err(e),
+                        None if outage => Err(LedgerError::Unavailable(message.clone())),
                         None => Err(LedgerError::Invalid(message.clone())),
                     })
                     .collect()

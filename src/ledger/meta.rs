@@ -29,7 +29,12 @@ impl Ledger {
             Ok::<(), LedgerError>(())
         });
         match tokio::time::timeout(timeout, probe).await {
-            Ok(Ok(result)) => result,
+            Ok(Ok(result)) => {
+                if let Err(e) = &result {
+                    self.write_failed(e);
+                }
+                result
+            }
             Ok(Err(join)) => Err(LedgerError::Invalid(format!(
                 "the write probe failed: {join}"
             ))),

@@ -14,12 +14,14 @@
 //! - `hosts`: registering hosts; loading them into the table (at start and on reloads).
 //! - `claims`: the grouped conditional claim, the release, and what an allocation holds.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
+//! - `expiry`: releasing claims that nothing confirmed within `[scheduler] claim_ttl_s`.
 //! - `import`: recording allocations made outside Parasol (Placement's).
 //! - `meta`: the ledger's id and the write probe of `/readyz`.
 //! - `follow`: PostgreSQL: loading the hosts other processes changed into this one's table.
 
 pub(crate) mod claims;
 pub(crate) mod dialect;
+mod expiry;
 mod follow;
 pub(crate) mod hosts;
 mod import;
@@ -28,6 +30,7 @@ mod meta;
 
 pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};
+pub use expiry::{run_claim_expiry, sweep_interval_ms};
 pub use hosts::HostRegistration;
 pub use messages::DeadLetter;
 
@@ -51,6 +54,58 @@ pub enum LedgerError {
     Database(#[from] sqlx::Error),
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The ledger refuses writes until an operator acts (its SQLite file was removed or
+    /// replaced under the running process).
+    #[error("ledger unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl LedgerError {
+    /// Whether this is the ledger's own failure (unreachable, closed, busy or locked, full,
+    /// read-only, out of resources, shut down, a lost connection, a serialization conflict),
+    /// after which the same write may succeed later. Otherwise the error comes from what was
+    /// written (a value out of range, an invalid byte sequence, a violated constraint): the
+    /// same message fails the same way every time.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            LedgerError::Database(e) => sqlx_outage(e),
+            LedgerError::Migrate(_) | LedgerError::Unavailable(_) => true,
+            LedgerError::UnsupportedUrl { .. }
+            | LedgerError::UnknownHost(_)
+            | LedgerError::Invalid(_) => false,
+        }
+    }
+}
+
+/// See [`LedgerError::is_outage`]. PostgreSQL by SQLSTATE class, SQLite by primary result code.
+fn sqlx_outage(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // SQLite: BUSY, LOCKED, NOMEM, READONLY, INTERRUPT, IOERR, CORRUPT, FULL,
+                // CANTOPEN, PROTOCOL, NOTADB.
+                let n = code.parse::<i32>().unwrap_or(0);
+                return matches!(n & 0xff, 5 | 6 | 7 | 8 | 9 | 10 | 11 | 13 | 14 | 15 | 26);
+            }
+            // PostgreSQL: connection (08), invalid transaction state (25: a read-only
+            // standby), transaction rollback (40: serialization, deadlock), access or schema
+            // (42), insufficient resources (53), object state (55: lock not available),
+            // operator intervention (57: shutdown, cancel), system (58), internal (XX).
+            matches!(
+                code.get(..2).unwrap_or(""),
+                "08" | "25" | "40" | "42" | "53" | "55" | "57" | "58" | "XX"
+            )
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Configuration(_) => true,
+        _ => false,
+    }
 }
 
 /// Which database engine the ledger runs on.
@@ -79,9 +134,28 @@ pub(crate) fn json_list<T: Into<serde_json::Value>>(values: impl IntoIterator<It
 /// SQLite's one writing connection, behind a fair lock. Not a pool of one: sqlx's pool pings a
 /// connection every time it is released, a round trip to the connection's worker thread that
 /// the next writer would wait for.
+///
+/// Before every write it checks that the file at the ledger's path is still the one it opened
+/// (same device and inode): a ledger file removed or replaced under the running process would
+/// otherwise take claims into a deleted file (lost at restart) or mix two ledgers' rows. Then
+/// it refuses every write, and `/readyz` says why, until an operator restarts it. After an
+/// outage (busy, I/O, read-only, full) the next write opens a fresh connection.
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
     conn: Arc<tokio::sync::Mutex<SqliteConnection>>,
+    opts: Arc<SqliteConnectOptions>,
+    file: std::path::PathBuf,
+    /// (device, inode) of the file when opened; `None` for an in-memory database.
+    identity: Option<(u64, u64)>,
+    /// Set after an outage: the next `lock` reconnects.
+    reconnect: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// (device, inode) of `file`.
+fn file_identity(file: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(file)?;
+    Ok((m.dev(), m.ino()))
 }
 
 /// Jobs waiting for the writer, served in groups. Whoever puts a job into an empty queue
@@ -122,15 +196,66 @@ impl<J> JobQueue<J> {
 }
 
 impl Writer {
-    fn new(conn: SqliteConnection) -> Writer {
+    fn new(conn: SqliteConnection, opts: SqliteConnectOptions) -> Writer {
+        let file = opts.get_filename().to_path_buf();
+        // An in-memory database (`sqlite::memory:` is `file:sqlx-in-memory-N`) has no file;
+        // a file ledger's was just opened (created if missing), so it is there.
+        let identity = file_identity(&file).ok();
         Writer {
             conn: Arc::new(tokio::sync::Mutex::new(conn)),
+            opts: Arc::new(opts),
+            file,
+            identity,
+            reconnect: Arc::default(),
         }
     }
 
-    /// Waits for the connection; writers get it in the order they asked.
-    pub(crate) async fn lock(&self) -> tokio::sync::MutexGuard<'_, SqliteConnection> {
-        self.conn.lock().await
+    /// Whether the file at the ledger's path is still the one this process opened.
+    fn check_file(&self) -> Result<(), LedgerError> {
+        let Some(opened) = self.identity else {
+            return Ok(());
+        };
+        let refuse = |what: &str| {
+            Err(LedgerError::Unavailable(format!(
+                "the SQLite ledger file {} was {what} while in use; writes are refused \
+                 (restart Parasol on the ledger file you mean)",
+                self.file.display()
+            )))
+        };
+        match file_identity(&self.file) {
+            Ok(now) if now == opened => Ok(()),
+            Ok(_) => refuse("replaced by another file"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => refuse("removed"),
+            Err(e) => refuse(&format!("made unreadable ({e})")),
+        }
+    }
+
+    /// Waits for the connection (writers get it in the order they asked), after checking the
+    /// file is still the ledger's and reconnecting after an outage.
+    pub(crate) async fn lock(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, SqliteConnection>, LedgerError> {
+        let mut conn = self.conn.lock().await;
+        self.check_file()?;
+        if self.reconnect.load(std::sync::atomic::Ordering::Relaxed) {
+            let fresh = SqliteConnection::connect_with(&self.opts).await?;
+            // The file may have changed while connecting.
+            self.check_file()?;
+            let old = std::mem::replace(&mut *conn, fresh);
+            drop(old);
+            self.reconnect
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(file = %self.file.display(), "the SQLite writer reconnected");
+        }
+        Ok(conn)
+    }
+
+    /// Notes a write's error: after an outage the next write reconnects.
+    pub(crate) fn failed(&self, e: &LedgerError) {
+        if e.is_outage() {
+            self.reconnect
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -168,7 +293,7 @@ macro_rules! write_pool {
             $crate::ledger::Pools::Sqlite { write, .. } => {
                 #[allow(unused_imports)]
                 use sqlx::Connection as _;
-                let mut conn = write.lock().await;
+                let mut conn = write.lock().await?;
                 let $pool = &mut *conn;
                 $body
             }
@@ -185,7 +310,7 @@ macro_rules! write_tx {
             $crate::ledger::Pools::Sqlite { write, .. } => {
                 #[allow(dead_code)]
                 type $db = sqlx::Sqlite;
-                let mut conn = write.lock().await;
+                let mut conn = write.lock().await?;
                 let mut $tx = sqlx::Connection::begin(&mut *conn).await?;
                 let out = $body;
                 $tx.commit().await?;
@@ -249,12 +374,15 @@ impl Ledger {
             }
             // A local file does not go stale: skip sqlx's ping before every acquire, which
             // would cost a round trip per claim.
-            let write = Writer::new(SqliteConnection::connect_with(&opts).await.map_err(|e| {
-                LedgerError::Invalid(format!(
-                    "cannot open the SQLite ledger {}: {e}",
-                    file.display()
-                ))
-            })?);
+            let write = Writer::new(
+                SqliteConnection::connect_with(&opts).await.map_err(|e| {
+                    LedgerError::Invalid(format!(
+                        "cannot open the SQLite ledger {}: {e}",
+                        file.display()
+                    ))
+                })?,
+                opts.clone(),
+            );
             let read = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .test_before_acquire(false)
@@ -301,6 +429,13 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// Notes a write's error: on SQLite, after an outage the next write reconnects.
+    pub(crate) fn write_failed(&self, e: &LedgerError) {
+        if let Pools::Sqlite { write, .. } = &self.pools {
+            write.failed(e);
+        }
+    }
+
     /// The live host table every decision reads.
     pub fn table(&self) -> &Arc<HostTable> {
         &self.table
@@ -318,7 +453,7 @@ impl Ledger {
     pub async fn migrate(&self) -> Result<(), LedgerError> {
         match &self.pools {
             Pools::Sqlite { write, .. } => {
-                let mut conn = write.lock().await;
+                let mut conn = write.lock().await?;
                 sqlx::migrate!("./migrations/sqlite")
                     .run(&mut *conn)
                     .await?

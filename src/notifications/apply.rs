@@ -76,55 +76,68 @@ fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
 }
 
 /// Tries the batch without savepoints, every message id recorded in one statement; only when a
-/// message is rejected does it roll everything back and apply again with a savepoint (and its
-/// own id statement) per message.
+/// message is rejected, or the database refuses something for its content (not an outage), does
+/// it roll everything back and apply again with a savepoint (and its own id statement) per
+/// message, so that the message at fault rolls back alone with the database's reason and the
+/// rest of the batch is applied. Only an outage fails the batch.
 macro_rules! apply_all {
     ($db:ty, $pool:expr, $table:expr, $touched:expr, $effect:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
         let mut outcomes = Vec::with_capacity($batch.len());
         let checked: Vec<_> = $batch.iter().map(|n| validate(n)).collect();
         let mut tx = $pool.begin().await?;
-        // Every valid message's id in one statement; the effects below skip their own.
-        let valid: Vec<&str> = $batch
-            .iter()
-            .zip(&checked)
-            .filter(|(_, c)| c.is_ok())
-            .map(|(n, _)| n.message_id.as_str())
-            .collect();
-        let mut fresh: std::collections::HashSet<String> = sqlx::query_scalar($mark_all)
-            .bind($ids(&valid))
-            .bind($now_ms)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect();
-        let mut clean = true;
-        for (n, checked) in $batch.iter().zip(&checked) {
-            let reg = match checked {
-                Ok(reg) => reg,
-                Err(reason) => {
-                    outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
-                    continue;
+        let clean = 'fast: {
+            // Every valid message's id in one statement; the effects below skip their own.
+            let valid: Vec<&str> = $batch
+                .iter()
+                .zip(&checked)
+                .filter(|(_, c)| c.is_ok())
+                .map(|(n, _)| n.message_id.as_str())
+                .collect();
+            let marked: Result<Vec<String>, sqlx::Error> = sqlx::query_scalar($mark_all)
+                .bind($ids(&valid))
+                .bind($now_ms)
+                .fetch_all(&mut *tx)
+                .await;
+            let mut fresh: std::collections::HashSet<String> = match marked {
+                Ok(ids) => ids.into_iter().collect(),
+                // An outage fails the batch; any other error sends it to the savepoint pass.
+                Err(e) => {
+                    let e = LedgerError::from(e);
+                    if e.is_outage() {
+                        return Err(e);
+                    }
+                    break 'fast false;
                 }
             };
-            // Seen in an earlier batch, or earlier in this one.
-            if !fresh.remove(&n.message_id) {
-                outcomes.push(Ok(Applied::Duplicate));
-                continue;
-            }
-            match $effect(&mut tx, $table, n, reg.as_ref(), $now_ms, false, $touched).await {
-                Ok(applied) => outcomes.push(Ok(applied)),
-                Err(ApplyError::Rejected(_)) => {
-                    clean = false;
-                    break;
+            for (n, checked) in $batch.iter().zip(&checked) {
+                let reg = match checked {
+                    Ok(reg) => reg,
+                    Err(reason) => {
+                        outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
+                        continue;
+                    }
+                };
+                // Seen in an earlier batch, or earlier in this one.
+                if !fresh.remove(&n.message_id) {
+                    outcomes.push(Ok(Applied::Duplicate));
+                    continue;
                 }
-                Err(ApplyError::Ledger(e)) => return Err(e),
+                match $effect(&mut tx, $table, n, reg.as_ref(), $now_ms, false, $touched).await {
+                    Ok(applied) => outcomes.push(Ok(applied)),
+                    Err(ApplyError::Rejected(_)) => break 'fast false,
+                    Err(ApplyError::Ledger(e)) if e.is_outage() => return Err(e),
+                    Err(ApplyError::Ledger(_)) => break 'fast false,
+                }
             }
-        }
+            true
+        };
         if clean {
             write_heartbeats!($db, tx, $touched);
             tx.commit().await?;
             return Ok(outcomes);
         }
+        // After a database error PostgreSQL refuses everything until the rollback; an error
+        // of the rollback itself is the connection's, an outage.
         tx.rollback().await?;
         outcomes.clear();
         *$touched = Touched::default();
@@ -139,7 +152,7 @@ macro_rules! apply_all {
             };
             let mut savepoint = (&mut tx).begin().await?;
             let before = ($touched.reload.len(), $touched.heartbeats.clone());
-            match $effect(
+            let result = $effect(
                 &mut savepoint,
                 $table,
                 n,
@@ -148,8 +161,14 @@ macro_rules! apply_all {
                 true,
                 $touched,
             )
-            .await
-            {
+            .await;
+            let result = match result {
+                Err(ApplyError::Ledger(e)) if !e.is_outage() => {
+                    Err(ApplyError::Rejected(format!("the ledger refused it: {e}")))
+                }
+                other => other,
+            };
+            match result {
                 Ok(Applied::Duplicate) => {
                     savepoint.rollback().await?;
                     outcomes.push(Ok(Applied::Duplicate));
@@ -206,19 +225,26 @@ async fn apply_in_tx(
     let table = ledger.table();
     match &ledger.pools {
         Pools::Sqlite { write, .. } => {
-            let mut conn = write.lock().await;
+            let mut conn = write.lock().await?;
             let ids = |ids: &[&str]| crate::ledger::json_list(ids.iter().copied());
-            apply_all!(
-                sqlx::Sqlite,
-                conn,
-                table,
-                touched,
-                apply_sqlite,
-                MARK_ALL_SQLITE,
-                ids,
-                batch,
-                now_ms
-            )
+            let applied: Result<Vec<Outcome>, LedgerError> = async {
+                apply_all!(
+                    sqlx::Sqlite,
+                    conn,
+                    table,
+                    touched,
+                    apply_sqlite,
+                    MARK_ALL_SQLITE,
+                    ids,
+                    batch,
+                    now_ms
+                )
+            }
+            .await;
+            if let Err(e) = &applied {
+                write.failed(e);
+            }
+            applied
         }
         Pools::Postgres(pool) => {
             let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<String>>();

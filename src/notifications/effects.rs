@@ -15,6 +15,16 @@ use sqlx::Row;
 const HOST_ID_BY_NAME: &str = "SELECT id FROM hosts WHERE host = $1 \
     AND (CAST($2 AS TEXT) IS NULL OR node = $2) ORDER BY id LIMIT 1";
 
+/// Every node of a service host, when the live table does not know it yet.
+const HOST_IDS_OF_SERVICE: &str = "SELECT id FROM hosts WHERE host = $1 ORDER BY id";
+
+/// Whether Nova's compute-node records (`[nova_db]`) name this service host.
+fn known_to_nova(table: &HostTable, host: &str) -> bool {
+    table
+        .records()
+        .is_some_and(|r| r.by_uuid.values().any(|n| &*n.service_host == host))
+}
+
 const CONFIRM_CLAIM: &str =
     "UPDATE allocations SET confirmed = TRUE WHERE instance_uuid = $1 AND host_id = $2";
 
@@ -85,6 +95,20 @@ macro_rules! define_effect {
                     }
                 }};
             }
+            // Every node of a service host (an Ironic-style service has several).
+            macro_rules! service_ids {
+                ($host:expr) => {{
+                    let ids = table.ids_of_service($host);
+                    if ids.is_empty() {
+                        sqlx::query_scalar::<_, i64>(HOST_IDS_OF_SERVICE)
+                            .bind($host)
+                            .fetch_all(&mut **tx)
+                            .await?
+                    } else {
+                        ids.into_iter().map(|h| h.0).collect::<Vec<i64>>()
+                    }
+                }};
+            }
             match &n.event {
                 HostEvent::HostState(p) => {
                     let reg = reg.ok_or_else(|| rejected(format!("host {}: not validated", p.host)))?;
@@ -133,48 +157,59 @@ macro_rules! define_effect {
                     }
                 }
                 HostEvent::ServiceUpdate { host, disabled, forced_down } => {
-                    let ids: Vec<i64> = sqlx::query_scalar(
-                        "UPDATE hosts SET disabled = $1, forced_down = $2 WHERE host = $3 RETURNING id",
-                    )
-                    .bind(*disabled)
-                    .bind(*forced_down)
-                    .bind(host)
-                    .fetch_all(&mut **tx)
-                    .await?;
+                    // Nova's records (when read) say the same sooner than the next refresh.
+                    table.want_records();
+                    let ids = service_ids!(host.as_str());
                     if ids.is_empty() {
+                        if known_to_nova(table, host) {
+                            // Not in Placement yet; its state comes from Nova's records.
+                            return Ok(Applied::Applied);
+                        }
                         return Err(rejected(format!("service.update for unknown host {host:?}")));
+                    }
+                    for id in &ids {
+                        sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3")
+                            .bind(*disabled)
+                            .bind(*forced_down)
+                            .bind(id)
+                            .execute(&mut **tx)
+                            .await?;
                     }
                     touched.reload.extend(ids.into_iter().map(HostId));
                 }
                 HostEvent::DeleteInstanceInfo { host, instance_uuid } => {
-                    let Some(id) = host_id!(host.as_str(), None::<&str>) else {
+                    let ids = service_ids!(host.as_str());
+                    if ids.is_empty() {
                         return Err(rejected(format!("unknown host {host:?}")));
-                    };
+                    }
                     let on_host: Option<i64> = sqlx::query_scalar("SELECT host_id FROM allocations WHERE instance_uuid = $1")
                         .bind(instance_uuid)
                         .fetch_optional(&mut **tx)
                         .await?;
-                    if on_host == Some(id) {
+                    if let Some(on) = on_host.filter(|on| ids.contains(on)) {
                         release_in_tx!($db, *tx, instance_uuid);
-                        touched.reload.push(HostId(id));
+                        touched.reload.push(HostId(on));
                     }
                 }
                 HostEvent::UpdateInstanceInfo { host, instance_uuids }
                 | HostEvent::SyncInstanceInfo { host, instance_uuids } => {
-                    let Some(id) = host_id!(host.as_str(), None::<&str>) else {
+                    let ids = service_ids!(host.as_str());
+                    if ids.is_empty() {
                         return Err(rejected(format!("unknown host {host:?}")));
-                    };
-                    touched.reload.push(HostId(id));
+                    }
+                    touched.reload.extend(ids.iter().copied().map(HostId));
                     if matches!(n.event, HostEvent::SyncInstanceInfo { .. }) {
-                        let rows = sqlx::query("SELECT instance_uuid FROM allocations WHERE host_id = $1")
-                            .bind(id)
-                            .fetch_all(&mut **tx)
-                            .await?;
                         let mut gone = Vec::new();
-                        for row in &rows {
-                            let uuid: String = row.try_get(0)?;
-                            if !instance_uuids.contains(&uuid) {
-                                gone.push(uuid);
+                        for id in &ids {
+                            let rows = sqlx::query("SELECT instance_uuid FROM allocations WHERE host_id = $1")
+                                .bind(id)
+                                .fetch_all(&mut **tx)
+                                .await?;
+                            for row in &rows {
+                                let uuid: String = row.try_get(0)?;
+                                if !instance_uuids.contains(&uuid) {
+                                    gone.push(uuid);
+                                }
                             }
                         }
                         for uuid in &gone {
@@ -182,7 +217,7 @@ macro_rules! define_effect {
                         }
                     }
                     for uuid in instance_uuids {
-                        let row = sqlx::query("SELECT host_id, resources FROM allocations WHERE instance_uuid = $1")
+                        let row = sqlx::query("SELECT host_id, resources, confirmed FROM allocations WHERE instance_uuid = $1")
                             .bind(uuid)
                             .fetch_optional(&mut **tx)
                             .await?;
@@ -191,13 +226,26 @@ macro_rules! define_effect {
                             continue;
                         };
                         let current: i64 = row.try_get(0)?;
-                        if current != id {
-                            let json: String = row.try_get(1)?;
-                            let demand = parse_resources(&json)?;
-                            release_in_tx!($db, *tx, uuid.as_str());
-                            record_in_tx!($db, *tx, uuid.as_str(), id, &demand, true, now_ms);
-                            touched.reload.push(HostId(current));
+                        let confirmed: bool = row.try_get(2)?;
+                        if ids.contains(&current) {
+                            if !confirmed {
+                                // The service runs it: the claim for its build or move is confirmed.
+                                sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
+                            }
+                            continue;
                         }
+                        // The instance is on this service now; which node only a service
+                        // of one node tells (an Ironic service's nodes are told apart by
+                        // instance.*.end's node).
+                        let &[id] = ids.as_slice() else {
+                            tracing::debug!(instance = %uuid, host = %host, "instance reported by a service of several nodes; its node arrives with its notification");
+                            continue;
+                        };
+                        let json: String = row.try_get(1)?;
+                        let demand = parse_resources(&json)?;
+                        release_in_tx!($db, *tx, uuid.as_str());
+                        record_in_tx!($db, *tx, uuid.as_str(), id, &demand, true, now_ms);
+                        touched.reload.push(HostId(current));
                     }
                 }
                 HostEvent::Unknown { .. } => return Ok(Applied::Unknown),

@@ -48,6 +48,14 @@ impl Ingest {
         apply_batch(&self.ledger, batch, self.clock.now_ms()).await
     }
 
+    /// Whether the ledger takes a write now (the write probe of `/readyz`): tells an outage
+    /// from a failure caused by the messages written.
+    pub async fn takes_writes(&self) -> Result<(), LedgerError> {
+        self.ledger
+            .probe_write(self.clock.now_ms(), std::time::Duration::from_secs(5))
+            .await
+    }
+
     /// Records a message that cannot be applied, with its reason, in the ledger's dead-letter
     /// table (a failure to record is logged: the message is on the dead-letter queue too).
     pub async fn dead_letter(&self, source: &str, reason: &str, body: &str) {

@@ -44,6 +44,7 @@ impl RequestedDestination {
         Destination {
             host: self.host.clone(),
             node: self.node.clone(),
+            cell: None,
         }
     }
 }

@@ -266,3 +266,22 @@ fn issue_16_oversized_hosts_ids_and_sizes_in_notifications_are_refused() {
         "{err}"
     );
 }
+
+/// Found by `tests/fuzz.rs` (seed 16): a call-monitor `_timeout` of 1e308 made the RPC
+/// server's heartbeat period overflow `Duration` and the call's task panic without a reply.
+#[test]
+fn issue_16_an_rpc_timeout_beyond_the_size_bound_is_refused_naming_it() {
+    for timeout in [
+        json!(1e308),
+        json!(-1),
+        json!("60"),
+        json!((1i64 << 40) + 1),
+    ] {
+        let m = json!({"method": "select_destinations", "args": {}, "version": "4.5",
+            "_msg_id": "m", "_reply_q": "q", "_timeout": timeout});
+        let err = RpcMessage::from_value(&m).unwrap_err().to_string();
+        assert!(err.contains("_timeout"), "{timeout}: {err}");
+    }
+    let m = json!({"method": "ping", "args": {}, "_timeout": 60});
+    assert_eq!(RpcMessage::from_value(&m).unwrap().timeout, Some(60.0));
+}

@@ -115,9 +115,15 @@ impl RpcMessage {
             None | Some(Value::Null) => None,
             Some(v) => Some(
                 v.as_f64()
-                    .filter(|t| t.is_finite() && *t >= 0.0)
+                    .filter(|t| t.is_finite() && *t >= 0.0 && *t <= super::bounds::MAX_SIZE as f64)
                     .ok_or_else(|| {
-                        CodecError::invalid("_timeout", "must be a non-negative number")
+                        CodecError::invalid(
+                            "_timeout",
+                            format!(
+                                "must be a non-negative number of at most {}",
+                                super::bounds::MAX_SIZE
+                            ),
+                        )
                     })?,
             ),
         };

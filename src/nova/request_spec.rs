@@ -133,10 +133,17 @@ impl RequestSpec {
             None => return Err(CodecError::missing(d.path_of("flavor"))),
         };
         let is_bfv = d.opt_bool("is_bfv")?.unwrap_or(false);
-        let destination = match d.opt_object("requested_destination", "Destination")? {
-            Some(dest) => Some(RequestedDestination::from_fields(&dest.data)?),
-            None => None,
-        };
+        let (destination, destination_cell) =
+            match d.opt_object("requested_destination", "Destination")? {
+                Some(dest) => {
+                    let cell = match dest.data.opt_object("cell", "CellMapping")? {
+                        Some(cell) => cell.data.opt_str("uuid")?,
+                        None => None,
+                    };
+                    (Some(RequestedDestination::from_fields(&dest.data)?), cell)
+                }
+                None => (None, None),
+            };
         let instance_group = match d.opt_object("instance_group", "InstanceGroup")? {
             Some(g) => Some(InstanceGroup::from_fields(&g.data)?),
             None => None,
@@ -171,9 +178,10 @@ impl RequestSpec {
             ignore_hosts: d.opt_str_list("ignore_hosts")?.unwrap_or_default(),
             force_hosts: d.opt_str_list("force_hosts")?.unwrap_or_default(),
             force_nodes: d.opt_str_list("force_nodes")?.unwrap_or_default(),
-            requested_destination: destination
-                .as_ref()
-                .map(RequestedDestination::host_and_node),
+            requested_destination: destination.as_ref().map(|dest| Destination {
+                cell: destination_cell,
+                ..dest.host_and_node()
+            }),
             destination,
             instance_group,
             is_bfv,

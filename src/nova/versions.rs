@@ -4,13 +4,14 @@
 use super::error::{CodecError, Result};
 
 /// `nova_object.name` → the major version Nova 34 writes (and this codec reads).
-const MAJORS: [(&str, u32); 24] = [
+const MAJORS: [(&str, u32); 25] = [
     ("Aggregate", 1),
     ("RequestSpec", 1),
     ("Flavor", 1),
     ("ImageMeta", 1),
     ("ImageMetaProps", 1),
     ("Destination", 1),
+    ("CellMapping", 1),
     ("InstanceGroup", 1),
     ("SchedulerLimits", 1),
     ("RequestGroup", 1),

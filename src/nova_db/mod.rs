@@ -55,7 +55,10 @@
 //! - `reader`: discovery of the cells, reading them, joining nodes to services.
 //! - `snapshot`: one read of every cell, indexed by node uuid and node name.
 //! - `refresh`: the periodic read on the injected clock, published on a `watch` channel.
+//! - `apply`: each read laid over the live host table (service host, facts, cell, service
+//!   state), as `parasol serve` runs it.
 
+mod apply;
 mod reader;
 mod records;
 mod refresh;
@@ -65,6 +68,7 @@ mod sql;
 mod template;
 mod url;
 
+pub use apply::{node_records, run_nova_db, unschedulable_reason};
 pub use reader::{Discovery, NovaDbReader};
 pub use records::{
     CellMapping, CellSnapshot, ComputeNodeRecord, Liveness, RejectedNode, ServiceRecord,

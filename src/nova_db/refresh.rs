@@ -1,6 +1,8 @@
 //! The periodic read: one read now, then one every `[nova_db] refresh_interval_s` on the
-//! reader's clock, published on a `watch` channel. A failed read keeps the last good
-//! snapshot and records the error (as the Placement sync keeps its last known state).
+//! reader's clock, published on a `watch` channel; `wake` (a host Nova's records did not know
+//! was loaded: a new compute node) brings the next read forward, no sooner than
+//! [`MIN_WOKEN_GAP_MS`] (or the interval, if shorter) after the last. A failed read keeps the
+//! last good snapshot and records the error (as the Placement sync keeps its last known state).
 
 use super::reader::NovaDbReader;
 use super::snapshot::NovaDbSnapshot;
@@ -19,13 +21,22 @@ pub struct RefreshState {
     pub failures: u64,
 }
 
-/// Reads until `shutdown` resolves, publishing each outcome on `state`.
-pub async fn refresh_loop(
+/// The shortest time between two reads when woken before the interval is over.
+pub const MIN_WOKEN_GAP_MS: u64 = 1_000;
+
+/// Reads until `shutdown` resolves, publishing each outcome on `state`; `wake` resolving
+/// starts the next read early (bounded in rate).
+pub async fn refresh_loop<W, F>(
     reader: Arc<NovaDbReader>,
     state: watch::Sender<RefreshState>,
+    wake: W,
     shutdown: impl Future<Output = ()>,
-) {
+) where
+    W: Fn() -> F,
+    F: Future<Output = ()>,
+{
     let interval_ms = (reader.settings().refresh_interval_s * 1000.0).round() as u64;
+    let woken_gap_ms = interval_ms.min(MIN_WOKEN_GAP_MS);
     let clock = reader.clock();
     tokio::pin!(shutdown);
     loop {
@@ -53,6 +64,10 @@ pub async fn refresh_loop(
         }
         tokio::select! {
             () = clock.sleep_ms(interval_ms) => {}
+            () = async {
+                wake().await;
+                clock.sleep_ms(woken_gap_ms).await;
+            } => {}
             () = &mut shutdown => break,
         }
     }
@@ -74,7 +89,7 @@ fn log_read(snapshot: &NovaDbSnapshot) {
             );
         }
     }
-    tracing::info!(
+    tracing::debug!(
         cells = snapshot.cells.len(),
         failed_cells = snapshot.failed_cells.len(),
         disabled_cells = snapshot.disabled_cells.len(),
@@ -108,7 +123,8 @@ mod tests {
         let reader = NovaDbReader::new(settings, Arc::new(clock.clone())).expect("valid settings");
         let (tx, mut rx) = watch::channel(RefreshState::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(refresh_loop(Arc::new(reader), tx, async {
+        let never = || std::future::pending::<()>();
+        let task = tokio::spawn(refresh_loop(Arc::new(reader), tx, never, async {
             let _ = stopped.await;
         }));
         let first = next(&mut rx).await;

@@ -2,7 +2,7 @@
 //! `service_down_time`.
 
 use super::url::{redact, split, DbUrl};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use uuid::Uuid;
 
@@ -10,7 +10,7 @@ use uuid::Uuid;
 pub const CELL0_UUID: Uuid = Uuid::nil();
 
 /// A database URL from the settings file; `Debug` hides its password.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(transparent)]
 pub struct SecretUrl(pub String);
 
@@ -30,7 +30,7 @@ impl SecretUrl {
 }
 
 /// One cell named by hand, for a deployment whose API database Parasol may not read.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CellSetting {
     /// The cell's uuid as `nova-manage cell_v2 list_cells` shows it (Selections carry it).
@@ -41,7 +41,7 @@ pub struct CellSetting {
     pub database_url: SecretUrl,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NovaDbSettings {
     /// Read compute nodes and services from Nova's cell databases.

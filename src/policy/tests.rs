@@ -382,18 +382,21 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
             r.requested_destination = Some(Destination {
                 host: Some("host1".into()),
                 node: None,
+                cell: None,
             })
         }),
         ("destination node", |r| {
             r.requested_destination = Some(Destination {
                 host: None,
                 node: Some("host2".into()),
+                cell: None,
             })
         }),
         ("empty destination", |r| {
             r.requested_destination = Some(Destination {
                 host: None,
                 node: None,
+                cell: None,
             })
         }),
         ("affinity", |r| r.group = group(GroupPolicy::Affinity)),

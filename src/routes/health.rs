@@ -24,6 +24,10 @@ pub async fn healthz(
         "hosts": scheduler.ledger().table().len(),
         "broker": broker.to_json(),
         "placement": placement.to_json(),
+        "nova_db": scheduler.ledger().table().records().map(|r| json!({
+            "read": r.read,
+            "nodes": r.by_uuid.len(),
+        })),
     }))
 }
 

@@ -20,5 +20,6 @@ pub async fn get_stats(
         "broker": broker.to_json(),
         "notifications": ingest.to_json(),
         "rpc": rpc.to_json(),
+        "expired_claims": scheduler.stats().expired_claims(),
     }))
 }

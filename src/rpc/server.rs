@@ -260,7 +260,7 @@ async fn run(
             server.deps.scheduler.cloud().delete_aggregate(&uuid);
             Ok(Value::Null)
         }
-        Action::InstanceInfo(n) => match server.deps.ingest.apply(&n).await {
+        Action::InstanceInfo(n) => match apply_retrying(server, &n).await {
             Ok(_) => {
                 server.deps.counters.count("instance_info");
                 Ok(Value::Null)
@@ -281,8 +281,15 @@ async fn run(
                 Ok(answer) => Ok(answer.to_json()),
                 Err(SelectError::NoValidHost { reason }) => {
                     server.deps.counters.count("no_valid_host");
-                    let message = crate::nova::no_valid_host_message(&reason);
-                    Err((no_valid_host_failure(&reason), message))
+                    // Nova's scheduler raises NoValidHost with this one reason whatever the
+                    // filters said (`_ensure_sufficient_hosts`); the conductor writes it into
+                    // the instance's fault, which users and Nova's own tests read. Which
+                    // filter left no host goes to the log, as in Nova.
+                    let message = format!(
+                        "{} ({reason})",
+                        crate::nova::no_valid_host_message(NOVA_NO_VALID_HOST_REASON)
+                    );
+                    Err((no_valid_host_failure(NOVA_NO_VALID_HOST_REASON), message))
                 }
                 Err(e @ SelectError::Invalid(_)) => {
                     let message = e.to_string();
@@ -293,6 +300,34 @@ async fn run(
                     Err((oslo_failure("RuntimeError", "builtins", &message), message))
                 }
             }
+        }
+    }
+}
+
+/// The reason of every NoValidHost nova-scheduler raises (`nova/scheduler/manager.py`).
+const NOVA_NO_VALID_HOST_REASON: &str = "There are not enough hosts available.";
+
+/// Applies an instance-info cast, one message on its own: a message the ledger refuses for its
+/// content fails at once (and is dead-lettered with the reason); during a ledger outage it is
+/// tried `[amqp] attempts` times, waiting 0.5 s, 1 s, 2 s … between tries (the cast was
+/// acknowledged on receipt, as oslo.messaging does, so it cannot go back to its queue).
+async fn apply_retrying(
+    server: &Server,
+    n: &crate::nova::Notification,
+) -> Result<crate::notifications::Applied, crate::notifications::ApplyError> {
+    let ingest = &server.deps.ingest;
+    let attempts = server.deps.scheduler.settings().amqp.attempts.max(1);
+    let mut wait_ms = 500;
+    let mut tries = 1;
+    loop {
+        match ingest.apply(n).await {
+            Err(crate::notifications::ApplyError::Ledger(e)) if tries < attempts => {
+                tracing::warn!(error = %e, tries, "ledger unavailable; the instance info is tried again");
+                ingest.clock().sleep_ms(wait_ms).await;
+                wait_ms *= 2;
+                tries += 1;
+            }
+            other => return other,
         }
     }
 }
@@ -312,7 +347,10 @@ async fn with_heartbeats<F: std::future::Future>(
     if interval < 1.0 {
         return work.await;
     }
-    let period = Duration::from_secs_f64(interval);
+    // A period no clock can count is no period: no heartbeats (the codec bounds it anyway).
+    let Ok(period) = Duration::try_from_secs_f64(interval) else {
+        return work.await;
+    };
     tokio::pin!(work);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {

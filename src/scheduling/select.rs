@@ -32,6 +32,10 @@ impl From<ScheduleError> for SelectError {
         match e {
             ScheduleError::NoValidHost { reason } => SelectError::NoValidHost { reason },
             ScheduleError::Ledger(LedgerError::Invalid(message)) => SelectError::Invalid(message),
+            // The database refused the call's values, not an outage: the caller's fault.
+            ScheduleError::Ledger(e @ LedgerError::Database(_)) if !e.is_outage() => {
+                SelectError::Invalid(e.to_string())
+            }
             ScheduleError::Ledger(e) => SelectError::Unavailable(e.to_string()),
         }
     }
@@ -93,7 +97,16 @@ impl Scheduler {
             .map(|(hosts, demand)| {
                 hosts
                     .iter()
-                    .map(|h| Selection::from_host(h, demand, cell))
+                    .map(|h| {
+                        // Nova's records name the node's cell; without them, the configured one.
+                        let cell = h
+                            .profile
+                            .facts
+                            .as_ref()
+                            .and_then(|f| f.cell_uuid.as_deref())
+                            .unwrap_or(cell);
+                        Selection::from_host(h, demand, cell)
+                    })
                     .collect()
             })
             .collect();

@@ -79,6 +79,8 @@ pub struct Metrics {
     pub placement_sync_errors: Counter,
     /// Compute hosts seen in the last successful Placement sync.
     pub placement_hosts: Gauge,
+    /// Claims released because nothing confirmed them within `[scheduler] claim_ttl_s`.
+    pub expired_claims: Counter,
 }
 
 impl Default for Metrics {
@@ -98,6 +100,7 @@ impl Default for Metrics {
             placement_sync_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             placement_sync_errors: Counter::default(),
             placement_hosts: Gauge::default(),
+            expired_claims: Counter::default(),
         };
         m.register(
             "schedule_attempts",
@@ -163,6 +166,11 @@ impl Default for Metrics {
             "placement_hosts",
             "Compute hosts in the last Placement sync",
             m.placement_hosts.clone(),
+        );
+        m.register(
+            "expired_claims",
+            "Claims released because nothing confirmed them within claim_ttl_s",
+            m.expired_claims.clone(),
         );
         m
     }

@@ -271,6 +271,8 @@ pub struct Stats {
     window_ms: i64,
     metrics: Metrics,
     backends: Mutex<BTreeMap<String, Arc<BackendStats>>>,
+    /// Claims released because nothing confirmed them within `[scheduler] claim_ttl_s`.
+    expired_claims: std::sync::atomic::AtomicU64,
 }
 
 impl Stats {
@@ -280,6 +282,7 @@ impl Stats {
             window_ms: (window_s.max(1) * 1000) as i64,
             metrics: Metrics::default(),
             backends: Mutex::new(BTreeMap::new()),
+            expired_claims: Default::default(),
         }
     }
 
@@ -307,6 +310,19 @@ impl Stats {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// Counts `n` claims released by their TTL, here and on `/metrics`.
+    pub fn add_expired_claims(&self, n: u64) {
+        self.expired_claims
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.expired_claims.inc_by(n);
+    }
+
+    /// Claims released by their TTL since start (`/v1/stats`' `expired_claims`).
+    pub fn expired_claims(&self) -> u64 {
+        self.expired_claims
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `{"backends": {"<name>": {...}}}` for every backend seen.

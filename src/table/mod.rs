@@ -11,7 +11,7 @@
 //! few hundred µs) share it, and each reserve, finalize or reload holds it for a few µs; it is
 //! never held across an await.
 
-use crate::domain::{HostId, HostProfile, HostState, Resources};
+use crate::domain::{ComputeFacts, HostId, HostProfile, HostState, Resources};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,8 +41,62 @@ pub struct HostRow {
     pub last_seen_ms: i64,
 }
 
+/// What Nova's compute-node records (`[nova_db]`) say of one node: the service host the
+/// conductor sends builds to, the facts Nova's filters read and the service's state. Laid
+/// over the ledger's row on every load, so a reload never loses them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeRecord {
+    /// The nova-compute service's `host` (a Selection's `service_host`).
+    pub service_host: Arc<str>,
+    pub facts: Arc<ComputeFacts>,
+    /// The service is up by its last heartbeat under `service_down_time`.
+    pub up: bool,
+    pub disabled: bool,
+    pub forced_down: bool,
+}
+
+/// Every node Nova's records know, by compute node uuid (= Placement provider uuid).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeRecords {
+    pub by_uuid: HashMap<String, NodeRecord>,
+    /// False until Nova's databases were read once: meanwhile no host is schedulable, as
+    /// nova-scheduler schedules nowhere without its databases.
+    pub read: bool,
+}
+
+impl NodeRecords {
+    /// Lays the record of `uuid` over a host's profile and state. A host Nova has no compute
+    /// node record of is down: nova-scheduler's `HostManager` skips such a provider.
+    /// Returns whether the profile changed.
+    fn lay_over(
+        &self,
+        profile: &mut Arc<HostProfile>,
+        up: &mut bool,
+        disabled: &mut bool,
+        forced_down: &mut bool,
+    ) -> bool {
+        let Some(record) = self.by_uuid.get(&*profile.uuid) else {
+            *up = false;
+            return false;
+        };
+        *up = record.up;
+        *disabled = record.disabled;
+        *forced_down = record.forced_down;
+        let same =
+            profile.host == record.service_host && profile.facts.as_ref() == Some(&record.facts);
+        if !same {
+            let p = Arc::make_mut(profile);
+            p.host = record.service_host.clone();
+            p.facts = Some(record.facts.clone());
+        }
+        !same
+    }
+}
+
 #[derive(Default)]
 struct Inner {
+    /// Nova's records, when Parasol reads them; `None` until the first read.
+    records: Option<Arc<NodeRecords>>,
     hosts: Vec<HostState>,
     /// Reserved and not yet finalized, per slot: the amounts and the number of claims.
     pending: Vec<(Resources, i64)>,
@@ -79,6 +133,9 @@ impl Inner {
 #[derive(Default)]
 pub struct HostTable {
     inner: RwLock<Inner>,
+    /// Signalled when a host Nova's records do not know is loaded (a new compute node):
+    /// the `[nova_db]` refresh reads again without waiting for its interval.
+    missing_record: tokio::sync::Notify,
     /// Bumped whenever a host is added or its profile changes (samplers re-read their list).
     generation: AtomicU64,
 }
@@ -115,7 +172,17 @@ impl HostTable {
     pub fn load(&self, rows: impl IntoIterator<Item = HostRow>) {
         let mut inner = self.inner.write();
         let mut changed = false;
-        for row in rows {
+        let mut missing = false;
+        for mut row in rows {
+            if let Some(records) = inner.records.clone() {
+                records.lay_over(
+                    &mut row.profile,
+                    &mut row.up,
+                    &mut row.disabled,
+                    &mut row.forced_down,
+                );
+                missing |= !records.by_uuid.contains_key(&*row.profile.uuid);
+            }
             match inner.slot_of.get(&row.id).copied() {
                 Some(slot) => {
                     let (pending, claims) = inner.pending[slot];
@@ -153,9 +220,60 @@ impl HostTable {
                 }
             }
         }
+        drop(inner);
         if changed {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
+        if missing {
+            self.missing_record.notify_one();
+        }
+    }
+
+    /// Replaces Nova's compute-node records and lays them over every host now (and over
+    /// every later load): service host, facts, and the service's up / disabled / forced-down
+    /// state, which from now on come from Nova's records only.
+    pub fn set_records(&self, records: Arc<NodeRecords>) {
+        let mut inner = self.inner.write();
+        let mut changed = false;
+        let mut missing = false;
+        for slot in 0..inner.hosts.len() {
+            let h = &mut inner.hosts[slot];
+            let mut profile = h.profile.clone();
+            let renamed =
+                records.lay_over(&mut profile, &mut h.up, &mut h.disabled, &mut h.forced_down);
+            missing |= !records.by_uuid.contains_key(&*profile.uuid);
+            if renamed {
+                inner.unindex_names(slot);
+                inner.hosts[slot].profile = profile;
+                inner.index(slot);
+                changed = true;
+            }
+        }
+        inner.records = Some(records);
+        drop(inner);
+        if changed {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        if missing {
+            self.missing_record.notify_one();
+        }
+    }
+
+    /// Nova's compute-node records laid over the hosts, when Parasol reads them.
+    pub fn records(&self) -> Option<Arc<NodeRecords>> {
+        self.inner.read().records.clone()
+    }
+
+    /// Resolves when Nova's records should be read again before their interval: a host
+    /// without a record was loaded, or a service changed ([`HostTable::want_records`]).
+    pub async fn missing_record(&self) {
+        self.missing_record.notified().await
+    }
+
+    /// Asks for a read of Nova's records now (a `service.update` arrived); a no-op when
+    /// Parasol does not read them.
+    pub fn want_records(&self) {
+        self.missing_record.notify_one();
     }
 
     /// Sets a host's liveness (a heartbeat or a service update the ledger has committed).
@@ -168,11 +286,14 @@ impl HostTable {
         last_seen_ms: i64,
     ) {
         let mut inner = self.inner.write();
+        let from_nova = inner.records.is_some();
         if let Some(slot) = inner.slot_of.get(&id).copied() {
             let h = &mut inner.hosts[slot];
-            h.up = up;
-            h.disabled = disabled;
-            h.forced_down = forced_down;
+            if !from_nova {
+                h.up = up;
+                h.disabled = disabled;
+                h.forced_down = forced_down;
+            }
             h.last_seen_ms = last_seen_ms;
         }
     }
@@ -271,6 +392,19 @@ impl HostTable {
             .filter(|h| node.is_none_or(|n| *h.profile.node == *n))
             .min_by_key(|h| h.id)?;
         Some(found.clone())
+    }
+
+    /// Every node of this service host (one, or several for an Ironic-style service), in
+    /// id order.
+    pub fn ids_of_service(&self, host: &str) -> Vec<HostId> {
+        let inner = self.inner.read();
+        let mut ids: Vec<HostId> = inner
+            .by_host
+            .get(host)
+            .map(|slots| slots.iter().map(|s| inner.hosts[*s].id).collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids
     }
 
     /// Ids of every host, in table order.

@@ -124,3 +124,70 @@ fn hosts_are_found_by_uuid_and_by_service_host_and_node() {
     assert_eq!(t.by_name("other", None).unwrap().id, HostId(2));
     assert_eq!(t.by_name("ironic", None).unwrap().id, HostId(1));
 }
+
+fn record(service_host: &str, up: bool, disabled: bool, forced_down: bool) -> NodeRecord {
+    NodeRecord {
+        service_host: Arc::from(service_host),
+        facts: Arc::new(ComputeFacts {
+            hypervisor_type: "QEMU".into(),
+            cell_uuid: Some("cell-1".into()),
+            ..Default::default()
+        }),
+        up,
+        disabled,
+        forced_down,
+    }
+}
+
+#[test]
+fn nova_s_records_rename_hosts_and_survive_reloads() {
+    let t = HostTable::new();
+    // As the Placement sync registers them: host = node = provider name.
+    t.load([
+        row(1, "c1.example.org", 4, 0),
+        row(2, "bm1", 4, 0),
+        row(3, "bm2", 4, 0),
+    ]);
+    let mut records = NodeRecords::default();
+    let by = &mut records.by_uuid;
+    by.insert(
+        "uuid-c1.example.org".into(),
+        record("c1", true, false, false),
+    );
+    by.insert("uuid-bm1".into(), record("ironic", true, false, false));
+    by.insert("uuid-bm2".into(), record("ironic", true, true, false));
+    let generation = t.generation();
+    t.set_records(Arc::new(records));
+    assert!(t.generation() > generation, "samplers see the new names");
+    let c1 = t.by_name("c1", None).expect("found by service host");
+    assert_eq!(
+        (&*c1.profile.host, &*c1.profile.node),
+        ("c1", "c1.example.org")
+    );
+    assert!(
+        t.by_name("c1.example.org", None).is_none(),
+        "the node name is no service host"
+    );
+    assert_eq!(t.ids_of_service("ironic"), [HostId(2), HostId(3)]);
+    assert!(t.get(HostId(3)).expect("bm2").disabled);
+    // A reload from the ledger (provider names, enabled) keeps what Nova's records say.
+    t.load([row(1, "c1.example.org", 4, 1), row(3, "bm2", 4, 0)]);
+    let c1 = t.get(HostId(1)).expect("c1");
+    assert_eq!(&*c1.profile.host, "c1");
+    assert_eq!(
+        c1.profile
+            .facts
+            .as_ref()
+            .and_then(|f| f.cell_uuid.as_deref()),
+        Some("cell-1")
+    );
+    assert_eq!(c1.used, vcpus(1));
+    assert!(t.get(HostId(3)).expect("bm2").disabled);
+    // A heartbeat does not override the service state Nova's records give.
+    t.set_liveness(HostId(3), true, false, false, 5);
+    let bm2 = t.get(HostId(3)).expect("bm2");
+    assert!(bm2.disabled && bm2.last_seen_ms == 5);
+    // A provider Nova has no compute node record of is down (nova-scheduler skips it).
+    t.load([row(4, "stranger", 4, 0)]);
+    assert!(!t.get(HostId(4)).expect("loaded").up);
+}

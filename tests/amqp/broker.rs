@@ -52,8 +52,14 @@ pub struct Service {
 /// Builds the service on a fresh database of `engine` and starts its consumer.
 pub async fn spawn_service(engine: &str, amqp: AmqpSettings) -> Service {
     let db = support::db(engine).await;
+    let url = db.url.clone();
+    spawn_service_on(db, &url, amqp).await
+}
+
+/// The same on `db`, reached through `url` (the test's URL with options added, say).
+pub async fn spawn_service_on(db: TestDb, url: &str, amqp: AmqpSettings) -> Service {
     let mut settings = Settings::default();
-    settings.ledger.url = db.url.clone();
+    settings.ledger.url = url.to_string();
     settings.scheduler.seed = Some(7);
     settings.amqp = amqp.clone();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");

@@ -125,3 +125,147 @@ on_both_engines!(
     poison_messages_are_dead_lettered_with_their_reason_and_the_rest_applied,
     super::poison_messages_are_dead_lettered_with_their_reason_and_the_rest_applied
 );
+
+/// Issue 16, item 3: a message that fails in PostgreSQL itself (a host name with a NUL byte:
+/// `invalid byte sequence for encoding "UTF8": 0x00`) used to be taken for a ledger outage and
+/// requeued with its whole batch every 500 ms, forever. Now it rolls back alone with the
+/// database's reason and is dead-lettered; the 500 good messages around it are applied once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_in_a_batch_of_500_on_postgres_is_dead_lettered_alone_without_a_requeue_loop(
+) {
+    let mut amqp = isolated_amqp();
+    amqp.batch_size = 1000;
+    let mut s = spawn_service("postgres", amqp.clone()).await;
+    s.wait_connected().await;
+    let p = Publisher::connect(&amqp).await;
+    for i in 0..10 {
+        p.notify(&host_state(
+            &format!("compute{i}"),
+            64,
+            262_144,
+            2_000,
+            true,
+            false,
+        ))
+        .await;
+    }
+    s.wait_settled(10).await;
+    // Everything queued while the consumer is away arrives in one batch.
+    s.stop_consumer().await;
+    let mut good = Vec::new();
+    for i in 0..490 {
+        good.push(instance_event(
+            "instance.create.end",
+            &new_id(),
+            &format!("compute{}", i % 10),
+            (1, 512, 1),
+        ));
+    }
+    let poison = instance_event(
+        "instance.create.end",
+        &new_id(),
+        "compute\u{0}1",
+        (1, 512, 1),
+    );
+    p.notify_all(&good[..245]).await;
+    p.notify(&poison).await;
+    p.notify_all(&good[245..]).await;
+    // Ten more good ones: heartbeats of the registered hosts (500 good in all).
+    for i in 0..10 {
+        p.notify(&host_state(
+            &format!("compute{i}"),
+            64,
+            262_144,
+            2_000,
+            true,
+            false,
+        ))
+        .await;
+    }
+    s.start_consumer();
+    s.wait_settled(10 + 501).await;
+    assert_eq!(s.count("applied"), 10 + 500, "{}", s.counts());
+    assert_eq!(s.count("dead_letter"), 1, "{}", s.counts());
+    let letters = p.dead_letters(1).await;
+    assert!(
+        letters[0].1.contains("0x00")
+            && letters[0]
+                .1
+                .contains(&poison["message_id"].as_str().unwrap()[..8]),
+        "the reason names the database's complaint and the message: {:?}",
+        letters[0].1
+    );
+    // No requeue loop: nothing comes back, nothing is counted twice.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(s.count("duplicate"), 0, "{}", s.counts());
+    assert_eq!(s.settled(), 10 + 501, "{}", s.counts());
+    assert_eq!(p.ready(&amqp.queue).await, 0);
+    assert_eq!(p.ready(&amqp.dead_letter).await, 0);
+    assert_eq!(s.ledger().allocation_count().await.unwrap(), 490);
+    let used: i64 = s
+        .ledger()
+        .read_hosts()
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| h.used.get(parasol::domain::ClassId::VCPU))
+        .sum();
+    assert_eq!(used, 490);
+    assert_eq!(s.ledger().dead_letters(10).await.unwrap().len(), 1);
+}
+
+/// A batch that fails with what looks like an outage (PostgreSQL's `lock_timeout`: another
+/// connection holds compute2's inventory rows) while the ledger takes writes is not requeued:
+/// its messages are applied one by one, the one that keeps failing is dead-lettered after
+/// `[amqp] attempts` tries with the database's reason, and the others are applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_failing_while_the_ledger_takes_writes_is_applied_one_by_one_on_postgres() {
+    use sqlx::Connection;
+    let mut amqp = isolated_amqp();
+    amqp.batch_size = 1000;
+    amqp.attempts = 3;
+    let db = crate::support::db("postgres").await;
+    let url = format!("{}?options=-c%20lock_timeout%3D300", db.url);
+    let admin_url = db.url.clone();
+    let mut s = crate::broker::spawn_service_on(db, &url, amqp.clone()).await;
+    s.wait_connected().await;
+    let p = Publisher::connect(&amqp).await;
+    for host in ["compute1", "compute2"] {
+        p.notify(&host_state(host, 64, 262_144, 2_000, true, false))
+            .await;
+    }
+    s.wait_settled(2).await;
+    s.stop_consumer().await;
+    // Another connection holds compute2's rows for the whole test.
+    let mut holder = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query(
+        "SELECT 1 FROM inventories WHERE host_id = (SELECT id FROM hosts WHERE host = 'compute2') FOR UPDATE",
+    )
+    .execute(&mut holder)
+    .await
+    .unwrap();
+    let stuck = instance_event("instance.create.end", &new_id(), "compute2", (1, 512, 1));
+    let mut batch: Vec<_> = (0..10)
+        .map(|_| instance_event("instance.create.end", &new_id(), "compute1", (1, 512, 1)))
+        .collect();
+    batch.insert(5, stuck.clone());
+    p.notify_all(&batch).await;
+    s.start_consumer();
+    s.wait_settled(2 + 11).await;
+    assert_eq!(s.count("applied"), 2 + 10, "{}", s.counts());
+    assert_eq!(s.count("dead_letter"), 1, "{}", s.counts());
+    let letters = p.dead_letters(1).await;
+    let reason = &letters[0].1;
+    assert!(
+        reason.contains(stuck["message_id"].as_str().unwrap())
+            && reason.contains("failed 3 times while the ledger took writes")
+            && reason.contains("lock timeout"),
+        "{reason}"
+    );
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(s.count("duplicate"), 0, "no requeue: {}", s.counts());
+    assert_eq!(p.ready(&amqp.queue).await, 0);
+    assert_eq!(s.ledger().allocation_count().await.unwrap(), 10);
+}

@@ -102,3 +102,174 @@ async fn an_unreachable_broker_and_placement_are_named_in_the_reason() {
     );
     stop.cancel();
 }
+
+/// The SQLite file path of a test ledger's URL.
+fn sqlite_path(url: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(url.trim_start_matches("sqlite://"))
+}
+
+/// A select_destinations call for one small instance; answers the status.
+async fn claim_one(app: &super::helpers::TestApp) -> u16 {
+    app.place(super::helpers::flavor(1, 512, 1), 1, serde_json::json!({}))
+        .await
+        .0
+}
+
+/// Waits until `/readyz` answers `status`; answers its body.
+async fn ready_becomes(app: &super::helpers::TestApp, want: u16) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (status, body) = get(app, "/readyz").await;
+        if status == want {
+            return body;
+        }
+        assert!(std::time::Instant::now() < deadline, "never {want}: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 16, item 5: the ledger file deleted under the running process. Claims used to keep
+/// answering 200 into the deleted file (all lost at restart). Now every write is refused
+/// (503, a real outage), `/readyz` names the reason, and nothing changes in the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_sqlite_file_refuses_writes_and_makes_the_service_not_ready() {
+    let (s, db) = settings("sqlite", BackendKind::Filter).await;
+    let path = sqlite_path(&db.url);
+    let app = spawn_with(s, db).await;
+    app.register("compute1", 8, 8192, 80).await;
+    assert_eq!(claim_one(&app).await, 200);
+    let before = app.used().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let body = ready_becomes(&app, 503).await;
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("was removed while in use"), "{reason}");
+    assert_eq!(claim_one(&app).await, 503, "a claim into a deleted file");
+    let refused = app
+        .post(
+            "/v1/notifications",
+            &super::helpers::host_state_event(
+                &uuid::Uuid::new_v4().to_string(),
+                "compute2",
+                8,
+                8192,
+                80,
+            ),
+        )
+        .await;
+    assert_eq!(refused.status().as_u16(), 503);
+    assert_eq!(app.used().await, before, "nothing changed in the table");
+    assert!(!path.exists(), "no file was written elsewhere");
+}
+
+/// Issue 16, item 5: the ledger file replaced by another ledger under the running process.
+/// Two files' rows used to get mixed; now writes are refused and the other ledger is left as
+/// it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_file_replaced_by_another_ledger_refuses_writes_and_is_not_mixed() {
+    let (s, db) = settings("sqlite", BackendKind::Filter).await;
+    let path = sqlite_path(&db.url);
+    let app = spawn_with(s, db).await;
+    app.register("compute1", 8, 8192, 80).await;
+    assert_eq!(claim_one(&app).await, 200);
+    // Another ledger, with a host of its own, moved over this one's path.
+    let other = path.with_file_name("other.db");
+    let other_url = format!("sqlite://{}", other.display());
+    {
+        let ledger = parasol::ledger::Ledger::open(&other_url, 2).await.unwrap();
+        ledger
+            .register_host(&crate::support::registration("elsewhere", 4, 4096, 40), 1)
+            .await
+            .unwrap();
+        ledger.close().await;
+    }
+    // Everything in the main file, as a ledger at rest is.
+    let mut conn = sqlx::SqliteConnection::connect(&other_url).await.unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    // A second name for the other ledger's file, with no WAL beside it, to read it back.
+    let witness = path.with_file_name("witness.db");
+    std::fs::hard_link(&other, &witness).unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    let body = ready_becomes(&app, 503).await;
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("was replaced by another file"), "{reason}");
+    assert_eq!(claim_one(&app).await, 503);
+    // The file now at the path still holds only its own host, unused, and no allocation.
+    let url = format!("sqlite://{}", witness.display());
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let hosts: Vec<String> = sqlx::query_scalar("SELECT host FROM hosts")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(hosts, ["elsewhere"]);
+    let allocations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM allocations")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(allocations, 0);
+}
+
+/// Issue 16, item 5: a read-only ledger file (immutable: `chattr +i`, which binds root too).
+/// The service starts (it can read), is not ready and refuses claims with 503; once the file
+/// is writable again the writer reconnects by itself and the service is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_sqlite_file_is_not_ready_until_writable_and_the_writer_reconnects() {
+    let (s, db) = settings("sqlite", BackendKind::Filter).await;
+    let path = sqlite_path(&db.url);
+    // Made by another process, so that no file descriptor SQLite could reuse stays open here.
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .arg("migrate")
+        .env("PARASOL__LEDGER__URL", &db.url)
+        .status()
+        .expect("parasol migrate");
+    assert!(migrated.success());
+    let chattr = |flag: &str| {
+        let ok = std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&path)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "chattr {flag} {} (needs CAP_LINUX_IMMUTABLE)",
+            path.display()
+        );
+    };
+    chattr("+i");
+    // Undo even when an assertion fails, so that the temporary folder can go.
+    struct Writable(std::path::PathBuf);
+    impl Drop for Writable {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _undo = Writable(path.clone());
+    let app = spawn_with(s, db).await;
+    let body = ready_becomes(&app, 503).await;
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("readonly"), "{reason}");
+    let event = |host: &str| {
+        super::helpers::host_state_event(&uuid::Uuid::new_v4().to_string(), host, 8, 8192, 80)
+    };
+    let refused = app.post("/v1/notifications", &event("compute1")).await;
+    assert_eq!(
+        refused.status().as_u16(),
+        503,
+        "an outage, not the caller's fault"
+    );
+    assert!(app.used().await.is_empty());
+    chattr("-i");
+    ready_becomes(&app, 200).await;
+    app.register("compute1", 8, 8192, 80).await;
+    assert_eq!(claim_one(&app).await, 200);
+    assert_eq!(app.used().await[0].1, 1);
+}

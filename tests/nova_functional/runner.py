@@ -89,6 +89,10 @@ class Slot:
             args += ["--parasol-bin", str(self.run.parasol_bin)]
         env = dict(os.environ, PYTHONPATH=str(TESTS_DIR),
                    OS_TEST_TIMEOUT=str(self.run.soft_timeout_s))
+        if self.run.mode == "parasol":
+            # Threading mode: Nova's fixtures keep the cell databases in SQLite files, which
+            # Parasol reads ([nova_db]) as nova-scheduler reads them.
+            env["OS_NOVA_DISABLE_EVENTLET_PATCHING"] = "1"
         try:
             self.proc = subprocess.Popen(args, cwd=TESTS_DIR, stdout=log, stderr=log, env=env,
                                          pass_fds=(cmd_r, out_w), start_new_session=True)

@@ -4,11 +4,16 @@ what came back, so the report can set Nova's scheduler's answers beside Parasol'
 
 Parasol gets its own SQLite ledger in a temporary directory, Nova's RPC on the worker's vhost
 (`[rpc]`, Nova's exchange and topic), the test's TCP Placement (`[placement]`, noauth), and
-the test's scheduler settings (`parasol_config`). A `self.flags(...)` on a scheduler group
+the test's scheduler settings (`parasol_config`), and the test's cell databases
+(`[nova_db] cells`: in `parasol` mode Nova runs in threading mode, where Nova's
+`CellDatabases` fixture keeps each cell in a SQLite file, recorded here as it makes them), from
+which Parasol learns each compute node's service host, cell and service state as
+nova-scheduler's `HostManager` does. A `self.flags(...)` on a scheduler group
 while it runs rewrites the file and sends SIGHUP. The process is killed, by pid, when the test
 ends, however it ends.
 """
 
+import importlib
 import os
 import shutil
 import signal
@@ -22,6 +27,7 @@ import requests
 
 from nova import context as nova_context
 from nova import rpc
+from nova import objects
 from nova import test as nova_test
 from nova.scheduler import rpcapi as scheduler_rpcapi
 
@@ -30,9 +36,38 @@ from nova_functional.placement_tcp import Served
 from nova_functional.state import Current
 
 CONF = nova_test.CONF
+# The module itself: the package's `nova` attribute is shadowed by a re-export.
+nova_fixtures = importlib.import_module("nova.tests.fixtures.nova")
 READY_TIMEOUT_S = 60
 SYNC_INTERVAL_S = 0.2
 _running = {}  # pid -> ExternalScheduler
+# A cell mapping's database_connection (Nova's fixture uses the cell's uuid) -> the SQLite
+# URL of the file CellDatabases made for it (threading mode); the last test's wins.
+_cell_files = {}
+
+
+def _record_cell_files(orig):
+    def use_file_backed_sqlite_with_wal(name):
+        url, path = orig(name)
+        _cell_files[name] = url
+        return url, path
+    return use_file_backed_sqlite_with_wal
+
+
+def nova_db_section(test):
+    """`[nova_db]` naming the test's cell databases, or disabled when they are not files."""
+    cells = []
+    for name, mapping in sorted(getattr(test, "cell_mappings", {}).items()):
+        if mapping.uuid == objects.CellMapping.CELL0_UUID:
+            continue
+        url = _cell_files.get(mapping.database_connection)
+        if url is None:
+            return {"enabled": False}
+        cells.append({"uuid": mapping.uuid, "name": name, "database_url": url})
+    if not cells:
+        return {"enabled": False}
+    return {"enabled": True, "cells": cells, "refresh_interval_s": SYNC_INTERVAL_S,
+            "service_down_time_s": float(CONF.service_down_time), "timeout_s": 5.0}
 
 
 def parasol_url():
@@ -96,6 +131,7 @@ class ExternalScheduler:
             "rpc": {"enabled": True, "host": self.host, "topic": scheduler_rpcapi.RPC_TOPIC},
             "placement": {"enabled": True, "url": Served.url or "", "auth": "noauth",
                           "sync_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0},
+            "nova_db": nova_db_section(self._test),
         }
         return parasol_config.toml(sections), record
 
@@ -131,6 +167,8 @@ class ExternalScheduler:
             try:
                 health = requests.get(f"{self.http_url}/healthz", timeout=1).json()
                 synced = health.get("placement", {}).get("syncs", 0) > 0 or not Served.url
+                nova_db = health.get("nova_db")
+                synced = synced and (nova_db is None or nova_db.get("read", False))
             except (requests.RequestException, ValueError):
                 time.sleep(0.1)
                 continue
@@ -288,5 +326,7 @@ def install(mode):
     from nova_functional import recording
     recording.install()
     if mode == "parasol":
+        nova_fixtures._use_file_backed_sqlite_with_wal = _record_cell_files(
+            nova_fixtures._use_file_backed_sqlite_with_wal)
         nova_test.TestCase.start_service = _start_service(nova_test.TestCase.start_service)
         nova_test.TestCase.flags = _flags(nova_test.TestCase.flags)

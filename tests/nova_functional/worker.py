@@ -14,7 +14,9 @@ import os
 import sys
 import time
 
-import nova.tests  # noqa: F401  (eventlet monkey patching, before anything else)
+# Nova's monkey_patch.patch() before anything else: eventlet, or native threading when
+# OS_NOVA_DISABLE_EVENTLET_PATCHING is set (parasol mode).
+import nova.tests.functional  # noqa: F401
 
 import testtools
 

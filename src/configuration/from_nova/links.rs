@@ -48,7 +48,7 @@ pub(super) fn transport(conf: &NovaConf, out: &mut Out) {
 /// Parasol's `[amqp] url`: the same URL (Parasol fails over between its brokers as oslo does),
 /// with `ssl=1` when `[oslo_messaging_rabbit] ssl` is set; options Parasol ignores are named.
 pub fn amqp_url(url: &str, ssl: bool) -> Result<(String, Vec<String>), String> {
-    let parsed: crate::configuration::TransportUrl = url.parse()?;
+    let parsed: crate::transport_url::TransportUrl = url.parse()?;
     let mut notes = Vec::new();
     if !parsed.ignored_options.is_empty() {
         notes.push(format!(
@@ -145,5 +145,42 @@ pub(super) fn placement(conf: &NovaConf, out: &mut Out) {
                 interfaces[0]
             ));
         }
+    }
+}
+
+/// Nova's database connections, for `[nova_db]`: the API database's (cells from its
+/// `cell_mappings`) and the cell's own (to fill templated cell mappings), and
+/// `service_down_time` (when a compute service counts as down). No API database: left off.
+pub(super) fn nova_db(conf: &NovaConf, out: &mut Out) {
+    let text = Value::String(String::new());
+    let Some(api) = out.typed(conf, "api_database", "connection", &text) else {
+        out.warn(
+            "[api_database] has no connection: [nova_db] left off (Selections name each host by \
+             its Placement provider name; set [nova_db] for clouds where host and node differ)",
+        );
+        return;
+    };
+    out.set(
+        "nova_db",
+        "enabled",
+        Value::Boolean(true),
+        "[api_database] connection (read-only: a read-only database user is enough)",
+    );
+    out.set(
+        "nova_db",
+        "api_database_url",
+        api,
+        "[api_database] connection",
+    );
+    if let Some(v) = out.typed(conf, "database", "connection", &text) {
+        out.set("nova_db", "database_url", v, "[database] connection");
+    }
+    if let Some(v) = out.typed(conf, "DEFAULT", "service_down_time", &Value::Float(0.0)) {
+        out.set(
+            "nova_db",
+            "service_down_time_s",
+            v,
+            "[DEFAULT] service_down_time",
+        );
     }
 }

@@ -163,6 +163,7 @@ pub fn translate(conf: &NovaConf, source: &str) -> Translation {
     );
     links::transport(conf, &mut out);
     links::placement(conf, &mut out);
+    links::nova_db(conf, &mut out);
     let on = Some(Value::Boolean(true));
     if out.typed(conf, "DEFAULT", "debug", &Value::Boolean(false)) == on {
         out.set(
@@ -193,7 +194,10 @@ fn leftovers(conf: &NovaConf, out: &mut Out) {
     let mut ignored = Vec::new();
     for (section, keys) in &conf.sections {
         if !READ_SECTIONS.contains(&section.as_str()) {
-            ignored.push(format!("[{section}]"));
+            // A section one option of which was carried ([api_database] connection) is read.
+            if !out.read.iter().any(|(s, _)| s == section) {
+                ignored.push(format!("[{section}]"));
+            }
             continue;
         }
         for key in keys.keys() {

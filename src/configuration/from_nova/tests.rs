@@ -148,6 +148,34 @@ fn placement_credentials_are_carried_as_keystone_auth() {
 }
 
 #[test]
+fn database_connections_are_carried_to_nova_db() {
+    let (s, t) = run("[DEFAULT]\nservice_down_time = 90\n\
+         [api_database]\nconnection = mysql+pymysql://nova:pw@ctl/nova_api?charset=utf8\nmax_pool_size = 5\n\
+         [database]\nconnection = mysql+pymysql://nova:pw@ctl/nova?charset=utf8\n");
+    let n = &s.nova_db;
+    assert!(n.enabled);
+    assert_eq!(
+        n.api_database_url.0,
+        "mysql+pymysql://nova:pw@ctl/nova_api?charset=utf8"
+    );
+    assert_eq!(
+        n.database_url.0,
+        "mysql+pymysql://nova:pw@ctl/nova?charset=utf8"
+    );
+    assert_eq!(n.service_down_time_s, 90.0);
+    let not_read = |t: &Translation| {
+        t.warnings
+            .iter()
+            .any(|w| w.starts_with("not read") && w.contains("[api_database]"))
+    };
+    assert!(!not_read(&t), "{:?}", t.warnings);
+    assert!(!warned(&t, "[nova_db] left off"), "{:?}", t.warnings);
+    let (s, t) = run("[DEFAULT]\nservice_down_time = 90\n");
+    assert!(!s.nova_db.enabled);
+    assert!(warned(&t, "[nova_db] left off"), "{:?}", t.warnings);
+}
+
+#[test]
 fn transport_urls_are_carried_as_written_with_ssl_added() {
     let cases = [
         ("rabbit://u:p@h:5672/", false, Ok("rabbit://u:p@h:5672/")),

@@ -82,7 +82,8 @@ fn reads_constraints_group_and_hints() {
         s.requested_destination,
         Some(Destination {
             host: Some("h9".into()),
-            node: None
+            node: None,
+            cell: None,
         })
     );
     let g = s.instance_group.clone().unwrap();
@@ -231,4 +232,23 @@ fn contexts_use_given_uuids_then_the_spec_uuid_then_fresh_ones() {
         );
     }
     assert_ne!(ctxs[0].instance_uuid, ctxs[1].instance_uuid);
+}
+
+#[test]
+fn reads_the_cell_of_the_requested_destination() {
+    let cell = "5c8e0b5e-0d2b-4d0a-9a0e-6a6f4a1d2c3b";
+    let mapping = object(
+        "CellMapping",
+        "1.1",
+        json!({"uuid": cell, "name": "cell1", "transport_url": "none:///", "database_connection": "x"}),
+    );
+    let v = spec(json!({
+        "flavor": small(),
+        "requested_destination": object("Destination", "1.4",
+            json!({"host": null, "node": null, "cell": mapping, "allow_cross_cell_move": false})),
+    }));
+    let s = RequestSpec::from_primitive(&v).unwrap();
+    let dest = s.requested_destination.expect("a destination");
+    assert_eq!(dest.cell.as_deref(), Some(cell));
+    assert_eq!((dest.host, dest.node), (None, None));
 }

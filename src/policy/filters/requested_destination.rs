@@ -4,7 +4,9 @@ use super::{Filter, FilterEnv};
 use crate::domain::{HostState, RequestContext};
 
 /// Nova's `requested_destination` (a targeted live migration, evacuate or cold migrate):
-/// when it names a host, only that host remains; when it names a node, only that node.
+/// when it names a host, only that host remains; when it names a node, only that node; when
+/// it names a cell, only hosts of that cell (a host whose cell Parasol does not know, without
+/// `[nova_db]`, passes).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RequestedDestinationFilter;
 
@@ -21,7 +23,7 @@ impl Filter for RequestedDestinationFilter {
     fn restricts(&self, req: &RequestContext) -> bool {
         req.requested_destination
             .as_ref()
-            .is_some_and(|d| d.host.is_some() || d.node.is_some())
+            .is_some_and(|d| d.host.is_some() || d.node.is_some() || d.cell.is_some())
     }
 
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
@@ -30,7 +32,16 @@ impl Filter for RequestedDestinationFilter {
         };
         let host_ok = dest.host.as_deref().is_none_or(|h| h == &**host.host());
         let node_ok = dest.node.as_deref().is_none_or(|n| n == &**host.node());
-        host_ok && node_ok
+        let host_cell = host
+            .profile
+            .facts
+            .as_ref()
+            .and_then(|f| f.cell_uuid.as_deref());
+        let cell_ok = match (dest.cell.as_deref(), host_cell) {
+            (Some(wanted), Some(cell)) => wanted == cell,
+            _ => true,
+        };
+        host_ok && node_ok && cell_ok
     }
 }
 
@@ -60,10 +71,38 @@ mod tests {
                 dest.map(|(h, n): (Option<&str>, Option<&str>)| Destination {
                     host: h.map(String::from),
                     node: n.map(String::from),
+                    cell: None,
                 });
             let got =
                 RequestedDestinationFilter.passes(&host(1), &req, &FilterEnv::without_heartbeats());
             assert_eq!(got, want, "{name}");
         }
+    }
+
+    #[test]
+    fn keeps_only_hosts_of_the_requested_cell_when_their_cell_is_known() {
+        let in_cell = |cell: Option<&str>| {
+            let mut h = host(1);
+            h.profile_mut().facts = cell.map(|c| {
+                std::sync::Arc::new(crate::domain::ComputeFacts {
+                    cell_uuid: Some(c.to_string()),
+                    ..Default::default()
+                })
+            });
+            h
+        };
+        let mut req = request();
+        req.requested_destination = Some(Destination {
+            cell: Some("cell-1".into()),
+            ..Default::default()
+        });
+        assert!(RequestedDestinationFilter.restricts(&req));
+        let env = FilterEnv::without_heartbeats();
+        assert!(RequestedDestinationFilter.passes(&in_cell(Some("cell-1")), &req, &env));
+        assert!(!RequestedDestinationFilter.passes(&in_cell(Some("cell-2")), &req, &env));
+        assert!(
+            RequestedDestinationFilter.passes(&in_cell(None), &req, &env),
+            "a host without Nova's records has no known cell"
+        );
     }
 }

@@ -1,0 +1,156 @@
+//! Nova's records laid over the live host table: each read becomes, per compute node uuid
+//! (= Placement provider uuid), the service host a Selection must name, the facts Nova's
+//! filters read, the cell, and whether the service may take instances (up by its heartbeat,
+//! not disabled, not forced down: what Nova's `ComputeFilter` checks). The table keeps them
+//! across reloads ([`crate::table::NodeRecords`]).
+
+use super::reader::NovaDbReader;
+use super::records::Liveness;
+use super::refresh::{refresh_loop, RefreshState};
+use super::snapshot::NovaDbSnapshot;
+use crate::domain::ComputeFacts;
+use crate::table::{HostTable, NodeRecord, NodeRecords};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The records of every node of `snapshot`, the services judged at `now_ms`.
+pub fn node_records(
+    snapshot: &NovaDbSnapshot,
+    now_ms: i64,
+    service_down_time_s: f64,
+) -> NodeRecords {
+    let mut records = NodeRecords {
+        read: true,
+        ..NodeRecords::default()
+    };
+    for view in snapshot.nodes() {
+        let (node, service) = (view.node, &view.node.service);
+        let facts = ComputeFacts {
+            hypervisor_type: node.hypervisor_type.clone(),
+            hypervisor_version: node.hypervisor_version,
+            supported_instances: node
+                .supported_instances
+                .iter()
+                .map(|s| (s.arch.clone(), s.hv_type.clone(), s.vm_mode.clone()))
+                .collect(),
+            cpu_info: node.cpu_info.clone(),
+            has_numa_topology: node.has_numa_topology,
+            pci_pools: node.pci_pools,
+            cell_uuid: Some(view.cell_uuid().to_string()),
+            service_version: service.version,
+        };
+        let liveness = service.liveness(now_ms, service_down_time_s);
+        records.by_uuid.insert(
+            node.uuid.to_string(),
+            NodeRecord {
+                service_host: Arc::from(view.service_host()),
+                facts: Arc::new(facts),
+                up: liveness == Liveness::Up,
+                disabled: service.disabled,
+                forced_down: service.forced_down,
+            },
+        );
+    }
+    records
+}
+
+/// Why a node may not take instances under Nova's `ComputeFilter`, if it may not.
+pub fn unschedulable_reason(
+    snapshot: &NovaDbSnapshot,
+    uuid: &str,
+    now_ms: i64,
+    service_down_time_s: f64,
+) -> Option<String> {
+    let view = uuid::Uuid::parse_str(uuid)
+        .ok()
+        .and_then(|u| snapshot.node(&u));
+    let Some(view) = view else {
+        return Some("no compute node record in Nova's cell databases".into());
+    };
+    let service = &view.node.service;
+    let host = &service.host;
+    if service.disabled {
+        let why = service
+            .disabled_reason
+            .as_deref()
+            .unwrap_or("no reason given");
+        return Some(format!("compute service {host} is disabled ({why})"));
+    }
+    match service.liveness(now_ms, service_down_time_s) {
+        Liveness::Up => None,
+        Liveness::ForcedDown => Some(format!("compute service {host} is forced down")),
+        Liveness::Stale { last_heartbeat_ms } => Some(format!(
+            "compute service {host} is down: last heartbeat {} s ago, service_down_time is {service_down_time_s} s",
+            now_ms.saturating_sub(last_heartbeat_ms) / 1000
+        )),
+        Liveness::NoHeartbeat => Some(format!("compute service {host} has never reported")),
+    }
+}
+
+/// Reads Nova's databases every `refresh_interval_s` (sooner when the table loads a host the
+/// records lack) and lays each successful read over `table`, until `shutdown`. Hosts that
+/// become or stop being schedulable are logged with the reason.
+pub async fn run_nova_db(
+    reader: Arc<NovaDbReader>,
+    table: Arc<HostTable>,
+    state: watch::Sender<RefreshState>,
+    shutdown: CancellationToken,
+) {
+    // Until the first read, no host is schedulable (nova-scheduler needs its databases too).
+    table.set_records(Arc::new(NodeRecords::default()));
+    let down_time_s = reader.settings().service_down_time_s;
+    let clock = reader.clock();
+    let mut reads = state.subscribe();
+    let wake_table = table.clone();
+    let wake = move || {
+        let table = wake_table.clone();
+        async move { table.missing_record().await }
+    };
+    let refresh = refresh_loop(reader, state, wake, shutdown.clone().cancelled_owned());
+    let apply = async move {
+        // What was last logged of each host: its reason not to be schedulable, if any.
+        let mut logged: HashMap<String, Option<String>> = HashMap::new();
+        let mut previous: Option<Arc<NovaDbSnapshot>> = None;
+        while reads.changed().await.is_ok() {
+            let snapshot = reads.borrow_and_update().snapshot.clone();
+            let Some(snapshot) = snapshot else { continue };
+            if previous.as_ref().is_some_and(|p| Arc::ptr_eq(p, &snapshot)) {
+                continue;
+            }
+            let now_ms = clock.now_ms();
+            table.set_records(Arc::new(node_records(&snapshot, now_ms, down_time_s)));
+            log_changes(&table, &mut logged, &snapshot, now_ms, down_time_s);
+            previous = Some(snapshot);
+        }
+    };
+    tokio::join!(refresh, apply);
+}
+
+/// Logs each table host whose schedulability changed since it was last logged (every one,
+/// the first time), naming the service host, the node and the reason.
+fn log_changes(
+    table: &HostTable,
+    logged: &mut HashMap<String, Option<String>>,
+    snapshot: &NovaDbSnapshot,
+    now_ms: i64,
+    down_time_s: f64,
+) {
+    for host in table.snapshot() {
+        let uuid = host.uuid();
+        let reason = unschedulable_reason(snapshot, uuid, now_ms, down_time_s);
+        if logged.get(&**uuid) == Some(&reason) {
+            continue;
+        }
+        match &reason {
+            Some(reason) => {
+                tracing::info!(node = %host.node(), service_host = %host.host(), %reason, "not schedulable (ComputeFilter)")
+            }
+            None => {
+                tracing::info!(node = %host.node(), service_host = %host.host(), "schedulable per Nova's records")
+            }
+        }
+        logged.insert(uuid.to_string(), reason);
+    }
+}
