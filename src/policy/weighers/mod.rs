@@ -9,7 +9,7 @@
 mod resource;
 mod soft_affinity;
 
-pub use resource::{ResourceWeigher, ResourceWeigherSpec, RESOURCE_WEIGHERS};
+pub use resource::{HostValue, ResourceWeigher, ResourceWeigherSpec, RESOURCE_WEIGHERS};
 pub use soft_affinity::{GroupWeigherSpec, SoftGroupWeigher, GROUP_WEIGHERS};
 
 use crate::domain::{HostState, RequestContext};

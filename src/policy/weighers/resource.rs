@@ -7,13 +7,43 @@ use super::Weigher;
 use crate::domain::{HostState, RequestContext};
 use crate::policy::config::PolicyConfig;
 
+/// What a resource weigher reads from a host. An enum, not a function pointer: `weigh` runs
+/// once per host and weigher, and a `match` inlines where an indirect call cannot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostValue {
+    /// Free memory after allocation ratios.
+    FreeMemoryMb,
+    /// Free VCPU after allocation ratios.
+    FreeVcpu,
+    /// Free DISK_GB after allocation ratios.
+    FreeDiskGb,
+    /// Concurrent I/O-heavy operations.
+    IoOps,
+    /// Instances on the host.
+    Instances,
+}
+
+impl HostValue {
+    /// The value of `host`.
+    #[inline]
+    pub fn of(self, host: &HostState) -> f64 {
+        match self {
+            HostValue::FreeMemoryMb => host.free().memory_mb() as f64,
+            HostValue::FreeVcpu => host.free().vcpu() as f64,
+            HostValue::FreeDiskGb => host.free().disk_gb() as f64,
+            HostValue::IoOps => host.num_io_ops as f64,
+            HostValue::Instances => host.num_instances as f64,
+        }
+    }
+}
+
 /// One row of [`RESOURCE_WEIGHERS`].
 #[derive(Debug)]
 pub struct ResourceWeigherSpec {
     /// The name in `weight_classes` (Nova's class name).
     pub name: &'static str,
     /// The raw value of a host (larger ranks higher under a positive multiplier).
-    pub value: fn(&HostState) -> f64,
+    pub value: HostValue,
     /// Nova's option for the multiplier (`[filter_scheduler]`), the same key in `[policy]`.
     pub option: &'static str,
     /// The option's default in Nova, and in Parasol.
@@ -27,7 +57,7 @@ pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
     // Free memory after allocation ratios: 1.0 spreads, negative stacks.
     ResourceWeigherSpec {
         name: "RAMWeigher",
-        value: |h| h.free().memory_mb() as f64,
+        value: HostValue::FreeMemoryMb,
         option: "ram_weight_multiplier",
         default_multiplier: 1.0,
         multiplier: |c| c.ram_weight_multiplier,
@@ -35,7 +65,7 @@ pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
     // Free VCPU after allocation ratios.
     ResourceWeigherSpec {
         name: "CPUWeigher",
-        value: |h| h.free().vcpu() as f64,
+        value: HostValue::FreeVcpu,
         option: "cpu_weight_multiplier",
         default_multiplier: 1.0,
         multiplier: |c| c.cpu_weight_multiplier,
@@ -43,7 +73,7 @@ pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
     // Free DISK_GB after allocation ratios.
     ResourceWeigherSpec {
         name: "DiskWeigher",
-        value: |h| h.free().disk_gb() as f64,
+        value: HostValue::FreeDiskGb,
         option: "disk_weight_multiplier",
         default_multiplier: 1.0,
         multiplier: |c| c.disk_weight_multiplier,
@@ -51,7 +81,7 @@ pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
     // Concurrent I/O-heavy operations: −1.0 prefers idle hosts.
     ResourceWeigherSpec {
         name: "IoOpsWeigher",
-        value: |h| h.num_io_ops as f64,
+        value: HostValue::IoOps,
         option: "io_ops_weight_multiplier",
         default_multiplier: -1.0,
         multiplier: |c| c.io_ops_weight_multiplier,
@@ -59,7 +89,7 @@ pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
     // Instances on the host: off by default, negative spreads.
     ResourceWeigherSpec {
         name: "NumInstancesWeigher",
-        value: |h| h.num_instances as f64,
+        value: HostValue::Instances,
         option: "num_instances_weight_multiplier",
         default_multiplier: 0.0,
         multiplier: |c| c.num_instances_weight_multiplier,
@@ -95,7 +125,7 @@ impl Weigher for ResourceWeigher {
     }
 
     fn weigh(&self, host: &HostState, _req: &RequestContext) -> f64 {
-        (self.spec.value)(host)
+        self.spec.value.of(host)
     }
 }
 
