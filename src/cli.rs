@@ -49,7 +49,8 @@ pub enum ConfigCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ApsrCommand {
-    /// Plan the number of schedulers s and hosts per scheduler d for an SLA ε (DESIGN §4).
+    /// Plan the number of schedulers s and hosts per scheduler d for an SLA ε (docs/architecture.md
+    /// §4).
     Plan(crate::control::PlanArgs),
 }
 

@@ -125,13 +125,25 @@ impl Application {
         let mut settings = settings;
         own_queue_for_sqlite(&mut settings, &ledger).await?;
         let stats = Arc::new(Stats::new(clock.clone(), settings.scheduler.stats_window_s));
+        let commits = ledger.commit_counters();
+        let metrics = stats.metrics();
+        metrics.register(
+            "ledger_commits",
+            "Group commits of claims in the ledger",
+            commits.commits,
+        );
+        metrics.register(
+            "ledger_committed_claims",
+            "Claims carried by the ledger's group commits",
+            commits.claims,
+        );
         let settings = Arc::new(settings);
         let ingest = Arc::new(Ingest::new(ledger.clone(), clock.clone(), stats.clone()));
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));
         let scheduler =
             Arc::new(Scheduler::start(settings.clone(), ledger, stats, clock.clone()).await?);
         let placement = Arc::new(PlacementStatus::default());
-        let rpc = Arc::new(RpcCounters::default());
+        let rpc = Arc::new(RpcCounters::registered(scheduler.stats().metrics()));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let data = HttpData {
             scheduler: web::Data::from(scheduler.clone()),

@@ -1,4 +1,4 @@
-//! The broker URL as nova.conf writes it (`[DEFAULT] transport_url`) or as an AMQP URI:
+//! `[amqp] url`, as nova.conf writes it (`[DEFAULT] transport_url`) or as an AMQP URI:
 //! `rabbit://user:pass@host1:5672,user:pass@host2:5672/vhost?ssl=1` (oslo.messaging's form,
 //! several brokers to fail over between) or `amqp://…` / `amqps://…` (one broker). Each
 //! broker becomes one AMQP URI for lapin; the virtual host `/` is written `%2f`.

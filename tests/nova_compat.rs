@@ -2,7 +2,8 @@
 //! `nova.scheduler.rpcapi.SchedulerAPI` and Nova's objects (the `nova` package from PyPI,
 //! pinned in `tests/nova_compat/requirements.txt`) against the real RabbitMQ and PostgreSQL:
 //! two `parasol serve` processes share the `scheduler` queue and the ledger, a third serves a
-//! slow topic (`[rpc] debug_delay_s`) for the heartbeat test.
+//! slow topic (`[rpc] debug_delay_s`) for the heartbeat test. The shutdown test stops one of
+//! two processes with SIGTERM while Nova's client has 64 calls out (`shutdown_driver.py`).
 //!
 //! The virtualenv is cached outside the clone in
 //! `$HOME/.cache/parasol/nova-venv-<hash of requirements.txt>` and built (pip, a few minutes)
@@ -45,14 +46,15 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// Starts `parasol serve` with RPC on `topic`, server name `host`.
+/// Starts `parasol serve` with RPC on `topic`, server name `host`, each call delayed by
+/// `delay` seconds, at most `prefetch` calls taken at once.
 fn serve(
     dir: &Path,
     ledger: &str,
     id: &str,
     host: &str,
     topic: &str,
-    delay: f64,
+    (delay, prefetch): (f64, u16),
 ) -> (Child, String) {
     let port = free_port();
     let config = format!(
@@ -69,6 +71,7 @@ seed = 7
 url = "{AMQP_URL}"
 exchange = "parasol_compat_{id}"
 queue = "parasol.notifications.compat_{id}"
+prefetch = {prefetch}
 [rpc]
 enabled = true
 host = "{host}"
@@ -107,6 +110,28 @@ async fn wait_serving(client: &RpcClient, topic: &str, host: &str) {
     panic!("parasol {host} never served RPC");
 }
 
+/// Registers `HOSTS` hosts of `HOST_VCPUS` VCPUs through the HTTP API at `base`.
+async fn register_hosts(base: &str) {
+    let web = reqwest::Client::new();
+    for i in 0..HOSTS {
+        let host = format!("compute{i:02}");
+        let event = json!({"message_id": uuid::Uuid::new_v4().to_string(), "publisher_id": format!("parasol-host:{host}"),
+            "event_type": "compute.host.state", "priority": "INFO", "timestamp": "2026-11-25 21:13:16.777260",
+            "payload": {"host": host, "node": host, "compute_node_uuid": uuid::Uuid::new_v4().to_string(),
+                "availability_zone": "nova", "up": true, "disabled": false,
+                "inventory": {"VCPU": {"total": HOST_VCPUS, "reserved": 0, "allocation_ratio": 1.0},
+                              "MEMORY_MB": {"total": 65536, "reserved": 0, "allocation_ratio": 1.0},
+                              "DISK_GB": {"total": 1000, "reserved": 0, "allocation_ratio": 1.0}}}});
+        let resp = web
+            .post(format!("{base}/v1/notifications"))
+            .json(&event)
+            .send()
+            .await
+            .expect("register");
+        assert!(resp.status().is_success(), "registering {host}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nova_s_own_client_is_served_by_two_parasol_processes() {
     let venv = tokio::task::spawn_blocking(nova_venv).await.expect("venv");
@@ -122,7 +147,7 @@ async fn nova_s_own_client_is_served_by_two_parasol_processes() {
     let mut children = Processes(Vec::new());
     let mut http = Vec::new();
     for (host, t, delay) in servers {
-        let (child, url) = serve(dir.path(), &db.url, &id, host, t, delay);
+        let (child, url) = serve(dir.path(), &db.url, &id, host, t, (delay, 1000));
         children.0.push(child);
         http.push(url);
     }
@@ -132,24 +157,7 @@ async fn nova_s_own_client_is_served_by_two_parasol_processes() {
     for (host, t, _) in servers {
         wait_serving(&client, t, host).await;
     }
-    let web = reqwest::Client::new();
-    for i in 0..HOSTS {
-        let host = format!("compute{i:02}");
-        let event = json!({"message_id": uuid::Uuid::new_v4().to_string(), "publisher_id": format!("parasol-host:{host}"),
-            "event_type": "compute.host.state", "priority": "INFO", "timestamp": "2026-11-25 21:13:16.777260",
-            "payload": {"host": host, "node": host, "compute_node_uuid": uuid::Uuid::new_v4().to_string(),
-                "availability_zone": "nova", "up": true, "disabled": false,
-                "inventory": {"VCPU": {"total": HOST_VCPUS, "reserved": 0, "allocation_ratio": 1.0},
-                              "MEMORY_MB": {"total": 65536, "reserved": 0, "allocation_ratio": 1.0},
-                              "DISK_GB": {"total": 1000, "reserved": 0, "allocation_ratio": 1.0}}}});
-        let resp = web
-            .post(format!("{}/v1/notifications", http[0]))
-            .json(&event)
-            .send()
-            .await
-            .expect("register");
-        assert!(resp.status().is_success(), "registering {host}");
-    }
+    register_hosts(&http[0]).await;
     let out = tokio::task::spawn_blocking(move || {
         Command::new(venv.join("bin/python"))
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
@@ -187,5 +195,182 @@ async fn nova_s_own_client_is_served_by_two_parasol_processes() {
         String::from_utf8_lossy(&out.stderr)
     );
     println!("{}", String::from_utf8_lossy(&out.stdout));
+    drop(children);
+}
+
+/// 64 concurrent calls of Nova's client.
+const SHUTDOWN_CALLS: usize = 64;
+
+async fn rpc_counts(base: &str) -> serde_json::Value {
+    let stats: serde_json::Value = reqwest::get(format!("{base}/v1/stats"))
+        .await
+        .expect("GET /v1/stats")
+        .json()
+        .await
+        .expect("stats JSON");
+    stats["rpc"].clone()
+}
+
+fn count(counts: &serde_json::Value, outcome: &str) -> u64 {
+    counts[outcome].as_u64().unwrap_or(0)
+}
+
+/// The acceptance test of issue 17's "one way to stop": SIGTERM reaches a Parasol process
+/// while Nova's own client has 64 calls out on the queue two processes share. The stopping
+/// process answers every call it had taken (acknowledged on receipt, as oslo.messaging does)
+/// and gives back the ones it had not; the other answers the rest. Every call gets exactly
+/// one answer, none is lost: the client sees 64 selections, and the two processes together
+/// received and replied to 64 calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_64_nova_calls_answers_every_call_exactly_once() {
+    let venv = tokio::task::spawn_blocking(nova_venv).await.expect("venv");
+    let db = support::postgres_db().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let topic = format!("scheduler_stop_{id}");
+    // The stopping process holds each call 2 s and takes at most 4 at once, so that at the
+    // signal it has calls in flight and more delivered but not yet taken.
+    let (stopping, stopping_http) = serve(dir.path(), &db.url, &id, "stopping", &topic, (2.0, 4));
+    let (staying, staying_http) = serve(dir.path(), &db.url, &id, "staying", &topic, (0.0, 1000));
+    let mut children = Processes(vec![stopping, staying]);
+    let client = RpcClient::connect(AMQP_URL, &format!("parasol_compat_{id}"))
+        .await
+        .expect("RabbitMQ must be running");
+    for host in ["stopping", "staying"] {
+        wait_serving(&client, &topic, host).await;
+    }
+    register_hosts(&staying_http).await;
+    let (base_stopping, base_staying) = (
+        rpc_counts(&stopping_http).await,
+        rpc_counts(&staying_http).await,
+    );
+
+    let driver = Command::new(venv.join("bin/python"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_compat/shutdown_driver.py"))
+        .env("PARASOL_AMQP_URL", AMQP_URL)
+        .env("PARASOL_EXCHANGE", format!("parasol_compat_{id}"))
+        .env("PARASOL_TOPIC", &topic)
+        .env("PARASOL_CALLS", SHUTDOWN_CALLS.to_string())
+        .env("PARASOL_RPC_TIMEOUT_S", "60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the driver");
+    // Signal once the stopping process has taken calls (its /v1/stats counts them).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let taken =
+            count(&rpc_counts(&stopping_http).await, "call") - count(&base_stopping, "call");
+        if taken >= 4 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stopping process never took a call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = children.0[0].id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status();
+    assert!(killed.expect("kill").success());
+
+    let out = tokio::task::spawn_blocking(move || driver.wait_with_output())
+        .await
+        .expect("join")
+        .expect("driver output");
+    let status = tokio::task::spawn_blocking(move || {
+        let status = children.0[0].wait();
+        (children, status)
+    })
+    .await
+    .expect("join");
+    let (children, stopped) = status;
+    let log = std::fs::read_to_string(dir.path().join("stopping.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "driver failed: {}\n{}\n--- stopping process\n{log}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stopped.expect("wait").success(),
+        "the stopping process exited badly:\n{log}"
+    );
+
+    let outcomes: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).expect("the driver's JSON line");
+    assert_eq!(outcomes.len(), SHUTDOWN_CALLS);
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.get("error").is_some())
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "calls not answered with a host: {failed:?}\n{log}"
+    );
+
+    // The stopping process' counters as it stopped, from its log line.
+    let line = log
+        .lines()
+        .find(|l| l.contains("RPC server stopped"))
+        .unwrap_or_else(|| panic!("no 'RPC server stopped' line:\n{log}"));
+    let json_start = line.find("counters=").expect("counters field") + "counters=".len();
+    let json_text: String = {
+        let rest = &line[json_start..];
+        let end = rest.find('}').expect("a JSON object") + 1;
+        rest[..end].to_string()
+    };
+    let final_stopping: serde_json::Value = serde_json::from_str(&json_text).expect("counters");
+    let final_staying = rpc_counts(&staying_http).await;
+    let delta = |outcome: &str| {
+        (
+            count(&final_stopping, outcome) - count(&base_stopping, outcome),
+            count(&final_staying, outcome) - count(&base_staying, outcome),
+        )
+    };
+    let (calls_stopping, calls_staying) = delta("call");
+    let (replies_stopping, replies_staying) = delta("reply");
+    assert_eq!(
+        calls_stopping + calls_staying,
+        SHUTDOWN_CALLS as u64,
+        "every call received once: {calls_stopping} by the stopping process, {calls_staying} by the other"
+    );
+    assert_eq!(
+        (replies_stopping, replies_staying),
+        (calls_stopping, calls_staying),
+        "every call received was answered by the process that received it"
+    );
+    assert!(calls_stopping >= 4 && calls_staying > 0);
+    assert_eq!(delta("reply_lost"), (0, 0));
+
+    // The same counters on the staying process' /metrics.
+    let metrics = reqwest::get(format!("{staying_http}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let want = format!(
+        "parasol_rpc_messages_total{{outcome=\"call\"}} {}",
+        count(&final_staying, "call")
+    );
+    assert!(metrics.lines().any(|l| l == want), "{want} not in /metrics");
+    // One instance placed per call, none twice.
+    let hosts: serde_json::Value = reqwest::get(format!("{staying_http}/v1/hosts"))
+        .await
+        .expect("GET /v1/hosts")
+        .json()
+        .await
+        .expect("hosts JSON");
+    let used: i64 = hosts["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .map(|h| h["used"]["VCPU"].as_i64().unwrap_or(0))
+        .sum();
+    assert_eq!(used, SHUTDOWN_CALLS as i64);
+    println!(
+        "calls: {calls_stopping} answered by the stopping process, {calls_staying} by the other"
+    );
     drop(children);
 }

@@ -53,7 +53,7 @@ struct Cli {
 enum Cmd {
     /// Every backend on the same seeded workload, for each host count.
     Compare(CompareArgs),
-    /// A named scenario of DESIGN §6 C.
+    /// A named scenario of docs/architecture.md §10 C.
     Scenario {
         name: ScenarioName,
         #[command(flatten)]

@@ -1,4 +1,4 @@
-//! The named scenarios of DESIGN §6 C.
+//! The named scenarios of docs/architecture.md §10 C.
 
 use crate::driver::DriveSpec;
 use crate::plan::{Plan, Variant};

@@ -1,7 +1,7 @@
-//! The four scheduling backends (DESIGN §4), a closed set. They differ only in where their
-//! host states come from — the live table (`filter`), a snapshot of it refreshed every τ
-//! (`caching`, `asc`), or d hosts sampled at random (`apsr`) — so they share one placement
-//! loop over one [`HostSource`], the policy pipeline, the ledger's claim and the per-call flow
+//! The four scheduling backends (docs/architecture.md §4), a closed set. They differ only in where
+//! their host states come from — the live table (`filter`), a snapshot of it refreshed every τ
+//! (`caching`, `asc`), or d hosts sampled at random (`apsr`) — so they share one placement loop
+//! over one [`HostSource`], the policy pipeline, the ledger's claim and the per-call flow
 //! (all-or-nothing multi-create, alternates, retries).
 //!
 //! # Layout
@@ -185,7 +185,12 @@ impl Backend {
             for req in requests.iter().take(placed.len()) {
                 deps.ledger.release(&req.instance_uuid).await?;
             }
-            counts.no_valid_host = counts.requests;
+            match &err {
+                ScheduleError::NoValidHost { .. } => counts.no_valid_host = counts.requests,
+                ScheduleError::Ledger(_) | ScheduleError::Placement(_) => {
+                    counts.errors = counts.requests
+                }
+            }
             deps.stats
                 .record(counts, Some(started.elapsed().as_micros() as u64));
             return Err(match err {

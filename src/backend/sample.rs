@@ -1,7 +1,8 @@
 //! `apsr` (Adaptive Partial State Random): s parallel schedulers, each sampling d distinct
 //! random hosts per request (d queries), keeping those that pass the filters and claiming a
 //! uniformly random one. A controller re-plans (s, d) every round from the estimated number of
-//! hosts that can take any request, so the expected decline ratio stays under ε (DESIGN §4).
+//! hosts that can take any request, so the expected decline ratio stays under ε
+//! (docs/architecture.md §4).
 //!
 //! Suitable for large clouds under heavy load: each decision reads d ≪ n hosts and the
 //! number of parallel schedulers is as large as the SLA allows. A sample with no fitting host

@@ -294,5 +294,4 @@ impl Origin<'_> {
 }
 
 #[cfg(test)]
-#[path = "load_tests.rs"]
 mod tests;

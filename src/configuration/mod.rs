@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::str::FromStr;
 
-/// The four backends (DESIGN §4): a closed set.
+/// The four backends (docs/architecture.md §4): a closed set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case", try_from = "String")]
 pub enum BackendKind {

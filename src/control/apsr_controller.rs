@@ -1,6 +1,6 @@
-//! The APSR controller: every round it folds the schedulers' sample counts into k and re-plans
-//! (s, d) by MaximizeParallelism (DESIGN §4, after the APSR paper). Pure: the caller owns the
-//! timer (`round_interval_ms`) and applies the plan to its workers.
+//! The APSR controller: every round it folds the schedulers' sample counts into k and
+//! re-plans (s, d) by MaximizeParallelism (docs/architecture.md §4, after the APSR paper).
+//! Pure: the caller owns the timer (`round_interval_ms`) and applies the plan to its workers.
 
 use serde::Serialize;
 

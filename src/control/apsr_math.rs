@@ -1,6 +1,6 @@
 //! APSR's sizing model: how many of `s` parallel schedulers, each sampling `d` of `n` hosts of
-//! which `k` can take the request, end up with a claim that succeeds (DESIGN §4, after the APSR
-//! paper's MaximizeParallelism).
+//! which `k` can take the request, end up with a claim that succeeds (docs/architecture.md §4,
+//! after the APSR paper's MaximizeParallelism).
 //!
 //! With σ = 1 − ((n−k)/n)^d, the chance that a sample holds a fitting host, the paper gives
 //!

@@ -1,7 +1,8 @@
-//! The ASC loop's decision step (Adaptive Scheduler Cache, DESIGN §4, after the ASC paper):
-//! after each refresh interval τ, with r = declined / (declined + placed) over that interval,
-//! r > th_decline → τ ← max(min, τ·speed_up_step); r < th_low → τ ← min(max, τ·slow_down_step);
-//! otherwise τ stays. Shrink fast on an SLA breach, grow slowly when quiet, as TCP's window.
+//! The ASC loop's decision step (Adaptive Scheduler Cache, docs/architecture.md §4, after the
+//! ASC paper): after each refresh interval τ, with r = declined / (declined + placed) over that
+//! interval, r > th_decline → τ ← max(min, τ·speed_up_step);
+//! r < th_low → τ ← min(max, τ·slow_down_step); otherwise τ stays. Shrink fast on an SLA
+//! breach, grow slowly when quiet, as TCP's window.
 //!
 //! An interval with no requests at all leaves τ unchanged rather than counting as r = 0: a
 //! quiet cloud has shown nothing about staleness, and growing τ then would leave it at the

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{seconds_to_ms, ControlError};
 
-/// Validated parameters of the ASC controller (defaults from DESIGN §4).
+/// Validated parameters of the ASC controller (defaults from docs/architecture.md §4).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(try_from = "AscSection", into = "AscSection")]
 pub struct AscParams {

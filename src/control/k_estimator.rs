@@ -1,6 +1,6 @@
 //! The APSR controller's estimate of k, the number of hosts that can take any request
-//! (DESIGN §4, after the APSR paper): per flavor c, hosts sampled n_c and hosts found to fit
-//! k_c since the last round; then k̃ = n · min_c (Σk_c / Σn_c) and k ← α·k̃ + (1−α)·k.
+//! (docs/architecture.md §4, after the APSR paper): per flavor c, hosts sampled n_c and hosts found
+//! to fit k_c since the last round; then k̃ = n · min_c (Σk_c / Σn_c) and k ← α·k̃ + (1−α)·k.
 
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
 //! `parasol apsr plan`: the APSR sizing computation offline, so operators can choose a
-//! scheduler count and `host_subset_size` for their cloud (DESIGN §4).
+//! scheduler count and `host_subset_size` for their cloud (docs/architecture.md §4).
 
 use std::io::Write;
 

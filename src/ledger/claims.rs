@@ -419,6 +419,10 @@ impl Ledger {
         claims: Vec<PendingClaim>,
         answers: Result<Vec<GroupAnswer>, LedgerError>,
     ) {
+        if answers.is_ok() {
+            self.commits.commits.inc();
+            self.commits.claims.inc_by(claims.len() as u64);
+        }
         let answers: Vec<Result<GroupAnswer, LedgerError>> = match answers {
             Ok(answers) => answers.into_iter().map(Ok).collect(),
             Err(e) if claims.len() > 1 && !ledger_busy(&e) => {

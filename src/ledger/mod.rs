@@ -270,6 +270,8 @@ pub struct Ledger {
     table: Arc<HostTable>,
     /// Claims waiting for a group commit (see `claims::run_claims`).
     pub(crate) claims: JobQueue<claims::PendingClaim>,
+    /// Group commits of claims and the claims they carried (`/metrics`).
+    pub(crate) commits: CommitCounters,
     /// Claim groups hold it shared from their SQL until the table knows their outcome; a
     /// reload holds it exclusively, so that `used = committed + pending` is exact.
     pub(crate) gate: Arc<tokio::sync::RwLock<()>>,
@@ -330,7 +332,22 @@ pub(crate) use read_pool;
 pub(crate) use write_pool;
 pub(crate) use write_tx;
 
+/// Counters of the claims' group commits, shown in `/metrics` as
+/// `parasol_ledger_commits_total` and `parasol_ledger_committed_claims_total`.
+#[derive(Clone, Debug, Default)]
+pub struct CommitCounters {
+    /// Groups committed.
+    pub commits: prometheus_client::metrics::counter::Counter,
+    /// Claims in those groups (granted or declined by their condition).
+    pub claims: prometheus_client::metrics::counter::Counter,
+}
+
 impl Ledger {
+    /// The counters of this ledger's group commits (shared: clones count together).
+    pub fn commit_counters(&self) -> CommitCounters {
+        self.commits.clone()
+    }
+
     /// Connects to `url` (`sqlite://path` — the file is created — or `postgres://…`).
     pub async fn connect(url: &str, max_connections: u32) -> Result<Ledger, LedgerError> {
         let process = uuid::Uuid::new_v4().simple().to_string();
@@ -401,6 +418,7 @@ impl Ledger {
             process: Arc::from(process),
             table: Arc::new(HostTable::new()),
             claims: JobQueue::default(),
+            commits: CommitCounters::default(),
             gate: Arc::default(),
         })
     }

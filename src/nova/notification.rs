@@ -10,7 +10,7 @@ use crate::domain::{is_valid_class_name, Inventory, Resources};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Parasol's own event type carrying a host's inventory (DESIGN §3.3).
+/// Parasol's own event type carrying a host's inventory (docs/architecture.md §7.2).
 pub const HOST_STATE_EVENT: &str = "compute.host.state";
 
 /// Events that (re)place an instance's allocation on its payload's host.
@@ -312,5 +312,4 @@ fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
 }
 
 #[cfg(test)]
-#[path = "notification_tests.rs"]
 mod tests;

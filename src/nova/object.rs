@@ -286,5 +286,4 @@ pub fn is_nova_object(value: &Value) -> bool {
 }
 
 #[cfg(test)]
-#[path = "object_tests.rs"]
 mod tests;

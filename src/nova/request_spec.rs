@@ -289,5 +289,4 @@ pub(crate) fn read_hints(d: &Fields<'_>, key: &str) -> Result<BTreeMap<String, V
 }
 
 #[cfg(test)]
-#[path = "request_spec_tests.rs"]
 mod tests;

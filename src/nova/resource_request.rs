@@ -246,5 +246,4 @@ fn unnumbered_group(spec: &RequestSpec, pinning_translate: bool) -> ResourceRequ
 }
 
 #[cfg(test)]
-#[path = "resource_request_tests.rs"]
 mod tests;

@@ -4,7 +4,7 @@ use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
-/// How hosts that pass the filters are ranked (DESIGN §5).
+/// How hosts that pass the filters are ranked (docs/architecture.md §5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case", try_from = "String")]
 pub enum Algorithm {

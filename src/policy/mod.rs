@@ -1,11 +1,12 @@
 //! The scheduling policy every backend shares: filters keep or drop hosts, weighers (or a
 //! placement algorithm's key) rank the rest, and a seeded pick chooses among the top
-//! `host_subset_size` (DESIGN §5, Nova's FilterScheduler).
+//! `host_subset_size` (docs/architecture.md §5, Nova's FilterScheduler).
 //!
 //! # Layout
 //! - `config`: [`PolicyConfig`] and [`Algorithm`], with Nova's option names and defaults.
 //! - `filters`: the [`Filter`] trait, [`FilterEnv`], and one file per filter.
-//! - `weighers`: the [`Weigher`] trait, Nova's min–max normalisation, one file per weigher.
+//! - `weighers`: the [`Weigher`] trait, Nova's min–max normalisation, and two weighers
+//!   driven by tables (resources; soft server groups with a sign).
 //! - `algorithms`: the papers' placement rules as ranking keys, one file per rule.
 //! - `registry`: name → factory maps that refuse unknown or duplicate names.
 //! - `pipeline`: [`Policy`], which filters, ranks and picks into a caller's buffer.

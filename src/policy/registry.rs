@@ -1,13 +1,15 @@
 //! Name → factory maps for filters and weighers, built at start-up; unknown or duplicate
 //! names are refused with an error naming the offender.
 
+use std::sync::Arc;
+
 use super::config::PolicyConfig;
 use super::error::PolicyError;
 use super::filters::{self, Filter};
 use super::weighers::{self, Weigher};
 
 /// Builds one plugin from the policy configuration (e.g. to read its multiplier).
-pub type Factory<T> = fn(&PolicyConfig) -> Box<T>;
+pub type Factory<T> = Arc<dyn Fn(&PolicyConfig) -> Box<T> + Send + Sync>;
 
 /// The plugins of one extension point, by name.
 pub struct Registry<T: ?Sized> {
@@ -28,14 +30,18 @@ impl<T: ?Sized> Registry<T> {
     }
 
     /// Adds a plugin; refuses a name already registered.
-    pub fn register(&mut self, name: &'static str, factory: Factory<T>) -> Result<(), PolicyError> {
+    pub fn register(
+        &mut self,
+        name: &'static str,
+        factory: impl Fn(&PolicyConfig) -> Box<T> + Send + Sync + 'static,
+    ) -> Result<(), PolicyError> {
         if self.factories.iter().any(|(n, _)| *n == name) {
             return Err(PolicyError::Duplicate {
                 kind: self.kind,
                 name: name.to_string(),
             });
         }
-        self.factories.push((name, factory));
+        self.factories.push((name, Arc::new(factory)));
         Ok(())
     }
 
@@ -59,7 +65,7 @@ impl<T: ?Sized> Registry<T> {
                 self.factories.clone()
             } else {
                 match self.factories.iter().find(|(n, _)| *n == short) {
-                    Some(entry) => vec![*entry],
+                    Some(entry) => vec![entry.clone()],
                     None => {
                         return Err(PolicyError::Unknown {
                             kind: self.kind,
@@ -86,7 +92,8 @@ impl<T: ?Sized> Registry<T> {
 /// Every built-in filter.
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
-    let entries: [(&'static str, Factory<dyn Filter>); 8] = [
+    type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
+    let entries: [(&'static str, FilterFactory); 8] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -119,50 +126,22 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
     r
 }
 
-/// Every built-in weigher, each taking its multiplier from the configuration.
+/// Every built-in weigher, each taking its multiplier from the configuration: the rows of
+/// the resource table, then the rows of the soft server-group table (Nova's order).
 pub fn builtin_weighers() -> Registry<dyn Weigher> {
     use weighers::*;
-    let mut r = Registry::new("weigher", "all_weighers");
-    let entries: [(&'static str, Factory<dyn Weigher>); 7] = [
-        (RAMWeigher::NAME, |c| {
-            Box::new(RAMWeigher {
-                multiplier: c.ram_weight_multiplier,
-            })
-        }),
-        (CPUWeigher::NAME, |c| {
-            Box::new(CPUWeigher {
-                multiplier: c.cpu_weight_multiplier,
-            })
-        }),
-        (DiskWeigher::NAME, |c| {
-            Box::new(DiskWeigher {
-                multiplier: c.disk_weight_multiplier,
-            })
-        }),
-        (IoOpsWeigher::NAME, |c| {
-            Box::new(IoOpsWeigher {
-                multiplier: c.io_ops_weight_multiplier,
-            })
-        }),
-        (NumInstancesWeigher::NAME, |c| {
-            Box::new(NumInstancesWeigher {
-                multiplier: c.num_instances_weight_multiplier,
-            })
-        }),
-        (ServerGroupSoftAffinityWeigher::NAME, |c| {
-            Box::new(ServerGroupSoftAffinityWeigher {
-                multiplier: c.soft_affinity_weight_multiplier,
-            })
-        }),
-        (ServerGroupSoftAntiAffinityWeigher::NAME, |c| {
-            Box::new(ServerGroupSoftAntiAffinityWeigher {
-                multiplier: c.soft_anti_affinity_weight_multiplier,
-            })
-        }),
-    ];
-    for (name, factory) in entries {
-        r.register(name, factory)
-            .expect("built-in weigher names are distinct");
+    let mut r: Registry<dyn Weigher> = Registry::new("weigher", "all_weighers");
+    for spec in &RESOURCE_WEIGHERS {
+        r.register(spec.name, move |c| -> Box<dyn Weigher> {
+            Box::new(ResourceWeigher::new(spec, c))
+        })
+        .expect("built-in weigher names are distinct");
+    }
+    for spec in &GROUP_WEIGHERS {
+        r.register(spec.name, move |c| -> Box<dyn Weigher> {
+            Box::new(SoftGroupWeigher::new(spec, c))
+        })
+        .expect("built-in weigher names are distinct");
     }
     r
 }

@@ -1,4 +1,5 @@
-//! The HTTP surface (DESIGN §3.1), one file per route, and the JSON error every route answers.
+//! The HTTP surface (docs/architecture.md §8.1), one file per route, and the JSON error every route
+//! answers.
 
 mod health;
 mod hosts;

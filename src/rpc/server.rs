@@ -148,6 +148,7 @@ async fn session(
                     tracing::warn!(in_flight = calls.len(), "RPC calls still running at the end of the grace period");
                 }
                 let _ = conn.close(200, "parasol stopping").await;
+                tracing::info!(counters = %server.deps.counters.to_json(), "RPC server stopped");
                 return Ok(());
             }
             next = deliveries.next() => match next {

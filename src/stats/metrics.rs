@@ -1,6 +1,21 @@
-//! The Prometheus registry: one counter family per event kind, labelled by backend.
+//! The Prometheus registry, named after kube-scheduler's metrics and Prometheus' conventions
+//! (base units, `_total` counters, `_seconds` histograms, one family per quantity with the
+//! variants as labels). README "Metrics" lists every family.
+//!
+//! - `parasol_schedule_attempts_total{backend,result}`: instances asked to be placed, by
+//!   `result` = `scheduled` | `unschedulable` (NoValidHost) | `error` (the ledger failed).
+//! - `parasol_scheduling_attempt_duration_seconds{backend,result}`: the whole call.
+//! - `parasol_scheduling_algorithm_duration_seconds{backend}`: the decision (the call less its
+//!   claims: reads, filters, ranking).
+//! - `parasol_claim_duration_seconds{backend}`: each claim (in the ledger, and in Placement).
+//! - `parasol_placement_attempts_total{backend}`, `parasol_declines_total{backend,cause}`,
+//!   `parasol_avoidable_declines_total{backend}`: the papers' attempts and declines, by cause.
+//! - `parasol_queries_total{backend}`: host states read.
+//! - `parasol_notifications_total{kind}`, the broker and Placement sync series, and what the
+//!   service registers at start: the RPC server's `parasol_rpc_messages_total{outcome}` and
+//!   the ledger's commits.
 
-use super::Counts;
+use super::{Counts, DeclineCause};
 use parking_lot::Mutex;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -8,7 +23,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BackendLabel {
@@ -16,25 +31,44 @@ pub struct BackendLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub backend: String,
+    /// `scheduled`, `unschedulable` or `error`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabel {
+    pub backend: String,
+    /// A [`DeclineCause`] name.
+    pub cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     pub kind: String,
 }
 
+/// 50 µs … 6.5 s, doubling: decisions take tens of microseconds, a claim in a loaded
+/// PostgreSQL or Placement up to seconds.
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.00005, 2.0, 18))
 }
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Every metric Parasol exports.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Mutex<Registry>,
-    requests: Family<BackendLabel, Counter>,
-    attempts: Family<BackendLabel, Counter>,
-    declines: Family<BackendLabel, Counter>,
-    placed: Family<BackendLabel, Counter>,
-    no_valid_host: Family<BackendLabel, Counter>,
+    schedule_attempts: Family<ResultLabel, Counter>,
+    attempt_duration: Histograms<ResultLabel>,
+    algorithm_duration: Histograms<BackendLabel>,
+    claim_duration: Histograms<BackendLabel>,
+    placement_attempts: Family<BackendLabel, Counter>,
+    declines: Family<CauseLabel, Counter>,
+    avoidable_declines: Family<BackendLabel, Counter>,
     queries: Family<BackendLabel, Counter>,
-    latency: Family<BackendLabel, Histogram, fn() -> Histogram>,
     /// Notifications by outcome (applied, duplicate, dead_letter, unknown).
     pub notifications: Family<KindLabel, Counter>,
     /// 1 while the broker connection is up.
@@ -59,13 +93,14 @@ impl Default for Metrics {
     fn default() -> Self {
         let m = Metrics {
             registry: Mutex::new(Registry::with_prefix("parasol")),
-            requests: Family::default(),
-            attempts: Family::default(),
+            schedule_attempts: Family::default(),
+            attempt_duration: Family::new_with_constructor(latency_histogram),
+            algorithm_duration: Family::new_with_constructor(latency_histogram),
+            claim_duration: Family::new_with_constructor(latency_histogram),
+            placement_attempts: Family::default(),
             declines: Family::default(),
-            placed: Family::default(),
-            no_valid_host: Family::default(),
+            avoidable_declines: Family::default(),
             queries: Family::default(),
-            latency: Family::new_with_constructor(latency_histogram),
             notifications: Family::default(),
             broker_connected: Gauge::default(),
             placement_sync_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
@@ -76,127 +111,187 @@ impl Default for Metrics {
             placement_resyncs: Counter::default(),
             placement_claim_seconds: latency_histogram(),
         };
-        {
-            let mut r = m.registry.lock();
-            r.register(
-                "requests",
-                "Instances asked to be placed",
-                m.requests.clone(),
-            );
-            r.register(
-                "attempts",
-                "Claims tried (including empty samples)",
-                m.attempts.clone(),
-            );
-            r.register("declines", "Attempts that failed", m.declines.clone());
-            r.register("placed", "Instances placed", m.placed.clone());
-            r.register(
-                "no_valid_host",
-                "Instances answered with NoValidHost",
-                m.no_valid_host.clone(),
-            );
-            r.register(
-                "queries",
-                "Host states read from the ledger",
-                m.queries.clone(),
-            );
-            r.register(
-                "decision_latency_seconds",
-                "Time to decide and claim one call",
-                m.latency.clone(),
-            );
-            r.register(
-                "notifications",
-                "Notifications by outcome",
-                m.notifications.clone(),
-            );
-            r.register(
-                "broker_connected",
-                "1 while connected to RabbitMQ",
-                m.broker_connected.clone(),
-            );
-            r.register(
-                "placement_sync_duration_seconds",
-                "Duration of each Placement inventory sync",
-                m.placement_sync_seconds.clone(),
-            );
-            r.register(
-                "placement_sync_errors",
-                "Placement syncs that failed",
-                m.placement_sync_errors.clone(),
-            );
-            r.register(
-                "placement_hosts",
-                "Compute hosts in the last Placement sync",
-                m.placement_hosts.clone(),
-            );
-            r.register(
-                "expired_claims",
-                "Claims released because nothing confirmed them within claim_ttl_s",
-                m.expired_claims.clone(),
-            );
-            r.register(
-                "placement_repairs",
-                "Ledger allocations repaired from Placement's, by kind",
-                m.placement_repairs.clone(),
-            );
-            r.register(
-                "placement_resyncs",
-                "Placement syncs run out of turn",
-                m.placement_resyncs.clone(),
-            );
-            r.register(
-                "placement_claim_duration_seconds",
-                "Duration of each claim in Placement",
-                m.placement_claim_seconds.clone(),
-            );
-        }
+        m.register(
+            "schedule_attempts",
+            "Instances asked to be placed, by result (scheduled, unschedulable: NoValidHost, error)",
+            m.schedule_attempts.clone(),
+        );
+        m.register(
+            "scheduling_attempt_duration_seconds",
+            "Duration of each select_destinations call, decision and claims",
+            m.attempt_duration.clone(),
+        );
+        m.register(
+            "scheduling_algorithm_duration_seconds",
+            "Duration of each call's decision: the call less its claims",
+            m.algorithm_duration.clone(),
+        );
+        m.register(
+            "claim_duration_seconds",
+            "Duration of each claim",
+            m.claim_duration.clone(),
+        );
+        m.register(
+            "placement_attempts",
+            "Attempts: claims tried, empty APSR samples and nothing-fits (decline_ratio's denominator)",
+            m.placement_attempts.clone(),
+        );
+        m.register(
+            "declines",
+            "Declined attempts by cause (claim_conflict, placement_conflict, stale_snapshot, empty_sample, no_valid_host)",
+            m.declines.clone(),
+        );
+        m.register(
+            "avoidable_declines",
+            "Declines a fresh, serial scheduler would not have made",
+            m.avoidable_declines.clone(),
+        );
+        m.register(
+            "queries",
+            "Host states read (ledger, snapshot or sample)",
+            m.queries.clone(),
+        );
+        m.register(
+            "notifications",
+            "Notifications by outcome",
+            m.notifications.clone(),
+        );
+        m.register(
+            "broker_connected",
+            "1 while connected to RabbitMQ",
+            m.broker_connected.clone(),
+        );
+        m.register(
+            "placement_sync_duration_seconds",
+            "Duration of each Placement inventory sync",
+            m.placement_sync_seconds.clone(),
+        );
+        m.register(
+            "placement_sync_errors",
+            "Placement syncs that failed",
+            m.placement_sync_errors.clone(),
+        );
+        m.register(
+            "placement_hosts",
+            "Compute hosts in the last Placement sync",
+            m.placement_hosts.clone(),
+        );
+        m.register(
+            "expired_claims",
+            "Claims released because nothing confirmed them within claim_ttl_s",
+            m.expired_claims.clone(),
+        );
+        m.register(
+            "placement_repairs",
+            "Ledger allocations repaired from Placement's, by kind",
+            m.placement_repairs.clone(),
+        );
+        m.register(
+            "placement_resyncs",
+            "Placement syncs run out of turn",
+            m.placement_resyncs.clone(),
+        );
+        m.register(
+            "placement_claim_duration_seconds",
+            "Duration of each claim in Placement (GET and PUT /allocations/{instance})",
+            m.placement_claim_seconds.clone(),
+        );
         m
     }
 }
 
-/// The counters of one backend, resolved once so recording is a few atomic adds.
+/// The series of one backend, resolved once so recording is a few atomic adds.
 #[derive(Debug, Clone)]
 pub(super) struct BackendMetrics {
-    requests: Counter,
-    attempts: Counter,
-    declines: Counter,
-    placed: Counter,
-    no_valid_host: Counter,
+    scheduled: Counter,
+    unschedulable: Counter,
+    errors: Counter,
+    /// Call durations by result, in the order scheduled, unschedulable, error.
+    attempt_duration: [Histogram; 3],
+    algorithm_duration: Histogram,
+    claim_duration: Histogram,
+    placement_attempts: Counter,
+    declines: [Counter; DeclineCause::ALL.len()],
+    avoidable_declines: Counter,
     queries: Counter,
-    latency: Histogram,
     pub(super) placement_claim: Histogram,
 }
 
 impl BackendMetrics {
     pub(super) fn add(&self, d: &Counts, latency_us: Option<u64>) {
-        self.requests.inc_by(d.requests);
-        self.attempts.inc_by(d.attempts);
-        self.declines.inc_by(d.declines);
-        self.placed.inc_by(d.placed);
-        self.no_valid_host.inc_by(d.no_valid_host);
+        self.scheduled.inc_by(d.placed);
+        self.unschedulable.inc_by(d.no_valid_host);
+        self.errors.inc_by(d.errors);
+        self.placement_attempts.inc_by(d.attempts);
+        for (counter, n) in self.declines.iter().zip(d.by_cause) {
+            counter.inc_by(n);
+        }
+        self.avoidable_declines.inc_by(d.avoidable);
         self.queries.inc_by(d.queries);
         if let Some(us) = latency_us {
-            self.latency.observe(us as f64 / 1e6);
+            let result = if d.errors > 0 {
+                2
+            } else if d.no_valid_host > 0 {
+                1
+            } else {
+                0
+            };
+            self.attempt_duration[result].observe(us as f64 / 1e6);
+            self.algorithm_duration
+                .observe(us.saturating_sub(d.claim_us) as f64 / 1e6);
         }
+    }
+
+    pub(super) fn claim(&self, us: u64) {
+        self.claim_duration.observe(us as f64 / 1e6);
     }
 }
 
 impl Metrics {
     pub(super) fn backend(&self, backend: &str) -> BackendMetrics {
-        let l = BackendLabel {
+        // `get_or_create` returns a read guard on its family: each one is released (cloned
+        // out) before the next call on the same family, which may need the write lock.
+        fn get<L, M, C>(family: &Family<L, M, C>, label: &L) -> M
+        where
+            L: Clone + std::hash::Hash + Eq,
+            M: Clone,
+            C: prometheus_client::metrics::family::MetricConstructor<M>,
+        {
+            family.get_or_create(label).clone()
+        }
+        let b = BackendLabel {
             backend: backend.to_string(),
         };
+        let r = |result| ResultLabel {
+            backend: backend.to_string(),
+            result,
+        };
+        let results = ["scheduled", "unschedulable", "error"];
         BackendMetrics {
-            requests: self.requests.get_or_create(&l).clone(),
-            attempts: self.attempts.get_or_create(&l).clone(),
-            declines: self.declines.get_or_create(&l).clone(),
-            placed: self.placed.get_or_create(&l).clone(),
-            no_valid_host: self.no_valid_host.get_or_create(&l).clone(),
-            queries: self.queries.get_or_create(&l).clone(),
-            latency: self.latency.get_or_create(&l).clone(),
+            scheduled: get(&self.schedule_attempts, &r(results[0])),
+            unschedulable: get(&self.schedule_attempts, &r(results[1])),
+            errors: get(&self.schedule_attempts, &r(results[2])),
+            attempt_duration: results.map(|res| get(&self.attempt_duration, &r(res))),
+            algorithm_duration: get(&self.algorithm_duration, &b),
+            claim_duration: get(&self.claim_duration, &b),
+            placement_attempts: get(&self.placement_attempts, &b),
+            declines: DeclineCause::ALL.map(|cause| {
+                let label = CauseLabel {
+                    backend: backend.to_string(),
+                    cause: cause.as_str(),
+                };
+                get(&self.declines, &label)
+            }),
+            avoidable_declines: get(&self.avoidable_declines, &b),
+            queries: get(&self.queries, &b),
             placement_claim: self.placement_claim_seconds.clone(),
         }
+    }
+
+    /// Adds a metric of another part of the service (the RPC server's counters, the ledger's
+    /// commits) under `parasol_<name>`.
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.registry.lock().register(name, help, metric);
     }
 
     /// Counts a notification outcome.
@@ -217,7 +312,7 @@ impl Metrics {
             .clone()
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The exposition of every metric, in the OpenMetrics text format Prometheus scrapes.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry.lock());

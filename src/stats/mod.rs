@@ -10,6 +10,8 @@ mod metrics;
 mod window;
 
 pub use metrics::Metrics;
+/// Re-exported so that other parts can build the metrics they register in [`Metrics`].
+pub use prometheus_client;
 
 use crate::clock::SharedClock;
 use hdrhistogram::Histogram;
@@ -67,6 +69,8 @@ pub struct Counts {
     pub avoidable: u64,
     pub placed: u64,
     pub no_valid_host: u64,
+    /// Instances of calls that failed for another reason than NoValidHost (the ledger failed).
+    pub errors: u64,
     pub queries: u64,
     /// Time spent in ledger claims, in microseconds (to split decide from claim latency).
     #[serde(skip)]
@@ -78,9 +82,12 @@ impl Counts {
         ratio(self.declines, self.attempts)
     }
 
-    /// Avoidable declines over attempts (README "Declines by cause").
+    /// Avoidable declines over the attempts that had a chance: every attempt less the
+    /// declines no scheduler could have avoided (nothing in the cloud fits), so a request too
+    /// big for any host moves neither side (README "Declines by cause").
     pub fn avoidable_decline_ratio(&self) -> f64 {
-        ratio(self.avoidable, self.attempts)
+        let unavoidable = self.declines.saturating_sub(self.avoidable);
+        ratio(self.avoidable, self.attempts.saturating_sub(unavoidable))
     }
 
     /// Counts one declined attempt with its cause; `avoidable` per README's definition.
@@ -107,6 +114,7 @@ impl Counts {
         self.avoidable += o.avoidable;
         self.placed += o.placed;
         self.no_valid_host += o.no_valid_host;
+        self.errors += o.errors;
         self.queries += o.queries;
         self.claim_us += o.claim_us;
     }
@@ -172,6 +180,7 @@ impl BackendStats {
 
     /// Records the duration of one ledger claim.
     pub fn record_claim(&self, us: u64) {
+        self.metrics.claim(us);
         let _ = self.inner.lock().claim_us.record(us.max(1));
     }
 
@@ -205,7 +214,7 @@ impl BackendStats {
         &self.name
     }
 
-    /// The JSON object of DESIGN §3.1 for this backend.
+    /// The JSON object of docs/architecture.md §8.1 for this backend.
     pub fn to_json(&self) -> Value {
         let now = self.clock.now_ms();
         let inner = self.inner.lock();
@@ -255,6 +264,7 @@ fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
     m.insert("declines_by_cause".into(), Value::Object(causes));
     m.insert("placed".into(), json!(c.placed));
     m.insert("no_valid_host".into(), json!(c.no_valid_host));
+    m.insert("errors".into(), json!(c.errors));
     m.insert("queries".into(), json!(c.queries));
     m.insert("queries_per_request".into(), json!(c.queries_per_request()));
     m.insert("latency_ms".into(), percentiles(h));
@@ -326,5 +336,32 @@ impl Stats {
     pub fn backends_json(&self) -> Map<String, Value> {
         let map = self.backends.lock().clone();
         map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avoidable_ratio_leaves_out_what_no_scheduler_could_place() {
+        let mut c = Counts {
+            attempts: 1,
+            ..Counts::default()
+        };
+        c.decline(DeclineCause::ClaimConflict, true);
+        assert_eq!((c.decline_ratio(), c.avoidable_decline_ratio()), (0.5, 0.5));
+        c.decline(DeclineCause::NoValidHost, false);
+        assert_eq!(c.by_cause[DeclineCause::NoValidHost as usize], 1);
+        assert_eq!(c.decline_ratio(), 2.0 / 3.0);
+        assert_eq!(c.avoidable_decline_ratio(), 0.5, "unmoved by nothing-fits");
+        // APSR: two empty samples, then a fitting host was found: both avoidable.
+        let mut apsr = Counts::default();
+        apsr.decline(DeclineCause::EmptySample, false);
+        apsr.decline(DeclineCause::EmptySample, false);
+        apsr.attempts += 1;
+        apsr.avoidable += 2;
+        assert_eq!(apsr.avoidable_decline_ratio(), 2.0 / 3.0);
+        assert_eq!(Counts::default().avoidable_decline_ratio(), 0.0);
     }
 }

@@ -11,6 +11,7 @@ mod bad_input;
 mod claim_ttl;
 mod concurrency;
 mod helpers;
+mod metrics;
 mod notifications;
 mod ready;
 mod redaction;

@@ -1,4 +1,5 @@
-//! The papers' placement algorithms as ranking keys in the policy pipeline (DESIGN §5).
+//! The papers' placement algorithms as ranking keys in the policy pipeline (docs/architecture.md
+//! §5).
 //!
 //! Each file holds one rule as a pure function of a host and the demand (higher ranks
 //! first) with its tests; [`resolve`] turns an [`Algorithm`] into the ranking and pick-set

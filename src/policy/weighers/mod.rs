@@ -1,23 +1,16 @@
 //! Weighers: each returns a raw value per host; the handler normalises, multiplies and sums
 //! (Nova's `BaseWeigher` and `BaseWeightHandler`).
 //!
-//! One file per weigher, each with its name constant and table-driven tests.
+//! Nova's seven weighers are two weighers driven by tables: `resource` (RAM, CPU, disk,
+//! I/O operations, instances; one row each) and `soft_affinity` (the two soft server-group
+//! policies, one row each with its sign). A row is a name, what it reads, Nova's option for
+//! its multiplier and that option's default; each row has its own unit test.
 
-mod cpu;
-mod disk;
-mod io_ops;
-mod num_instances;
-mod ram;
+mod resource;
 mod soft_affinity;
-mod soft_anti_affinity;
 
-pub use cpu::CPUWeigher;
-pub use disk::DiskWeigher;
-pub use io_ops::IoOpsWeigher;
-pub use num_instances::NumInstancesWeigher;
-pub use ram::RAMWeigher;
-pub use soft_affinity::ServerGroupSoftAffinityWeigher;
-pub use soft_anti_affinity::ServerGroupSoftAntiAffinityWeigher;
+pub use resource::{HostValue, ResourceWeigher, ResourceWeigherSpec, RESOURCE_WEIGHERS};
+pub use soft_affinity::{GroupWeigherSpec, SoftGroupWeigher, GROUP_WEIGHERS};
 
 use crate::domain::{HostState, RequestContext};
 

@@ -1,0 +1,257 @@
+//! Nova's five resource weighers (`RAMWeigher`, `CPUWeigher`, `DiskWeigher`, `IoOpsWeigher`,
+//! `NumInstancesWeigher`) as one weigher driven by a table, the way Kubernetes'
+//! `resourceAllocationScorer` serves its scorers: each row names the weigher, the host value
+//! it reads, Nova's `[filter_scheduler]` option for its multiplier and that option's default.
+
+use super::Weigher;
+use crate::domain::{HostState, RequestContext};
+use crate::policy::config::PolicyConfig;
+
+/// What a resource weigher reads from a host. An enum, not a function pointer: `weigh` runs
+/// once per host and weigher, and a `match` inlines where an indirect call cannot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostValue {
+    /// Free memory after allocation ratios.
+    FreeMemoryMb,
+    /// Free VCPU after allocation ratios.
+    FreeVcpu,
+    /// Free DISK_GB after allocation ratios.
+    FreeDiskGb,
+    /// Concurrent I/O-heavy operations.
+    IoOps,
+    /// Instances on the host.
+    Instances,
+}
+
+impl HostValue {
+    /// The value of `host`.
+    #[inline]
+    pub fn of(self, host: &HostState) -> f64 {
+        match self {
+            HostValue::FreeMemoryMb => host.free().memory_mb() as f64,
+            HostValue::FreeVcpu => host.free().vcpu() as f64,
+            HostValue::FreeDiskGb => host.free().disk_gb() as f64,
+            HostValue::IoOps => host.num_io_ops as f64,
+            HostValue::Instances => host.num_instances as f64,
+        }
+    }
+}
+
+/// One row of [`RESOURCE_WEIGHERS`].
+#[derive(Debug)]
+pub struct ResourceWeigherSpec {
+    /// The name in `weight_classes` (Nova's class name).
+    pub name: &'static str,
+    /// The raw value of a host (larger ranks higher under a positive multiplier).
+    pub value: HostValue,
+    /// Nova's option for the multiplier (`[filter_scheduler]`), the same key in `[policy]`.
+    pub option: &'static str,
+    /// The option's default in Nova, and in Parasol.
+    pub default_multiplier: f64,
+    /// Reads the option from the policy configuration.
+    pub multiplier: fn(&PolicyConfig) -> f64,
+}
+
+/// Every resource weigher, in Nova's `all_weighers` order.
+pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
+    // Free memory after allocation ratios: 1.0 spreads, negative stacks.
+    ResourceWeigherSpec {
+        name: "RAMWeigher",
+        value: HostValue::FreeMemoryMb,
+        option: "ram_weight_multiplier",
+        default_multiplier: 1.0,
+        multiplier: |c| c.ram_weight_multiplier,
+    },
+    // Free VCPU after allocation ratios.
+    ResourceWeigherSpec {
+        name: "CPUWeigher",
+        value: HostValue::FreeVcpu,
+        option: "cpu_weight_multiplier",
+        default_multiplier: 1.0,
+        multiplier: |c| c.cpu_weight_multiplier,
+    },
+    // Free DISK_GB after allocation ratios.
+    ResourceWeigherSpec {
+        name: "DiskWeigher",
+        value: HostValue::FreeDiskGb,
+        option: "disk_weight_multiplier",
+        default_multiplier: 1.0,
+        multiplier: |c| c.disk_weight_multiplier,
+    },
+    // Concurrent I/O-heavy operations: −1.0 prefers idle hosts.
+    ResourceWeigherSpec {
+        name: "IoOpsWeigher",
+        value: HostValue::IoOps,
+        option: "io_ops_weight_multiplier",
+        default_multiplier: -1.0,
+        multiplier: |c| c.io_ops_weight_multiplier,
+    },
+    // Instances on the host: off by default, negative spreads.
+    ResourceWeigherSpec {
+        name: "NumInstancesWeigher",
+        value: HostValue::Instances,
+        option: "num_instances_weight_multiplier",
+        default_multiplier: 0.0,
+        multiplier: |c| c.num_instances_weight_multiplier,
+    },
+];
+
+/// A resource weigher: one row of [`RESOURCE_WEIGHERS`] with its configured multiplier.
+#[derive(Clone, Copy, Debug)]
+pub struct ResourceWeigher {
+    /// Which resource, under which name.
+    pub spec: &'static ResourceWeigherSpec,
+    /// Normalised weights are multiplied by this.
+    pub multiplier: f64,
+}
+
+impl ResourceWeigher {
+    /// The weigher of `spec`, its multiplier read from `config`.
+    pub fn new(spec: &'static ResourceWeigherSpec, config: &PolicyConfig) -> Self {
+        ResourceWeigher {
+            spec,
+            multiplier: (spec.multiplier)(config),
+        }
+    }
+}
+
+impl Weigher for ResourceWeigher {
+    fn name(&self) -> &'static str {
+        self.spec.name
+    }
+
+    fn multiplier(&self) -> f64 {
+        self.multiplier
+    }
+
+    fn weigh(&self, host: &HostState, _req: &RequestContext) -> f64 {
+        self.spec.value.of(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Resources;
+
+    type Case = (Resources, i64, i64, f64);
+
+    /// Checks the row named `name`: its raw values on `cases` (used, num_instances,
+    /// num_io_ops, want) of a 16 VCPU / 32,768 MB / 400 GB host, its option and default
+    /// against the configuration, and that setting the option by Nova's name reaches it.
+    fn check_row(name: &str, option: &str, default: f64, cases: [Case; 3]) {
+        let spec = RESOURCE_WEIGHERS
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no row {name}"));
+        assert_eq!(spec.option, option, "{name}");
+        assert_eq!(spec.default_multiplier, default, "{name}");
+        let defaults = PolicyConfig::default();
+        let w = ResourceWeigher::new(spec, &defaults);
+        assert_eq!((w.name(), w.multiplier()), (name, default));
+        let set: PolicyConfig = toml::from_str(&format!("{option} = 2.5")).unwrap();
+        assert_eq!(
+            ResourceWeigher::new(spec, &set).multiplier(),
+            2.5,
+            "{option}"
+        );
+
+        let usable = Resources::new(16, 32768, 400);
+        let req = RequestContext::with_demand("i", "f", Resources::new(1, 1, 1));
+        for (used, instances, io_ops, want) in cases {
+            let mut host = HostState::synthetic(1, usable, used);
+            host.num_instances = instances;
+            host.num_io_ops = io_ops;
+            assert_eq!(
+                w.weigh(&host, &req),
+                want,
+                "{name}: {used:?} {instances} {io_ops}"
+            );
+        }
+    }
+
+    #[test]
+    fn ram_weigher_weighs_free_memory() {
+        check_row(
+            "RAMWeigher",
+            "ram_weight_multiplier",
+            1.0,
+            [
+                (Resources::ZERO, 0, 0, 32768.0),
+                (Resources::new(16, 32000, 400), 3, 3, 768.0),
+                (Resources::new(0, 32768, 0), 0, 0, 0.0),
+            ],
+        );
+    }
+
+    #[test]
+    fn cpu_weigher_weighs_free_vcpus() {
+        check_row(
+            "CPUWeigher",
+            "cpu_weight_multiplier",
+            1.0,
+            [
+                (Resources::ZERO, 0, 0, 16.0),
+                (Resources::new(10, 32000, 400), 3, 3, 6.0),
+                (Resources::new(16, 0, 0), 0, 0, 0.0),
+            ],
+        );
+    }
+
+    #[test]
+    fn disk_weigher_weighs_free_disk() {
+        check_row(
+            "DiskWeigher",
+            "disk_weight_multiplier",
+            1.0,
+            [
+                (Resources::ZERO, 0, 0, 400.0),
+                (Resources::new(16, 32000, 150), 3, 3, 250.0),
+                (Resources::new(0, 0, 400), 0, 0, 0.0),
+            ],
+        );
+    }
+
+    #[test]
+    fn io_ops_weigher_weighs_io_ops() {
+        check_row(
+            "IoOpsWeigher",
+            "io_ops_weight_multiplier",
+            -1.0,
+            [
+                (Resources::ZERO, 0, 0, 0.0),
+                (Resources::new(16, 32000, 150), 3, 2, 2.0),
+                (Resources::ZERO, 9, 7, 7.0),
+            ],
+        );
+    }
+
+    #[test]
+    fn num_instances_weigher_weighs_instances() {
+        check_row(
+            "NumInstancesWeigher",
+            "num_instances_weight_multiplier",
+            0.0,
+            [
+                (Resources::ZERO, 0, 0, 0.0),
+                (Resources::new(16, 32000, 150), 3, 2, 3.0),
+                (Resources::ZERO, 9, 7, 9.0),
+            ],
+        );
+    }
+
+    #[test]
+    fn the_table_holds_nova_s_five_resource_weighers_in_its_order() {
+        let names: Vec<_> = RESOURCE_WEIGHERS.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "RAMWeigher",
+                "CPUWeigher",
+                "DiskWeigher",
+                "IoOpsWeigher",
+                "NumInstancesWeigher"
+            ]
+        );
+    }
+}
