@@ -181,12 +181,17 @@ impl HostState {
     pub fn fits(&self, demand: &Resources) -> bool {
         let usable = &self.profile.usable.0;
         let used = &self.used.0;
-        demand.0.iter().enumerate().all(|(i, &d)| {
-            d == 0
-                || used[i]
-                    .checked_add(d)
-                    .is_some_and(|total| total <= usable[i])
-        }) && self.profile.admits(demand)
+        // Classes past the process' class table are 0 in every demand.
+        demand.0[..ClassId::count()]
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| {
+                d == 0
+                    || used[i]
+                        .checked_add(d)
+                        .is_some_and(|total| total <= usable[i])
+            })
+            && self.profile.admits(demand)
     }
 
     /// Fraction used of each class the host has capacity of, by class index (`None` for a

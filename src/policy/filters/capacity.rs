@@ -30,16 +30,17 @@ impl Filter for CapacityFilter {
 }
 
 /// [`HostState::fits`]'s room test over the classes the process knows: every other class is
-/// 0 in the usage, the demand and the capacity alike, so the answer is the same, without
-/// summing and comparing all `MAX_CLASSES` of them for every host of every request (this
-/// test is the inner loop of every full-snapshot decision).
+/// 0 in the demand, so the answer is the same, without reading all `MAX_CLASSES` of them for
+/// every host of every request (this test is the inner loop of every full-snapshot decision).
+/// Only the classes the demand asks for are compared, as Placement does.
 pub fn has_room(host: &HostState, demand: &Resources) -> bool {
     let n = ClassId::count();
     let (used, usable) = (&host.used.0[..n], &host.usable().0[..n]);
-    used.iter()
+    demand.0[..n]
+        .iter()
+        .zip(used)
         .zip(usable)
-        .zip(&demand.0[..n])
-        .all(|((u, cap), d)| u.saturating_add(*d) <= *cap)
+        .all(|((d, u), cap)| *d == 0 || u.checked_add(*d).is_some_and(|total| total <= *cap))
 }
 
 #[cfg(test)]
