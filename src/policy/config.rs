@@ -75,7 +75,7 @@ impl FromStr for Algorithm {
     }
 }
 
-/// How hosts with equal ranking keys are ordered (DESIGN §5).
+/// How hosts with equal ranking keys are ordered (docs/architecture.md §5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case", try_from = "String")]
 pub enum TieBreak {

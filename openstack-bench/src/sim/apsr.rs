@@ -17,7 +17,7 @@ pub struct ApsrSetup {
 }
 
 impl Default for ApsrSetup {
-    /// DESIGN §6 A: ε = 5 %, B = n, T = 10 slots, α = 0.1, no cap on s beyond the model's.
+    /// docs/architecture.md §10 A: ε = 5 %, B = n, T = 10 slots, α = 0.1, no cap on s beyond the model's.
     fn default() -> Self {
         ApsrSetup {
             params: ApsrParams {

@@ -95,7 +95,7 @@ pub struct StalenessArgs {
     /// Subtract the scheduler's own placements from its cache (Nova's consume_from_request).
     #[arg(long)]
     pub consume_own: bool,
-    /// How equal ranking keys are ordered: random (DESIGN §6 B) or host_order.
+    /// How equal ranking keys are ordered: random (docs/architecture.md §10 B) or host_order.
     #[arg(long, default_value = "random")]
     pub tie_break: TieBreak,
     /// Policies of the dynamic (ASC) part.

@@ -1,4 +1,4 @@
-//! Experiment B against the ASC paper's published points (DESIGN §6 B), and the runs that
+//! Experiment B against the ASC paper's published points (docs/architecture.md §10 B), and the runs that
 //! isolate a model difference where a point is not met.
 
 use super::report::{DynamicRow, StaleRow};
@@ -8,7 +8,7 @@ use parasol::datasets::DatasetKind;
 use parasol::policy::{Algorithm, TieBreak};
 use std::fmt::Write;
 
-/// Published NFV decline ratios (%) with a 100 s refresh interval (DESIGN §6 B).
+/// Published NFV decline ratios (%) with a 100 s refresh interval (docs/architecture.md §10 B).
 pub const PUBLISHED_100S: [(&str, f64); 2] = [("random", 12.5), ("dist_from_diag", 38.0)];
 /// Published mean ASC interval on the dynamic runs (s).
 pub const PUBLISHED_ASC_MEAN_S: f64 = 24.0;
@@ -22,7 +22,7 @@ fn pct(v: f64) -> String {
     format!("{:.1} %", v * 100.0)
 }
 
-/// One isolating run: what differs from DESIGN §6 B's model, and its decline ratio.
+/// One isolating run: what differs from docs/architecture.md §10 B's model, and its decline ratio.
 pub struct Isolated {
     pub policy: Algorithm,
     pub model: &'static str,
@@ -61,7 +61,7 @@ pub fn isolate(seed: u64) -> Vec<Isolated> {
         out.extend([
             Isolated {
                 policy,
-                model: "DESIGN §6 B: unbounded lifetimes, NFV ×10 on 279 hosts, snapshot as read, random ties",
+                model: "docs/architecture.md §10 B: unbounded lifetimes, NFV ×10 on 279 hosts, snapshot as read, random ties",
                 decline_ratio: fixed(as_read),
             },
             Isolated {

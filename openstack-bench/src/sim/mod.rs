@@ -6,8 +6,8 @@
 //! - `random`: seeded streams and the Poisson / exponential draws the models need.
 //! - `slots`: experiment A's slot mechanics (decide on the slot-start state, then resolve).
 //! - `apsr`: APSR's sampling scheduler, driving the library's `ApsrController` in slot time.
-//! - `parallel`: experiment A (DESIGN §6 A): arrivals, FIFO, one run per cell, in parallel.
-//! - `staleness`: experiment B (DESIGN §6 B): fixed refresh intervals, then ASC in virtual time.
+//! - `parallel`: experiment A (docs/architecture.md §10 A): arrivals, FIFO, one run per cell, in parallel.
+//! - `staleness`: experiment B (docs/architecture.md §10 B): fixed refresh intervals, then ASC in virtual time.
 //! - `report`: rows, mean and spread over seeds, Markdown / CSV / JSON.
 //! - `plot`: the figures (PNG and SVG), drawn with the embedded font of [`crate::fonts`].
 //! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.

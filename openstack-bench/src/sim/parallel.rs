@@ -1,4 +1,4 @@
-//! Experiment A (DESIGN §6 A, APSR paper): Poisson arrivals (λ per slot) into a FIFO; each
+//! Experiment A (docs/architecture.md §10 A, APSR paper): Poisson arrivals (λ per slot) into a FIFO; each
 //! slot, each of s schedulers with work dequeues one request; decisions on the slot-start
 //! state; claims resolved in random order; one attempt; requests never end.
 

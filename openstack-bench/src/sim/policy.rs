@@ -57,7 +57,7 @@ impl FromStr for SimPolicy {
 
 /// The library policy with only the capacity filter (simulated hosts are always up and
 /// requests carry no constraints), ranked by `algorithm`, equal keys ordered by `tie_break`
-/// (host order in experiment A, random in experiment B: DESIGN §5); ℓ comes from the
+/// (host order in experiment A, random in experiment B: docs/architecture.md §5); ℓ comes from the
 /// algorithm itself (5 for `ffr`/`wfr`, as in the papers).
 pub fn build(algorithm: Algorithm, tie_break: TieBreak) -> Policy {
     let config = PolicyConfig {

@@ -18,7 +18,7 @@ pub enum Decider {
 }
 
 impl Decider {
-    /// A full-snapshot decider ranking with `algorithm`, equal keys in host order (DESIGN §5:
+    /// A full-snapshot decider ranking with `algorithm`, equal keys in host order (docs/architecture.md §5:
     /// experiment A).
     pub fn snapshot(algorithm: Algorithm) -> Self {
         Decider::Snapshot(policy::build(algorithm, TieBreak::HostOrder))

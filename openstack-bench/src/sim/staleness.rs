@@ -1,9 +1,9 @@
-//! Experiment B (DESIGN §6 B, ASC paper): one scheduler deciding on a cached snapshot that is
+//! Experiment B (docs/architecture.md §10 B, ASC paper): one scheduler deciding on a cached snapshot that is
 //! refreshed every τ. First one request per time unit with fixed τ from "always" to "never"
 //! and unbounded lifetimes; then Poisson arrivals and departures in virtual time with the
 //! library's ASC controller, against fresh state and a fixed τ.
 //!
-//! The cache is a copy of the hosts refreshed by copying their usage (n queries). DESIGN §6 B's
+//! The cache is a copy of the hosts refreshed by copying their usage (n queries). docs/architecture.md §10 B's
 //! model ([`CacheModel::default`]): the scheduler decides on the snapshot as read, without
 //! subtracting its own placements (otherwise one scheduler with unbounded lifetimes would
 //! never see stale state), and equal ranking keys are broken at random. `consume_own` turns
@@ -25,14 +25,14 @@ use std::collections::BinaryHeap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct CacheModel {
     /// Subtract the scheduler's own placements from its cache (Nova's
-    /// `consume_from_request`); off in DESIGN §6 B ("the snapshot as read").
+    /// `consume_from_request`); off in docs/architecture.md §10 B ("the snapshot as read").
     pub consume_own: bool,
-    /// How equal ranking keys are ordered; random in DESIGN §6 B.
+    /// How equal ranking keys are ordered; random in docs/architecture.md §10 B.
     pub tie_break: TieBreak,
 }
 
 impl Default for CacheModel {
-    /// DESIGN §6 B: the snapshot as read, equal keys broken at random.
+    /// docs/architecture.md §10 B: the snapshot as read, equal keys broken at random.
     fn default() -> Self {
         CacheModel {
             consume_own: false,

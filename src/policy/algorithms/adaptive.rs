@@ -2,7 +2,7 @@
 //!
 //! The APSR paper's Adaptive: it "begins like WF; once the load passes a threshold, the
 //! algorithm switches to an FF regime", a host's load being "the maximum load over all the
-//! possible resources" (DESIGN §5). So `worst_fit` while the least-loaded host's load —
+//! possible resources" (docs/architecture.md §5). So `worst_fit` while the least-loaded host's load —
 //! max over classes of used / usable, before placement — is below [`THRESHOLD`], then
 //! `first_fit`. The hosts are those given to the ranking; classes a host has no capacity of
 //! take no part, and a host with no capacity at all is skipped.
