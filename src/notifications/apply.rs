@@ -274,5 +274,4 @@ pub async fn apply(ledger: &Ledger, n: &Notification, now_ms: i64) -> Result<App
 }
 
 #[cfg(test)]
-#[path = "apply_tests.rs"]
 mod tests;

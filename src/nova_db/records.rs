@@ -193,5 +193,4 @@ pub(super) fn pci_pools(text: Option<&str>) -> usize {
 }
 
 #[cfg(test)]
-#[path = "records_tests.rs"]
 mod tests;

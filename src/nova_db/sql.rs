@@ -160,5 +160,4 @@ pub(super) fn epoch_ms(t: Option<NaiveDateTime>) -> Option<i64> {
 }
 
 #[cfg(test)]
-#[path = "sql_tests.rs"]
 mod tests;

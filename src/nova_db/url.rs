@@ -301,5 +301,4 @@ fn quote(text: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "url_tests.rs"]
 mod tests;
