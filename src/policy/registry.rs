@@ -86,7 +86,7 @@ impl<T: ?Sized> Registry<T> {
 /// Every built-in filter.
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
-    let entries: [(&'static str, Factory<dyn Filter>); 8] = [
+    let entries: [(&'static str, Factory<dyn Filter>); 9] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -110,6 +110,9 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         }),
         (filters::ServerGroupAffinityFilter::NAME, |_| {
             Box::new(filters::ServerGroupAffinityFilter)
+        }),
+        (filters::AggregateInstanceExtraSpecsFilter::NAME, |_| {
+            Box::new(filters::AggregateInstanceExtraSpecsFilter)
         }),
     ];
     for (name, factory) in entries {
@@ -214,7 +217,7 @@ mod tests {
                 PolicyError::Unknown {
                     kind: "filter",
                     name: "RamFilter".into(),
-                    known: DEFAULT_FILTERS.join(", "),
+                    known: builtin_filters().names().collect::<Vec<_>>().join(", "),
                 },
             ),
             (

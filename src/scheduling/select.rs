@@ -10,6 +10,7 @@ use crate::nova::{
     encode_legacy, encode_selections, translate, CloudView, ComputeNodeRef, Refusal,
     ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
 };
+use crate::policy::filters::AggregateExtraSpecs;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -204,6 +205,13 @@ impl Scheduler {
         let rr = self.resource_request(args, pinned)?;
         let (demand, query) = placement_terms(&rr)?;
         let owner = self.placement_owner(args)?;
+        // Nova's AggregateInstanceExtraSpecsFilter does not run for a rebuild.
+        let aggregate_extra_specs = if args.spec.is_rebuild() {
+            None
+        } else {
+            AggregateExtraSpecs::new(&args.spec.flavor.extra_specs, &self.cloud().aggregates())
+                .map(std::sync::Arc::new)
+        };
         Ok(args
             .spec
             .contexts(&args.instance_uuids)
@@ -212,6 +220,7 @@ impl Scheduler {
                 r.demand = demand;
                 r.query = query.clone();
                 r.owner = owner.clone();
+                r.aggregate_extra_specs = aggregate_extra_specs.clone();
                 r
             })
             .collect())
