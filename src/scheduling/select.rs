@@ -69,15 +69,33 @@ impl Scheduler {
     /// Places every instance of one call on the active backend, all or none: Nova's resource
     /// request (request filters included) first, then the backend; for dedicated CPUs, Nova's
     /// fallback request with VCPU when the PCPU request finds no host.
+    ///
+    /// A call that finds no valid host asks for a Placement sync and, when one is taken (or
+    /// an asked-for sync is still pending), waits for it — at most `[placement] timeout_s` —
+    /// and tries once more: a compute node that registered since the last sync (Nova's
+    /// scheduler reads Placement on every call) is then found.
     pub async fn select(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
-        let answer = self.select_once(args).await;
-        if matches!(answer, Err(SelectError::NoValidHost { .. }))
-            && self.settings().placement.enabled
-            && self.resync().request()
-        {
-            tracing::info!("no candidate host: a Placement sync is asked for");
+        let settings = self.settings();
+        if !settings.placement.enabled {
+            return self.select_once(args).await;
         }
-        answer
+        let answer = self.select_once(args.clone()).await;
+        if !matches!(answer, Err(SelectError::NoValidHost { .. })) {
+            return answer;
+        }
+        let Some(sync) = self.resync().ask() else {
+            return answer;
+        };
+        tracing::info!(
+            sync,
+            "no candidate host: waiting for a Placement sync to try again"
+        );
+        let timeout_ms = (settings.placement.timeout_s * 1000.0).round() as u64;
+        if !self.resync().wait_for(sync, timeout_ms).await {
+            tracing::info!(sync, "the Placement sync did not finish in time");
+            return answer;
+        }
+        self.select_once(args).await
     }
 
     async fn select_once(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
