@@ -147,6 +147,13 @@ pub struct Resync {
     finished: tokio::sync::watch::Sender<u64>,
     /// The sync the last accepted request waits for.
     pending: Mutex<u64>,
+    /// Nova's compute nodes the table lacked when the last sync finished: Placement had no
+    /// provider for them then, so a request does not wait for a sync because of them.
+    unloaded_at_sync: Mutex<Vec<String>>,
+    /// The last answer of [`Resync::node_since_last_sync`] with the table generation and
+    /// records it was computed from (cleared by each sync), so that a call costs no walk
+    /// over every node while neither changes.
+    since_cache: Mutex<Option<(u64, usize, bool)>>,
 }
 
 impl Resync {
@@ -159,7 +166,39 @@ impl Resync {
             started: std::sync::atomic::AtomicU64::new(0),
             finished: tokio::sync::watch::Sender::new(0),
             pending: Mutex::new(0),
+            unloaded_at_sync: Mutex::new(Vec::new()),
+            since_cache: Mutex::new(None),
         }
+    }
+
+    /// True when Nova's records name a compute node that the table lacks and that the last
+    /// finished sync did not see lacking either: a node that registered since, whose
+    /// provider the next sync loads (Nova's scheduler would see it on this call).
+    pub fn node_since_last_sync(&self, table: &crate::table::HostTable) -> bool {
+        let Some(records) = table.records() else {
+            return false;
+        };
+        let key = (table.generation(), Arc::as_ptr(&records) as usize);
+        if let Some((g, r, answer)) = *self.since_cache.lock() {
+            if (g, r) == key {
+                return answer;
+            }
+        }
+        let (generation, records, missing) = table.nodes_not_loaded();
+        let answer = {
+            let known = self.unloaded_at_sync.lock();
+            missing.iter().any(|u| known.binary_search(u).is_err())
+        };
+        if let Some(records) = records {
+            *self.since_cache.lock() = Some((generation, Arc::as_ptr(&records) as usize, answer));
+        }
+        answer
+    }
+
+    /// Records what the table lacks of Nova's nodes after a sync.
+    pub(crate) fn note_unloaded(&self, table: &crate::table::HostTable) {
+        *self.unloaded_at_sync.lock() = table.nodes_not_loaded().2;
+        *self.since_cache.lock() = None;
     }
 
     /// Asks for a sync (as [`Resync::request`]) and names the sync that will see Placement as
@@ -251,6 +290,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     while !shutdown.is_cancelled() {
         let sync = deps.resync.begin();
         run_one(&deps, &client, &settings, &mut missing).await;
+        deps.resync.note_unloaded(deps.ledger.table());
         deps.resync.end(sync);
         tokio::select! {
             _ = deps.clock.sleep_ms(interval_ms) => {}

@@ -79,6 +79,15 @@ impl Scheduler {
         if !settings.placement.enabled {
             return self.select_once(args).await;
         }
+        // A compute node Nova has and the table lacks registered since the last sync: wait
+        // for the next one first, so it can be chosen or be an alternate.
+        if self.resync().node_since_last_sync(self.ledger().table()) {
+            if let Some(sync) = self.resync().ask() {
+                tracing::info!(sync, "a compute node of Nova's records is not synced yet: waiting for a Placement sync");
+                let timeout_ms = (settings.placement.timeout_s * 1000.0).round() as u64;
+                self.resync().wait_for(sync, timeout_ms).await;
+            }
+        }
         let answer = self.select_once(args.clone()).await;
         if !matches!(answer, Err(SelectError::NoValidHost { .. })) {
             return answer;
