@@ -153,7 +153,7 @@ pub struct Resync {
     /// The last answer of [`Resync::node_since_last_sync`] with the table generation and
     /// records it was computed from (cleared by each sync), so that a call costs no walk
     /// over every node while neither changes.
-    since_cache: Mutex<Option<(u64, usize, bool)>>,
+    since_cache: Mutex<Option<(u64, Arc<crate::table::NodeRecords>, bool)>>,
 }
 
 impl Resync {
@@ -178,10 +178,10 @@ impl Resync {
         let Some(records) = table.records() else {
             return false;
         };
-        let key = (table.generation(), Arc::as_ptr(&records) as usize);
-        if let Some((g, r, answer)) = *self.since_cache.lock() {
-            if (g, r) == key {
-                return answer;
+        let generation = table.generation();
+        if let Some((g, r, answer)) = &*self.since_cache.lock() {
+            if *g == generation && Arc::ptr_eq(r, &records) {
+                return *answer;
             }
         }
         let (generation, records, missing) = table.nodes_not_loaded();
@@ -190,7 +190,7 @@ impl Resync {
             missing.iter().any(|u| known.binary_search(u).is_err())
         };
         if let Some(records) = records {
-            *self.since_cache.lock() = Some((generation, Arc::as_ptr(&records) as usize, answer));
+            *self.since_cache.lock() = Some((generation, records, answer));
         }
         answer
     }
