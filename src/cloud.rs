@@ -63,6 +63,7 @@ mod tests {
         Aggregate {
             uuid: uuid.into(),
             metadata: [(key.to_string(), value.to_string())].into(),
+            hosts: Vec::new(),
         }
     }
 

@@ -121,6 +121,10 @@ pub struct RequestContext {
     /// Whom the instance's allocation in Placement is for; `None`: no claim in Placement for
     /// this instance (claims are off, or a rebuild, for which Nova claims nothing).
     pub owner: Option<Arc<ConsumerOwner>>,
+    /// The flavor's extra specs against the host aggregates' metadata
+    /// (`AggregateInstanceExtraSpecsFilter`); `None`: nothing to check (no such spec, or a
+    /// rebuild).
+    pub aggregate_extra_specs: Option<Arc<crate::policy::filters::AggregateExtraSpecs>>,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -149,6 +153,7 @@ impl RequestContext {
             requested_destination: None,
             group: None,
             owner: None,
+            aggregate_extra_specs: None,
         }
     }
 }

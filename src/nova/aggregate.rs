@@ -1,5 +1,5 @@
 //! Nova's Aggregate objects as nova-api casts them to the schedulers (`update_aggregates`
-//! with a list, `delete_aggregate` with one).
+//! with a list, `delete_aggregate` with one): uuid, metadata and hosts.
 
 use super::error::{CodecError, Result};
 use super::object::{Fields, NovaObject};
@@ -23,9 +23,12 @@ pub fn decode_aggregate(value: &Value, path: &str) -> Result<Aggregate> {
             metadata.insert(k.clone(), v);
         }
     }
+    let hosts = d.opt_str_list("hosts")?.unwrap_or_default();
+    super::bounds::check_count(&d.path_of("hosts"), hosts.len())?;
     Ok(Aggregate {
         uuid: d.req_str("uuid")?,
         metadata,
+        hosts,
     })
 }
 
@@ -68,6 +71,7 @@ mod tests {
         assert_eq!(got[0].uuid, "u1");
         assert_eq!(got[0].metadata["availability_zone"], "az1");
         assert!(got[1].metadata.is_empty());
+        assert_eq!(got[0].hosts, ["h1"]);
     }
 
     #[test]

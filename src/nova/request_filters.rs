@@ -49,12 +49,16 @@ impl Default for RequestFilterOptions {
     }
 }
 
-/// A Nova host aggregate as the request filters read it (membership of hosts is
-/// Placement's business: providers carry the aggregate uuids).
+/// A Nova host aggregate as the request filters read it (for them, membership of hosts is
+/// Placement's business: providers carry the aggregate uuids), with the service hosts Nova
+/// lists in it (`Aggregate.hosts`, what nova-scheduler's `HostState.aggregates` are built
+/// from, read by the per-aggregate filters).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Aggregate {
     pub uuid: String,
     pub metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    pub hosts: Vec<String>,
 }
 
 /// A compute node: the provider of `in_tree` for a forced or requested host/node.
@@ -137,6 +141,7 @@ mod tests {
     fn agg(uuid: &str, metadata: &[(&str, &str)]) -> Aggregate {
         Aggregate {
             uuid: uuid.into(),
+            hosts: Vec::new(),
             metadata: metadata
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

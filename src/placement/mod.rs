@@ -134,12 +134,26 @@ impl PlacementStatus {
 
 /// A sync asked for out of turn — by a request that found no candidate host, or a claim
 /// Placement refused — at most one per `[placement] resync_min_interval_s` (by the injected
-/// clock); the periodic sync loop takes it at once.
+/// clock); the periodic sync loop takes it at once. Syncs are numbered as they start, so a
+/// request can wait for the sync that answers it ([`Resync::ask`], [`Resync::wait_for`]).
 pub struct Resync {
     notify: tokio::sync::Notify,
     last_ms: Mutex<Option<i64>>,
     min_interval_ms: i64,
     clock: SharedClock,
+    /// Syncs started so far.
+    started: std::sync::atomic::AtomicU64,
+    /// The number of the last sync finished (successful or not).
+    finished: tokio::sync::watch::Sender<u64>,
+    /// The sync the last accepted request waits for.
+    pending: Mutex<u64>,
+    /// Nova's compute nodes the table lacked when the last sync finished: Placement had no
+    /// provider for them then, so a request does not wait for a sync because of them.
+    unloaded_at_sync: Mutex<Vec<String>>,
+    /// The last answer of [`Resync::node_since_last_sync`] with the table generation and
+    /// records it was computed from (cleared by each sync), so that a call costs no walk
+    /// over every node while neither changes.
+    since_cache: Mutex<Option<(u64, Arc<crate::table::NodeRecords>, bool)>>,
 }
 
 impl Resync {
@@ -149,7 +163,78 @@ impl Resync {
             last_ms: Mutex::new(None),
             min_interval_ms: (min_interval_s * 1000.0).round() as i64,
             clock,
+            started: std::sync::atomic::AtomicU64::new(0),
+            finished: tokio::sync::watch::Sender::new(0),
+            pending: Mutex::new(0),
+            unloaded_at_sync: Mutex::new(Vec::new()),
+            since_cache: Mutex::new(None),
         }
+    }
+
+    /// True when Nova's records name a compute node that the table lacks and that the last
+    /// finished sync did not see lacking either: a node that registered since, whose
+    /// provider the next sync loads (Nova's scheduler would see it on this call).
+    pub fn node_since_last_sync(&self, table: &crate::table::HostTable) -> bool {
+        let Some(records) = table.records() else {
+            return false;
+        };
+        let generation = table.generation();
+        if let Some((g, r, answer)) = &*self.since_cache.lock() {
+            if *g == generation && Arc::ptr_eq(r, &records) {
+                return *answer;
+            }
+        }
+        let (generation, records, missing) = table.nodes_not_loaded();
+        let answer = {
+            let known = self.unloaded_at_sync.lock();
+            missing.iter().any(|u| known.binary_search(u).is_err())
+        };
+        if let Some(records) = records {
+            *self.since_cache.lock() = Some((generation, records, answer));
+        }
+        answer
+    }
+
+    /// Records what the table lacks of Nova's nodes after a sync.
+    pub(crate) fn note_unloaded(&self, table: &crate::table::HostTable) {
+        *self.unloaded_at_sync.lock() = table.nodes_not_loaded().2;
+        *self.since_cache.lock() = None;
+    }
+
+    /// Asks for a sync (as [`Resync::request`]) and names the sync that will see Placement as
+    /// it is now: one that starts after this call. When the request is refused (within the
+    /// minimum interval), the sync an earlier accepted request waits for, if it has not
+    /// finished; else `None`.
+    pub fn ask(&self) -> Option<u64> {
+        let next = self.started.load(std::sync::atomic::Ordering::Acquire) + 1;
+        if self.request() {
+            *self.pending.lock() = next;
+            return Some(next);
+        }
+        let pending = *self.pending.lock();
+        (pending > *self.finished.borrow()).then_some(pending)
+    }
+
+    /// Waits until sync number `sync` has finished (true), or `timeout_ms` has passed by the
+    /// injected clock (false).
+    pub async fn wait_for(&self, sync: u64, timeout_ms: u64) -> bool {
+        let mut finished = self.finished.subscribe();
+        tokio::select! {
+            done = finished.wait_for(|f| *f >= sync) => done.is_ok(),
+            _ = self.clock.sleep_ms(timeout_ms) => false,
+        }
+    }
+
+    /// A sync starts: its number.
+    fn begin(&self) -> u64 {
+        self.started
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1
+    }
+
+    /// Sync number `sync` has finished.
+    fn end(&self, sync: u64) {
+        self.finished.send_modify(|f| *f = (*f).max(sync));
     }
 
     /// Asks for a sync; false (and nothing happens) within the minimum interval of the last
@@ -203,7 +288,10 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     // Consumers the last consistency check found missing from Placement.
     let mut missing = std::collections::HashSet::new();
     while !shutdown.is_cancelled() {
+        let sync = deps.resync.begin();
         run_one(&deps, &client, &settings, &mut missing).await;
+        deps.resync.note_unloaded(deps.ledger.table());
+        deps.resync.end(sync);
         tokio::select! {
             _ = deps.clock.sleep_ms(interval_ms) => {}
             _ = deps.resync.requested() => {
@@ -298,5 +386,32 @@ mod tests {
         );
         clock.advance_ms(1);
         assert!(resync.request(), "once the interval has passed");
+        // Waiting for the sync that answers a request: it is the next one to start.
+        clock.advance_ms(2_000);
+        let sync = resync.ask().expect("accepted");
+        assert_eq!(sync, 1);
+        assert_eq!(
+            resync.ask(),
+            Some(1),
+            "refused, but the pending sync answers it"
+        );
+        let begun = resync.begin();
+        assert_eq!(begun, 1);
+        resync.end(begun);
+        assert!(resync.wait_for(sync, 10).await, "finished");
+        assert_eq!(resync.ask(), None, "refused and nothing pending");
+        clock.advance_ms(2_000);
+        let later = resync.ask().expect("accepted");
+        assert_eq!(later, 2);
+        let waiting = resync.wait_for(later, 500);
+        tokio::pin!(waiting);
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(20), &mut waiting)
+                .await
+                .is_err(),
+            "not finished yet"
+        );
+        clock.advance_ms(500);
+        assert!(!waiting.await, "the injected clock's timeout");
     }
 }

@@ -147,8 +147,9 @@ pub struct PolicyConfig {
     pub weight_classes: Vec<String>,
 }
 
-/// Every built-in filter, in the default order: cheap request constraints first, then state,
-/// capacity and server groups.
+/// The built-in filters enabled by default, in order: cheap request constraints first, then
+/// state, capacity and server groups. `AggregateInstanceExtraSpecsFilter` is built in but,
+/// as in Nova, only runs when named.
 pub const DEFAULT_FILTERS: [&str; 8] = [
     "ForceHostsFilter",
     "IgnoreHostsFilter",

@@ -93,7 +93,7 @@ impl<T: ?Sized> Registry<T> {
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
     type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
-    let entries: [(&'static str, FilterFactory); 8] = [
+    let entries: [(&'static str, FilterFactory); 9] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -117,6 +117,9 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         }),
         (filters::ServerGroupAffinityFilter::NAME, |_| {
             Box::new(filters::ServerGroupAffinityFilter)
+        }),
+        (filters::AggregateInstanceExtraSpecsFilter::NAME, |_| {
+            Box::new(filters::AggregateInstanceExtraSpecsFilter)
         }),
     ];
     for (name, factory) in entries {
@@ -193,7 +196,7 @@ mod tests {
                 PolicyError::Unknown {
                     kind: "filter",
                     name: "RamFilter".into(),
-                    known: DEFAULT_FILTERS.join(", "),
+                    known: builtin_filters().names().collect::<Vec<_>>().join(", "),
                 },
             ),
             (

@@ -10,6 +10,7 @@ use crate::nova::{
     encode_legacy, encode_selections, translate, CloudView, ComputeNodeRef, Refusal,
     ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
 };
+use crate::policy::filters::AggregateExtraSpecs;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -68,15 +69,42 @@ impl Scheduler {
     /// Places every instance of one call on the active backend, all or none: Nova's resource
     /// request (request filters included) first, then the backend; for dedicated CPUs, Nova's
     /// fallback request with VCPU when the PCPU request finds no host.
+    ///
+    /// A call that finds no valid host asks for a Placement sync and, when one is taken (or
+    /// an asked-for sync is still pending), waits for it — at most `[placement] timeout_s` —
+    /// and tries once more: a compute node that registered since the last sync (Nova's
+    /// scheduler reads Placement on every call) is then found.
     pub async fn select(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
-        let answer = self.select_once(args).await;
-        if matches!(answer, Err(SelectError::NoValidHost { .. }))
-            && self.settings().placement.enabled
-            && self.resync().request()
-        {
-            tracing::info!("no candidate host: a Placement sync is asked for");
+        let settings = self.settings();
+        if !settings.placement.enabled {
+            return self.select_once(args).await;
         }
-        answer
+        // A compute node Nova has and the table lacks registered since the last sync: wait
+        // for the next one first, so it can be chosen or be an alternate.
+        if self.resync().node_since_last_sync(self.ledger().table()) {
+            if let Some(sync) = self.resync().ask() {
+                tracing::info!(sync, "a compute node of Nova's records is not synced yet: waiting for a Placement sync");
+                let timeout_ms = (settings.placement.timeout_s * 1000.0).round() as u64;
+                self.resync().wait_for(sync, timeout_ms).await;
+            }
+        }
+        let answer = self.select_once(args.clone()).await;
+        if !matches!(answer, Err(SelectError::NoValidHost { .. })) {
+            return answer;
+        }
+        let Some(sync) = self.resync().ask() else {
+            return answer;
+        };
+        tracing::info!(
+            sync,
+            "no candidate host: waiting for a Placement sync to try again"
+        );
+        let timeout_ms = (settings.placement.timeout_s * 1000.0).round() as u64;
+        if !self.resync().wait_for(sync, timeout_ms).await {
+            tracing::info!(sync, "the Placement sync did not finish in time");
+            return answer;
+        }
+        self.select_once(args).await
     }
 
     async fn select_once(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
@@ -204,6 +232,13 @@ impl Scheduler {
         let rr = self.resource_request(args, pinned)?;
         let (demand, query) = placement_terms(&rr)?;
         let owner = self.placement_owner(args)?;
+        // Nova's AggregateInstanceExtraSpecsFilter does not run for a rebuild.
+        let aggregate_extra_specs = if args.spec.is_rebuild() {
+            None
+        } else {
+            AggregateExtraSpecs::new(&args.spec.flavor.extra_specs, &self.cloud().aggregates())
+                .map(std::sync::Arc::new)
+        };
         Ok(args
             .spec
             .contexts(&args.instance_uuids)
@@ -212,6 +247,7 @@ impl Scheduler {
                 r.demand = demand;
                 r.query = query.clone();
                 r.owner = owner.clone();
+                r.aggregate_extra_specs = aggregate_extra_specs.clone();
                 r
             })
             .collect())

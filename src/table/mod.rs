@@ -259,6 +259,25 @@ impl HostTable {
         }
     }
 
+    /// The uuids of Nova's compute-node records no host of the table has yet (a node whose
+    /// provider Placement's sync has not loaded); empty when Parasol reads no records. With the
+    /// generation and the records it was computed from, to cache it.
+    pub fn nodes_not_loaded(&self) -> (u64, Option<Arc<NodeRecords>>, Vec<String>) {
+        let inner = self.inner.read();
+        let generation = self.generation.load(Ordering::Acquire);
+        let Some(records) = inner.records.clone() else {
+            return (generation, None, Vec::new());
+        };
+        let mut missing: Vec<String> = records
+            .by_uuid
+            .keys()
+            .filter(|u| !inner.by_uuid.contains_key(u.as_str()))
+            .cloned()
+            .collect();
+        missing.sort();
+        (generation, Some(records), missing)
+    }
+
     /// Nova's compute-node records laid over the hosts, when Parasol reads them.
     pub fn records(&self) -> Option<Arc<NodeRecords>> {
         self.inner.read().records.clone()

@@ -15,7 +15,8 @@ import importlib
 # Parasol's built-in plugins (src/policy/registry.rs).
 PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinationFilter",
                    "AvailabilityZoneFilter", "ComputeFilter", "CapacityFilter",
-                   "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter"}
+                   "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
+                   "AggregateInstanceExtraSpecsFilter"}
 PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
                     "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
                     "ServerGroupSoftAntiAffinityWeigher"]

@@ -106,10 +106,12 @@ fn tenant_and_zone_aggregates_become_member_of_groups() {
         Aggregate {
             uuid: "t1".into(),
             metadata: [("filter_tenant_id".to_string(), "p1".to_string())].into(),
+            hosts: Vec::new(),
         },
         Aggregate {
             uuid: "z1".into(),
             metadata: [("availability_zone".to_string(), "az".to_string())].into(),
+            hosts: Vec::new(),
         },
     ];
     let cloud = CloudView {

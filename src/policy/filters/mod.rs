@@ -3,6 +3,7 @@
 //! One file per filter, each with its name constant and table-driven tests.
 
 mod affinity;
+mod aggregate_instance_extra_specs;
 mod anti_affinity;
 mod availability_zone;
 mod capacity;
@@ -12,6 +13,9 @@ mod ignore_hosts;
 mod requested_destination;
 
 pub use affinity::ServerGroupAffinityFilter;
+pub use aggregate_instance_extra_specs::{
+    matches as extra_spec_matches, AggregateExtraSpecs, AggregateInstanceExtraSpecsFilter,
+};
 pub use anti_affinity::members_on;
 pub use anti_affinity::ServerGroupAntiAffinityFilter;
 pub use availability_zone::AvailabilityZoneFilter;

@@ -41,7 +41,11 @@ fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
         .arg(&out)
         .output()
         .expect("python3 runs the harness");
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stderr = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
     let text = std::fs::read_to_string(&out).unwrap_or_else(|e| {
         panic!(
             "no results in {} ({e}); harness said:\n{stderr}",
