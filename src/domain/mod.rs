@@ -7,14 +7,18 @@
 //! - `markers`: traits and aggregates as interned ids in sorted sets.
 //! - `host`: [`HostProfile`] (what a host is) and [`HostState`] (its usage and liveness).
 //! - `request`: [`RequestContext`], one instance to place, with its [`PlacementQuery`].
+//! - `extra_specs`: [`AggregateExtraSpecs`], a flavor's extra specs against host aggregates'
+//!   metadata (Nova's `extra_specs_ops`).
 
 mod classes;
+pub mod extra_specs;
 mod host;
 mod markers;
 mod request;
 mod resources;
 
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
+pub use extra_specs::AggregateExtraSpecs;
 pub use host::{ComputeFacts, HostId, HostProfile, HostState};
 pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
 pub use request::{

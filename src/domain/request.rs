@@ -124,7 +124,7 @@ pub struct RequestContext {
     /// The flavor's extra specs against the host aggregates' metadata
     /// (`AggregateInstanceExtraSpecsFilter`); `None`: nothing to check (no such spec, or a
     /// rebuild).
-    pub aggregate_extra_specs: Option<Arc<crate::policy::filters::AggregateExtraSpecs>>,
+    pub aggregate_extra_specs: Option<Arc<super::extra_specs::AggregateExtraSpecs>>,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.

@@ -366,6 +366,56 @@ async fn run_one(
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use crate::domain::{ClassId, ComputeFacts, HostId, HostProfile, Inventory, Resources};
+    use crate::table::{HostRow, HostTable, NodeRecord, NodeRecords};
+
+    fn row(id: i64, name: &str) -> HostRow {
+        let uuid = format!("uuid-{name}");
+        let inventories = vec![(ClassId::VCPU, Inventory::of(4))];
+        HostRow {
+            id: HostId(id),
+            profile: Arc::new(HostProfile::new(name, name, &uuid, "nova", inventories)),
+            used: Resources::ZERO,
+            num_instances: 0,
+            num_io_ops: 0,
+            up: true,
+            disabled: false,
+            forced_down: false,
+            last_seen_ms: 0,
+        }
+    }
+
+    fn record(service_host: &str) -> NodeRecord {
+        NodeRecord {
+            service_host: Arc::from(service_host),
+            facts: Arc::new(ComputeFacts::default()),
+            up: true,
+            disabled: false,
+            forced_down: false,
+        }
+    }
+
+    #[test]
+    fn nodes_of_novas_records_not_loaded_yet_make_a_request_wait_once() {
+        let t = HostTable::new();
+        let resync = Resync::new(1.0, Arc::new(ManualClock::new(0)));
+        assert!(!resync.node_since_last_sync(&t), "no records");
+        t.load([row(1, "a")]);
+        let mut records = NodeRecords::default();
+        records.by_uuid.insert("uuid-a".into(), record("a"));
+        records.by_uuid.insert("uuid-b".into(), record("b"));
+        t.set_records(Arc::new(records));
+        assert!(
+            resync.node_since_last_sync(&t),
+            "b registered since the last sync"
+        );
+        // A sync finished without b (Placement has no provider for it): no more waiting for it.
+        resync.note_unloaded(&t);
+        assert!(!resync.node_since_last_sync(&t));
+        // Once loaded, nothing is missing.
+        t.load([row(2, "b")]);
+        assert!(!resync.node_since_last_sync(&t));
+    }
 
     #[tokio::test]
     async fn resyncs_asked_for_are_bounded_in_rate_by_the_injected_clock() {

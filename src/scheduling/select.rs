@@ -2,6 +2,7 @@
 
 use super::Scheduler;
 use crate::backend::ScheduleError;
+use crate::domain::AggregateExtraSpecs;
 use crate::domain::{
     AggregateId, ClassId, ConsumerOwner, Mark, PlacementQuery, RequestContext, Resources, TraitId,
 };
@@ -10,7 +11,6 @@ use crate::nova::{
     encode_legacy, encode_selections, translate, CloudView, ComputeNodeRef, Refusal,
     ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
 };
-use crate::policy::filters::AggregateExtraSpecs;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -236,8 +236,12 @@ impl Scheduler {
         let aggregate_extra_specs = if args.spec.is_rebuild() {
             None
         } else {
-            AggregateExtraSpecs::new(&args.spec.flavor.extra_specs, &self.cloud().aggregates())
-                .map(std::sync::Arc::new)
+            let aggregates = self.cloud().aggregates();
+            AggregateExtraSpecs::new(
+                &args.spec.flavor.extra_specs,
+                aggregates.iter().map(|a| (a.hosts.as_slice(), &a.metadata)),
+            )
+            .map(std::sync::Arc::new)
         };
         Ok(args
             .spec

@@ -193,13 +193,9 @@ fn nova_s_records_rename_hosts_and_survive_reloads() {
 }
 
 #[test]
-fn nodes_of_novas_records_not_loaded_yet_make_a_request_wait_once() {
-    use crate::clock::ManualClock;
-    use crate::placement::Resync;
+fn nodes_of_novas_records_not_loaded_yet_are_listed_until_loaded() {
     let t = HostTable::new();
-    let resync = Resync::new(1.0, Arc::new(ManualClock::new(0)));
     assert_eq!(t.nodes_not_loaded().2, Vec::<String>::new(), "no records");
-    assert!(!resync.node_since_last_sync(&t));
     t.load([row(1, "a", 4, 0)]);
     let mut records = NodeRecords::default();
     records
@@ -210,15 +206,6 @@ fn nodes_of_novas_records_not_loaded_yet_make_a_request_wait_once() {
         .insert("uuid-b".into(), record("b", true, false, false));
     t.set_records(Arc::new(records));
     assert_eq!(t.nodes_not_loaded().2, ["uuid-b"]);
-    assert!(
-        resync.node_since_last_sync(&t),
-        "b registered since the last sync"
-    );
-    // A sync finished without b (Placement has no provider for it): no more waiting for it.
-    resync.note_unloaded(&t);
-    assert!(!resync.node_since_last_sync(&t));
-    // Once loaded, nothing is missing.
     t.load([row(2, "b", 4, 0)]);
     assert_eq!(t.nodes_not_loaded().2, Vec::<String>::new());
-    assert!(!resync.node_since_last_sync(&t));
 }
