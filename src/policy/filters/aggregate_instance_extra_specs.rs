@@ -3,7 +3,7 @@
 //! of `extra_specs_ops.py`).
 
 use super::{Filter, FilterEnv};
-pub use crate::domain::extra_specs::{matches, AggregateExtraSpecs, SCOPE};
+pub use crate::domain::extra_specs::{matches, AggregateExtraSpecs};
 use crate::domain::{HostState, RequestContext};
 
 /// Nova's `AggregateInstanceExtraSpecsFilter`. Not run for a rebuild (`RUN_ON_REBUILD =
