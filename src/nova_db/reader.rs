@@ -187,7 +187,10 @@ impl NovaDbReader {
         if let Some(pool) = self.pools.lock().get(url.sqlx_url()) {
             return Ok(pool.clone());
         }
-        let pool = Arc::new(Pool::connect(url, self.timeout()).await?);
+        // The pool's own connect budget ends before the read's bound (`bounded`), so a
+        // database that refuses connections is reported as that (sqlx retries a refused
+        // connect until its budget ends), not as a read that did not answer in time.
+        let pool = Arc::new(Pool::connect(url, self.timeout().mul_f64(0.8)).await?);
         let mut pools = self.pools.lock();
         Ok(pools
             .entry(url.sqlx_url().to_string())
