@@ -10,173 +10,54 @@ use parasol::placement::{sync_once, AuthKind, PlacementClient, PlacementSettings
 use parasol::startup::Application;
 use serde_json::{json, Value};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const REQUIREMENTS: &str = "openstack-placement==16.0.0\n";
+#[path = "support/placement_server.rs"]
+mod placement_server;
+use placement_server::PlacementServer as Placement;
 
-/// Serves Placement's WSGI app on a free loopback port and writes the port to argv[2].
-const LAUNCHER: &str = r#"
-import os, sys
-from wsgiref.simple_server import make_server, WSGIRequestHandler
-os.environ['OS_PLACEMENT_CONFIG_DIR'] = sys.argv[1]
-from placement.wsgi import api
-class Quiet(WSGIRequestHandler):
-    def log_message(self, *args):
-        pass
-server = make_server('127.0.0.1', 0, api.application, handler_class=Quiet)
-with open(sys.argv[2] + '.tmp', 'w') as f:
-    f.write(str(server.server_port))
-os.rename(sys.argv[2] + '.tmp', sys.argv[2])
-server.serve_forever()
-"#;
-
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf29ce484222325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-    })
-}
-
-/// The cached virtualenv with openstack-placement, created on first use.
-fn venv() -> &'static Path {
-    static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        let home = std::env::var("HOME").expect("HOME must be set");
-        let dir = PathBuf::from(home)
-            .join(".cache/parasol")
-            .join(format!("placement-venv-{:016x}", fnv1a(REQUIREMENTS)));
-        if dir.join(".complete").exists() {
-            return dir;
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.parent().expect("cache dir")).expect("create cache dir");
-        let run = |cmd: &mut Command| {
-            let status = cmd.status().expect("python3 and pip must be installed");
-            assert!(status.success(), "{cmd:?} failed");
-        };
-        run(Command::new("python3").arg("-m").arg("venv").arg(&dir));
-        let requirements = dir.join("requirements.txt");
-        std::fs::write(&requirements, REQUIREMENTS).expect("write requirements");
-        run(Command::new(dir.join("bin/pip"))
-            .args(["install", "-q", "-r"])
-            .arg(&requirements));
-        std::fs::write(dir.join(".complete"), "").expect("mark venv complete");
-        dir
-    })
-}
-
-/// A running placement-api with its own SQLite database.
-struct Placement {
-    child: Option<Child>,
-    url: String,
-    http: reqwest::Client,
-    _dir: tempfile::TempDir,
-}
-
-impl Placement {
-    async fn start() -> Placement {
-        let python = venv().join("bin/python");
-        let dir = tempfile::tempdir().expect("temp dir");
-        let conf = format!(
-            "[api]\nauth_strategy = noauth2\n[placement_database]\n\
-             connection = sqlite:///{}\nsync_on_startup = True\n",
-            dir.path().join("placement.db").display()
-        );
-        std::fs::write(dir.path().join("placement.conf"), conf).expect("write placement.conf");
-        let port_file = dir.path().join("port");
-        let child = Command::new(python)
-            .arg("-c")
-            .arg(LAUNCHER)
-            .arg(dir.path())
-            .arg(&port_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start placement-api");
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let port = loop {
-            if let Ok(port) = std::fs::read_to_string(&port_file) {
-                break port;
-            }
-            assert!(Instant::now() < deadline, "placement-api did not start");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        Placement {
-            child: Some(child),
-            url: format!("http://127.0.0.1:{}", port.trim()),
-            http: reqwest::Client::new(),
-            _dir: dir,
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.url))
-            .header("X-Auth-Token", "admin")
-            .header("OpenStack-API-Version", "placement 1.28");
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.expect("placement answers");
-        let status = response.status();
-        let text = response.text().await.expect("body");
-        assert!(status.is_success(), "{path}: {status} {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
-    }
-
-    async fn provider(&self, name: &str, uuid: &str, inventories: Value) {
+/// A root provider named `name`, with `inventories` unless they are `null` (a provider the
+/// sync must skip).
+async fn provider(placement: &Placement, name: &str, uuid: &str, inventories: Value) {
+    if inventories.is_null() {
         let body = json!({"name": name, "uuid": uuid});
-        self.call(reqwest::Method::POST, "/resource_providers", Some(body))
+        placement
+            .call(reqwest::Method::POST, "/resource_providers", Some(body))
             .await;
-        if !inventories.is_null() {
-            self.set_inventories(uuid, inventories).await;
-        }
-    }
-
-    async fn set_inventories(&self, uuid: &str, inventories: Value) {
-        let path = format!("/resource_providers/{uuid}/inventories");
-        let current = self.call(reqwest::Method::GET, &path, None).await;
-        let body = json!({
-            "resource_provider_generation": current["resource_provider_generation"],
-            "inventories": inventories,
-        });
-        self.call(reqwest::Method::PUT, &path, Some(body)).await;
-    }
-
-    async fn allocate(&self, consumer: &str, provider: &str, resources: Value) {
-        let body = json!({
-            "allocations": {provider: {"resources": resources}},
-            "project_id": "p", "user_id": "u", "consumer_generation": null,
-        });
-        let path = format!("/allocations/{consumer}");
-        self.call(reqwest::Method::PUT, &path, Some(body)).await;
-    }
-
-    fn settings(&self) -> PlacementSettings {
-        PlacementSettings {
-            enabled: true,
-            url: self.url.clone(),
-            auth: AuthKind::Noauth,
-            sync_interval_s: 0.5,
-            timeout_s: 2.0,
-            ..Default::default()
-        }
+    } else {
+        placement.provider(name, uuid, inventories, &[], &[]).await;
     }
 }
 
-impl Drop for Placement {
-    fn drop(&mut self) {
-        self.stop();
+async fn set_inventories(placement: &Placement, uuid: &str, inventories: Value) {
+    let path = format!("/resource_providers/{uuid}/inventories");
+    let current = placement.call(reqwest::Method::GET, &path, None).await;
+    let body = json!({
+        "resource_provider_generation": current["resource_provider_generation"],
+        "inventories": inventories,
+    });
+    placement
+        .call(reqwest::Method::PUT, &path, Some(body))
+        .await;
+}
+
+async fn allocate(placement: &Placement, consumer: &str, provider: &str, resources: Value) {
+    let status = placement.allocate(consumer, provider, resources).await;
+    assert!(
+        (200..300).contains(&status),
+        "allocation of {consumer}: {status}"
+    );
+}
+
+fn placement_settings(placement: &Placement) -> PlacementSettings {
+    PlacementSettings {
+        enabled: true,
+        url: placement.url.clone(),
+        auth: AuthKind::Noauth,
+        sync_interval_s: 0.5,
+        timeout_s: 2.0,
+        ..Default::default()
     }
 }
 
@@ -205,27 +86,29 @@ async fn ledger() -> (Ledger, tempfile::TempDir) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_registers_compute_providers_and_imports_only_unknown_allocations() {
     let placement = Placement::start().await;
-    placement
-        .provider("compute1", C1, inventory(8, 4.0, 16384, 512, 100))
-        .await;
-    placement
-        .provider("compute2", C2, inventory(4, 1.0, 8192, 0, 50))
-        .await;
-    placement.provider("nic-pf", NESTED, Value::Null).await;
-    placement
-        .allocate(
-            OLD_VM,
-            C1,
-            json!({"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10}),
-        )
-        .await;
-    placement
-        .allocate(
-            PARASOL_VM,
-            C2,
-            json!({"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}),
-        )
-        .await;
+    provider(
+        &placement,
+        "compute1",
+        C1,
+        inventory(8, 4.0, 16384, 512, 100),
+    )
+    .await;
+    provider(&placement, "compute2", C2, inventory(4, 1.0, 8192, 0, 50)).await;
+    provider(&placement, "nic-pf", NESTED, Value::Null).await;
+    allocate(
+        &placement,
+        OLD_VM,
+        C1,
+        json!({"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10}),
+    )
+    .await;
+    allocate(
+        &placement,
+        PARASOL_VM,
+        C2,
+        json!({"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}),
+    )
+    .await;
 
     let (ledger, _db) = ledger().await;
     // compute2 is already known (from notifications) and Parasol placed PARASOL_VM on it.
@@ -241,7 +124,7 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
         .expect("claim");
     assert_eq!(claimed, ClaimOutcome::Claimed);
 
-    let client = PlacementClient::new(placement.settings()).expect("client");
+    let client = PlacementClient::new(placement_settings(&placement)).expect("client");
     let report = sync_once(&client, &ledger, 1000).await.expect("sync");
     assert_eq!(report.hosts, 2);
     assert_eq!(report.skipped_providers, 1);
@@ -361,14 +244,12 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_resync_follows_placement_and_an_outage_keeps_the_last_state() {
     let mut placement = Placement::start().await;
-    placement
-        .provider("compute1", C1, inventory(8, 1.0, 4096, 0, 40))
-        .await;
+    provider(&placement, "compute1", C1, inventory(8, 1.0, 4096, 0, 40)).await;
     let db = tempfile::tempdir().expect("temp dir");
     let mut settings = Settings::default();
     settings.ledger.url = format!("sqlite://{}", db.path().join("ledger.db").display());
     settings.amqp.url = String::new();
-    settings.placement = placement.settings();
+    settings.placement = placement_settings(&placement);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let app = Application::build_with(settings, listener, Arc::new(SystemClock))
         .await
@@ -395,9 +276,7 @@ async fn periodic_resync_follows_placement_and_an_outage_keeps_the_last_state() 
     .await;
     assert_eq!(usable().await, Some(Resources::new(8, 4096, 40)));
 
-    placement
-        .set_inventories(C1, inventory(16, 1.0, 4096, 0, 40))
-        .await;
+    set_inventories(&placement, C1, inventory(16, 1.0, 4096, 0, 40)).await;
     eventually("a resync with the new inventory", || async {
         usable().await == Some(Resources::new(16, 4096, 40))
     })
