@@ -138,10 +138,12 @@ impl Application {
             commits.claims,
         );
         let settings = Arc::new(settings);
-        let ingest = Arc::new(Ingest::new(ledger.clone(), clock.clone(), stats.clone()));
+        let ingest = Ingest::new(ledger.clone(), clock.clone(), stats.clone());
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));
         let scheduler =
             Arc::new(Scheduler::start(settings.clone(), ledger, stats, clock.clone()).await?);
+        // nova-api's aggregate casts come on the fanout queue the notification consumer reads.
+        let ingest = Arc::new(ingest.with_cloud(scheduler.cloud().clone()));
         let placement = Arc::new(PlacementStatus::default());
         let rpc = Arc::new(RpcCounters::registered(scheduler.stats().metrics()));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);

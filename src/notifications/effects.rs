@@ -248,7 +248,10 @@ macro_rules! define_effect {
                         touched.reload.push(HostId(current));
                     }
                 }
-                HostEvent::Unknown { .. } => return Ok(Applied::Unknown),
+                // Aggregates are no ledger state: `Ingest` hands them to the cloud view.
+                HostEvent::Unknown { .. } | HostEvent::Aggregates(_) => {
+                    return Ok(Applied::Unknown)
+                }
             }
             Ok(Applied::Applied)
         }

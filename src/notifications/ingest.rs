@@ -1,11 +1,14 @@
 //! [`Ingest`]: the handle every transport (HTTP, the RabbitMQ consumer, the RPC server's
 //! instance-info casts) applies host-state inputs through, counting each outcome once for
-//! `/v1/stats` and `/metrics`.
+//! `/v1/stats` and `/metrics`. nova-api's aggregate casts, which come on the scheduler
+//! fanout queue with nova-compute's, are recorded as processed in the ledger (so a
+//! redelivery is a duplicate) and applied to the cloud view the request filters read.
 
 use super::apply::{apply, apply_batch, Applied, ApplyError, Outcome};
 use crate::clock::SharedClock;
+use crate::cloud::Cloud;
 use crate::ledger::{Ledger, LedgerError};
-use crate::nova::Notification;
+use crate::nova::{AggregateCast, HostEvent, Notification};
 use crate::stats::Stats;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -17,6 +20,8 @@ pub struct Ingest {
     ledger: Ledger,
     clock: SharedClock,
     stats: Arc<Stats>,
+    /// Where aggregate casts go; without one they are unknown events.
+    cloud: Option<Arc<Cloud>>,
     // parking_lot: held for one map update, never across an await.
     outcomes: Mutex<BTreeMap<String, u64>>,
 }
@@ -27,13 +32,22 @@ impl Ingest {
             ledger,
             clock,
             stats,
+            cloud: None,
             outcomes: Mutex::new(BTreeMap::new()),
         }
     }
 
+    /// Applies nova-api's aggregate casts to `cloud` (the scheduler's view of aggregates).
+    pub fn with_cloud(mut self, cloud: Arc<Cloud>) -> Self {
+        self.cloud = Some(cloud);
+        self
+    }
+
     /// Applies one message exactly once and counts the outcome (a rejection as `rejected`).
     pub async fn apply(&self, n: &Notification) -> Result<Applied, ApplyError> {
-        let outcome = apply(&self.ledger, n, self.clock.now_ms()).await;
+        let outcome = apply(&self.ledger, n, self.clock.now_ms())
+            .await
+            .map(|applied| self.to_cloud(n, applied));
         match &outcome {
             Ok(applied) => self.count(applied.as_str()),
             Err(ApplyError::Rejected(_)) => self.count("rejected"),
@@ -45,7 +59,34 @@ impl Ingest {
     /// Applies a batch in one transaction (see [`apply_batch`]); the caller counts each
     /// outcome once it has settled what happens to the rejected ones.
     pub async fn apply_batch(&self, batch: &[&Notification]) -> Result<Vec<Outcome>, LedgerError> {
-        apply_batch(&self.ledger, batch, self.clock.now_ms()).await
+        let outcomes = apply_batch(&self.ledger, batch, self.clock.now_ms()).await?;
+        Ok(batch
+            .iter()
+            .zip(outcomes)
+            .map(|(n, outcome)| outcome.map(|applied| self.to_cloud(n, applied)))
+            .collect())
+    }
+
+    /// After the ledger recorded `n` (so, in the order of the batch and once per message
+    /// id): an aggregate cast seen for the first time changes the cloud view and counts as
+    /// applied. A redelivered one (a duplicate) changes nothing, not to undo a later cast.
+    fn to_cloud(&self, n: &Notification, applied: Applied) -> Applied {
+        let (Some(cloud), HostEvent::Aggregates(cast), Applied::Unknown) =
+            (&self.cloud, &n.event, applied)
+        else {
+            return applied;
+        };
+        match cast {
+            AggregateCast::Update(aggregates) => {
+                tracing::info!(aggregates = ?aggregates.iter().map(|a| &a.uuid).collect::<Vec<_>>(), "aggregates updated");
+                cloud.update_aggregates(aggregates.iter().cloned());
+            }
+            AggregateCast::Delete(uuid) => {
+                tracing::info!(aggregate = %uuid, "aggregate deleted");
+                cloud.delete_aggregate(uuid);
+            }
+        }
+        Applied::Applied
     }
 
     /// Whether the ledger takes a write now (the write probe of `/readyz`): tells an outage
@@ -89,5 +130,60 @@ impl Ingest {
 
     pub fn stats(&self) -> &Arc<Stats> {
         &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::nova::encode_envelope;
+    use serde_json::json;
+
+    fn aggregate_cast(id: &str, method: &str, zone: &str) -> Notification {
+        let aggregate = json!({"nova_object.name": "Aggregate", "nova_object.namespace": "nova",
+            "nova_object.version": "1.3", "nova_object.data": {"id": 1,
+            "uuid": "6f1a2e4b-0000-4000-8000-00000000000a", "name": "a", "hosts": ["host2"],
+            "metadata": {"availability_zone": zone}}});
+        let args = if method == "update_aggregates" {
+            json!({"aggregates": [aggregate]})
+        } else {
+            json!({"aggregate": aggregate})
+        };
+        let cast = json!({"method": method, "args": args, "version": "4.1", "_unique_id": id});
+        Notification::decode(&encode_envelope(&cast)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn aggregate_fanouts_reach_the_cloud_view_once_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("l.db").display());
+        let ledger = Ledger::connect(&url, 2).await.unwrap();
+        ledger.migrate().await.unwrap();
+        let clock: SharedClock = Arc::new(ManualClock::new(0));
+        let stats = Arc::new(Stats::new(clock.clone(), 60));
+        let cloud = Arc::new(Cloud::new());
+        let ingest =
+            Ingest::new(ledger.clone(), clock.clone(), stats.clone()).with_cloud(cloud.clone());
+
+        let zone1 = aggregate_cast("m1", "update_aggregates", "zone1");
+        let zone2 = aggregate_cast("m2", "update_aggregates", "zone2");
+        let out = ingest.apply_batch(&[&zone1, &zone2]).await.unwrap();
+        assert_eq!(out, [Ok(Applied::Applied), Ok(Applied::Applied)]);
+        let known = cloud.aggregates();
+        assert_eq!(known.len(), 1);
+        assert_eq!(known[0].metadata["availability_zone"], "zone2");
+        assert_eq!(known[0].hosts, ["host2"]);
+        // A redelivery of the older cast is a duplicate and does not undo the newer one.
+        assert_eq!(ingest.apply(&zone1).await.unwrap(), Applied::Duplicate);
+        assert_eq!(cloud.aggregates()[0].metadata["availability_zone"], "zone2");
+        let gone = aggregate_cast("m3", "delete_aggregate", "zone2");
+        assert_eq!(ingest.apply(&gone).await.unwrap(), Applied::Applied);
+        assert!(cloud.aggregates().is_empty());
+
+        // Without a cloud view, such casts stay unknown events.
+        let plain = Ingest::new(ledger, clock, stats);
+        let again = aggregate_cast("m4", "update_aggregates", "zone1");
+        assert_eq!(plain.apply(&again).await.unwrap(), Applied::Unknown);
     }
 }

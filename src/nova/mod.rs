@@ -60,7 +60,9 @@ pub use failure::{http_error_body, no_valid_host_failure, no_valid_host_message,
 pub use features::Features;
 pub use image::{Image, PropValue};
 pub use legacy::decode_legacy;
-pub use notification::{HostEvent, HostStatePayload, Notification, HOST_STATE_EVENT};
+pub use notification::{
+    AggregateCast, HostEvent, HostStatePayload, Notification, HOST_STATE_EVENT,
+};
 pub use object::{parse_version, FieldValue, Fields, NovaObject};
 pub use oslo::{decode_envelope, encode_envelope, OsloEnvelope, Reply, RpcMessage, OSLO_VERSION};
 pub use request_filters::{Aggregate, CloudView, ComputeNodeRef, RequestFilterOptions};

@@ -169,8 +169,21 @@ pub enum HostEvent {
         host: String,
         instance_uuids: Vec<String>,
     },
+    /// nova-api's fanout `update_aggregates` / `delete_aggregate` to every scheduler: not
+    /// host state of the ledger, but the aggregates the request filters and zones read.
+    Aggregates(AggregateCast),
     /// Anything else (including `service.update` of services other than nova-compute).
     Unknown { event_type: String },
+}
+
+/// An aggregate cast of nova-api (`SchedulerAPI.update_aggregates` and `.delete_aggregate`
+/// are fanout casts: they reach the scheduler fanout queue, not the topic queue).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AggregateCast {
+    /// These aggregates changed (each whole: metadata and hosts).
+    Update(Vec<super::request_filters::Aggregate>),
+    /// The aggregate of this uuid is gone.
+    Delete(String),
 }
 
 /// A decoded host-state input, with the id it is deduplicated on.
@@ -229,6 +242,15 @@ impl Notification {
                     .opt_uuid_list("instance_uuids")?
                     .ok_or_else(|| CodecError::missing(a.path_of("instance_uuids")))?,
             },
+            "update_aggregates" => HostEvent::Aggregates(AggregateCast::Update(
+                super::aggregate::decode_aggregates(&msg.args)?,
+            )),
+            "delete_aggregate" => {
+                let aggregate = a.required("aggregate")?;
+                HostEvent::Aggregates(AggregateCast::Delete(
+                    super::aggregate::decode_aggregate(aggregate, &a.path_of("aggregate"))?.uuid,
+                ))
+            }
             other => HostEvent::Unknown {
                 event_type: other.to_string(),
             },

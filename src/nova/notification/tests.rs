@@ -304,3 +304,56 @@ fn malformed_fanouts_name_what_is_wrong() {
         }
     );
 }
+
+#[test]
+fn nova_api_s_aggregate_fanouts_become_aggregate_casts() {
+    let cast = |method: &str, args: Value| json!({"method": method, "args": args, "version": "4.1", "_unique_id": "u"});
+    let aggregate = |uuid: &str| {
+        payload_object(
+            "Aggregate",
+            json!({"id": 1, "uuid": uuid, "name": "zone2", "hosts": ["host2"],
+                   "metadata": {"availability_zone": "zone2"}}),
+        )
+    };
+    let update = Notification::decode(&encode_envelope(&cast(
+        "update_aggregates",
+        json!({"aggregates": [aggregate(NODE)]}),
+    )))
+    .unwrap();
+    assert_eq!(update.message_id, "u");
+    let HostEvent::Aggregates(AggregateCast::Update(aggs)) = &update.event else {
+        panic!("{:?}", update.event);
+    };
+    assert_eq!(aggs.len(), 1);
+    assert_eq!(aggs[0].uuid, NODE);
+    assert_eq!(aggs[0].hosts, ["host2"]);
+    assert_eq!(aggs[0].metadata["availability_zone"], "zone2");
+    let delete = Notification::decode(&encode_envelope(&cast(
+        "delete_aggregate",
+        json!({"aggregate": aggregate(NODE)}),
+    )))
+    .unwrap();
+    assert_eq!(
+        delete.event,
+        HostEvent::Aggregates(AggregateCast::Delete(NODE.into()))
+    );
+    for (value, want) in [
+        (
+            cast("update_aggregates", json!({})),
+            "args.aggregates is missing",
+        ),
+        (
+            cast("delete_aggregate", json!({})),
+            "args.aggregate is missing",
+        ),
+        (
+            cast("delete_aggregate", json!({"aggregate": {"x": 1}})),
+            "args.aggregate",
+        ),
+    ] {
+        let err = Notification::decode(&encode_envelope(&value))
+            .expect_err(want)
+            .to_string();
+        assert!(err.contains(want), "{err:?} should contain {want:?}");
+    }
+}
