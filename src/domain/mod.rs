@@ -9,6 +9,7 @@
 //! - `request`: [`RequestContext`], one instance to place, with its [`PlacementQuery`].
 //! - `extra_specs`: [`AggregateExtraSpecs`], a flavor's extra specs against host aggregates'
 //!   metadata (Nova's `extra_specs_ops`).
+//! - `zones`: [`HostZones`], each host's availability zone as Nova defines it (aggregates).
 
 mod classes;
 pub mod extra_specs;
@@ -16,6 +17,7 @@ mod host;
 mod markers;
 mod request;
 mod resources;
+pub mod zones;
 
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;
@@ -25,3 +27,4 @@ pub use request::{
     ConsumerOwner, Destination, GroupPolicy, PlacementQuery, RequestContext, ServerGroup,
 };
 pub use resources::{Inventory, Resources};
+pub use zones::HostZones;

@@ -125,6 +125,9 @@ pub struct RequestContext {
     /// (`AggregateInstanceExtraSpecsFilter`); `None`: nothing to check (no such spec, or a
     /// rebuild).
     pub aggregate_extra_specs: Option<Arc<super::extra_specs::AggregateExtraSpecs>>,
+    /// The hosts' availability zones from Nova's aggregates (`AvailabilityZoneFilter`);
+    /// `None`: every host is in the zone it was recorded with.
+    pub host_zones: Option<Arc<super::zones::HostZones>>,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -154,6 +157,7 @@ impl RequestContext {
             group: None,
             owner: None,
             aggregate_extra_specs: None,
+            host_zones: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::Scheduler;
 use crate::backend::ScheduleError;
-use crate::domain::AggregateExtraSpecs;
+use crate::domain::{AggregateExtraSpecs, HostState, HostZones};
 use crate::domain::{
     AggregateId, ClassId, ConsumerOwner, Mark, PlacementQuery, RequestContext, Resources, TraitId,
 };
@@ -116,6 +116,7 @@ impl Scheduler {
             backend = self.backend().kind().as_str()
         );
         let requests = self.requests(&args, true)?;
+        let zones = requests.first().and_then(|r| r.host_zones.clone());
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
         let first = self.schedule(requests).instrument(span.clone()).await;
         let (per_instance, demands) = match first {
@@ -137,16 +138,7 @@ impl Scheduler {
             .map(|(hosts, demand)| {
                 hosts
                     .iter()
-                    .map(|h| {
-                        // Nova's records name the node's cell; without them, the configured one.
-                        let cell = h
-                            .profile
-                            .facts
-                            .as_ref()
-                            .and_then(|f| f.cell_uuid.as_deref())
-                            .unwrap_or(cell);
-                        Selection::from_host(h, demand, cell)
-                    })
+                    .map(|h| selection_of(h, demand, cell, zones.as_deref()))
                     .collect()
             })
             .collect();
@@ -243,6 +235,7 @@ impl Scheduler {
             )
             .map(std::sync::Arc::new)
         };
+        let host_zones = self.host_zones();
         Ok(args
             .spec
             .contexts(&args.instance_uuids)
@@ -252,9 +245,18 @@ impl Scheduler {
                 r.query = query.clone();
                 r.owner = owner.clone();
                 r.aggregate_extra_specs = aggregate_extra_specs.clone();
+                r.host_zones = host_zones.clone();
                 r
             })
             .collect())
+    }
+
+    /// Each host's zone from Nova's aggregates (nova-api keeps zones as aggregate metadata and
+    /// casts every change); `None` when no aggregate has a zone.
+    fn host_zones(&self) -> Option<std::sync::Arc<HostZones>> {
+        let aggregates = self.cloud().aggregates();
+        let zones = HostZones::new(aggregates.iter().map(|a| (a.hosts.as_slice(), &a.metadata)));
+        (!zones.is_empty()).then(|| std::sync::Arc::new(zones))
     }
 
     /// Whom the claims in Placement are for (Nova's `claim_resources`: the RequestSpec's
@@ -283,6 +285,28 @@ impl Scheduler {
             user_id: id(&spec.user_id, "user_id")?,
         })))
     }
+}
+
+/// The Selection of host `h` for `demand`: in the cell Nova's records name for the node
+/// (else `default_cell`, the configured one) and in the zone Nova gives the host (its
+/// aggregates', when `zones` knows it: the conductor writes it into the instance on a move).
+fn selection_of(
+    h: &HostState,
+    demand: Resources,
+    default_cell: &str,
+    zones: Option<&HostZones>,
+) -> Selection {
+    let cell = h
+        .profile
+        .facts
+        .as_ref()
+        .and_then(|f| f.cell_uuid.as_deref())
+        .unwrap_or(default_cell);
+    let mut selection = Selection::from_host(h, demand, cell);
+    if let Some(zones) = zones {
+        selection.availability_zone = Some(zones.zone_of(h).to_string());
+    }
+    selection
 }
 
 /// The amounts and marks of a resource request in this process' class, trait and aggregate
@@ -318,4 +342,32 @@ fn placement_terms(rr: &ResourceRequest) -> Result<(Resources, PlacementQuery), 
         unsupported: None,
     };
     Ok((demand, query))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_selection_is_in_the_zone_of_the_host_s_aggregates() {
+        let h = HostState::synthetic(1, Resources::new(4, 4096, 40), Resources::ZERO);
+        let demand = Resources::new(1, 512, 1);
+        let cell = "00000000-0000-0000-0000-000000000001";
+        // No aggregate with a zone: the zone the host was recorded with.
+        let plain = selection_of(&h, demand, cell, None);
+        assert_eq!(plain.availability_zone.as_deref(), Some("nova"));
+        assert_eq!(plain.cell_uuid, cell);
+        let hosts = vec![h.host().to_string()];
+        let meta: BTreeMap<String, String> =
+            [("availability_zone".to_string(), "zone2".to_string())].into();
+        let zones = HostZones::new([(hosts.as_slice(), &meta)]);
+        let zoned = selection_of(&h, demand, cell, Some(&zones));
+        assert_eq!(zoned.availability_zone.as_deref(), Some("zone2"));
+        assert_eq!(zoned.service_host, "host1");
+        // Another host is not in that aggregate.
+        let other = HostState::synthetic(2, Resources::new(4, 4096, 40), Resources::ZERO);
+        let elsewhere = selection_of(&other, demand, cell, Some(&zones));
+        assert_eq!(elsewhere.availability_zone.as_deref(), Some("nova"));
+    }
 }
