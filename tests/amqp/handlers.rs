@@ -362,3 +362,47 @@ on_both_engines!(
     unknown_event_types_are_counted_and_acknowledged,
     super::unknown_event_types_are_counted_and_acknowledged
 );
+
+/// nova-api's `update_aggregates` / `delete_aggregate` are fanout casts (`SchedulerAPI`
+/// prepares them with `fanout=True`): they reach the scheduler's view of aggregates through
+/// the consumer, once each.
+async fn nova_api_s_aggregate_fanouts_reach_the_scheduler_s_aggregates(engine: &str) {
+    let (s, p) = start(engine).await;
+    let uuid = "6f1a2e4b-0000-4000-8000-00000000000a";
+    let aggregate = |zone: &str| {
+        serde_json::json!({"nova_object.name": "Aggregate", "nova_object.namespace": "nova",
+            "nova_object.version": "1.3", "nova_object.data": {"id": 1, "uuid": uuid,
+            "name": "zone", "hosts": ["compute1"], "metadata": {"availability_zone": zone}}})
+    };
+    let cast = |method: &str, args: serde_json::Value| {
+        fresh_cast(
+            serde_json::json!({"method": method, "args": args, "version": "4.1",
+            "namespace": null, "_unique_id": ""}),
+        )
+    };
+    let update = cast(
+        "update_aggregates",
+        serde_json::json!({"aggregates": [aggregate("zone2")]}),
+    );
+    p.fanout(&update).await;
+    s.wait_settled(1).await;
+    let known = s.handles.scheduler.cloud().aggregates();
+    assert_eq!(known.len(), 1, "{known:?}");
+    assert_eq!(known[0].hosts, ["compute1"]);
+    assert_eq!(known[0].metadata["availability_zone"], "zone2");
+    // A redelivered cast is a duplicate; a delete forgets the aggregate.
+    p.fanout(&update).await;
+    p.fanout(&cast(
+        "delete_aggregate",
+        serde_json::json!({"aggregate": aggregate("zone2")}),
+    ))
+    .await;
+    s.wait_settled(3).await;
+    assert!(s.handles.scheduler.cloud().aggregates().is_empty());
+    assert_eq!(s.count("applied"), 2, "{}", s.counts());
+    assert_eq!(s.count("duplicate"), 1, "{}", s.counts());
+}
+on_both_engines!(
+    nova_api_s_aggregate_fanouts_reach_the_scheduler_s_aggregates,
+    super::nova_api_s_aggregate_fanouts_reach_the_scheduler_s_aggregates
+);
