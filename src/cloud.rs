@@ -3,16 +3,21 @@
 //! from nova-api's `update_aggregates` / `delete_aggregate` casts to the schedulers, and the
 //! lowest nova-compute service version when Nova's records are read.
 
+use crate::domain::HostZones;
 use crate::nova::Aggregate;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 /// The aggregates and facts the request filters need. Shared by every call.
 #[derive(Debug, Default)]
 pub struct Cloud {
     // parking_lot: held to copy or replace entries, never across an await.
     aggregates: RwLock<BTreeMap<String, Aggregate>>,
+    /// The hosts' zones from the aggregates above, rebuilt on every change (read per call);
+    /// `None` while no aggregate has a zone.
+    zones: RwLock<Option<Arc<HostZones>>>,
     /// The lowest nova-compute service version, or -1 when unknown.
     min_compute_version: AtomicI64,
 }
@@ -21,6 +26,7 @@ impl Cloud {
     pub fn new() -> Self {
         Cloud {
             aggregates: RwLock::default(),
+            zones: RwLock::default(),
             min_compute_version: AtomicI64::new(-1),
         }
     }
@@ -32,11 +38,27 @@ impl Cloud {
         for a in aggregates {
             map.insert(a.uuid.clone(), a);
         }
+        self.rezone(&map);
     }
 
     /// Forgets an aggregate (`delete_aggregate`).
     pub fn delete_aggregate(&self, uuid: &str) {
-        self.aggregates.write().remove(uuid);
+        let mut map = self.aggregates.write();
+        map.remove(uuid);
+        self.rezone(&map);
+    }
+
+    /// Each host's zone from the aggregates (Nova's zones are aggregate metadata); `None`
+    /// while no aggregate has a zone.
+    pub fn host_zones(&self) -> Option<Arc<HostZones>> {
+        self.zones.read().clone()
+    }
+
+    /// Rebuilds the zones; called with the aggregates' write lock held, so that zones and
+    /// aggregates change together.
+    fn rezone(&self, map: &BTreeMap<String, Aggregate>) {
+        let zones = HostZones::new(map.values().map(|a| (a.hosts.as_slice(), &a.metadata)));
+        *self.zones.write() = (!zones.is_empty()).then(|| Arc::new(zones));
     }
 
     /// Every aggregate known, by uuid.
@@ -84,7 +106,35 @@ mod tests {
             [aggregate("b", "availability_zone", "az2")]
         );
         assert_eq!(cloud.min_compute_version(), None);
+        // "b" lists no host: no host has a zone.
+        assert!(cloud.host_zones().is_none());
         cloud.set_min_compute_version(Some(73));
         assert_eq!(cloud.min_compute_version(), Some(73));
+    }
+
+    #[test]
+    fn the_hosts_zones_follow_every_aggregate_change() {
+        use crate::domain::{HostId, HostProfile, HostState};
+        let host = |name: &str| {
+            HostState::new(
+                HostId(1),
+                Arc::new(HostProfile::new(name, name, "u", "nova", Vec::new())),
+            )
+        };
+        let cloud = Cloud::new();
+        let mut zone2 = aggregate("z", "availability_zone", "zone2");
+        zone2.hosts = vec!["host2".into()];
+        cloud.update_aggregates([zone2.clone()]);
+        let zones = cloud.host_zones().expect("a zone");
+        assert_eq!(zones.zone_of(&host("host2")), "zone2");
+        assert_eq!(zones.zone_of(&host("host1")), "nova");
+        // The host moves to another aggregate's zone.
+        zone2.hosts.clear();
+        let mut zone1 = aggregate("y", "availability_zone", "zone1");
+        zone1.hosts = vec!["host2".into()];
+        cloud.update_aggregates([zone2, zone1]);
+        assert_eq!(cloud.host_zones().unwrap().zone_of(&host("host2")), "zone1");
+        cloud.delete_aggregate("y");
+        assert!(cloud.host_zones().is_none());
     }
 }

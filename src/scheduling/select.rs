@@ -235,7 +235,7 @@ impl Scheduler {
             )
             .map(std::sync::Arc::new)
         };
-        let host_zones = self.host_zones();
+        let host_zones = self.cloud().host_zones();
         Ok(args
             .spec
             .contexts(&args.instance_uuids)
@@ -249,14 +249,6 @@ impl Scheduler {
                 r
             })
             .collect())
-    }
-
-    /// Each host's zone from Nova's aggregates (nova-api keeps zones as aggregate metadata and
-    /// casts every change); `None` when no aggregate has a zone.
-    fn host_zones(&self) -> Option<std::sync::Arc<HostZones>> {
-        let aggregates = self.cloud().aggregates();
-        let zones = HostZones::new(aggregates.iter().map(|a| (a.hosts.as_slice(), &a.metadata)));
-        (!zones.is_empty()).then(|| std::sync::Arc::new(zones))
     }
 
     /// Whom the claims in Placement are for (Nova's `claim_resources`: the RequestSpec's
