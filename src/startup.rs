@@ -142,6 +142,7 @@ impl Application {
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));
         let scheduler =
             Arc::new(Scheduler::start(settings.clone(), ledger, stats, clock.clone()).await?);
+        ingest.attach_cloud(scheduler.cloud().clone());
         let placement = Arc::new(PlacementStatus::default());
         let rpc = Arc::new(RpcCounters::registered(scheduler.stats().metrics()));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);

@@ -248,6 +248,8 @@ macro_rules! define_effect {
                         touched.reload.push(HostId(current));
                     }
                 }
+                // Not the ledger's: `Ingest` hands them to the live aggregates once committed.
+                HostEvent::UpdateAggregates { .. } | HostEvent::DeleteAggregate { .. } => {}
                 HostEvent::Unknown { .. } => return Ok(Applied::Unknown),
             }
             Ok(Applied::Applied)

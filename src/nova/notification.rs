@@ -169,6 +169,13 @@ pub enum HostEvent {
         host: String,
         instance_uuids: Vec<String>,
     },
+    /// Fanout `update_aggregates` (nova-api casts it to every scheduler): these aggregates
+    /// changed, each whole. Nothing in the ledger: the live view of aggregates takes them.
+    UpdateAggregates {
+        aggregates: Vec<super::request_filters::Aggregate>,
+    },
+    /// Fanout `delete_aggregate`: the aggregate of this uuid is gone.
+    DeleteAggregate { uuid: String },
     /// Anything else (including `service.update` of services other than nova-compute).
     Unknown { event_type: String },
 }
@@ -228,6 +235,16 @@ impl Notification {
                 instance_uuids: a
                     .opt_uuid_list("instance_uuids")?
                     .ok_or_else(|| CodecError::missing(a.path_of("instance_uuids")))?,
+            },
+            "update_aggregates" => HostEvent::UpdateAggregates {
+                aggregates: super::aggregate::decode_aggregates(&msg.args)?,
+            },
+            "delete_aggregate" => HostEvent::DeleteAggregate {
+                uuid: super::aggregate::decode_aggregate(
+                    a.required("aggregate")?,
+                    "args.aggregate",
+                )?
+                .uuid,
             },
             other => HostEvent::Unknown {
                 event_type: other.to_string(),

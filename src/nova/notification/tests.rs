@@ -304,3 +304,37 @@ fn malformed_fanouts_name_what_is_wrong() {
         }
     );
 }
+
+#[test]
+fn aggregate_fanouts_decode_to_aggregate_events() {
+    let cast = |method: &str, args: Value| json!({"method": method, "args": args, "version": "4.1", "_unique_id": "u"});
+    let agg = payload_object(
+        "Aggregate",
+        json!({"id": 1, "uuid": "a1", "name": "n", "hosts": ["host1"],
+               "metadata": {"filter_tenant_id": "p1"}}),
+    );
+    let update = Notification::decode(&encode_envelope(&cast(
+        "update_aggregates",
+        json!({"aggregates": [agg.clone()]}),
+    )))
+    .unwrap();
+    let HostEvent::UpdateAggregates { aggregates } = &update.event else {
+        panic!("{:?}", update.event);
+    };
+    assert_eq!(aggregates[0].uuid, "a1");
+    assert_eq!(aggregates[0].hosts, ["host1"]);
+    assert_eq!(aggregates[0].metadata["filter_tenant_id"], "p1");
+    let delete = Notification::decode(&encode_envelope(&cast(
+        "delete_aggregate",
+        json!({"aggregate": agg}),
+    )))
+    .unwrap();
+    assert_eq!(
+        delete.event,
+        HostEvent::DeleteAggregate { uuid: "a1".into() }
+    );
+    let err = Notification::decode(&encode_envelope(&cast("delete_aggregate", json!({}))))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("args.aggregate is missing"), "{err}");
+}
