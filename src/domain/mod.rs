@@ -9,10 +9,12 @@
 //! - `request`: [`RequestContext`], one instance to place, with its [`PlacementQuery`].
 //! - `extra_specs`: [`AggregateExtraSpecs`], a flavor's extra specs against host aggregates'
 //!   metadata (Nova's `extra_specs_ops`).
+//! - `host_aggregates`: [`HostAggregateMetadata`], each host's aggregate metadata merged.
 
 mod classes;
 pub mod extra_specs;
 mod host;
+pub mod host_aggregates;
 mod markers;
 mod request;
 mod resources;
@@ -20,6 +22,7 @@ mod resources;
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;
 pub use host::{ComputeFacts, HostId, HostProfile, HostState};
+pub use host_aggregates::HostAggregateMetadata;
 pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
 pub use request::{
     ConsumerOwner, Destination, GroupPolicy, PlacementQuery, RequestContext, ServerGroup,
