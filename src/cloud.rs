@@ -3,7 +3,7 @@
 //! from nova-api's `update_aggregates` / `delete_aggregate` casts to the schedulers, and the
 //! lowest nova-compute service version when Nova's records are read.
 
-use crate::domain::HostZones;
+use crate::domain::{HostAggregateMetadata, HostZones};
 use crate::nova::Aggregate;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
@@ -18,6 +18,9 @@ pub struct Cloud {
     /// The hosts' zones from the aggregates above, rebuilt on every change (read per call);
     /// `None` while no aggregate has a zone.
     zones: RwLock<Option<Arc<HostZones>>>,
+    /// The aggregates' metadata merged per host, rebuilt on each change (read per call by
+    /// the isolation filters).
+    host_metadata: RwLock<Arc<HostAggregateMetadata>>,
     /// The lowest nova-compute service version, or -1 when unknown.
     min_compute_version: AtomicI64,
 }
@@ -27,6 +30,7 @@ impl Cloud {
         Cloud {
             aggregates: RwLock::default(),
             zones: RwLock::default(),
+            host_metadata: RwLock::default(),
             min_compute_version: AtomicI64::new(-1),
         }
     }
@@ -38,14 +42,14 @@ impl Cloud {
         for a in aggregates {
             map.insert(a.uuid.clone(), a);
         }
-        self.rezone(&map);
+        self.changed(&map);
     }
 
     /// Forgets an aggregate (`delete_aggregate`).
     pub fn delete_aggregate(&self, uuid: &str) {
         let mut map = self.aggregates.write();
         map.remove(uuid);
-        self.rezone(&map);
+        self.changed(&map);
     }
 
     /// Each host's zone from the aggregates (Nova's zones are aggregate metadata); `None`
@@ -54,11 +58,20 @@ impl Cloud {
         self.zones.read().clone()
     }
 
-    /// Rebuilds the zones; called with the aggregates' write lock held, so that zones and
-    /// aggregates change together.
-    fn rezone(&self, map: &BTreeMap<String, Aggregate>) {
+    /// Rebuilds the zones and the merged metadata; called with the aggregates' write lock
+    /// held, so that they and the aggregates change together and two changes cannot store
+    /// their results out of order.
+    fn changed(&self, map: &BTreeMap<String, Aggregate>) {
         let zones = HostZones::new(map.values().map(|a| (a.hosts.as_slice(), &a.metadata)));
         *self.zones.write() = (!zones.is_empty()).then(|| Arc::new(zones));
+        let merged =
+            HostAggregateMetadata::new(map.values().map(|a| (a.hosts.as_slice(), &a.metadata)));
+        *self.host_metadata.write() = Arc::new(merged);
+    }
+
+    /// Each host's aggregate metadata merged (Nova's `aggregate_metadata_get_by_host`).
+    pub fn host_metadata(&self) -> Arc<HostAggregateMetadata> {
+        self.host_metadata.read().clone()
     }
 
     /// Every aggregate known, by uuid.
@@ -136,5 +149,26 @@ mod tests {
         assert_eq!(cloud.host_zones().unwrap().zone_of(&host("host2")), "zone1");
         cloud.delete_aggregate("y");
         assert!(cloud.host_zones().is_none());
+    }
+
+    #[test]
+    fn host_metadata_follows_updates_and_deletes() {
+        let cloud = Cloud::new();
+        assert!(cloud.host_metadata().is_empty());
+        let mut a = aggregate("a", "filter_tenant_id", "p1");
+        a.hosts = vec!["host1".into()];
+        cloud.update_aggregates([a.clone()]);
+        let merged = cloud.host_metadata();
+        assert!(merged.of("host1").unwrap()["filter_tenant_id"].contains("p1"));
+        a.hosts = vec!["host2".into()];
+        cloud.update_aggregates([a]);
+        assert_eq!(
+            cloud.host_metadata().of("host1"),
+            None,
+            "host1 left the aggregate"
+        );
+        assert!(cloud.host_metadata().of("host2").is_some());
+        cloud.delete_aggregate("a");
+        assert!(cloud.host_metadata().is_empty());
     }
 }

@@ -14,7 +14,12 @@ const ENVIRONMENT: &str = "the environment";
 /// Nova's section whose options Parasol keeps under `[policy]` with the same names.
 pub const NOVA_SECTION: &str = "filter_scheduler";
 /// `[policy]` keys that are not Nova options (so not accepted in `[filter_scheduler]`).
-const PARASOL_ONLY_POLICY_KEYS: [&str; 2] = ["algorithm", "host_timeout_s"];
+const PARASOL_ONLY_POLICY_KEYS: [&str; 4] = [
+    "algorithm",
+    "host_timeout_s",
+    "host_name_weights",
+    "host_name_weight_multiplier",
+];
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +235,9 @@ fn check_keys(
         let value = &tree[key];
         let full = format!("{prefix}{key}");
         match (known.get(key), &value.kind) {
+            // A table with no keys by default is a map (`[policy] host_name_weights`): its
+            // keys are the operator's (host names), whatever they are.
+            (Some(Json::Object(sub)), ValueKind::Table(_)) if sub.is_empty() => {}
             (Some(sub @ Json::Object(_)), ValueKind::Table(table)) => {
                 check_keys(table, sub, &format!("{full}."), origin)?
             }

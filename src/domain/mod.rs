@@ -10,10 +10,12 @@
 //! - `extra_specs`: [`AggregateExtraSpecs`], a flavor's extra specs against host aggregates'
 //!   metadata (Nova's `extra_specs_ops`).
 //! - `zones`: [`HostZones`], each host's availability zone as Nova defines it (aggregates).
+//! - `host_aggregates`: [`HostAggregateMetadata`], each host's aggregate metadata merged.
 
 mod classes;
 pub mod extra_specs;
 mod host;
+pub mod host_aggregates;
 mod markers;
 mod request;
 mod resources;
@@ -22,6 +24,7 @@ pub mod zones;
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;
 pub use host::{ComputeFacts, HostId, HostProfile, HostState};
+pub use host_aggregates::HostAggregateMetadata;
 pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
 pub use request::{
     ConsumerOwner, Destination, GroupPolicy, PlacementQuery, RequestContext, ServerGroup,

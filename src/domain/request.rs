@@ -5,6 +5,7 @@ use super::host::HostState;
 use super::markers::{AggregateId, Mark, TraitId};
 use super::resources::Resources;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Nova's `requested_destination` (Destination 1.4), the parts that constrain a host.
@@ -128,6 +129,17 @@ pub struct RequestContext {
     /// The hosts' availability zones from Nova's aggregates (`AvailabilityZoneFilter`);
     /// `None`: every host is in the zone it was recorded with.
     pub host_zones: Option<Arc<super::zones::HostZones>>,
+    /// Each host's aggregate metadata (`AggregateMultiTenancyIsolation`,
+    /// `AggregateImagePropertiesIsolation`); `None`: no host has any.
+    pub aggregate_metadata: Option<Arc<super::host_aggregates::HostAggregateMetadata>>,
+    /// The instance's project (Nova's `spec_obj.project_id`).
+    pub project_id: Option<String>,
+    /// The image's properties that are set and true, as Python's `str()` renders them
+    /// (`AggregateImagePropertiesIsolation`); `None`: no image or no such property.
+    pub image_props: Option<Arc<BTreeMap<String, String>>>,
+    /// A rebuild's check of the instance's own host (`_nova_check_type: ['rebuild']`): Nova
+    /// skips the filters whose `RUN_ON_REBUILD` is false.
+    pub is_rebuild: bool,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -158,6 +170,10 @@ impl RequestContext {
             owner: None,
             aggregate_extra_specs: None,
             host_zones: None,
+            aggregate_metadata: None,
+            project_id: None,
+            image_props: None,
+            is_rebuild: false,
         }
     }
 }

@@ -54,6 +54,11 @@ pub struct Image {
     pub traits_required: Vec<String>,
     /// The properties of [`SCALAR_PROPS`] that are set (not null).
     pub props: BTreeMap<String, PropValue>,
+    /// Every property that is set and true in Python's sense (not null, `false`, 0, `""`,
+    /// `[]` or `{}`), as Python's `str()` renders it: what Nova's
+    /// `AggregateImagePropertiesIsolation` compares with aggregate metadata (`True` for a
+    /// boolean, `['a', 'b']` for a list).
+    pub truthy_text: BTreeMap<String, String>,
 }
 
 impl Image {
@@ -85,6 +90,12 @@ impl Image {
                     image.props.insert(key.to_string(), v);
                 }
             }
+            image.truthy_text = p
+                .map()
+                .iter()
+                .filter(|(_, v)| python_truthy(v))
+                .map(|(k, v)| (k.clone(), python_str(v)))
+                .collect();
         }
         Ok(image)
     }
@@ -95,6 +106,67 @@ impl Image {
             PropValue::Text(s) => s.clone(),
             PropValue::Bool(b) => b.to_string(),
         })
+    }
+}
+
+/// Python's truth value of a JSON value (`None`, `False`, 0, empty text or container: false).
+fn python_truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// Python's `str()` of a JSON value as the primitive decodes it: text as it is, `True` /
+/// `False`, `None`, integers as written, floats with a fraction (`2.0`), lists and dicts
+/// with `repr` of their items (`['a', 1]`, `{'k': 'v'}`).
+fn python_str(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => python_repr(other),
+    }
+}
+
+fn python_repr(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(0.0);
+            if f.fract() == 0.0 && f.abs() < 1e16 {
+                format!("{f:.1}")
+            } else {
+                f.to_string()
+            }
+        }
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            if s.contains('\'') && !s.contains('"') {
+                format!("\"{}\"", s.replace('\\', "\\\\"))
+            } else {
+                format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+            }
+        }
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(python_repr).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!(
+                    "{}: {}",
+                    python_repr(&Value::String(k.clone())),
+                    python_repr(v)
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -134,6 +206,35 @@ mod tests {
         assert_eq!(image.text("hw_cpu_policy").as_deref(), Some("dedicated"));
         assert_eq!(image.text("hw_firmware_stateless").as_deref(), Some("true"));
         assert_eq!(image.props.len(), 2);
+    }
+
+    #[test]
+    fn every_truthy_property_is_kept_as_pythons_str_renders_it() {
+        let v = json!({"nova_object.name": "ImageMeta", "nova_object.namespace": "nova",
+            "nova_object.version": "1.8", "nova_object.data": {"properties": {
+                "nova_object.name": "ImageMetaProps", "nova_object.namespace": "nova",
+                "nova_object.version": "1.44", "nova_object.data": {
+                "os_type": "linux", "hw_qemu_guest_agent": true, "hw_pmu": false,
+                "hw_video_ram": 8, "hw_rng_rate": 0, "img_version": 2.0, "hw_numa_cpus": [[0, 1]],
+                "traits_required": ["CUSTOM_A", "it's"], "img_signature": "", "hw_numa_mem": [],
+                "img_hv_type": null, "extra": {"k": "v"}}}}});
+        let image = Image::from_value(&v, "image".into()).unwrap();
+        let want: BTreeMap<String, String> = [
+            ("os_type", "linux"),
+            ("hw_qemu_guest_agent", "True"),
+            ("hw_video_ram", "8"),
+            ("img_version", "2.0"),
+            ("hw_numa_cpus", "[[0, 1]]"),
+            ("traits_required", "['CUSTOM_A', \"it's\"]"),
+            ("extra", "{'k': 'v'}"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            image.truthy_text, want,
+            "false, 0, empty and null are left out"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 /// How hosts that pass the filters are ranked (docs/architecture.md §5).
@@ -143,6 +144,17 @@ pub struct PolicyConfig {
     pub soft_affinity_weight_multiplier: f64,
     /// `ServerGroupSoftAntiAffinityWeigher` multiplier (1.0), as above.
     pub soft_anti_affinity_weight_multiplier: f64,
+    /// `HostNameWeigher`: a fixed weight per service host (`{ host1 = 100, host2 = 50 }`);
+    /// hosts not listed weigh 0. Empty by default.
+    pub host_name_weights: BTreeMap<String, f64>,
+    /// `HostNameWeigher` multiplier (1.0).
+    pub host_name_weight_multiplier: f64,
+    /// `AggregateImagePropertiesIsolation`: only aggregate metadata keys starting with this
+    /// namespace and the separator are compared with the image's properties; empty (Nova's
+    /// unset default) compares every key. Nova's `[filter_scheduler]` option.
+    pub aggregate_image_properties_isolation_namespace: String,
+    /// The separator after the namespace (Nova's default `.`).
+    pub aggregate_image_properties_isolation_separator: String,
     /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
     pub weight_classes: Vec<String>,
 }
@@ -187,6 +199,10 @@ impl Default for PolicyConfig {
             num_instances_weight_multiplier: 0.0,
             soft_affinity_weight_multiplier: 1.0,
             soft_anti_affinity_weight_multiplier: 1.0,
+            host_name_weights: BTreeMap::new(),
+            host_name_weight_multiplier: 1.0,
+            aggregate_image_properties_isolation_namespace: String::new(),
+            aggregate_image_properties_isolation_separator: ".".into(),
             weight_classes: DEFAULT_WEIGHERS.iter().map(|s| s.to_string()).collect(),
         }
     }

@@ -17,6 +17,8 @@ pub struct Registry<T: ?Sized> {
     /// Nova's name for "every plugin" (`all_filters`, `all_weighers`).
     all_alias: &'static str,
     factories: Vec<(&'static str, Factory<T>)>,
+    /// Names the `all_*` alias leaves out (plugins Nova's alias does not load).
+    outside_alias: Vec<&'static str>,
 }
 
 impl<T: ?Sized> Registry<T> {
@@ -26,7 +28,19 @@ impl<T: ?Sized> Registry<T> {
             kind,
             all_alias,
             factories: Vec::new(),
+            outside_alias: Vec::new(),
         }
+    }
+
+    /// Adds a plugin that only runs when named: the `all_*` alias does not include it.
+    pub fn register_outside_alias(
+        &mut self,
+        name: &'static str,
+        factory: impl Fn(&PolicyConfig) -> Box<T> + Send + Sync + 'static,
+    ) -> Result<(), PolicyError> {
+        self.register(name, factory)?;
+        self.outside_alias.push(name);
+        Ok(())
     }
 
     /// Adds a plugin; refuses a name already registered.
@@ -62,7 +76,11 @@ impl<T: ?Sized> Registry<T> {
         for raw in names {
             let short = raw.rsplit('.').next().unwrap_or(raw);
             let entries: Vec<_> = if short == self.all_alias {
-                self.factories.clone()
+                self.factories
+                    .iter()
+                    .filter(|(n, _)| !self.outside_alias.contains(n))
+                    .cloned()
+                    .collect()
             } else {
                 match self.factories.iter().find(|(n, _)| *n == short) {
                     Some(entry) => vec![entry.clone()],
@@ -93,7 +111,7 @@ impl<T: ?Sized> Registry<T> {
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
     type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
-    let entries: [(&'static str, FilterFactory); 9] = [
+    let entries: [(&'static str, FilterFactory); 11] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -121,6 +139,12 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         (filters::AggregateInstanceExtraSpecsFilter::NAME, |_| {
             Box::new(filters::AggregateInstanceExtraSpecsFilter)
         }),
+        (filters::AggregateImagePropertiesIsolation::NAME, |c| {
+            Box::new(filters::AggregateImagePropertiesIsolation::new(c))
+        }),
+        (filters::AggregateMultiTenancyIsolation::NAME, |_| {
+            Box::new(filters::AggregateMultiTenancyIsolation)
+        }),
     ];
     for (name, factory) in entries {
         r.register(name, factory)
@@ -146,6 +170,11 @@ pub fn builtin_weighers() -> Registry<dyn Weigher> {
         })
         .expect("built-in weigher names are distinct");
     }
+    // Not one of Nova's weighers: `all_weighers` does not load it.
+    r.register_outside_alias(HostNameWeigher::NAME, |c| -> Box<dyn Weigher> {
+        Box::new(HostNameWeigher::new(c))
+    })
+    .expect("built-in weigher names are distinct");
     r
 }
 
@@ -185,6 +214,11 @@ mod tests {
             .build(&names(&["nova.scheduler.weights.all_weighers"]), &cfg)
             .unwrap();
         assert_eq!(all.len(), DEFAULT_WEIGHERS.len());
+        assert!(all.iter().all(|w| w.name() != "HostNameWeigher"));
+        let named = builtin_weighers()
+            .build(&names(&["nova.tests.fixtures.nova.HostNameWeigher"]), &cfg)
+            .unwrap();
+        assert_eq!(named[0].name(), "HostNameWeigher", "only runs when named");
     }
 
     #[test]

@@ -208,8 +208,11 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
     match (outcome, &msg.msg_id, &msg.reply_q) {
         (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::result(id, result)).await,
         (Ok(_), _, _) => {}
-        (Err((failure, _)), Some(id), Some(q)) => {
+        (Err((failure, message)), Some(id), Some(q)) => {
             server.deps.counters.count("failure");
+            // The reply carries Nova's exception; why (e.g. which filter left no host, as
+            // nova-scheduler logs it) is the operator's to read here.
+            tracing::info!(method = %msg.method, %message, "call answered with a failure");
             send(server, ch, q, &Reply::failure(id, failure)).await
         }
         (Err((_, reason)), _, _) => {

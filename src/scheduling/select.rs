@@ -236,6 +236,17 @@ impl Scheduler {
             .map(std::sync::Arc::new)
         };
         let host_zones = self.cloud().host_zones();
+        // The isolation filters' inputs: each host's aggregate metadata, the project and the
+        // image's properties.
+        let metadata = self.cloud().host_metadata();
+        let aggregate_metadata = (!metadata.is_empty()).then_some(metadata);
+        let image_props = args
+            .spec
+            .image
+            .as_ref()
+            .filter(|i| !i.truthy_text.is_empty())
+            .map(|i| std::sync::Arc::new(i.truthy_text.clone()));
+        let is_rebuild = args.spec.is_rebuild();
         Ok(args
             .spec
             .contexts(&args.instance_uuids)
@@ -246,6 +257,10 @@ impl Scheduler {
                 r.owner = owner.clone();
                 r.aggregate_extra_specs = aggregate_extra_specs.clone();
                 r.host_zones = host_zones.clone();
+                r.aggregate_metadata = aggregate_metadata.clone();
+                r.project_id = args.spec.project_id.clone();
+                r.image_props = image_props.clone();
+                r.is_rebuild = is_rebuild;
                 r
             })
             .collect())

@@ -1,9 +1,12 @@
 """A test's scheduler settings, as Nova's CONF holds them, written as Parasol's TOML (runs in
 the venv).
 
-Parasol's names: `[policy] enabled_filters`, `weight_classes`, `host_subset_size` and the
-weighers' multipliers (src/policy/config.rs), `[scheduler] max_attempts`
-(src/configuration.rs). What Nova always does outside its `enabled_filters` (forced and
+Parasol's names: `[policy] enabled_filters`, `weight_classes`, `host_subset_size`, the
+weighers' multipliers and the isolation filter's namespace (src/policy/config.rs); Nova's
+`[scheduler]` request-filter options and `max_attempts` under the same names in Parasol's
+`[scheduler]` (src/configuration/mod.rs). The tests' deterministic `HostNameWeigher` (a host →
+weight table, `nova.tests.fixtures.HostNameWeigherFixture`) becomes Parasol's
+`HostNameWeigher` with `[policy] host_name_weights`. What Nova always does outside its `enabled_filters` (forced and
 ignored hosts, requested destinations, capacity in Placement, availability zones) are
 filters in Parasol and always enabled. A Nova filter or weigher Parasol does not have is left
 out (Parasol refuses unknown names) and recorded, as is every non-default option Parasol has
@@ -16,7 +19,8 @@ import importlib
 PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinationFilter",
                    "AvailabilityZoneFilter", "ComputeFilter", "CapacityFilter",
                    "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
-                   "AggregateInstanceExtraSpecsFilter"}
+                   "AggregateInstanceExtraSpecsFilter", "AggregateImagePropertiesIsolation",
+                   "AggregateMultiTenancyIsolation"}
 PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
                     "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
                     "ServerGroupSoftAntiAffinityWeigher"]
@@ -42,9 +46,18 @@ SAME_NAME = ["host_subset_size", "ram_weight_multiplier", "cpu_weight_multiplier
              "disk_weight_multiplier", "io_ops_weight_multiplier",
              "num_instances_weight_multiplier", "soft_affinity_weight_multiplier",
              "soft_anti_affinity_weight_multiplier"]
-CARRIED = {("filter_scheduler", n) for n in SAME_NAME} | {
-    ("filter_scheduler", "enabled_filters"), ("filter_scheduler", "weight_classes"),
-    ("scheduler", "max_attempts")}
+# [filter_scheduler] options carried to [policy] when set (Nova's default None is Parasol's "").
+ISOLATION_OPTIONS = ["aggregate_image_properties_isolation_namespace",
+                     "aggregate_image_properties_isolation_separator"]
+# Nova's [scheduler] options with the same name and meaning in Parasol's [scheduler].
+SCHEDULER_SAME_NAME = ["max_attempts", "limit_tenants_to_placement_aggregate",
+                       "placement_aggregate_required_for_tenants",
+                       "enable_isolated_aggregate_filtering",
+                       "query_placement_for_image_type_support", "image_metadata_prefilter",
+                       "max_placement_results"]
+CARRIED = {("filter_scheduler", n) for n in SAME_NAME + ISOLATION_OPTIONS} | {
+    ("filter_scheduler", "enabled_filters"), ("filter_scheduler", "weight_classes")} | {
+    ("scheduler", n) for n in SCHEDULER_SAME_NAME}
 # Options the harness itself or every Nova TestCase sets, not a test's choice.
 IGNORED = {("filter_scheduler", "build_failure_weight_multiplier")}
 
@@ -64,12 +77,14 @@ def non_default(conf, group):
 
 
 def _custom_weights(path):
-    """The host → weight table of a test's own deterministic weigher, if it has one."""
+    """The host → weight table of a test's own deterministic weigher, if it has one: Nova's
+    fixture patches `HostNameWeigher.get_weights` (a mock, called on an instance), the
+    regression tests' copies have a `_weights` class attribute."""
     try:
         module, cls = path.rsplit(".", 1)
         klass = getattr(importlib.import_module(module), cls)
         if hasattr(klass, "get_weights"):
-            return dict(klass.get_weights(klass.__new__(klass)))
+            return dict(klass.__new__(klass).get_weights())
         for attr in ("_weights", "weights"):
             if isinstance(getattr(klass, attr, None), dict):
                 return dict(getattr(klass, attr))
@@ -91,6 +106,7 @@ def translate(conf):
         else:
             record["filters_dropped"].append(short)
     weighers = []
+    host_name_weights = {}
     for name in fs.weight_classes:
         short = _short(name)
         expanded = ALL_NOVA_WEIGHERS if short == "all_weighers" else [short]
@@ -103,7 +119,15 @@ def translate(conf):
             value = getattr(fs, multiplier) if multiplier else None
             entry = {"name": w, "multiplier": value}
             if w not in NOVA_WEIGHER_MULTIPLIER and w != "MetricsWeigher":
-                entry["custom_weights"] = _custom_weights(name)
+                table = _custom_weights(name)
+                if w == "HostNameWeigher" and _is_table(table):
+                    # The test's host -> weight table, as Parasol's table weigher (Nova's
+                    # BaseHostWeigher multiplier is 1.0 unless the class says otherwise).
+                    host_name_weights.update({str(h): float(v) for h, v in table.items()})
+                    if w not in weighers:
+                        weighers.append(w)
+                    continue
+                entry["custom_weights"] = table
             if value != 0.0:
                 record["weighers_dropped"].append(entry)
     policy = {
@@ -116,11 +140,31 @@ def translate(conf):
     }
     for name in SAME_NAME[1:]:
         policy[name] = float(getattr(fs, name))
+    if host_name_weights:
+        policy["host_name_weights"] = host_name_weights
+    for name in ISOLATION_OPTIONS:
+        value = getattr(fs, name)
+        if value is not None:
+            policy[name] = str(value)
     for group in ("filter_scheduler", "scheduler"):
         for name, value in non_default(conf, group).items():
             if (group, name) not in CARRIED and (group, name) not in IGNORED:
                 record["not_carried"][f"{group}.{name}"] = value
     return policy, record
+
+
+def _is_table(table):
+    return isinstance(table, dict) and "unreadable" not in table and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in table.values())
+
+
+def scheduler_options(conf):
+    """Nova's `[scheduler]` options Parasol's `[scheduler]` has under the same name (the
+    request filters, `max_placement_results`, `max_attempts`), and `[workarounds]
+    disable_fallback_pcpu_query`."""
+    out = {name: getattr(conf.scheduler, name) for name in SCHEDULER_SAME_NAME}
+    out["disable_fallback_pcpu_query"] = bool(conf.workarounds.disable_fallback_pcpu_query)
+    return out
 
 
 def toml_value(v):

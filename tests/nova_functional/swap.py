@@ -120,9 +120,9 @@ class ExternalScheduler:
             "server": {"host": "127.0.0.1", "port": self.port, "http_workers": 1},
             "ledger": {"url": f"sqlite://{self.dir}/ledger.db", "max_connections": 2},
             "scheduler": {"backend": "filter", "workers": 2, "seed": 1,
-                          "max_attempts": CONF.scheduler.max_attempts,
                           "cell_uuid": cell.uuid if cell else
-                          "00000000-0000-0000-0000-000000000000"},
+                          "00000000-0000-0000-0000-000000000000",
+                          **parasol_config.scheduler_options(CONF)},
             "policy": policy,
             "amqp": {"url": _amqp_url(transport.Broker.url), "exchange": CONF.control_exchange,
                      "queue": self.queue, "dead_letter": self.dead_letter,

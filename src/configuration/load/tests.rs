@@ -166,3 +166,21 @@ fn the_environment_overrides_either_name_of_a_nova_option() {
         assert_eq!(policy["host_subset_size"].clone().into_int().unwrap(), want);
     }
 }
+
+#[test]
+fn a_map_table_takes_any_key_lowercased() {
+    let s = Settings::from_toml(
+        "[policy]\nweight_classes = [\"HostNameWeigher\"]\n\
+         host_name_weights = { Host1 = 100, \"host-2.example.org\" = 50.5 }\n",
+    )
+    .unwrap();
+    let want: std::collections::BTreeMap<String, f64> = [
+        ("host1".to_string(), 100.0),
+        ("host-2.example.org".to_string(), 50.5),
+    ]
+    .into();
+    // The loader lowercases keys: HostNameWeigher compares host names ignoring ASCII case.
+    assert_eq!(s.policy.host_name_weights, want);
+    let err = refusal("[policy]\nhost_name_weights = { host1 = \"high\" }");
+    assert!(err.contains("host_name_weights"), "{err}");
+}

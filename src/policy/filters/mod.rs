@@ -3,7 +3,9 @@
 //! One file per filter, each with its name constant and table-driven tests.
 
 mod affinity;
+mod aggregate_image_properties_isolation;
 mod aggregate_instance_extra_specs;
+mod aggregate_multitenancy_isolation;
 mod anti_affinity;
 mod availability_zone;
 mod capacity;
@@ -13,9 +15,11 @@ mod ignore_hosts;
 mod requested_destination;
 
 pub use affinity::ServerGroupAffinityFilter;
+pub use aggregate_image_properties_isolation::AggregateImagePropertiesIsolation;
 pub use aggregate_instance_extra_specs::{
     matches as extra_spec_matches, AggregateExtraSpecs, AggregateInstanceExtraSpecsFilter,
 };
+pub use aggregate_multitenancy_isolation::AggregateMultiTenancyIsolation;
 pub use anti_affinity::members_on;
 pub use anti_affinity::ServerGroupAntiAffinityFilter;
 pub use availability_zone::AvailabilityZoneFilter;

@@ -6,9 +6,11 @@
 //! policies, one row each with its sign). A row is a name, what it reads, Nova's option for
 //! its multiplier and that option's default; each row has its own unit test.
 
+mod host_name;
 mod resource;
 mod soft_affinity;
 
+pub use host_name::HostNameWeigher;
 pub use resource::{HostValue, ResourceWeigher, ResourceWeigherSpec, RESOURCE_WEIGHERS};
 pub use soft_affinity::{GroupWeigherSpec, SoftGroupWeigher, GROUP_WEIGHERS};
 
