@@ -197,7 +197,7 @@ on_both_engines!(
     super::resize_moves_the_allocation_to_the_payload_flavor
 );
 
-async fn live_migration_and_evacuate_move_the_allocation_to_the_payload_host(engine: &str) {
+async fn live_migration_and_evacuation_move_the_allocation_to_the_payload_host(engine: &str) {
     let (s, p) = start(engine).await;
     p.notify(&host_state("src", 8, 16384, 100, true, false))
         .await;
@@ -219,16 +219,24 @@ async fn live_migration_and_evacuate_move_the_allocation_to_the_payload_host(eng
     assert_eq!(allocation(&s, &vm).await, Some(("dst".into(), size, true)));
     assert_eq!(used(&s, "src").await, Resources::ZERO);
     assert_eq!(used(&s, "dst").await, size);
+    // nova-api's instance.evacuate starts an evacuation (its payload names the failed host
+    // the instance is still on): nothing moves until the destination's rebuild.end.
+    p.notify(&instance_event("instance.evacuate", &vm, "dst", f))
+        .await;
     p.notify(&instance_event("instance.evacuate", &vm, "src", f))
         .await;
-    s.wait_settled(5).await;
+    s.wait_settled(6).await;
+    assert_eq!(allocation(&s, &vm).await, Some(("dst".into(), size, true)));
+    p.notify(&instance_event("instance.rebuild.end", &vm, "src", f))
+        .await;
+    s.wait_settled(7).await;
     assert_eq!(allocation(&s, &vm).await, Some(("src".into(), size, true)));
     assert_eq!(used(&s, "src").await, size);
     assert_eq!(used(&s, "dst").await, Resources::ZERO);
 }
 on_both_engines!(
-    live_migration_and_evacuate_move_the_allocation_to_the_payload_host,
-    super::live_migration_and_evacuate_move_the_allocation_to_the_payload_host
+    live_migration_and_evacuation_move_the_allocation_to_the_payload_host,
+    super::live_migration_and_evacuation_move_the_allocation_to_the_payload_host
 );
 
 async fn shelve_offload_releases_and_unshelve_places_again(engine: &str) {

@@ -304,3 +304,26 @@ fn malformed_fanouts_name_what_is_wrong() {
         }
     );
 }
+
+/// nova-compute's `_post_live_migration` sends `update_instance_info` from the source host
+/// with the instance already on the destination: that instance is not reported as running
+/// on the source.
+#[test]
+fn update_instance_info_leaves_out_instances_of_another_host() {
+    const I2: &str = "278b0921-8f85-4257-88b6-2e743b5a975c";
+    let cast = json!({"method": "update_instance_info", "version": "4.2", "_unique_id": "u",
+    "args": {"host_name": "src", "instance_info": payload_object("InstanceList", json!({
+        "objects": [
+            payload_object("Instance", json!({"uuid": I1, "host": "dst"})),
+            payload_object("Instance", json!({"uuid": I2, "host": "src"})),
+            payload_object("Instance", json!({"uuid": NODE})),
+        ]}))}});
+    let n = Notification::decode(&encode_envelope(&cast)).unwrap();
+    assert_eq!(
+        n.event,
+        HostEvent::UpdateInstanceInfo {
+            host: "src".into(),
+            instance_uuids: vec![I2.to_string(), NODE.to_string()],
+        }
+    );
+}
