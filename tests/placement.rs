@@ -299,6 +299,31 @@ async fn a_consumer_on_two_providers_is_held_on_both_until_placement_drops_one()
     let hosts = ledger.read_hosts().await.expect("hosts");
     assert_eq!(by_uuid(&hosts, C1), (Resources::ZERO, 0));
     assert_eq!(by_uuid(&hosts, C2), (Resources::new(1, 512, 1), 1));
+    // Held on both again, and the ledger then learns the instance runs on C1 (its claim
+    // moves there): the part imported on C1 is the instance's own allocation now, counted
+    // once, and its part on C2 is imported.
+    let body = json!({
+        "allocations": {C1: {"resources": small}, C2: {"resources": small}},
+        "project_id": "p", "user_id": "u", "consumer_generation": 2,
+    });
+    let (status, _) = placement
+        .request(
+            reqwest::Method::PUT,
+            &format!("/allocations/{PARASOL_VM}"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, 204);
+    sync_once(&client, &ledger, 5000).await.expect("sync");
+    let moved = ledger
+        .claim(id(C1), PARASOL_VM, &Resources::new(1, 512, 1), 5000)
+        .await
+        .expect("claim");
+    assert_eq!(moved, ClaimOutcome::Claimed);
+    sync_once(&client, &ledger, 6000).await.expect("sync");
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    assert_eq!(by_uuid(&hosts, C1), (Resources::new(1, 512, 1), 1));
+    assert_eq!(by_uuid(&hosts, C2), (Resources::new(1, 512, 1), 0));
 }
 
 async fn healthz_placement(http: &reqwest::Client, address: &str) -> Value {

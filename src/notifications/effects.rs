@@ -239,9 +239,17 @@ macro_rules! define_effect {
                             }
                             continue;
                         }
-                        // The instance is on this service now; which node only a service
-                        // of one node tells (an Ironic service's nodes are told apart by
-                        // instance.*.end's node).
+                        // update_instance_info moves nothing: nova-compute sends it with
+                        // stale instance objects (the source after a live migration, the
+                        // destination of an evacuation before finish_evacuation), and a move
+                        // arrives with the instance's notification or Placement's sync.
+                        if matches!(n.event, HostEvent::UpdateInstanceInfo { .. }) {
+                            tracing::debug!(instance = %uuid, host = %host, "update_instance_info names an instance the ledger holds elsewhere; left as it is");
+                            continue;
+                        }
+                        // sync_instance_info (the service's own database view): the instance
+                        // is on this service now; which node only a service of one node tells
+                        // (an Ironic service's nodes are told apart by instance.*.end's node).
                         let &[id] = ids.as_slice() else {
                             tracing::debug!(instance = %uuid, host = %host, "instance reported by a service of several nodes; its node arrives with its notification");
                             continue;

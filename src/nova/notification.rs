@@ -205,10 +205,14 @@ impl Notification {
     pub fn from_inner(inner: &Value) -> Result<Self> {
         let n = Fields::new(inner, "")?;
         let event_type = n.req_str("event_type")?;
-        let event = decode_payload(&event_type, n.required("payload")?)?;
+        let publisher_id = n.opt_text("publisher_id", 2 * MAX_NAME_BYTES)?;
+        let mut event = decode_payload(&event_type, n.required("payload")?)?;
+        if event_type == "instance.rebuild.end" {
+            evacuated_to_publisher(&mut event, publisher_id.as_deref());
+        }
         Ok(Notification {
             message_id: n.req_str("message_id")?,
-            publisher_id: n.opt_text("publisher_id", 2 * MAX_NAME_BYTES)?,
+            publisher_id,
             timestamp: n.opt_str("timestamp")?,
             event_type,
             event,
@@ -251,6 +255,22 @@ impl Notification {
             timestamp: None,
             event,
         })
+    }
+}
+
+/// An evacuation's `instance.rebuild.end` comes from the destination's nova-compute with the
+/// instance still naming the failed source (Nova sets the instance's host and node in
+/// `finish_evacuation`, after the notification): the instance runs on the publisher's host
+/// (`nova-compute:<host>`), on a node the payload does not tell.
+fn evacuated_to_publisher(event: &mut HostEvent, publisher_id: Option<&str>) {
+    let Some(publisher) = publisher_id.and_then(|p| p.strip_prefix("nova-compute:")) else {
+        return;
+    };
+    if let HostEvent::Upsert { host, node, .. } = event {
+        if !publisher.is_empty() && host != publisher {
+            *host = publisher.to_string();
+            *node = None;
+        }
     }
 }
 

@@ -177,7 +177,17 @@ async fn import(
     for (consumer, allocation) in allocations {
         let key = match ledger.allocation(consumer).await? {
             None => consumer.clone(),
-            Some(held) if held.host_id == host => continue,
+            Some(held) if held.host_id == host => {
+                // The consumer's own allocation is here now: a part imported while it was
+                // held elsewhere would count it twice.
+                let part = part_key(consumer, provider);
+                if ledger.allocation(&part).await?.is_some() {
+                    ledger.release(&part).await?;
+                    ledger.reload(&[host]).await?;
+                    tracing::info!(consumer = %part, host = host.0, "released a part now held as the consumer's own allocation");
+                }
+                continue;
+            }
             Some(_) => {
                 let key = part_key(consumer, provider);
                 if ledger.allocation(&key).await?.is_some() {

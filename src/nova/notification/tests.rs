@@ -327,3 +327,43 @@ fn update_instance_info_leaves_out_instances_of_another_host() {
         }
     );
 }
+
+/// Nova sets an evacuated instance's host in `finish_evacuation`, after the destination's
+/// `instance.rebuild.end`: the payload names the failed source, the publisher the destination.
+#[test]
+fn an_evacuations_rebuild_end_places_the_instance_on_the_publishers_host() {
+    let flavor = payload_object(
+        "FlavorPayload",
+        json!({"flavorid": "1", "name": "f",
+        "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}),
+    );
+    let rebuild_end = |publisher: &str| {
+        let mut n = notification(
+            "instance.rebuild.end",
+            payload_object(
+                "InstanceActionRebuildPayload",
+                json!({"uuid": I1, "host": "src", "node": "src-node", "flavor": flavor}),
+            ),
+        );
+        n["publisher_id"] = json!(publisher);
+        Notification::from_inner(&n).unwrap().event
+    };
+    let on = |event: HostEvent| match event {
+        HostEvent::Upsert { host, node, .. } => (host, node),
+        other => panic!("{other:?}"),
+    };
+    let cases = [
+        ("nova-compute:dst", ("dst".to_string(), None)),
+        (
+            "nova-compute:src",
+            ("src".to_string(), Some("src-node".to_string())),
+        ),
+        (
+            "nova-api:api1",
+            ("src".to_string(), Some("src-node".to_string())),
+        ),
+    ];
+    for (publisher, want) in cases {
+        assert_eq!(on(rebuild_end(publisher)), want, "{publisher}");
+    }
+}
