@@ -148,7 +148,10 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
         Resources::new(2, 2048, 10),
         "the old VM's allocation is imported"
     );
-    assert_eq!(h1.num_instances, 1);
+    assert_eq!(
+        h1.num_instances, 0,
+        "an imported consumer counts as an instance once an instance message names it"
+    );
     let imported = ledger
         .allocation(OLD_VM)
         .await
@@ -214,6 +217,113 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
         .await
         .expect("fourth sync");
     assert_eq!(fourth.released_allocations, 0, "released once");
+}
+
+/// Placement lets one consumer hold several providers: an evacuated instance keeps its
+/// source until the source compute comes back. The ledger holds the instance where Parasol
+/// placed it and imports the other part (usage, not an instance), released when Placement
+/// drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_on_two_providers_is_held_on_both_until_placement_drops_one() {
+    let placement = Placement::start().await;
+    provider(&placement, "source", C1, inventory(8, 1.0, 16384, 0, 100)).await;
+    provider(&placement, "dest", C2, inventory(8, 1.0, 16384, 0, 100)).await;
+    let (ledger, _db) = ledger().await;
+    let client = PlacementClient::new(placement_settings(&placement)).expect("client");
+    sync_once(&client, &ledger, 1000).await.expect("first sync");
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    let id = |uuid: &str| hosts.iter().find(|h| &**h.uuid() == uuid).unwrap().id;
+    let small = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
+    // The evacuation: Parasol claimed the destination (its ledger moves the instance there),
+    // Placement holds the instance on the source and the destination.
+    let claimed = ledger
+        .claim(id(C2), PARASOL_VM, &Resources::new(1, 512, 1), 1000)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+    let body = json!({
+        "allocations": {C1: {"resources": small}, C2: {"resources": small}},
+        "project_id": "p", "user_id": "u", "consumer_generation": null,
+    });
+    let (status, _) = placement
+        .request(
+            reqwest::Method::PUT,
+            &format!("/allocations/{PARASOL_VM}"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let report = sync_once(&client, &ledger, 2000).await.expect("sync");
+    assert_eq!(report.imported_allocations, 1);
+    let by_uuid = |hosts: &[parasol::domain::HostState], uuid: &str| {
+        let h = hosts.iter().find(|h| &**h.uuid() == uuid).unwrap();
+        (h.used, h.num_instances)
+    };
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    assert_eq!(
+        by_uuid(&hosts, C1),
+        (Resources::new(1, 512, 1), 0),
+        "source part"
+    );
+    assert_eq!(
+        by_uuid(&hosts, C2),
+        (Resources::new(1, 512, 1), 1),
+        "the instance"
+    );
+    assert_eq!(
+        ledger
+            .allocation(PARASOL_VM)
+            .await
+            .unwrap()
+            .unwrap()
+            .host_id,
+        id(C2)
+    );
+    let again = sync_once(&client, &ledger, 3000).await.expect("sync");
+    assert_eq!(again.imported_allocations + again.released_allocations, 0);
+    // The source compute comes back and removes its part.
+    let body = json!({
+        "allocations": {C2: {"resources": small}},
+        "project_id": "p", "user_id": "u", "consumer_generation": 1,
+    });
+    let (status, _) = placement
+        .request(
+            reqwest::Method::PUT,
+            &format!("/allocations/{PARASOL_VM}"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let last = sync_once(&client, &ledger, 4000).await.expect("sync");
+    assert_eq!(last.released_allocations, 1);
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    assert_eq!(by_uuid(&hosts, C1), (Resources::ZERO, 0));
+    assert_eq!(by_uuid(&hosts, C2), (Resources::new(1, 512, 1), 1));
+    // Held on both again, and the ledger then learns the instance runs on C1 (its claim
+    // moves there): the part imported on C1 is the instance's own allocation now, counted
+    // once, and its part on C2 is imported.
+    let body = json!({
+        "allocations": {C1: {"resources": small}, C2: {"resources": small}},
+        "project_id": "p", "user_id": "u", "consumer_generation": 2,
+    });
+    let (status, _) = placement
+        .request(
+            reqwest::Method::PUT,
+            &format!("/allocations/{PARASOL_VM}"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, 204);
+    sync_once(&client, &ledger, 5000).await.expect("sync");
+    let moved = ledger
+        .claim(id(C1), PARASOL_VM, &Resources::new(1, 512, 1), 5000)
+        .await
+        .expect("claim");
+    assert_eq!(moved, ClaimOutcome::Claimed);
+    sync_once(&client, &ledger, 6000).await.expect("sync");
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    assert_eq!(by_uuid(&hosts, C1), (Resources::new(1, 512, 1), 1));
+    assert_eq!(by_uuid(&hosts, C2), (Resources::new(1, 512, 1), 0));
 }
 
 async fn healthz_placement(http: &reqwest::Client, address: &str) -> Value {

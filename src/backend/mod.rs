@@ -153,7 +153,7 @@ impl Backend {
                     let chosen = hosts[0].host().to_string();
                     for later in requests.iter_mut().skip(i + 1) {
                         if let Some(group) = later.group.as_mut() {
-                            group.hosts.push(chosen.clone());
+                            group.add_member_on(&chosen);
                         }
                     }
                     tracing::debug!(instance = %requests[i].instance_uuid, host = %chosen, "placed");
@@ -183,6 +183,9 @@ impl Backend {
                 }
             }
             for req in requests.iter().take(placed.len()) {
+                if req.rebuild {
+                    continue; // nothing was claimed: the instance keeps its allocation
+                }
                 deps.ledger.release(&req.instance_uuid).await?;
             }
             match &err {
@@ -220,6 +223,9 @@ impl Backend {
     ) -> Result<Placement, ScheduleError> {
         let mut worker = self.source.worker().await;
         let max_attempts = self.deps.settings.scheduler.max_attempts;
+        if req.rebuild {
+            return Ok(self.check_rebuild(&mut worker, req, max_attempts, counts));
+        }
         let mut budget = max_attempts;
         let mut empty_samples = 0u64;
         let mut last_reason = String::new();
@@ -322,6 +328,39 @@ impl Backend {
             );
         }
         Ok(Placement::NoValidHost(last_reason))
+    }
+
+    /// Nova's rebuild check (`_nova_check_type: ["rebuild"]`, `_legacy_find_hosts`): the
+    /// instance's own host, which the request forces, through the filters that run on a
+    /// rebuild, and no claim — the instance keeps its allocation, in the ledger as in
+    /// Placement. Decided on the live table whatever the backend: a snapshot or a sample
+    /// could miss or misstate that one host.
+    fn check_rebuild(
+        &self,
+        worker: &mut WorkerState,
+        req: &RequestContext,
+        max: usize,
+        counts: &mut Counts,
+    ) -> Placement {
+        let env = FilterEnv::new(self.deps.clock.now_ms(), &self.deps.settings.policy);
+        let ranked = self.deps.ledger.table().with_hosts(|live| {
+            counts.queries += live.len() as u64;
+            let mut order = Vec::new();
+            self.policy
+                .rank(live, req, &env, &mut worker.rng, max, &mut order)
+                .map(|()| order.iter().map(|&i| live[i].clone()).collect::<Vec<_>>())
+        });
+        match ranked {
+            Ok(hosts) => {
+                counts.attempts += 1;
+                Placement::Placed(hosts)
+            }
+            Err(rejection) => {
+                counts.decline(DeclineCause::NoValidHost, false);
+                tracing::info!(instance = %req.instance_uuid, %rejection, "the rebuild's host did not pass the filters");
+                Placement::NoValidHost(rejection.reason())
+            }
+        }
     }
 
     /// Nova's claim in Placement after the ledger's claim held: `Ok(Ok(Claimed))` when

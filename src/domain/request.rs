@@ -43,9 +43,67 @@ impl GroupPolicy {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ServerGroup {
     pub policy: GroupPolicy,
+    /// Nova's `InstanceGroup.hosts`: the service hosts of the group's members, each once.
     pub hosts: Vec<String>,
     /// Anti-affinity `max_server_per_host` rule (1 when absent).
     pub max_server_per_host: i64,
+    /// The group's other members (not the instance being placed) per service host, as the
+    /// ledger holds their allocations, plus those placed earlier in the same call: Nova's
+    /// `host_state.instances ∩ group.members`. Empty when nothing was looked up.
+    pub members_on: BTreeMap<String, usize>,
+    /// Service hosts where the instance being placed already runs (a move's source): Nova's
+    /// `spec_obj.instance_uuid in host_state.instances`, where an instance never counts
+    /// against itself.
+    pub own_hosts: Vec<String>,
+}
+
+impl ServerGroup {
+    /// A group of `policy` whose members run on `hosts` (nothing looked up in the ledger).
+    pub fn new(policy: GroupPolicy, hosts: Vec<String>, max_server_per_host: i64) -> Self {
+        ServerGroup {
+            policy,
+            hosts,
+            max_server_per_host,
+            members_on: BTreeMap::new(),
+            own_hosts: Vec::new(),
+        }
+    }
+
+    /// A group of `policy` with one member on each entry of `member_hosts` (a host named
+    /// twice holds two members), as if the ledger held them.
+    pub fn from_member_hosts(
+        policy: GroupPolicy,
+        member_hosts: &[&str],
+        max_server_per_host: i64,
+    ) -> Self {
+        let mut group = ServerGroup::new(policy, Vec::new(), max_server_per_host);
+        for host in member_hosts {
+            group.add_member_on(host);
+        }
+        group
+    }
+
+    /// Whether the instance being placed runs on service host `host` already.
+    pub fn is_own_host(&self, host: &str) -> bool {
+        self.own_hosts.iter().any(|h| h == host)
+    }
+
+    /// The group's other members on service host `host`: those the ledger holds there, and
+    /// at least one when Nova's group hosts name it (a member whose allocation the ledger
+    /// lacks still counts, as in Nova), the instance itself never.
+    pub fn others_on(&self, host: &str) -> usize {
+        let held = self.members_on.get(host).copied().unwrap_or(0);
+        let named = self.hosts.iter().any(|h| h == host) && !self.is_own_host(host);
+        held.max(usize::from(named))
+    }
+
+    /// Records that an instance of the same call was placed on `host`, for the next ones.
+    pub fn add_member_on(&mut self, host: &str) {
+        if !self.hosts.iter().any(|h| h == host) {
+            self.hosts.push(host.to_string());
+        }
+        *self.members_on.entry(host.to_string()).or_default() += 1;
+    }
 }
 
 /// What Placement's allocation-candidates query asks of a provider besides capacity (Nova's
@@ -137,9 +195,10 @@ pub struct RequestContext {
     /// The image's properties that are set and true, as Python's `str()` renders them
     /// (`AggregateImagePropertiesIsolation`); `None`: no image or no such property.
     pub image_props: Option<Arc<BTreeMap<String, String>>>,
-    /// A rebuild's check of the instance's own host (`_nova_check_type: ['rebuild']`): Nova
-    /// skips the filters whose `RUN_ON_REBUILD` is false.
-    pub is_rebuild: bool,
+    /// A rebuild check (`_nova_check_type: ["rebuild"]`): Nova asks only whether the
+    /// instance's own (forced) host still suits the new image — no Placement query, only the
+    /// filters that run on a rebuild, and no claim (the instance keeps its allocation).
+    pub rebuild: bool,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -173,7 +232,7 @@ impl RequestContext {
             aggregate_metadata: None,
             project_id: None,
             image_props: None,
-            is_rebuild: false,
+            rebuild: false,
         }
     }
 }

@@ -540,6 +540,50 @@ impl Ledger {
         })
     }
 
+    /// The hosts on which the ledger holds allocations of `instance_uuids`: (instance, host)
+    /// pairs in instance order; an instance without an allocation is left out. One read,
+    /// whatever the number of instances.
+    pub async fn hosts_of(
+        &self,
+        instance_uuids: &[String],
+    ) -> Result<Vec<(String, HostId)>, LedgerError> {
+        if instance_uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = super::json_list(instance_uuids.iter().map(String::as_str));
+        macro_rules! pairs {
+            ($rows:expr) => {{
+                let mut out = Vec::with_capacity($rows.len());
+                for row in &$rows {
+                    out.push((row.try_get::<String, _>(0)?, HostId(row.try_get(1)?)));
+                }
+                out
+            }};
+        }
+        Ok(match &self.pools {
+            Pools::Sqlite { read, .. } => {
+                let rows = sqlx::query(
+                    "SELECT instance_uuid, host_id FROM allocations \
+                     WHERE instance_uuid IN (SELECT value FROM json_each($1)) ORDER BY instance_uuid",
+                )
+                .bind(&list)
+                .fetch_all(read)
+                .await?;
+                pairs!(rows)
+            }
+            Pools::Postgres(pool) => {
+                let rows = sqlx::query(
+                    "SELECT instance_uuid, host_id FROM allocations WHERE instance_uuid IN \
+                     (SELECT jsonb_array_elements_text($1::jsonb)) ORDER BY instance_uuid",
+                )
+                .bind(&list)
+                .fetch_all(pool)
+                .await?;
+                pairs!(rows)
+            }
+        })
+    }
+
     /// Number of allocations in the ledger.
     pub async fn allocation_count(&self) -> Result<i64, LedgerError> {
         read_pool!(self, pool => {

@@ -19,10 +19,11 @@ pub(crate) trait Dialect: sqlx::Database {
 }
 
 /// The columns of a host row as [`super::hosts`] decodes them, with the number of
-/// allocations on it; `{where}` is replaced by a filter or nothing.
+/// instances on it (allocations whose consumer is known to be an instance: not a migration
+/// record imported from Placement); `{where}` is replaced by a filter or nothing.
 pub(crate) const HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, h.availability_zone, \
     h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, h.aggregates, \
-    (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id) FROM hosts h";
+    (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h";
 
 pub(crate) const INVENTORY_SELECT: &str = "SELECT host_id, resource_class, total, reserved, \
     min_unit, max_unit, step_size, allocation_ratio, used FROM inventories";
@@ -33,7 +34,7 @@ impl Dialect for sqlx::Sqlite {
         WHERE host_id = $1 AND resource_class IN (SELECT key FROM json_each($2))";
     const HOSTS_BY_ID: &'static str = "SELECT h.id, h.host, h.node, h.uuid, \
         h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id) FROM hosts h \
+        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h \
         WHERE h.id IN (SELECT value FROM json_each($1))";
     const INVENTORIES_BY_ID: &'static str = "SELECT host_id, resource_class, total, reserved, \
         min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \
@@ -52,7 +53,7 @@ impl Dialect for sqlx::Postgres {
         WHERE host_id = $1 AND ($2::jsonb) ? resource_class";
     const HOSTS_BY_ID: &'static str = "SELECT h.id, h.host, h.node, h.uuid, \
         h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id) FROM hosts h \
+        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h \
         WHERE h.id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)";
     const INVENTORIES_BY_ID: &'static str = "SELECT host_id, resource_class, total, reserved, \
         min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \

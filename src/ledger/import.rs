@@ -27,7 +27,12 @@ impl Ledger {
         let recorded = write_tx!(self, Db, tx => {
             let new = record_in_tx!(Db, tx, instance_uuid, host.0, demand, true, now_ms);
             if new {
-                sqlx::query("UPDATE allocations SET imported = TRUE WHERE instance_uuid = $1")
+                // Not counted as an instance until an instance message names it: the
+                // consumer may be a migration record holding a move's source.
+                sqlx::query(
+                    "UPDATE allocations SET imported = TRUE, instance = FALSE \
+                     WHERE instance_uuid = $1",
+                )
                     .bind(instance_uuid)
                     .execute(&mut *tx)
                     .await?;
@@ -86,6 +91,8 @@ pub struct StoredAllocation {
     pub resources_json: String,
     pub created_ms: i64,
     pub imported: bool,
+    /// Known to be an instance (counted in the host's `num_instances`).
+    pub instance: bool,
 }
 
 impl Ledger {
@@ -93,8 +100,8 @@ impl Ledger {
     pub async fn stored_allocations(&self) -> Result<Vec<StoredAllocation>, LedgerError> {
         read_pool!(self, pool => {
             let rows = sqlx::query(
-                "SELECT instance_uuid, host_id, resources, created_ms, imported FROM allocations \
-                 ORDER BY instance_uuid",
+                "SELECT instance_uuid, host_id, resources, created_ms, imported, instance \
+                 FROM allocations ORDER BY instance_uuid",
             )
             .fetch_all(pool)
             .await?;
@@ -108,6 +115,7 @@ impl Ledger {
                     resources_json: json,
                     created_ms: row.try_get(3)?,
                     imported: row.try_get(4)?,
+                    instance: row.try_get(5)?,
                 });
             }
             Ok(out)
@@ -153,9 +161,13 @@ impl Ledger {
                     .await?;
                 if let Some((host, demand)) = to {
                     record_in_tx!(Db, tx, &stored.instance_uuid, host.0, demand, true, now_ms);
-                    sqlx::query("UPDATE allocations SET imported = $2 WHERE instance_uuid = $1")
+                    sqlx::query(
+                        "UPDATE allocations SET imported = $2, instance = $3 \
+                         WHERE instance_uuid = $1",
+                    )
                         .bind(&stored.instance_uuid)
                         .bind(stored.imported)
+                        .bind(stored.instance)
                         .execute(&mut *tx)
                         .await?;
                 }

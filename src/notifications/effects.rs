@@ -25,8 +25,10 @@ fn known_to_nova(table: &HostTable, host: &str) -> bool {
         .is_some_and(|r| r.by_uuid.values().any(|n| &*n.service_host == host))
 }
 
-const CONFIRM_CLAIM: &str =
-    "UPDATE allocations SET confirmed = TRUE WHERE instance_uuid = $1 AND host_id = $2";
+/// Confirms an allocation an instance message names, which also makes it known as an
+/// instance (an imported consumer is counted once named).
+const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance = TRUE \
+    WHERE instance_uuid = $1 AND host_id = $2";
 
 /// Whether an instance's end-of-operation notification only confirms the allocation it holds
 /// on `host` — Parasol's own claim for the build or move. The claimed amounts stay (a
@@ -133,6 +135,7 @@ macro_rules! define_effect {
                         let (on, json): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
                         if on == id && only_confirms(&n.event_type, &parse_resources(&json)?, demand) {
                             sqlx::query(CONFIRM_CLAIM).bind(instance_uuid).bind(id).execute(&mut **tx).await?;
+                            touched.reload.push(HostId(id));
                             return Ok(Applied::Applied);
                         }
                     }
@@ -217,7 +220,7 @@ macro_rules! define_effect {
                         }
                     }
                     for uuid in instance_uuids {
-                        let row = sqlx::query("SELECT host_id, resources, confirmed FROM allocations WHERE instance_uuid = $1")
+                        let row = sqlx::query("SELECT host_id, resources, confirmed, instance FROM allocations WHERE instance_uuid = $1")
                             .bind(uuid)
                             .fetch_optional(&mut **tx)
                             .await?;
@@ -227,16 +230,26 @@ macro_rules! define_effect {
                         };
                         let current: i64 = row.try_get(0)?;
                         let confirmed: bool = row.try_get(2)?;
+                        let instance: bool = row.try_get(3)?;
                         if ids.contains(&current) {
-                            if !confirmed {
-                                // The service runs it: the claim for its build or move is confirmed.
+                            if !confirmed || !instance {
+                                // The service runs it: the claim for its build or move is
+                                // confirmed, and an imported consumer is an instance.
                                 sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
                             }
                             continue;
                         }
-                        // The instance is on this service now; which node only a service
-                        // of one node tells (an Ironic service's nodes are told apart by
-                        // instance.*.end's node).
+                        // update_instance_info moves nothing: nova-compute sends it with
+                        // stale instance objects (the source after a live migration, the
+                        // destination of an evacuation before finish_evacuation), and a move
+                        // arrives with the instance's notification or Placement's sync.
+                        if matches!(n.event, HostEvent::UpdateInstanceInfo { .. }) {
+                            tracing::debug!(instance = %uuid, host = %host, "update_instance_info names an instance the ledger holds elsewhere; left as it is");
+                            continue;
+                        }
+                        // sync_instance_info (the service's own database view): the instance
+                        // is on this service now; which node only a service of one node tells
+                        // (an Ironic service's nodes are told apart by instance.*.end's node).
                         let &[id] = ids.as_slice() else {
                             tracing::debug!(instance = %uuid, host = %host, "instance reported by a service of several nodes; its node arrives with its notification");
                             continue;

@@ -14,7 +14,7 @@ pub struct InstanceGroup {
     pub policy: Option<GroupPolicy>,
     pub hosts: Vec<String>,
     pub members: Vec<String>,
-    /// `rules.max_server_per_host`, when set.
+    /// `max_server_per_host` of the group's rules, when set.
     pub max_server_per_host: Option<i64>,
 }
 
@@ -33,7 +33,14 @@ impl InstanceGroup {
                 CodecError::invalid(g.path_of("policy"), format!("is not a known policy: {n:?}"))
             })?),
         };
-        let max_server_per_host = match g.opt_dict("rules")? {
+        // InstanceGroup 1.11's field is `_rules` (`rules` is a Python property over it, so
+        // `obj_to_primitive()` carries `_rules`); `rules` is read too, for a legacy dict.
+        let rules_key = if g.field("_rules").value().is_some() {
+            "_rules"
+        } else {
+            "rules"
+        };
+        let max_server_per_host = match g.opt_dict(rules_key)? {
             None => None,
             Some(rules) => read_rule(&rules, "max_server_per_host")?,
         };
@@ -47,11 +54,11 @@ impl InstanceGroup {
 
     /// The scheduling constraint, when the group has a policy.
     pub fn server_group(&self) -> Option<ServerGroup> {
-        Some(ServerGroup {
-            policy: self.policy?,
-            hosts: self.hosts.clone(),
-            max_server_per_host: self.max_server_per_host.unwrap_or(1),
-        })
+        Some(ServerGroup::new(
+            self.policy?,
+            self.hosts.clone(),
+            self.max_server_per_host.unwrap_or(1),
+        ))
     }
 }
 

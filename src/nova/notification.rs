@@ -13,14 +13,15 @@ use std::collections::BTreeMap;
 /// Parasol's own event type carrying a host's inventory (docs/architecture.md §7.2).
 pub const HOST_STATE_EVENT: &str = "compute.host.state";
 
-/// Events that (re)place an instance's allocation on its payload's host.
-const UPSERT_EVENTS: [&str; 8] = [
+/// Events that (re)place an instance's allocation on its payload's host. Not
+/// `instance.evacuate`: nova-api sends it when an evacuation starts, with the instance still
+/// on the failed source host; the destination's `instance.rebuild.end` ends the move.
+const UPSERT_EVENTS: [&str; 7] = [
     "instance.create.end",
     "instance.resize_finish.end",
     "instance.resize_confirm.end",
     "instance.resize_revert.end",
     "instance.live_migration_post_dest.end",
-    "instance.evacuate",
     "instance.unshelve.end",
     "instance.rebuild.end",
 ];
@@ -157,7 +158,10 @@ pub enum HostEvent {
         disabled: bool,
         forced_down: bool,
     },
-    /// Fanout `update_instance_info`: these instances run on `host`.
+    /// Fanout `update_instance_info`: these instances run on `host` (the listed instances
+    /// whose own `host` names another service are left out: after a live migration the
+    /// source's nova-compute sends the instance, already on the destination, under its own
+    /// name).
     UpdateInstanceInfo {
         host: String,
         instance_uuids: Vec<String>,
@@ -214,10 +218,14 @@ impl Notification {
     pub fn from_inner(inner: &Value) -> Result<Self> {
         let n = Fields::new(inner, "")?;
         let event_type = n.req_str("event_type")?;
-        let event = decode_payload(&event_type, n.required("payload")?)?;
+        let publisher_id = n.opt_text("publisher_id", 2 * MAX_NAME_BYTES)?;
+        let mut event = decode_payload(&event_type, n.required("payload")?)?;
+        if event_type == "instance.rebuild.end" {
+            evacuated_to_publisher(&mut event, publisher_id.as_deref());
+        }
         Ok(Notification {
             message_id: n.req_str("message_id")?,
-            publisher_id: n.opt_text("publisher_id", 2 * MAX_NAME_BYTES)?,
+            publisher_id,
             timestamp: n.opt_str("timestamp")?,
             event_type,
             event,
@@ -228,10 +236,14 @@ impl Notification {
     pub fn from_rpc(msg: &RpcMessage) -> Result<Self> {
         let a = Fields::new(&msg.args, "args")?;
         let event = match msg.method.as_str() {
-            "update_instance_info" => HostEvent::UpdateInstanceInfo {
-                host: a.req_str("host_name")?,
-                instance_uuids: instance_list_uuids(&a)?,
-            },
+            "update_instance_info" => {
+                let host = a.req_str("host_name")?;
+                let instance_uuids = instance_list_uuids(&a, &host)?;
+                HostEvent::UpdateInstanceInfo {
+                    host,
+                    instance_uuids,
+                }
+            }
             "delete_instance_info" => HostEvent::DeleteInstanceInfo {
                 host: a.req_str("host_name")?,
                 instance_uuid: a.req_uuid("instance_uuid")?,
@@ -265,6 +277,22 @@ impl Notification {
             timestamp: None,
             event,
         })
+    }
+}
+
+/// An evacuation's `instance.rebuild.end` comes from the destination's nova-compute with the
+/// instance still naming the failed source (Nova sets the instance's host and node in
+/// `finish_evacuation`, after the notification): the instance runs on the publisher's host
+/// (`nova-compute:<host>`), on a node the payload does not tell.
+fn evacuated_to_publisher(event: &mut HostEvent, publisher_id: Option<&str>) {
+    let Some(publisher) = publisher_id.and_then(|p| p.strip_prefix("nova-compute:")) else {
+        return;
+    };
+    if let HostEvent::Upsert { host, node, .. } = event {
+        if !publisher.is_empty() && host != publisher {
+            *host = publisher.to_string();
+            *node = None;
+        }
     }
 }
 
@@ -314,7 +342,7 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
 }
 
 /// The uuids of the Instance objects in `args.instance_info` (an InstanceList).
-fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
+fn instance_list_uuids(a: &Fields<'_>, service_host: &str) -> Result<Vec<String>> {
     let list = a
         .opt_object("instance_info", "InstanceList")?
         .ok_or_else(|| CodecError::missing(a.path_of("instance_info")))?;
@@ -322,15 +350,18 @@ fn instance_list_uuids(a: &Fields<'_>) -> Result<Vec<String>> {
     let Some(objects) = list.data.opt_list("objects")? else {
         return Ok(Vec::new());
     };
-    objects
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            NovaObject::parse(item, "Instance", format!("{objects_path}[{i}]"))?
-                .data
-                .req_uuid("uuid")
-        })
-        .collect()
+    let mut uuids = Vec::with_capacity(objects.len());
+    for (i, item) in objects.iter().enumerate() {
+        let instance = NovaObject::parse(item, "Instance", format!("{objects_path}[{i}]"))?;
+        let uuid = instance.data.req_uuid("uuid")?;
+        match instance.data.opt_str("host")? {
+            Some(own) if own != service_host => {
+                tracing::debug!(instance = %uuid, %service_host, host = %own, "update_instance_info names an instance of another host; left out");
+            }
+            _ => uuids.push(uuid),
+        }
+    }
+    Ok(uuids)
 }
 
 #[cfg(test)]

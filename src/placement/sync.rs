@@ -111,7 +111,19 @@ pub async fn sync_once(
         };
         let host = ledger.register_host(&registration, now_ms).await?;
         report.hosts += 1;
-        let present: Vec<&str> = state.allocations.keys().map(String::as_str).collect();
+        // A consumer's allocation here may be held under its own uuid or, when the ledger
+        // holds that consumer on another host, under its part's key.
+        let parts: Vec<String> = state
+            .allocations
+            .keys()
+            .map(|c| part_key(c, &p.uuid))
+            .collect();
+        let present: Vec<&str> = state
+            .allocations
+            .keys()
+            .map(String::as_str)
+            .chain(parts.iter().map(String::as_str))
+            .collect();
         for gone in ledger.release_vanished_imports(host, &present).await? {
             tracing::info!(consumer = %gone.instance_uuid, host = host.0, "released an imported allocation Placement no longer has");
             report.released_allocations += 1;
@@ -119,7 +131,14 @@ pub async fn sync_once(
         hosts.push(host);
     }
     for (state, host) in read.iter().zip(hosts) {
-        report.imported_allocations += import(ledger, host, &state.allocations, now_ms).await?;
+        report.imported_allocations += import(
+            ledger,
+            host,
+            &state.provider.uuid,
+            &state.allocations,
+            now_ms,
+        )
+        .await?;
     }
     report.placement_allocations = read
         .iter()
@@ -135,18 +154,49 @@ pub async fn sync_once(
     Ok(report)
 }
 
-/// Records the allocations of consumers the ledger has no allocation for.
+/// The ledger's key for the part of `consumer`'s allocation on provider `provider` when the
+/// ledger holds that consumer on another host: Placement lets one consumer hold several
+/// providers (an evacuated instance keeps its source until the source compute comes back;
+/// the ledger has one allocation per consumer). Such a part is imported like any consumer —
+/// its usage counted, not an instance — and released once Placement no longer has the
+/// consumer on that provider.
+pub fn part_key(consumer: &str, provider: &str) -> String {
+    format!("{consumer}@{provider}")
+}
+
+/// Records the allocations of consumers the ledger has no allocation for, and the parts on
+/// this provider of consumers it holds on another host.
 async fn import(
     ledger: &Ledger,
     host: HostId,
+    provider: &str,
     allocations: &BTreeMap<String, ConsumerAllocation>,
     now_ms: i64,
 ) -> Result<usize, PlacementError> {
     let mut imported = 0;
     for (consumer, allocation) in allocations {
-        if ledger.allocation(consumer).await?.is_some() {
-            continue;
-        }
+        let key = match ledger.allocation(consumer).await? {
+            None => consumer.clone(),
+            Some(held) if held.host_id == host => {
+                // The consumer's own allocation is here now: a part imported while it was
+                // held elsewhere would count it twice.
+                let part = part_key(consumer, provider);
+                if ledger.allocation(&part).await?.is_some() {
+                    ledger.release(&part).await?;
+                    ledger.reload(&[host]).await?;
+                    tracing::info!(consumer = %part, host = host.0, "released a part now held as the consumer's own allocation");
+                }
+                continue;
+            }
+            Some(_) => {
+                let key = part_key(consumer, provider);
+                if ledger.allocation(&key).await?.is_some() {
+                    continue;
+                }
+                key
+            }
+        };
+        let consumer = &key;
         let demand = demand_of(allocation);
         if ledger
             .record_existing_allocation(host, consumer, &demand, now_ms)

@@ -188,7 +188,9 @@ impl Policy {
 
     /// True when every enabled filter passes `host` for `req` (APSR's "keeps those that fit").
     pub fn fits_any(&self, host: &HostState, req: &RequestContext, env: &FilterEnv) -> bool {
-        self.filters.iter().all(|f| f.passes(host, req, env))
+        self.filters
+            .iter()
+            .all(|f| !super::filters::applies(f.as_ref(), req) || f.passes(host, req, env))
     }
 
     /// Ranks `hosts` for `req` with this thread's scratch buffers; see [`Policy::rank_with`].
@@ -288,7 +290,8 @@ impl Policy {
         scratch.removed.resize(self.filters.len(), 0);
         // A filter that passes every host for this request cannot be the first to fail one.
         scratch.active.clear();
-        let restricting = (0..self.filters.len()).filter(|&k| self.filters[k].restricts(req));
+        let restricting = (0..self.filters.len())
+            .filter(|&k| super::filters::applies(self.filters[k].as_ref(), req));
         scratch.active.extend(restricting);
         for (idx, host) in hosts.iter().enumerate() {
             let mut active = scratch.active.iter().copied();

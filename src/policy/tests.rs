@@ -328,10 +328,8 @@ fn ranking_a_thousand_hosts_reuses_its_buffers() {
 fn soft_group_weighers_steer_members_under_the_default_weighers() {
     use crate::domain::{GroupPolicy, ServerGroup};
     let hosts = hosts_with_vcpu_used(&[0, 0, 0]);
-    let group = |group_policy| ServerGroup {
-        policy: group_policy,
-        hosts: vec!["host1".into(), "host1".into(), "host3".into()],
-        max_server_per_host: 1,
+    let group = |group_policy| {
+        ServerGroup::from_member_hosts(group_policy, &["host1", "host1", "host3"], 1)
     };
     let cases = [
         (GroupPolicy::SoftAntiAffinity, [1, 2, 0]),
@@ -360,18 +358,14 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
     hosts[2].up = false;
     hosts[3].disabled = true;
     fn group(policy: GroupPolicy) -> Option<ServerGroup> {
-        Some(ServerGroup {
+        Some(ServerGroup::from_member_hosts(
             policy,
-            hosts: vec!["host2".into(), "host2".into(), "host4".into()],
-            max_server_per_host: 1,
-        })
+            &["host2", "host2", "host4"],
+            1,
+        ))
     }
     fn empty_group(policy: GroupPolicy) -> Option<ServerGroup> {
-        Some(ServerGroup {
-            policy,
-            hosts: vec![],
-            max_server_per_host: 1,
-        })
+        Some(ServerGroup::new(policy, vec![], 1))
     }
     type Edit = fn(&mut RequestContext);
     let edits: Vec<(&str, Edit)> = vec![

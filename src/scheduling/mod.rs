@@ -9,6 +9,8 @@
 
 mod scheduler;
 mod select;
+#[cfg(test)]
+mod tests;
 
 pub use scheduler::Scheduler;
 pub use select::{Answer, SelectError};

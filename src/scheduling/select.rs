@@ -115,16 +115,17 @@ impl Scheduler {
             instance_uuids = %args.instance_uuids.join(","),
             backend = self.backend().kind().as_str()
         );
-        let requests = self.requests(&args, true)?;
+        let requests = self.requests(&args, true).await?;
         let zones = requests.first().and_then(|r| r.host_zones.clone());
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
         let first = self.schedule(requests).instrument(span.clone()).await;
         let (per_instance, demands) = match first {
             Err(crate::backend::ScheduleError::NoValidHost { .. })
                 if !settings.scheduler.disable_fallback_pcpu_query
+                    && !args.spec.is_rebuild()
                     && self.resource_request(&args, true)?.cpu_pinning_requested =>
             {
-                let requests = self.requests(&args, false)?;
+                let requests = self.requests(&args, false).await?;
                 let demands = requests.iter().map(|r| r.demand).collect();
                 (self.schedule(requests).instrument(span).await?, demands)
             }
@@ -215,8 +216,82 @@ impl Scheduler {
         })
     }
 
-    /// One scheduling context per instance, with the resource request's amounts and marks.
-    fn requests(
+    /// One scheduling context per instance, with the resource request's amounts and marks
+    /// and what the ledger knows of the server group's members.
+    async fn requests(
+        &self,
+        args: &SelectDestinationsArgs,
+        pinned: bool,
+    ) -> Result<Vec<RequestContext>, SelectError> {
+        let mut requests = if args.spec.is_rebuild() {
+            self.rebuild_requests(args)
+        } else {
+            self.placement_requests(args, pinned)?
+        };
+        self.add_group_members(args, &mut requests).await?;
+        Ok(requests)
+    }
+
+    /// A rebuild check: Nova runs no request filter and asks Placement nothing
+    /// (`select_destinations` with `is_rebuild`), so neither does Parasol: only the flavor's
+    /// amounts (for the answer), no Placement terms, no owner, nothing to claim.
+    fn rebuild_requests(&self, args: &SelectDestinationsArgs) -> Vec<RequestContext> {
+        self.aggregate_contexts(args)
+            .into_iter()
+            .map(|mut r| {
+                r.rebuild = true;
+                r
+            })
+            .collect()
+    }
+
+    /// Nova's `ServerGroupAntiAffinityFilter` and soft weighers count the group's members
+    /// among the instances each host runs, and an instance never against itself (a resize to
+    /// the same host): the hosts the ledger holds the members' and the instances' own
+    /// allocations on, read once per call.
+    async fn add_group_members(
+        &self,
+        args: &SelectDestinationsArgs,
+        requests: &mut [RequestContext],
+    ) -> Result<(), SelectError> {
+        let Some(group) = args.spec.instance_group.as_ref() else {
+            return Ok(());
+        };
+        if requests.iter().all(|r| r.group.is_none()) {
+            return Ok(());
+        }
+        let mut uuids: Vec<String> = group.members.clone();
+        uuids.extend(requests.iter().map(|r| r.instance_uuid.clone()));
+        uuids.sort();
+        uuids.dedup();
+        let held = self
+            .ledger()
+            .hosts_of(&uuids)
+            .await
+            .map_err(|e| SelectError::from(ScheduleError::Ledger(e)))?;
+        let table = self.ledger().table();
+        let held: Vec<(String, String)> = held
+            .into_iter()
+            .filter_map(|(uuid, id)| Some((uuid, table.get(id)?.host().to_string())))
+            .collect();
+        for req in requests.iter_mut() {
+            let Some(g) = req.group.as_mut() else {
+                continue;
+            };
+            for (uuid, host) in &held {
+                if *uuid == req.instance_uuid {
+                    g.own_hosts.push(host.clone());
+                } else if group.members.contains(uuid) {
+                    *g.members_on.entry(host.clone()).or_default() += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The contexts of a call Placement is asked for: Nova's resource request's amounts and
+    /// marks, the owner of the claims, the aggregates' extra specs.
+    fn placement_requests(
         &self,
         args: &SelectDestinationsArgs,
         pinned: bool,
@@ -224,20 +299,23 @@ impl Scheduler {
         let rr = self.resource_request(args, pinned)?;
         let (demand, query) = placement_terms(&rr)?;
         let owner = self.placement_owner(args)?;
-        // Nova's AggregateInstanceExtraSpecsFilter does not run for a rebuild.
-        let aggregate_extra_specs = if args.spec.is_rebuild() {
-            None
-        } else {
-            let aggregates = self.cloud().aggregates();
-            AggregateExtraSpecs::new(
-                &args.spec.flavor.extra_specs,
-                aggregates.iter().map(|a| (a.hosts.as_slice(), &a.metadata)),
-            )
-            .map(std::sync::Arc::new)
-        };
+        Ok(self
+            .aggregate_contexts(args)
+            .into_iter()
+            .map(|mut r| {
+                r.demand = demand;
+                r.query = query.clone();
+                r.owner = owner.clone();
+                r
+            })
+            .collect())
+    }
+
+    /// One context per instance with what the per-aggregate filters read (the filters
+    /// decide whether they run for a rebuild): the hosts' zones, the aggregates' extra specs
+    /// and merged metadata, the project and the image's properties.
+    fn aggregate_contexts(&self, args: &SelectDestinationsArgs) -> Vec<RequestContext> {
         let host_zones = self.cloud().host_zones();
-        // The isolation filters' inputs: each host's aggregate metadata, the project and the
-        // image's properties.
         let metadata = self.cloud().host_metadata();
         let aggregate_metadata = (!metadata.is_empty()).then_some(metadata);
         let image_props = args
@@ -246,24 +324,24 @@ impl Scheduler {
             .as_ref()
             .filter(|i| !i.truthy_text.is_empty())
             .map(|i| std::sync::Arc::new(i.truthy_text.clone()));
-        let is_rebuild = args.spec.is_rebuild();
-        Ok(args
-            .spec
+        let aggregates = self.cloud().aggregates();
+        let aggregate_extra_specs = AggregateExtraSpecs::new(
+            &args.spec.flavor.extra_specs,
+            aggregates.iter().map(|a| (a.hosts.as_slice(), &a.metadata)),
+        )
+        .map(std::sync::Arc::new);
+        args.spec
             .contexts(&args.instance_uuids)
             .into_iter()
             .map(|mut r| {
-                r.demand = demand;
-                r.query = query.clone();
-                r.owner = owner.clone();
                 r.aggregate_extra_specs = aggregate_extra_specs.clone();
                 r.host_zones = host_zones.clone();
                 r.aggregate_metadata = aggregate_metadata.clone();
                 r.project_id = args.spec.project_id.clone();
                 r.image_props = image_props.clone();
-                r.is_rebuild = is_rebuild;
                 r
             })
-            .collect())
+            .collect()
     }
 
     /// Whom the claims in Placement are for (Nova's `claim_resources`: the RequestSpec's

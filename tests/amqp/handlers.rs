@@ -197,7 +197,7 @@ on_both_engines!(
     super::resize_moves_the_allocation_to_the_payload_flavor
 );
 
-async fn live_migration_and_evacuate_move_the_allocation_to_the_payload_host(engine: &str) {
+async fn live_migration_and_evacuation_move_the_allocation_to_the_payload_host(engine: &str) {
     let (s, p) = start(engine).await;
     p.notify(&host_state("src", 8, 16384, 100, true, false))
         .await;
@@ -219,16 +219,27 @@ async fn live_migration_and_evacuate_move_the_allocation_to_the_payload_host(eng
     assert_eq!(allocation(&s, &vm).await, Some(("dst".into(), size, true)));
     assert_eq!(used(&s, "src").await, Resources::ZERO);
     assert_eq!(used(&s, "dst").await, size);
+    // nova-api's instance.evacuate starts an evacuation (its payload names the failed host
+    // the instance is still on): nothing moves until the destination's rebuild.end.
+    p.notify(&instance_event("instance.evacuate", &vm, "dst", f))
+        .await;
     p.notify(&instance_event("instance.evacuate", &vm, "src", f))
         .await;
-    s.wait_settled(5).await;
+    s.wait_settled(6).await;
+    assert_eq!(allocation(&s, &vm).await, Some(("dst".into(), size, true)));
+    // The destination's rebuild.end still names the failed host (Nova sets the instance's
+    // host in finish_evacuation, after it): the publisher says where the instance runs.
+    let mut rebuild_end = instance_event("instance.rebuild.end", &vm, "dst", f);
+    rebuild_end["publisher_id"] = serde_json::json!("nova-compute:src");
+    p.notify(&rebuild_end).await;
+    s.wait_settled(7).await;
     assert_eq!(allocation(&s, &vm).await, Some(("src".into(), size, true)));
     assert_eq!(used(&s, "src").await, size);
     assert_eq!(used(&s, "dst").await, Resources::ZERO);
 }
 on_both_engines!(
-    live_migration_and_evacuate_move_the_allocation_to_the_payload_host,
-    super::live_migration_and_evacuate_move_the_allocation_to_the_payload_host
+    live_migration_and_evacuation_move_the_allocation_to_the_payload_host,
+    super::live_migration_and_evacuation_move_the_allocation_to_the_payload_host
 );
 
 async fn shelve_offload_releases_and_unshelve_places_again(engine: &str) {
@@ -306,17 +317,24 @@ async fn captured_fanout_casts_reconcile_the_host_instance_set(engine: &str) {
     ))
     .await;
     s.wait_settled(4).await;
-    // update_instance_info: the captured instance runs on compute1 after all.
+    // update_instance_info names the captured instance on compute1: nova-compute sends it
+    // with stale instance objects around moves (the source after a live migration), so it
+    // moves nothing.
     p.fanout(&captured_update_instance_info()).await;
     s.wait_settled(5).await;
+    assert_eq!(
+        allocation(&s, CAPTURED_INSTANCE).await,
+        Some(("compute2".into(), size, true))
+    );
+    // sync_instance_info (compute1's own database view): only the captured instance runs on
+    // compute1; it moves there and the stray one goes.
+    p.fanout(&captured_sync_instance_info()).await;
+    s.wait_settled(6).await;
     assert_eq!(
         allocation(&s, CAPTURED_INSTANCE).await,
         Some((CAPTURED_HOST.into(), size, true))
     );
     assert_eq!(used(&s, "compute2").await, Resources::ZERO);
-    // sync_instance_info: only the captured instance runs on compute1; the stray one goes.
-    p.fanout(&captured_sync_instance_info()).await;
-    s.wait_settled(6).await;
     assert_eq!(allocation(&s, &stray).await, None);
     assert_eq!(used(&s, CAPTURED_HOST).await, size);
     // delete_instance_info: it left compute1.

@@ -39,6 +39,7 @@ CONF = nova_test.CONF
 # The module itself: the package's `nova` attribute is shadowed by a re-export.
 nova_fixtures = importlib.import_module("nova.tests.fixtures.nova")
 READY_TIMEOUT_S = 60
+REPAIR_GRACE_S = 1.0
 SYNC_INTERVAL_S = 0.2
 _running = {}  # pid -> ExternalScheduler
 # A cell mapping's database_connection (Nova's fixture uses the cell's uuid) -> the SQLite
@@ -130,7 +131,12 @@ class ExternalScheduler:
                      "reconnect_min_s": 0.1, "reconnect_max_s": 1.0},
             "rpc": {"enabled": True, "host": self.host, "topic": scheduler_rpcapi.RPC_TOPIC},
             "placement": {"enabled": True, "url": Served.url or "", "auth": "noauth",
-                          "sync_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0},
+                          "sync_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0,
+                          # A test body lasts seconds: the consistency repair (an alternate
+                          # the conductor claimed, a move or build Nova undid in Placement
+                          # without a notification) must act within the agreement check's
+                          # settle time, not after the production default of 60 s.
+                          "repair_grace_s": REPAIR_GRACE_S},
             "nova_db": nova_db_section(self._test),
         }
         return parasol_config.toml(sections), record

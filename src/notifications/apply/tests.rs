@@ -134,3 +134,56 @@ async fn a_clean_batch_records_every_id_once_and_skips_duplicates_and_invalid_me
         crate::domain::Resources::new(3, 1024, 2)
     );
 }
+
+/// A consumer imported from Placement may be a migration record holding a move's source (Nova
+/// moves the source allocation to the migration's uuid): its usage counts at once, as an
+/// instance only once an instance message names it.
+#[tokio::test]
+async fn an_imported_consumer_counts_as_an_instance_only_once_named() {
+    let (ledger, _dir) = ledger().await;
+    let setup = [Notification::from_inner(&host_state("m1", "a", 8)).unwrap()];
+    apply_batch(&ledger, &setup.iter().collect::<Vec<_>>(), 0)
+        .await
+        .unwrap();
+    let host = ledger.read_hosts().await.unwrap()[0].id;
+    let small = crate::domain::Resources::new(1, 512, 1);
+    for consumer in ["migration", "vm-before-parasol"] {
+        assert!(ledger
+            .record_existing_allocation(host, &uuid_of(consumer), &small, 0)
+            .await
+            .unwrap());
+    }
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!(
+        (h.used, h.num_instances),
+        (crate::domain::Resources::new(2, 1024, 2), 0)
+    );
+    let named = Notification {
+        message_id: "m2".into(),
+        event_type: "update_instance_info".into(),
+        publisher_id: None,
+        timestamp: None,
+        event: HostEvent::UpdateInstanceInfo {
+            host: "a".into(),
+            instance_uuids: vec![uuid_of("vm-before-parasol")],
+        },
+    };
+    let out = apply_batch(&ledger, &[&named], 0).await.unwrap();
+    assert_eq!(out, vec![Ok(Applied::Applied)]);
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!(
+        (h.used, h.num_instances),
+        (crate::domain::Resources::new(2, 1024, 2), 1)
+    );
+    assert_eq!(
+        ledger.table().get(host).unwrap().num_instances,
+        1,
+        "the table too"
+    );
+    // Parasol's own claim is an instance from the start.
+    ledger
+        .claim(host, &uuid_of("vm-new"), &small, 0)
+        .await
+        .unwrap();
+    assert_eq!(ledger.read_hosts().await.unwrap()[0].num_instances, 2);
+}

@@ -357,3 +357,66 @@ fn nova_api_s_aggregate_fanouts_become_aggregate_casts() {
         assert!(err.contains(want), "{err:?} should contain {want:?}");
     }
 }
+
+/// nova-compute's `_post_live_migration` sends `update_instance_info` from the source host
+/// with the instance already on the destination: that instance is not reported as running
+/// on the source.
+#[test]
+fn update_instance_info_leaves_out_instances_of_another_host() {
+    const I2: &str = "278b0921-8f85-4257-88b6-2e743b5a975c";
+    let cast = json!({"method": "update_instance_info", "version": "4.2", "_unique_id": "u",
+    "args": {"host_name": "src", "instance_info": payload_object("InstanceList", json!({
+        "objects": [
+            payload_object("Instance", json!({"uuid": I1, "host": "dst"})),
+            payload_object("Instance", json!({"uuid": I2, "host": "src"})),
+            payload_object("Instance", json!({"uuid": NODE})),
+        ]}))}});
+    let n = Notification::decode(&encode_envelope(&cast)).unwrap();
+    assert_eq!(
+        n.event,
+        HostEvent::UpdateInstanceInfo {
+            host: "src".into(),
+            instance_uuids: vec![I2.to_string(), NODE.to_string()],
+        }
+    );
+}
+
+/// Nova sets an evacuated instance's host in `finish_evacuation`, after the destination's
+/// `instance.rebuild.end`: the payload names the failed source, the publisher the destination.
+#[test]
+fn an_evacuations_rebuild_end_places_the_instance_on_the_publishers_host() {
+    let flavor = payload_object(
+        "FlavorPayload",
+        json!({"flavorid": "1", "name": "f",
+        "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}),
+    );
+    let rebuild_end = |publisher: &str| {
+        let mut n = notification(
+            "instance.rebuild.end",
+            payload_object(
+                "InstanceActionRebuildPayload",
+                json!({"uuid": I1, "host": "src", "node": "src-node", "flavor": flavor}),
+            ),
+        );
+        n["publisher_id"] = json!(publisher);
+        Notification::from_inner(&n).unwrap().event
+    };
+    let on = |event: HostEvent| match event {
+        HostEvent::Upsert { host, node, .. } => (host, node),
+        other => panic!("{other:?}"),
+    };
+    let cases = [
+        ("nova-compute:dst", ("dst".to_string(), None)),
+        (
+            "nova-compute:src",
+            ("src".to_string(), Some("src-node".to_string())),
+        ),
+        (
+            "nova-api:api1",
+            ("src".to_string(), Some("src-node".to_string())),
+        ),
+    ];
+    for (publisher, want) in cases {
+        assert_eq!(on(rebuild_end(publisher)), want, "{publisher}");
+    }
+}

@@ -252,3 +252,50 @@ fn reads_the_cell_of_the_requested_destination() {
     assert_eq!(dest.cell.as_deref(), Some(cell));
     assert_eq!((dest.host, dest.node), (None, None));
 }
+
+/// InstanceGroup 1.11's primitive carries the rules as `_rules` (Nova's `rules` is a property
+/// over that field): the anti-affinity `max_server_per_host` of a group created at API 2.64+.
+#[test]
+fn reads_max_server_per_host_from_the_underscored_rules_field() {
+    let group = |data: Value| {
+        let v = spec(json!({
+            "flavor": small(),
+            "instance_group": object("InstanceGroup", "1.11", data),
+        }));
+        RequestSpec::from_primitive(&v)
+            .unwrap()
+            .instance_group
+            .unwrap()
+            .max_server_per_host
+    };
+    let cases: [(&str, Value, Option<i64>); 4] = [
+        (
+            "_rules as Nova 1.11 sends it",
+            json!({"policy": "anti-affinity", "_rules": {"max_server_per_host": "2"}}),
+            Some(2),
+        ),
+        (
+            "rules of a legacy dict",
+            json!({"policy": "anti-affinity", "rules": {"max_server_per_host": 3}}),
+            Some(3),
+        ),
+        (
+            "empty _rules",
+            json!({"policy": "anti-affinity", "_rules": {}}),
+            None,
+        ),
+        ("no rules", json!({"policy": "anti-affinity"}), None),
+    ];
+    for (name, data, want) in cases {
+        assert_eq!(group(data), want, "{name}");
+    }
+    let bad = spec(
+        json!({"flavor": small(), "instance_group": object("InstanceGroup", "1.11",
+        json!({"policy": "anti-affinity", "_rules": {"max_server_per_host": "zero"}}))}),
+    );
+    let err = RequestSpec::from_primitive(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("_rules.max_server_per_host"),
+        "names the field: {err}"
+    );
+}

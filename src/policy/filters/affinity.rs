@@ -62,10 +62,8 @@ mod tests {
         ];
         for (name, group, want) in cases {
             let mut req = request();
-            req.group = group.map(|(policy, hosts)| ServerGroup {
-                policy,
-                hosts: hosts.iter().map(|s| s.to_string()).collect(),
-                max_server_per_host: 1,
+            req.group = group.map(|(policy, hosts)| {
+                ServerGroup::new(policy, hosts.iter().map(|s| s.to_string()).collect(), 1)
             });
             let got =
                 ServerGroupAffinityFilter.passes(&host(1), &req, &FilterEnv::without_heartbeats());

@@ -44,6 +44,11 @@ impl Filter for AggregateImagePropertiesIsolation {
         Self::NAME
     }
 
+    /// Nova's `RUN_ON_REBUILD = True`: a rebuild with a new image is checked too.
+    fn runs_on_rebuild(&self) -> bool {
+        true
+    }
+
     fn restricts(&self, req: &RequestContext) -> bool {
         req.aggregate_metadata.is_some() && req.image_props.as_ref().is_some_and(|p| !p.is_empty())
     }
@@ -228,7 +233,11 @@ mod tests {
             &[("os_type", "linux")],
         );
         assert!(f.restricts(&req));
-        req.is_rebuild = true;
+        req.rebuild = true;
+        assert!(
+            super::super::applies(&f, &req),
+            "Nova's RUN_ON_REBUILD is true"
+        );
         assert!(
             !f.passes(&host(1), &req, &FilterEnv::without_heartbeats()),
             "runs on rebuild too"

@@ -27,13 +27,10 @@ impl Filter for AggregateMultiTenancyIsolation {
     }
 
     fn restricts(&self, req: &RequestContext) -> bool {
-        req.aggregate_metadata.is_some() && !req.is_rebuild
+        req.aggregate_metadata.is_some()
     }
 
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
-        if req.is_rebuild {
-            return true;
-        }
         let Some(metadata) = req
             .aggregate_metadata
             .as_ref()
@@ -130,8 +127,10 @@ mod tests {
         assert!(AggregateMultiTenancyIsolation.passes(&host(1), &req, &env));
         req.aggregate_metadata = aggregates(&[(&["host1"], &[("filter_tenant_id", "p1")])]);
         assert!(!AggregateMultiTenancyIsolation.passes(&host(1), &req, &env));
-        req.is_rebuild = true;
-        assert!(!AggregateMultiTenancyIsolation.restricts(&req));
-        assert!(AggregateMultiTenancyIsolation.passes(&host(1), &req, &env));
+        req.rebuild = true;
+        assert!(
+            !super::super::applies(&AggregateMultiTenancyIsolation, &req),
+            "Nova's RUN_ON_REBUILD is false"
+        );
     }
 }

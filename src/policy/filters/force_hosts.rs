@@ -26,6 +26,11 @@ impl Filter for ForceHostsFilter {
         !(req.force_hosts.is_empty() && req.force_nodes.is_empty())
     }
 
+    /// Nova's host manager narrows the hosts to these before any filter, a rebuild too.
+    fn runs_on_rebuild(&self) -> bool {
+        true
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         let host_ok = req.force_hosts.is_empty()
             || req

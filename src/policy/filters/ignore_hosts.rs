@@ -22,6 +22,11 @@ impl Filter for IgnoreHostsFilter {
         !req.ignore_hosts.is_empty()
     }
 
+    /// Nova's host manager narrows the hosts to these before any filter, a rebuild too.
+    fn runs_on_rebuild(&self) -> bool {
+        true
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         !req.ignore_hosts
             .iter()

@@ -73,11 +73,63 @@ pub trait Filter: Send + Sync {
     fn restricts(&self, _req: &RequestContext) -> bool {
         true
     }
+    /// True when the filter also runs for a rebuild check (Nova's `RUN_ON_REBUILD`; false
+    /// for most filters, whose question the instance's running there already answered).
+    /// Forced, ignored and requested hosts, which Nova's host manager applies before any
+    /// filter, and image filters say true.
+    fn runs_on_rebuild(&self) -> bool {
+        false
+    }
+}
+
+/// Whether `filter` has something to check for `req`: it restricts the request, and the
+/// request is not a rebuild check or the filter runs on one.
+pub fn applies(filter: &dyn Filter, req: &RequestContext) -> bool {
+    (!req.rebuild || filter.runs_on_rebuild()) && filter.restricts(req)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nova's `RUN_ON_REBUILD`: of Parasol's filters, the host manager's steps (forced,
+    /// ignored, requested hosts) and the image filter `AggregateImagePropertiesIsolation`
+    /// run for a rebuild check; capacity (Placement's candidates), liveness, zones, tenancy
+    /// and the group filters do not.
+    #[test]
+    fn a_rebuild_runs_only_the_filters_nova_runs_on_a_rebuild() {
+        let config = PolicyConfig::default();
+        let registry = crate::policy::registry::builtin_filters();
+        let names: Vec<String> = registry.names().map(str::to_string).collect();
+        let built = registry.build(&names, &config).unwrap();
+        let mut rebuild = testing::request();
+        rebuild.rebuild = true;
+        rebuild.force_hosts = vec!["host1".into()];
+        rebuild.ignore_hosts = vec!["host2".into()];
+        let mut on_rebuild: Vec<&str> = built
+            .iter()
+            .filter(|f| f.runs_on_rebuild())
+            .map(|f| f.name())
+            .collect();
+        on_rebuild.sort();
+        assert_eq!(
+            on_rebuild,
+            [
+                "AggregateImagePropertiesIsolation",
+                "ForceHostsFilter",
+                "IgnoreHostsFilter",
+                "RequestedDestinationFilter"
+            ]
+        );
+        for f in &built {
+            assert_eq!(
+                applies(f.as_ref(), &rebuild),
+                f.runs_on_rebuild() && f.restricts(&rebuild),
+                "{}",
+                f.name()
+            );
+        }
+    }
 
     #[test]
     fn env_takes_the_host_timeout_from_config_in_milliseconds() {

@@ -26,6 +26,11 @@ impl Filter for RequestedDestinationFilter {
             .is_some_and(|d| d.host.is_some() || d.node.is_some() || d.cell.is_some())
     }
 
+    /// Nova's host manager narrows the hosts to these before any filter, a rebuild too.
+    fn runs_on_rebuild(&self) -> bool {
+        true
+    }
+
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         let Some(dest) = &req.requested_destination else {
             return true;

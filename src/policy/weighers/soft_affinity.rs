@@ -127,11 +127,8 @@ mod tests {
         ];
         for (case, group, want, varies) in cases {
             let mut req = request();
-            req.group = group.map(|(policy, hosts)| ServerGroup {
-                policy,
-                hosts: hosts.iter().map(|s| s.to_string()).collect(),
-                max_server_per_host: 1,
-            });
+            req.group =
+                group.map(|(policy, hosts)| ServerGroup::from_member_hosts(policy, hosts, 1));
             assert_eq!(w.weigh(&host(1), &req), want, "{name}: {case}");
             assert_eq!(w.varies(&req), varies, "{name}: {case}");
         }
