@@ -155,6 +155,9 @@ pub struct PolicyConfig {
     pub aggregate_image_properties_isolation_namespace: String,
     /// The separator after the namespace (Nova's default `.`).
     pub aggregate_image_properties_isolation_separator: String,
+    /// `ImagePropertiesFilter`: the architecture of an image that names none; empty (Nova's
+    /// unset default) means none. Nova's `[filter_scheduler]` option.
+    pub image_properties_default_architecture: String,
     /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
     pub weight_classes: Vec<String>,
 }
@@ -203,6 +206,7 @@ impl Default for PolicyConfig {
             host_name_weight_multiplier: 1.0,
             aggregate_image_properties_isolation_namespace: String::new(),
             aggregate_image_properties_isolation_separator: ".".into(),
+            image_properties_default_architecture: String::new(),
             weight_classes: DEFAULT_WEIGHERS.iter().map(|s| s.to_string()).collect(),
         }
     }

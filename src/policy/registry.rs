@@ -111,7 +111,7 @@ impl<T: ?Sized> Registry<T> {
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
     type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
-    let entries: [(&'static str, FilterFactory); 11] = [
+    let entries: [(&'static str, FilterFactory); 13] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -144,6 +144,12 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         }),
         (filters::AggregateMultiTenancyIsolation::NAME, |_| {
             Box::new(filters::AggregateMultiTenancyIsolation)
+        }),
+        (filters::AllHostsFilter::NAME, |_| {
+            Box::new(filters::AllHostsFilter)
+        }),
+        (filters::ImagePropertiesFilter::NAME, |c| {
+            Box::new(filters::ImagePropertiesFilter::new(c))
         }),
     ];
     for (name, factory) in entries {

@@ -20,7 +20,7 @@ PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinatio
                    "AvailabilityZoneFilter", "ComputeFilter", "CapacityFilter",
                    "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
                    "AggregateInstanceExtraSpecsFilter", "AggregateImagePropertiesIsolation",
-                   "AggregateMultiTenancyIsolation"}
+                   "AggregateMultiTenancyIsolation", "AllHostsFilter", "ImagePropertiesFilter"}
 PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
                     "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
                     "ServerGroupSoftAntiAffinityWeigher"]
@@ -48,7 +48,8 @@ SAME_NAME = ["host_subset_size", "ram_weight_multiplier", "cpu_weight_multiplier
              "soft_anti_affinity_weight_multiplier"]
 # [filter_scheduler] options carried to [policy] when set (Nova's default None is Parasol's "").
 ISOLATION_OPTIONS = ["aggregate_image_properties_isolation_namespace",
-                     "aggregate_image_properties_isolation_separator"]
+                     "aggregate_image_properties_isolation_separator",
+                     "image_properties_default_architecture"]
 # Nova's [scheduler] options with the same name and meaning in Parasol's [scheduler].
 SCHEDULER_SAME_NAME = ["max_attempts", "limit_tenants_to_placement_aggregate",
                        "placement_aggregate_required_for_tenants",

@@ -6,12 +6,14 @@ mod affinity;
 mod aggregate_image_properties_isolation;
 mod aggregate_instance_extra_specs;
 mod aggregate_multitenancy_isolation;
+mod all_hosts;
 mod anti_affinity;
 mod availability_zone;
 mod capacity;
 mod compute;
 mod force_hosts;
 mod ignore_hosts;
+mod image_properties;
 mod requested_destination;
 
 pub use affinity::ServerGroupAffinityFilter;
@@ -20,6 +22,7 @@ pub use aggregate_instance_extra_specs::{
     matches as extra_spec_matches, AggregateExtraSpecs, AggregateInstanceExtraSpecsFilter,
 };
 pub use aggregate_multitenancy_isolation::AggregateMultiTenancyIsolation;
+pub use all_hosts::AllHostsFilter;
 pub use anti_affinity::members_on;
 pub use anti_affinity::ServerGroupAntiAffinityFilter;
 pub use availability_zone::AvailabilityZoneFilter;
@@ -28,6 +31,7 @@ pub use compute::heard_from_recently;
 pub use compute::ComputeFilter;
 pub use force_hosts::ForceHostsFilter;
 pub use ignore_hosts::IgnoreHostsFilter;
+pub use image_properties::ImagePropertiesFilter;
 pub use requested_destination::RequestedDestinationFilter;
 
 use super::config::PolicyConfig;
