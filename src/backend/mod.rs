@@ -377,26 +377,15 @@ impl Backend {
         };
         let body = crate::nova::allocation_request_body(host.uuid(), &req.demand);
         let started = Instant::now();
-        let mut tries = 0;
-        let answer = loop {
-            tries += 1;
-            let answer = placement
-                .claim(
-                    &req.instance_uuid,
-                    &body,
-                    crate::nova::ALLOCATION_REQUEST_VERSION,
-                    &owner.project_id,
-                    &owner.user_id,
-                )
-                .await;
-            match (&answer, server_error_pause_ms(&answer, tries)) {
-                (Err(e), Some(pause_ms)) => {
-                    tracing::info!(host = %host.host(), instance = %req.instance_uuid, error = %e, pause_ms, "Placement answered the claim with a server error; trying again");
-                    self.deps.clock.sleep_ms(pause_ms).await;
-                }
-                _ => break answer,
-            }
-        };
+        let answer = placement
+            .claim(
+                &req.instance_uuid,
+                &body,
+                crate::nova::ALLOCATION_REQUEST_VERSION,
+                &owner.project_id,
+                &owner.user_id,
+            )
+            .await;
         self.deps
             .stats
             .record_placement_claim(started.elapsed().as_secs_f64());
@@ -406,13 +395,6 @@ impl Backend {
                 tracing::info!(host = %host.host(), instance = %req.instance_uuid, %detail, "Placement refused the claim; trying the next host");
                 self.deps.ledger.release(&req.instance_uuid).await?;
                 self.deps.resync.request();
-                Ok(Err(PlacementDeclined))
-            }
-            Err(e) if e.is_server_error() => {
-                // Nova's `claim_resources` answers False to any status but 204 and 409, and
-                // the scheduler tries the next host: so does Parasol.
-                tracing::warn!(host = %host.host(), instance = %req.instance_uuid, error = %e, "Placement kept answering the claim with a server error; trying the next host");
-                self.deps.ledger.release(&req.instance_uuid).await?;
                 Ok(Err(PlacementDeclined))
             }
             Err(e) => {
@@ -445,27 +427,8 @@ impl Drop for Backend {
     }
 }
 
-/// Placement refused a claim the ledger had taken (409, or server errors on every try).
+/// Placement refused a claim the ledger had taken (409).
 struct PlacementDeclined;
-
-/// Tries of one claim in Placement that gets a server error (5xx) back, and the first pause
-/// between two (doubled each time): a lock or an overloaded API behind a proxy may clear.
-const SERVER_ERROR_TRIES: u32 = 3;
-const SERVER_ERROR_PAUSE_MS: u64 = 100;
-
-/// How long to wait before claiming again after try number `tries` gave `answer`: only
-/// after a server error, and only while tries are left.
-fn server_error_pause_ms(
-    answer: &Result<PlacementClaim, crate::placement::PlacementError>,
-    tries: u32,
-) -> Option<u64> {
-    match answer {
-        Err(e) if e.is_server_error() && tries < SERVER_ERROR_TRIES => {
-            Some(SERVER_ERROR_PAUSE_MS << (tries - 1))
-        }
-        _ => None,
-    }
-}
 
 /// One instance's outcome inside a call.
 enum Placement {
@@ -479,37 +442,4 @@ pub(crate) fn worker_states(settings: &Settings, salt: u64, count: usize) -> Vec
     (0..count)
         .map(|i| WorkerState::new(settings.scheduler.seed, salt, i))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::placement::PlacementError;
-
-    fn status(code: u16) -> Result<PlacementClaim, PlacementError> {
-        Err(PlacementError::Status {
-            url: "/allocations/x".into(),
-            status: code,
-            body: "{}".into(),
-        })
-    }
-
-    #[test]
-    fn only_server_errors_are_claimed_again_twice_with_doubling_pauses() {
-        // A lock in Placement's database answers 500: tried again after 0.1 s, then 0.2 s.
-        assert_eq!(server_error_pause_ms(&status(500), 1), Some(100));
-        assert_eq!(server_error_pause_ms(&status(503), 2), Some(200));
-        // The third server error ends the tries: the next host is tried, as in Nova.
-        assert_eq!(server_error_pause_ms(&status(502), 3), None);
-        // Anything else is final at once: the caller's fault, authentication, an answer.
-        assert_eq!(server_error_pause_ms(&status(400), 1), None);
-        assert_eq!(server_error_pause_ms(&status(404), 1), None);
-        let auth: Result<PlacementClaim, _> = Err(PlacementError::Auth("no".into()));
-        assert_eq!(server_error_pause_ms(&auth, 1), None);
-        assert_eq!(server_error_pause_ms(&Ok(PlacementClaim::Claimed), 1), None);
-        let conflict = Ok(PlacementClaim::Conflict("no room".into()));
-        assert_eq!(server_error_pause_ms(&conflict, 1), None);
-        assert!(status(599).unwrap_err().is_server_error());
-        assert!(!status(409).unwrap_err().is_server_error());
-    }
 }

@@ -46,14 +46,6 @@ pub enum PlacementError {
     Ledger(#[from] LedgerError),
 }
 
-impl PlacementError {
-    /// Placement answered a server error (5xx): it was reached, but could not do the request
-    /// now (a database lock, an overloaded or restarting API behind a proxy).
-    pub fn is_server_error(&self) -> bool {
-        matches!(self, PlacementError::Status { status, .. } if (500..=599).contains(status))
-    }
-}
-
 /// The sync's state for `/healthz` (a `parking_lot` lock, held only to copy fields).
 #[derive(Debug, Default)]
 pub struct PlacementStatus {

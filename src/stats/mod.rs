@@ -26,8 +26,7 @@ use window::Window;
 pub enum DeclineCause {
     /// The ledger refused the pick: someone else took the room since the host was read.
     ClaimConflict,
-    /// Placement refused the pick (409: its view had someone else's allocation there; or a
-    /// server error on every try).
+    /// Placement refused the pick (409): its view had someone else's allocation there.
     PlacementConflict,
     /// A cached host that no longer fits (`caching`/`asc`'s snapshot was stale).
     StaleSnapshot,
