@@ -96,6 +96,18 @@ pub struct StoredAllocation {
 }
 
 impl Ledger {
+    /// The keys of the allocations held for a part of a consumer on another provider
+    /// (`<consumer>@<provider>`, see the Placement sync), one read.
+    pub async fn part_keys(&self) -> Result<Vec<String>, LedgerError> {
+        read_pool!(self, pool => {
+            Ok(sqlx::query_scalar(
+                "SELECT instance_uuid FROM allocations WHERE instance_uuid LIKE '%@%'",
+            )
+            .fetch_all(pool)
+            .await?)
+        })
+    }
+
     /// Every allocation, in instance order.
     pub async fn stored_allocations(&self) -> Result<Vec<StoredAllocation>, LedgerError> {
         read_pool!(self, pool => {

@@ -130,12 +130,14 @@ pub async fn sync_once(
         }
         hosts.push(host);
     }
+    let parts: std::collections::HashSet<String> = ledger.part_keys().await?.into_iter().collect();
     for (state, host) in read.iter().zip(hosts) {
         report.imported_allocations += import(
             ledger,
             host,
             &state.provider.uuid,
             &state.allocations,
+            &parts,
             now_ms,
         )
         .await?;
@@ -171,6 +173,7 @@ async fn import(
     host: HostId,
     provider: &str,
     allocations: &BTreeMap<String, ConsumerAllocation>,
+    parts: &std::collections::HashSet<String>,
     now_ms: i64,
 ) -> Result<usize, PlacementError> {
     let mut imported = 0;
@@ -181,7 +184,7 @@ async fn import(
                 // The consumer's own allocation is here now: a part imported while it was
                 // held elsewhere would count it twice.
                 let part = part_key(consumer, provider);
-                if ledger.allocation(&part).await?.is_some() {
+                if parts.contains(&part) {
                     ledger.release(&part).await?;
                     ledger.reload(&[host]).await?;
                     tracing::info!(consumer = %part, host = host.0, "released a part now held as the consumer's own allocation");
@@ -190,7 +193,7 @@ async fn import(
             }
             Some(_) => {
                 let key = part_key(consumer, provider);
-                if ledger.allocation(&key).await?.is_some() {
+                if parts.contains(&key) {
                     continue;
                 }
                 key
