@@ -135,6 +135,11 @@ impl Filter for ImagePropertiesFilter {
         Self::NAME
     }
 
+    /// Nova's `RUN_ON_REBUILD = True`: a rebuild's new image is checked against the host.
+    fn runs_on_rebuild(&self) -> bool {
+        true
+    }
+
     fn restricts(&self, req: &RequestContext) -> bool {
         self.default_architecture.is_some() || req.image_props.is_some()
     }

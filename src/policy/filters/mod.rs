@@ -97,8 +97,8 @@ mod tests {
     use super::*;
 
     /// Nova's `RUN_ON_REBUILD`: of Parasol's filters, the host manager's steps (forced,
-    /// ignored, requested hosts) and the image filter `AggregateImagePropertiesIsolation`
-    /// run for a rebuild check; capacity (Placement's candidates), liveness, zones, tenancy
+    /// ignored, requested hosts) and the image filters `AggregateImagePropertiesIsolation`
+    /// and `ImagePropertiesFilter` run for a rebuild check; capacity (Placement's candidates), liveness, zones, tenancy
     /// and the group filters do not.
     #[test]
     fn a_rebuild_runs_only_the_filters_nova_runs_on_a_rebuild() {
@@ -122,6 +122,7 @@ mod tests {
                 "AggregateImagePropertiesIsolation",
                 "ForceHostsFilter",
                 "IgnoreHostsFilter",
+                "ImagePropertiesFilter",
                 "RequestedDestinationFilter"
             ]
         );
