@@ -69,6 +69,21 @@ pub trait Filter: Send + Sync {
     fn restricts(&self, _req: &RequestContext) -> bool {
         true
     }
+    /// The test this filter makes, when a host's [`crate::domain::HostScan`] row can answer
+    /// it (the built-in capacity and compute filters): a full scan then reads the dense row
+    /// instead of calling [`Filter::passes`]. `None` (the default) always calls `passes`.
+    fn scan_check(&self) -> Option<ScanCheck> {
+        None
+    }
+}
+
+/// A filter's test expressed over a host's scan row (see [`Filter::scan_check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanCheck {
+    /// [`ComputeFilter`]: up, enabled, not forced down, heard from recently.
+    Compute,
+    /// [`CapacityFilter`]: room in every demanded class, unit rules, Placement's query.
+    Capacity,
 }
 
 #[cfg(test)]
