@@ -497,7 +497,7 @@ impl Policy {
         let mut lo = [f64::INFINITY; SCAN_WEIGHERS];
         let mut hi = [f64::NEG_INFINITY; SCAN_WEIGHERS];
         raw.clear();
-        for i in 0..rows.len() {
+        for (i, row) in rows.iter().enumerate() {
             let failed = steps
                 .iter()
                 .zip(active.iter())
@@ -508,7 +508,6 @@ impl Policy {
             }
             scored.push(Scored { score: 0.0, idx: i });
             if fused {
-                let row = &rows[i];
                 for (c, &(value, _)) in columns.iter().enumerate() {
                     let v = value.of_scan(row);
                     lo[c] = lo[c].min(v);
