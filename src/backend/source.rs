@@ -86,9 +86,9 @@ impl HostSource {
             cache_epoch,
         } = worker;
         match self {
-            HostSource::Live { .. } => deps.ledger.table().with_hosts(|live| {
+            HostSource::Live { .. } => deps.ledger.table().with_scan(|live, rows| {
                 counts.queries += live.len() as u64;
-                policy.rank(live, req, env, rng, max, ranked)?;
+                policy.rank_scan(live, rows, req, env, rng, max, ranked)?;
                 Ok(ranked.iter().map(|&i| live[i].clone()).collect())
             }),
             HostSource::Snapshot(cache) => {

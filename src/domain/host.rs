@@ -227,6 +227,73 @@ impl HostState {
     }
 }
 
+/// How many classes (the first, by index: VCPU, MEMORY_MB, DISK_GB, PCPU) a [`HostScan`] row
+/// carries. A request that asks for a class beyond them is checked on the [`HostState`].
+pub const SCAN_CLASSES: usize = 4;
+
+/// The part of a [`HostState`] a full scan reads, copied into one small row (96 bytes) kept
+/// beside the host in the live table: the capacity test of the first [`SCAN_CLASSES`]
+/// classes, the compute state and heartbeat, and the resource weighers' values, with no
+/// pointer to follow. The table rebuilds a host's row with [`HostScan::of`] whenever the host
+/// changes, so a row always says what its host says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostScan {
+    /// `used` of the first [`SCAN_CLASSES`] classes.
+    pub used: [i64; SCAN_CLASSES],
+    /// `usable` of the first [`SCAN_CLASSES`] classes.
+    pub usable: [i64; SCAN_CLASSES],
+    pub last_seen_ms: i64,
+    pub num_io_ops: i64,
+    pub num_instances: i64,
+    /// [`HostScan::SERVICE_OK`] and [`HostScan::UNIT_RULES`].
+    pub flags: u8,
+}
+
+impl HostScan {
+    /// Up, enabled and not forced down (ComputeFilter's state test, heartbeat aside).
+    pub const SERVICE_OK: u8 = 1;
+    /// The profile has unit rules ([`HostProfile::admits`] must be asked).
+    pub const UNIT_RULES: u8 = 2;
+
+    /// The row of `host`.
+    #[inline]
+    pub fn of(host: &HostState) -> HostScan {
+        let mut used = [0; SCAN_CLASSES];
+        let mut usable = [0; SCAN_CLASSES];
+        used.copy_from_slice(&host.used.0[..SCAN_CLASSES]);
+        usable.copy_from_slice(&host.profile.usable.0[..SCAN_CLASSES]);
+        let mut flags = 0;
+        if host.up && !host.disabled && !host.forced_down {
+            flags |= Self::SERVICE_OK;
+        }
+        if host.profile.unit_rules {
+            flags |= Self::UNIT_RULES;
+        }
+        HostScan {
+            used,
+            usable,
+            last_seen_ms: host.last_seen_ms,
+            num_io_ops: host.num_io_ops,
+            num_instances: host.num_instances,
+            flags,
+        }
+    }
+
+    /// Room left in class `i` (below [`SCAN_CLASSES`]), as [`HostState::free`] computes it.
+    #[inline]
+    pub fn free(&self, i: usize) -> i64 {
+        self.usable[i].saturating_sub(self.used[i])
+    }
+
+    /// True when `amount` more of class `i` fits, as [`HostState::fits`] compares a class.
+    #[inline]
+    pub fn has_room(&self, i: usize, amount: i64) -> bool {
+        self.used[i]
+            .checked_add(amount)
+            .is_some_and(|total| total <= self.usable[i])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ pub mod zones;
 
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;
-pub use host::{ComputeFacts, HostId, HostProfile, HostState};
+pub use host::{ComputeFacts, HostId, HostProfile, HostScan, HostState, SCAN_CLASSES};
 pub use host_aggregates::HostAggregateMetadata;
 pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
 pub use request::{

@@ -202,8 +202,33 @@ pub async fn apply_batch(
     batch: &[&Notification],
     now_ms: i64,
 ) -> Result<Vec<Outcome>, LedgerError> {
+    let (_, outcomes) = apply_taken(ledger, || batch.to_vec(), |n| *n, || now_ms).await;
+    outcomes
+}
+
+/// [`apply_batch`] of the messages `take` gives once the ledger's writer is held (SQLite's
+/// one connection; PostgreSQL takes at once): whatever queued while the previous writer ran
+/// joins this batch. `note` reads each taken job's message; `now_ms` is read once taken.
+/// Returns the jobs with the outcomes, in their order.
+pub(crate) async fn apply_taken<J>(
+    ledger: &Ledger,
+    take: impl FnOnce() -> Vec<J>,
+    note: impl Fn(&J) -> &Notification,
+    now_ms: impl Fn() -> i64,
+) -> (Vec<J>, Result<Vec<Outcome>, LedgerError>) {
     let mut touched = Touched::default();
-    let outcomes = apply_in_tx(ledger, batch, now_ms, &mut touched).await?;
+    let (jobs, outcomes) = apply_in_tx(ledger, take, note, now_ms, &mut touched).await;
+    (jobs, settle_table(ledger, outcomes, touched).await)
+}
+
+/// After a batch committed: the live table takes its heartbeats and reloads the hosts it
+/// changed, before anyone is answered.
+async fn settle_table(
+    ledger: &Ledger,
+    outcomes: Result<Vec<Outcome>, LedgerError>,
+    mut touched: Touched,
+) -> Result<Vec<Outcome>, LedgerError> {
+    let outcomes = outcomes?;
     let table = ledger.table();
     for (id, up, disabled, seen) in &touched.heartbeats {
         if let Some(h) = table.get(*id) {
@@ -216,16 +241,24 @@ pub async fn apply_batch(
     Ok(outcomes)
 }
 
-async fn apply_in_tx(
+async fn apply_in_tx<J>(
     ledger: &Ledger,
-    batch: &[&Notification],
-    now_ms: i64,
+    take: impl FnOnce() -> Vec<J>,
+    note: impl Fn(&J) -> &Notification,
+    now_ms: impl Fn() -> i64,
     touched: &mut Touched,
-) -> Result<Vec<Outcome>, LedgerError> {
+) -> (Vec<J>, Result<Vec<Outcome>, LedgerError>) {
     let table = ledger.table();
     match &ledger.pools {
         Pools::Sqlite { write, .. } => {
-            let mut conn = write.lock().await?;
+            let mut conn = match write.lock().await {
+                Ok(conn) => conn,
+                Err(e) => return (take(), Err(e)),
+            };
+            let jobs = take();
+            let batch: Vec<&Notification> = jobs.iter().map(&note).collect();
+            let batch = batch.as_slice();
+            let now_ms = now_ms();
             let ids = |ids: &[&str]| crate::ledger::json_list(ids.iter().copied());
             let applied: Result<Vec<Outcome>, LedgerError> = async {
                 apply_all!(
@@ -244,21 +277,30 @@ async fn apply_in_tx(
             if let Err(e) = &applied {
                 write.failed(e);
             }
-            applied
+            drop(conn);
+            (jobs, applied)
         }
         Pools::Postgres(pool) => {
+            let jobs = take();
+            let batch: Vec<&Notification> = jobs.iter().map(&note).collect();
+            let batch = batch.as_slice();
+            let now_ms = now_ms();
             let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<String>>();
-            apply_all!(
-                sqlx::Postgres,
-                pool,
-                table,
-                touched,
-                apply_postgres,
-                MARK_ALL_POSTGRES,
-                ids,
-                batch,
-                now_ms
-            )
+            let applied: Result<Vec<Outcome>, LedgerError> = async {
+                apply_all!(
+                    sqlx::Postgres,
+                    pool,
+                    table,
+                    touched,
+                    apply_postgres,
+                    MARK_ALL_POSTGRES,
+                    ids,
+                    batch,
+                    now_ms
+                )
+            }
+            .await;
+            (jobs, applied)
         }
     }
 }

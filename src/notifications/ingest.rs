@@ -4,16 +4,48 @@
 //! fanout queue with nova-compute's, are recorded as processed in the ledger (so a
 //! redelivery is a duplicate) and applied to the cloud view the request filters read.
 
-use super::apply::{apply, apply_batch, Applied, ApplyError, Outcome};
+use super::apply::{apply_batch, apply_taken, Applied, ApplyError, Outcome};
 use crate::clock::SharedClock;
 use crate::cloud::Cloud;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::{JobQueue, Ledger, LedgerError};
 use crate::nova::{AggregateCast, HostEvent, Notification};
 use crate::stats::Stats;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Applies the queued single messages as one batch and answers each (see [`Ingest::apply`]).
+async fn apply_queued(ledger: &Ledger, clock: &SharedClock, queue: &JobQueue<Queued>) {
+    let (jobs, outcomes) = apply_taken(
+        ledger,
+        || queue.take(),
+        |q: &Queued| &q.notification,
+        || clock.now_ms(),
+    )
+    .await;
+    match outcomes {
+        Ok(outcomes) => {
+            for (job, outcome) in jobs.into_iter().zip(outcomes) {
+                let _ = job.reply.send(outcome.map_err(ApplyError::Rejected));
+            }
+        }
+        Err(e) => {
+            // Nothing of the group was committed: each message fails with the ledger's error.
+            let message = e.to_string();
+            let outage = e.is_outage();
+            let mut first = Some(e);
+            for job in jobs {
+                let e = match first.take() {
+                    Some(e) => e,
+                    None if outage => LedgerError::Unavailable(message.clone()),
+                    None => LedgerError::Invalid(message.clone()),
+                };
+                let _ = job.reply.send(Err(ApplyError::Ledger(e)));
+            }
+        }
+    }
+}
 
 /// Applies notifications to the ledger and counts their outcomes.
 pub struct Ingest {
@@ -24,6 +56,14 @@ pub struct Ingest {
     cloud: Option<Arc<Cloud>>,
     // parking_lot: held for one map update, never across an await.
     outcomes: Mutex<BTreeMap<String, u64>>,
+    /// Single messages (HTTP, RPC casts) waiting to be applied, in groups.
+    queue: JobQueue<Queued>,
+}
+
+/// A single message waiting for its group.
+struct Queued {
+    notification: Notification,
+    reply: tokio::sync::oneshot::Sender<Result<Applied, ApplyError>>,
 }
 
 impl Ingest {
@@ -34,6 +74,7 @@ impl Ingest {
             stats,
             cloud: None,
             outcomes: Mutex::new(BTreeMap::new()),
+            queue: JobQueue::default(),
         }
     }
 
@@ -44,16 +85,42 @@ impl Ingest {
     }
 
     /// Applies one message exactly once and counts the outcome (a rejection as `rejected`).
+    /// Answers once the message's effect is committed. Messages that arrive together
+    /// (concurrent HTTP posts) are applied in groups as the RabbitMQ consumer's batches are:
+    /// whoever queues into an empty queue starts the task that, once it holds the ledger's
+    /// writer, applies everything queued by then in one transaction (at low load a group is
+    /// one message and waits for nothing). A rejected message changes nothing and does not
+    /// affect the others of its group.
     pub async fn apply(&self, n: &Notification) -> Result<Applied, ApplyError> {
-        let outcome = apply(&self.ledger, n, self.clock.now_ms())
-            .await
-            .map(|applied| self.to_cloud(n, applied));
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let first = self.queue.push(Queued {
+            notification: n.clone(),
+            reply,
+        });
+        if first {
+            let (ledger, clock, queue) =
+                (self.ledger.clone(), self.clock.clone(), self.queue.clone());
+            tokio::spawn(async move { apply_queued(&ledger, &clock, &queue).await });
+        }
+        let outcome = match answer.await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ApplyError::Ledger(LedgerError::Unavailable(
+                "the notification's writer task ended without an answer".into(),
+            ))),
+        }
+        .map(|applied| self.to_cloud(n, applied));
         match &outcome {
             Ok(applied) => self.count(applied.as_str()),
             Err(ApplyError::Rejected(_)) => self.count("rejected"),
             Err(ApplyError::Ledger(_)) => {}
         }
         outcome
+    }
+
+    /// Messages waiting for their group.
+    #[cfg(test)]
+    pub(crate) fn queue_len(&self) -> usize {
+        self.queue.len()
     }
 
     /// Applies a batch in one transaction (see [`apply_batch`]); the caller counts each

@@ -3,10 +3,10 @@
 use super::algorithms::{self, random::shuffle_prefix, Ranking};
 use super::config::{Algorithm, PolicyConfig, TieBreak};
 use super::error::{PolicyError, Rejection};
-use super::filters::{Filter, FilterEnv};
+use super::filters::{Filter, FilterEnv, ScanCheck};
 use super::registry::{builtin_filters, builtin_weighers, Registry};
-use super::weighers::{add_normalised, Weigher};
-use crate::domain::{HostState, RequestContext};
+use super::weighers::{add_normalised, HostValue, Weigher};
+use crate::domain::{HostScan, HostState, RequestContext, SCAN_CLASSES};
 use rand::Rng;
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -32,18 +32,79 @@ pub struct RankScratch {
     removed: Vec<usize>,
     /// Indices of the filters and weighers that matter for the request at hand.
     active: Vec<usize>,
+    /// A scan's tests, one per filter that matters, in the filters' order.
+    steps: Vec<Step>,
+    /// The best hosts so far of a one-pass top-k.
+    best: Vec<Scored>,
 }
+
+/// One filter's test in a scan over [`HostScan`] rows, decided once per request.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// ComputeFilter's test on the row.
+    Compute,
+    /// CapacityFilter's test on the row: room in the demanded classes (all below
+    /// [`SCAN_CLASSES`]); then unit rules when the row says the host has some, and
+    /// Placement's query when the request has one, on the host.
+    Capacity { query: bool },
+    /// The filter's own `passes`, on the host.
+    Passes,
+}
+
+/// Demanded classes of a request, hoisted out of the scan: `(class index, amount)`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Demand {
+    classes: [(usize, i64); SCAN_CLASSES],
+    len: usize,
+}
+
+impl Demand {
+    /// The non-zero classes of `req`'s demand, or `None` when one is beyond the scan row.
+    fn of(req: &RequestContext) -> Option<Demand> {
+        let mut d = Demand::default();
+        for (class, amount) in req.demand.nonzero() {
+            let i = class.index();
+            if i >= SCAN_CLASSES {
+                return None;
+            }
+            d.classes[d.len] = (i, amount);
+            d.len += 1;
+        }
+        Some(d)
+    }
+
+    #[inline]
+    fn fits(&self, row: &HostScan) -> bool {
+        self.classes[..self.len]
+            .iter()
+            .all(|&(i, amount)| row.has_room(i, amount))
+    }
+}
+
+/// ComputeFilter's test on a row (see `filters::compute`).
+#[inline]
+fn service_up(row: &HostScan, env: &FilterEnv) -> bool {
+    row.flags & HostScan::SERVICE_OK != 0
+        && (env.host_timeout_ms == 0
+            || (row.last_seen_ms != 0
+                && env.now_ms.abs_diff(row.last_seen_ms) <= env.host_timeout_ms.unsigned_abs()))
+}
+
+/// Most weighers a fused scan weighs (Nova has seven).
+const SCAN_WEIGHERS: usize = 8;
 
 #[cfg(test)]
 impl RankScratch {
     /// The capacity of every buffer, to check that a call grew none.
-    pub(crate) fn capacities(&self) -> [usize; 5] {
+    pub(crate) fn capacities(&self) -> [usize; 7] {
         [
             self.scored.capacity(),
             self.raw.capacity(),
             self.weights.capacity(),
             self.removed.capacity(),
             self.active.capacity(),
+            self.steps.capacity(),
+            self.best.capacity(),
         ]
     }
 }
@@ -110,6 +171,35 @@ fn canonical(score: f64) -> f64 {
     } else {
         score + 0.0
     }
+}
+
+/// Puts the best `top` of `scored` by [`by_rank`] in front, in that order (what a partial
+/// select and a sort of the front give; the rest of `scored` is left unspecified). A small
+/// `top` takes one pass with one comparison per host against the current k-th.
+fn top_by_rank(scored: &mut [Scored], top: usize, best: &mut Vec<Scored>) {
+    let n = scored.len();
+    if top == 0 {
+        return;
+    }
+    if top > 32 || top >= n {
+        if top < n {
+            scored.select_nth_unstable_by(top - 1, by_rank);
+        }
+        scored[..top].sort_unstable_by(by_rank);
+        return;
+    }
+    best.clear();
+    for s in scored.iter() {
+        if best.len() == top {
+            if by_rank(s, &best[top - 1]) != Ordering::Less {
+                continue;
+            }
+            best.pop();
+        }
+        let at = best.partition_point(|b| by_rank(b, s) == Ordering::Less);
+        best.insert(at, *s);
+    }
+    scored[..top].copy_from_slice(best);
 }
 
 thread_local! {
@@ -209,6 +299,39 @@ impl Policy {
         })
     }
 
+    /// [`Policy::rank`] over the live table's hosts and their scan rows (`rows[i]` is
+    /// `HostScan::of(&hosts[i])`): the same answer, but the built-in capacity and compute
+    /// filters and the resource weighers read each host's dense row instead of its state,
+    /// and filtering and weighing are one pass. Every host is still read.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rank_scan(
+        &self,
+        hosts: &[HostState],
+        rows: &[HostScan],
+        req: &RequestContext,
+        env: &FilterEnv,
+        rng: &mut impl Rng,
+        max: usize,
+        out: &mut Vec<usize>,
+    ) -> Result<(), Rejection> {
+        debug_assert_eq!(hosts.len(), rows.len());
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => {
+                self.rank_inner(&mut scratch, hosts, Some(rows), req, env, rng, max, out)
+            }
+            Err(_) => self.rank_inner(
+                &mut RankScratch::default(),
+                hosts,
+                Some(rows),
+                req,
+                env,
+                rng,
+                max,
+                out,
+            ),
+        })
+    }
+
     /// Fills `out` with at most `max` indices into `hosts`: first the pick (uniform among the
     /// top ℓ by weight — ℓ = `host_subset_size`, or the algorithm's own; for `random`
     /// uniform among all that pass), then the alternates in descending weight (for `random`,
@@ -233,8 +356,30 @@ impl Policy {
         max: usize,
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
+        self.rank_inner(scratch, hosts, None, req, env, rng, max, out)
+    }
+
+    /// [`Policy::rank_with`], reading the scan rows when given.
+    #[allow(clippy::too_many_arguments)]
+    fn rank_inner(
+        &self,
+        scratch: &mut RankScratch,
+        hosts: &[HostState],
+        rows: Option<&[HostScan]>,
+        req: &RequestContext,
+        env: &FilterEnv,
+        rng: &mut impl Rng,
+        max: usize,
+        out: &mut Vec<usize>,
+    ) -> Result<(), Rejection> {
         out.clear();
-        self.filter_into(scratch, hosts, req, env)?;
+        let weighed = match rows {
+            Some(rows) => self.scan_into(scratch, hosts, rows, req, env, max)?,
+            None => {
+                self.filter_into(scratch, hosts, req, env)?;
+                false
+            }
+        };
         let scored = &mut scratch.scored;
         let n = scored.len();
         if max == 0 {
@@ -242,6 +387,7 @@ impl Policy {
         }
         let (ranking, subset) = algorithms::resolve(self.algorithm, hosts, self.host_subset_size);
         match ranking {
+            Ranking::Weighers if weighed => {}
             Ranking::Uniform => {
                 shuffle_prefix(scored, max, rng);
                 out.extend(scored.iter().take(max).map(|s| s.idx));
@@ -258,12 +404,7 @@ impl Policy {
         let subset = subset.clamp(1, n);
         let top = max.max(subset).min(n);
         match self.tie_break {
-            TieBreak::HostOrder => {
-                if top < n {
-                    scored.select_nth_unstable_by(top - 1, by_rank);
-                }
-                scored[..top].sort_unstable_by(by_rank);
-            }
+            TieBreak::HostOrder => top_by_rank(scored, top, &mut scratch.best),
             TieBreak::Random => top_with_random_ties(scored, top, rng),
         }
         let pick = if subset > 1 {
@@ -275,6 +416,134 @@ impl Policy {
         let alternates = scored[..top].iter().enumerate().filter(|(j, _)| *j != pick);
         out.extend(alternates.map(|(_, s)| s.idx).take(max - 1));
         Ok(())
+    }
+
+    /// The scan of [`Policy::rank_scan`]: keeps the passing hosts in `scratch.scored`
+    /// (counting removals per filter, as [`Policy::filter_into`]) and, when the request is
+    /// ranked by weighers that all read the row, weighs them in the same pass (then returns
+    /// true, the scores set as [`Policy::weigh`] sets them).
+    fn scan_into(
+        &self,
+        scratch: &mut RankScratch,
+        hosts: &[HostState],
+        rows: &[HostScan],
+        req: &RequestContext,
+        env: &FilterEnv,
+        max: usize,
+    ) -> Result<bool, Rejection> {
+        let RankScratch {
+            scored,
+            raw,
+            weights,
+            removed,
+            active,
+            steps,
+            ..
+        } = scratch;
+        scored.clear();
+        removed.clear();
+        removed.resize(self.filters.len(), 0);
+        // Per request: which filters can fail a host, and how each one tests it.
+        let demand = Demand::of(req);
+        let query = !req.query.is_empty();
+        active.clear();
+        steps.clear();
+        for (k, f) in self.filters.iter().enumerate() {
+            if !super::filters::applies(f.as_ref(), req) {
+                continue;
+            }
+            active.push(k);
+            steps.push(match (f.scan_check(), &demand) {
+                (Some(ScanCheck::Compute), _) => Step::Compute,
+                (Some(ScanCheck::Capacity), Some(_)) => Step::Capacity { query },
+                _ => Step::Passes,
+            });
+        }
+        let demand = demand.unwrap_or_default();
+        let passes = |k: usize, step: Step, i: usize| -> bool {
+            let row = &rows[i];
+            match step {
+                Step::Compute => service_up(row, env),
+                Step::Capacity { query } => {
+                    demand.fits(row)
+                        && (row.flags & HostScan::UNIT_RULES == 0
+                            || hosts[i].profile.admits(&req.demand))
+                        && (!query || req.query.accepts(&hosts[i]))
+                }
+                Step::Passes => self.filters[k].passes(&hosts[i], req, env),
+            }
+        };
+        // The weighers, when every one that matters reads the row and the policy ranks by
+        // them: (value, multiplier) per column, in the configured order.
+        let mut columns = [(HostValue::Instances, 0.0); SCAN_WEIGHERS];
+        let mut width = 0;
+        let mut fused = max > 0 && matches!(self.algorithm, Algorithm::Nova);
+        if fused {
+            for w in &self.weighers {
+                if w.multiplier() == 0.0 || !w.varies(req) {
+                    continue;
+                }
+                match w.scan_value() {
+                    Some(value) if width < SCAN_WEIGHERS => {
+                        columns[width] = (value, w.multiplier());
+                        width += 1;
+                    }
+                    _ => {
+                        fused = false;
+                        break;
+                    }
+                }
+            }
+        }
+        let columns = &columns[..width];
+        let mut lo = [f64::INFINITY; SCAN_WEIGHERS];
+        let mut hi = [f64::NEG_INFINITY; SCAN_WEIGHERS];
+        raw.clear();
+        for (i, row) in rows.iter().enumerate() {
+            let failed = steps
+                .iter()
+                .zip(active.iter())
+                .position(|(&step, &k)| !passes(k, step, i));
+            if let Some(p) = failed {
+                removed[active[p]] += 1;
+                continue;
+            }
+            scored.push(Scored { score: 0.0, idx: i });
+            if fused {
+                for (c, &(value, _)) in columns.iter().enumerate() {
+                    let v = value.of_scan(row);
+                    lo[c] = lo[c].min(v);
+                    hi[c] = hi[c].max(v);
+                    raw.push(v);
+                }
+            }
+        }
+        if scored.is_empty() {
+            let removed = self.filters.iter().zip(removed.iter());
+            return Err(Rejection {
+                hosts: hosts.len(),
+                removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
+            });
+        }
+        if !fused {
+            return Ok(false);
+        }
+        // Nova's handler, as `add_normalised` computes it, column after column per host.
+        weights.clear();
+        weights.resize(scored.len(), 0.0);
+        for (c, &(_, multiplier)) in columns.iter().enumerate() {
+            let (min, range) = (lo[c], hi[c] - lo[c]);
+            if range.is_nan() || range <= 0.0 || range.is_infinite() {
+                continue;
+            }
+            for (j, w) in weights.iter_mut().enumerate() {
+                *w += multiplier * ((raw[j * width + c] - min) / range);
+            }
+        }
+        for (s, w) in scored.iter_mut().zip(weights.iter()) {
+            s.score = canonical(*w);
+        }
+        Ok(true)
     }
 
     /// Keeps the passing hosts in `scratch.scored`, counting removals per filter.

@@ -1,7 +1,7 @@
 //! End-to-end tests of the pipeline: filters, ranking, pick, alternates and rejection.
 
 use super::*;
-use crate::domain::{HostState, RequestContext, Resources};
+use crate::domain::{HostScan, HostState, RequestContext, Resources};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -34,17 +34,142 @@ fn rank(
     seed: u64,
     max: usize,
 ) -> Result<Vec<usize>, Rejection> {
+    let env = FilterEnv::without_heartbeats();
     let mut out = Vec::new();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    p.rank(
-        hosts,
-        r,
-        &FilterEnv::without_heartbeats(),
-        &mut rng,
-        max,
-        &mut out,
-    )?;
-    Ok(out)
+    let got = p
+        .rank(hosts, r, &env, &mut rng, max, &mut out)
+        .map(|()| out);
+    // The scan over the table's dense rows answers the same, every time.
+    assert_eq!(scan(p, hosts, r, &env, seed, max), got, "rank_scan");
+    got
+}
+
+/// [`Policy::rank_scan`] over the rows of `hosts`.
+fn scan(
+    p: &Policy,
+    hosts: &[HostState],
+    r: &RequestContext,
+    env: &FilterEnv,
+    seed: u64,
+    max: usize,
+) -> Result<Vec<usize>, Rejection> {
+    let rows: Vec<HostScan> = hosts.iter().map(HostScan::of).collect();
+    let mut out = Vec::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    p.rank_scan(hosts, &rows, r, env, &mut rng, max, &mut out)
+        .map(|()| out)
+}
+
+/// The scan over dense rows and the generic pipeline agree on varied hosts (down, disabled,
+/// forced down, stale, full, unit rules, traits, another zone) for every algorithm, tie
+/// break, request kind and answer size, rejections included.
+#[test]
+fn the_scan_over_rows_answers_as_the_pipeline_does() {
+    use crate::domain::{ClassId, Inventory, Mark, TraitId};
+    use rand::Rng;
+    let mut g = ChaCha8Rng::seed_from_u64(42);
+    let vgpu = ClassId::intern("VGPU").unwrap();
+    let gold = TraitId::intern("CUSTOM_SCAN_TEST_GOLD");
+    let now = 1_000_000;
+    let hosts: Vec<HostState> = (1..=300)
+        .map(|id| {
+            let cap = Resources::new(16, 4096, 100);
+            let used = Resources::new(
+                g.gen_range(0..=16),
+                g.gen_range(0..=4096),
+                g.gen_range(0..=100),
+            );
+            let mut h = HostState::synthetic(id, cap, used);
+            h.up = g.gen_bool(0.95);
+            h.disabled = g.gen_bool(0.05);
+            h.forced_down = g.gen_bool(0.02);
+            h.last_seen_ms = if g.gen_bool(0.05) {
+                0
+            } else {
+                now - g.gen_range(0..70_000)
+            };
+            h.num_io_ops = g.gen_range(0..5);
+            h.num_instances = g.gen_range(0..9);
+            if g.gen_bool(0.1) {
+                let mut inv = h.profile.inventories.clone();
+                inv[0].1.step_size = 2;
+                inv.push((vgpu, Inventory::of(g.gen_range(0..3))));
+                *h.profile_mut() = crate::domain::HostProfile::new("x", "x", "u", "nova", inv);
+                h.profile_mut().host = format!("host{id}").into();
+            }
+            if g.gen_bool(0.3) {
+                h.profile_mut().traits = crate::domain::Traits::new([gold]);
+            }
+            if g.gen_bool(0.2) {
+                h.profile_mut().availability_zone = "az2".into();
+            }
+            h
+        })
+        .collect();
+    type Edit = fn(&mut RequestContext);
+    let edits: [(&str, Edit); 7] = [
+        ("plain", |_| {}),
+        ("two vcpu", |r| r.demand = Resources::new(2, 512, 10)),
+        ("vgpu beyond the row", |r| {
+            r.demand.set(ClassId::intern("VGPU").unwrap(), 1)
+        }),
+        ("required trait", |r| {
+            r.query.required_traits = vec![TraitId::intern("CUSTOM_SCAN_TEST_GOLD")]
+        }),
+        ("zone", |r| r.availability_zone = Some("az2".into())),
+        ("ignored host", |r| r.ignore_hosts = vec!["host3".into()]),
+        ("too big", |r| r.demand = Resources::new(64, 1, 1)),
+    ];
+    let envs = [
+        FilterEnv::without_heartbeats(),
+        FilterEnv {
+            now_ms: now,
+            host_timeout_ms: 60_000,
+        },
+    ];
+    let mut checked = 0;
+    for algorithm in [
+        Algorithm::Nova,
+        Algorithm::WorstFit,
+        Algorithm::FirstFit,
+        Algorithm::Random,
+        Algorithm::Adaptive,
+        Algorithm::Ffr,
+    ] {
+        for tie_break in [TieBreak::HostOrder, TieBreak::Random] {
+            for subset in [1, 3] {
+                let cfg = PolicyConfig {
+                    algorithm,
+                    host_subset_size: subset,
+                    tie_break,
+                    num_instances_weight_multiplier: -0.5,
+                    ..PolicyConfig::default()
+                };
+                let p = Policy::from_config(&cfg).unwrap();
+                for (name, edit) in &edits {
+                    let mut r = req(1);
+                    edit(&mut r);
+                    for env in &envs {
+                        for (seed, max) in [(0, 0), (1, 1), (2, 3), (3, 50), (4, 400)] {
+                            let mut out = Vec::new();
+                            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                            let want = p
+                                .rank(&hosts, &r, env, &mut rng, max, &mut out)
+                                .map(|()| out);
+                            let got = scan(&p, &hosts, &r, env, seed, max);
+                            assert_eq!(
+                                got, want,
+                                "{algorithm:?} {tie_break:?} ℓ={subset} {name} {env:?} max {max}"
+                            );
+                            checked += usize::from(want.is_ok());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 500, "most cases place: {checked}");
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! few hundred µs) share it, and each reserve, finalize or reload holds it for a few µs; it is
 //! never held across an await.
 
-use crate::domain::{ComputeFacts, HostId, HostProfile, HostState, Resources};
+use crate::domain::{ComputeFacts, HostId, HostProfile, HostScan, HostState, Resources};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,6 +98,9 @@ struct Inner {
     /// Nova's records, when Parasol reads them; `None` until the first read.
     records: Option<Arc<NodeRecords>>,
     hosts: Vec<HostState>,
+    /// `rows[slot]` is `HostScan::of(&hosts[slot])`, rebuilt by [`Inner::touch`] after every
+    /// change of a host: what a full scan reads, dense.
+    rows: Vec<HostScan>,
     /// Reserved and not yet finalized, per slot: the amounts and the number of claims.
     pending: Vec<(Resources, i64)>,
     slot_of: HashMap<HostId, usize>,
@@ -107,6 +110,12 @@ struct Inner {
 }
 
 impl Inner {
+    /// Rebuilds the scan row of `slot` after its host changed.
+    #[inline]
+    fn touch(&mut self, slot: usize) {
+        self.rows[slot] = HostScan::of(&self.hosts[slot]);
+    }
+
     fn index(&mut self, slot: usize) {
         let h = &self.hosts[slot];
         self.slot_of.insert(h.id, slot);
@@ -200,6 +209,7 @@ impl HostTable {
                     h.disabled = row.disabled;
                     h.forced_down = row.forced_down;
                     h.last_seen_ms = row.last_seen_ms;
+                    inner.touch(slot);
                 }
                 None => {
                     let slot = inner.hosts.len();
@@ -215,6 +225,8 @@ impl HostTable {
                         last_seen_ms: row.last_seen_ms,
                     });
                     inner.pending.push((Resources::ZERO, 0));
+                    let row = HostScan::of(&inner.hosts[slot]);
+                    inner.rows.push(row);
                     inner.index(slot);
                     changed = true;
                 }
@@ -248,6 +260,7 @@ impl HostTable {
                 inner.index(slot);
                 changed = true;
             }
+            inner.touch(slot);
         }
         inner.records = Some(records);
         drop(inner);
@@ -314,6 +327,7 @@ impl HostTable {
                 h.forced_down = forced_down;
             }
             h.last_seen_ms = last_seen_ms;
+            inner.touch(slot);
         }
     }
 
@@ -328,6 +342,7 @@ impl HostTable {
             return Reserve::NoRoom;
         }
         inner.hosts[slot].consume(demand);
+        inner.touch(slot);
         let (amount, claims) = inner.pending[slot];
         inner.pending[slot] = (amount + *demand, claims + 1);
         Reserve::Reserved
@@ -352,6 +367,7 @@ impl HostTable {
             h.used = h.used - *demand;
             h.num_instances = (h.num_instances - 1).max(0);
             h.num_io_ops = (h.num_io_ops - 1).max(0);
+            inner.touch(slot);
         }
     }
 
@@ -363,12 +379,20 @@ impl HostTable {
             h.used = h.used - *demand;
             h.num_instances = (h.num_instances - 1).max(0);
             h.num_io_ops = (h.num_io_ops - 1).max(0);
+            inner.touch(slot);
         }
     }
 
     /// Runs `f` over every host in id order, in place (the `filter` backend's read).
     pub fn with_hosts<R>(&self, f: impl FnOnce(&[HostState]) -> R) -> R {
         f(&self.inner.read().hosts)
+    }
+
+    /// Runs `f` over every host and its scan row (`rows[i]` is `hosts[i]`'s), in place: the
+    /// `filter` backend's read.
+    pub fn with_scan<R>(&self, f: impl FnOnce(&[HostState], &[HostScan]) -> R) -> R {
+        let inner = self.inner.read();
+        f(&inner.hosts, &inner.rows)
     }
 
     /// A copy of every host (a `caching`/`asc` snapshot).

@@ -209,3 +209,43 @@ fn nodes_of_novas_records_not_loaded_yet_are_listed_until_loaded() {
     t.load([row(2, "b", 4, 0)]);
     assert_eq!(t.nodes_not_loaded().2, Vec::<String>::new());
 }
+
+/// Every scan row says what its host says.
+fn rows_agree(t: &HostTable) {
+    t.with_scan(|hosts, rows| {
+        assert_eq!(hosts.len(), rows.len());
+        for (h, r) in hosts.iter().zip(rows) {
+            assert_eq!(*r, HostScan::of(h), "row of host {:?}", h.id);
+        }
+    });
+}
+
+#[test]
+fn scan_rows_follow_every_change_of_their_host() {
+    let t = HostTable::new();
+    t.load([row(1, "a", 8, 0), row(2, "b", 8, 2)]);
+    rows_agree(&t);
+    assert_eq!(t.reserve(HostId(1), &vcpus(3)), Reserve::Reserved);
+    rows_agree(&t);
+    t.finalize(HostId(1), &vcpus(3));
+    assert_eq!(t.reserve(HostId(2), &vcpus(1)), Reserve::Reserved);
+    rows_agree(&t);
+    t.undo(HostId(2), &vcpus(1));
+    rows_agree(&t);
+    t.remove(HostId(1), &vcpus(1));
+    rows_agree(&t);
+    t.set_liveness(HostId(2), false, true, true, 77);
+    rows_agree(&t);
+    t.load([row(2, "b", 16, 5), row(3, "c", 4, 0)]);
+    rows_agree(&t);
+    let mut records = NodeRecords {
+        read: true,
+        ..NodeRecords::default()
+    };
+    records
+        .by_uuid
+        .insert("uuid-a".into(), record("svc-a", false, true, false));
+    t.set_records(Arc::new(records));
+    rows_agree(&t);
+    t.with_scan(|_, rows| assert_eq!(rows[0].flags & HostScan::SERVICE_OK, 0, "down"));
+}

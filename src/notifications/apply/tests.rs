@@ -187,3 +187,72 @@ async fn an_imported_consumer_counts_as_an_instance_only_once_named() {
         .unwrap();
     assert_eq!(ledger.read_hosts().await.unwrap()[0].num_instances, 2);
 }
+
+/// Single messages applied concurrently through `Ingest` (as HTTP posts are) are grouped
+/// while the writer is busy, and each caller still gets its own message's outcome, after its
+/// commit: applied, duplicate (the same id twice) or rejected (an unknown host) alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_single_messages_are_applied_in_groups_each_with_its_outcome() {
+    use crate::clock::{SharedClock, SystemClock};
+    use crate::notifications::Ingest;
+    use std::sync::Arc;
+    let (ledger, _dir) = ledger().await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let stats = Arc::new(crate::stats::Stats::new(clock.clone(), 60));
+    let ingest = Arc::new(Ingest::new(ledger.clone(), clock, stats));
+    let register = Notification::from_inner(&host_state("r", "a", 64)).unwrap();
+    assert_eq!(ingest.apply(&register).await.unwrap(), Applied::Applied);
+    // Hold the writer so that every message below queues behind it.
+    let held = match &ledger.pools {
+        Pools::Sqlite { write, .. } => write.lock().await.unwrap(),
+        Pools::Postgres(_) => unreachable!("a SQLite ledger"),
+    };
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        let v = match i {
+            39 => create_end("m-ghost", "vm-ghost", "ghost", 1),
+            38 => create_end("m0", "vm0", "a", 1),
+            _ => create_end(&format!("m{i}"), &format!("vm{i}"), "a", 1),
+        };
+        let n = Notification::from_inner(&v).unwrap();
+        let ingest = ingest.clone();
+        calls.push(tokio::spawn(async move { ingest.apply(&n).await }));
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        calls.iter().all(|c| !c.is_finished()),
+        "nothing answers before its commit"
+    );
+    assert_eq!(
+        ingest.queue_len(),
+        40,
+        "all 40 wait for the writer together"
+    );
+    drop(held);
+    let mut outcomes = Vec::new();
+    for call in calls {
+        outcomes.push(call.await.unwrap());
+    }
+    for (i, o) in outcomes.iter().enumerate().take(38).skip(1) {
+        assert_eq!(o.as_ref().unwrap(), &Applied::Applied, "m{i}");
+    }
+    // m0 twice: whichever queued first is applied, the other is a duplicate.
+    let mut twice = [
+        *outcomes[0].as_ref().unwrap(),
+        *outcomes[38].as_ref().unwrap(),
+    ];
+    twice.sort_by_key(|a| a.as_str());
+    assert_eq!(twice, [Applied::Applied, Applied::Duplicate]);
+    match &outcomes[39] {
+        Err(ApplyError::Rejected(reason)) => assert!(reason.contains("unknown host"), "{reason}"),
+        other => panic!("ghost: {other:?}"),
+    }
+    let hosts = ledger.read_hosts().await.unwrap();
+    assert_eq!(
+        hosts[0].used,
+        crate::domain::Resources::new(38, 38 * 512, 38)
+    );
+    assert!(ledger.is_processed("m37").await.unwrap());
+    assert!(!ledger.is_processed("m-ghost").await.unwrap());
+}

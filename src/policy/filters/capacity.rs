@@ -27,6 +27,10 @@ impl Filter for CapacityFilter {
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
         has_room(host, &req.demand) && host.profile.admits(&req.demand) && req.query.accepts(host)
     }
+
+    fn scan_check(&self) -> Option<super::ScanCheck> {
+        Some(super::ScanCheck::Capacity)
+    }
 }
 
 /// [`HostState::fits`]'s room test over the classes the process knows: every other class is

@@ -35,6 +35,10 @@ impl Filter for ComputeFilter {
     fn passes(&self, host: &HostState, _req: &RequestContext, env: &FilterEnv) -> bool {
         host.up && !host.disabled && !host.forced_down && heard_from_recently(host, env)
     }
+
+    fn scan_check(&self) -> Option<super::ScanCheck> {
+        Some(super::ScanCheck::Compute)
+    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,21 @@ pub trait Filter: Send + Sync {
     fn runs_on_rebuild(&self) -> bool {
         false
     }
+    /// The test this filter makes, when a host's [`crate::domain::HostScan`] row can answer
+    /// it (the built-in capacity and compute filters): a full scan then reads the dense row
+    /// instead of calling [`Filter::passes`]. `None` (the default) always calls `passes`.
+    fn scan_check(&self) -> Option<ScanCheck> {
+        None
+    }
+}
+
+/// A filter's test expressed over a host's scan row (see [`Filter::scan_check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanCheck {
+    /// [`ComputeFilter`]: up, enabled, not forced down, heard from recently.
+    Compute,
+    /// [`CapacityFilter`]: room in every demanded class, unit rules, Placement's query.
+    Capacity,
 }
 
 /// Whether `filter` has something to check for `req`: it restricts the request, and the

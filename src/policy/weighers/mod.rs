@@ -30,6 +30,12 @@ pub trait Weigher: Send + Sync {
     fn varies(&self, _req: &RequestContext) -> bool {
         true
     }
+    /// What this weigher reads, when a host's [`crate::domain::HostScan`] row holds it (the
+    /// resource weighers): a full scan then reads the dense row instead of calling
+    /// [`Weigher::weigh`]. `None` (the default) always calls `weigh`.
+    fn scan_value(&self) -> Option<HostValue> {
+        None
+    }
 }
 
 /// Nova's handler for one weigher: min–max normalises `raw` to [0, 1] (all equal → 0),

@@ -4,7 +4,7 @@
 //! it reads, Nova's `[filter_scheduler]` option for its multiplier and that option's default.
 
 use super::Weigher;
-use crate::domain::{HostState, RequestContext};
+use crate::domain::{ClassId, HostScan, HostState, RequestContext};
 use crate::policy::config::PolicyConfig;
 
 /// What a resource weigher reads from a host. An enum, not a function pointer: `weigh` runs
@@ -33,6 +33,19 @@ impl HostValue {
             HostValue::FreeDiskGb => host.free().disk_gb() as f64,
             HostValue::IoOps => host.num_io_ops as f64,
             HostValue::Instances => host.num_instances as f64,
+        }
+    }
+
+    /// The same value read from the host's scan row (equal to [`HostValue::of`] for a row
+    /// built from that host).
+    #[inline]
+    pub fn of_scan(self, row: &HostScan) -> f64 {
+        match self {
+            HostValue::FreeMemoryMb => row.free(ClassId::MEMORY_MB.index()) as f64,
+            HostValue::FreeVcpu => row.free(ClassId::VCPU.index()) as f64,
+            HostValue::FreeDiskGb => row.free(ClassId::DISK_GB.index()) as f64,
+            HostValue::IoOps => row.num_io_ops as f64,
+            HostValue::Instances => row.num_instances as f64,
         }
     }
 }
@@ -126,6 +139,10 @@ impl Weigher for ResourceWeigher {
 
     fn weigh(&self, host: &HostState, _req: &RequestContext) -> f64 {
         self.spec.value.of(host)
+    }
+
+    fn scan_value(&self) -> Option<HostValue> {
+        Some(self.spec.value)
     }
 }
 
