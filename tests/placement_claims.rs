@@ -810,12 +810,16 @@ backend = "filter"
 seed = 7
 [amqp]
 url = ""
+[policy]
+# No service.update notifications here: hosts are heard from by the syncs, stamped with the
+# time each began, and on a loaded machine a sync waits tens of seconds behind the claims.
+host_timeout_s = 3600
 [placement]
 enabled = true
 url = "{url}"
 auth = "noauth"
 sync_interval_s = 0.5
-timeout_s = 10.0
+timeout_s = 60.0
 claims = true
 repair_grace_s = 1.0
 resync_min_interval_s = 0.0
