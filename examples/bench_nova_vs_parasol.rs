@@ -10,9 +10,9 @@
 //!    driver) made by `nova-manage`, and for every provider a `nova-compute` service and its
 //!    compute node (host `cmpNNNN`, node `cmpNNNN.bench.example.org`, uuid = provider uuid)
 //!    made with Nova's objects by `tests/nova_db/seed.py`, which also checks that Nova's
-//!    `HostManager` sees all of them up;
+//!    `HostManager` sees all of them up, then `nova-manage cell_v2 discover_hosts`;
 //! 3. **Nova**: `nova-scheduler` itself (`nova.cmd.scheduler.main`, unchanged, default filters
-//!    and weighers, claims in Placement, `[scheduler] workers = 1`) on its own exchange;
+//!    and weighers, claims in Placement, Nova's other defaults but `[scheduler] workers = 1`) on its own exchange;
 //!    `openstack-bench/placement_claims/driver.py` calls it with `SchedulerQueryClient`
 //!    (Selection objects with alternates), the same seeded series of instances for every
 //!    scheduler, `--warmup` untimed calls then `--decisions` timed ones by 1, then 8 (or
@@ -247,7 +247,6 @@ fn make_nova(dir: &Path, placement_url: &str, hosts: usize, exchange: &str) -> N
              [api_database]\nconnection = {api}\n[database]\nconnection = {cell}\n\
              [oslo_messaging_notifications]\ndriver = noop\n\
              [scheduler]\nworkers = 1\n\
-             [filter_scheduler]\ntrack_instance_changes = False\n\
              [placement]\nauth_type = admin_token\nendpoint = {placement_url}\ntoken = admin\n\
              endpoint_override = {placement_url}\n",
             log = dir.join("nova-scheduler.log").display(),
@@ -285,6 +284,8 @@ fn make_nova(dir: &Path, placement_url: &str, hosts: usize, exchange: &str) -> N
             .arg(&spec_path),
     ))
     .expect("seed.py prints JSON");
+    // Host mappings, as a deployment makes them once compute nodes exist.
+    nova_manage(&venv, &conf, &["cell_v2", "discover_hosts"]);
     let seen = view["hosts"].as_array().expect("hosts");
     let up = seen.iter().filter(|h| h["up"] == json!(true)).count();
     assert_eq!(
