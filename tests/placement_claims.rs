@@ -57,12 +57,24 @@ async fn nova_side(args: Vec<String>, input: Value) -> Value {
     .expect("join")
 }
 
-/// A running Parasol with the Placement sync and claims on.
-struct Parasol {
+/// Parasol's HTTP API at `address` (an in-process service or a `parasol serve` process).
+struct Api {
     address: String,
     http: reqwest::Client,
+}
+
+/// A running Parasol (in this test's process) with the Placement sync and claims on.
+struct Parasol {
+    api: Api,
     shutdown: Shutdown,
     handles: Handles,
+}
+
+impl std::ops::Deref for Parasol {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
 }
 
 impl Parasol {
@@ -86,8 +98,10 @@ impl Parasol {
             .await
             .expect("build");
         let parasol = Parasol {
-            address: format!("http://127.0.0.1:{}", app.port()),
-            http: reqwest::Client::new(),
+            api: Api {
+                address: format!("http://127.0.0.1:{}", app.port()),
+                http: reqwest::Client::new(),
+            },
             shutdown: app.shutdown(),
             handles: app.handles().clone(),
         };
@@ -95,7 +109,9 @@ impl Parasol {
         tokio::spawn(app.run_until_stopped());
         parasol
     }
+}
 
+impl Api {
     async fn get(&self, path: &str) -> Value {
         self.http
             .get(format!("{}{path}", self.address))
@@ -195,7 +211,7 @@ const AGG_B: &str = "a0000000-0000-4000-8000-00000000000b";
 
 /// Placement's usage of every provider equals the ledger's, and no provider is over its
 /// capacity.
-async fn placement_matches_ledger(placement: &PlacementServer, parasol: &Parasol) -> bool {
+async fn placement_matches_ledger(placement: &PlacementServer, parasol: &Api) -> bool {
     let used = parasol.used().await;
     for (uuid, ours) in &used {
         if nonzero(&placement.usages(uuid).await) != *ours {
@@ -755,6 +771,120 @@ async fn a_multi_create_that_cannot_place_every_instance_removes_its_claims_in_p
     parasol.shutdown.stop().await;
 }
 
+/// A `parasol serve` OS process (the binary this crate builds) with its own config file:
+/// PostgreSQL ledger, Placement sync and claims on, no AMQP. Killed on drop, however the test
+/// ends.
+struct ServeProcess {
+    api: Api,
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl std::ops::Deref for ServeProcess {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
+impl ServeProcess {
+    async fn start(
+        dir: &std::path::Path,
+        name: &str,
+        placement: &PlacementServer,
+        ledger_url: &str,
+    ) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let config = format!(
+            r#"[server]
+host = "127.0.0.1"
+port = {port}
+http_workers = 2
+[ledger]
+url = "{ledger_url}"
+[scheduler]
+backend = "filter"
+seed = 7
+[amqp]
+url = ""
+[policy]
+# No service.update notifications here: hosts are heard from by the syncs, stamped with the
+# time each began, and on a loaded machine a sync waits tens of seconds behind the claims.
+host_timeout_s = 3600
+[placement]
+enabled = true
+url = "{url}"
+auth = "noauth"
+sync_interval_s = 0.5
+timeout_s = 60.0
+claims = true
+repair_grace_s = 1.0
+resync_min_interval_s = 0.0
+"#,
+            url = placement.url
+        );
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, config).expect("config");
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_parasol"))
+            .arg("--config")
+            .arg(&path)
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn parasol serve");
+        let process = ServeProcess {
+            api: Api {
+                address: format!("http://127.0.0.1:{port}"),
+                http: reqwest::Client::new(),
+            },
+            child,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let up = process
+                .http
+                .get(format!("{}/healthz", process.address))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if up {
+                return process;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "parasol serve {name} never answered /healthz:\n{}",
+                process.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = self.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("--- {} (last lines) ---", self.address);
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_callers_agree() {
     let placement = PlacementServer::start().await;
@@ -767,8 +897,10 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
             .await;
     }
     let db = support::postgres_db().await;
-    let a = Parasol::start(&placement, &db.url, 0.5).await;
-    let b = Parasol::start(&placement, &db.url, 0.5).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = ServeProcess::start(dir.path(), "a", &placement, &db.url).await;
+    let b = ServeProcess::start(dir.path(), "b", &placement, &db.url).await;
+    assert_ne!(a.child.id(), b.child.id());
     for p in [&a, &b] {
         eventually("the first sync", || async { p.used().await.len() == 8 }).await;
     }
@@ -778,22 +910,26 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
         .map(|n| json!({"instance_uuids": [instance(100 + n)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}))
         .collect();
     let specs = Arc::new(specs(descriptions).await);
-    let a = Arc::new(a);
-    let b = Arc::new(b);
+    let apis = [
+        Arc::new(Api {
+            address: a.address.clone(),
+            http: reqwest::Client::new(),
+        }),
+        Arc::new(Api {
+            address: b.address.clone(),
+            http: reqwest::Client::new(),
+        }),
+    ];
     let mut callers = Vec::new();
     for caller in 0..CALLERS {
-        let parasol = if caller % 2 == 0 {
-            a.clone()
-        } else {
-            b.clone()
-        };
+        let api = apis[(caller % 2) as usize].clone();
         let specs = specs.clone();
         callers.push(tokio::spawn(async move {
             let mut placed = Vec::new();
             for k in 0..EACH {
                 let n = caller * EACH + k;
                 let uuid = instance(100 + n);
-                let (status, answer) = parasol
+                let (status, answer) = api
                     .select(&specs[n as usize], std::slice::from_ref(&uuid))
                     .await;
                 assert_eq!(status, 200, "{uuid}: {answer}");
@@ -824,13 +960,32 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
     }
     let refs: Vec<&str> = providers.iter().map(String::as_str).collect();
     assert_within_capacity(&placement, &refs).await;
-    let total: i64 = a
-        .used()
-        .await
-        .values()
-        .map(|u| u.get("VCPU").copied().unwrap_or(0))
-        .sum();
-    assert_eq!(total, i64::from(CALLERS * EACH));
-    a.shutdown.stop().await;
-    b.shutdown.stop().await;
+    for p in [&a, &b] {
+        let used = p.used().await;
+        let total: i64 = used
+            .values()
+            .map(|u| u.get("VCPU").copied().unwrap_or(0))
+            .sum();
+        assert_eq!(total, i64::from(CALLERS * EACH), "{}", p.address);
+        // No oversubscription in the ledger either: 16 VCPU, 16384 MB per host.
+        for (host, u) in &used {
+            assert!(u.get("VCPU").copied().unwrap_or(0) <= 16, "{host}: {u:?}");
+            assert!(
+                u.get("MEMORY_MB").copied().unwrap_or(0) <= 16384,
+                "{host}: {u:?}"
+            );
+        }
+    }
+    // Both OS processes decided: each served its half of the callers.
+    for p in [&a, &b] {
+        let stats = p.get("/v1/stats").await;
+        let requests = stats["backends"]["filter"]["requests"]
+            .as_u64()
+            .unwrap_or(0);
+        assert!(
+            requests >= u64::from(CALLERS * EACH / 2),
+            "{}: {stats}",
+            p.address
+        );
+    }
 }

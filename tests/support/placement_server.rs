@@ -13,15 +13,19 @@ const REQUIREMENTS: &str = "openstack-placement==16.0.0\n";
 
 /// Serves Placement's WSGI app on a free loopback port and writes the port to argv[2] (one
 /// request at a time, as `tests/placement.rs` serves it: its SQLite database takes one writer).
+/// The listen backlog is 128, not `socketserver`'s 5: with dozens of callers (two Parasol
+/// processes, 32 callers) connections beyond 5 waiting were refused or reset.
 const LAUNCHER: &str = r#"
 import os, sys
-from wsgiref.simple_server import make_server, WSGIRequestHandler
+from wsgiref.simple_server import make_server, WSGIRequestHandler, WSGIServer
 os.environ['OS_PLACEMENT_CONFIG_DIR'] = sys.argv[1]
 from placement.wsgi import api
 class Quiet(WSGIRequestHandler):
     def log_message(self, *args):
         pass
-server = make_server('127.0.0.1', 0, api.application, handler_class=Quiet)
+class Backlog(WSGIServer):
+    request_queue_size = 128
+server = make_server('127.0.0.1', 0, api.application, server_class=Backlog, handler_class=Quiet)
 with open(sys.argv[2] + '.tmp', 'w') as f:
     f.write(str(server.server_port))
 os.rename(sys.argv[2] + '.tmp', sys.argv[2])
@@ -107,6 +111,11 @@ impl PlacementServer {
             http: reqwest::Client::new(),
             _dir: dir,
         }
+    }
+
+    /// The placement-api process id (while it runs), e.g. for its CPU time in `/proc`.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     pub fn stop(&mut self) {
