@@ -269,7 +269,7 @@ fn make_nova(dir: &Path, placement_url: &str, hosts: usize, exchange: &str) -> N
                 "cpu_info": {"arch": "x86_64", "model": "Nehalem", "vendor": "Intel",
                              "topology": {"sockets": 1, "cores": 4, "threads": 2},
                              "features": ["vmx", "sse4.2"]},
-                "numa": false, "pci_pools": 0, "mapped": 1}]})
+                "numa": false, "pci_pools": 0, "mapped": 0}]})
         })
         .collect();
     let spec = json!({"cell0": db("cell0"), "cells": [{
