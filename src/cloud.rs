@@ -1,13 +1,15 @@
 //! What Parasol knows of the cloud besides its hosts: Nova's host aggregates with their
 //! metadata (which the request filters read: tenant isolation, zones, trait isolation), learnt
 //! from nova-api's `update_aggregates` / `delete_aggregate` casts to the schedulers, and the
-//! lowest nova-compute service version when Nova's records are read.
+//! lowest nova-compute service version when Nova's records are read. With `[nova_db]
+//! api_database_url`, the aggregates are first loaded from Nova's API database at start
+//! ([`Cloud::load_aggregates`]), as nova-scheduler's `HostManager._init_aggregates` does.
 
 use crate::domain::{HostAggregateMetadata, HostZones};
 use crate::nova::Aggregate;
 use parking_lot::RwLock;
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The aggregates and facts the request filters need. Shared by every call.
@@ -23,6 +25,11 @@ pub struct Cloud {
     host_metadata: RwLock<Arc<HostAggregateMetadata>>,
     /// The lowest nova-compute service version, or -1 when unknown.
     min_compute_version: AtomicI64,
+    /// Counts the casts; changed only with the aggregates' write lock held.
+    casts: AtomicU64,
+    /// Per aggregate uuid, the count of the last cast that updated or deleted it, so that a
+    /// load read before that cast does not undo it (written with the aggregates' lock held).
+    cast_at: parking_lot::Mutex<HashMap<String, u64>>,
 }
 
 impl Cloud {
@@ -32,7 +39,49 @@ impl Cloud {
             zones: RwLock::default(),
             host_metadata: RwLock::default(),
             min_compute_version: AtomicI64::new(-1),
+            casts: AtomicU64::new(0),
+            cast_at: parking_lot::Mutex::default(),
         }
+    }
+
+    /// How many casts were applied so far: taken before reading the aggregates from Nova's
+    /// database, and given back to [`Cloud::load_aggregates`].
+    pub fn casts_applied(&self) -> u64 {
+        let _map = self.aggregates.read();
+        self.casts.load(Ordering::SeqCst)
+    }
+
+    /// Replaces every aggregate with those read from Nova's API database (`loaded`), except
+    /// the aggregates a cast updated or deleted after `casts_before_read` (what
+    /// [`Cloud::casts_applied`] said before the read began): the cast is newer than the read,
+    /// so it stays. Returns how many aggregates were kept from such casts.
+    pub fn load_aggregates(&self, casts_before_read: u64, loaded: Vec<Aggregate>) -> usize {
+        let mut map = self.aggregates.write();
+        let cast_at = self.cast_at.lock();
+        let newer = |uuid: &str| cast_at.get(uuid).is_some_and(|&n| n > casts_before_read);
+        let mut next: BTreeMap<String, Aggregate> = loaded
+            .into_iter()
+            .filter(|a| !newer(&a.uuid))
+            .map(|a| (a.uuid.clone(), a))
+            .collect();
+        let mut kept = 0;
+        for (uuid, &n) in cast_at.iter() {
+            if n > casts_before_read {
+                kept += 1;
+                if let Some(a) = map.get(uuid) {
+                    next.insert(uuid.clone(), a.clone());
+                }
+            }
+        }
+        *map = next;
+        self.changed(&map);
+        kept
+    }
+
+    /// Records a cast touching `uuid`; called with the aggregates' write lock held.
+    fn cast(&self, uuid: &str) {
+        let n = self.casts.fetch_add(1, Ordering::SeqCst) + 1;
+        self.cast_at.lock().insert(uuid.to_string(), n);
     }
 
     /// Adds or replaces aggregates (`update_aggregates`: Nova sends each changed aggregate
@@ -40,6 +89,7 @@ impl Cloud {
     pub fn update_aggregates(&self, aggregates: impl IntoIterator<Item = Aggregate>) {
         let mut map = self.aggregates.write();
         for a in aggregates {
+            self.cast(&a.uuid);
             map.insert(a.uuid.clone(), a);
         }
         self.changed(&map);
@@ -48,6 +98,7 @@ impl Cloud {
     /// Forgets an aggregate (`delete_aggregate`).
     pub fn delete_aggregate(&self, uuid: &str) {
         let mut map = self.aggregates.write();
+        self.cast(uuid);
         map.remove(uuid);
         self.changed(&map);
     }
@@ -149,6 +200,40 @@ mod tests {
         assert_eq!(cloud.host_zones().unwrap().zone_of(&host("host2")), "zone1");
         cloud.delete_aggregate("y");
         assert!(cloud.host_zones().is_none());
+    }
+
+    #[test]
+    fn a_load_replaces_every_aggregate_but_those_cast_during_its_read() {
+        let cloud = Cloud::new();
+        cloud.update_aggregates([aggregate("stale", "availability_zone", "old")]);
+        let before = cloud.casts_applied();
+        // Casts arriving while the database is read: they are newer than the read.
+        cloud.update_aggregates([aggregate("a", "availability_zone", "cast")]);
+        cloud.delete_aggregate("b");
+        let kept = cloud.load_aggregates(
+            before,
+            vec![
+                aggregate("a", "availability_zone", "read"),
+                aggregate("b", "availability_zone", "read"),
+                aggregate("c", "availability_zone", "read"),
+            ],
+        );
+        assert_eq!(kept, 2);
+        assert_eq!(
+            cloud.aggregates(),
+            [
+                aggregate("a", "availability_zone", "cast"),
+                aggregate("c", "availability_zone", "read"),
+            ],
+            "\"stale\" is not in Nova's database; the casts of a and b stay"
+        );
+        // A later load, with no cast during its read, is taken whole.
+        let before = cloud.casts_applied();
+        assert_eq!(
+            cloud.load_aggregates(before, vec![aggregate("b", "k", "v")]),
+            0
+        );
+        assert_eq!(cloud.aggregates(), [aggregate("b", "k", "v")]);
     }
 
     #[test]

@@ -247,6 +247,7 @@ impl Application {
         self.tasks.spawn(crate::nova_db::run_nova_db(
             reader,
             self.handles.scheduler.ledger().table().clone(),
+            self.handles.scheduler.cloud().clone(),
             self.handles.nova_db.clone(),
             self.shutdown.clone(),
         ));

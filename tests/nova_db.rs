@@ -9,13 +9,17 @@ mod scenario;
 
 use harness::{Databases, Engine};
 use parasol::clock::ManualClock;
+use parasol::cloud::Cloud;
+use parasol::domain::{HostId, HostProfile, HostState};
+use parasol::nova::Aggregate;
 use parasol::nova_db::{
-    CellSetting, Liveness, NodeView, NovaDbError, NovaDbReader, NovaDbSettings, NovaDbSnapshot,
-    SecretUrl,
+    load_aggregates, CellSetting, Liveness, NodeView, NovaDbError, NovaDbReader, NovaDbSettings,
+    NovaDbSnapshot, SecretUrl,
 };
 use scenario::{scenario, uuid};
 use serde_json::{json, Value};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 const DOWN_TIME_S: f64 = 60.0;
 
@@ -59,6 +63,7 @@ async fn read_as_nova_does(engine: Engine) {
     };
     let reader = NovaDbReader::new(settings, Arc::new(ManualClock::new(now_ms))).expect("settings");
     let snapshot = reader.read().await.expect("the API database reads");
+    assert_aggregates_load_as_nova_s(&reader, &nova).await;
     reader.close().await;
 
     let mut ours: Vec<Value> = snapshot
@@ -74,6 +79,48 @@ async fn read_as_nova_does(engine: Engine) {
     assert_cells(&snapshot, &nova, &db);
     assert_cases(&snapshot);
     assert_named_cell_reads_the_same(&snapshot, &db, now_ms).await;
+}
+
+/// The aggregates `seed.py` made with Nova's objects, loaded into a `Cloud` as `parasol serve`
+/// loads them at start, are those nova-scheduler's `HostManager` loaded; an aggregate Parasol
+/// knew before (from a cast before the load) that Nova's database lacks is gone.
+async fn assert_aggregates_load_as_nova_s(reader: &NovaDbReader, nova: &Value) {
+    let cloud = Cloud::new();
+    cloud.update_aggregates([Aggregate {
+        uuid: "not-in-nova".into(),
+        metadata: [("availability_zone".to_string(), "az-gone".to_string())].into(),
+        hosts: vec!["cmp1".into()],
+    }]);
+    let loaded = load_aggregates(reader, &cloud, &CancellationToken::new()).await;
+    assert!(loaded, "the API database's aggregates load");
+    let ours: Vec<Value> = cloud
+        .aggregates()
+        .into_iter()
+        .map(|a| {
+            let mut hosts = a.hosts.clone();
+            hosts.sort();
+            json!({"uuid": a.uuid, "hosts": hosts, "metadata": a.metadata})
+        })
+        .collect();
+    assert_eq!(nova["aggregates"].as_array().map(Vec::len), Some(5));
+    assert_eq!(
+        Value::from(ours),
+        nova["aggregates"],
+        "Parasol's aggregates differ from nova-scheduler's"
+    );
+    let zones = cloud.host_zones().expect("zones from the aggregates");
+    let host = |name: &str| {
+        HostState::new(
+            HostId(1),
+            Arc::new(HostProfile::new(name, name, "u", "nova", Vec::new())),
+        )
+    };
+    assert_eq!(zones.zone_of(&host("cmp1")), "az-a");
+    assert_eq!(zones.zone_of(&host("ironic-1")), "az-a");
+    assert_eq!(zones.zone_of(&host("cmp6")), "az-b");
+    assert_eq!(zones.zone_of(&host("cmp5")), "nova");
+    let tenants = cloud.host_metadata();
+    assert!(tenants.of("cmp2").expect("cmp2's metadata")["filter_tenant_id2"].contains("p2"));
 }
 
 /// `[nova_db] cells` instead of the API database: the same nodes for that cell.

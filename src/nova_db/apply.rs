@@ -8,6 +8,7 @@ use super::reader::NovaDbReader;
 use super::records::Liveness;
 use super::refresh::{refresh_loop, RefreshState};
 use super::snapshot::NovaDbSnapshot;
+use crate::cloud::Cloud;
 use crate::domain::ComputeFacts;
 use crate::table::{HostTable, NodeRecord, NodeRecords};
 use std::collections::HashMap;
@@ -89,15 +90,67 @@ pub fn unschedulable_reason(
     }
 }
 
+/// Loads Nova's host aggregates from the API database into `cloud` once, as nova-scheduler's
+/// `HostManager` does at start, retrying every `refresh_interval_s` until a read succeeds (or
+/// `shutdown`); afterwards nova-api's casts keep them current, and a cast that arrives during
+/// the read is kept over what was read ([`Cloud::load_aggregates`]). Returns whether a load
+/// was made (`false` without `api_database_url`, or on shutdown first).
+pub async fn load_aggregates(
+    reader: &NovaDbReader,
+    cloud: &Cloud,
+    shutdown: &CancellationToken,
+) -> bool {
+    let interval_ms = (reader.settings().refresh_interval_s * 1000.0).round() as u64;
+    let clock = reader.clock();
+    loop {
+        let casts_before = cloud.casts_applied();
+        let outcome = tokio::select! {
+            outcome = reader.read_aggregates() => outcome,
+            () = shutdown.cancelled() => return false,
+        };
+        match outcome {
+            Ok(None) => return false,
+            Ok(Some(read)) => {
+                for skipped in &read.skipped {
+                    tracing::warn!(id = skipped.id, name = skipped.name.as_deref().unwrap_or(""), reason = %skipped.reason, "aggregate skipped");
+                }
+                let loaded = read.aggregates.len();
+                let kept = cloud.load_aggregates(casts_before, read.aggregates);
+                tracing::info!(
+                    aggregates = loaded,
+                    kept_from_casts = kept,
+                    "loaded Nova's host aggregates from the API database"
+                );
+                return true;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = interval_ms, "cannot load Nova's host aggregates; retrying");
+            }
+        }
+        tokio::select! {
+            () = clock.sleep_ms(interval_ms) => {}
+            () = shutdown.cancelled() => return false,
+        }
+    }
+}
+
 /// Reads Nova's databases every `refresh_interval_s` (sooner when the table loads a host the
 /// records lack) and lays each successful read over `table`, until `shutdown`. Hosts that
-/// become or stop being schedulable are logged with the reason.
+/// become or stop being schedulable are logged with the reason. Nova's host aggregates are
+/// loaded into `cloud` once ([`load_aggregates`]).
 pub async fn run_nova_db(
     reader: Arc<NovaDbReader>,
     table: Arc<HostTable>,
+    cloud: Arc<Cloud>,
     state: watch::Sender<RefreshState>,
     shutdown: CancellationToken,
 ) {
+    let aggregates = {
+        let (reader, shutdown) = (reader.clone(), shutdown.clone());
+        async move {
+            load_aggregates(&reader, &cloud, &shutdown).await;
+        }
+    };
     // Until the first read, no host is schedulable (nova-scheduler needs its databases too).
     table.set_records(Arc::new(NodeRecords::default()));
     let down_time_s = reader.settings().service_down_time_s;
@@ -125,7 +178,7 @@ pub async fn run_nova_db(
             previous = Some(snapshot);
         }
     };
-    tokio::join!(refresh, apply);
+    tokio::join!(refresh, apply, aggregates);
 }
 
 /// Logs each table host whose schedulability changed since it was last logged (every one,

@@ -68,11 +68,11 @@ mod sql;
 mod template;
 mod url;
 
-pub use apply::{node_records, run_nova_db, unschedulable_reason};
-pub use reader::{Discovery, NovaDbReader};
+pub use apply::{load_aggregates, node_records, run_nova_db, unschedulable_reason};
+pub use reader::{AggregatesRead, Discovery, NovaDbReader};
 pub use records::{
     CellMapping, CellSnapshot, ComputeNodeRecord, Liveness, RejectedNode, ServiceRecord,
-    SupportedInstance,
+    SkippedAggregate, SupportedInstance,
 };
 pub use refresh::{refresh_loop, RefreshState};
 pub use settings::{CellSetting, NovaDbSettings, SecretUrl, CELL0_UUID};

@@ -4,6 +4,7 @@
 
 use super::records::{
     self, CellMapping, CellSnapshot, ComputeNodeRecord, RejectedNode, ServiceRecord,
+    SkippedAggregate,
 };
 use super::settings::{NovaDbSettings, CELL0_UUID};
 use super::snapshot::{CellFailure, NovaDbSnapshot};
@@ -26,6 +27,13 @@ pub struct NovaDbReader {
     clock: SharedClock,
     /// Pools by sqlx URL (a `parking_lot` lock, never held across an await).
     pools: Mutex<HashMap<String, Arc<Pool>>>,
+}
+
+/// The aggregates of the API database, and those Parasol cannot use.
+#[derive(Debug, Default)]
+pub struct AggregatesRead {
+    pub aggregates: Vec<crate::nova::Aggregate>,
+    pub skipped: Vec<SkippedAggregate>,
 }
 
 /// The cells found, and those whose mapping cannot be used.
@@ -124,6 +132,29 @@ impl NovaDbReader {
             }
         }
         Ok(found)
+    }
+
+    /// Nova's host aggregates (uuid, hosts, metadata) from the API database, as
+    /// nova-scheduler's `HostManager._init_aggregates` reads them at start
+    /// (`AggregateList.get_all`); `None` without `api_database_url` (named cells only).
+    pub async fn read_aggregates(&self) -> Result<Option<AggregatesRead>, NovaDbError> {
+        if self.settings.api_database_url.is_empty() {
+            return Ok(None);
+        }
+        let api = DbUrl::parse(&self.settings.api_database_url.0)?;
+        let (rows, hosts, metadata) = self
+            .bounded(&api, async {
+                let pool = self.pool(&api).await?;
+                pool.aggregates()
+                    .await
+                    .map_err(query_error(&api, "aggregates"))
+            })
+            .await?;
+        let (aggregates, skipped) = records::aggregates(rows, hosts, metadata);
+        Ok(Some(AggregatesRead {
+            aggregates,
+            skipped,
+        }))
     }
 
     /// Reads one cell: its `nova-compute` services and compute nodes.

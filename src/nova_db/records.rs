@@ -2,7 +2,9 @@
 //! Nova's filters read (`HostState._update_from_compute_node`) and the liveness Nova's DB
 //! `servicegroup` driver judges.
 
+use super::sql::{AggregateHostRow, AggregateMetadataRow, AggregateRow};
 use super::url::DbUrl;
+use crate::nova::Aggregate;
 use serde_json::Value;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -190,6 +192,59 @@ pub(super) fn pci_pools(text: Option<&str>) -> usize {
         Value::Array(pools) => pools.len(),
         _ => 0,
     }
+}
+
+/// An aggregate row Parasol cannot use, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedAggregate {
+    pub id: i64,
+    pub name: Option<String>,
+    pub reason: String,
+}
+
+/// The aggregates of the API database as Nova's `AggregateList.get_all` gives them: each
+/// with the hosts of `aggregate_hosts` and the key/value pairs of `aggregate_metadata`
+/// (`availability_zone` among them) that name its id. An aggregate with no uuid (Nova gives
+/// one on its next load and saves it; Parasol only reads) is set aside with the reason; rows
+/// of hosts or metadata whose aggregate is not listed, and hosts with no name, are ignored.
+pub(super) fn aggregates(
+    rows: Vec<AggregateRow>,
+    hosts: Vec<AggregateHostRow>,
+    metadata: Vec<AggregateMetadataRow>,
+) -> (Vec<Aggregate>, Vec<SkippedAggregate>) {
+    let mut skipped = Vec::new();
+    let mut by_id: std::collections::BTreeMap<i32, Aggregate> = std::collections::BTreeMap::new();
+    for row in rows {
+        match row.uuid.filter(|u| !u.is_empty()) {
+            Some(uuid) => {
+                by_id.insert(
+                    row.id,
+                    Aggregate {
+                        uuid,
+                        ..Aggregate::default()
+                    },
+                );
+            }
+            None => skipped.push(SkippedAggregate {
+                id: i64::from(row.id),
+                name: row.name,
+                reason: "the aggregate has no uuid yet".into(),
+            }),
+        }
+    }
+    for host in hosts {
+        if let (Some(aggregate), Some(name)) = (by_id.get_mut(&host.aggregate_id), host.host) {
+            if !aggregate.hosts.contains(&name) {
+                aggregate.hosts.push(name);
+            }
+        }
+    }
+    for pair in metadata {
+        if let Some(aggregate) = by_id.get_mut(&pair.aggregate_id) {
+            aggregate.metadata.insert(pair.key, pair.value);
+        }
+    }
+    (by_id.into_values().collect(), skipped)
 }
 
 #[cfg(test)]

@@ -59,6 +59,37 @@ pub(super) struct NodeRow {
     pub updated_at: Option<NaiveDateTime>,
 }
 
+/// A row of the API database's `aggregates` (Nova's API tables are not soft-deleted).
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct AggregateRow {
+    pub id: i32,
+    pub uuid: Option<String>,
+    pub name: Option<String>,
+}
+
+/// A row of `aggregate_hosts`: a service host in an aggregate.
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct AggregateHostRow {
+    pub aggregate_id: i32,
+    pub host: Option<String>,
+}
+
+/// A row of `aggregate_metadata`.
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct AggregateMetadataRow {
+    pub aggregate_id: i32,
+    pub key: String,
+    pub value: String,
+}
+
+const AGGREGATES: &str = "SELECT a.id, a.uuid, a.name FROM aggregates a ORDER BY a.id";
+
+const AGGREGATE_HOSTS: &str = "SELECT h.aggregate_id, h.host FROM aggregate_hosts h ORDER BY h.id";
+
+// `key` is reserved in MySQL; qualified by its table it needs no quoting in any engine.
+const AGGREGATE_METADATA: &str =
+    "SELECT m.aggregate_id, m.key, m.value FROM aggregate_metadata m ORDER BY m.id";
+
 const CELL_MAPPINGS: &str =
     "SELECT uuid, name, database_connection, disabled FROM cell_mappings ORDER BY id";
 
@@ -135,6 +166,43 @@ impl Pool {
 
     pub async fn cell_mappings(&self) -> Result<Vec<CellMappingRow>, sqlx::Error> {
         fetch_all!(self, CellMappingRow, CELL_MAPPINGS)
+    }
+
+    /// The API database's aggregates, their hosts and their metadata, read in one
+    /// transaction (Nova's `AggregateList.get_all` joins them in one query). On MySQL and
+    /// SQLite the three reads see one state; on PostgreSQL (read committed) a change between
+    /// them may show half, and is then corrected by nova-api's cast of that change.
+    pub async fn aggregates(
+        &self,
+    ) -> Result<
+        (
+            Vec<AggregateRow>,
+            Vec<AggregateHostRow>,
+            Vec<AggregateMetadataRow>,
+        ),
+        sqlx::Error,
+    > {
+        macro_rules! in_one_transaction {
+            ($pool:expr) => {{
+                let mut tx = $pool.begin().await?;
+                let a = sqlx::query_as::<_, AggregateRow>(AGGREGATES)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let h = sqlx::query_as::<_, AggregateHostRow>(AGGREGATE_HOSTS)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let m = sqlx::query_as::<_, AggregateMetadataRow>(AGGREGATE_METADATA)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.rollback().await?;
+                Ok((a, h, m))
+            }};
+        }
+        match self {
+            Pool::MySql(p) => in_one_transaction!(p),
+            Pool::Postgres(p) => in_one_transaction!(p),
+            Pool::Sqlite(p) => in_one_transaction!(p),
+        }
     }
 
     pub async fn services(&self) -> Result<Vec<ServiceRow>, sqlx::Error> {

@@ -26,6 +26,20 @@ fn service(host: &str, nodes: Vec<Value>) -> Value {
     json!({"host": host, "nodes": nodes})
 }
 
+/// Host aggregates as an operator makes them: two zones, tenant and image isolation, an
+/// aggregate with no host and one with no metadata, a host in two aggregates.
+pub fn aggregates() -> Value {
+    json!([
+        {"name": "rack-a", "metadata": {"availability_zone": "az-a", "ssd": "true"},
+         "hosts": ["cmp1", "ironic-1"]},
+        {"name": "rack-b", "metadata": {"availability_zone": "az-b"}, "hosts": ["cmp6"]},
+        {"name": "tenants", "metadata": {"filter_tenant_id": "p1", "filter_tenant_id2": "p2"},
+         "hosts": ["cmp1", "cmp2"]},
+        {"name": "windows", "metadata": {"os_distro": "windows"}, "hosts": []},
+        {"name": "plain", "metadata": {}, "hosts": ["cmp5"]},
+    ])
+}
+
 /// Two cells (cell2's URL a template), a disabled cell and an unreachable one, and every
 /// case of the brief: host ≠ node (libvirt FQDN), an Ironic service with three nodes, a
 /// disabled, a forced-down and a stale service, a deleted node and a node without service.
@@ -62,5 +76,5 @@ pub fn scenario(db: &Databases) -> Value {
         cell("cell2", db.cell2_template(), false, cell2),
         cell("cell3", db.unreachable_url("disabled_cell"), true, vec![]),
         cell("broken", db.unreachable_url("broken_cell"), false, vec![]),
-    ]})
+    ], "aggregates": aggregates()})
 }

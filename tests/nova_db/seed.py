@@ -15,7 +15,9 @@ SPEC_JSON is the scenario tests/nova_db.rs writes:
                                          "hypervisor_type": "QEMU", "hypervisor_version": 8002000,
                                          "supported_instances": [["x86_64", "kvm", "hvm"]],
                                          "cpu_info": {...} or "", "numa": true, "pci_pools": 1,
-                                         "mapped": 1, "deleted": false}]}]}]}
+                                         "mapped": 1, "deleted": false}]}]}],
+     "aggregates": [{"name": "rack-a", "metadata": {"availability_zone": "az-a"},
+                     "hosts": ["cmp1"]}]}
 
 Cells are mapped by nova-manage's own `cell_v2 map_cell0` and `cell_v2 create_cell`
 (`CellV2Commands`, in this process). Services are created with `objects.Service(...).create()`
@@ -24,7 +26,9 @@ oslo's time override when the heartbeat is `heartbeat_ago_s` in the past; `"serv
 leaves the nodes without a service. Compute nodes are made with `objects.ComputeNode(...).create()`
 and deleted with `destroy()`. The printed view is nova-scheduler's own: `HostManager`'s host
 states for every enabled cell (`get_host_states_by_uuids(ctxt, None, None)`) and the
-servicegroup API's `service_is_up` for each.
+servicegroup API's `service_is_up` for each. Aggregates are made with
+`objects.Aggregate(ctxt, name=..., metadata={...}).create()` and `add_host(host)`, and printed as
+nova-scheduler loads them at start (`HostManager._init_aggregates`: `AggregateList.get_all`).
 """
 
 import datetime
@@ -62,6 +66,12 @@ def main(conf_path, spec_path):
         with context.target_cell(ctxt, cells[cell_spec['name']]) as cctxt:
             for service_spec in cell_spec['services']:
                 seed_service(cctxt, service_spec)
+    for aggregate_spec in spec.get('aggregates', []):
+        aggregate = objects.Aggregate(ctxt, name=aggregate_spec['name'],
+                                      metadata=aggregate_spec['metadata'])
+        aggregate.create()
+        for host in aggregate_spec['hosts']:
+            aggregate.add_host(host)
     view = nova_view(ctxt)
     view['cell_uuids'] = {name: c.uuid for name, c in cells.items()}
     print(json.dumps(view))
@@ -149,7 +159,11 @@ def nova_view(ctxt):
             'forced_down': service['forced_down'],
             'version': service['version'],
         })
+    # HostManager() loaded them at its start (`_init_aggregates`: `AggregateList.get_all`).
+    aggregates = [{'uuid': a.uuid, 'hosts': sorted(a.hosts), 'metadata': a.metadata}
+                  for a in manager.aggs_by_id.values()]
     return {
+        'aggregates': sorted(aggregates, key=lambda a: a['uuid']),
         'now_ms': int(timeutils.utcnow(with_timezone=True).timestamp() * 1000),
         'cells': sorted(manager.cells),
         'enabled_cells': sorted(c.uuid for c in manager.enabled_cells),

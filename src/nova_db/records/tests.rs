@@ -147,3 +147,77 @@ fn pci_pools_are_counted_as_nova_reads_pci_stats() {
         assert_eq!(pci_pools(text.as_deref()), expected, "{text:?}");
     }
 }
+
+#[test]
+fn aggregate_rows_become_nova_s_aggregates_with_their_hosts_and_metadata() {
+    use crate::nova_db::sql::{AggregateHostRow, AggregateMetadataRow, AggregateRow};
+    let row = |id: i32, uuid: Option<&str>, name: &str| AggregateRow {
+        id,
+        uuid: uuid.map(String::from),
+        name: Some(name.into()),
+    };
+    let host = |aggregate_id: i32, host: Option<&str>| AggregateHostRow {
+        aggregate_id,
+        host: host.map(String::from),
+    };
+    let pair = |aggregate_id: i32, key: &str, value: &str| AggregateMetadataRow {
+        aggregate_id,
+        key: key.into(),
+        value: value.into(),
+    };
+    let (read, skipped) = aggregates(
+        vec![
+            row(2, Some("b-uuid"), "zone-b"),
+            row(1, Some("a-uuid"), "tenants"),
+            row(3, None, "legacy"),
+            row(4, Some("empty-uuid"), "empty"),
+        ],
+        vec![
+            host(2, Some("cmp1")),
+            host(2, Some("cmp2")),
+            host(1, Some("cmp2")),
+            host(3, Some("cmp3")),
+            host(9, Some("cmp9")),
+            host(2, None),
+        ],
+        vec![
+            pair(2, "availability_zone", "az-b"),
+            pair(1, "filter_tenant_id", "p1"),
+            pair(1, "filter_tenant_id2", "p2"),
+            pair(3, "availability_zone", "az-legacy"),
+            pair(9, "k", "v"),
+        ],
+    );
+    let aggregate = |uuid: &str, hosts: &[&str], pairs: &[(&str, &str)]| crate::nova::Aggregate {
+        uuid: uuid.into(),
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        metadata: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    assert_eq!(
+        read,
+        [
+            aggregate(
+                "a-uuid",
+                &["cmp2"],
+                &[("filter_tenant_id", "p1"), ("filter_tenant_id2", "p2")]
+            ),
+            aggregate(
+                "b-uuid",
+                &["cmp1", "cmp2"],
+                &[("availability_zone", "az-b")]
+            ),
+            aggregate("empty-uuid", &[], &[]),
+        ]
+    );
+    assert_eq!(
+        skipped,
+        [SkippedAggregate {
+            id: 3,
+            name: Some("legacy".into()),
+            reason: "the aggregate has no uuid yet".into(),
+        }]
+    );
+}
