@@ -3,7 +3,9 @@
 //! service host, cell and service state from cell databases that Nova's own code made and
 //! filled (`nova_db/harness.rs`, `seed.py`), on MariaDB, PostgreSQL and SQLite; Selections through the
 //! real HTTP select path name the service host and the node; a disabled or forced-down
-//! service is not selected; `service.update` by service host reaches every node of it.
+//! service is not selected; `service.update` by service host reaches every node of it; the
+//! availability zones of Nova's host aggregates, loaded from its API database at start, place
+//! a zone request with no aggregate cast received.
 
 #[path = "nova_db/harness.rs"]
 #[allow(dead_code)]
@@ -48,7 +50,8 @@ fn ironic_node(seed: &str) -> Value {
 }
 
 /// One cell: libvirt-style `compute1` (node `compute1.example.org`), an Ironic-style service
-/// `ironic` with three nodes, `compute2` disabled and `compute3` forced down.
+/// `ironic` with three nodes, `compute2` disabled and `compute3` forced down; `compute1` in
+/// zone `az-one` and `ironic` in zone `az-bm` (host aggregates in the API database).
 fn spec(db: &Databases) -> Value {
     let services = json!([
         {"host": "compute1", "nodes": [libvirt_node("compute1.example.org")]},
@@ -60,6 +63,9 @@ fn spec(db: &Databases) -> Value {
     json!({"cell0": db.url("cell0"), "cells": [
         {"name": "cell1", "database_connection": db.url("cell1"), "transport_url": "fake://cell1",
          "disabled": false, "services": services},
+    ], "aggregates": [
+        {"name": "zone-one", "metadata": {"availability_zone": "az-one"}, "hosts": ["compute1"]},
+        {"name": "zone-bm", "metadata": {"availability_zone": "az-bm"}, "hosts": ["ironic"]},
     ]})
 }
 
@@ -152,7 +158,20 @@ async fn serve(engine: Engine) -> (Served, Databases, Value) {
         } else {
             name.clone()
         };
-        let reg = HostRegistration::simple(&name, &id, 8, 16384, 200);
+        let mut reg = HostRegistration::simple(&name, &id, 8, 16384, 200);
+        // nova-api mirrors an aggregate's hosts into Placement: the provider is a member.
+        reg.aggregates = nova["aggregates"]
+            .as_array()
+            .expect("aggregates")
+            .iter()
+            .filter(|a| {
+                a["hosts"]
+                    .as_array()
+                    .expect("hosts")
+                    .contains(&json!(service_of(&name)))
+            })
+            .map(|a| a["uuid"].as_str().expect("uuid").to_string())
+            .collect();
         table_ledger
             .register_host(&reg, now_ms)
             .await
@@ -199,6 +218,35 @@ async fn selections_name_the_service_host(engine: Engine) {
         .as_str()
         .expect("cell1")
         .to_string();
+
+    // The zones come from the aggregates in Nova's API database, loaded at start (no cast).
+    let cloud = app.handles.scheduler.cloud().clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while cloud.aggregates().len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Nova's aggregates were never loaded: {:?}",
+            cloud.aggregates()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for _ in 0..3 {
+        let (status, body) = app.place(json!({"availability_zone": "az-one"})).await;
+        assert_eq!(status, 200, "{body}");
+        let (host, node, _) = &selections(&body)[0];
+        assert_eq!(
+            (host.as_str(), node.as_str()),
+            ("compute1", "compute1.example.org")
+        );
+        let (status, body) = app.place(json!({"availability_zone": "az-bm"})).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            selections(&body).iter().all(|(h, _, _)| h == "ironic"),
+            "{body}"
+        );
+    }
+    let (status, body) = app.place(json!({"availability_zone": "az-none"})).await;
+    assert_ne!(status, 200, "placed in a zone no aggregate names: {body}");
 
     // Every Selection (claimed host and alternates) names the service and node Nova knows;
     // the disabled and forced-down services never appear.
