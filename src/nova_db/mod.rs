@@ -36,6 +36,10 @@
 //!   ([`ServiceRecord::liveness`]; `now` comes from the injected clock).
 //! - Templated `database_connection`s are filled from `[nova_db] database_url` as Nova
 //!   fills them from `[database] connection`.
+//! - With `api_database_url`, Nova's host aggregates (`aggregates`, `aggregate_hosts`,
+//!   `aggregate_metadata`) are loaded once at start into [`crate::cloud::Cloud`], as
+//!   `HostManager._init_aggregates` does; nova-api's casts keep them current afterwards, and
+//!   a cast that arrives during the read wins over it ([`load_aggregates`]).
 //!
 //! ## Settings (`settings.toml` beside this file, for `etc/parasol.toml`)
 //! ```toml
@@ -50,13 +54,15 @@
 //! - `settings`: the `[nova_db]` section and its validation.
 //! - `url`: SQLAlchemy URLs → sqlx URLs, and password redaction.
 //! - `template`: Nova's templated cell database URLs.
-//! - `sql`: read-only pools on MySQL/MariaDB, PostgreSQL or SQLite, and the three queries.
-//! - `records`: cells, services, compute nodes, liveness and the JSON columns' decoding.
+//! - `sql`: read-only pools on MySQL/MariaDB, PostgreSQL or SQLite, and the queries (cells,
+//!   services, compute nodes; aggregates with their hosts and metadata).
+//! - `records`: cells, services, compute nodes, liveness, the JSON columns' decoding, and
+//!   aggregate rows into Nova's aggregates.
 //! - `reader`: discovery of the cells, reading them, joining nodes to services.
 //! - `snapshot`: one read of every cell, indexed by node uuid and node name.
 //! - `refresh`: the periodic read on the injected clock, published on a `watch` channel.
 //! - `apply`: each read laid over the live host table (service host, facts, cell, service
-//!   state), as `parasol serve` runs it.
+//!   state), and the aggregates loaded at start, as `parasol serve` runs it.
 
 mod apply;
 mod reader;

@@ -1,5 +1,6 @@
 //! Read-only connections to Nova's databases (MySQL/MariaDB, PostgreSQL, SQLite) and the
-//! three queries Parasol makes: the `cell_mappings` of the API database, and the
+//! queries Parasol makes: the `cell_mappings` and the host aggregates (`aggregates`,
+//! `aggregate_hosts`, `aggregate_metadata`) of the API database, and the
 //! `services` and `compute_nodes` of a cell database, each filtered as Nova's own
 //! `*_get_all*` functions filter them (`deleted = 0`; binary `nova-compute`).
 
