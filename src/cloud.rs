@@ -9,7 +9,7 @@ use crate::domain::{HostAggregateMetadata, HostZones};
 use crate::nova::Aggregate;
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The aggregates and facts the request filters need. Shared by every call.
@@ -30,6 +30,8 @@ pub struct Cloud {
     /// Per aggregate uuid, the count of the last cast that updated or deleted it, so that a
     /// load read before that cast does not undo it (written with the aggregates' lock held).
     cast_at: parking_lot::Mutex<HashMap<String, u64>>,
+    /// Whether the aggregates were loaded from Nova's API database (`/healthz`).
+    loaded: AtomicBool,
 }
 
 impl Cloud {
@@ -41,6 +43,7 @@ impl Cloud {
             min_compute_version: AtomicI64::new(-1),
             casts: AtomicU64::new(0),
             cast_at: parking_lot::Mutex::default(),
+            loaded: AtomicBool::new(false),
         }
     }
 
@@ -75,7 +78,18 @@ impl Cloud {
         }
         *map = next;
         self.changed(&map);
+        self.loaded.store(true, Ordering::Relaxed);
         kept
+    }
+
+    /// Whether [`Cloud::load_aggregates`] ran (else they are known only from casts).
+    pub fn aggregates_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Relaxed)
+    }
+
+    /// How many aggregates are known.
+    pub fn aggregate_count(&self) -> usize {
+        self.aggregates.read().len()
     }
 
     /// Records a cast touching `uuid`; called with the aggregates' write lock held.
@@ -206,6 +220,7 @@ mod tests {
     fn a_load_replaces_every_aggregate_but_those_cast_during_its_read() {
         let cloud = Cloud::new();
         cloud.update_aggregates([aggregate("stale", "availability_zone", "old")]);
+        assert!(!cloud.aggregates_loaded());
         let before = cloud.casts_applied();
         // Casts arriving while the database is read: they are newer than the read.
         cloud.update_aggregates([aggregate("a", "availability_zone", "cast")]);
@@ -219,6 +234,7 @@ mod tests {
             ],
         );
         assert_eq!(kept, 2);
+        assert!(cloud.aggregates_loaded());
         assert_eq!(
             cloud.aggregates(),
             [

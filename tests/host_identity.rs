@@ -230,6 +230,21 @@ async fn selections_name_the_service_host(engine: Engine) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let health: Value = app
+        .client
+        .get(format!("{}/healthz", app.address))
+        .send()
+        .await
+        .expect("healthz")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        health["nova_db"]["aggregates_loaded"],
+        json!(true),
+        "{health}"
+    );
+    assert_eq!(health["nova_db"]["aggregates"], json!(2), "{health}");
     for _ in 0..3 {
         let (status, body) = app.place(json!({"availability_zone": "az-one"})).await;
         assert_eq!(status, 200, "{body}");

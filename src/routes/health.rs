@@ -27,6 +27,8 @@ pub async fn healthz(
         "nova_db": scheduler.ledger().table().records().map(|r| json!({
             "read": r.read,
             "nodes": r.by_uuid.len(),
+            "aggregates_loaded": scheduler.cloud().aggregates_loaded(),
+            "aggregates": scheduler.cloud().aggregate_count(),
         })),
     }))
 }
