@@ -195,9 +195,18 @@ impl Resync {
         answer
     }
 
-    /// Records what the table lacks of Nova's nodes after a sync.
-    pub(crate) fn note_unloaded(&self, table: &crate::table::HostTable) {
-        *self.unloaded_at_sync.lock() = table.nodes_not_loaded().2;
+    /// Records what the table lacks of Nova's nodes after a sync, of the nodes Nova's
+    /// records named when the sync began (`at_start`): a node that appeared in the records
+    /// during the sync may have registered in Placement after the sync read it, so a request
+    /// still waits for the next sync because of it.
+    pub(crate) fn note_unloaded(
+        &self,
+        table: &crate::table::HostTable,
+        at_start: Option<&crate::table::NodeRecords>,
+    ) {
+        let mut missing = table.nodes_not_loaded().2;
+        missing.retain(|u| at_start.is_some_and(|r| r.by_uuid.contains_key(u)));
+        *self.unloaded_at_sync.lock() = missing;
         *self.since_cache.lock() = None;
     }
 
@@ -289,8 +298,10 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     let mut missing = std::collections::HashSet::new();
     while !shutdown.is_cancelled() {
         let sync = deps.resync.begin();
+        let records_at_start = deps.ledger.table().records();
         run_one(&deps, &client, &settings, &mut missing).await;
-        deps.resync.note_unloaded(deps.ledger.table());
+        deps.resync
+            .note_unloaded(deps.ledger.table(), records_at_start.as_deref());
         deps.resync.end(sync);
         tokio::select! {
             _ = deps.clock.sleep_ms(interval_ms) => {}
@@ -409,8 +420,19 @@ mod tests {
             resync.node_since_last_sync(&t),
             "b registered since the last sync"
         );
-        // A sync finished without b (Placement has no provider for it): no more waiting for it.
-        resync.note_unloaded(&t);
+        // A sync that began before b was in Nova's records and finished without it: b may
+        // have registered in Placement after that sync read it, so requests still wait.
+        let mut only_a = NodeRecords::default();
+        only_a.by_uuid.insert("uuid-a".into(), record("a"));
+        resync.note_unloaded(&t, Some(&only_a));
+        assert!(
+            resync.node_since_last_sync(&t),
+            "b appeared during the sync"
+        );
+        // A sync that began with b in the records and finished without it (Placement has no
+        // provider for it): no more waiting for it.
+        let records = t.records();
+        resync.note_unloaded(&t, records.as_deref());
         assert!(!resync.node_since_last_sync(&t));
         // Once loaded, nothing is missing.
         t.load([row(2, "b")]);
