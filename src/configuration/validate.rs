@@ -95,6 +95,13 @@ impl Settings {
             .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
         crate::policy::Policy::from_config(&self.policy)
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
+        if self.policy.default_availability_zone.trim().is_empty() {
+            return Err(ConfigError::Invalid(
+                "[policy] default_availability_zone: empty; it names the zone of a host no \
+                 aggregate puts in one (Nova's default is \"nova\")"
+                    .into(),
+            ));
+        }
         if self.scheduler.stats_window_s == 0 {
             return key("scheduler.stats_window_s", "must be at least 1");
         }

@@ -315,7 +315,10 @@ impl Scheduler {
     /// decide whether they run for a rebuild): the hosts' zones, the aggregates' extra specs
     /// and merged metadata, the project and the image's properties.
     fn aggregate_contexts(&self, args: &SelectDestinationsArgs) -> Vec<RequestContext> {
-        let host_zones = self.cloud().host_zones();
+        let host_zones = HostZones::with_default(
+            self.cloud().host_zones(),
+            &self.settings().policy.default_availability_zone,
+        );
         let metadata = self.cloud().host_metadata();
         let aggregate_metadata = (!metadata.is_empty()).then_some(metadata);
         let image_props = args

@@ -147,6 +147,8 @@ def translate(conf):
         value = getattr(fs, name)
         if value is not None:
             policy[name] = str(value)
+    # Nova's [DEFAULT] option: the zone of a host in no aggregate with a zone.
+    policy["default_availability_zone"] = str(conf.default_availability_zone)
     for group in ("filter_scheduler", "scheduler"):
         for name, value in non_default(conf, group).items():
             if (group, name) not in CARRIED and (group, name) not in IGNORED:

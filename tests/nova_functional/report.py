@@ -20,9 +20,13 @@ def _short(test_id):
 
 
 def _run_line(doc, who):
-    return (f"- {who}: `{doc.get('command')}` on {doc.get('date')}: {len(doc.get('tests', {}))} "
+    line = (f"- {who}: `{doc.get('command')}` on {doc.get('date')}: {len(doc.get('tests', {}))} "
             f"tests, `--concurrency {doc.get('concurrency')}`, {doc.get('wall_s')} s wall "
             f"for the {doc.get('tests_run')} it ran")
+    for m in doc.get("merged", []):
+        line += (f"; then `{m.get('command')}` on {m.get('date')} reran {m.get('tests_run')} "
+                 f"of them ({m.get('wall_s')} s wall), whose records replace the first run's")
+    return line
 
 
 def _counts(doc):

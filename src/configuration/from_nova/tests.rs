@@ -219,3 +219,17 @@ fn a_value_of_the_wrong_type_is_warned_about_and_not_carried() {
         t.warnings
     );
 }
+
+#[test]
+fn the_default_availability_zone_is_carried_else_novas_default_stays() {
+    let (s, t) = run("[DEFAULT]\ndefault_availability_zone = az-east\n");
+    assert_eq!(s.policy.default_availability_zone, "az-east");
+    assert!(
+        t.toml.contains("[DEFAULT] default_availability_zone"),
+        "{}",
+        t.toml
+    );
+    assert!(!warned(&t, "default_availability_zone"), "{:?}", t.warnings);
+    let (s, _) = run("[DEFAULT]\nservice_down_time = 90\n");
+    assert_eq!(s.policy.default_availability_zone, "nova");
+}
