@@ -2,7 +2,7 @@
 
 use super::Scheduler;
 use crate::backend::ScheduleError;
-use crate::domain::{AggregateExtraSpecs, HostState, HostZones};
+use crate::domain::{AggregateExtraSpecs, CapabilitySpecs, HostState, HostZones};
 use crate::domain::{
     AggregateId, ClassId, ConsumerOwner, Mark, PlacementQuery, RequestContext, Resources, TraitId,
 };
@@ -333,11 +333,14 @@ impl Scheduler {
             aggregates.iter().map(|a| (a.hosts.as_slice(), &a.metadata)),
         )
         .map(std::sync::Arc::new);
+        let capability_specs =
+            CapabilitySpecs::new(&args.spec.flavor.extra_specs).map(std::sync::Arc::new);
         args.spec
             .contexts(&args.instance_uuids)
             .into_iter()
             .map(|mut r| {
                 r.aggregate_extra_specs = aggregate_extra_specs.clone();
+                r.capability_specs = capability_specs.clone();
                 r.host_zones = host_zones.clone();
                 r.aggregate_metadata = aggregate_metadata.clone();
                 r.project_id = args.spec.project_id.clone();

@@ -20,7 +20,8 @@ PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinatio
                    "AvailabilityZoneFilter", "ComputeFilter", "CapacityFilter",
                    "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
                    "AggregateInstanceExtraSpecsFilter", "AggregateImagePropertiesIsolation",
-                   "AggregateMultiTenancyIsolation", "AllHostsFilter", "ImagePropertiesFilter"}
+                   "AggregateMultiTenancyIsolation", "AllHostsFilter", "ImagePropertiesFilter",
+                   "ComputeCapabilitiesFilter"}
 PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
                     "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
                     "ServerGroupSoftAntiAffinityWeigher"]

@@ -28,16 +28,13 @@ fn novas_default_filters_keep_what_parasol_has_and_warn_for_the_rest() {
             "AvailabilityZoneFilter",
             "CapacityFilter",
             "ComputeFilter",
+            "ComputeCapabilitiesFilter",
             "ImagePropertiesFilter",
             "ServerGroupAntiAffinityFilter",
             "ServerGroupAffinityFilter"
         ]
     );
-    assert!(
-        warned(&t, "filter ComputeCapabilitiesFilter (Nova's default"),
-        "{:?}",
-        t.warnings
-    );
+    assert!(!warned(&t, "filter ComputeCapabilitiesFilter"), "carried");
     assert!(!warned(&t, "filter ImagePropertiesFilter"), "carried");
     // all_weighers: Parasol's seven carried, Nova's six others warned about.
     assert_eq!(s.policy.weight_classes.len(), 7);
