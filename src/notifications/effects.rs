@@ -158,6 +158,14 @@ macro_rules! define_effect {
                             }
                         }
                     }
+                    if n.event_type == "instance.delete.end" {
+                        // Gone for good: an allocation under its uuid imported later is
+                        // not this instance's (the release above remembered it).
+                        sqlx::query("DELETE FROM known_instances WHERE instance_uuid = $1")
+                            .bind(instance_uuid)
+                            .execute(&mut **tx)
+                            .await?;
+                    }
                 }
                 HostEvent::ServiceUpdate { host, disabled, forced_down } => {
                     // Nova's records (when read) say the same sooner than the next refresh.
