@@ -14,7 +14,7 @@
 //! not hold), the decision is the scan.
 
 use super::{by_rank, canonical, emit, Demand, Policy, Scored, Step, SCAN_WEIGHERS};
-use crate::domain::{HostScan, HostState, RequestContext};
+use crate::domain::{ClassId, HostScan, HostState, RequestContext};
 use crate::policy::config::TieBreak;
 use crate::policy::error::Rejection;
 use crate::policy::filters::FilterEnv;
@@ -269,6 +269,20 @@ fn tie_closed(columns: &[Column], rows: &[HostScan], pos: usize, last: Scored) -
 }
 
 impl Policy {
+    /// The room a host must have in the class `value` reads the free amount of, for the
+    /// capacity test the scan makes of the request (`None`: no such bound).
+    fn room_needed(&self, value: HostValue, req: &RequestContext, steps: &[Step]) -> Option<i64> {
+        let class = match value {
+            HostValue::FreeVcpu => ClassId::VCPU,
+            HostValue::FreeMemoryMb => ClassId::MEMORY_MB,
+            HostValue::FreeDiskGb => ClassId::DISK_GB,
+            HostValue::IoOps | HostValue::Instances => return None,
+        };
+        let amount = req.demand.get(class);
+        let tested = steps.iter().any(|s| matches!(s, Step::Capacity { .. }));
+        (tested && amount > 0).then_some(amount)
+    }
+
     /// The orders a snapshot should be sorted in for [`Policy::rank_sorted`]: one per weigher
     /// with a multiplier that reads scan rows, best first for the multiplier's sign.
     pub fn sorted_keys(&self) -> Vec<SortKey> {
@@ -405,9 +419,20 @@ impl Policy {
                 value,
                 descending: multiplier > 0.0,
             };
-            let Some(order) = index.column(key) else {
+            let Some(mut order) = index.column(key) else {
                 return false;
             };
+            // Hosts with less room in a demanded class than the demand fail the capacity
+            // test: they are one end of this column's order, and need not be met.
+            if let Some(amount) = self.room_needed(value, req, steps) {
+                let amount = amount as f64;
+                let room = |j: &u32| value.of_scan(&rows[*j as usize]) >= amount;
+                order = if key.descending {
+                    &order[..order.partition_point(room)]
+                } else {
+                    &order[order.partition_point(|j| !room(j))..]
+                };
+            }
             let mut best = None;
             for &j in order {
                 if passes(scratch, j as usize) {
@@ -476,17 +501,19 @@ impl Policy {
             }
             return !scratch.best.is_empty();
         }
+        // Every host that may pass is in every column's order.
+        let end = columns.iter().map(|c| c.order.len()).min().unwrap_or(0);
         let mut pos = 0;
         loop {
-            if pos == n {
-                // Every host was met.
+            if pos == end {
+                // Every host that may pass was met.
                 return !scratch.best.is_empty();
             }
             for c in columns {
                 meet(scratch, c.at(pos) as usize);
             }
             pos += 1;
-            if scratch.best.len() == k && pos < n {
+            if scratch.best.len() == k && pos < end {
                 // No host left unmet scores above the cursors' values.
                 let mut bound = 0.0;
                 for c in columns {
