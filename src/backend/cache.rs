@@ -33,11 +33,28 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 /// One snapshot of the table: every host, its scan row, and its place in each sorted order.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Snapshot {
     pub hosts: Vec<HostState>,
     pub rows: Vec<HostScan>,
     pub index: SortedIndex,
+}
+
+impl Clone for Snapshot {
+    fn clone(&self) -> Self {
+        Snapshot {
+            hosts: self.hosts.clone(),
+            rows: self.rows.clone(),
+            index: self.index.clone(),
+        }
+    }
+
+    /// A worker's copy is refreshed into its own buffers.
+    fn clone_from(&mut self, source: &Self) {
+        self.hosts.clone_from(&source.hosts);
+        self.rows.clone_from(&source.rows);
+        self.index.clone_from(&source.index);
+    }
 }
 
 impl Snapshot {

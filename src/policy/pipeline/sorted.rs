@@ -26,10 +26,24 @@ use std::cmp::Ordering;
 /// weigher's sign (descending for a positive multiplier, ascending for a negative one) and
 /// equal values in host order, as indices into the snapshot. Built once per snapshot; a worker
 /// moves a host to its new place when its own claim changes the host's row.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct SortedIndex {
     hosts: usize,
     columns: Vec<(SortKey, Vec<u32>)>,
+}
+
+impl Clone for SortedIndex {
+    fn clone(&self) -> Self {
+        SortedIndex {
+            hosts: self.hosts,
+            columns: self.columns.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.hosts = source.hosts;
+        self.columns.clone_from(&source.columns);
+    }
 }
 
 /// What an order of a [`SortedIndex`] sorts by.
