@@ -297,3 +297,44 @@ on_both_engines!(
     coalesced_batches_leave_the_ledger_one_by_one_would,
     super::coalesced_batches_leave_the_ledger_one_by_one_would
 );
+
+/// A heartbeat (a host-state event that changes nothing but liveness) and then a
+/// `service.update` of the same host in one batch: the service's word, the later one, stands,
+/// as it does when the two come in separate batches.
+async fn a_service_update_after_a_heartbeat_in_one_batch_stands(engine: &str) {
+    let (ledger, _db) = crate::support::ledger(engine).await;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let HostEvent::HostState(mut state) = host_state(&mut rng, 0) else {
+        unreachable!()
+    };
+    state.disabled = false;
+    let register = note(1, "compute.host.state", HostEvent::HostState(state.clone()));
+    apply_batch(&ledger, &[&register], 1).await.unwrap();
+    let heartbeat = note(2, "compute.host.state", HostEvent::HostState(state));
+    let disable = note(
+        3,
+        "service.update",
+        HostEvent::ServiceUpdate {
+            host: host_name(0),
+            disabled: true,
+            forced_down: false,
+        },
+    );
+    let out = apply_batch(&ledger, &[&heartbeat, &disable], 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        out.iter().map(kind).collect::<Vec<_>>(),
+        ["applied", "applied"]
+    );
+    let host = &ledger.read_hosts().await.unwrap()[0];
+    assert!(host.disabled, "the table: {host:?}");
+    ledger.reload_all().await.unwrap();
+    let host = &ledger.read_hosts().await.unwrap()[0];
+    assert!(host.disabled, "the ledger: {host:?}");
+    assert_eq!(host.last_seen_ms, 2, "the heartbeat was written too");
+}
+on_both_engines!(
+    a_service_update_after_a_heartbeat_in_one_batch_stands,
+    super::a_service_update_after_a_heartbeat_in_one_batch_stands
+);
