@@ -2,6 +2,9 @@
 
 mod support;
 
+#[path = "ledger/coalescing.rs"]
+mod coalescing;
+
 use parasol::domain::{HostId, Inventory, Resources};
 use parasol::ledger::{ClaimOutcome, Ledger};
 use std::sync::Arc;
