@@ -140,10 +140,16 @@ impl SortedIndex {
                     None => continue,
                 }
             }
-            order.remove(from);
-            let to = order
-                .partition_point(|&j| key.before(value.of_scan(&rows[j as usize]), j, now, id));
-            order.insert(to, id);
+            // Shift only the hosts between its old and new place, by one.
+            let ahead = |j: &u32| key.before(value.of_scan(&rows[*j as usize]), *j, now, id);
+            if key.before(was, id, now, id) {
+                // Worse now (a claim lowers free room, raises I/O and instances): later.
+                let to = from + order[from + 1..].partition_point(ahead);
+                order[from..=to].rotate_left(1);
+            } else {
+                let to = order[..from].partition_point(ahead);
+                order[to..=from].rotate_right(1);
+            }
         }
     }
 }
