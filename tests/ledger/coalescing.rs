@@ -171,7 +171,7 @@ fn messages(seed: u64, count: usize) -> Vec<Notification> {
 
 /// Every row of the ledger, by the names that identify it (host row ids are surrogates: on
 /// PostgreSQL an upsert that updates still takes a sequence number, so they may differ).
-async fn dump(url: &str) -> Vec<String> {
+pub(crate) async fn dump(url: &str) -> Vec<String> {
     macro_rules! dump {
         ($conn:expr) => {{
             let mut conn = $conn;
