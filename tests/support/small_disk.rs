@@ -67,11 +67,8 @@ impl SmallDisk {
             }
         }
         // The last partial page too.
-        loop {
-            match f.write(&[0u8]) {
-                Ok(1) => written += 1,
-                _ => break,
-            }
+        while let Ok(1) = f.write(&[0u8]) {
+            written += 1;
         }
         written
     }
