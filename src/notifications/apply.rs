@@ -284,7 +284,12 @@ async fn settle_table(
         }
     }
     let mut reload = touched.reload;
-    reload.extend(table.load_profiles(patches));
+    if !patches.is_empty() {
+        // Exclusive like a reload: a reload of another process' change that read the rows
+        // before this commit must not land after these profiles.
+        let _exclusive = ledger.gate.write().await;
+        reload.extend(table.load_profiles(patches));
+    }
     ledger.reload(&reload).await?;
     Ok(outcomes)
 }
