@@ -1,5 +1,6 @@
 //! Notification ingestion benchmark (issue 3): Parasol host-state events published to the real
-//! RabbitMQ, consumed and applied exactly once into a fresh SQLite ledger.
+//! RabbitMQ, consumed and applied exactly once into a fresh SQLite ledger (or, with
+//! `--ledger postgres`, a fresh database of the running PostgreSQL, dropped at the end).
 //!
 //! `cargo run --profile perf --example bench_ingest -- --events 50000 --hosts 10000`
 //!
@@ -26,6 +27,9 @@ struct Args {
     url: String,
     prefetch: u16,
     batch_size: usize,
+    /// `sqlite` (a fresh file) or `postgres` (a fresh database on `pg_url`'s server).
+    ledger: String,
+    pg_url: String,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -35,6 +39,8 @@ fn parse_args() -> anyhow::Result<Args> {
         url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
         prefetch: AmqpSettings::default().prefetch,
         batch_size: AmqpSettings::default().batch_size,
+        ledger: "sqlite".into(),
+        pg_url: "postgres://postgres@127.0.0.1:5432/test".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -48,12 +54,20 @@ fn parse_args() -> anyhow::Result<Args> {
             "--url" => args.url = value()?,
             "--prefetch" => args.prefetch = value()?.parse()?,
             "--batch-size" => args.batch_size = value()?.parse()?,
+            "--ledger" => args.ledger = value()?,
+            "--pg-url" => args.pg_url = value()?,
             other => anyhow::bail!(
-                "unknown flag {other}; use --events N --hosts N --url AMQP_URL --prefetch N --batch-size N"
+                "unknown flag {other}; use --events N --hosts N --url AMQP_URL --prefetch N \
+                 --batch-size N --ledger sqlite|postgres --pg-url POSTGRES_URL"
             ),
         }
     }
     anyhow::ensure!(args.hosts > 0, "--hosts must be positive");
+    anyhow::ensure!(
+        matches!(args.ledger.as_str(), "sqlite" | "postgres"),
+        "--ledger must be sqlite or postgres, not {:?}",
+        args.ledger
+    );
     Ok(args)
 }
 
@@ -209,7 +223,23 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let mut settings = Settings::default();
-    settings.ledger.url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    // A fresh PostgreSQL database of its own, dropped at the end.
+    let pg_db = format!("bench_ingest_{id}");
+    let pg_base = args
+        .pg_url
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_string())
+        .unwrap_or_else(|| args.pg_url.clone());
+    settings.ledger.url = if args.ledger == "postgres" {
+        use sqlx::Connection;
+        let mut admin = sqlx::PgConnection::connect(&args.pg_url).await?;
+        sqlx::query(&format!("CREATE DATABASE {pg_db}"))
+            .execute(&mut admin)
+            .await?;
+        format!("{pg_base}/{pg_db}")
+    } else {
+        format!("sqlite://{}", dir.path().join("ledger.db").display())
+    };
     settings.amqp = AmqpSettings {
         url: args.url.clone(),
         exchange: format!("bench.{id}.nova"),
@@ -222,8 +252,13 @@ async fn main() -> anyhow::Result<()> {
     };
     println!("# Parasol notification ingestion (issue 3)");
     println!(
-        "scenario: compute.host.state events over RabbitMQ ({}) into a fresh SQLite ledger (WAL)",
-        args.url.rsplit('@').next().unwrap_or("")
+        "scenario: compute.host.state events over RabbitMQ ({}) into a fresh {} ledger",
+        args.url.rsplit('@').next().unwrap_or(""),
+        if args.ledger == "postgres" {
+            "PostgreSQL"
+        } else {
+            "SQLite (WAL)"
+        }
     );
     println!(
         "          {} emulated hosts register from cold, then {} updates live, then {} from a backlog",
@@ -325,5 +360,12 @@ async fn main() -> anyhow::Result<()> {
             .await?;
     }
     conn.close(200, "bench done").await?;
+    if args.ledger == "postgres" {
+        use sqlx::Connection;
+        let mut admin = sqlx::PgConnection::connect(&args.pg_url).await?;
+        sqlx::query(&format!("DROP DATABASE {pg_db} WITH (FORCE)"))
+            .execute(&mut admin)
+            .await?;
+    }
     Ok(())
 }

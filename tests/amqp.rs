@@ -6,6 +6,8 @@ mod support;
 
 #[path = "amqp/broker.rs"]
 mod broker;
+#[path = "amqp/full_disk.rs"]
+mod full_disk;
 #[path = "amqp/handlers.rs"]
 mod handlers;
 #[path = "amqp/health.rs"]
@@ -16,3 +18,5 @@ mod messages;
 mod poison;
 #[path = "amqp/restart.rs"]
 mod restart;
+#[path = "support/small_disk.rs"]
+mod small_disk;

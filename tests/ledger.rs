@@ -4,6 +4,10 @@ mod support;
 
 #[path = "ledger/coalescing.rs"]
 mod coalescing;
+#[path = "ledger/full_disk.rs"]
+mod full_disk;
+#[path = "support/small_disk.rs"]
+mod small_disk;
 
 use parasol::domain::{HostId, Inventory, Resources};
 use parasol::ledger::{ClaimOutcome, Ledger};

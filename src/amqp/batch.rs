@@ -50,9 +50,14 @@ pub(super) async fn process_batch(
     let valid: Vec<&Notification> = decoded.iter().filter_map(|r| r.as_ref().ok()).collect();
     let outcomes = match ingest.apply_batch(&valid).await {
         Ok(outcomes) => Some(outcomes),
+        Err(e) if e.is_out_of_space() => {
+            tracing::error!(error = %e, messages = valid.len(), "ledger out of space; batch requeued");
+            None
+        }
         Err(e) => one_by_one(ingest, amqp, &valid, &e).await,
     };
     let Some(outcomes) = outcomes else {
+        ingest.batch_requeued();
         tokio::time::sleep(Duration::from_millis(500)).await;
         let requeue = BasicNackOptions {
             multiple: true,
@@ -89,8 +94,9 @@ pub(super) async fn process_batch(
 /// tried up to `[amqp] attempts` times (0.25 s, 0.5 s, 1 s … apart); one that still fails
 /// (while the ledger takes writes) is rejected with the database's reason and dead-lettered,
 /// and the others are applied.
-/// `None` when the ledger is really out: the whole batch is requeued (messages applied
-/// meanwhile come back as duplicates and change nothing).
+/// `None` when the ledger is really out, or out of space (a disk that still takes the probe
+/// may refuse a message for its size, which is no fault of the message): the whole batch is
+/// requeued (messages applied meanwhile come back as duplicates and change nothing).
 async fn one_by_one(
     ingest: &Ingest,
     amqp: &AmqpSettings,
@@ -113,6 +119,10 @@ async fn one_by_one(
                     break one
                         .pop()
                         .unwrap_or_else(|| Err("no outcome for this message".into()))
+                }
+                Err(e) if e.is_out_of_space() => {
+                    tracing::error!(error = %e, "ledger out of space; batch requeued");
+                    return None;
                 }
                 Err(e) => {
                     if let Err(probe) = ingest.takes_writes().await {

@@ -78,6 +78,22 @@ impl LedgerError {
     }
 }
 
+impl LedgerError {
+    /// Whether the database is out of space (SQLite `SQLITE_FULL`, PostgreSQL `53100
+    /// disk_full`): an outage that says nothing about what was written, and that a write
+    /// smaller than the one refused (the write probe) may not see.
+    pub fn is_out_of_space(&self) -> bool {
+        let LedgerError::Database(sqlx::Error::Database(db)) = self else {
+            return false;
+        };
+        let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+        if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+            return code.parse::<i32>().unwrap_or(0) & 0xff == 13;
+        }
+        code == "53100"
+    }
+}
+
 /// See [`LedgerError::is_outage`]. PostgreSQL by SQLSTATE class, SQLite by primary result code.
 fn sqlx_outage(e: &sqlx::Error) -> bool {
     match e {

@@ -4,6 +4,7 @@
 use super::effects::{
     apply_postgres, apply_sqlite, flush_postgres, flush_sqlite, needs_flush, Touched,
 };
+use crate::domain::HostId;
 use crate::ledger::messages::{MARK_ALL_POSTGRES, MARK_ALL_SQLITE};
 use crate::ledger::{HostRegistration, Ledger, LedgerError, Pools};
 use crate::nova::{HostEvent, HostStatePayload, Notification};
@@ -127,7 +128,7 @@ macro_rules! apply_all {
                     continue;
                 }
                 if needs_flush(&n.event) && $touched.unflushed() {
-                    if let Err(e) = $flush(&mut tx, $touched).await {
+                    if let Err(e) = $flush(&mut tx, $table, $touched).await {
                         let e = LedgerError::from(e);
                         if e.is_outage() {
                             return Err(e);
@@ -153,7 +154,10 @@ macro_rules! apply_all {
                     Err(ApplyError::Ledger(_)) => break 'fast false,
                 }
             }
-            match $flush(&mut tx, $touched).await.map_err(LedgerError::from) {
+            match $flush(&mut tx, $table, $touched)
+                .await
+                .map_err(LedgerError::from)
+            {
                 Ok(()) => true,
                 Err(e) if e.is_outage() => return Err(e),
                 Err(_) => false,
@@ -179,7 +183,7 @@ macro_rules! apply_all {
             };
             // Heartbeats so far are written outside this message's savepoint.
             if needs_flush(&n.event) && $touched.unflushed() {
-                $flush(&mut tx, $touched).await?;
+                $flush(&mut tx, $table, $touched).await?;
             }
             let mut savepoint = (&mut tx).begin().await?;
             let before = $touched.mark();
@@ -217,7 +221,7 @@ macro_rules! apply_all {
                 Err(ApplyError::Ledger(e)) => return Err(e),
             }
         }
-        $flush(&mut tx, $touched).await?;
+        $flush(&mut tx, $table, $touched).await?;
         tx.commit().await?;
         Ok(outcomes)
     }};
@@ -268,7 +272,25 @@ async fn settle_table(
     }
     touched.reload.sort();
     touched.reload.dedup();
-    ledger.reload(&touched.reload).await?;
+    // Re-registered hosts nothing else of the batch changed take their new profile as it is
+    // (the last one of each); the others are read back.
+    let mut patches = Vec::new();
+    for patch in touched.patched.into_iter().rev() {
+        let id = patch.0;
+        if touched.reload.binary_search(&id).is_err()
+            && !patches.iter().any(|p: &(HostId, _, _, _, _)| p.0 == id)
+        {
+            patches.push(patch);
+        }
+    }
+    let mut reload = touched.reload;
+    if !patches.is_empty() {
+        // Exclusive like a reload: a reload of another process' change that read the rows
+        // before this commit must not land after these profiles.
+        let _exclusive = ledger.gate.write().await;
+        reload.extend(table.load_profiles(patches));
+    }
+    ledger.reload(&reload).await?;
     Ok(outcomes)
 }
 

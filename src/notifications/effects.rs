@@ -4,13 +4,14 @@
 
 use super::apply::{Applied, ApplyError};
 use crate::domain::HostId;
-use crate::domain::{ClassId, Resources};
+use crate::domain::{Aggregates, ClassId, HostProfile, Resources, Traits};
 use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
 use crate::ledger::hosts::upsert_host;
 use crate::ledger::messages::MARK_PROCESSED;
 use crate::ledger::{HostRegistration, HostTable};
 use crate::nova::{HostEvent, Notification};
 use sqlx::Row;
+use std::sync::Arc;
 
 const HOST_ID_BY_NAME: &str = "SELECT id FROM hosts WHERE host = $1 \
     AND (CAST($2 AS TEXT) IS NULL OR node = $2) ORDER BY id LIMIT 1";
@@ -58,6 +59,11 @@ pub(super) struct Touched {
     /// Heartbeats of hosts whose profile did not change: (id, up, disabled, last seen), for
     /// the table once committed.
     pub heartbeats: Vec<(HostId, bool, bool, i64)>,
+    /// Hosts the table knows that were re-registered (and written): the table takes their
+    /// new profile and liveness as they are, without reading them back, unless something
+    /// else of the batch changed them too: (id, profile as the ledger would load it, up,
+    /// disabled, last seen).
+    pub patched: Vec<(HostId, Arc<HostProfile>, bool, bool, i64)>,
     /// Heartbeats not yet written to the ledger.
     unwritten: Vec<(HostId, bool, bool, i64)>,
     /// Registrations not yet written, by first appearance (so new hosts are numbered in the
@@ -117,7 +123,9 @@ impl Touched {
             self.staged[at] = (reg.clone(), now_ms);
             return;
         }
-        if let Some(id) = heartbeat_of(table, reg).filter(|id| !self.reload.contains(id)) {
+        if let Some(id) = heartbeat_of(table, reg)
+            .filter(|id| !self.reload.contains(id) && !self.patched.iter().any(|p| p.0 == *id))
+        {
             self.beat(id, reg, now_ms);
             return;
         }
@@ -127,6 +135,31 @@ impl Touched {
         self.staged_at.insert(reg.uuid.clone(), self.staged.len());
         self.staged.push((reg.clone(), now_ms));
     }
+}
+
+/// The profile the ledger's row of `reg` loads as (`ledger::hosts::join`): classes with
+/// neither capacity nor a usable amount left out, a class reported twice as its last report.
+fn as_loaded(reg: &HostRegistration) -> Option<Arc<HostProfile>> {
+    let mut inventories: Vec<(ClassId, crate::domain::Inventory)> = Vec::new();
+    for (class, inv) in reg.inventories.iter().rev() {
+        let id = ClassId::intern(class).ok()?;
+        if inventories.iter().any(|(c, _)| *c == id) {
+            continue;
+        }
+        if inv.total > 0 || inv.usable() > 0 {
+            inventories.push((id, *inv));
+        }
+    }
+    let mut profile = HostProfile::new(
+        &reg.host,
+        &reg.node,
+        &reg.uuid,
+        &reg.availability_zone,
+        inventories,
+    );
+    profile.traits = Traits::from_names(reg.traits.iter().map(String::as_str));
+    profile.aggregates = Aggregates::from_names(reg.aggregates.iter().map(String::as_str));
+    Some(Arc::new(profile))
 }
 
 /// Whether `event` must see the ledger with every earlier message of its batch written:
@@ -383,6 +416,7 @@ macro_rules! define_flush {
         /// rows dropped: what `upsert_host!` does per host), the heartbeats with one.
         pub(super) async fn $name(
             tx: &mut sqlx::Transaction<'_, $db>,
+            table: &HostTable,
             touched: &mut Touched,
         ) -> Result<(), sqlx::Error> {
             type D = $db;
@@ -415,6 +449,7 @@ macro_rules! define_flush {
                     rows.into_iter().map(|(id, uuid)| (uuid, id)).collect();
                 let mut inventories = Vec::new();
                 let mut written = Vec::with_capacity(staged.len());
+                let mut reload = Vec::new();
                 for (reg, _) in &staged {
                     let Some(&id) = ids.get(&reg.uuid) else {
                         return Err(sqlx::Error::Protocol(format!(
@@ -423,6 +458,17 @@ macro_rules! define_flush {
                         )));
                     };
                     written.push(id);
+                    let known = table.by_uuid(&reg.uuid).is_some_and(|h| h.id.0 == id);
+                    match as_loaded(reg).filter(|_| known) {
+                        Some(profile) => touched.patched.push((
+                            HostId(id),
+                            profile,
+                            reg.up,
+                            reg.disabled,
+                            now_ms,
+                        )),
+                        None => reload.push(HostId(id)),
+                    }
                     // A class reported twice: the last report stands, as upserting each would.
                     let mut classes: Vec<&(String, crate::domain::Inventory)> = Vec::new();
                     for inv in reg.inventories.iter().rev() {
@@ -459,7 +505,7 @@ macro_rules! define_flush {
                     .bind(&written_json)
                     .execute(&mut **tx)
                     .await?;
-                touched.reload.extend(written.into_iter().map(HostId));
+                touched.reload.extend(reload);
             }
             let beats = std::mem::take(&mut touched.unwritten);
             if !beats.is_empty() {

@@ -58,6 +58,8 @@ pub struct Ingest {
     outcomes: Mutex<BTreeMap<String, u64>>,
     /// Single messages (HTTP, RPC casts) waiting to be applied, in groups.
     queue: JobQueue<Queued>,
+    /// Consumer batches given back to the broker unapplied (the ledger out or full).
+    requeued: std::sync::atomic::AtomicU64,
 }
 
 /// A single message waiting for its group.
@@ -75,6 +77,7 @@ impl Ingest {
             cloud: None,
             outcomes: Mutex::new(BTreeMap::new()),
             queue: JobQueue::default(),
+            requeued: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -174,6 +177,17 @@ impl Ingest {
         if let Err(e) = recorded {
             tracing::warn!(error = %e, "dead letter not recorded in the ledger");
         }
+    }
+
+    /// Notes a consumer batch given back to the broker unapplied.
+    pub fn batch_requeued(&self) {
+        self.requeued
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Consumer batches given back to the broker unapplied so far.
+    pub fn requeued_batches(&self) -> u64 {
+        self.requeued.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Adds one to `outcome` here and on `/metrics`.

@@ -180,6 +180,10 @@ impl HostTable {
     /// committed plus what is reserved here and not finalized. New hosts are appended.
     pub fn load(&self, rows: impl IntoIterator<Item = HostRow>) {
         let mut inner = self.inner.write();
+        self.load_locked(&mut inner, rows);
+    }
+
+    fn load_locked(&self, inner: &mut Inner, rows: impl IntoIterator<Item = HostRow>) {
         let mut changed = false;
         let mut missing = false;
         for mut row in rows {
@@ -232,13 +236,50 @@ impl HostTable {
                 }
             }
         }
-        drop(inner);
         if changed {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
         if missing {
             self.missing_record.notify_one();
         }
+    }
+
+    /// A host re-registered by this process: its new profile and liveness, with the usage,
+    /// instance counts and forced-down state the table holds, taken as the ledger's row (a
+    /// registration changes none of those, so the hosts need not be read back). Hosts the
+    /// table does not know are skipped and returned, for the caller to reload.
+    pub fn load_profiles(
+        &self,
+        updates: impl IntoIterator<Item = (HostId, Arc<HostProfile>, bool, bool, i64)>,
+    ) -> Vec<HostId> {
+        let mut unknown = Vec::new();
+        // One write lock throughout: a claim finalized in between would otherwise be counted
+        // from a stale committed usage.
+        let mut inner = self.inner.write();
+        let rows: Vec<HostRow> = updates
+            .into_iter()
+            .filter_map(|(id, profile, up, disabled, last_seen_ms)| {
+                let Some(&slot) = inner.slot_of.get(&id) else {
+                    unknown.push(id);
+                    return None;
+                };
+                let (pending, claims) = inner.pending[slot];
+                let h = &inner.hosts[slot];
+                Some(HostRow {
+                    id,
+                    profile,
+                    used: h.used - pending,
+                    num_instances: h.num_instances - claims,
+                    num_io_ops: h.num_io_ops - claims,
+                    up,
+                    disabled,
+                    forced_down: h.forced_down,
+                    last_seen_ms,
+                })
+            })
+            .collect();
+        self.load_locked(&mut inner, rows);
+        unknown
     }
 
     /// Replaces Nova's compute-node records and lays them over every host now (and over

@@ -171,7 +171,7 @@ fn messages(seed: u64, count: usize) -> Vec<Notification> {
 
 /// Every row of the ledger, by the names that identify it (host row ids are surrogates: on
 /// PostgreSQL an upsert that updates still takes a sequence number, so they may differ).
-async fn dump(url: &str) -> Vec<String> {
+pub(crate) async fn dump(url: &str) -> Vec<String> {
     macro_rules! dump {
         ($conn:expr) => {{
             let mut conn = $conn;
@@ -259,6 +259,11 @@ async fn coalesced_batches_leave_the_ledger_one_by_one_would(engine: &str) {
             let batch: Vec<&Notification> = messages[at..at + size].iter().collect();
             let now_ms = 1_000 + k as i64;
             batched_outcomes.extend(apply_batch(&coalesced, &batch, now_ms).await.unwrap());
+            // The table as the batch left it (re-registered hosts are not read back) is what
+            // the ledger holds.
+            let kept = table(&coalesced).await;
+            coalesced.reload_all().await.unwrap();
+            assert_eq!(table(&coalesced).await, kept, "seed {seed}, batch {k}");
             for n in &batch {
                 single_outcomes.extend(apply_batch(&single, &[*n], now_ms).await.unwrap());
             }

@@ -26,6 +26,14 @@ pub fn sqlite_db() -> TestDb {
     }
 }
 
+/// A SQLite ledger at `url`, in a folder the test keeps (a mount of its own, say).
+pub fn sqlite_at(url: &str) -> TestDb {
+    TestDb {
+        url: url.to_string(),
+        _dir: None,
+    }
+}
+
 /// A fresh database in the running PostgreSQL.
 pub async fn postgres_db() -> TestDb {
     let admin = pg_admin_url();

@@ -1,0 +1,103 @@
+//! A full disk under a SQLite ledger: a batch of notifications that cannot commit changes
+//! nothing (neither the ledger nor the live table), says the ledger is out of space, and
+//! applies whole once the space is back.
+
+use crate::coalescing::dump;
+use crate::small_disk::SmallDisk;
+use parasol::domain::Inventory;
+use parasol::ledger::Ledger;
+use parasol::notifications::apply_batch;
+use parasol::nova::{HostEvent, HostStatePayload, Notification};
+use std::collections::BTreeMap;
+
+/// A host-state event of a host with enough traits that a few hundred of them need far more
+/// pages than a full disk has left.
+fn big_host(id: &str, h: usize) -> Notification {
+    let host = format!("disk-host-{h:04}");
+    let mut inventory = BTreeMap::new();
+    inventory.insert("VCPU".to_string(), Inventory::of(64));
+    inventory.insert("MEMORY_MB".to_string(), Inventory::of(262_144));
+    inventory.insert("DISK_GB".to_string(), Inventory::of(2_000));
+    Notification {
+        message_id: id.to_string(),
+        event_type: "compute.host.state".into(),
+        publisher_id: None,
+        timestamp: None,
+        event: HostEvent::HostState(HostStatePayload {
+            compute_node_uuid: uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes())
+                .to_string(),
+            node: host.clone(),
+            host,
+            availability_zone: None,
+            up: true,
+            disabled: false,
+            inventory,
+            traits: (0..40)
+                .map(|t| format!("CUSTOM_TRAIT_{t:03}_{}", "X".repeat(40)))
+                .collect(),
+            aggregates: Vec::new(),
+            usage: None,
+        }),
+    }
+}
+
+async fn table(ledger: &Ledger) -> Vec<String> {
+    ledger
+        .read_hosts()
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| format!("{h:?}"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_cannot_commit_on_a_full_disk_changes_nothing_and_applies_once_space_returns()
+{
+    let disk = SmallDisk::mount(8);
+    let url = disk.sqlite_url();
+    {
+        let ledger = Ledger::open(&url, 4).await.expect("open");
+        let first: Vec<Notification> = (0..10).map(|h| big_host(&format!("a{h}"), h)).collect();
+        let out = apply_batch(&ledger, &first.iter().collect::<Vec<_>>(), 1)
+            .await
+            .unwrap();
+        assert!(out.iter().all(|o| o.is_ok()), "{out:?}");
+        let (ledger_before, table_before) = (dump(&url).await, table(&ledger).await);
+
+        // An empty write-ahead log: every write now needs space the disk has not got.
+        {
+            use sqlx::Connection;
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        disk.fill();
+        let batch: Vec<Notification> = (10..510)
+            .map(|h| big_host(&format!("b{h}"), h))
+            .chain((0..10).map(|h| big_host(&format!("c{h}"), h)))
+            .collect();
+        let refs: Vec<&Notification> = batch.iter().collect();
+        let err = apply_batch(&ledger, &refs, 2)
+            .await
+            .expect_err("500 hosts cannot fit on a full disk");
+        assert!(err.is_out_of_space(), "{err}");
+        assert!(err.is_outage(), "{err}");
+        assert_eq!(dump(&url).await, ledger_before, "the ledger is as it was");
+        assert_eq!(table(&ledger).await, table_before, "the table is as it was");
+        for id in ["b10", "b509", "c0"] {
+            assert!(!ledger.is_processed(id).await.unwrap(), "{id} not recorded");
+        }
+
+        // Once space is back, the same batch applies whole.
+        disk.free();
+        let out = apply_batch(&ledger, &refs, 3).await.unwrap();
+        assert!(out.iter().all(|o| o.is_ok()), "{out:?}");
+        assert_eq!(ledger.host_ids().await.unwrap().len(), 510);
+        let applied = table(&ledger).await;
+        ledger.reload_all().await.unwrap();
+        assert_eq!(table(&ledger).await, applied, "the table is the ledger");
+    }
+}
