@@ -61,6 +61,8 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
     let stale_args = StalenessArgs {
         dataset: "all".into(),
         policies: cli::STALENESS_POLICIES.into(),
+        replicas: None,
+        hosts: None,
         intervals: cli::INTERVALS.split(',').map(String::from).collect(),
         consume_own: false,
         tie_break: parasol::policy::TieBreak::Random,
