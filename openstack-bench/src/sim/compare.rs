@@ -180,6 +180,6 @@ pub fn readme(
     let _ = writeln!(s, "{b_section}");
     let _ = writeln!(s, "## Run time of this regeneration\n\nExperiment A ({runs} NFV seeds, one Amazon and \
         one Google seed, ε ∈ {{3, 5, 10}} %): {parallel_s:.0} s; experiment B: {stale_s:.0} s (wall clock, \
-        release build, all cores).\n");
+        `perf` profile build, all cores).\n");
     s + notes
 }

@@ -146,7 +146,7 @@ pub fn staleness_rows(
 }
 
 /// Fresh, Nova caching (60 s), ASC, and a fixed interval equal to ASC's mean.
-fn asc_group(
+pub(super) fn asc_group(
     setup: &DynamicSetup,
     policy: Algorithm,
     model: CacheModel,
