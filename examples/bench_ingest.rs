@@ -1,7 +1,7 @@
 //! Notification ingestion benchmark (issue 3): Parasol host-state events published to the real
 //! RabbitMQ, consumed and applied exactly once into a fresh SQLite ledger.
 //!
-//! `cargo run --release --example bench_ingest -- --events 50000 --hosts 10000`
+//! `cargo run --profile perf --example bench_ingest -- --events 50000 --hosts 10000`
 //!
 //! Phases, each timed from the first publish until the last event is committed:
 //! 1. cold registration: `--hosts` emulated hosts each announce themselves once;
@@ -164,6 +164,23 @@ impl Bench {
     }
 }
 
+/// CPU seconds this process (consumer, ledger writer, publisher) has used so far, from
+/// `/proc/self/stat` (user + system, in the kernel's 100 Hz ticks).
+fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn machine() -> String {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -275,14 +292,21 @@ async fn main() -> anyhow::Result<()> {
     bench.publish(&backlog).await?;
     let base = bench.applied();
     let start = Instant::now();
+    let cpu = cpu_s();
     bench.start_consumer();
     let done = bench.applied_by(base + args.events as u64).await?;
     let drain_s = (done - start).as_secs_f64();
+    let drain_cpu = cpu_s() - cpu;
     println!(
         "backlog drain:     {} events in {:.2} s = {:.0} events/s (consumer start included)",
         args.events,
         drain_s,
         args.events as f64 / drain_s
+    );
+    println!(
+        "                   {:.2} CPU s in this process = {:.0} µs CPU/event (the broker's not included)",
+        drain_cpu,
+        drain_cpu * 1e6 / args.events as f64
     );
     let counts = bench.handles.ingest.to_json();
     println!("outcomes: {counts}");

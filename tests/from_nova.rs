@@ -140,6 +140,7 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
     );
     for f in [
         "ComputeFilter",
+        "ComputeCapabilitiesFilter",
         "ServerGroupAntiAffinityFilter",
         "ServerGroupAffinityFilter",
         "CapacityFilter",
@@ -179,8 +180,11 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
         ]
     );
 
+    assert!(
+        !stderr.contains("filter ComputeCapabilitiesFilter"),
+        "carried: {stderr}"
+    );
     for named in [
-        "filter ComputeCapabilitiesFilter",
         "filter NUMATopologyFilter",
         "weigher BuildFailureWeigher",
         "weigher PCIWeigher",

@@ -2,6 +2,9 @@
 
 mod support;
 
+#[path = "ledger/coalescing.rs"]
+mod coalescing;
+
 use parasol::domain::{HostId, Inventory, Resources};
 use parasol::ledger::{ClaimOutcome, Ledger};
 use std::sync::Arc;
@@ -546,3 +549,91 @@ async fn database_errors_tell_an_outage_from_a_refused_value() {
         .unwrap_err();
     assert!(refused(e), "a read-only database is an outage");
 }
+
+/// An `instance.delete.end` for `uuid` on `host`, as Nova's compute sends it.
+fn delete_end(message_id: &str, uuid: &str, host: &str) -> parasol::nova::Notification {
+    let captured: serde_json::Value = serde_json::from_str(include_str!(
+        "fixtures/wire/instance.delete.end-notification.json"
+    ))
+    .unwrap();
+    let mut inner = captured["decoded_oslo_message"].clone();
+    inner["message_id"] = message_id.into();
+    inner["publisher_id"] = format!("nova-compute:{host}").into();
+    inner["payload"]["nova_object.data"]["uuid"] = uuid.into();
+    inner["payload"]["nova_object.data"]["host"] = host.into();
+    parasol::nova::Notification::from_inner(&inner).unwrap()
+}
+
+/// A failed move: Nova moves the instance's allocation to the migration's uuid and back. The
+/// consistency repair released the instance's allocation in between; the one re-imported
+/// afterwards is the instance's (counted in `num_instances`), while a consumer the ledger never
+/// held as an instance (the migration record) stays a bare allocation. Once the instance is
+/// deleted, its uuid is forgotten.
+async fn a_reimported_instance_counts_as_one_until_it_is_deleted(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let host = ledger
+        .register_host(&registration("h", 8, 8192, 80), 1)
+        .await
+        .unwrap();
+    let d = Resources::new(1, 512, 1);
+    let vm = "11111111-1111-4111-8111-111111111111";
+    let migration = "22222222-2222-4222-8222-222222222222";
+    let counts = || async {
+        let h = ledger.read_hosts().await.unwrap().remove(0);
+        (h.used, h.num_instances)
+    };
+    assert_eq!(
+        ledger.claim(host, vm, &d, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(counts().await, (d, 1));
+
+    // The move starts: Placement holds the source under the migration's uuid, the repair
+    // releases the instance's allocation and the sync imports the migration's.
+    let stored = ledger.stored_allocations().await.unwrap().remove(0);
+    assert!(ledger.repair_allocation(&stored, None, 2).await.unwrap());
+    assert!(ledger
+        .record_existing_allocation(host, migration, &d, 2)
+        .await
+        .unwrap());
+    assert_eq!(counts().await, (d, 0), "a migration record is no instance");
+
+    // The move fails: the allocation goes back to the instance.
+    assert_eq!(
+        ledger
+            .release_vanished_imports(host, &[])
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(ledger
+        .record_existing_allocation(host, vm, &d, 3)
+        .await
+        .unwrap());
+    assert_eq!(counts().await, (d, 1), "the re-imported instance counts");
+
+    // Deleted: released and forgotten, so the same uuid imported again is no instance.
+    let out = parasol::notifications::apply_batch(&ledger, &[&delete_end("m1", vm, "h")], 4)
+        .await
+        .unwrap();
+    assert_eq!(out, [Ok(parasol::notifications::Applied::Applied)]);
+    assert_eq!(counts().await, (Resources::ZERO, 0));
+    assert!(ledger
+        .record_existing_allocation(host, vm, &d, 5)
+        .await
+        .unwrap());
+    assert_eq!(counts().await, (d, 0), "a deleted instance is forgotten");
+
+    // A consumer never seen stays a bare allocation.
+    let stranger = "33333333-3333-4333-8333-333333333333";
+    assert!(ledger
+        .record_existing_allocation(host, stranger, &d, 6)
+        .await
+        .unwrap());
+    assert_eq!(counts().await, (Resources::new(2, 1024, 2), 0));
+}
+on_both_engines!(
+    a_reimported_instance_counts_as_one_until_it_is_deleted,
+    super::a_reimported_instance_counts_as_one_until_it_is_deleted
+);

@@ -15,6 +15,7 @@ mod sample;
 mod source;
 mod workers;
 
+pub use cache::Snapshot;
 pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 
@@ -23,7 +24,7 @@ use crate::configuration::{BackendKind, Settings};
 use crate::domain::{HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
-use crate::policy::{FilterEnv, Policy, PolicyError};
+use crate::policy::{FilterEnv, Policy, PolicyError, SortedScratch};
 use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -75,10 +76,14 @@ pub struct WorkerState {
     pub rng: ChaCha8Rng,
     /// Reused buffer of ranked host indices.
     pub ranked: Vec<usize>,
-    /// `caching`/`asc`: this worker's copy of the snapshot and the refresh it came from;
     /// `apsr`: the sample being decided on.
     pub hosts: Vec<HostState>,
+    /// `caching`/`asc`: this worker's copy of the snapshot (its own claims subtracted) and the
+    /// refresh it came from.
+    pub snapshot: Snapshot,
     pub cache_epoch: u64,
+    /// `caching`/`asc`: buffers of the sorted walk over the snapshot.
+    pub sorted: SortedScratch,
 }
 
 impl WorkerState {
@@ -95,7 +100,9 @@ impl WorkerState {
             rng,
             ranked: Vec::new(),
             hosts: Vec::new(),
+            snapshot: Snapshot::default(),
             cache_epoch: 0,
+            sorted: SortedScratch::default(),
         }
     }
 }
@@ -114,8 +121,8 @@ impl Backend {
         let mut policy = Policy::from_config(&deps.settings.policy)?;
         let source = match kind {
             BackendKind::Filter => HostSource::live(&deps),
-            BackendKind::Caching => HostSource::snapshot(&deps, false)?,
-            BackendKind::Asc => HostSource::snapshot(&deps, true)?,
+            BackendKind::Caching => HostSource::snapshot(&deps, false, policy.sorted_keys())?,
+            BackendKind::Asc => HostSource::snapshot(&deps, true, policy.sorted_keys())?,
             BackendKind::Apsr => {
                 policy = policy.with_algorithm(crate::policy::Algorithm::Random);
                 HostSource::sample(&deps)?

@@ -5,8 +5,9 @@
 
 use super::cache::CacheShared;
 use super::sample::SampleShared;
-use super::{worker_states, BackendDeps, BuildError, Worker, WorkerPool, WorkerState};
+use super::{worker_states, BackendDeps, BuildError, Snapshot, Worker, WorkerPool, WorkerState};
 use crate::domain::{HostState, RequestContext, Resources};
+use crate::policy::SortKey;
 use crate::policy::{FilterEnv, Policy, Rejection};
 use crate::stats::{Counts, DeclineCause};
 use std::sync::Arc;
@@ -29,8 +30,14 @@ impl HostSource {
         }
     }
 
-    pub(super) fn snapshot(deps: &BackendDeps, adaptive: bool) -> Result<Self, BuildError> {
-        Ok(HostSource::Snapshot(CacheShared::start(deps, adaptive)?))
+    pub(super) fn snapshot(
+        deps: &BackendDeps,
+        adaptive: bool,
+        keys: Vec<SortKey>,
+    ) -> Result<Self, BuildError> {
+        Ok(HostSource::Snapshot(CacheShared::start(
+            deps, adaptive, keys,
+        )?))
     }
 
     pub(super) fn sample(deps: &BackendDeps) -> Result<Self, BuildError> {
@@ -83,7 +90,9 @@ impl HostSource {
             rng,
             ranked,
             hosts,
+            snapshot,
             cache_epoch,
+            sorted,
         } = worker;
         match self {
             HostSource::Live { .. } => deps.ledger.table().with_scan(|live, rows| {
@@ -92,8 +101,9 @@ impl HostSource {
                 Ok(ranked.iter().map(|&i| live[i].clone()).collect())
             }),
             HostSource::Snapshot(cache) => {
-                cache.refresh_copy(deps, cache_epoch, hosts, counts);
-                policy.rank(hosts, req, env, rng, max, ranked)?;
+                cache.refresh_copy(deps, cache_epoch, snapshot, counts);
+                let Snapshot { hosts, rows, index } = &*snapshot;
+                policy.rank_sorted(hosts, rows, index, sorted, req, env, rng, max, ranked)?;
                 Ok(ranked.iter().map(|&i| hosts[i].clone()).collect())
             }
             HostSource::Sample(sample) => {
@@ -110,11 +120,19 @@ impl HostSource {
     }
 
     /// A claim on `host` held: a snapshot worker subtracts it from its copy (Nova's
-    /// `consume_from_request`).
+    /// `consume_from_request`), host state, scan row and sorted orders alike.
     pub(super) fn consume(&self, worker: &mut WorkerState, host: &HostState, demand: &Resources) {
         if let HostSource::Snapshot(_) = self {
-            if let Some(h) = worker.hosts.iter_mut().find(|h| h.id == host.id) {
-                h.consume(demand);
+            let hosts = &worker.snapshot.hosts;
+            // The host is one of the candidates just ranked; look there first.
+            let slot = worker
+                .ranked
+                .iter()
+                .copied()
+                .find(|&i| hosts.get(i).is_some_and(|h| h.id == host.id))
+                .or_else(|| hosts.iter().position(|h| h.id == host.id));
+            if let Some(slot) = slot {
+                worker.snapshot.consume(slot, demand);
             }
         }
     }

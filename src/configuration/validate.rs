@@ -95,6 +95,13 @@ impl Settings {
             .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
         crate::policy::Policy::from_config(&self.policy)
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
+        if self.policy.default_availability_zone.trim().is_empty() {
+            return Err(ConfigError::key(
+                "policy.default_availability_zone",
+                "is empty: it names the zone of a host no aggregate puts in one (Nova's \
+                 default is \"nova\")",
+            ));
+        }
         if self.scheduler.stats_window_s == 0 {
             return key("scheduler.stats_window_s", "must be at least 1");
         }
@@ -282,6 +289,10 @@ mod tests {
             (
                 "[log]\nlevel = \"info,parasol=loud\"",
                 "key `log.level` is not a RUST_LOG filter",
+            ),
+            (
+                "[policy]\ndefault_availability_zone = \" \"",
+                "key `policy.default_availability_zone` is empty",
             ),
         ];
         for (toml, want) in cases {

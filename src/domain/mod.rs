@@ -9,9 +9,12 @@
 //! - `request`: [`RequestContext`], one instance to place, with its [`PlacementQuery`].
 //! - `extra_specs`: [`AggregateExtraSpecs`], a flavor's extra specs against host aggregates'
 //!   metadata (Nova's `extra_specs_ops`).
+//! - `capabilities`: [`CapabilitySpecs`], a flavor's extra specs against the host's own
+//!   attributes (Nova's `ComputeCapabilitiesFilter`).
 //! - `zones`: [`HostZones`], each host's availability zone as Nova defines it (aggregates).
 //! - `host_aggregates`: [`HostAggregateMetadata`], each host's aggregate metadata merged.
 
+pub mod capabilities;
 mod classes;
 pub mod extra_specs;
 mod host;
@@ -21,6 +24,7 @@ mod request;
 mod resources;
 pub mod zones;
 
+pub use capabilities::CapabilitySpecs;
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;
 pub use host::{ComputeFacts, HostId, HostProfile, HostScan, HostState, SCAN_CLASSES};

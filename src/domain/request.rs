@@ -184,6 +184,9 @@ pub struct RequestContext {
     /// (`AggregateInstanceExtraSpecsFilter`); `None`: nothing to check (no such spec, or a
     /// rebuild).
     pub aggregate_extra_specs: Option<Arc<super::extra_specs::AggregateExtraSpecs>>,
+    /// The flavor's extra specs against the host's own attributes
+    /// (`ComputeCapabilitiesFilter`); `None`: nothing to check.
+    pub capability_specs: Option<Arc<super::capabilities::CapabilitySpecs>>,
     /// The hosts' availability zones from Nova's aggregates (`AvailabilityZoneFilter`);
     /// `None`: every host is in the zone it was recorded with.
     pub host_zones: Option<Arc<super::zones::HostZones>>,
@@ -228,6 +231,7 @@ impl RequestContext {
             group: None,
             owner: None,
             aggregate_extra_specs: None,
+            capability_specs: None,
             host_zones: None,
             aggregate_metadata: None,
             project_id: None,

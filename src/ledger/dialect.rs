@@ -16,6 +16,18 @@ pub(crate) trait Dialect: sqlx::Database {
     const ZERO_OTHER_CLASSES: &'static str;
     /// Updates liveness from a JSON array `$1` of `[id, up, disabled, last_seen_ms]`.
     const HEARTBEATS: &'static str;
+    /// Registers many hosts at once (see `hosts::UPSERT_HOST`), in the order of the JSON array
+    /// `$1` of `[host, node, uuid, availability_zone, up, disabled, traits, aggregates]`
+    /// (traits and aggregates as JSON text), seen at `$2`; returns `id, uuid` of each.
+    const UPSERT_HOSTS: &'static str;
+    /// Upserts many inventory rows (see `hosts::UPSERT_INVENTORY`) from a JSON array `$1` of
+    /// `[host_id, class, total, reserved, min_unit, max_unit, step_size, ratio, usable]`.
+    const UPSERT_INVENTORIES: &'static str;
+    /// Inventory rows of the hosts in the JSON array `$1` whose `[host_id, class, …]` is not in
+    /// the JSON array `$2` (the rows of [`Self::UPSERT_INVENTORIES`]): set to no capacity.
+    const ZERO_UNREPORTED_CLASSES: &'static str;
+    /// Inventory rows of the hosts in the JSON array `$1` with no capacity and no use go.
+    const DROP_UNUSED_EMPTY_OF: &'static str;
 }
 
 /// The columns of a host row as [`super::hosts`] decodes them, with the number of
@@ -45,6 +57,34 @@ impl Dialect for sqlx::Sqlite {
         last_seen_ms = b.seen FROM (SELECT json_extract(value, '$[0]') AS id, \
         json_extract(value, '$[1]') AS up, json_extract(value, '$[2]') AS disabled, \
         json_extract(value, '$[3]') AS seen FROM json_each($1)) b WHERE hosts.id = b.id";
+    // `WHERE true`: SQLite's upsert after a SELECT needs it to parse; `ORDER BY key` inserts
+    // new hosts (and so numbers them) in the order of the array.
+    const UPSERT_HOSTS: &'static str = "INSERT INTO hosts (host, node, uuid, \
+        availability_zone, up, disabled, last_seen_ms, traits, aggregates) \
+        SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+        json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
+        json_extract(value, '$[5]'), $2, json_extract(value, '$[6]'), \
+        json_extract(value, '$[7]') FROM json_each($1) WHERE true ORDER BY key \
+        ON CONFLICT (uuid) DO UPDATE SET host = excluded.host, node = excluded.node, \
+        availability_zone = excluded.availability_zone, up = excluded.up, \
+        disabled = excluded.disabled, last_seen_ms = excluded.last_seen_ms, \
+        traits = excluded.traits, aggregates = excluded.aggregates RETURNING id, uuid";
+    const UPSERT_INVENTORIES: &'static str = "INSERT INTO inventories (host_id, \
+        resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio, \
+        usable) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+        json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
+        json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), \
+        json_extract(value, '$[8]') FROM json_each($1) WHERE true ORDER BY key \
+        ON CONFLICT (host_id, resource_class) DO UPDATE \
+        SET total = excluded.total, reserved = excluded.reserved, min_unit = excluded.min_unit, \
+        max_unit = excluded.max_unit, step_size = excluded.step_size, \
+        allocation_ratio = excluded.allocation_ratio, usable = excluded.usable";
+    const ZERO_UNREPORTED_CLASSES: &'static str = "UPDATE inventories SET total = 0, \
+        reserved = 0, usable = 0 WHERE host_id IN (SELECT value FROM json_each($1)) \
+        AND (host_id, resource_class) NOT IN (SELECT json_extract(value, '$[0]'), \
+        json_extract(value, '$[1]') FROM json_each($2))";
+    const DROP_UNUSED_EMPTY_OF: &'static str = "DELETE FROM inventories \
+        WHERE host_id IN (SELECT value FROM json_each($1)) AND total = 0 AND used = 0";
 }
 
 impl Dialect for sqlx::Postgres {
@@ -64,4 +104,29 @@ impl Dialect for sqlx::Postgres {
     const HEARTBEATS: &'static str = "UPDATE hosts SET up = (b.v->>1)::boolean, \
         disabled = (b.v->>2)::boolean, last_seen_ms = (b.v->>3)::bigint \
         FROM (SELECT jsonb_array_elements($1::jsonb) AS v) b WHERE hosts.id = (b.v->>0)::bigint";
+    const UPSERT_HOSTS: &'static str = "INSERT INTO hosts (host, node, uuid, \
+        availability_zone, up, disabled, last_seen_ms, traits, aggregates) \
+        SELECT r->>0, r->>1, r->>2, r->>3, (r->>4)::boolean, (r->>5)::boolean, $2, r->>6, \
+        r->>7 FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(r, n) ORDER BY n \
+        ON CONFLICT (uuid) DO UPDATE SET host = excluded.host, node = excluded.node, \
+        availability_zone = excluded.availability_zone, up = excluded.up, \
+        disabled = excluded.disabled, last_seen_ms = excluded.last_seen_ms, \
+        traits = excluded.traits, aggregates = excluded.aggregates RETURNING id, uuid";
+    const UPSERT_INVENTORIES: &'static str = "INSERT INTO inventories (host_id, \
+        resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio, \
+        usable) SELECT (r->>0)::bigint, r->>1, (r->>2)::bigint, (r->>3)::bigint, \
+        (r->>4)::bigint, (r->>5)::bigint, (r->>6)::bigint, (r->>7)::double precision, \
+        (r->>8)::bigint FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(r, n) \
+        ORDER BY n ON CONFLICT (host_id, resource_class) DO UPDATE \
+        SET total = excluded.total, reserved = excluded.reserved, min_unit = excluded.min_unit, \
+        max_unit = excluded.max_unit, step_size = excluded.step_size, \
+        allocation_ratio = excluded.allocation_ratio, usable = excluded.usable";
+    const ZERO_UNREPORTED_CLASSES: &'static str = "UPDATE inventories SET total = 0, \
+        reserved = 0, usable = 0 \
+        WHERE host_id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint) \
+        AND (host_id, resource_class) NOT IN (SELECT (r->>0)::bigint, r->>1 \
+        FROM jsonb_array_elements($2::jsonb) AS r)";
+    const DROP_UNUSED_EMPTY_OF: &'static str = "DELETE FROM inventories \
+        WHERE host_id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint) \
+        AND total = 0 AND used = 0";
 }

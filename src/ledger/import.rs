@@ -9,7 +9,8 @@ use sqlx::Row;
 
 impl Ledger {
     /// Records `instance_uuid`'s existing allocation on `host` and adds it to the host's usage,
-    /// unconditionally; returns false (and changes nothing) when the ledger already has an
+    /// unconditionally, counted as an instance only if the ledger held it as one before (see
+    /// `known_instances`, migration 0008); returns false (and changes nothing) when the ledger already has an
     /// allocation for that instance.
     pub async fn record_existing_allocation(
         &self,
@@ -27,10 +28,13 @@ impl Ledger {
         let recorded = write_tx!(self, Db, tx => {
             let new = record_in_tx!(Db, tx, instance_uuid, host.0, demand, true, now_ms);
             if new {
-                // Not counted as an instance until an instance message names it: the
-                // consumer may be a migration record holding a move's source.
+                // Not counted as an instance until an instance message names it (the
+                // consumer may be a migration record holding a move's source), unless the
+                // ledger held it as an instance before: a failed move gives the instance its
+                // allocation back after the sync released it.
                 sqlx::query(
-                    "UPDATE allocations SET imported = TRUE, instance = FALSE \
+                    "UPDATE allocations SET imported = TRUE, instance = EXISTS \
+                     (SELECT 1 FROM known_instances WHERE instance_uuid = $1) \
                      WHERE instance_uuid = $1",
                 )
                     .bind(instance_uuid)

@@ -1,7 +1,9 @@
 //! Batches of messages in one transaction: each message's id and effect are committed
 //! together, each inside its own savepoint so that a rejected message rolls back alone.
 
-use super::effects::{apply_postgres, apply_sqlite, write_heartbeats, Touched};
+use super::effects::{
+    apply_postgres, apply_sqlite, flush_postgres, flush_sqlite, needs_flush, Touched,
+};
 use crate::ledger::messages::{MARK_ALL_POSTGRES, MARK_ALL_SQLITE};
 use crate::ledger::{HostRegistration, Ledger, LedgerError, Pools};
 use crate::nova::{HostEvent, HostStatePayload, Notification};
@@ -75,13 +77,15 @@ fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
     }
 }
 
-/// Tries the batch without savepoints, every message id recorded in one statement; only when a
-/// message is rejected, or the database refuses something for its content (not an outage), does
-/// it roll everything back and apply again with a savepoint (and its own id statement) per
-/// message, so that the message at fault rolls back alone with the database's reason and the
-/// rest of the batch is applied. Only an outage fails the batch.
+/// Tries the batch without savepoints, every message id recorded in one statement and its
+/// host-state events coalesced (see `effects::Touched`: a few statements for all of them, written
+/// before any other message's effect and before the commit); only when a message is rejected,
+/// or the database refuses something for its content (not an outage), does it roll everything
+/// back and apply again with a savepoint (and its own id statement and host writes) per message,
+/// so that the message at fault rolls back alone with the database's reason and the rest of the
+/// batch is applied. Only an outage fails the batch.
 macro_rules! apply_all {
-    ($db:ty, $pool:expr, $table:expr, $touched:expr, $effect:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
+    ($db:ty, $pool:expr, $table:expr, $touched:expr, $effect:ident, $flush:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
         let mut outcomes = Vec::with_capacity($batch.len());
         let checked: Vec<_> = $batch.iter().map(|n| validate(n)).collect();
         let mut tx = $pool.begin().await?;
@@ -122,17 +126,40 @@ macro_rules! apply_all {
                     outcomes.push(Ok(Applied::Duplicate));
                     continue;
                 }
-                match $effect(&mut tx, $table, n, reg.as_ref(), $now_ms, false, $touched).await {
+                if needs_flush(&n.event) && $touched.unflushed() {
+                    if let Err(e) = $flush(&mut tx, $touched).await {
+                        let e = LedgerError::from(e);
+                        if e.is_outage() {
+                            return Err(e);
+                        }
+                        break 'fast false;
+                    }
+                }
+                match $effect(
+                    &mut tx,
+                    $table,
+                    n,
+                    reg.as_ref(),
+                    $now_ms,
+                    false,
+                    true,
+                    $touched,
+                )
+                .await
+                {
                     Ok(applied) => outcomes.push(Ok(applied)),
                     Err(ApplyError::Rejected(_)) => break 'fast false,
                     Err(ApplyError::Ledger(e)) if e.is_outage() => return Err(e),
                     Err(ApplyError::Ledger(_)) => break 'fast false,
                 }
             }
-            true
+            match $flush(&mut tx, $touched).await.map_err(LedgerError::from) {
+                Ok(()) => true,
+                Err(e) if e.is_outage() => return Err(e),
+                Err(_) => false,
+            }
         };
         if clean {
-            write_heartbeats!($db, tx, $touched);
             tx.commit().await?;
             return Ok(outcomes);
         }
@@ -150,8 +177,12 @@ macro_rules! apply_all {
                     continue;
                 }
             };
+            // Heartbeats so far are written outside this message's savepoint.
+            if needs_flush(&n.event) && $touched.unflushed() {
+                $flush(&mut tx, $touched).await?;
+            }
             let mut savepoint = (&mut tx).begin().await?;
-            let before = ($touched.reload.len(), $touched.heartbeats.clone());
+            let before = $touched.mark();
             let result = $effect(
                 &mut savepoint,
                 $table,
@@ -159,6 +190,7 @@ macro_rules! apply_all {
                 reg.as_ref(),
                 $now_ms,
                 true,
+                false,
                 $touched,
             )
             .await;
@@ -179,14 +211,13 @@ macro_rules! apply_all {
                 }
                 Err(ApplyError::Rejected(reason)) => {
                     savepoint.rollback().await?;
-                    $touched.reload.truncate(before.0);
-                    $touched.heartbeats = before.1;
+                    $touched.rollback_to(before);
                     outcomes.push(Err(format!("{} {}: {reason}", n.event_type, n.message_id)));
                 }
                 Err(ApplyError::Ledger(e)) => return Err(e),
             }
         }
-        write_heartbeats!($db, tx, $touched);
+        $flush(&mut tx, $touched).await?;
         tx.commit().await?;
         Ok(outcomes)
     }};
@@ -267,6 +298,7 @@ async fn apply_in_tx<J>(
                     table,
                     touched,
                     apply_sqlite,
+                    flush_sqlite,
                     MARK_ALL_SQLITE,
                     ids,
                     batch,
@@ -293,6 +325,7 @@ async fn apply_in_tx<J>(
                     table,
                     touched,
                     apply_postgres,
+                    flush_postgres,
                     MARK_ALL_POSTGRES,
                     ids,
                     batch,

@@ -42,13 +42,100 @@ fn only_confirms(event_type: &str, held: &Resources, notified: &Resources) -> bo
             .all(|c| held.get(*c) == notified.get(*c))
 }
 
-/// What a batch changed, for the table once it has committed.
+/// What a batch changed, for the table once it has committed, and what it has still to write.
+///
+/// Host-state events are coalesced: in the batch's fast pass a registration is only staged
+/// (the last one per compute node wins, which is what applying each in turn leaves: every
+/// field and reported class is overwritten, and a class the last one does not report is
+/// zeroed and dropped when unused either way), heartbeats are collected, and both are written
+/// with a handful of statements for the whole batch by [`flush_sqlite`]/[`flush_postgres`]:
+/// before the batch commits, and before any other message's effect, so that instance and
+/// service messages still see every host event that came before them, in order.
 #[derive(Debug, Default)]
 pub(super) struct Touched {
     /// Hosts whose usage, inventory or names changed: reloaded from the ledger.
     pub reload: Vec<HostId>,
-    /// Heartbeats of hosts whose profile did not change: (id, up, disabled, last seen).
+    /// Heartbeats of hosts whose profile did not change: (id, up, disabled, last seen), for
+    /// the table once committed.
     pub heartbeats: Vec<(HostId, bool, bool, i64)>,
+    /// Heartbeats not yet written to the ledger.
+    unwritten: Vec<(HostId, bool, bool, i64)>,
+    /// Registrations not yet written, by first appearance (so new hosts are numbered in the
+    /// order their first event came), each the last one of its compute node; seen at `.1`.
+    staged: Vec<(HostRegistration, i64)>,
+    /// `staged` index by compute node uuid.
+    staged_at: std::collections::HashMap<String, usize>,
+}
+
+/// What [`Touched`] held before a message, to undo that message's part when it is rejected.
+pub(super) struct TouchedMark {
+    reload: usize,
+    heartbeats: Vec<(HostId, bool, bool, i64)>,
+    unwritten: Vec<(HostId, bool, bool, i64)>,
+}
+
+impl Touched {
+    pub fn mark(&self) -> TouchedMark {
+        debug_assert!(self.staged.is_empty(), "marks are for the savepoint pass");
+        TouchedMark {
+            reload: self.reload.len(),
+            heartbeats: self.heartbeats.clone(),
+            unwritten: self.unwritten.clone(),
+        }
+    }
+
+    pub fn rollback_to(&mut self, mark: TouchedMark) {
+        self.reload.truncate(mark.reload);
+        self.heartbeats = mark.heartbeats;
+        self.unwritten = mark.unwritten;
+    }
+
+    /// Whether anything waits to be written before the next effect or the commit.
+    pub fn unflushed(&self) -> bool {
+        !self.staged.is_empty() || !self.unwritten.is_empty()
+    }
+
+    /// Notes a heartbeat (the last one per host wins).
+    fn beat(&mut self, id: HostId, reg: &HostRegistration, now_ms: i64) {
+        self.forget_beats(id);
+        let beat = (id, reg.up, reg.disabled, now_ms);
+        self.heartbeats.push(beat);
+        self.unwritten.push(beat);
+    }
+
+    /// A registration replaces the host's heartbeats of this batch: it writes the same
+    /// fields, later.
+    fn forget_beats(&mut self, id: HostId) {
+        self.heartbeats.retain(|(h, ..)| *h != id);
+        self.unwritten.retain(|(h, ..)| *h != id);
+    }
+
+    /// Stages `reg` (fast pass): a heartbeat when the table knows the host with exactly this
+    /// profile and nothing of this batch changed it, else a registration to write.
+    fn stage(&mut self, table: &HostTable, reg: &HostRegistration, now_ms: i64) {
+        if let Some(&at) = self.staged_at.get(&reg.uuid) {
+            self.staged[at] = (reg.clone(), now_ms);
+            return;
+        }
+        if let Some(id) = heartbeat_of(table, reg).filter(|id| !self.reload.contains(id)) {
+            self.beat(id, reg, now_ms);
+            return;
+        }
+        if let Some(known) = table.by_uuid(&reg.uuid) {
+            self.forget_beats(known.id);
+        }
+        self.staged_at.insert(reg.uuid.clone(), self.staged.len());
+        self.staged.push((reg.clone(), now_ms));
+    }
+}
+
+/// Whether `event` must see the ledger with every earlier message of its batch written:
+/// everything but a host-state event (staged) and what changes no ledger row.
+pub(super) fn needs_flush(event: &HostEvent) -> bool {
+    !matches!(
+        event,
+        HostEvent::HostState(_) | HostEvent::Unknown { .. } | HostEvent::Aggregates(_)
+    )
 }
 
 fn rejected(reason: String) -> ApplyError {
@@ -65,7 +152,10 @@ pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<
 macro_rules! define_effect {
     ($name:ident, $db:ty) => {
         /// Applies `n` in `tx`, recording its id first when `mark` (else the caller has);
-        /// `Err(Rejected)` leaves the caller to roll the savepoint back.
+        /// `Err(Rejected)` leaves the caller to roll the savepoint back. With `coalesce`, a
+        /// host-state event is only staged in `touched` (see [`Touched`]); the caller flushes
+        /// what is staged before any message that [`needs_flush`] and before committing.
+        #[allow(clippy::too_many_arguments)]
         pub(super) async fn $name(
             tx: &mut sqlx::Transaction<'_, $db>,
             table: &HostTable,
@@ -73,6 +163,7 @@ macro_rules! define_effect {
             reg: Option<&HostRegistration>,
             now_ms: i64,
             mark: bool,
+            coalesce: bool,
             touched: &mut Touched,
         ) -> Result<Applied, ApplyError> {
             if mark {
@@ -114,13 +205,16 @@ macro_rules! define_effect {
             match &n.event {
                 HostEvent::HostState(p) => {
                     let reg = reg.ok_or_else(|| rejected(format!("host {}: not validated", p.host)))?;
+                    if coalesce {
+                        touched.stage(table, reg, now_ms);
+                        return Ok(Applied::Applied);
+                    }
                     if let Some(id) = heartbeat_of(table, reg).filter(|id| !touched.reload.contains(id)) {
-                        touched.heartbeats.retain(|(h, ..)| *h != id);
-                        touched.heartbeats.push((id, reg.up, reg.disabled, now_ms));
+                        touched.beat(id, reg, now_ms);
                         return Ok(Applied::Applied);
                     }
                     let id = upsert_host!($db, *tx, reg, now_ms);
-                    touched.heartbeats.retain(|(h, ..)| *h != id);
+                    touched.forget_beats(id);
                     touched.reload.push(id);
                 }
                 HostEvent::Upsert { instance_uuid, host, node, demand, .. } => {
@@ -157,6 +251,14 @@ macro_rules! define_effect {
                                 }
                             }
                         }
+                    }
+                    if n.event_type == "instance.delete.end" {
+                        // Gone for good: an allocation under its uuid imported later is
+                        // not this instance's (the release above remembered it).
+                        sqlx::query("DELETE FROM known_instances WHERE instance_uuid = $1")
+                            .bind(instance_uuid)
+                            .execute(&mut **tx)
+                            .await?;
                     }
                 }
                 HostEvent::ServiceUpdate { host, disabled, forced_down } => {
@@ -274,22 +376,108 @@ macro_rules! define_effect {
 define_effect!(apply_sqlite, sqlx::Sqlite);
 define_effect!(apply_postgres, sqlx::Postgres);
 
-/// Writes the batch's heartbeats with one statement (inside the batch's transaction).
-macro_rules! write_heartbeats {
-    ($db:ty, $tx:expr, $touched:expr) => {{
-        if !$touched.heartbeats.is_empty() {
-            let rows: Vec<serde_json::Value> = $touched
-                .heartbeats
-                .iter()
-                .map(|(id, up, disabled, seen)| {
-                    serde_json::json!([id.0, i64::from(*up), i64::from(*disabled), seen])
-                })
-                .collect();
-            sqlx::query(<$db as $crate::ledger::dialect::Dialect>::HEARTBEATS)
-                .bind(serde_json::Value::Array(rows).to_string())
-                .execute(&mut *$tx)
-                .await?;
+macro_rules! define_flush {
+    ($name:ident, $db:ty) => {
+        /// Writes what `touched` staged, inside the batch's transaction: the registrations
+        /// with four statements (hosts, inventories, unreported classes zeroed, unused empty
+        /// rows dropped: what `upsert_host!` does per host), the heartbeats with one.
+        pub(super) async fn $name(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            touched: &mut Touched,
+        ) -> Result<(), sqlx::Error> {
+            type D = $db;
+            let staged = std::mem::take(&mut touched.staged);
+            touched.staged_at.clear();
+            if let Some((_, now_ms)) = staged.last() {
+                let now_ms = *now_ms;
+                let hosts: Vec<serde_json::Value> = staged
+                    .iter()
+                    .map(|(r, _)| {
+                        serde_json::json!([
+                            r.host,
+                            r.node,
+                            r.uuid,
+                            r.availability_zone,
+                            r.up,
+                            r.disabled,
+                            r.traits_json(),
+                            r.aggregates_json()
+                        ])
+                    })
+                    .collect();
+                let rows: Vec<(i64, String)> =
+                    sqlx::query_as(<D as crate::ledger::dialect::Dialect>::UPSERT_HOSTS)
+                        .bind(serde_json::Value::Array(hosts).to_string())
+                        .bind(now_ms)
+                        .fetch_all(&mut **tx)
+                        .await?;
+                let ids: std::collections::HashMap<String, i64> =
+                    rows.into_iter().map(|(id, uuid)| (uuid, id)).collect();
+                let mut inventories = Vec::new();
+                let mut written = Vec::with_capacity(staged.len());
+                for (reg, _) in &staged {
+                    let Some(&id) = ids.get(&reg.uuid) else {
+                        return Err(sqlx::Error::Protocol(format!(
+                            "no host id returned for compute node {}",
+                            reg.uuid
+                        )));
+                    };
+                    written.push(id);
+                    // A class reported twice: the last report stands, as upserting each would.
+                    let mut classes: Vec<&(String, crate::domain::Inventory)> = Vec::new();
+                    for inv in reg.inventories.iter().rev() {
+                        if !classes.iter().any(|(c, _)| *c == inv.0) {
+                            classes.push(inv);
+                        }
+                    }
+                    for (class, inv) in classes.into_iter().rev() {
+                        inventories.push(serde_json::json!([
+                            id,
+                            class,
+                            inv.total,
+                            inv.reserved,
+                            inv.min_unit,
+                            inv.max_unit,
+                            inv.step_size,
+                            inv.allocation_ratio,
+                            inv.usable()
+                        ]));
+                    }
+                }
+                let inventories = serde_json::Value::Array(inventories).to_string();
+                let written_json = crate::ledger::json_list(written.iter().copied());
+                sqlx::query(<D as crate::ledger::dialect::Dialect>::UPSERT_INVENTORIES)
+                    .bind(&inventories)
+                    .execute(&mut **tx)
+                    .await?;
+                sqlx::query(<D as crate::ledger::dialect::Dialect>::ZERO_UNREPORTED_CLASSES)
+                    .bind(&written_json)
+                    .bind(&inventories)
+                    .execute(&mut **tx)
+                    .await?;
+                sqlx::query(<D as crate::ledger::dialect::Dialect>::DROP_UNUSED_EMPTY_OF)
+                    .bind(&written_json)
+                    .execute(&mut **tx)
+                    .await?;
+                touched.reload.extend(written.into_iter().map(HostId));
+            }
+            let beats = std::mem::take(&mut touched.unwritten);
+            if !beats.is_empty() {
+                let rows: Vec<serde_json::Value> = beats
+                    .iter()
+                    .map(|(id, up, disabled, seen)| {
+                        serde_json::json!([id.0, i64::from(*up), i64::from(*disabled), seen])
+                    })
+                    .collect();
+                sqlx::query(<D as crate::ledger::dialect::Dialect>::HEARTBEATS)
+                    .bind(serde_json::Value::Array(rows).to_string())
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Ok(())
         }
-    }};
+    };
 }
-pub(super) use write_heartbeats;
+
+define_flush!(flush_sqlite, sqlx::Sqlite);
+define_flush!(flush_postgres, sqlx::Postgres);

@@ -356,14 +356,29 @@ async fn run_one(
     match &outcome {
         Ok(report) => {
             metrics.placement_hosts.set(report.hosts as i64);
-            tracing::info!(
-                hosts = report.hosts,
-                imported = report.imported_allocations,
-                released = report.released_allocations,
-                skipped = report.skipped_providers,
-                repaired = report.repairs.total(),
-                "Placement sync done"
-            );
+            // A sync that changed nothing is the common case every interval: keep it out of
+            // an operator's INFO log, which then shows only the syncs that moved something.
+            let changed = report.imported_allocations > 0
+                || report.released_allocations > 0
+                || report.repairs.total() > 0;
+            macro_rules! sync_done {
+                ($level:expr) => {
+                    tracing::event!(
+                        $level,
+                        hosts = report.hosts,
+                        imported = report.imported_allocations,
+                        released = report.released_allocations,
+                        skipped = report.skipped_providers,
+                        repaired = report.repairs.total(),
+                        "Placement sync done"
+                    )
+                };
+            }
+            if changed {
+                sync_done!(tracing::Level::INFO);
+            } else {
+                sync_done!(tracing::Level::DEBUG);
+            }
         }
         Err(e) => {
             metrics.placement_sync_errors.inc();

@@ -160,6 +160,11 @@ pub struct PolicyConfig {
     pub image_properties_default_architecture: String,
     /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
     pub weight_classes: Vec<String>,
+    /// The zone of a host that no aggregate puts in one and that was recorded without a zone
+    /// of its own (a compute node learnt from Placement): Nova's `[DEFAULT]
+    /// default_availability_zone`, `nova` by default. `AvailabilityZoneFilter` and the
+    /// Selections' `availability_zone` read it.
+    pub default_availability_zone: String,
 }
 
 /// The built-in filters enabled by default, in order: cheap request constraints first, then
@@ -208,6 +213,7 @@ impl Default for PolicyConfig {
             aggregate_image_properties_isolation_separator: ".".into(),
             image_properties_default_architecture: String::new(),
             weight_classes: DEFAULT_WEIGHERS.iter().map(|s| s.to_string()).collect(),
+            default_availability_zone: crate::domain::zones::NOVA_DEFAULT_ZONE.into(),
         }
     }
 }

@@ -111,7 +111,7 @@ impl<T: ?Sized> Registry<T> {
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
     type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
-    let entries: [(&'static str, FilterFactory); 13] = [
+    let entries: [(&'static str, FilterFactory); 14] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -150,6 +150,9 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         }),
         (filters::ImagePropertiesFilter::NAME, |c| {
             Box::new(filters::ImagePropertiesFilter::new(c))
+        }),
+        (filters::ComputeCapabilitiesFilter::NAME, |_| {
+            Box::new(filters::ComputeCapabilitiesFilter)
         }),
     ];
     for (name, factory) in entries {

@@ -2,7 +2,7 @@
 
 use super::Scheduler;
 use crate::backend::ScheduleError;
-use crate::domain::{AggregateExtraSpecs, HostState, HostZones};
+use crate::domain::{AggregateExtraSpecs, CapabilitySpecs, HostState, HostZones};
 use crate::domain::{
     AggregateId, ClassId, ConsumerOwner, Mark, PlacementQuery, RequestContext, Resources, TraitId,
 };
@@ -315,7 +315,10 @@ impl Scheduler {
     /// decide whether they run for a rebuild): the hosts' zones, the aggregates' extra specs
     /// and merged metadata, the project and the image's properties.
     fn aggregate_contexts(&self, args: &SelectDestinationsArgs) -> Vec<RequestContext> {
-        let host_zones = self.cloud().host_zones();
+        let host_zones = HostZones::with_default(
+            self.cloud().host_zones(),
+            &self.settings().policy.default_availability_zone,
+        );
         let metadata = self.cloud().host_metadata();
         let aggregate_metadata = (!metadata.is_empty()).then_some(metadata);
         let image_props = args
@@ -330,11 +333,14 @@ impl Scheduler {
             aggregates.iter().map(|a| (a.hosts.as_slice(), &a.metadata)),
         )
         .map(std::sync::Arc::new);
+        let capability_specs =
+            CapabilitySpecs::new(&args.spec.flavor.extra_specs).map(std::sync::Arc::new);
         args.spec
             .contexts(&args.instance_uuids)
             .into_iter()
             .map(|mut r| {
                 r.aggregate_extra_specs = aggregate_extra_specs.clone();
+                r.capability_specs = capability_specs.clone();
                 r.host_zones = host_zones.clone();
                 r.aggregate_metadata = aggregate_metadata.clone();
                 r.project_id = args.spec.project_id.clone();

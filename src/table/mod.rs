@@ -400,6 +400,13 @@ impl HostTable {
         self.inner.read().hosts.clone()
     }
 
+    /// A copy of every host and its scan row, taken under one read lock (a `caching`/`asc`
+    /// snapshot that its workers scan as `filter` scans the table).
+    pub fn snapshot_scan(&self) -> (Vec<HostState>, Vec<HostScan>) {
+        let inner = self.inner.read();
+        (inner.hosts.clone(), inner.rows.clone())
+    }
+
     /// Copies the hosts at `slots` into `out` (an `apsr` sample); slots beyond the table are
     /// skipped.
     pub fn sample_into(&self, slots: impl IntoIterator<Item = usize>, out: &mut Vec<HostState>) {

@@ -53,12 +53,7 @@ def cmd_run(args):
     wall = run.execute()
     if run.fatal:
         raise SystemExit(f"nova_functional: {run.fatal}")
-    previous = {}
-    if args.merge and out.exists():
-        previous = json.loads(out.read_text()).get("tests", {})
-    previous.update(run.results)
-    ordered = {t: previous[t] for t in sorted(previous)}
-    doc = {
+    this = {
         "mode": args.mode,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": "cd tests && python3 -m nova_functional " + shlex.join(sys.argv[1:]),
@@ -67,8 +62,18 @@ def cmd_run(args):
         "wall_s": round(wall, 1),
         "tests_run": len(run.results),
         "logs": str(run.dir),
-        "tests": ordered,
     }
+    previous = json.loads(out.read_text()) if args.merge and out.exists() else {}
+    tests = previous.get("tests", {})
+    tests.update(run.results)
+    if previous:
+        # The file still describes the run that made it; this one is listed as merged in.
+        doc = {k: v for k, v in previous.items() if k != "tests"}
+        doc["merged"] = doc.get("merged", []) + [
+            {k: this[k] for k in ("date", "command", "wall_s", "tests_run", "logs")}]
+    else:
+        doc = this
+    doc["tests"] = {t: tests[t] for t in sorted(tests)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     counts = {}
@@ -109,7 +114,8 @@ def main(argv=None):
                      "$CARGO_TARGET_DIR/release/parasol, else target/release/parasol")
     run.add_argument("--out", help="default: tests/nova_functional/results/<mode>.json")
     run.add_argument("--merge", action="store_true",
-                     help="keep the other tests' records of an existing results file")
+                     help="keep the other tests' records of an existing results file (and its "
+                     "header: this run is listed under `merged`)")
     run.add_argument("--timeout", type=int, default=240,
                      help="seconds per test (OS_TEST_TIMEOUT); the worker is killed 120 s later")
     run.add_argument("--suite", choices=sorted(suites.SUITES), default="visible",

@@ -1,11 +1,16 @@
 """The end-of-test check: Nova's servers, Placement's allocations and (in `parasol` mode)
-Parasol's ledger agree (runs in the venv, inside the test, before its cleanups).
+Parasol's ledger agree (runs in the venv, inside the test, before its cleanups). Three pairs,
+each reported on its own:
 
-- Nova ↔ Placement: every live server on a node holds, on that node's provider, exactly its
-  flavor's VCPU, MEMORY_MB and DISK_GB (Nova's `resources_from_flavor`); every Placement
-  consumer is a live server or a migration still in progress.
-- Parasol ↔ Placement: every compute provider is a host in the ledger with the same usage of
-  the three classes, and the ledger has no host Placement lacks.
+- `placement_nova` (Nova's own part): every server on a node, soft-deleted ones included (a
+  deferred delete keeps the allocation until the reclaim, and a restore needs it), holds, on
+  that node's provider, exactly its flavor's VCPU, MEMORY_MB and DISK_GB (Nova's
+  `resources_from_flavor`); every Placement consumer is such a server or a migration still in
+  progress.
+- `parasol_placement`: every compute provider is a host in Parasol's ledger with the same usage
+  of the three classes, and the ledger has no host Placement lacks.
+- `parasol_nova`: Parasol's ledger counts, per host, as many instances as Nova has servers on
+  that node.
 
 Background work of the test may still be landing, and Parasol learns from notifications and
 syncs, so a disagreement is re-read for up to `SETTLE_S` before it is recorded.
@@ -47,14 +52,14 @@ def placement_view(base):
 
 
 def nova_view():
-    """Live instances, unfinished migrations and compute nodes ({node: service host}) of
-    every cell."""
+    """Instances not deleted (soft-deleted ones included), migrations and compute nodes
+    ({node: service host}) of every cell."""
     ctxt = nova_context.get_admin_context()
     instances, migrations, computes = [], {}, {}
     for cell in objects.CellMappingList.get_all(ctxt):
         with nova_context.target_cell(ctxt, cell) as cctxt:
             instances.extend(objects.InstanceList.get_by_filters(
-                cctxt, {"deleted": False}, expected_attrs=["flavor"]))
+                cctxt, {"deleted": False, "soft_deleted": True}, expected_attrs=["flavor"]))
             for m in objects.MigrationList.get_by_filters(cctxt, {}):
                 migrations[m.uuid] = m.status
             for node in objects.ComputeNodeList.get_all(cctxt):
@@ -98,8 +103,12 @@ def nova_problems(placement, instances, migrations):
     return problems
 
 
+PAIRS = ("placement_nova", "parasol_placement", "parasol_nova")
+
+
 def parasol_problems(placement, parasol_url, instances):
-    problems = []
+    """(Parasol ↔ Placement problems, Parasol ↔ Nova problems)."""
+    usage, counts = [], []
     hosts = _get(f"{parasol_url}/v1/hosts")["hosts"]
     by_uuid = {h["compute_node_uuid"]: h for h in hosts}
     for u, rp in placement.items():
@@ -107,25 +116,30 @@ def parasol_problems(placement, parasol_url, instances):
             continue
         host = by_uuid.pop(u, None)
         if host is None:
-            problems.append(f"provider {rp['name']} ({u}) is not in Parasol's ledger")
+            usage.append(f"provider {rp['name']} ({u}) is not in Parasol's ledger")
             continue
         want = {c: rp["usages"].get(c, 0) for c in CLASSES}
         got = {c: host["used"].get(c, 0) for c in CLASSES}
         if want != got:
-            problems.append(f"{rp['name']}: Placement uses {want}, Parasol's ledger {got}")
+            usage.append(f"{rp['name']}: Placement uses {want}, Parasol's ledger {got}")
         servers = sum(1 for i in instances if i.node == rp["name"])
         if host.get("num_instances") != servers:
-            problems.append(f"{rp['name']}: Nova has {servers} servers, Parasol's ledger "
-                            f"{host.get('num_instances')}")
+            counts.append(f"{rp['name']}: Nova has {servers} servers, Parasol's ledger "
+                          f"{host.get('num_instances')}")
     for host in by_uuid.values():
-        problems.append(f"Parasol's ledger has {host['host']} ({host['compute_node_uuid']}), "
-                        f"Placement does not")
-    return problems
+        usage.append(f"Parasol's ledger has {host['host']} ({host['compute_node_uuid']}), "
+                     f"Placement does not")
+    return usage, counts
+
+
+def _pair(problems):
+    return {"agree": not problems, "problems": problems[:10]}
 
 
 def check(placement_url, parasol_url=None, settle_s=SETTLE_S):
-    """{"agree": bool, "problems": [...], "computes": {node: host}} (or {"agree": None,
-    "skipped": why})."""
+    """{"agree": bool, "pairs": {pair: {"agree", "problems"}}, "problems": [...] (all pairs),
+    "computes": {node: host}} (the Parasol pairs only with `parasol_url`), or
+    {"agree": None, "skipped": why}."""
     if placement_url is None:
         return {"agree": None, "skipped": "the test started no Placement"}
     deadline = time.monotonic() + settle_s
@@ -133,11 +147,14 @@ def check(placement_url, parasol_url=None, settle_s=SETTLE_S):
         try:
             placement = placement_view(placement_url)
             instances, migrations, computes = nova_view()
-            problems = nova_problems(placement, instances, migrations)
+            pairs = {"placement_nova": nova_problems(placement, instances, migrations)}
             if parasol_url:
-                problems += parasol_problems(placement, parasol_url, instances)
+                pairs["parasol_placement"], pairs["parasol_nova"] = parasol_problems(
+                    placement, parasol_url, instances)
         except Exception as e:  # the test may have torn down what the check reads
             return {"agree": None, "skipped": f"{type(e).__name__}: {e}"[:300]}
+        problems = [p for pair in pairs.values() for p in pair]
         if not problems or time.monotonic() >= deadline:
-            return {"agree": not problems, "problems": problems[:10], "computes": computes}
+            return {"agree": not problems, "problems": problems[:10],
+                    "pairs": {k: _pair(v) for k, v in pairs.items()}, "computes": computes}
         time.sleep(0.25)

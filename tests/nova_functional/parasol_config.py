@@ -20,7 +20,8 @@ PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinatio
                    "AvailabilityZoneFilter", "ComputeFilter", "CapacityFilter",
                    "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
                    "AggregateInstanceExtraSpecsFilter", "AggregateImagePropertiesIsolation",
-                   "AggregateMultiTenancyIsolation", "AllHostsFilter", "ImagePropertiesFilter"}
+                   "AggregateMultiTenancyIsolation", "AllHostsFilter", "ImagePropertiesFilter",
+                   "ComputeCapabilitiesFilter"}
 PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
                     "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
                     "ServerGroupSoftAntiAffinityWeigher"]
@@ -147,6 +148,8 @@ def translate(conf):
         value = getattr(fs, name)
         if value is not None:
             policy[name] = str(value)
+    # Nova's [DEFAULT] option: the zone of a host in no aggregate with a zone.
+    policy["default_availability_zone"] = str(conf.default_availability_zone)
     for group in ("filter_scheduler", "scheduler"):
         for name, value in non_default(conf, group).items():
             if (group, name) not in CARRIED and (group, name) not in IGNORED:

@@ -10,7 +10,7 @@ line (`classify.py`).
 import collections
 import datetime
 
-from nova_functional import causes
+from nova_functional import agreement_report, causes
 
 OUTCOMES = ("pass", "fail", "error", "skip")
 
@@ -20,22 +20,18 @@ def _short(test_id):
 
 
 def _run_line(doc, who):
-    return (f"- {who}: `{doc.get('command')}` on {doc.get('date')}: {len(doc.get('tests', {}))} "
+    line = (f"- {who}: `{doc.get('command')}` on {doc.get('date')}: {len(doc.get('tests', {}))} "
             f"tests, `--concurrency {doc.get('concurrency')}`, {doc.get('wall_s')} s wall "
             f"for the {doc.get('tests_run')} it ran")
+    for m in doc.get("merged", []):
+        line += (f"; then `{m.get('command')}` on {m.get('date')} reran {m.get('tests_run')} "
+                 f"of them ({m.get('wall_s')} s wall), whose records replace the first run's")
+    return line
 
 
 def _counts(doc):
     c = collections.Counter(r.get("status") for r in doc["tests"].values())
     return [c.get(o, 0) for o in OUTCOMES]
-
-
-def _agreement(doc):
-    c = collections.Counter()
-    for r in doc["tests"].values():
-        a = (r.get("agreement") or {}).get("agree")
-        c["agree" if a is True else "disagree" if a is False else "not checked"] += 1
-    return c
 
 
 def _cell(text):
@@ -85,7 +81,7 @@ def render(nova, parasol, command):
         "",
     ]
     out += _cause_table(found)
-    out += _agreement_section(nova, parasol)
+    out += agreement_report.section(nova, parasol)
     out += _baseline_failures(nova)
     out += causes.settings_table(pt, found)
     out += _per_test(nt, pt, found)
@@ -99,27 +95,6 @@ def _cause_table(found):
     for name, n in by.most_common():
         out.append(f"| `{name}` | {n} | {_cell(causes.MEANING.get(name, ''))} |")
     return out + [""]
-
-
-def _agreement_section(nova, parasol):
-    a, b = _agreement(nova), _agreement(parasol)
-    out = ["## End-of-test agreement", "",
-           "After each test body the harness compares Nova's live servers with Placement's "
-           "allocations (each server holds exactly its flavor on its node; every consumer is a "
-           "live server or an unfinished migration) and, with Parasol, Placement's usages with "
-           "Parasol's ledger (`GET /v1/hosts`: used VCPU, MEMORY_MB, DISK_GB and instance counts "
-           "per host), re-reading for up to 3 s.", "",
-           "| | agree | disagree | not checked |", "|---|---|---|---|",
-           f"| Nova's scheduler | {a['agree']} | {a['disagree']} | {a['not checked']} |",
-           f"| Parasol | {b['agree']} | {b['disagree']} | {b['not checked']} |", ""]
-    kinds = collections.Counter()
-    for r in parasol["tests"].values():
-        for p in (r.get("agreement") or {}).get("problems", []):
-            kinds[causes.problem_kind(p)] += 1
-    if kinds:
-        out += ["Disagreements with Parasol, by kind (problems, over all tests):", ""]
-        out += [f"- {k}: {n}" for k, n in kinds.most_common()] + [""]
-    return out
 
 
 def _baseline_failures(nova):

@@ -120,7 +120,7 @@ pub fn translate(conf: &NovaConf, source: &str) -> Translation {
         "as nova-scheduler decides (README \"Backends\": caching, asc, apsr)",
     );
     policy::carry(conf, &mut out);
-    let simple: [(&str, &str, &'static str, &str, Value); 4] = [
+    let simple: [(&str, &str, &'static str, &str, Value); 5] = [
         (
             "scheduler",
             "max_attempts",
@@ -147,6 +147,13 @@ pub fn translate(conf: &NovaConf, source: &str) -> Translation {
             "host",
             "rpc",
             "host",
+            Value::String(String::new()),
+        ),
+        (
+            "DEFAULT",
+            "default_availability_zone",
+            "policy",
+            "default_availability_zone",
             Value::String(String::new()),
         ),
     ];

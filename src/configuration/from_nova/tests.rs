@@ -28,16 +28,13 @@ fn novas_default_filters_keep_what_parasol_has_and_warn_for_the_rest() {
             "AvailabilityZoneFilter",
             "CapacityFilter",
             "ComputeFilter",
+            "ComputeCapabilitiesFilter",
             "ImagePropertiesFilter",
             "ServerGroupAntiAffinityFilter",
             "ServerGroupAffinityFilter"
         ]
     );
-    assert!(
-        warned(&t, "filter ComputeCapabilitiesFilter (Nova's default"),
-        "{:?}",
-        t.warnings
-    );
+    assert!(!warned(&t, "filter ComputeCapabilitiesFilter"), "carried");
     assert!(!warned(&t, "filter ImagePropertiesFilter"), "carried");
     // all_weighers: Parasol's seven carried, Nova's six others warned about.
     assert_eq!(s.policy.weight_classes.len(), 7);
@@ -218,4 +215,18 @@ fn a_value_of_the_wrong_type_is_warned_about_and_not_carried() {
         "{:?}",
         t.warnings
     );
+}
+
+#[test]
+fn the_default_availability_zone_is_carried_else_novas_default_stays() {
+    let (s, t) = run("[DEFAULT]\ndefault_availability_zone = az-east\n");
+    assert_eq!(s.policy.default_availability_zone, "az-east");
+    assert!(
+        t.toml.contains("[DEFAULT] default_availability_zone"),
+        "{}",
+        t.toml
+    );
+    assert!(!warned(&t, "default_availability_zone"), "{:?}", t.warnings);
+    let (s, _) = run("[DEFAULT]\nservice_down_time = 90\n");
+    assert_eq!(s.policy.default_availability_zone, "nova");
 }

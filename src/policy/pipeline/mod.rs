@@ -12,6 +12,9 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::fmt;
 
+mod sorted;
+pub use sorted::{SortKey, SortedIndex, SortedScratch};
+
 /// A built policy: filters, weighers and the ranking algorithm. Shared by every worker.
 pub struct Policy {
     algorithm: Algorithm,
@@ -200,6 +203,19 @@ fn top_by_rank(scored: &mut [Scored], top: usize, best: &mut Vec<Scored>) {
         best.insert(at, *s);
     }
     scored[..top].copy_from_slice(best);
+}
+
+/// Fills `out` from the ranked `top` (best first): the pick, uniform among the first `subset`
+/// (`1 ≤ subset ≤ top.len()`), then the others in order, `max` (> 0) in all.
+fn emit(top: &[Scored], subset: usize, max: usize, rng: &mut impl Rng, out: &mut Vec<usize>) {
+    let pick = if subset > 1 {
+        rng.gen_range(0..subset)
+    } else {
+        0
+    };
+    out.push(top[pick].idx);
+    let alternates = top.iter().enumerate().filter(|(j, _)| *j != pick);
+    out.extend(alternates.map(|(_, s)| s.idx).take(max - 1));
 }
 
 thread_local! {
@@ -407,15 +423,89 @@ impl Policy {
             TieBreak::HostOrder => top_by_rank(scored, top, &mut scratch.best),
             TieBreak::Random => top_with_random_ties(scored, top, rng),
         }
-        let pick = if subset > 1 {
-            rng.gen_range(0..subset)
-        } else {
-            0
-        };
-        out.push(scored[pick].idx);
-        let alternates = scored[..top].iter().enumerate().filter(|(j, _)| *j != pick);
-        out.extend(alternates.map(|(_, s)| s.idx).take(max - 1));
+        emit(&scored[..top], subset, max, rng, out);
         Ok(())
+    }
+
+    /// Per request: which filters can fail a host (`active`, their indices) and how each one
+    /// tests a scan row (`steps`); returns the request's demand hoisted for the row test.
+    fn scan_steps(
+        &self,
+        req: &RequestContext,
+        active: &mut Vec<usize>,
+        steps: &mut Vec<Step>,
+    ) -> Demand {
+        let demand = Demand::of(req);
+        let query = !req.query.is_empty();
+        active.clear();
+        steps.clear();
+        for (k, f) in self.filters.iter().enumerate() {
+            if !super::filters::applies(f.as_ref(), req) {
+                continue;
+            }
+            active.push(k);
+            steps.push(match (f.scan_check(), &demand) {
+                (Some(ScanCheck::Compute), _) => Step::Compute,
+                (Some(ScanCheck::Capacity), Some(_)) => Step::Capacity { query },
+                _ => Step::Passes,
+            });
+        }
+        demand.unwrap_or_default()
+    }
+
+    /// Filter `k`'s test of host `i`, made as `step` says (see [`Policy::scan_steps`]).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn scan_passes(
+        &self,
+        k: usize,
+        step: Step,
+        demand: &Demand,
+        hosts: &[HostState],
+        rows: &[HostScan],
+        i: usize,
+        req: &RequestContext,
+        env: &FilterEnv,
+    ) -> bool {
+        let row = &rows[i];
+        match step {
+            Step::Compute => service_up(row, env),
+            Step::Capacity { query } => {
+                demand.fits(row)
+                    && (row.flags & HostScan::UNIT_RULES == 0
+                        || hosts[i].profile.admits(&req.demand))
+                    && (!query || req.query.accepts(&hosts[i]))
+            }
+            Step::Passes => self.filters[k].passes(&hosts[i], req, env),
+        }
+    }
+
+    /// The weighers that matter for `req` as `(value, multiplier)` columns read from scan rows,
+    /// in the configured order, with their number; `None` when the policy does not rank by
+    /// weighers, `max` is 0, or a weigher that matters cannot be read from a row.
+    fn scan_columns(
+        &self,
+        req: &RequestContext,
+        max: usize,
+    ) -> Option<([(HostValue, f64); SCAN_WEIGHERS], usize)> {
+        if max == 0 || !matches!(self.algorithm, Algorithm::Nova) {
+            return None;
+        }
+        let mut columns = [(HostValue::Instances, 0.0); SCAN_WEIGHERS];
+        let mut width = 0;
+        for w in &self.weighers {
+            if w.multiplier() == 0.0 || !w.varies(req) {
+                continue;
+            }
+            match w.scan_value() {
+                Some(value) if width < SCAN_WEIGHERS => {
+                    columns[width] = (value, w.multiplier());
+                    width += 1;
+                }
+                _ => return None,
+            }
+        }
+        Some((columns, width))
     }
 
     /// The scan of [`Policy::rank_scan`]: keeps the passing hosts in `scratch.scored`
@@ -443,58 +533,16 @@ impl Policy {
         scored.clear();
         removed.clear();
         removed.resize(self.filters.len(), 0);
-        // Per request: which filters can fail a host, and how each one tests it.
-        let demand = Demand::of(req);
-        let query = !req.query.is_empty();
-        active.clear();
-        steps.clear();
-        for (k, f) in self.filters.iter().enumerate() {
-            if !super::filters::applies(f.as_ref(), req) {
-                continue;
-            }
-            active.push(k);
-            steps.push(match (f.scan_check(), &demand) {
-                (Some(ScanCheck::Compute), _) => Step::Compute,
-                (Some(ScanCheck::Capacity), Some(_)) => Step::Capacity { query },
-                _ => Step::Passes,
-            });
-        }
-        let demand = demand.unwrap_or_default();
+        let demand = self.scan_steps(req, active, steps);
         let passes = |k: usize, step: Step, i: usize| -> bool {
-            let row = &rows[i];
-            match step {
-                Step::Compute => service_up(row, env),
-                Step::Capacity { query } => {
-                    demand.fits(row)
-                        && (row.flags & HostScan::UNIT_RULES == 0
-                            || hosts[i].profile.admits(&req.demand))
-                        && (!query || req.query.accepts(&hosts[i]))
-                }
-                Step::Passes => self.filters[k].passes(&hosts[i], req, env),
-            }
+            self.scan_passes(k, step, &demand, hosts, rows, i, req, env)
         };
         // The weighers, when every one that matters reads the row and the policy ranks by
         // them: (value, multiplier) per column, in the configured order.
-        let mut columns = [(HostValue::Instances, 0.0); SCAN_WEIGHERS];
-        let mut width = 0;
-        let mut fused = max > 0 && matches!(self.algorithm, Algorithm::Nova);
-        if fused {
-            for w in &self.weighers {
-                if w.multiplier() == 0.0 || !w.varies(req) {
-                    continue;
-                }
-                match w.scan_value() {
-                    Some(value) if width < SCAN_WEIGHERS => {
-                        columns[width] = (value, w.multiplier());
-                        width += 1;
-                    }
-                    _ => {
-                        fused = false;
-                        break;
-                    }
-                }
-            }
-        }
+        let (columns, width, fused) = match self.scan_columns(req, max) {
+            Some((columns, width)) => (columns, width, true),
+            None => ([(HostValue::Instances, 0.0); SCAN_WEIGHERS], 0, false),
+        };
         let columns = &columns[..width];
         let mut lo = [f64::INFINITY; SCAN_WEIGHERS];
         let mut hi = [f64::NEG_INFINITY; SCAN_WEIGHERS];
