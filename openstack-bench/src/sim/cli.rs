@@ -89,6 +89,14 @@ pub struct StalenessArgs {
     pub dataset: String,
     #[arg(long, default_value = STALENESS_POLICIES)]
     pub policies: String,
+    /// Replicas of the dataset in the fixed-interval part (default: the setup's; NFV 10,
+    /// Amazon 1, Google 1).
+    #[arg(long)]
+    pub replicas: Option<usize>,
+    /// Hosts in the fixed-interval part (default: the setup's; NFV 279, Amazon 126, Google
+    /// 5989).
+    #[arg(long)]
+    pub hosts: Option<usize>,
     /// Refresh intervals in requests; `never` for a cache that is never refreshed.
     #[arg(long, value_delimiter = ',', default_value = INTERVALS)]
     pub intervals: Vec<String>,

@@ -55,7 +55,7 @@ pub fn readme(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# Simulation results\n\nRegenerate with `cargo run --release -p openstack-bench -- sim \
+        "# Simulation results\n\nRegenerate with `cargo run --profile perf -p openstack-bench -- sim \
         results --out docs/results` (from the repository's top). Every number below comes from \
         the library's own policy pipeline (`src/policy`) and APSR sizing model (`src/control`), \
         driven in virtual time by `openstack-bench/src/sim`.\n"
@@ -180,6 +180,6 @@ pub fn readme(
     let _ = writeln!(s, "{b_section}");
     let _ = writeln!(s, "## Run time of this regeneration\n\nExperiment A ({runs} NFV seeds, one Amazon and \
         one Google seed, ε ∈ {{3, 5, 10}} %): {parallel_s:.0} s; experiment B: {stale_s:.0} s (wall clock, \
-        release build, all cores).\n");
+        `perf` profile build, all cores).\n");
     s + notes
 }

@@ -4,6 +4,7 @@
 //! # Layout
 //! - `policy`: [`SimPolicy`], the names experiments accept, and the policy the simulator builds.
 //! - `random`: seeded streams and the Poisson / exponential draws the models need.
+//! - `index`: per flavor, the hosts that fit grouped by ranking key, so a decision reads no host.
 //! - `slots`: experiment A's slot mechanics (decide on the slot-start state, then resolve).
 //! - `apsr`: APSR's sampling scheduler, driving the library's `ApsrController` in slot time.
 //! - `parallel`: experiment A (docs/architecture.md §10 A): arrivals, FIFO, one run per cell, in parallel.
@@ -18,6 +19,7 @@ mod apsr;
 pub mod cli;
 mod compare;
 mod compare_b;
+mod index;
 mod parallel;
 pub mod plot;
 mod policy;

@@ -111,7 +111,7 @@ pub fn run_parallel(cell: &ParallelCell) -> ParallelOutcome {
         arrived = (arrived + poisson(&mut arrivals_rng, cell.setup.arrival_rate)).min(total);
         let s = match &sim.decider {
             Decider::Apsr(a) => a.plan().schedulers as usize,
-            Decider::Snapshot(_) => cell.schedulers,
+            Decider::Snapshot(_) | Decider::Indexed(_) => cell.schedulers,
         };
         let busy = s.min(arrived - head);
         sim.run_slot(

@@ -61,6 +61,8 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
     let stale_args = StalenessArgs {
         dataset: "all".into(),
         policies: cli::STALENESS_POLICIES.into(),
+        replicas: None,
+        hosts: None,
         intervals: cli::INTERVALS.split(',').map(String::from).collect(),
         consume_own: false,
         tie_break: parasol::policy::TieBreak::Random,
@@ -83,7 +85,24 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
     }
     let notes = std::fs::read_to_string(dir.join("NOTES.md")).unwrap_or_default();
     let isolated = compare_b::isolate(args.seed);
-    let b_section = compare_b::section(&fixed, &dynamic, &isolated);
+    let run_length = compare_b::isolate_run_length(args.seed);
+    let asc_policies = asc_runs.iter().map(|r| r.policy).collect::<Vec<_>>();
+    let mut asc_own_policies = Vec::new();
+    for p in asc_policies {
+        if !asc_own_policies.contains(&p) {
+            asc_own_policies.push(p);
+        }
+    }
+    let asc_own = compare_b::isolate_asc_interval(args.seed, &asc_own_policies);
+    let b_section = compare_b::section(
+        &fixed,
+        &dynamic,
+        &compare_b::Isolating {
+            nfv_100s: &isolated,
+            run_length: &run_length,
+            asc_own: &asc_own,
+        },
+    );
     let readme = compare::readme(
         &nfv, &others, &dynamic, &b_section, args.runs, parallel_s, stale_s, &notes,
     );

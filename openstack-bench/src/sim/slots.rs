@@ -4,6 +4,7 @@
 //! longer fits is declined. One attempt per request.
 
 use super::apsr::ApsrScheduler;
+use super::index::RankIndex;
 use super::policy;
 use parasol::domain::{HostState, RequestContext};
 use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
@@ -11,9 +12,11 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 
 /// How a scheduler decides: the library policy on a full snapshot (n queries per decision),
-/// or APSR on a d-sample (d queries).
+/// or APSR on a d-sample (d queries). [`Slots::new`] turns a snapshot decider into an indexed
+/// one: the same decisions without reading every host (see `index`).
 pub enum Decider {
     Snapshot(Policy),
+    Indexed(Box<RankIndex>),
     Apsr(Box<ApsrScheduler>),
 }
 
@@ -27,12 +30,14 @@ impl Decider {
     fn decide(
         &mut self,
         hosts: &[HostState],
+        flavor: usize,
         req: &RequestContext,
         rng: &mut impl Rng,
         out: &mut Vec<usize>,
     ) -> (Option<usize>, u64) {
         let env = FilterEnv::without_heartbeats();
         match self {
+            Decider::Indexed(index) => (index.pick(flavor, rng), hosts.len() as u64),
             Decider::Snapshot(policy) => {
                 let pick = match policy.rank(hosts, req, &env, rng, 1, out) {
                     Ok(()) => out.first().copied(),
@@ -68,8 +73,24 @@ pub struct Slots<'a> {
 }
 
 impl<'a> Slots<'a> {
-    /// `contexts[f]` is the scheduling context of flavor `f`.
+    /// `contexts[f]` is the scheduling context of flavor `f`. A snapshot decider is indexed.
     pub fn new(hosts: Vec<HostState>, contexts: &'a [RequestContext], decider: Decider) -> Self {
+        let decider = match decider {
+            Decider::Snapshot(policy) => {
+                Decider::Indexed(Box::new(RankIndex::new(policy, contexts, &hosts)))
+            }
+            d => d,
+        };
+        Self::scanning(hosts, contexts, decider)
+    }
+
+    /// [`Slots::new`] without indexing a snapshot decider: every decision reads every host
+    /// (what the index must agree with).
+    pub fn scanning(
+        hosts: Vec<HostState>,
+        contexts: &'a [RequestContext],
+        decider: Decider,
+    ) -> Self {
         Slots {
             hosts,
             contexts,
@@ -93,9 +114,13 @@ impl<'a> Slots<'a> {
         self.results.clear();
         for (position, flavor) in batch.iter().enumerate() {
             let req = &self.contexts[*flavor as usize];
-            let (host, queries) =
-                self.decider
-                    .decide(&self.hosts, req, decide_rng, &mut self.ranked);
+            let (host, queries) = self.decider.decide(
+                &self.hosts,
+                *flavor as usize,
+                req,
+                decide_rng,
+                &mut self.ranked,
+            );
             self.queries += queries;
             self.results.push(ClaimResult {
                 position,
@@ -111,6 +136,9 @@ impl<'a> Slots<'a> {
                 if host.fits(demand) {
                     host.consume(demand);
                     r.placed = true;
+                    if let Decider::Indexed(index) = &mut self.decider {
+                        index.update(h, host);
+                    }
                 }
             }
             self.attempts += 1;

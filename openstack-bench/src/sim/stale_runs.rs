@@ -59,6 +59,17 @@ pub fn staleness_rows(
 ) -> anyhow::Result<(Vec<StaleRow>, Vec<DynamicRow>, Vec<AscRun>)> {
     let kinds = datasets(&args.dataset)?;
     let policies = classic(&args.policies)?;
+    anyhow::ensure!(
+        args.replicas != Some(0) && args.hosts != Some(0),
+        "--replicas and --hosts must be at least 1"
+    );
+    let setup = |k: DatasetKind| {
+        let (replicas, hosts) = fixed_setup(k);
+        (
+            args.replicas.unwrap_or(replicas),
+            args.hosts.unwrap_or(hosts),
+        )
+    };
     let intervals = args
         .intervals
         .iter()
@@ -73,7 +84,7 @@ pub fn staleness_rows(
     let threads = threads(args.threads);
     let bar = progress(cells.len(), args.quiet, "sim staleness");
     let mut order: Vec<usize> = (0..cells.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(fixed_setup(cells[i].0).1));
+    order.sort_by_key(|&i| std::cmp::Reverse(setup(cells[i].0).1));
     let model = CacheModel {
         consume_own: args.consume_own,
         tie_break: args.tie_break,
@@ -84,7 +95,7 @@ pub fn staleness_rows(
         &order,
         threads,
         &|(k, p, i)| {
-            let (replicas, hosts) = fixed_setup(*k);
+            let (replicas, hosts) = setup(*k);
             run_fixed_refresh(*k, replicas, hosts, *p, *i, model, seed)
         },
         &|_| bar.inc(1),
@@ -95,7 +106,7 @@ pub fn staleness_rows(
         .zip(&outcomes)
         .map(|((k, p, i), o)| StaleRow {
             dataset: *k,
-            hosts: fixed_setup(*k).1,
+            hosts: setup(*k).1,
             policy: SimPolicy::Classic(*p),
             interval: *i,
             decline_ratio: o.decline_ratio(),
@@ -135,7 +146,7 @@ pub fn staleness_rows(
 }
 
 /// Fresh, Nova caching (60 s), ASC, and a fixed interval equal to ASC's mean.
-fn asc_group(
+pub(super) fn asc_group(
     setup: &DynamicSetup,
     policy: Algorithm,
     model: CacheModel,

@@ -10,6 +10,7 @@
 //! on Nova's `consume_from_request` behaviour and `tie_break` host order, to isolate what
 //! each choice changes.
 
+use super::index::RankIndex;
 use super::policy;
 use super::random::{exponential, stream, Stream};
 use parasol::control::{AscController, AscParams};
@@ -43,10 +44,12 @@ impl Default for CacheModel {
 
 /// The scheduler's cached view and the authoritative hosts. A refresh reads every host (n
 /// queries) but only copies those whose state changed since the last one (`dirty`): the view
-/// it leaves is the same.
+/// it leaves is the same. Decisions read the view through an index kept up to date with it
+/// (the same decisions as ranking the whole view, see `index`), unless built `scanning`.
 struct Cache {
     truth: Vec<HostState>,
     view: Vec<HostState>,
+    index: Option<RankIndex>,
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
     policy: Policy,
@@ -57,8 +60,17 @@ struct Cache {
 }
 
 impl Cache {
-    fn new(hosts: Vec<HostState>, algorithm: Algorithm, model: CacheModel) -> Self {
+    fn new(
+        hosts: Vec<HostState>,
+        contexts: &[RequestContext],
+        algorithm: Algorithm,
+        model: CacheModel,
+        scanning: bool,
+    ) -> Self {
+        let index = (!scanning)
+            .then(|| RankIndex::new(policy::build(algorithm, model.tie_break), contexts, &hosts));
         Cache {
+            index,
             view: hosts.clone(),
             dirty: Vec::new(),
             is_dirty: vec![false; hosts.len()],
@@ -85,18 +97,26 @@ impl Cache {
             v.num_instances = t.num_instances;
             v.num_io_ops = t.num_io_ops;
             self.is_dirty[h] = false;
+            if let Some(index) = self.index.as_mut() {
+                index.update(h, v);
+            }
         }
         self.queries += self.truth.len() as u64;
         self.refreshes += 1;
     }
 
     /// Decides on the view and claims on the truth: the host placed on, or `None` (declined).
-    fn place(&mut self, req: &RequestContext, rng: &mut impl Rng) -> Option<usize> {
-        let env = FilterEnv::without_heartbeats();
-        self.policy
-            .rank(&self.view, req, &env, rng, 1, &mut self.ranked)
-            .ok()?;
-        let h = *self.ranked.first()?;
+    fn place(&mut self, flavor: usize, req: &RequestContext, rng: &mut impl Rng) -> Option<usize> {
+        let h = match self.index.as_mut() {
+            Some(index) => index.pick(flavor, rng)?,
+            None => {
+                let env = FilterEnv::without_heartbeats();
+                self.policy
+                    .rank(&self.view, req, &env, rng, 1, &mut self.ranked)
+                    .ok()?;
+                *self.ranked.first()?
+            }
+        };
         if !self.truth[h].fits(&req.demand) {
             return None;
         }
@@ -104,6 +124,9 @@ impl Cache {
         self.touch(h);
         if self.consume_own {
             self.view[h].consume(&req.demand);
+            if let Some(index) = self.index.as_mut() {
+                index.update(h, &self.view[h]);
+            }
         }
         Some(h)
     }
@@ -144,10 +167,27 @@ pub fn run_fixed_refresh(
     model: CacheModel,
     seed: u64,
 ) -> StaleOutcome {
+    fixed_refresh(
+        dataset, replicas, hosts, algorithm, interval, model, seed, false,
+    )
+}
+
+/// [`run_fixed_refresh`], ranking the whole view for every decision when `scanning`.
+#[allow(clippy::too_many_arguments)]
+fn fixed_refresh(
+    dataset: DatasetKind,
+    replicas: usize,
+    hosts: usize,
+    algorithm: Algorithm,
+    interval: Option<u64>,
+    model: CacheModel,
+    seed: u64,
+    scanning: bool,
+) -> StaleOutcome {
     let d = dataset.load();
     let workload = d.workload(replicas, &mut stream(seed, Stream::Workload));
     let contexts = workload.contexts();
-    let mut cache = Cache::new(d.hosts(hosts), algorithm, model);
+    let mut cache = Cache::new(d.hosts(hosts), &contexts, algorithm, model, scanning);
     let mut rng = stream(seed, Stream::Decisions);
     let mut out = StaleOutcome::default();
     for (t, f) in workload.requests.iter().enumerate() {
@@ -155,7 +195,10 @@ pub fn run_fixed_refresh(
             cache.refresh();
         }
         out.requests += 1;
-        if cache.place(&contexts[*f as usize], &mut rng).is_none() {
+        if cache
+            .place(*f as usize, &contexts[*f as usize], &mut rng)
+            .is_none()
+        {
             out.declines += 1;
         }
     }
@@ -240,10 +283,22 @@ pub fn run_dynamic(
     model: CacheModel,
     seed: u64,
 ) -> DynamicOutcome {
+    dynamic(setup, algorithm, mode, model, seed, false)
+}
+
+/// [`run_dynamic`], ranking the whole view for every decision when `scanning`.
+fn dynamic(
+    setup: &DynamicSetup,
+    algorithm: Algorithm,
+    mode: RefreshMode,
+    model: CacheModel,
+    seed: u64,
+    scanning: bool,
+) -> DynamicOutcome {
     let d = setup.dataset.load();
     let workload = d.workload(setup.replicas, &mut stream(seed, Stream::Workload));
     let contexts = workload.contexts();
-    let mut cache = Cache::new(d.hosts(setup.hosts), algorithm, model);
+    let mut cache = Cache::new(d.hosts(setup.hosts), &contexts, algorithm, model, scanning);
     let mut arrivals = stream(seed, Stream::Arrivals);
     let mut lifetimes = stream(seed, Stream::Lifetimes);
     let mut rng = stream(seed, Stream::Decisions);
@@ -300,7 +355,7 @@ pub fn run_dynamic(
         }
         out.requests += 1;
         let req = &contexts[*f as usize];
-        match cache.place(req, &mut rng) {
+        match cache.place(*f as usize, req, &mut rng) {
             Some(h) => {
                 placed_w += 1;
                 let life_ms = exponential(&mut lifetimes, setup.lifetime_s * 1000.0);
@@ -410,6 +465,38 @@ mod tests {
             3,
         );
         assert_eq!(fresh.declines, never.declines);
+    }
+
+    #[test]
+    fn the_index_decides_as_ranking_the_whole_view() {
+        let models = [AS_READ, HOST_ORDER, CONSUME_OWN];
+        for a in [
+            Algorithm::Random,
+            Algorithm::BestFit,
+            Algorithm::Wfr,
+            Algorithm::Ffr,
+            Algorithm::DistFromDiag,
+            Algorithm::Adaptive,
+        ] {
+            for m in models {
+                for every in [Some(1), Some(20), None] {
+                    let run =
+                        |scanning| fixed_refresh(DatasetKind::Nfv, 2, 30, a, every, m, 4, scanning);
+                    assert_eq!(run(false), run(true), "{a:?} {m:?} {every:?}");
+                }
+            }
+        }
+        let setup = DynamicSetup::default_for(DatasetKind::Nfv);
+        for a in [Algorithm::WorstFit, Algorithm::Random, Algorithm::FirstFit] {
+            for mode in [
+                RefreshMode::Fresh,
+                RefreshMode::Fixed(30_000),
+                RefreshMode::Asc(AscParams::default()),
+            ] {
+                let run = |scanning| dynamic(&setup, a, mode.clone(), AS_READ, 5, scanning);
+                assert_eq!(run(false), run(true), "{a:?} {mode:?}");
+            }
+        }
     }
 
     #[test]

@@ -86,3 +86,34 @@ fn a_request_no_host_can_take_is_one_declined_attempt_with_n_queries() {
     assert_eq!(results[0].host, None);
     assert_eq!((sim.attempts, sim.declines, sim.queries), (1, 1, 3));
 }
+
+#[test]
+fn indexed_slots_decide_as_ranking_every_host() {
+    use parasol::datasets::DatasetKind;
+    let d = DatasetKind::Nfv.load();
+    let workload = d.workload(1, &mut stream(2, Stream::Workload));
+    let ctx = workload.contexts();
+    for a in [
+        Algorithm::Random,
+        Algorithm::FirstFit,
+        Algorithm::Wfr,
+        Algorithm::DistFromDiag,
+        Algorithm::Adaptive,
+    ] {
+        let mut indexed = Slots::new(d.hosts(25), &ctx, Decider::snapshot(a));
+        let mut scanning = Slots::scanning(d.hosts(25), &ctx, Decider::snapshot(a));
+        assert!(matches!(indexed.decider, Decider::Indexed(_)));
+        let (mut d1, mut c1) = (stream(3, Stream::Decisions), stream(3, Stream::ClaimOrder));
+        let (mut d2, mut c2) = (stream(3, Stream::Decisions), stream(3, Stream::ClaimOrder));
+        for batch in workload.requests.chunks(7) {
+            let x = indexed.run_slot(batch, &mut d1, &mut c1).to_vec();
+            let y = scanning.run_slot(batch, &mut d2, &mut c2).to_vec();
+            assert_eq!(x, y, "{a:?}");
+        }
+        assert_eq!(indexed.hosts, scanning.hosts, "{a:?}");
+        assert_eq!(
+            (indexed.declines, indexed.queries),
+            (scanning.declines, scanning.queries)
+        );
+    }
+}
