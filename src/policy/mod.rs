@@ -23,7 +23,9 @@ pub mod weighers;
 pub use config::{Algorithm, PolicyConfig, TieBreak, DEFAULT_FILTERS, DEFAULT_WEIGHERS};
 pub use error::{PolicyError, Rejection};
 pub use filters::{Filter, FilterEnv};
-pub use pipeline::{Policy, RankScratch, SortKey, SortedIndex, SortedScratch};
+pub use pipeline::{
+    top_with_random_ties, Policy, RankScratch, Scored, SortKey, SortedIndex, SortedScratch,
+};
 pub use weighers::Weigher;
 
 #[cfg(test)]

@@ -15,11 +15,9 @@
 //! with [`Policy::rank`].
 
 use parasol::domain::{HostState, RequestContext};
-use parasol::policy::algorithms::random::shuffle_prefix;
 use parasol::policy::algorithms::{self, adaptive, KeyFn, Ranking};
-use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
+use parasol::policy::{top_with_random_ties, Algorithm, FilterEnv, Policy, Scored, TieBreak};
 use rand::Rng;
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// `score` as the pipeline compares it (−0 as 0, NaN last), mapped to an integer that sorts
@@ -114,56 +112,6 @@ pub struct RankIndex {
     load_counts: BTreeMap<u64, usize>,
     /// The passing hosts and their keys, when a decision needs them all.
     scored: Vec<Scored>,
-}
-
-/// A passing host and its key: the pipeline's `Scored`, field for field, so the standard
-/// library's selection moves these exactly as it moves the pipeline's.
-#[derive(Clone, Copy, Debug)]
-struct Scored {
-    score: f64,
-    idx: usize,
-}
-
-/// Higher score first; equal scores compare equal (the pipeline's `by_score`).
-fn by_score(a: &Scored, b: &Scored) -> Ordering {
-    b.score.total_cmp(&a.score)
-}
-
-/// The pipeline's `partition`: moves the items for which `keep` holds to the front.
-fn partition(items: &mut [Scored], keep: impl Fn(&Scored) -> bool) -> usize {
-    let mut k = 0;
-    for i in 0..items.len() {
-        if keep(&items[i]) {
-            items.swap(i, k);
-            k += 1;
-        }
-    }
-    k
-}
-
-/// The pipeline's `top_with_random_ties` (src/policy/pipeline.rs), statement for statement:
-/// the best `top` in front, equal scores in random order. The tests check every pick against
-/// `Policy::rank`, so a change there that this copy misses fails them.
-fn top_with_random_ties(scored: &mut [Scored], top: usize, rng: &mut impl Rng) {
-    let n = scored.len();
-    if top == 0 || n == 0 {
-        return;
-    }
-    if top < n {
-        scored.select_nth_unstable_by(top - 1, by_score);
-        let cut = scored[top - 1].score;
-        let tied = |s: &Scored| s.score.total_cmp(&cut) == Ordering::Equal;
-        let better = partition(&mut scored[..top], |s| !tied(s));
-        let tied_after = partition(&mut scored[top..], tied);
-        if tied_after > 0 {
-            shuffle_prefix(&mut scored[better..top + tied_after], top - better, rng);
-        }
-    }
-    let head = &mut scored[..top];
-    if head.len() > 1 {
-        shuffle_prefix(head, top, rng);
-        head.sort_by(by_score);
-    }
 }
 
 impl RankIndex {

@@ -112,10 +112,12 @@ impl RankScratch {
     }
 }
 
+/// A host's score and its index in the ranked slice (public so the simulator's index draws
+/// its random ties through [`top_with_random_ties`] exactly as the pipeline does).
 #[derive(Clone, Copy, Debug)]
-struct Scored {
-    score: f64,
-    idx: usize,
+pub struct Scored {
+    pub score: f64,
+    pub idx: usize,
 }
 
 /// Higher score first, then host order: a total order, so unstable sorts are reproducible.
@@ -143,7 +145,7 @@ fn partition(items: &mut [Scored], keep: impl Fn(&Scored) -> bool) -> usize {
 /// Puts the best `top` of `scored` in front, in descending score, hosts with equal scores in
 /// uniformly random order (and, where the cut falls inside a group of equal scores, a
 /// uniformly random part of that group in front). Draws from `rng` only for ties.
-fn top_with_random_ties(scored: &mut [Scored], top: usize, rng: &mut impl Rng) {
+pub fn top_with_random_ties(scored: &mut [Scored], top: usize, rng: &mut impl Rng) {
     let n = scored.len();
     if top == 0 || n == 0 {
         return;
