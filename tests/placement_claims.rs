@@ -989,3 +989,70 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
         );
     }
 }
+
+/// nova-compute's start: `service.create` (versioned notification), then its compute node
+/// and resource provider, then it takes builds. A call that comes right after must see the
+/// new host, as Nova's scheduler (reading Placement on every call) does, or a reschedule has
+/// no alternate on it — even when the hosts Parasol already has can take the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
+    let placement = PlacementServer::start().await;
+    placement
+        .provider("host1", P1, room(4, 8192), &[], &[])
+        .await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    // No periodic sync during the test: only the first one and those asked for.
+    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 1
+    })
+    .await;
+
+    let created = json!({
+        "message_id": "7d0c1d7e-5b7a-4c55-9d0e-8f3b2f0a0001",
+        "publisher_id": "nova-compute:host2",
+        "event_type": "service.create",
+        "priority": "INFO",
+        "timestamp": "2026-11-27 04:00:00.000000",
+        "payload": {"nova_object.name": "ServiceStatusPayload", "nova_object.namespace": "nova",
+                    "nova_object.version": "1.1",
+                    "nova_object.data": {"host": "host2", "binary": "nova-compute",
+                                         "disabled": false, "forced_down": false}},
+    });
+    let response = parasol
+        .http
+        .post(format!("{}/v1/notifications", parasol.address))
+        .json(&created)
+        .send()
+        .await
+        .expect("post");
+    assert!(
+        response.status().is_success(),
+        "{:?}",
+        response.text().await
+    );
+    placement
+        .provider("host2", P2, room(4, 8192), &[], &[])
+        .await;
+
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+    ])
+    .await;
+    let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
+    assert_eq!(status, 200, "{answer}");
+    let mut nodes: Vec<&str> = answer[0]
+        .as_array()
+        .expect("selections")
+        .iter()
+        .map(|s| data(s)["compute_node_uuid"].as_str().expect("uuid"))
+        .collect();
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        [P1, P2],
+        "the new host is chosen or an alternate: {answer}"
+    );
+    parasol.shutdown.stop().await;
+}

@@ -65,6 +65,11 @@ impl Answer {
     }
 }
 
+/// How often a call waiting for an announced compute's node looks again when no Placement
+/// sync can be asked for (one already asked within `resync_min_interval_s`): the node may
+/// come from a read of Nova's records instead.
+const ANNOUNCED_POLL_MS: u64 = 50;
+
 impl Scheduler {
     /// Places every instance of one call on the active backend, all or none: Nova's resource
     /// request (request filters included) first, then the backend; for dedicated CPUs, Nova's
@@ -79,6 +84,7 @@ impl Scheduler {
         if !settings.placement.enabled {
             return self.select_once(args).await;
         }
+        self.wait_for_announced_computes(&settings.placement).await;
         // A compute node Nova has and the table lacks registered since the last sync: wait
         // for the next one first, so it can be chosen or be an alternate.
         if self.resync().node_since_last_sync(self.ledger().table()) {
@@ -105,6 +111,40 @@ impl Scheduler {
             return answer;
         }
         self.select_once(args).await
+    }
+
+    /// A nova-compute service created less than `[placement] timeout_s` ago
+    /// (`service.create`) whose node the table does not hold yet: Nova's scheduler, reading
+    /// Placement and the cell database on every call, would see the node its start made, so
+    /// this call waits — asking for Placement syncs and reads of Nova's records — until the
+    /// node is loaded or `timeout_s` has passed (by the injected clock). Without it a call
+    /// that comes right after a compute's start gets no alternate on it (a reschedule then
+    /// has nowhere to go).
+    async fn wait_for_announced_computes(&self, placement: &crate::placement::PlacementSettings) {
+        let table = self.ledger().table();
+        let clock = self.clock();
+        let timeout_ms = (placement.timeout_s * 1000.0).round() as i64;
+        let start = clock.now_ms();
+        let mut pending = table.announced_not_loaded(start - timeout_ms);
+        if pending.is_empty() {
+            return;
+        }
+        tracing::info!(services = ?pending, "a compute service started and its node is not loaded yet: waiting for it");
+        while !pending.is_empty() {
+            let left = start + timeout_ms - clock.now_ms();
+            if left <= 0 {
+                tracing::info!(services = ?pending, "the nodes of these compute services were not loaded in time");
+                return;
+            }
+            table.want_records();
+            match self.resync().ask() {
+                Some(sync) => {
+                    self.resync().wait_for(sync, left as u64).await;
+                }
+                None => clock.sleep_ms(ANNOUNCED_POLL_MS.min(left as u64)).await,
+            }
+            pending = table.announced_not_loaded(start - timeout_ms);
+        }
     }
 
     async fn select_once(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
