@@ -1056,3 +1056,73 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
     );
     parasol.shutdown.stop().await;
 }
+
+/// Sets `uuid`'s traits in Placement (as `openstack resource provider trait set` does).
+async fn set_traits(placement: &PlacementServer, uuid: &str, traits: &[&str]) {
+    for t in traits.iter().filter(|t| t.starts_with("CUSTOM_")) {
+        placement
+            .call(reqwest::Method::PUT, &format!("/traits/{t}"), None)
+            .await;
+    }
+    let path = format!("/resource_providers/{uuid}/traits");
+    let generation = placement.call(reqwest::Method::GET, &path, None).await
+        ["resource_provider_generation"]
+        .clone();
+    let body = json!({"resource_provider_generation": generation, "traits": traits});
+    placement
+        .call(reqwest::Method::PUT, &path, Some(body))
+        .await;
+}
+
+/// Nova's scheduler asks Placement for providers with the flavor's traits on every call, so
+/// a trait an operator set a moment ago counts at once; Parasol asks Placement which
+/// providers match the request's traits and re-reads those its synced view judges otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traits_set_in_placement_since_the_last_sync_count_on_the_next_call() {
+    let placement = PlacementServer::start().await;
+    // P1 has the most free RAM: Nova's weighers pick it first.
+    placement
+        .provider("big", P1, room(4, 16384), &[], &[])
+        .await;
+    placement
+        .provider("small", P2, room(4, 8192), &[], &[])
+        .await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    // No periodic sync during the test: only the first one and those asked for.
+    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 2
+    })
+    .await;
+    set_traits(&placement, P1, &["CUSTOM_SGX_LIKE"]).await;
+
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "extra_specs": {"trait:CUSTOM_SGX_LIKE": "forbidden"}}),
+        json!({"instance_uuids": [instance(2)], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "extra_specs": {"trait:CUSTOM_SGX_LIKE": "required"}}),
+    ])
+    .await;
+    let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
+    assert_eq!(status, 200, "{answer}");
+    let nodes: Vec<&str> = answer[0]
+        .as_array()
+        .expect("selections")
+        .iter()
+        .map(|s| data(s)["compute_node_uuid"].as_str().expect("uuid"))
+        .collect();
+    assert_eq!(
+        nodes,
+        [P2],
+        "the host with the forbidden trait is no candidate"
+    );
+    let (status, answer) = parasol.select(&specs[1], &[instance(2)]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(data(&answer[0][0])["compute_node_uuid"], P1);
+    // And taken away again: no host has the required trait.
+    set_traits(&placement, P1, &[]).await;
+    let (status, answer) = parasol.select(&specs[1], &[instance(3)]).await;
+    assert_eq!(status, 409, "{answer}");
+    parasol.shutdown.stop().await;
+}

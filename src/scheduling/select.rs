@@ -147,6 +147,67 @@ impl Scheduler {
         }
     }
 
+    /// For a request with required or forbidden traits, when Parasol claims in Placement:
+    /// asks Placement which providers have those traits now (one call, as Nova's scheduler's
+    /// allocation candidates ask on every call) and re-reads the traits of every host the
+    /// table judges otherwise, so a trait set a moment ago counts on this call. A failure
+    /// leaves the table as it is (the periodic sync still follows Placement).
+    async fn refresh_traits(&self, query: &crate::domain::PlacementQuery) {
+        if query.required_traits.is_empty() && query.forbidden_traits.is_empty() {
+            return;
+        }
+        let Some(placement) = self.placement_claims() else {
+            return;
+        };
+        use crate::domain::Mark;
+        let names = |ids: &[crate::domain::TraitId]| -> Vec<std::sync::Arc<str>> {
+            ids.iter().map(|t| t.name()).collect()
+        };
+        let (required, forbidden) = (
+            names(&query.required_traits),
+            names(&query.forbidden_traits),
+        );
+        let required: Vec<&str> = required.iter().map(|n| &**n).collect();
+        let forbidden: Vec<&str> = forbidden.iter().map(|n| &**n).collect();
+        let matching = match placement.providers_with_traits(&required, &forbidden).await {
+            Ok(matching) => matching,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot ask Placement which providers have the request's traits; deciding on the synced traits");
+                return;
+            }
+        };
+        let stale: Vec<(crate::domain::HostId, String)> =
+            self.ledger().table().with_hosts(|hosts| {
+                hosts
+                    .iter()
+                    .filter(|h| {
+                        let has = h.profile.traits.contains_all(&query.required_traits)
+                            && !h.profile.traits.contains_any(&query.forbidden_traits);
+                        has != matching.contains(&*h.profile.uuid)
+                    })
+                    .map(|h| (h.id, h.profile.uuid.to_string()))
+                    .collect()
+            });
+        for (id, uuid) in stale {
+            let refreshed = match placement.traits(&uuid).await {
+                Ok(traits) => self
+                    .ledger()
+                    .set_traits(id, &traits)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match refreshed {
+                Ok(()) => {
+                    tracing::info!(provider = %uuid, "traits changed in Placement since the last sync: re-read")
+                }
+                Err(error) => {
+                    tracing::warn!(provider = %uuid, %error, "cannot re-read a provider's traits")
+                }
+            }
+        }
+    }
+
     async fn select_once(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
         let settings = self.settings();
         let span = tracing::info_span!(
@@ -156,6 +217,9 @@ impl Scheduler {
             backend = self.backend().kind().as_str()
         );
         let requests = self.requests(&args, true).await?;
+        if let Some(first) = requests.first() {
+            self.refresh_traits(&first.query).await;
+        }
         let zones = requests.first().and_then(|r| r.host_zones.clone());
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
         let first = self.schedule(requests).instrument(span.clone()).await;
