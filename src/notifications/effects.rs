@@ -171,6 +171,7 @@ pub(super) fn needs_flush(event: &HostEvent) -> bool {
             | HostEvent::Unknown { .. }
             | HostEvent::Aggregates(_)
             | HostEvent::ServiceCreate { .. }
+            | HostEvent::ServiceDelete { .. }
     )
 }
 
@@ -301,6 +302,11 @@ macro_rules! define_effect {
                     // No ledger row: its node comes from Placement and Nova's records, which
                     // the next call waits for (as Nova's scheduler would read them).
                     table.announce_service(host, now_ms);
+                    table.want_records();
+                }
+                HostEvent::ServiceDelete { host } => {
+                    // Its node goes with it (Nova's records say so at their next read).
+                    table.forget_service(host);
                     table.want_records();
                 }
                 HostEvent::ServiceUpdate { host, disabled, forced_down } => {

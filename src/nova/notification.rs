@@ -163,6 +163,9 @@ pub enum HostEvent {
     /// both on every call; Parasol waits for them on the next call (see
     /// [`crate::table::HostTable::announce_service`]).
     ServiceCreate { host: String },
+    /// A nova-compute service was deleted (`service.delete`): a node it announced will not
+    /// come.
+    ServiceDelete { host: String },
     /// Fanout `update_instance_info`: these instances run on `host` (the listed instances
     /// whose own `host` names another service are left out: after a live migration the
     /// source's nova-compute sends the instance, already on the destination, under its own
@@ -308,7 +311,10 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
     }
     let upsert = UPSERT_EVENTS.contains(&event_type);
     let release = RELEASE_EVENTS.contains(&event_type);
-    let service = matches!(event_type, "service.update" | "service.create");
+    let service = matches!(
+        event_type,
+        "service.update" | "service.create" | "service.delete"
+    );
     if !upsert && !release && !service {
         return Ok(HostEvent::Unknown {
             event_type: event_type.to_string(),
@@ -323,6 +329,11 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
         }
         if event_type == "service.create" {
             return Ok(HostEvent::ServiceCreate {
+                host: p.req_str("host")?,
+            });
+        }
+        if event_type == "service.delete" {
+            return Ok(HostEvent::ServiceDelete {
                 host: p.req_str("host")?,
             });
         }

@@ -360,6 +360,11 @@ impl HostTable {
         self.announced.lock().insert(host.to_string(), now_ms);
     }
 
+    /// A nova-compute service was deleted (`service.delete`): no node of it is awaited.
+    pub fn forget_service(&self, host: &str) {
+        self.announced.lock().remove(host);
+    }
+
     /// The services announced at or after `since_ms` that have no node in the table yet
     /// (with Nova's record laid over it, when Parasol reads Nova's records). Services whose
     /// node is loaded, and those announced before `since_ms`, are forgotten.

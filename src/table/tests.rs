@@ -286,3 +286,13 @@ fn without_nova_s_records_an_announced_service_is_loaded_with_its_provider() {
     t.load([row(1, "c2", 4, 0)]);
     assert!(t.announced_not_loaded(0).is_empty());
 }
+
+#[test]
+fn a_deleted_compute_service_is_no_longer_awaited() {
+    let t = HostTable::new();
+    t.announce_service("c2", 5);
+    t.announce_service("c3", 5);
+    t.forget_service("c2");
+    t.forget_service("never-announced");
+    assert_eq!(t.announced_not_loaded(0), ["c3"]);
+}

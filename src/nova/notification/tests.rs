@@ -118,7 +118,7 @@ fn service_update_of_a_compute_service_becomes_a_service_update() {
 }
 
 #[test]
-fn service_create_of_a_compute_service_announces_it_and_others_are_unknown() {
+fn service_create_and_delete_of_a_compute_service_are_decoded_and_others_are_unknown() {
     let create = |binary: &str| {
         notification(
             "service.create",
@@ -142,6 +142,19 @@ fn service_create_of_a_compute_service_announces_it_and_others_are_unknown() {
             .event,
         HostEvent::Unknown {
             event_type: "service.create".into()
+        }
+    );
+    let deleted = notification(
+        "service.delete",
+        payload_object(
+            "ServiceStatusPayload",
+            json!({"host": "compute2", "binary": "nova-compute"}),
+        ),
+    );
+    assert_eq!(
+        Notification::from_inner(&deleted).unwrap().event,
+        HostEvent::ServiceDelete {
+            host: "compute2".into()
         }
     );
     let nameless = notification(
