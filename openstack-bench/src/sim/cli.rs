@@ -100,12 +100,31 @@ pub struct StalenessArgs {
     /// Refresh intervals in requests; `never` for a cache that is never refreshed.
     #[arg(long, value_delimiter = ',', default_value = INTERVALS)]
     pub intervals: Vec<String>,
+    /// Run the fixed-interval part with departures: Poisson arrivals at 1 per second and
+    /// exponential lifetimes on the dataset's dynamic setup (NFV ×10 on 28 hosts with L = 437
+    /// s, Amazon ×10 on 126 with L = 1100 s, Google ×1 on 600 with L = 1250 s) instead of one
+    /// request per second with unbounded lifetimes. --replicas and --hosts then change that
+    /// setup.
+    #[arg(long)]
+    pub departures: bool,
+    /// Mean lifetime L in seconds with --departures (default: the setup's).
+    #[arg(long)]
+    pub lifetime: Option<f64>,
     /// Subtract the scheduler's own placements from its cache (Nova's consume_from_request).
     #[arg(long)]
     pub consume_own: bool,
     /// How equal ranking keys are ordered: random (docs/architecture.md §10 B) or host_order.
     #[arg(long, default_value = "random")]
     pub tie_break: TieBreak,
+    /// ASC decides only once its measurement holds this many requests (an interval with fewer
+    /// adds its counts to the next and keeps τ); 0, the default, is DESIGN §4's loop, which
+    /// decides on every interval.
+    #[arg(long, default_value_t = 0)]
+    pub asc_min_requests: u64,
+    /// The dynamic part's arrival rate alternates between (1 − s) and (1 + s) per second,
+    /// each phase one mean lifetime long; 0, the default, is the ASC paper's constant rate.
+    #[arg(long, default_value_t = 0.0)]
+    pub rate_swing: f64,
     /// Policies of the dynamic (ASC) part.
     #[arg(long, default_value = ASC_POLICIES)]
     pub asc_policies: String,

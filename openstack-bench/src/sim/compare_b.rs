@@ -1,11 +1,13 @@
-//! Experiment B against the ASC paper's published points (docs/architecture.md §10 B), and the runs that
-//! isolate a model difference where a point is not met.
+//! Experiment B against the ASC paper's published points (docs/architecture.md §10 B), with the
+//! tables of the runs (`isolate_b`) that isolate a model difference where a point is not met.
 
+use super::isolate_b::{
+    asc_min_sample, AscVariant, Ceiling, Isolated, RunLength, Spread, WithDepartures, RATE_SWING,
+    STATE_RANKING,
+};
 use super::report::{DynamicRow, StaleRow};
-use super::stale_runs::{asc_group, fixed_setup};
-use super::staleness::{run_dynamic, run_fixed_refresh, CacheModel, DynamicSetup, RefreshMode};
+use parasol::control::AscParams;
 use parasol::datasets::DatasetKind;
-use parasol::policy::{Algorithm, TieBreak};
 use std::fmt::Write;
 
 /// Published NFV decline ratios (%) with a 100 s refresh interval (docs/architecture.md §10 B).
@@ -22,178 +24,17 @@ fn pct(v: f64) -> String {
     format!("{:.1} %", v * 100.0)
 }
 
-/// One isolating run: what differs from docs/architecture.md §10 B's model, and its decline ratio.
-pub struct Isolated {
-    pub policy: Algorithm,
-    pub model: &'static str,
-    pub decline_ratio: f64,
-}
-
-/// NFV at a 100 s interval, `random` and `dist_from_diag`, under the §6 B model and with one
-/// of its choices changed at a time.
-pub fn isolate(seed: u64) -> Vec<Isolated> {
-    let (replicas, hosts) = fixed_setup(DatasetKind::Nfv);
-    let as_read = CacheModel::default();
-    let host_order = CacheModel {
-        tie_break: TieBreak::HostOrder,
-        ..as_read
-    };
-    let consume = CacheModel {
-        consume_own: true,
-        ..as_read
-    };
-    let dynamic = DynamicSetup::default_for(DatasetKind::Nfv);
-    let mut out = Vec::new();
-    for policy in [Algorithm::Random, Algorithm::DistFromDiag] {
-        let fixed = |m| {
-            run_fixed_refresh(
-                DatasetKind::Nfv,
-                replicas,
-                hosts,
-                policy,
-                Some(100),
-                m,
-                seed,
-            )
-            .decline_ratio()
-        };
-        let dynamic_run = |mode| run_dynamic(&dynamic, policy, mode, as_read, seed).decline_ratio();
-        out.extend([
-            Isolated {
-                policy,
-                model: "docs/architecture.md §10 B: unbounded lifetimes, NFV ×10 on 279 hosts, snapshot as read, random ties",
-                decline_ratio: fixed(as_read),
-            },
-            Isolated {
-                policy,
-                model: "… equal keys in host order instead of at random",
-                decline_ratio: fixed(host_order),
-            },
-            Isolated {
-                policy,
-                model: "… own placements subtracted from the cache (Nova's consume_from_request)",
-                decline_ratio: fixed(consume),
-            },
-            Isolated {
-                policy,
-                model: "with departures: Poisson arrivals 1/s, lifetimes L = 437 s, NFV ×10 on 28 hosts (the paper's OpenStack setup), 100 s interval",
-                decline_ratio: dynamic_run(RefreshMode::Fixed(100_000)),
-            },
-            Isolated {
-                policy,
-                model: "… the same with fresh state (what is not staleness)",
-                decline_ratio: dynamic_run(RefreshMode::Fresh),
-            },
-        ]);
-    }
-    out
-}
-
-/// The policies that rank by host state: on a never-refreshed cache every host of a shape
-/// looks alike to them, so random ties spread their requests (the paper's "never" effect).
-/// `random` reads no state, and `first_fit` / `ffr` rank by host id.
-pub const STATE_RANKING: [Algorithm; 5] = [
-    Algorithm::BestFit,
-    Algorithm::WorstFit,
-    Algorithm::Wfr,
-    Algorithm::DistFromDiag,
-    Algorithm::Adaptive,
-];
-
-/// Amazon's fixed-interval setups for the run-length run: (replicas, hosts, what it changes).
-/// One replica (1,100 requests) on 126 hosts is the published setup, more than the fleet's
-/// CPU holds (docs/architecture.md §10 A's note); 156 hosts hold about one replica's CPU, 504
-/// = 4 × 126 is as overloaded as the published setup and 624 = 4 × 156 holds four.
-pub const AMAZON_RUN_LENGTH: [(usize, usize, &str); 4] = [
-    (
-        1,
-        126,
-        "published: 1,100 requests, more than the fleet holds",
-    ),
-    (1, 156, "same run length, a fleet that holds it"),
-    (4, 504, "4× the run, as overloaded as published"),
-    (4, 624, "4× the run, a fleet that holds it"),
-];
-
-/// One Amazon run of "never" against the longest finite interval (1000 s).
-pub struct RunLength {
-    pub replicas: usize,
-    pub hosts: usize,
-    pub what: &'static str,
-    pub policy: Algorithm,
-    pub stale: f64,
-    pub never: f64,
-}
-
-/// "never" against 1000 s on Amazon with the run length and the fleet size changed one at a
-/// time (§10 B's model otherwise).
-pub fn isolate_run_length(seed: u64) -> Vec<RunLength> {
-    let mut out = Vec::new();
-    for (replicas, hosts, what) in AMAZON_RUN_LENGTH {
-        for policy in STATE_RANKING {
-            let run = |i| {
-                run_fixed_refresh(
-                    DatasetKind::Amazon,
-                    replicas,
-                    hosts,
-                    policy,
-                    i,
-                    CacheModel::default(),
-                    seed,
-                )
-                .decline_ratio()
-            };
-            out.push(RunLength {
-                replicas,
-                hosts,
-                what,
-                policy,
-                stale: run(Some(1000)),
-                never: run(None),
-            });
-        }
-    }
-    out
-}
-
-/// ASC and a fixed interval of its mean with the scheduler's own placements subtracted from
-/// its cache (Nova's `consume_from_request`), the one change from §10 B's model.
-pub struct AscOwn {
-    pub dataset: DatasetKind,
-    pub policy: Algorithm,
-    pub mean_interval_s: f64,
-    pub asc: f64,
-    pub fixed: f64,
-}
-
-/// The dynamic runs of experiment B's ASC part with own placements subtracted.
-pub fn isolate_asc_interval(seed: u64, policies: &[Algorithm]) -> Vec<AscOwn> {
-    let model = CacheModel {
-        consume_own: true,
-        ..CacheModel::default()
-    };
-    let mut out = Vec::new();
-    for kind in DatasetKind::ALL {
-        for policy in policies {
-            let (rows, asc) = asc_group(&DynamicSetup::default_for(kind), *policy, model, seed);
-            let fixed = rows.iter().find(|r| r.mode == "fixed_asc_mean");
-            out.push(AscOwn {
-                dataset: kind,
-                policy: *policy,
-                mean_interval_s: asc.mean_interval_s,
-                asc: asc.decline_ratio(),
-                fixed: fixed.map_or(f64::NAN, |r| r.decline_ratio),
-            });
-        }
-    }
-    out
-}
-
 /// The isolating runs of the section.
 pub struct Isolating<'a> {
     pub nfv_100s: &'a [Isolated],
     pub run_length: &'a [RunLength],
-    pub asc_own: &'a [AscOwn],
+    pub asc_own: &'a [AscVariant],
+    pub asc_sample: &'a [AscVariant],
+    pub asc_varying: &'a [AscVariant],
+    pub ceiling_100s: &'a [Ceiling],
+    /// Seeds behind `ceiling_100s`.
+    pub seeds: usize,
+    pub departures_never: &'a [WithDepartures],
 }
 
 /// The Markdown section: published points, "never", ASC, isolating runs.
@@ -297,6 +138,49 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
             if r.never < r.stale { "yes" } else { "no" }
         );
     }
+    let _ = writeln!(
+        s,
+        "\n\"never\" against 1000 s with departures (one change from §10 B's fixed-interval \
+         model: Poisson arrivals at 1 per second and exponential lifetimes L on the dataset's \
+         dynamic setup, so the fleet stays full and the run is many intervals long; `sim \
+         staleness --dataset all --departures --intervals 1000,never --policies \
+         random,{}`):\n\n| dataset | hosts | L | policy | 1000 s | never | never better |\n\
+         |---|---|---|---|---|---|---|",
+        STATE_RANKING.map(|a| a.as_str()).join(",")
+    );
+    let mut by_kind: Vec<(DatasetKind, usize, usize)> = Vec::new();
+    for r in iso.departures_never {
+        let better = r.never < r.at_1000;
+        if STATE_RANKING.contains(&r.policy) {
+            match by_kind.iter_mut().find(|(k, _, _)| *k == r.dataset) {
+                Some(e) => {
+                    e.1 += better as usize;
+                    e.2 += 1;
+                }
+                None => by_kind.push((r.dataset, better as usize, 1)),
+            }
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} s | {} | {} | {} | {} |",
+            r.dataset,
+            r.hosts,
+            r.lifetime_s,
+            r.policy.as_str(),
+            pct(r.at_1000),
+            pct(r.never),
+            if better { "yes" } else { "no" }
+        );
+    }
+    let tally: Vec<String> = by_kind
+        .iter()
+        .map(|(k, b, t)| format!("{k} {b} of {t}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "\nWith departures, \"never\" better for the policies that rank by host state: {}.\n",
+        tally.join(", ")
+    );
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -357,6 +241,64 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
     );
     let _ = writeln!(
         s,
+        "The same with ASC deciding only once its measurement holds ⌈1 / th_decline⌉ = {} \
+         requests (an interval with fewer adds its counts to the next and keeps τ; the one \
+         change from §10 B's model and DESIGN §4's loop, same seed):\n\n| dataset | policy | \
+         ASC mean interval | ASC decline | fixed at that mean | ASC better |\n\
+         |---|---|---|---|---|---|",
+        asc_min_sample(&AscParams::default())
+    );
+    let (mut better, mut total) = (0, 0);
+    for r in iso.asc_sample {
+        total += 1;
+        better += (r.asc < r.fixed) as usize;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} s | {} | {} | {} |",
+            r.dataset,
+            r.policy.as_str(),
+            r.mean_interval_s,
+            pct(r.asc),
+            pct(r.fixed),
+            if r.asc < r.fixed { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nWith the minimum sample, ASC better in {better} of {total} points.\n"
+    );
+    let _ = writeln!(
+        s,
+        "The same with the arrival rate alternating between {:.1} and {:.1} per second, \
+         each phase one mean lifetime L long (mean 1 per second; the one change from §10 B's \
+         model, a load that is not stationary; `sim staleness --dataset all --rate-swing {} \
+         --intervals 1 --policies random`):\n\n| dataset | policy | ASC mean interval | ASC \
+         decline | fixed at that mean | ASC better |\n|---|---|---|---|---|---|",
+        1.0 - RATE_SWING,
+        1.0 + RATE_SWING,
+        RATE_SWING
+    );
+    let (mut better, mut total) = (0, 0);
+    for r in iso.asc_varying {
+        total += 1;
+        better += (r.asc < r.fixed) as usize;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} s | {} | {} | {} |",
+            r.dataset,
+            r.policy.as_str(),
+            r.mean_interval_s,
+            pct(r.asc),
+            pct(r.fixed),
+            if r.asc < r.fixed { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nWith a rate that is not stationary, ASC better in {better} of {total} points.\n"
+    );
+    let _ = writeln!(
+        s,
         "Runs that isolate one model choice (NFV, 100 s interval, same seed):\n\n| policy | \
          model | decline |\n|---|---|---|"
     );
@@ -367,6 +309,44 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
             i.policy.as_str(),
             i.model,
             pct(i.decline_ratio)
+        );
+    }
+    let seeds = iso.seeds;
+    let _ = writeln!(
+        s,
+        "\nNFV at 100 s against fresh state and against \"never\", mean (lowest–highest) of \
+         {seeds} seeds, under §10 B's model and with departures on the ASC paper's three \
+         OpenStack setups (NFV ×10, Poisson arrivals at 1 per second, lifetimes L that keep \
+         the fleet nearly full; e.g. `sim staleness --dataset nfv --departures --hosts 56 \
+         --lifetime 874 --intervals 1,100,never --policies random,dist_from_diag --seed 2`):\n\n\
+         | model | hosts | policy | fresh | 100 s | never | published at 100 s |\n\
+         |---|---|---|---|---|---|---|"
+    );
+    let spread = |v: &Spread| {
+        format!(
+            "{:.1} % ({:.1}–{:.1})",
+            v.mean * 100.0,
+            v.min * 100.0,
+            v.max * 100.0
+        )
+    };
+    for r in iso.ceiling_100s {
+        let published = PUBLISHED_100S
+            .iter()
+            .find(|(p, _)| *p == r.policy.as_str())
+            .map_or(String::new(), |(_, v)| format!("{v} %"));
+        let model = match r.lifetime_s {
+            None => "unbounded lifetimes (§10 B)".to_string(),
+            Some(l) => format!("departures, L = {l:.0} s"),
+        };
+        let _ = writeln!(
+            s,
+            "| {model} | {} | {} | {} | {} | {} | {published} |",
+            r.hosts,
+            r.policy.as_str(),
+            spread(&r.fresh),
+            spread(&r.at_100),
+            spread(&r.never),
         );
     }
     s

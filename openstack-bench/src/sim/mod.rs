@@ -13,6 +13,7 @@
 //! - `plot`: the figures (PNG and SVG), drawn with the embedded font of [`crate::fonts`].
 //! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.
 //! - `compare`, `compare_b`: the README's comparisons with the APSR and ASC papers.
+//! - `isolate_b`: experiment B's runs that change one model choice at a time.
 //! - `cli`: the `openstack-bench sim` subcommands.
 
 mod apsr;
@@ -20,6 +21,7 @@ pub mod cli;
 mod compare;
 mod compare_b;
 mod index;
+mod isolate_b;
 mod parallel;
 pub mod plot;
 mod policy;

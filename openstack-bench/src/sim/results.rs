@@ -4,7 +4,7 @@
 use super::cli::{ParallelArgs, ResultsArgs, StalenessArgs};
 use super::plot::{self, Chart, Series};
 use super::report::{render, Format, ParallelRow, Row, StaleRow};
-use super::{cli, compare, compare_b, staleness_rows, AscRun, SimPolicy};
+use super::{cli, compare, compare_b, isolate_b, staleness_rows, AscRun, SimPolicy};
 use parasol::datasets::DatasetKind;
 use std::path::Path;
 use std::time::Instant;
@@ -64,8 +64,12 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
         replicas: None,
         hosts: None,
         intervals: cli::INTERVALS.split(',').map(String::from).collect(),
+        departures: false,
+        lifetime: None,
         consume_own: false,
         tie_break: parasol::policy::TieBreak::Random,
+        asc_min_requests: 0,
+        rate_swing: 0.0,
         asc_policies: cli::ASC_POLICIES.into(),
         seed: args.seed,
         format: Format::Markdown,
@@ -84,8 +88,8 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
         asc_timeline_plot(dir, run)?;
     }
     let notes = std::fs::read_to_string(dir.join("NOTES.md")).unwrap_or_default();
-    let isolated = compare_b::isolate(args.seed);
-    let run_length = compare_b::isolate_run_length(args.seed);
+    let isolated = isolate_b::isolate(args.seed);
+    let run_length = isolate_b::isolate_run_length(args.seed);
     let asc_policies = asc_runs.iter().map(|r| r.policy).collect::<Vec<_>>();
     let mut asc_own_policies = Vec::new();
     for p in asc_policies {
@@ -93,7 +97,11 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
             asc_own_policies.push(p);
         }
     }
-    let asc_own = compare_b::isolate_asc_interval(args.seed, &asc_own_policies);
+    let asc_own = isolate_b::isolate_asc_interval(args.seed, &asc_own_policies);
+    let asc_sample = isolate_b::isolate_asc_sample(args.seed, &asc_own_policies);
+    let asc_varying = isolate_b::isolate_asc_varying(args.seed, &asc_own_policies);
+    let ceiling_100s = isolate_b::isolate_ceiling_100s(args.seed, args.runs);
+    let departures_never = isolate_b::isolate_departures_never(args.seed);
     let b_section = compare_b::section(
         &fixed,
         &dynamic,
@@ -101,6 +109,11 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
             nfv_100s: &isolated,
             run_length: &run_length,
             asc_own: &asc_own,
+            asc_sample: &asc_sample,
+            asc_varying: &asc_varying,
+            ceiling_100s: &ceiling_100s,
+            seeds: args.runs,
+            departures_never: &departures_never,
         },
     );
     let readme = compare::readme(

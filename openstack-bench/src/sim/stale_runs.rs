@@ -7,6 +7,7 @@ use super::pool::par_map;
 use super::report::{DynamicRow, StaleRow};
 use super::staleness::{
     run_dynamic, run_fixed_refresh, CacheModel, DynamicOutcome, DynamicSetup, RefreshMode,
+    StaleOutcome,
 };
 use super::SimPolicy;
 use parasol::control::AscParams;
@@ -63,12 +64,36 @@ pub fn staleness_rows(
         args.replicas != Some(0) && args.hosts != Some(0),
         "--replicas and --hosts must be at least 1"
     );
+    anyhow::ensure!(
+        args.lifetime.is_none() || args.departures,
+        "--lifetime needs --departures"
+    );
+    anyhow::ensure!(
+        args.lifetime.is_none_or(|l| l.is_finite() && l > 0.0),
+        "--lifetime must be a positive number of seconds"
+    );
     let setup = |k: DatasetKind| {
-        let (replicas, hosts) = fixed_setup(k);
+        let (replicas, hosts) = if args.departures {
+            let d = DynamicSetup::default_for(k);
+            (d.replicas, d.hosts)
+        } else {
+            fixed_setup(k)
+        };
         (
             args.replicas.unwrap_or(replicas),
             args.hosts.unwrap_or(hosts),
         )
+    };
+    let dynamic_setup = |k: DatasetKind| {
+        let (replicas, hosts) = setup(k);
+        let d = DynamicSetup::default_for(k);
+        DynamicSetup {
+            replicas,
+            hosts,
+            lifetime_s: args.lifetime.unwrap_or(d.lifetime_s),
+            rate_swing: args.rate_swing,
+            ..d
+        }
     };
     let intervals = args
         .intervals
@@ -95,8 +120,18 @@ pub fn staleness_rows(
         &order,
         threads,
         &|(k, p, i)| {
-            let (replicas, hosts) = setup(*k);
-            run_fixed_refresh(*k, replicas, hosts, *p, *i, model, seed)
+            if args.departures {
+                let o = run_dynamic(&dynamic_setup(*k), *p, with_departures(*i), model, seed);
+                StaleOutcome {
+                    requests: o.requests,
+                    declines: o.declines,
+                    refreshes: o.refreshes,
+                    queries: o.queries,
+                }
+            } else {
+                let (replicas, hosts) = setup(*k);
+                run_fixed_refresh(*k, replicas, hosts, *p, *i, model, seed)
+            }
         },
         &|_| bar.inc(1),
     );
@@ -114,21 +149,32 @@ pub fn staleness_rows(
         })
         .collect();
     let asc_policies = classic(&args.asc_policies)?;
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.rate_swing),
+        "--rate-swing must be in [0, 1)"
+    );
     let mut runs = Vec::new();
     for k in &kinds {
-        runs.extend(
-            asc_policies
-                .iter()
-                .map(|p| (DynamicSetup::default_for(*k), *p)),
-        );
+        let setup = DynamicSetup {
+            rate_swing: args.rate_swing,
+            ..DynamicSetup::default_for(*k)
+        };
+        runs.extend(asc_policies.iter().map(|p| (setup, *p)));
     }
+    let asc_mode = match args.asc_min_requests {
+        0 => RefreshMode::Asc(AscParams::default()),
+        min_requests => RefreshMode::AscPooled {
+            params: AscParams::default(),
+            min_requests,
+        },
+    };
     let bar = progress(runs.len(), args.quiet, "sim asc");
     let order: Vec<usize> = (0..runs.len()).collect();
     let groups = par_map(
         &runs,
         &order,
         threads,
-        &|(s, p)| asc_group(s, *p, model, seed),
+        &|(s, p)| asc_group(s, *p, asc_mode.clone(), model, seed),
         &|_| bar.inc(1),
     );
     bar.finish_and_clear();
@@ -145,20 +191,25 @@ pub fn staleness_rows(
     Ok((fixed, dynamic, asc_runs))
 }
 
-/// Fresh, Nova caching (60 s), ASC, and a fixed interval equal to ASC's mean.
+/// A fixed interval of `i` seconds (`None`: never) in a run with departures; 1 s, a refresh
+/// before each request at one request per second, is fresh state.
+pub(super) fn with_departures(i: Option<u64>) -> RefreshMode {
+    match i {
+        None => RefreshMode::Never,
+        Some(1) => RefreshMode::Fresh,
+        Some(s) => RefreshMode::Fixed(s * 1000),
+    }
+}
+
+/// Fresh, Nova caching (60 s), ASC (`asc_mode`), and a fixed interval equal to ASC's mean.
 pub(super) fn asc_group(
     setup: &DynamicSetup,
     policy: Algorithm,
+    asc_mode: RefreshMode,
     model: CacheModel,
     seed: u64,
 ) -> (Vec<DynamicRow>, DynamicOutcome) {
-    let asc = run_dynamic(
-        setup,
-        policy,
-        RefreshMode::Asc(AscParams::default()),
-        model,
-        seed,
-    );
+    let asc = run_dynamic(setup, policy, asc_mode, model, seed);
     let mean_ms = ((asc.mean_interval_s * 1000.0).round() as u64).max(1);
     let modes = [
         (

@@ -215,6 +215,10 @@ pub struct DynamicSetup {
     pub hosts: usize,
     pub arrivals_per_s: f64,
     pub lifetime_s: f64,
+    /// 0: arrivals at a constant rate (the ASC paper's setups). s in (0, 1): the rate
+    /// alternates between (1 − s) and (1 + s) times `arrivals_per_s`, each phase lasting one
+    /// mean lifetime, so the load is not stationary (an isolating run).
+    pub rate_swing: f64,
 }
 
 impl DynamicSetup {
@@ -233,6 +237,7 @@ impl DynamicSetup {
             hosts,
             arrivals_per_s: 1.0,
             lifetime_s,
+            rate_swing: 0.0,
         }
     }
 }
@@ -244,8 +249,17 @@ pub enum RefreshMode {
     Fresh,
     /// Every fixed interval (Nova's CachingScheduler), in milliseconds.
     Fixed(u64),
+    /// Read once at the start (every host empty), never again.
+    Never,
     /// ASC's adaptive interval.
     Asc(AscParams),
+    /// ASC deciding only once its measurement holds at least `min_requests` requests: an
+    /// interval with fewer adds its counts to the next one and keeps τ (an isolating run, not
+    /// DESIGN §4's loop).
+    AscPooled {
+        params: AscParams,
+        min_requests: u64,
+    },
 }
 
 /// ASC's interval and the decline ratio of the interval that just ended, at a refresh.
@@ -254,6 +268,8 @@ pub struct TimelinePoint {
     pub t_s: f64,
     pub interval_s: f64,
     pub decline_ratio: f64,
+    /// Requests the decline ratio was taken over.
+    pub requests: u64,
 }
 
 /// What a dynamic run measured.
@@ -271,6 +287,28 @@ pub struct DynamicOutcome {
 impl DynamicOutcome {
     pub fn decline_ratio(&self) -> f64 {
         self.declines as f64 / self.requests.max(1) as f64
+    }
+}
+
+/// The next arrival after `now` (ms): Poisson at the setup's rate, or, with a rate swing,
+/// drawn at the peak rate and kept with probability rate(t) / peak (thinning, exact for a
+/// piecewise-constant rate).
+fn next_arrival(setup: &DynamicSetup, mut now: f64, rng: &mut impl Rng) -> f64 {
+    let peak = setup.arrivals_per_s * (1.0 + setup.rate_swing);
+    loop {
+        now += exponential(rng, 1000.0 / peak);
+        if setup.rate_swing == 0.0 {
+            return now;
+        }
+        let phase = (now / (setup.lifetime_s * 1000.0)) as u64;
+        let factor = if phase % 2 == 0 {
+            1.0 - setup.rate_swing
+        } else {
+            1.0 + setup.rate_swing
+        };
+        if rng.gen::<f64>() * (1.0 + setup.rate_swing) < factor {
+            return now;
+        }
     }
 }
 
@@ -302,25 +340,38 @@ fn dynamic(
     let mut arrivals = stream(seed, Stream::Arrivals);
     let mut lifetimes = stream(seed, Stream::Lifetimes);
     let mut rng = stream(seed, Stream::Decisions);
-    let mut asc = match &mode {
-        RefreshMode::Asc(params) => {
-            Some(AscController::new(params.clone()).expect("valid ASC parameters"))
-        }
-        _ => None,
+    let (mut asc, min_requests) = match &mode {
+        RefreshMode::Asc(params) => (
+            Some(AscController::new(params.clone()).expect("valid ASC parameters")),
+            0,
+        ),
+        RefreshMode::AscPooled {
+            params,
+            min_requests,
+        } => (
+            Some(AscController::new(params.clone()).expect("valid ASC parameters")),
+            *min_requests,
+        ),
+        _ => (None, 0),
     };
     let mut interval_ms = match &mode {
-        RefreshMode::Fresh => 0,
+        RefreshMode::Fresh | RefreshMode::Never => 0,
         RefreshMode::Fixed(ms) => (*ms).max(1),
-        RefreshMode::Asc(params) => params.start_interval_ms,
+        RefreshMode::Asc(params) | RefreshMode::AscPooled { params, .. } => {
+            params.start_interval_ms
+        }
     };
-    let mut next_refresh = interval_ms as f64;
+    let mut next_refresh = match mode {
+        RefreshMode::Never => f64::INFINITY,
+        _ => interval_ms as f64,
+    };
     let mut departures: BinaryHeap<Reverse<(u64, usize, u16)>> = BinaryHeap::new();
     let (mut placed_w, mut declined_w, mut intervals_sum) = (0u64, 0u64, 0u64);
     let mut out = DynamicOutcome::default();
     cache.refresh();
     let mut now = 0.0f64;
     for f in &workload.requests {
-        now += exponential(&mut arrivals, 1000.0 / setup.arrivals_per_s);
+        now = next_arrival(setup, now, &mut arrivals);
         loop {
             let dep = departures.peek().map(|Reverse((t, _, _))| *t as f64);
             let refresh_due = !matches!(mode, RefreshMode::Fresh) && next_refresh <= now;
@@ -332,18 +383,22 @@ fn dynamic(
                     cache.release(h, &contexts[g as usize]);
                 }
                 _ if refresh_due => {
-                    if let Some(ctl) = asc.as_mut() {
+                    let pooled = placed_w + declined_w < min_requests;
+                    if let Some(ctl) = asc.as_mut().filter(|_| !pooled) {
                         let r = declined_w as f64 / (placed_w + declined_w).max(1) as f64;
                         interval_ms = ctl.on_interval(placed_w, declined_w).max(1);
                         out.timeline.push(TimelinePoint {
                             t_s: next_refresh / 1000.0,
                             interval_s: interval_ms as f64 / 1000.0,
                             decline_ratio: r,
+                            requests: placed_w + declined_w,
                         });
                     }
                     intervals_sum += interval_ms;
-                    placed_w = 0;
-                    declined_w = 0;
+                    if !pooled {
+                        placed_w = 0;
+                        declined_w = 0;
+                    }
                     cache.refresh();
                     next_refresh += interval_ms as f64;
                 }
@@ -369,7 +424,7 @@ fn dynamic(
     }
     out.refreshes = cache.refreshes;
     out.queries = cache.queries;
-    let timed_refreshes = if matches!(mode, RefreshMode::Fresh) {
+    let timed_refreshes = if matches!(mode, RefreshMode::Fresh | RefreshMode::Never) {
         0
     } else {
         cache.refreshes - 1
@@ -497,6 +552,61 @@ mod tests {
                 assert_eq!(run(false), run(true), "{a:?} {mode:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_never_refreshed_dynamic_run_reads_the_hosts_once() {
+        let setup = DynamicSetup::default_for(DatasetKind::Nfv);
+        let never = run_dynamic(&setup, Algorithm::WorstFit, RefreshMode::Never, AS_READ, 1);
+        assert_eq!(never.refreshes, 1);
+        assert_eq!(never.queries, setup.hosts as u64);
+        assert_eq!(never.mean_interval_s, 0.0);
+        let fresh = run_dynamic(&setup, Algorithm::WorstFit, RefreshMode::Fresh, AS_READ, 1);
+        assert!(never.declines > fresh.declines, "{never:?} {fresh:?}");
+    }
+
+    #[test]
+    fn pooled_asc_with_a_one_request_minimum_decides_as_asc() {
+        let setup = DynamicSetup::default_for(DatasetKind::Nfv);
+        let params = AscParams::default();
+        let plain = run_dynamic(
+            &setup,
+            Algorithm::Random,
+            RefreshMode::Asc(params.clone()),
+            AS_READ,
+            3,
+        );
+        let pooled = RefreshMode::AscPooled {
+            params,
+            min_requests: 1,
+        };
+        let pooled = run_dynamic(&setup, Algorithm::Random, pooled, AS_READ, 3);
+        assert_eq!(
+            (plain.declines, plain.refreshes, plain.mean_interval_s),
+            (pooled.declines, pooled.refreshes, pooled.mean_interval_s)
+        );
+    }
+
+    #[test]
+    fn pooled_asc_decides_only_on_intervals_holding_the_minimum() {
+        let setup = DynamicSetup::default_for(DatasetKind::Nfv);
+        let params = AscParams::default();
+        let plain = run_dynamic(
+            &setup,
+            Algorithm::Random,
+            RefreshMode::Asc(params.clone()),
+            AS_READ,
+            3,
+        );
+        let pooled = RefreshMode::AscPooled {
+            params,
+            min_requests: 20,
+        };
+        let pooled = run_dynamic(&setup, Algorithm::Random, pooled, AS_READ, 3);
+        assert!(pooled.timeline.iter().all(|p| p.requests >= 20));
+        assert!((pooled.timeline.len() as u64) < pooled.refreshes - 1);
+        assert!(plain.timeline.iter().any(|p| p.requests < 20));
+        assert_eq!(plain.timeline.len() as u64, plain.refreshes - 1);
     }
 
     #[test]
