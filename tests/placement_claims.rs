@@ -1009,6 +1009,12 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
     })
     .await;
 
+    // Built first: Nova's objects take seconds to import, and the wait is for a service
+    // announced less than `timeout_s` ago.
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+    ])
+    .await;
     let created = json!({
         "message_id": "7d0c1d7e-5b7a-4c55-9d0e-8f3b2f0a0001",
         "publisher_id": "nova-compute:host2",
@@ -1036,10 +1042,6 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
         .provider("host2", P2, room(4, 8192), &[], &[])
         .await;
 
-    let specs = specs(vec![
-        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
-    ])
-    .await;
     let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
     assert_eq!(status, 200, "{answer}");
     let mut nodes: Vec<&str> = answer[0]

@@ -152,14 +152,27 @@ impl Scheduler {
     /// allocation candidates ask on every call) and re-reads the traits of every host the
     /// table judges otherwise, so a trait set a moment ago counts on this call. A failure
     /// leaves the table as it is (the periodic sync still follows Placement).
+    ///
+    /// `COMPUTE_STATUS_DISABLED`, which Nova's `compute_status_filter` forbids on every call,
+    /// is left out: nova-compute sets it from its service's state, which Parasol follows from
+    /// `service.update` and Nova's records; a call without other traits asks nothing.
     async fn refresh_traits(&self, query: &crate::domain::PlacementQuery) {
+        use crate::domain::Mark;
+        let status = crate::domain::TraitId::lookup(crate::nova::COMPUTE_STATUS_DISABLED);
+        let own = |ids: &[crate::domain::TraitId]| -> Vec<crate::domain::TraitId> {
+            ids.iter().copied().filter(|t| Some(*t) != status).collect()
+        };
+        let query = crate::domain::PlacementQuery {
+            required_traits: own(&query.required_traits),
+            forbidden_traits: own(&query.forbidden_traits),
+            ..crate::domain::PlacementQuery::default()
+        };
         if query.required_traits.is_empty() && query.forbidden_traits.is_empty() {
             return;
         }
         let Some(placement) = self.placement_claims() else {
             return;
         };
-        use crate::domain::Mark;
         let names = |ids: &[crate::domain::TraitId]| -> Vec<std::sync::Arc<str>> {
             ids.iter().map(|t| t.name()).collect()
         };
