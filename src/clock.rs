@@ -57,6 +57,12 @@ impl ManualClock {
     pub fn set_ms(&self, ms: i64) {
         self.0.send_replace(ms);
     }
+
+    /// Sleeps on this clock that have not ended yet, so a test can tell that a task waits
+    /// on the clock (and not on the system's time) before it moves the clock.
+    pub fn sleepers(&self) -> usize {
+        self.0.receiver_count()
+    }
 }
 
 impl Clock for ManualClock {

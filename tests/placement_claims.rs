@@ -989,3 +989,142 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
         );
     }
 }
+
+/// nova-compute's start: `service.create` (versioned notification), then its compute node
+/// and resource provider, then it takes builds. A call that comes right after must see the
+/// new host, as Nova's scheduler (reading Placement on every call) does, or a reschedule has
+/// no alternate on it — even when the hosts Parasol already has can take the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
+    let placement = PlacementServer::start().await;
+    placement
+        .provider("host1", P1, room(4, 8192), &[], &[])
+        .await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    // No periodic sync during the test: only the first one and those asked for.
+    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 1
+    })
+    .await;
+
+    // Built first: Nova's objects take seconds to import, and the wait is for a service
+    // announced less than `timeout_s` ago.
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+    ])
+    .await;
+    let created = json!({
+        "message_id": "7d0c1d7e-5b7a-4c55-9d0e-8f3b2f0a0001",
+        "publisher_id": "nova-compute:host2",
+        "event_type": "service.create",
+        "priority": "INFO",
+        "timestamp": "2026-11-27 04:00:00.000000",
+        "payload": {"nova_object.name": "ServiceStatusPayload", "nova_object.namespace": "nova",
+                    "nova_object.version": "1.1",
+                    "nova_object.data": {"host": "host2", "binary": "nova-compute",
+                                         "disabled": false, "forced_down": false}},
+    });
+    let response = parasol
+        .http
+        .post(format!("{}/v1/notifications", parasol.address))
+        .json(&created)
+        .send()
+        .await
+        .expect("post");
+    assert!(
+        response.status().is_success(),
+        "{:?}",
+        response.text().await
+    );
+    placement
+        .provider("host2", P2, room(4, 8192), &[], &[])
+        .await;
+
+    let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
+    assert_eq!(status, 200, "{answer}");
+    let mut nodes: Vec<&str> = answer[0]
+        .as_array()
+        .expect("selections")
+        .iter()
+        .map(|s| data(s)["compute_node_uuid"].as_str().expect("uuid"))
+        .collect();
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        [P1, P2],
+        "the new host is chosen or an alternate: {answer}"
+    );
+    parasol.shutdown.stop().await;
+}
+
+/// Sets `uuid`'s traits in Placement (as `openstack resource provider trait set` does).
+async fn set_traits(placement: &PlacementServer, uuid: &str, traits: &[&str]) {
+    for t in traits.iter().filter(|t| t.starts_with("CUSTOM_")) {
+        placement
+            .call(reqwest::Method::PUT, &format!("/traits/{t}"), None)
+            .await;
+    }
+    let path = format!("/resource_providers/{uuid}/traits");
+    let generation = placement.call(reqwest::Method::GET, &path, None).await
+        ["resource_provider_generation"]
+        .clone();
+    let body = json!({"resource_provider_generation": generation, "traits": traits});
+    placement
+        .call(reqwest::Method::PUT, &path, Some(body))
+        .await;
+}
+
+/// Nova's scheduler asks Placement for providers with the flavor's traits on every call, so
+/// a trait an operator set a moment ago counts at once; Parasol asks Placement which
+/// providers match the request's traits and re-reads those its synced view judges otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traits_set_in_placement_since_the_last_sync_count_on_the_next_call() {
+    let placement = PlacementServer::start().await;
+    // P1 has the most free RAM: Nova's weighers pick it first.
+    placement
+        .provider("big", P1, room(4, 16384), &[], &[])
+        .await;
+    placement
+        .provider("small", P2, room(4, 8192), &[], &[])
+        .await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    // No periodic sync during the test: only the first one and those asked for.
+    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 2
+    })
+    .await;
+    set_traits(&placement, P1, &["CUSTOM_SGX_LIKE"]).await;
+
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "extra_specs": {"trait:CUSTOM_SGX_LIKE": "forbidden"}}),
+        json!({"instance_uuids": [instance(2)], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "extra_specs": {"trait:CUSTOM_SGX_LIKE": "required"}}),
+    ])
+    .await;
+    let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
+    assert_eq!(status, 200, "{answer}");
+    let nodes: Vec<&str> = answer[0]
+        .as_array()
+        .expect("selections")
+        .iter()
+        .map(|s| data(s)["compute_node_uuid"].as_str().expect("uuid"))
+        .collect();
+    assert_eq!(
+        nodes,
+        [P2],
+        "the host with the forbidden trait is no candidate"
+    );
+    let (status, answer) = parasol.select(&specs[1], &[instance(2)]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(data(&answer[0][0])["compute_node_uuid"], P1);
+    // And taken away again: no host has the required trait.
+    set_traits(&placement, P1, &[]).await;
+    let (status, answer) = parasol.select(&specs[1], &[instance(3)]).await;
+    assert_eq!(status, 409, "{answer}");
+    parasol.shutdown.stop().await;
+}

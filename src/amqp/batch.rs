@@ -11,7 +11,6 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicPublishOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel};
-use std::time::Duration;
 
 /// Which queue a delivery came from (each has its own channel and delivery tags).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +29,10 @@ impl Source {
 }
 
 const SOURCES: [Source; 2] = [Source::Notifications, Source::Fanout];
+
+/// How long a batch the ledger could not take waits, on the service's clock, before it is
+/// given back to the broker.
+pub const REQUEUE_WAIT_MS: u64 = 500;
 
 /// Applies `batch` exactly once and acknowledges it; `Err` ends the connection (whatever is
 /// unacknowledged is redelivered, and skipped as duplicate where already committed).
@@ -58,7 +61,8 @@ pub(super) async fn process_batch(
     };
     let Some(outcomes) = outcomes else {
         ingest.batch_requeued();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Not at once: the ledger needs time to come back, and the batch would return now.
+        ingest.clock().sleep_ms(REQUEUE_WAIT_MS).await;
         let requeue = BasicNackOptions {
             multiple: true,
             requeue: true,

@@ -68,7 +68,7 @@ pub async fn run_notification_consumer(
         tracing::warn!(error = %e, retry_in_s = delay.as_secs_f64(), "broker unavailable; HTTP keeps serving");
         broker.failed(e.to_string(), delay_ms);
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = ingest.clock().sleep_ms(delay_ms) => {}
             _ = shutdown.cancelled() => return,
         }
     }

@@ -14,6 +14,7 @@ pub mod topology;
 
 pub use crate::backoff::Backoff;
 pub use crate::transport_url::TransportUrl;
+pub use batch::REQUEUE_WAIT_MS;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
 pub use status::BrokerStatus;
 

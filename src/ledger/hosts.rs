@@ -345,6 +345,19 @@ impl Ledger {
         }
     }
 
+    /// Replaces a host's traits (as Placement has them now) and loads it into the live table.
+    pub async fn set_traits(&self, host: HostId, traits: &[String]) -> Result<(), LedgerError> {
+        let json = HostRegistration::names_json(traits);
+        write_tx!(self, Db, tx => {
+            sqlx::query("UPDATE hosts SET traits = $1 WHERE id = $2")
+                .bind(&json)
+                .bind(host.0)
+                .execute(&mut *tx)
+                .await?;
+        });
+        self.reload(&[host]).await
+    }
+
     /// Loads `ids` from the ledger into the live table (hosts the ledger no longer has stay
     /// as they were). Claims in flight keep their reservation (see [`crate::table`]).
     pub async fn reload(&self, ids: &[HostId]) -> Result<(), LedgerError> {

@@ -167,7 +167,11 @@ fn as_loaded(reg: &HostRegistration) -> Option<Arc<HostProfile>> {
 pub(super) fn needs_flush(event: &HostEvent) -> bool {
     !matches!(
         event,
-        HostEvent::HostState(_) | HostEvent::Unknown { .. } | HostEvent::Aggregates(_)
+        HostEvent::HostState(_)
+            | HostEvent::Unknown { .. }
+            | HostEvent::Aggregates(_)
+            | HostEvent::ServiceCreate { .. }
+            | HostEvent::ServiceDelete { .. }
     )
 }
 
@@ -293,6 +297,17 @@ macro_rules! define_effect {
                             .execute(&mut **tx)
                             .await?;
                     }
+                }
+                HostEvent::ServiceCreate { host } => {
+                    // No ledger row: its node comes from Placement and Nova's records, which
+                    // the next call waits for (as Nova's scheduler would read them).
+                    table.announce_service(host, now_ms);
+                    table.want_records();
+                }
+                HostEvent::ServiceDelete { host } => {
+                    // Its node goes with it (Nova's records say so at their next read).
+                    table.forget_service(host);
+                    table.want_records();
                 }
                 HostEvent::ServiceUpdate { host, disabled, forced_down } => {
                     // Nova's records (when read) say the same sooner than the next refresh.

@@ -158,6 +158,14 @@ pub enum HostEvent {
         disabled: bool,
         forced_down: bool,
     },
+    /// A nova-compute service was created (`service.create`): its compute node and resource
+    /// provider follow within its start, before it takes any build. Nova's scheduler reads
+    /// both on every call; Parasol waits for them on the next call (see
+    /// [`crate::table::HostTable::announce_service`]).
+    ServiceCreate { host: String },
+    /// A nova-compute service was deleted (`service.delete`): a node it announced will not
+    /// come.
+    ServiceDelete { host: String },
     /// Fanout `update_instance_info`: these instances run on `host` (the listed instances
     /// whose own `host` names another service are left out: after a live migration the
     /// source's nova-compute sends the instance, already on the destination, under its own
@@ -303,16 +311,30 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
     }
     let upsert = UPSERT_EVENTS.contains(&event_type);
     let release = RELEASE_EVENTS.contains(&event_type);
-    if !upsert && !release && event_type != "service.update" {
+    let service = matches!(
+        event_type,
+        "service.update" | "service.create" | "service.delete"
+    );
+    if !upsert && !release && !service {
         return Ok(HostEvent::Unknown {
             event_type: event_type.to_string(),
         });
     }
     let p = NovaObject::parse_any(payload, "payload")?.data;
-    if event_type == "service.update" {
+    if service {
         if p.opt_str("binary")?.is_some_and(|b| b != "nova-compute") {
             return Ok(HostEvent::Unknown {
                 event_type: event_type.to_string(),
+            });
+        }
+        if event_type == "service.create" {
+            return Ok(HostEvent::ServiceCreate {
+                host: p.req_str("host")?,
+            });
+        }
+        if event_type == "service.delete" {
+            return Ok(HostEvent::ServiceDelete {
+                host: p.req_str("host")?,
             });
         }
         return Ok(HostEvent::ServiceUpdate {

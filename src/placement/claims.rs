@@ -27,6 +27,9 @@ pub enum PlacementClaim {
 }
 
 /// The claims of one Parasol process in Placement.
+/// The first microversion with forbidden traits (`required=!TRAIT`).
+const FORBIDDEN_TRAITS_VERSION: &str = "1.22";
+
 #[derive(Debug)]
 pub struct PlacementClaims {
     client: PlacementClient,
@@ -37,6 +40,45 @@ impl PlacementClaims {
         Ok(PlacementClaims {
             client: PlacementClient::new(settings)?,
         })
+    }
+
+    /// The uuids of the providers with every trait of `required` and none of `forbidden`
+    /// (`GET /resource_providers?required=A,!B`, microversion 1.22). Nova's scheduler asks
+    /// Placement the same on every call, as part of its allocation candidates.
+    pub async fn providers_with_traits(
+        &self,
+        required: &[&str],
+        forbidden: &[&str],
+    ) -> Result<std::collections::HashSet<String>, PlacementError> {
+        let terms: Vec<String> = required
+            .iter()
+            .map(|t| t.to_string())
+            .chain(forbidden.iter().map(|t| format!("!{t}")))
+            .collect();
+        let path = format!("/resource_providers?required={}", terms.join(","));
+        let (status, body) = self
+            .client
+            .send(Method::GET, &path, FORBIDDEN_TRAITS_VERSION, None)
+            .await?;
+        let providers = body["resource_providers"]
+            .as_array()
+            .filter(|_| status == 200);
+        let Some(providers) = providers else {
+            return Err(PlacementError::Status {
+                url: path,
+                status,
+                body: body.to_string(),
+            });
+        };
+        Ok(providers
+            .iter()
+            .filter_map(|p| p["uuid"].as_str().map(str::to_string))
+            .collect())
+    }
+
+    /// A provider's traits now.
+    pub async fn traits(&self, provider: &str) -> Result<Vec<String>, PlacementError> {
+        self.client.traits(provider).await
     }
 
     /// Claims `allocation_request` (an allocation candidate's body, [`crate::nova::

@@ -49,7 +49,8 @@ pub struct PlacementSettings {
     pub token: String,
     /// Seconds between two full syncs.
     pub sync_interval_s: f64,
-    /// Seconds before a request to Placement or Keystone is abandoned.
+    /// Seconds before a request to Placement or Keystone is abandoned; also the longest a
+    /// call waits for a sync (no candidate host, or a just-started compute not loaded yet).
     pub timeout_s: f64,
     /// `OpenStack-API-Version: placement <microversion>` sent on every sync read.
     pub microversion: String,

@@ -82,6 +82,11 @@ impl Scheduler {
     }
 
     /// Whether placed instances are claimed in Placement.
+    /// The Placement client of the claims, when Parasol claims in Placement.
+    pub(crate) fn placement_claims(&self) -> Option<&Arc<PlacementClaims>> {
+        self.claims.as_ref()
+    }
+
     pub fn claims_in_placement(&self) -> bool {
         self.claims.is_some()
     }

@@ -65,6 +65,11 @@ impl Answer {
     }
 }
 
+/// How often a call waiting for an announced compute's node looks again when no Placement
+/// sync can be asked for (one already asked within `resync_min_interval_s`): the node may
+/// come from a read of Nova's records instead.
+const ANNOUNCED_POLL_MS: u64 = 50;
+
 impl Scheduler {
     /// Places every instance of one call on the active backend, all or none: Nova's resource
     /// request (request filters included) first, then the backend; for dedicated CPUs, Nova's
@@ -79,6 +84,7 @@ impl Scheduler {
         if !settings.placement.enabled {
             return self.select_once(args).await;
         }
+        self.wait_for_announced_computes(&settings.placement).await;
         // A compute node Nova has and the table lacks registered since the last sync: wait
         // for the next one first, so it can be chosen or be an alternate.
         if self.resync().node_since_last_sync(self.ledger().table()) {
@@ -107,6 +113,114 @@ impl Scheduler {
         self.select_once(args).await
     }
 
+    /// A nova-compute service created less than `[placement] timeout_s` ago
+    /// (`service.create`) whose node the table does not hold yet: Nova's scheduler, reading
+    /// Placement and the cell database on every call, would see the node its start made, so
+    /// this call waits — asking for Placement syncs and reads of Nova's records — until the
+    /// node is loaded or `timeout_s` has passed (by the injected clock). Without it a call
+    /// that comes right after a compute's start gets no alternate on it (a reschedule then
+    /// has nowhere to go).
+    async fn wait_for_announced_computes(&self, placement: &crate::placement::PlacementSettings) {
+        let table = self.ledger().table();
+        let clock = self.clock();
+        let timeout_ms = (placement.timeout_s * 1000.0).round() as i64;
+        let start = clock.now_ms();
+        let mut pending = table.announced_not_loaded(start - timeout_ms);
+        if pending.is_empty() {
+            return;
+        }
+        tracing::info!(services = ?pending, "a compute service started and its node is not loaded yet: waiting for it");
+        while !pending.is_empty() {
+            let left = start + timeout_ms - clock.now_ms();
+            if left <= 0 {
+                tracing::info!(services = ?pending, "the nodes of these compute services were not loaded in time");
+                return;
+            }
+            table.want_records();
+            match self.resync().ask() {
+                Some(sync) => {
+                    self.resync().wait_for(sync, left as u64).await;
+                }
+                None => clock.sleep_ms(ANNOUNCED_POLL_MS.min(left as u64)).await,
+            }
+            pending = table.announced_not_loaded(start - timeout_ms);
+        }
+    }
+
+    /// For a request with required or forbidden traits, when Parasol claims in Placement:
+    /// asks Placement which providers have those traits now (one call, as Nova's scheduler's
+    /// allocation candidates ask on every call) and re-reads the traits of every host the
+    /// table judges otherwise, so a trait set a moment ago counts on this call. A failure
+    /// leaves the table as it is (the periodic sync still follows Placement).
+    ///
+    /// `COMPUTE_STATUS_DISABLED`, which Nova's `compute_status_filter` forbids on every call,
+    /// is left out: nova-compute sets it from its service's state, which Parasol follows from
+    /// `service.update` and Nova's records; a call without other traits asks nothing.
+    async fn refresh_traits(&self, query: &crate::domain::PlacementQuery) {
+        use crate::domain::Mark;
+        let status = crate::domain::TraitId::lookup(crate::nova::COMPUTE_STATUS_DISABLED);
+        let own = |ids: &[crate::domain::TraitId]| -> Vec<crate::domain::TraitId> {
+            ids.iter().copied().filter(|t| Some(*t) != status).collect()
+        };
+        let query = crate::domain::PlacementQuery {
+            required_traits: own(&query.required_traits),
+            forbidden_traits: own(&query.forbidden_traits),
+            ..crate::domain::PlacementQuery::default()
+        };
+        if query.required_traits.is_empty() && query.forbidden_traits.is_empty() {
+            return;
+        }
+        let Some(placement) = self.placement_claims() else {
+            return;
+        };
+        let names = |ids: &[crate::domain::TraitId]| -> Vec<std::sync::Arc<str>> {
+            ids.iter().map(|t| t.name()).collect()
+        };
+        let (required, forbidden) = (
+            names(&query.required_traits),
+            names(&query.forbidden_traits),
+        );
+        let required: Vec<&str> = required.iter().map(|n| &**n).collect();
+        let forbidden: Vec<&str> = forbidden.iter().map(|n| &**n).collect();
+        let matching = match placement.providers_with_traits(&required, &forbidden).await {
+            Ok(matching) => matching,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot ask Placement which providers have the request's traits; deciding on the synced traits");
+                return;
+            }
+        };
+        let stale: Vec<(crate::domain::HostId, String)> =
+            self.ledger().table().with_hosts(|hosts| {
+                hosts
+                    .iter()
+                    .filter(|h| {
+                        let has = h.profile.traits.contains_all(&query.required_traits)
+                            && !h.profile.traits.contains_any(&query.forbidden_traits);
+                        has != matching.contains(&*h.profile.uuid)
+                    })
+                    .map(|h| (h.id, h.profile.uuid.to_string()))
+                    .collect()
+            });
+        for (id, uuid) in stale {
+            let refreshed = match placement.traits(&uuid).await {
+                Ok(traits) => self
+                    .ledger()
+                    .set_traits(id, &traits)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match refreshed {
+                Ok(()) => {
+                    tracing::info!(provider = %uuid, "traits changed in Placement since the last sync: re-read")
+                }
+                Err(error) => {
+                    tracing::warn!(provider = %uuid, %error, "cannot re-read a provider's traits")
+                }
+            }
+        }
+    }
+
     async fn select_once(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
         let settings = self.settings();
         let span = tracing::info_span!(
@@ -116,6 +230,9 @@ impl Scheduler {
             backend = self.backend().kind().as_str()
         );
         let requests = self.requests(&args, true).await?;
+        if let Some(first) = requests.first() {
+            self.refresh_traits(&first.query).await;
+        }
         let zones = requests.first().and_then(|r| r.host_zones.clone());
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
         let first = self.schedule(requests).instrument(span.clone()).await;

@@ -147,6 +147,9 @@ pub struct HostTable {
     missing_record: tokio::sync::Notify,
     /// Bumped whenever a host is added or its profile changes (samplers re-read their list).
     generation: AtomicU64,
+    /// nova-compute services announced by `service.create`, with when (ms), until a node of
+    /// theirs is loaded with Nova's record ([`HostTable::announced_not_loaded`]).
+    announced: parking_lot::Mutex<HashMap<String, i64>>,
 }
 
 impl std::fmt::Debug for HostTable {
@@ -347,6 +350,44 @@ impl HostTable {
     /// Parasol does not read them.
     pub fn want_records(&self) {
         self.missing_record.notify_one();
+    }
+
+    /// A nova-compute service was created at `now_ms` (`service.create`): its compute node
+    /// record and resource provider are made next, in the same service start, before it
+    /// takes any build — so a request that arrives meanwhile is about a cloud with one more
+    /// host than the table holds.
+    pub fn announce_service(&self, host: &str, now_ms: i64) {
+        self.announced.lock().insert(host.to_string(), now_ms);
+    }
+
+    /// A nova-compute service was deleted (`service.delete`): no node of it is awaited.
+    pub fn forget_service(&self, host: &str) {
+        self.announced.lock().remove(host);
+    }
+
+    /// The services announced at or after `since_ms` that have no node in the table yet
+    /// (with Nova's record laid over it, when Parasol reads Nova's records). Services whose
+    /// node is loaded, and those announced before `since_ms`, are forgotten.
+    pub fn announced_not_loaded(&self, since_ms: i64) -> Vec<String> {
+        let mut announced = self.announced.lock();
+        if announced.is_empty() {
+            return Vec::new();
+        }
+        let inner = self.inner.read();
+        announced.retain(|host, at| {
+            let loaded = inner.by_host.get(host.as_str()).is_some_and(|slots| {
+                slots.iter().any(|s| {
+                    inner
+                        .records
+                        .as_ref()
+                        .is_none_or(|r| r.by_uuid.contains_key(&*inner.hosts[*s].profile.uuid))
+                })
+            });
+            !loaded && *at >= since_ms
+        });
+        let mut hosts: Vec<String> = announced.keys().cloned().collect();
+        hosts.sort();
+        hosts
     }
 
     /// Sets a host's liveness (a heartbeat or a service update the ledger has committed).

@@ -249,3 +249,50 @@ fn scan_rows_follow_every_change_of_their_host() {
     rows_agree(&t);
     t.with_scan(|_, rows| assert_eq!(rows[0].flags & HostScan::SERVICE_OK, 0, "down"));
 }
+
+#[test]
+fn an_announced_compute_service_is_pending_until_its_node_is_loaded_with_nova_s_record() {
+    let t = HostTable::new();
+    assert!(t.announced_not_loaded(0).is_empty(), "nothing announced");
+    t.announce_service("c2", 1_000);
+    t.announce_service("c3", 1_000);
+    assert_eq!(t.announced_not_loaded(0), ["c2", "c3"]);
+    // Nova's records are read: a provider loaded without its record is not yet the node.
+    t.set_records(Arc::new(NodeRecords {
+        read: true,
+        ..NodeRecords::default()
+    }));
+    t.load([row(1, "c2", 4, 0)]);
+    assert_eq!(t.announced_not_loaded(0), ["c2", "c3"]);
+    let mut records = NodeRecords {
+        read: true,
+        ..NodeRecords::default()
+    };
+    records
+        .by_uuid
+        .insert("uuid-c2".into(), record("c2", true, false, false));
+    t.set_records(Arc::new(records));
+    assert_eq!(t.announced_not_loaded(0), ["c3"], "c2's node is loaded");
+    // An announcement older than the window is forgotten, and stays forgotten.
+    assert!(t.announced_not_loaded(1_001).is_empty());
+    assert!(t.announced_not_loaded(0).is_empty());
+}
+
+#[test]
+fn without_nova_s_records_an_announced_service_is_loaded_with_its_provider() {
+    let t = HostTable::new();
+    t.announce_service("c2", 5);
+    assert_eq!(t.announced_not_loaded(0), ["c2"]);
+    t.load([row(1, "c2", 4, 0)]);
+    assert!(t.announced_not_loaded(0).is_empty());
+}
+
+#[test]
+fn a_deleted_compute_service_is_no_longer_awaited() {
+    let t = HostTable::new();
+    t.announce_service("c2", 5);
+    t.announce_service("c3", 5);
+    t.forget_service("c2");
+    t.forget_service("never-announced");
+    assert_eq!(t.announced_not_loaded(0), ["c3"]);
+}

@@ -10,7 +10,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use parasol::amqp::run_notification_consumer;
 use parasol::amqp::topology::{declare_fanout_exchange, declare_nova_exchange, REASON_HEADER};
-use parasol::clock::SystemClock;
+use parasol::clock::{SharedClock, SystemClock};
 use parasol::configuration::{AmqpSettings, Settings};
 use parasol::ledger::Ledger;
 use parasol::startup::{Application, Handles};
@@ -58,12 +58,22 @@ pub async fn spawn_service(engine: &str, amqp: AmqpSettings) -> Service {
 
 /// The same on `db`, reached through `url` (the test's URL with options added, say).
 pub async fn spawn_service_on(db: TestDb, url: &str, amqp: AmqpSettings) -> Service {
+    spawn_service_with_clock(db, url, amqp, Arc::new(SystemClock)).await
+}
+
+/// The same on a clock of the test's choosing (the consumer's waits sleep on it).
+pub async fn spawn_service_with_clock(
+    db: TestDb,
+    url: &str,
+    amqp: AmqpSettings,
+    clock: SharedClock,
+) -> Service {
     let mut settings = Settings::default();
     settings.ledger.url = url.to_string();
     settings.scheduler.seed = Some(7);
     settings.amqp = amqp.clone();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    let app = Application::build_with(settings, listener, Arc::new(SystemClock))
+    let app = Application::build_with(settings, listener, clock)
         .await
         .expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());

@@ -1,14 +1,17 @@
 //! A nearly full disk under the SQLite ledger: the write probe still fits (one page, in the
 //! write-ahead log's space that a checkpoint freed) but no batch does. The consumer must not
 //! take that for a poison message: nothing is acknowledged, dead-lettered or half-applied, and
-//! everything is applied once the space is back. (An out-of-space batch is requeued at once,
-//! without the one-by-one pass: see docs/failures.md.)
+//! everything is applied once the space is back. (An out-of-space batch is requeued without
+//! the one-by-one pass, after a wait on the service's clock: see docs/failures.md.)
 
-use crate::broker::{isolated_amqp, spawn_service_on, wait_until, Publisher};
+use crate::broker::{isolated_amqp, spawn_service_with_clock, wait_until, Publisher};
 use crate::messages::host_state;
 use crate::small_disk::SmallDisk;
+use parasol::amqp::REQUEUE_WAIT_MS;
+use parasol::clock::{Clock, ManualClock, SystemClock};
 use serde_json::{json, Value};
 use sqlx::Connection;
+use std::sync::Arc;
 
 fn big_host_state(h: usize) -> Value {
     let mut m = host_state(
@@ -40,7 +43,15 @@ async fn a_batch_that_cannot_commit_on_a_full_disk_is_neither_acknowledged_nor_d
     let url = disk.sqlite_url();
     let mut amqp = isolated_amqp();
     amqp.attempts = 2;
-    let s = spawn_service_on(crate::support::sqlite_at(&url), &url, amqp.clone()).await;
+    // The consumer's waits sleep on this clock, which moves only when the test moves it.
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let s = spawn_service_with_clock(
+        crate::support::sqlite_at(&url),
+        &url,
+        amqp.clone(),
+        Arc::new(clock.clone()),
+    )
+    .await;
     s.wait_connected().await;
     let p = Publisher::connect(&amqp).await;
     let first: Vec<Value> = (0..10).map(big_host_state).collect();
@@ -80,8 +91,23 @@ async fn a_batch_that_cannot_commit_on_a_full_disk_is_neither_acknowledged_nor_d
             .await
             .unwrap();
     }
+    // Whatever else of the service sleeps on the clock is parked there by now: the clock
+    // has not moved since it started.
+    let parked = clock.sleepers();
     let rest: Vec<Value> = (10..310).map(big_host_state).collect();
     p.notify_all(&rest).await;
+    wait_until("the consumer gave up a batch", || async {
+        s.handles.ingest.requeued_batches() >= 1
+    })
+    .await;
+    // It waits on the service's clock before it gives the batch back, and only that long.
+    wait_until("the consumer waits on the clock", || async {
+        clock.sleepers() > parked
+    })
+    .await;
+    assert_eq!(clock.sleepers(), parked + 1, "one wait: the requeue's");
+    assert_eq!(s.handles.ingest.requeued_batches(), 1);
+    clock.advance_ms(REQUEUE_WAIT_MS as i64);
     wait_until("the consumer requeued a batch twice", || async {
         s.handles.ingest.requeued_batches() >= 2
     })
@@ -92,6 +118,12 @@ async fn a_batch_that_cannot_commit_on_a_full_disk_is_neither_acknowledged_nor_d
     assert_eq!(host_rows(&url).await, 10, "the ledger");
 
     disk.free();
+    // Each wait of a batch given back ends when the clock has moved on.
+    wait_until("everything settled", || async {
+        clock.advance_ms(REQUEUE_WAIT_MS as i64);
+        s.settled() >= 310
+    })
+    .await;
     s.wait_settled(310).await;
     assert_eq!(s.count("applied"), 310, "{}", s.counts());
     assert_eq!(s.count("dead_letter"), 0, "{}", s.counts());

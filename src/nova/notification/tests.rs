@@ -118,6 +118,54 @@ fn service_update_of_a_compute_service_becomes_a_service_update() {
 }
 
 #[test]
+fn service_create_and_delete_of_a_compute_service_are_decoded_and_others_are_unknown() {
+    let create = |binary: &str| {
+        notification(
+            "service.create",
+            payload_object(
+                "ServiceStatusPayload",
+                json!({"host": "compute2", "binary": binary, "disabled": false, "forced_down": false}),
+            ),
+        )
+    };
+    assert_eq!(
+        Notification::from_inner(&create("nova-compute"))
+            .unwrap()
+            .event,
+        HostEvent::ServiceCreate {
+            host: "compute2".into()
+        }
+    );
+    assert_eq!(
+        Notification::from_inner(&create("nova-scheduler"))
+            .unwrap()
+            .event,
+        HostEvent::Unknown {
+            event_type: "service.create".into()
+        }
+    );
+    let deleted = notification(
+        "service.delete",
+        payload_object(
+            "ServiceStatusPayload",
+            json!({"host": "compute2", "binary": "nova-compute"}),
+        ),
+    );
+    assert_eq!(
+        Notification::from_inner(&deleted).unwrap().event,
+        HostEvent::ServiceDelete {
+            host: "compute2".into()
+        }
+    );
+    let nameless = notification(
+        "service.create",
+        payload_object("ServiceStatusPayload", json!({"binary": "nova-compute"})),
+    );
+    let err = Notification::from_inner(&nameless).unwrap_err().to_string();
+    assert!(err.contains("host"), "{err}");
+}
+
+#[test]
 fn every_usage_event_maps_to_upsert_or_release_and_others_to_unknown() {
     let data = json!({"uuid": I1, "host": "h1", "node": "n1", "flavor": payload_object("FlavorPayload",
                       json!({"name": "tiny", "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}))});
