@@ -5,7 +5,7 @@
 use super::consumer::ConsumerError;
 use super::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
 use crate::configuration::AmqpSettings;
-use crate::notifications::Ingest;
+use crate::notifications::{Applied, Ingest};
 use crate::nova::Notification;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicPublishOptions};
@@ -34,22 +34,43 @@ const SOURCES: [Source; 2] = [Source::Notifications, Source::Fanout];
 /// given back to the broker.
 pub const REQUEUE_WAIT_MS: u64 = 500;
 
-/// Applies `batch` exactly once and acknowledges it; `Err` ends the connection (whatever is
-/// unacknowledged is redelivered, and skipped as duplicate where already committed).
-pub(super) async fn process_batch(
-    ingest: &Ingest,
-    publisher: &Channel,
-    amqp: &AmqpSettings,
+/// A batch of deliveries with each body decoded (or the reason it cannot be).
+pub(super) struct Decoded {
+    deliveries: Vec<(Source, Delivery)>,
+    notifications: Vec<Result<Notification, String>>,
+}
+
+/// Decodes a batch of ready deliveries; `Err` when the broker failed one (the connection ends).
+pub(super) fn decode_batch(
     batch: Vec<(Source, lapin::Result<Delivery>)>,
-) -> Result<(), ConsumerError> {
+) -> Result<Decoded, ConsumerError> {
     let mut deliveries = Vec::with_capacity(batch.len());
     for (source, delivery) in batch {
         deliveries.push((source, delivery?));
     }
-    let decoded: Vec<Result<Notification, String>> = deliveries
+    let notifications = deliveries
         .iter()
         .map(|(_, d)| Notification::decode(&d.data).map_err(|e| e.to_string()))
         .collect();
+    Ok(Decoded {
+        deliveries,
+        notifications,
+    })
+}
+
+/// Applies a decoded batch exactly once and acknowledges it; `Err` ends the connection
+/// (whatever is unacknowledged is redelivered, and skipped as duplicate where already
+/// committed).
+pub(super) async fn process_batch(
+    ingest: &Ingest,
+    publisher: &Channel,
+    amqp: &AmqpSettings,
+    batch: Decoded,
+) -> Result<(), ConsumerError> {
+    let Decoded {
+        deliveries,
+        notifications: decoded,
+    } = batch;
     let valid: Vec<&Notification> = decoded.iter().filter_map(|r| r.as_ref().ok()).collect();
     let outcomes = match ingest.apply_batch(&valid).await {
         Ok(outcomes) => Some(outcomes),
@@ -74,6 +95,12 @@ pub(super) async fn process_batch(
     };
     let mut outcomes = outcomes.into_iter();
     let mut poison = Vec::new();
+    // Counted once per outcome for the whole batch.
+    let mut tally = [
+        (Applied::Applied, 0),
+        (Applied::Duplicate, 0),
+        (Applied::Unknown, 0),
+    ];
     for (i, d) in decoded.iter().enumerate() {
         let outcome = match d {
             Err(reason) => Err(reason.clone()),
@@ -82,9 +109,16 @@ pub(super) async fn process_batch(
                 .unwrap_or_else(|| Err("no outcome for this message".into())),
         };
         match outcome {
-            Ok(applied) => ingest.count(applied.as_str()),
+            Ok(applied) => {
+                if let Some((_, n)) = tally.iter_mut().find(|(a, _)| *a == applied) {
+                    *n += 1;
+                }
+            }
             Err(reason) => poison.push((&deliveries[i].1, reason)),
         }
+    }
+    for (applied, n) in tally {
+        ingest.count_n(applied.as_str(), n);
     }
     dead_letter(ingest, publisher, amqp, &poison).await?;
     for (_, last) in last_per_source(&deliveries) {

@@ -3,7 +3,7 @@
 //! backoff. Unacknowledged deliveries return to their queue when a connection ends, and their
 //! ids make the redelivery a no-op, so nothing is lost or applied twice.
 
-use super::batch::{process_batch, Source};
+use super::batch::{decode_batch, process_batch, Source};
 use super::topology::declare_notification_topology;
 use super::BrokerStatus;
 use super::{connect, Backoff};
@@ -114,18 +114,51 @@ async fn session(
     broker.connected();
     backoff.reset();
     tracing::info!(queue = %queues.notifications, fanout = %queues.fanout, "consuming notifications");
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => {
-                // Unacknowledged deliveries go back to their queues, in order.
-                let _ = conn.close(200, "parasol stopping").await;
-                return Ok(());
-            }
-            next = batches.next() => match next {
-                Some(batch) => process_batch(ingest, &publisher, amqp, batch).await?,
-                None => return Err(ConsumerError::Closed),
+    // Two stages, so that the next batch is decoded while the ledger commits this one: the
+    // receiver decodes and hands over (at most one batch waiting), the applier applies and
+    // acknowledges in order. A batch once handed over is always applied to its end (never
+    // dropped halfway between its commit and the live table's update): on shutdown, or when
+    // the receiver fails, the receiver stops and the applier finishes what it was handed;
+    // when the applier fails, the receiver stops. What was never handed over returns to the
+    // queue.
+    let stop = shutdown.child_token();
+    let (handover, mut handed) = tokio::sync::mpsc::channel(1);
+    let receive = {
+        let stop = stop.clone();
+        async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return Ok(()),
+                    next = batches.next() => match next {
+                        Some(batch) => {
+                            if handover.send(decode_batch(batch)?).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                        None => return Err(ConsumerError::Closed),
+                    }
+                }
             }
         }
-    }
+    };
+    let apply = async move {
+        let applied = async {
+            while let Some(batch) = handed.recv().await {
+                process_batch(ingest, &publisher, amqp, batch).await?;
+            }
+            Ok::<(), ConsumerError>(())
+        }
+        .await;
+        if applied.is_err() {
+            stop.cancel();
+        }
+        applied
+    };
+    let (received, applied) = tokio::join!(receive, apply);
+    applied?;
+    received?;
+    // Unacknowledged deliveries go back to their queues, in order.
+    let _ = conn.close(200, "parasol stopping").await;
+    Ok(())
 }

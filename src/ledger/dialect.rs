@@ -18,7 +18,8 @@ pub(crate) trait Dialect: sqlx::Database {
     const HEARTBEATS: &'static str;
     /// Registers many hosts at once (see `hosts::UPSERT_HOST`), in the order of the JSON array
     /// `$1` of `[host, node, uuid, availability_zone, up, disabled, traits, aggregates]`
-    /// (traits and aggregates as JSON text), seen at `$2`; returns `id, uuid` of each.
+    /// (traits and aggregates as JSON text), seen at `$2`. PostgreSQL's returns `id, uuid` of
+    /// each; SQLite's returns nothing (see [`HOST_IDS_SQLITE`]).
     const UPSERT_HOSTS: &'static str;
     /// Upserts many inventory rows (see `hosts::UPSERT_INVENTORY`) from a JSON array `$1` of
     /// `[host_id, class, total, reserved, min_unit, max_unit, step_size, ratio, usable]`.
@@ -29,6 +30,12 @@ pub(crate) trait Dialect: sqlx::Database {
     /// Inventory rows of the hosts in the JSON array `$1` with no capacity and no use go.
     const DROP_UNUSED_EMPTY_OF: &'static str;
 }
+
+/// After SQLite's [`Dialect::UPSERT_HOSTS`] of the same JSON array `$1`: one row, a JSON
+/// array of `[id, uuid]` of its hosts. (A `RETURNING` row per host would each cross sqlx's
+/// channel from the connection's worker thread.)
+pub(crate) const HOST_IDS_SQLITE: &str = "SELECT json_group_array(json_array(id, uuid)) \
+    FROM hosts WHERE uuid IN (SELECT json_extract(value, '$[2]') FROM json_each($1))";
 
 /// The columns of a host row as [`super::hosts`] decodes them, with the number of
 /// instances on it (allocations whose consumer is known to be an instance: not a migration
@@ -68,7 +75,7 @@ impl Dialect for sqlx::Sqlite {
         ON CONFLICT (uuid) DO UPDATE SET host = excluded.host, node = excluded.node, \
         availability_zone = excluded.availability_zone, up = excluded.up, \
         disabled = excluded.disabled, last_seen_ms = excluded.last_seen_ms, \
-        traits = excluded.traits, aggregates = excluded.aggregates RETURNING id, uuid";
+        traits = excluded.traits, aggregates = excluded.aggregates";
     const UPSERT_INVENTORIES: &'static str = "INSERT INTO inventories (host_id, \
         resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio, \
         usable) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \

@@ -2,6 +2,7 @@
 
 use super::{read_pool, write_pool, Ledger, LedgerError};
 use sqlx::Row;
+use std::collections::HashSet;
 
 /// A message that could not be decoded or applied, kept with the reason.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -16,17 +17,60 @@ pub struct DeadLetter {
 pub(crate) const MARK_PROCESSED: &str =
     "INSERT INTO processed_messages (message_id, processed_ms) VALUES ($1, $2) ON CONFLICT (message_id) DO NOTHING";
 
-/// Records a batch's message ids (a JSON array) in one statement; answers those that are new.
-pub(crate) const MARK_ALL_SQLITE: &str =
-    "INSERT INTO processed_messages (message_id, processed_ms) \
-    SELECT value, $2 FROM json_each($1) WHERE true ON CONFLICT (message_id) DO NOTHING \
-    RETURNING message_id";
+/// Which of a batch's message ids (a JSON array) were recorded before: one row, a JSON array.
+const SEEN_SQLITE: &str = "SELECT json_group_array(message_id) FROM processed_messages \
+    WHERE message_id IN (SELECT value FROM json_each($1))";
 
-/// The same for PostgreSQL (a text array).
-pub(crate) const MARK_ALL_POSTGRES: &str =
-    "INSERT INTO processed_messages (message_id, processed_ms) \
+/// Records a batch's message ids (a JSON array) in one statement.
+const MARK_ALL_SQLITE: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
+    SELECT value, $2 FROM json_each($1) WHERE true ON CONFLICT (message_id) DO NOTHING";
+
+/// The same for PostgreSQL (a text array), answering the ids that are new.
+const MARK_ALL_POSTGRES: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
     SELECT m, $2 FROM unnest($1::text[]) AS m ON CONFLICT (message_id) DO NOTHING \
     RETURNING message_id";
+
+/// Records `ids` as processed at `now_ms`; answers those not recorded before. SQLite asks
+/// which were seen (one row) and then inserts (no row): a `RETURNING` row per message would
+/// each cross sqlx's channel from the connection's worker thread.
+pub(crate) async fn mark_all_sqlite(
+    conn: &mut sqlx::SqliteConnection,
+    ids: &[&str],
+    now_ms: i64,
+) -> Result<HashSet<String>, sqlx::Error> {
+    let list = super::json_list(ids.iter().copied());
+    let seen: String = sqlx::query_scalar(SEEN_SQLITE)
+        .bind(&list)
+        .fetch_one(&mut *conn)
+        .await?;
+    let seen: HashSet<String> = serde_json::from_str(&seen)
+        .map_err(|e| sqlx::Error::Protocol(format!("processed message ids: {e}")))?;
+    sqlx::query(MARK_ALL_SQLITE)
+        .bind(&list)
+        .bind(now_ms)
+        .execute(&mut *conn)
+        .await?;
+    Ok(ids
+        .iter()
+        .filter(|id| !seen.contains(**id))
+        .map(|id| id.to_string())
+        .collect())
+}
+
+/// [`mark_all_sqlite`] for PostgreSQL: one statement, answering the new ids.
+pub(crate) async fn mark_all_postgres(
+    conn: &mut sqlx::PgConnection,
+    ids: &[&str],
+    now_ms: i64,
+) -> Result<HashSet<String>, sqlx::Error> {
+    let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    let fresh: Vec<String> = sqlx::query_scalar(MARK_ALL_POSTGRES)
+        .bind(ids)
+        .bind(now_ms)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(fresh.into_iter().collect())
+}
 
 impl Ledger {
     /// Records a message that could not be decoded or applied.

@@ -5,7 +5,7 @@ use super::effects::{
     apply_postgres, apply_sqlite, flush_postgres, flush_sqlite, needs_flush, Touched,
 };
 use crate::domain::HostId;
-use crate::ledger::messages::{MARK_ALL_POSTGRES, MARK_ALL_SQLITE};
+use crate::ledger::messages::{mark_all_postgres, mark_all_sqlite};
 use crate::ledger::{HostRegistration, Ledger, LedgerError, Pools};
 use crate::nova::{HostEvent, HostStatePayload, Notification};
 use sqlx::Acquire;
@@ -86,7 +86,7 @@ fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
 /// so that the message at fault rolls back alone with the database's reason and the rest of the
 /// batch is applied. Only an outage fails the batch.
 macro_rules! apply_all {
-    ($db:ty, $pool:expr, $table:expr, $touched:expr, $effect:ident, $flush:ident, $mark_all:expr, $ids:expr, $batch:expr, $now_ms:expr) => {{
+    ($db:ty, $pool:expr, $table:expr, $touched:expr, $effect:ident, $flush:ident, $mark_all:ident, $batch:expr, $now_ms:expr) => {{
         let mut outcomes = Vec::with_capacity($batch.len());
         let checked: Vec<_> = $batch.iter().map(|n| validate(n)).collect();
         let mut tx = $pool.begin().await?;
@@ -98,13 +98,8 @@ macro_rules! apply_all {
                 .filter(|(_, c)| c.is_ok())
                 .map(|(n, _)| n.message_id.as_str())
                 .collect();
-            let marked: Result<Vec<String>, sqlx::Error> = sqlx::query_scalar($mark_all)
-                .bind($ids(&valid))
-                .bind($now_ms)
-                .fetch_all(&mut *tx)
-                .await;
-            let mut fresh: std::collections::HashSet<String> = match marked {
-                Ok(ids) => ids.into_iter().collect(),
+            let mut fresh = match $mark_all(&mut *tx, &valid, $now_ms).await {
+                Ok(fresh) => fresh,
                 // An outage fails the batch; any other error sends it to the savepoint pass.
                 Err(e) => {
                     let e = LedgerError::from(e);
@@ -312,7 +307,6 @@ async fn apply_in_tx<J>(
             let batch: Vec<&Notification> = jobs.iter().map(&note).collect();
             let batch = batch.as_slice();
             let now_ms = now_ms();
-            let ids = |ids: &[&str]| crate::ledger::json_list(ids.iter().copied());
             let applied: Result<Vec<Outcome>, LedgerError> = async {
                 apply_all!(
                     sqlx::Sqlite,
@@ -321,8 +315,7 @@ async fn apply_in_tx<J>(
                     touched,
                     apply_sqlite,
                     flush_sqlite,
-                    MARK_ALL_SQLITE,
-                    ids,
+                    mark_all_sqlite,
                     batch,
                     now_ms
                 )
@@ -339,7 +332,6 @@ async fn apply_in_tx<J>(
             let batch: Vec<&Notification> = jobs.iter().map(&note).collect();
             let batch = batch.as_slice();
             let now_ms = now_ms();
-            let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<String>>();
             let applied: Result<Vec<Outcome>, LedgerError> = async {
                 apply_all!(
                     sqlx::Postgres,
@@ -348,8 +340,7 @@ async fn apply_in_tx<J>(
                     touched,
                     apply_postgres,
                     flush_postgres,
-                    MARK_ALL_POSTGRES,
-                    ids,
+                    mark_all_postgres,
                     batch,
                     now_ms
                 )

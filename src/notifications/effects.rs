@@ -424,8 +424,42 @@ macro_rules! define_effect {
 define_effect!(apply_sqlite, sqlx::Sqlite);
 define_effect!(apply_postgres, sqlx::Postgres);
 
+/// Registers the hosts of the JSON array `hosts` (see `Dialect::UPSERT_HOSTS`); answers
+/// `(id, uuid)` of each.
+async fn upsert_hosts_sqlite(
+    conn: &mut sqlx::SqliteConnection,
+    hosts: &str,
+    now_ms: i64,
+) -> Result<Vec<(i64, String)>, sqlx::Error> {
+    use crate::ledger::dialect::{Dialect, HOST_IDS_SQLITE};
+    sqlx::query(<sqlx::Sqlite as Dialect>::UPSERT_HOSTS)
+        .bind(hosts)
+        .bind(now_ms)
+        .execute(&mut *conn)
+        .await?;
+    let ids: String = sqlx::query_scalar(HOST_IDS_SQLITE)
+        .bind(hosts)
+        .fetch_one(&mut *conn)
+        .await?;
+    serde_json::from_str(&ids).map_err(|e| sqlx::Error::Protocol(format!("host ids: {e}")))
+}
+
+/// [`upsert_hosts_sqlite`] for PostgreSQL, whose upsert returns the ids itself.
+async fn upsert_hosts_postgres(
+    conn: &mut sqlx::PgConnection,
+    hosts: &str,
+    now_ms: i64,
+) -> Result<Vec<(i64, String)>, sqlx::Error> {
+    use crate::ledger::dialect::Dialect;
+    sqlx::query_as(<sqlx::Postgres as Dialect>::UPSERT_HOSTS)
+        .bind(hosts)
+        .bind(now_ms)
+        .fetch_all(&mut *conn)
+        .await
+}
+
 macro_rules! define_flush {
-    ($name:ident, $db:ty) => {
+    ($name:ident, $db:ty, $upsert_hosts:ident) => {
         /// Writes what `touched` staged, inside the batch's transaction: the registrations
         /// with four statements (hosts, inventories, unreported classes zeroed, unused empty
         /// rows dropped: what `upsert_host!` does per host), the heartbeats with one.
@@ -454,12 +488,12 @@ macro_rules! define_flush {
                         ])
                     })
                     .collect();
-                let rows: Vec<(i64, String)> =
-                    sqlx::query_as(<D as crate::ledger::dialect::Dialect>::UPSERT_HOSTS)
-                        .bind(serde_json::Value::Array(hosts).to_string())
-                        .bind(now_ms)
-                        .fetch_all(&mut **tx)
-                        .await?;
+                let rows = $upsert_hosts(
+                    &mut **tx,
+                    &serde_json::Value::Array(hosts).to_string(),
+                    now_ms,
+                )
+                .await?;
                 let ids: std::collections::HashMap<String, i64> =
                     rows.into_iter().map(|(id, uuid)| (uuid, id)).collect();
                 let mut inventories = Vec::new();
@@ -540,5 +574,5 @@ macro_rules! define_flush {
     };
 }
 
-define_flush!(flush_sqlite, sqlx::Sqlite);
-define_flush!(flush_postgres, sqlx::Postgres);
+define_flush!(flush_sqlite, sqlx::Sqlite, upsert_hosts_sqlite);
+define_flush!(flush_postgres, sqlx::Postgres, upsert_hosts_postgres);

@@ -192,8 +192,24 @@ impl Ingest {
 
     /// Adds one to `outcome` here and on `/metrics`.
     pub fn count(&self, outcome: &str) {
-        *self.outcomes.lock().entry(outcome.to_string()).or_default() += 1;
-        self.stats.metrics().notification(outcome);
+        self.count_n(outcome, 1);
+    }
+
+    /// Adds `n` to `outcome` here and on `/metrics`.
+    pub fn count_n(&self, outcome: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        {
+            let mut outcomes = self.outcomes.lock();
+            match outcomes.get_mut(outcome) {
+                Some(count) => *count += n,
+                None => {
+                    outcomes.insert(outcome.to_string(), n);
+                }
+            }
+        }
+        self.stats.metrics().notifications_n(outcome, n);
     }
 
     /// The outcome counts, for `/v1/stats`.

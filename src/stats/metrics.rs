@@ -296,11 +296,16 @@ impl Metrics {
 
     /// Counts a notification outcome.
     pub fn notification(&self, kind: &str) {
+        self.notifications_n(kind, 1);
+    }
+
+    /// Adds `n` to the notification counter of one kind (a consumer batch counts at once).
+    pub fn notifications_n(&self, kind: &str, n: u64) {
         self.notifications
             .get_or_create(&KindLabel {
                 kind: kind.to_string(),
             })
-            .inc();
+            .inc_by(n);
     }
 
     /// The repair counter of one kind.
