@@ -31,6 +31,12 @@ fn known_to_nova(table: &HostTable, host: &str) -> bool {
 const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance = TRUE \
     WHERE instance_uuid = $1 AND host_id = $2";
 
+/// Confirms the allocation of `instance.create.end`'s instance when it is on the notified
+/// host and already counted as an instance (Parasol's claim for the build): what the general
+/// path does for it, without reading the allocation first.
+const CONFIRM_OWN_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE \
+    WHERE instance_uuid = $1 AND host_id = $2 AND instance";
+
 /// Whether an instance's end-of-operation notification only confirms the allocation it holds
 /// on `host` — Parasol's own claim for the build or move. The claimed amounts stay (a
 /// notification's flavor knows neither extra specs nor boot-from-volume); only a notification
@@ -258,7 +264,20 @@ macro_rules! define_effect {
                     let Some(id) = host_id!(host.as_str(), node.as_deref()) else {
                         return Err(rejected(format!("unknown host {host:?} for instance {instance_uuid}")));
                     };
-                    let held = sqlx::query("SELECT host_id, resources FROM allocations WHERE instance_uuid = $1")
+                    if n.event_type == "instance.create.end" {
+                        // The build's own claim, on this host and counted as an instance
+                        // already: confirmed in one statement, and nothing the table holds
+                        // changes (no read back). Anything else takes the path below.
+                        let confirmed = sqlx::query(CONFIRM_OWN_CLAIM)
+                            .bind(instance_uuid)
+                            .bind(id)
+                            .execute(&mut **tx)
+                            .await?;
+                        if confirmed.rows_affected() == 1 {
+                            return Ok(Applied::Applied);
+                        }
+                    }
+                    let held = sqlx::query("SELECT host_id, resources, instance FROM allocations WHERE instance_uuid = $1")
                         .bind(instance_uuid)
                         .fetch_optional(&mut **tx)
                         .await?;
@@ -266,7 +285,14 @@ macro_rules! define_effect {
                         let (on, json): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
                         if on == id && only_confirms(&n.event_type, &parse_resources(&json)?, demand) {
                             sqlx::query(CONFIRM_CLAIM).bind(instance_uuid).bind(id).execute(&mut **tx).await?;
-                            touched.reload.push(HostId(id));
+                            // The table counts an allocation known as an instance; `confirmed`
+                            // it does not hold. A claim (an instance already) confirmed changes
+                            // nothing the table holds: no read back, the common case of every
+                            // build's instance.create.end.
+                            let instance: bool = row.try_get(2)?;
+                            if !instance {
+                                touched.reload.push(HostId(id));
+                            }
                             return Ok(Applied::Applied);
                         }
                     }

@@ -110,6 +110,9 @@ async fn create_end_confirms_a_claim_or_creates_the_allocation(engine: &str) {
     let h = host(&s, "compute1").await;
     assert_eq!(h.used, Resources::new(3, 2560, 21));
     assert_eq!(h.num_instances, 2);
+    // The confirm is not read back: the table is still what the ledger holds.
+    s.ledger().reload_all().await.unwrap();
+    assert_eq!(host(&s, "compute1").await, h);
 }
 on_both_engines!(
     create_end_confirms_a_claim_or_creates_the_allocation,
