@@ -577,6 +577,32 @@ async fn specs(descriptions: Vec<Value>) -> Vec<Value> {
         .clone()
 }
 
+/// Parasol on a ledger of its own with no periodic sync during the test (only the first one
+/// and those asked for), once the first sync has loaded `hosts` hosts.
+async fn parasol_after_first_sync(
+    placement: &PlacementServer,
+    hosts: usize,
+) -> (Parasol, tempfile::TempDir) {
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    let parasol = Parasol::start(placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == hosts
+    })
+    .await;
+    (parasol, db)
+}
+
+/// The compute node uuids of one instance's Selections (chosen host, then alternates).
+fn nodes(selections: &Value) -> Vec<&str> {
+    selections
+        .as_array()
+        .expect("selections")
+        .iter()
+        .map(|s| data(s)["compute_node_uuid"].as_str().expect("uuid"))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidate_resyncs() {
     let placement = PlacementServer::start().await;
@@ -587,14 +613,7 @@ async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidat
     placement
         .provider("small", P2, room(4, 8192), &[], &[])
         .await;
-    let db = tempfile::tempdir().expect("temp dir");
-    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    // No periodic sync during the test: only the first one and those asked for.
-    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
-    eventually("the first sync", || async {
-        parasol.used().await.len() == 2
-    })
-    .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 2).await;
 
     let specs = specs(vec![
         json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
@@ -1000,14 +1019,7 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
     placement
         .provider("host1", P1, room(4, 8192), &[], &[])
         .await;
-    let db = tempfile::tempdir().expect("temp dir");
-    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    // No periodic sync during the test: only the first one and those asked for.
-    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
-    eventually("the first sync", || async {
-        parasol.used().await.len() == 1
-    })
-    .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 1).await;
 
     // Built first: Nova's objects take seconds to import, and the wait is for a service
     // announced less than `timeout_s` ago.
@@ -1044,15 +1056,10 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
 
     let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
     assert_eq!(status, 200, "{answer}");
-    let mut nodes: Vec<&str> = answer[0]
-        .as_array()
-        .expect("selections")
-        .iter()
-        .map(|s| data(s)["compute_node_uuid"].as_str().expect("uuid"))
-        .collect();
-    nodes.sort();
+    let mut on = nodes(&answer[0]);
+    on.sort();
     assert_eq!(
-        nodes,
+        on,
         [P1, P2],
         "the new host is chosen or an alternate: {answer}"
     );
@@ -1089,14 +1096,7 @@ async fn traits_set_in_placement_since_the_last_sync_count_on_the_next_call() {
     placement
         .provider("small", P2, room(4, 8192), &[], &[])
         .await;
-    let db = tempfile::tempdir().expect("temp dir");
-    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    // No periodic sync during the test: only the first one and those asked for.
-    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
-    eventually("the first sync", || async {
-        parasol.used().await.len() == 2
-    })
-    .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 2).await;
     set_traits(&placement, P1, &["CUSTOM_SGX_LIKE"]).await;
 
     let specs = specs(vec![
@@ -1108,14 +1108,8 @@ async fn traits_set_in_placement_since_the_last_sync_count_on_the_next_call() {
     .await;
     let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
     assert_eq!(status, 200, "{answer}");
-    let nodes: Vec<&str> = answer[0]
-        .as_array()
-        .expect("selections")
-        .iter()
-        .map(|s| data(s)["compute_node_uuid"].as_str().expect("uuid"))
-        .collect();
     assert_eq!(
-        nodes,
+        nodes(&answer[0]),
         [P2],
         "the host with the forbidden trait is no candidate"
     );
