@@ -301,7 +301,7 @@ fn next_arrival(setup: &DynamicSetup, mut now: f64, rng: &mut impl Rng) -> f64 {
             return now;
         }
         let phase = (now / (setup.lifetime_s * 1000.0)) as u64;
-        let factor = if phase % 2 == 0 {
+        let factor = if phase.is_multiple_of(2) {
             1.0 - setup.rate_swing
         } else {
             1.0 + setup.rate_swing
