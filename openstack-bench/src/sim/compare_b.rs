@@ -220,21 +220,7 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
          policy | ASC mean interval | ASC decline | fixed at that mean | ASC better |\n\
          |---|---|---|---|---|---|"
     );
-    let (mut better, mut total) = (0, 0);
-    for r in iso.asc_own {
-        total += 1;
-        better += (r.asc < r.fixed) as usize;
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.1} s | {} | {} | {} |",
-            r.dataset,
-            r.policy.as_str(),
-            r.mean_interval_s,
-            pct(r.asc),
-            pct(r.fixed),
-            if r.asc < r.fixed { "yes" } else { "no" }
-        );
-    }
+    let (better, total) = asc_rows(&mut s, iso.asc_own);
     let _ = writeln!(
         s,
         "\nWith own placements subtracted, ASC better in {better} of {total} points.\n"
@@ -248,21 +234,7 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
          |---|---|---|---|---|---|",
         asc_min_sample(&AscParams::default())
     );
-    let (mut better, mut total) = (0, 0);
-    for r in iso.asc_sample {
-        total += 1;
-        better += (r.asc < r.fixed) as usize;
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.1} s | {} | {} | {} |",
-            r.dataset,
-            r.policy.as_str(),
-            r.mean_interval_s,
-            pct(r.asc),
-            pct(r.fixed),
-            if r.asc < r.fixed { "yes" } else { "no" }
-        );
-    }
+    let (better, total) = asc_rows(&mut s, iso.asc_sample);
     let _ = writeln!(
         s,
         "\nWith the minimum sample, ASC better in {better} of {total} points.\n"
@@ -278,21 +250,7 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
         1.0 + RATE_SWING,
         RATE_SWING
     );
-    let (mut better, mut total) = (0, 0);
-    for r in iso.asc_varying {
-        total += 1;
-        better += (r.asc < r.fixed) as usize;
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.1} s | {} | {} | {} |",
-            r.dataset,
-            r.policy.as_str(),
-            r.mean_interval_s,
-            pct(r.asc),
-            pct(r.fixed),
-            if r.asc < r.fixed { "yes" } else { "no" }
-        );
-    }
+    let (better, total) = asc_rows(&mut s, iso.asc_varying);
     let _ = writeln!(
         s,
         "\nWith a rate that is not stationary, ASC better in {better} of {total} points.\n"
@@ -350,6 +308,26 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
         );
     }
     s
+}
+
+/// Writes one table row per ASC variant (its mean interval, its decline and that of a fixed
+/// interval of the same mean); returns in how many ASC is better, of how many.
+fn asc_rows(s: &mut String, rows: &[AscVariant]) -> (usize, usize) {
+    let mut better = 0;
+    for r in rows {
+        better += (r.asc < r.fixed) as usize;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} s | {} | {} | {} |",
+            r.dataset,
+            r.policy.as_str(),
+            r.mean_interval_s,
+            pct(r.asc),
+            pct(r.fixed),
+            if r.asc < r.fixed { "yes" } else { "no" }
+        );
+    }
+    (better, rows.len())
 }
 
 #[cfg(test)]
