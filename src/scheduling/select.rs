@@ -70,6 +70,11 @@ impl Answer {
 /// come from a read of Nova's records instead.
 const ANNOUNCED_POLL_MS: u64 = 50;
 
+/// Most hosts whose traits one call re-reads from Placement (a host the table has and
+/// Placement lacks, registered by notifications alone, disagrees on every call: the bound
+/// keeps such a cloud's calls from reading every host).
+const MAX_TRAIT_REREADS: usize = 16;
+
 impl Scheduler {
     /// Places every instance of one call on the active backend, all or none: Nova's resource
     /// request (request filters included) first, then the backend; for dedicated CPUs, Nova's
@@ -199,6 +204,7 @@ impl Scheduler {
                         has != matching.contains(&*h.profile.uuid)
                     })
                     .map(|h| (h.id, h.profile.uuid.to_string()))
+                    .take(MAX_TRAIT_REREADS)
                     .collect()
             });
         for (id, uuid) in stale {
