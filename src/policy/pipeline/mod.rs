@@ -224,6 +224,15 @@ thread_local! {
     static SCRATCH: RefCell<RankScratch> = RefCell::new(RankScratch::default());
 }
 
+/// Runs `f` with this thread's scratch buffers, or fresh ones when they are in use (a rank
+/// called from inside a rank).
+fn with_scratch<R>(f: impl FnOnce(&mut RankScratch) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => f(&mut scratch),
+        Err(_) => f(&mut RankScratch::default()),
+    })
+}
+
 impl Policy {
     /// Builds the policy from its configuration with the built-in filters and weighers.
     pub fn from_config(config: &PolicyConfig) -> Result<Policy, PolicyError> {
@@ -311,10 +320,7 @@ impl Policy {
         max: usize,
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => self.rank_with(&mut scratch, hosts, req, env, rng, max, out),
-            Err(_) => self.rank_with(&mut RankScratch::default(), hosts, req, env, rng, max, out),
-        })
+        with_scratch(|scratch| self.rank_with(scratch, hosts, req, env, rng, max, out))
     }
 
     /// [`Policy::rank`] over the live table's hosts and their scan rows (`rows[i]` is
@@ -333,21 +339,7 @@ impl Policy {
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
         debug_assert_eq!(hosts.len(), rows.len());
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => {
-                self.rank_inner(&mut scratch, hosts, Some(rows), req, env, rng, max, out)
-            }
-            Err(_) => self.rank_inner(
-                &mut RankScratch::default(),
-                hosts,
-                Some(rows),
-                req,
-                env,
-                rng,
-                max,
-                out,
-            ),
-        })
+        with_scratch(|scratch| self.rank_inner(scratch, hosts, Some(rows), req, env, rng, max, out))
     }
 
     /// Fills `out` with at most `max` indices into `hosts`: first the pick (uniform among the
