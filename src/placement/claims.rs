@@ -47,13 +47,13 @@ impl PlacementClaims {
     /// Placement the same on every call, as part of its allocation candidates.
     pub async fn providers_with_traits(
         &self,
-        required: &[&str],
-        forbidden: &[&str],
+        required: &[impl AsRef<str>],
+        forbidden: &[impl AsRef<str>],
     ) -> Result<std::collections::HashSet<String>, PlacementError> {
         let terms: Vec<String> = required
             .iter()
-            .map(|t| t.to_string())
-            .chain(forbidden.iter().map(|t| format!("!{t}")))
+            .map(|t| t.as_ref().to_string())
+            .chain(forbidden.iter().map(|t| format!("!{}", t.as_ref())))
             .collect();
         let path = format!("/resource_providers?required={}", terms.join(","));
         let (status, body) = self

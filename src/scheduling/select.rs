@@ -162,32 +162,26 @@ impl Scheduler {
     /// is left out: nova-compute sets it from its service's state, which Parasol follows from
     /// `service.update` and Nova's records; a call without other traits asks nothing.
     async fn refresh_traits(&self, query: &crate::domain::PlacementQuery) {
-        use crate::domain::Mark;
-        let status = crate::domain::TraitId::lookup(crate::nova::COMPUTE_STATUS_DISABLED);
-        let own = |ids: &[crate::domain::TraitId]| -> Vec<crate::domain::TraitId> {
-            ids.iter().copied().filter(|t| Some(*t) != status).collect()
-        };
-        let query = crate::domain::PlacementQuery {
-            required_traits: own(&query.required_traits),
-            forbidden_traits: own(&query.forbidden_traits),
-            ..crate::domain::PlacementQuery::default()
-        };
-        if query.required_traits.is_empty() && query.forbidden_traits.is_empty() {
-            return;
-        }
+        use crate::domain::{Mark, TraitId};
         let Some(placement) = self.placement_claims() else {
             return;
         };
-        let names = |ids: &[crate::domain::TraitId]| -> Vec<std::sync::Arc<str>> {
+        let status = TraitId::lookup(crate::nova::COMPUTE_STATUS_DISABLED);
+        let own = |ids: &[TraitId]| -> Vec<TraitId> {
+            ids.iter().copied().filter(|t| Some(*t) != status).collect()
+        };
+        let (required, forbidden) = (own(&query.required_traits), own(&query.forbidden_traits));
+        if required.is_empty() && forbidden.is_empty() {
+            return;
+        }
+        let names = |ids: &[TraitId]| -> Vec<std::sync::Arc<str>> {
             ids.iter().map(|t| t.name()).collect()
         };
-        let (required, forbidden) = (
-            names(&query.required_traits),
-            names(&query.forbidden_traits),
-        );
-        let required: Vec<&str> = required.iter().map(|n| &**n).collect();
-        let forbidden: Vec<&str> = forbidden.iter().map(|n| &**n).collect();
-        let matching = match placement.providers_with_traits(&required, &forbidden).await {
+        let (required_names, forbidden_names) = (names(&required), names(&forbidden));
+        let matching = match placement
+            .providers_with_traits(&required_names, &forbidden_names)
+            .await
+        {
             Ok(matching) => matching,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot ask Placement which providers have the request's traits; deciding on the synced traits");
@@ -199,8 +193,8 @@ impl Scheduler {
                 hosts
                     .iter()
                     .filter(|h| {
-                        let has = h.profile.traits.contains_all(&query.required_traits)
-                            && !h.profile.traits.contains_any(&query.forbidden_traits);
+                        let has = h.profile.traits.contains_all(&required)
+                            && !h.profile.traits.contains_any(&forbidden);
                         has != matching.contains(&*h.profile.uuid)
                     })
                     .map(|h| (h.id, h.profile.uuid.to_string()))
