@@ -369,6 +369,34 @@ impl Policy {
         self.rank_inner(scratch, hosts, None, req, env, rng, max, out)
     }
 
+    /// [`Algorithm::Random`]'s ranking (`apsr`'s) of the hosts at `slots` of `hosts`, each read
+    /// in place: at most `max` of those every filter passes, in a uniform random order, into
+    /// `out` as indices of `hosts` — what [`Policy::rank`] answers over a copy of those hosts
+    /// in slot order, with the same random draws. Answers how many passed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rank_uniform_at(
+        &self,
+        hosts: &[HostState],
+        slots: &[usize],
+        req: &RequestContext,
+        env: &FilterEnv,
+        rng: &mut impl Rng,
+        max: usize,
+        out: &mut Vec<usize>,
+    ) -> Result<usize, Rejection> {
+        debug_assert!(matches!(self.algorithm, Algorithm::Random));
+        out.clear();
+        with_scratch(|scratch| {
+            self.filter_at(scratch, hosts, slots.iter().copied(), req, env)?;
+            let passed = scratch.scored.len();
+            if max > 0 {
+                shuffle_prefix(&mut scratch.scored, max, rng);
+                out.extend(scratch.scored.iter().take(max).map(|s| s.idx));
+            }
+            Ok(passed)
+        })
+    }
+
     /// [`Policy::rank_with`], reading the scan rows when given.
     #[allow(clippy::too_many_arguments)]
     fn rank_inner(
@@ -596,6 +624,20 @@ impl Policy {
         req: &RequestContext,
         env: &FilterEnv,
     ) -> Result<(), Rejection> {
+        self.filter_at(scratch, hosts, 0..hosts.len(), req, env)
+    }
+
+    /// [`Policy::filter_into`] over the hosts at `slots` of `hosts` only (each index a
+    /// `Scored::idx` into `hosts`).
+    fn filter_at(
+        &self,
+        scratch: &mut RankScratch,
+        hosts: &[HostState],
+        slots: impl ExactSizeIterator<Item = usize>,
+        req: &RequestContext,
+        env: &FilterEnv,
+    ) -> Result<(), Rejection> {
+        let examined = slots.len();
         scratch.scored.clear();
         scratch.removed.clear();
         scratch.removed.resize(self.filters.len(), 0);
@@ -604,7 +646,8 @@ impl Policy {
         let restricting = (0..self.filters.len())
             .filter(|&k| super::filters::applies(self.filters[k].as_ref(), req));
         scratch.active.extend(restricting);
-        for (idx, host) in hosts.iter().enumerate() {
+        for idx in slots {
+            let host = &hosts[idx];
             let mut active = scratch.active.iter().copied();
             match active.find(|&k| !self.filters[k].passes(host, req, env)) {
                 Some(k) => scratch.removed[k] += 1,
@@ -616,7 +659,7 @@ impl Policy {
         }
         let removed = self.filters.iter().zip(&scratch.removed);
         Err(Rejection {
-            hosts: hosts.len(),
+            hosts: examined,
             removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
         })
     }
