@@ -121,15 +121,15 @@ macro_rules! record_in_tx {
 }
 pub(crate) use record_in_tx;
 
-/// SQLite: claim `?3` (amounts JSON) on host `?1` for instance `?2` at `?4`: the allocation
-/// goes in only if the host exists, the instance has none, and every class of the demand still
-/// fits (one row changed, or none).
-const SQLITE_CLAIM: &str = "INSERT INTO allocations (instance_uuid, host_id, resources, \
-    confirmed, created_ms) SELECT ?2, ?1, ?3, 0, ?4 WHERE EXISTS (SELECT 1 FROM hosts WHERE id = ?1) \
-    AND NOT EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ?2) \
-    AND NOT EXISTS (SELECT 1 FROM json_each(?3) d LEFT JOIN inventories i \
-    ON i.host_id = ?1 AND i.resource_class = d.key \
-    WHERE i.host_id IS NULL OR i.used + d.value > i.usable)";
+/// SQLite: takes `?3` of class `?2` on host `?1` if it still fits (one row changed, or none:
+/// no room, or no such class or host).
+const SQLITE_TAKE: &str = "UPDATE inventories SET used = used + ?3 \
+    WHERE host_id = ?1 AND resource_class = ?2 AND used + ?3 <= usable";
+
+/// SQLite: records instance `?2`'s allocation `?3` (amounts JSON) on host `?1` at `?4`, unless
+/// the instance holds one (no row changed).
+const SQLITE_ALLOCATE: &str = "INSERT INTO allocations (instance_uuid, host_id, resources, \
+    confirmed, created_ms) VALUES (?2, ?1, ?3, 0, ?4) ON CONFLICT (instance_uuid) DO NOTHING";
 
 /// SQLite: adds `?3` times the amounts `?2` (JSON) to host `?1`'s usage.
 const SQLITE_ADD_USAGE: &str = "UPDATE inventories SET used = max(0, used + ?3 * \
@@ -142,7 +142,8 @@ const SQLITE_RELEASE: &str =
 
 /// A claim as a job of SQLite's hot writer (see `hot`): conditional in the database as in
 /// the table, because the database is the authority between processes; a reschedule (the
-/// instance holds an allocation already) releases the old one in the same savepoint.
+/// instance holds an allocation already) releases the old one in the same savepoint. A claim
+/// not made rolls its savepoint back whole (a reschedule's old allocation stays).
 struct HotClaim {
     claim: PendingClaim,
     outcome: Result<ClaimOutcome, LedgerError>,
@@ -151,24 +152,30 @@ struct HotClaim {
 }
 
 impl HotClaim {
+    /// The claim's statements: every class taken where it still fits, then the allocation
+    /// recorded. `Declined` leaves the savepoint to be rolled back.
     fn write(&mut self, db: &rusqlite::Connection) -> Result<ClaimOutcome, LedgerError> {
         let c = &self.claim;
-        let claim = |db: &rusqlite::Connection| -> Result<bool, LedgerError> {
-            let inserted = db.prepare_cached(SQLITE_CLAIM)?.execute(rusqlite::params![
+        {
+            let mut take = db.prepare_cached(SQLITE_TAKE)?;
+            for (class, amount) in c.demand.nonzero() {
+                if take.execute(rusqlite::params![c.host.0, class.name(), amount])? != 1 {
+                    return Ok(ClaimOutcome::Declined);
+                }
+            }
+        }
+        let allocate = |db: &rusqlite::Connection| -> Result<bool, LedgerError> {
+            Ok(db.prepare_cached(SQLITE_ALLOCATE)?.execute(rusqlite::params![
                 c.host.0,
                 c.instance_uuid,
                 c.json,
                 c.now_ms
-            ])? == 1;
-            if inserted {
-                db.prepare_cached(SQLITE_ADD_USAGE)?
-                    .execute(rusqlite::params![c.host.0, c.json, 1i64])?;
-            }
-            Ok(inserted)
+            ])? == 1)
         };
-        if claim(db)? {
+        if allocate(db)? {
             return Ok(ClaimOutcome::Claimed);
         }
+        // A reschedule: the instance's earlier allocation goes in the same savepoint.
         let released = {
             let mut release = db.prepare_cached(SQLITE_RELEASE)?;
             let mut rows = release.query([c.instance_uuid.as_str()])?;
@@ -186,7 +193,7 @@ impl HotClaim {
         db.prepare_cached(SQLITE_ADD_USAGE)?
             .execute(rusqlite::params![host.0, json, -1i64])?;
         self.released = Some((host, parse_resources(&json)?));
-        Ok(if claim(db)? {
+        Ok(if allocate(db)? {
             ClaimOutcome::Claimed
         } else {
             ClaimOutcome::Declined
@@ -197,7 +204,7 @@ impl HotClaim {
 impl super::hot::Work for HotClaim {
     fn run(&mut self, db: &rusqlite::Connection, _table: &super::HostTable) -> super::hot::Step {
         self.outcome = self.write(db);
-        if self.outcome.is_ok() {
+        if matches!(self.outcome, Ok(ClaimOutcome::Claimed)) {
             super::hot::Step::Keep
         } else {
             self.released = None;

@@ -687,6 +687,7 @@ fn random_tie_break_changes_nothing_without_ties() {
 fn ranking_a_sample_in_place_answers_as_ranking_its_copy() {
     let used: Vec<i64> = (0..200).map(|i| (i * 37) % 101).collect();
     let table = hosts_with_vcpu_used(&used);
+    let rows: Vec<HostScan> = table.iter().map(HostScan::of).collect();
     let p = policy(Algorithm::Nova, 1).with_algorithm(Algorithm::Random);
     let env = FilterEnv::without_heartbeats();
     for seed in 0..20u64 {
@@ -702,7 +703,16 @@ fn ranking_a_sample_in_place_answers_as_ranking_its_copy() {
                 .map(|()| copied.iter().map(|&i| slots[i]).collect::<Vec<_>>());
             let mut in_place = Vec::new();
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let got = p.rank_uniform_at(&table, &slots, &r, &env, &mut rng, max, &mut in_place);
+            let got = p.rank_uniform_at(
+                &table,
+                &rows,
+                &slots,
+                &r,
+                &env,
+                &mut rng,
+                max,
+                &mut in_place,
+            );
             let passing = copy.iter().filter(|h| p.fits_any(h, &r, &env)).count();
             match (want, got) {
                 (Ok(want), Ok(passed)) => {

@@ -370,13 +370,15 @@ impl Policy {
     }
 
     /// [`Algorithm::Random`]'s ranking (`apsr`'s) of the hosts at `slots` of `hosts`, each read
-    /// in place: at most `max` of those every filter passes, in a uniform random order, into
-    /// `out` as indices of `hosts` — what [`Policy::rank`] answers over a copy of those hosts
-    /// in slot order, with the same random draws. Answers how many passed.
+    /// in place through its scan row as [`Policy::rank_scan`] reads it: at most `max` of those
+    /// every filter passes, in a uniform random order, into `out` as indices of `hosts` — what
+    /// [`Policy::rank`] answers over a copy of those hosts in slot order, with the same random
+    /// draws. Answers how many passed.
     #[allow(clippy::too_many_arguments)]
     pub fn rank_uniform_at(
         &self,
         hosts: &[HostState],
+        rows: &[HostScan],
         slots: &[usize],
         req: &RequestContext,
         env: &FilterEnv,
@@ -385,15 +387,41 @@ impl Policy {
         out: &mut Vec<usize>,
     ) -> Result<usize, Rejection> {
         debug_assert!(matches!(self.algorithm, Algorithm::Random));
+        debug_assert_eq!(hosts.len(), rows.len());
         out.clear();
         with_scratch(|scratch| {
-            self.filter_at(scratch, hosts, slots.iter().copied(), req, env)?;
-            let passed = scratch.scored.len();
-            if max > 0 {
-                shuffle_prefix(&mut scratch.scored, max, rng);
-                out.extend(scratch.scored.iter().take(max).map(|s| s.idx));
+            let RankScratch {
+                scored,
+                removed,
+                active,
+                steps,
+                ..
+            } = scratch;
+            scored.clear();
+            removed.clear();
+            removed.resize(self.filters.len(), 0);
+            let demand = self.scan_steps(req, active, steps);
+            for &i in slots {
+                let failed = steps.iter().zip(active.iter()).position(|(&step, &k)| {
+                    !self.scan_passes(k, step, &demand, hosts, rows, i, req, env)
+                });
+                match failed {
+                    Some(p) => removed[active[p]] += 1,
+                    None => scored.push(Scored { score: 0.0, idx: i }),
+                }
             }
-            Ok(passed)
+            if scored.is_empty() {
+                let removed = self.filters.iter().zip(removed.iter());
+                return Err(Rejection {
+                    hosts: slots.len(),
+                    removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
+                });
+            }
+            if max > 0 {
+                shuffle_prefix(scored, max, rng);
+                out.extend(scored.iter().take(max).map(|s| s.idx));
+            }
+            Ok(scored.len())
         })
     }
 
@@ -624,20 +652,6 @@ impl Policy {
         req: &RequestContext,
         env: &FilterEnv,
     ) -> Result<(), Rejection> {
-        self.filter_at(scratch, hosts, 0..hosts.len(), req, env)
-    }
-
-    /// [`Policy::filter_into`] over the hosts at `slots` of `hosts` only (each index a
-    /// `Scored::idx` into `hosts`).
-    fn filter_at(
-        &self,
-        scratch: &mut RankScratch,
-        hosts: &[HostState],
-        slots: impl ExactSizeIterator<Item = usize>,
-        req: &RequestContext,
-        env: &FilterEnv,
-    ) -> Result<(), Rejection> {
-        let examined = slots.len();
         scratch.scored.clear();
         scratch.removed.clear();
         scratch.removed.resize(self.filters.len(), 0);
@@ -646,8 +660,7 @@ impl Policy {
         let restricting = (0..self.filters.len())
             .filter(|&k| super::filters::applies(self.filters[k].as_ref(), req));
         scratch.active.extend(restricting);
-        for idx in slots {
-            let host = &hosts[idx];
+        for (idx, host) in hosts.iter().enumerate() {
             let mut active = scratch.active.iter().copied();
             match active.find(|&k| !self.filters[k].passes(host, req, env)) {
                 Some(k) => scratch.removed[k] += 1,
@@ -659,7 +672,7 @@ impl Policy {
         }
         let removed = self.filters.iter().zip(&scratch.removed);
         Err(Rejection {
-            hosts: examined,
+            hosts: hosts.len(),
             removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
         })
     }
