@@ -165,12 +165,15 @@ impl HotClaim {
             }
         }
         let allocate = |db: &rusqlite::Connection| -> Result<bool, LedgerError> {
-            Ok(db.prepare_cached(SQLITE_ALLOCATE)?.execute(rusqlite::params![
-                c.host.0,
-                c.instance_uuid,
-                c.json,
-                c.now_ms
-            ])? == 1)
+            Ok(db
+                .prepare_cached(SQLITE_ALLOCATE)?
+                .execute(rusqlite::params![
+                    c.host.0,
+                    c.instance_uuid,
+                    c.json,
+                    c.now_ms
+                ])?
+                == 1)
         };
         if allocate(db)? {
             return Ok(ClaimOutcome::Claimed);

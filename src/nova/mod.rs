@@ -73,6 +73,6 @@ pub use resource_request::{
 pub use select::SelectDestinationsArgs;
 pub use selection::{
     allocation_request_body, encode_legacy, encode_selections, Selection, SelectionVersion,
-    ALLOCATION_REQUEST_VERSION,
+    SelectionsBody, ALLOCATION_REQUEST_VERSION,
 };
 pub use specs::{ResourceSpecs, STANDARD_CLASSES};

@@ -14,7 +14,9 @@ pub async fn select_destinations(
     let body = read_body(payload, limit.0).await?;
     let args = SelectDestinationsArgs::from_http_body(&body).map_err(codec_error)?;
     let answer = scheduler.select(args).await.map_err(select_error)?;
-    Ok(HttpResponse::Ok().json(answer.to_json()))
+    Ok(HttpResponse::Ok()
+        .content_type(actix_web::http::header::ContentType::json())
+        .body(answer.to_body()))
 }
 
 /// The HTTP form of a failed call: NoValidHost is 409 with Nova's message and the reason,

@@ -65,6 +65,22 @@ impl Answer {
             encode_legacy(&self.selections)
         }
     }
+
+    /// [`Answer::to_json`] as the HTTP body's bytes, Selection primitives written without the
+    /// value tree.
+    pub fn to_body(&self) -> Vec<u8> {
+        let written = if self.return_objects {
+            serde_json::to_vec(&crate::nova::SelectionsBody {
+                per_instance: &self.selections,
+                version: self.version,
+                return_alternates: self.return_alternates,
+            })
+        } else {
+            serde_json::to_vec(&encode_legacy(&self.selections))
+        };
+        // Strings, integers and maps with string keys: writing them to memory cannot fail.
+        written.unwrap_or_default()
+    }
 }
 
 /// How often a call waiting for an announced compute's node looks again when no Placement
