@@ -93,7 +93,8 @@ impl Ingest {
     /// whoever queues into an empty queue starts the task that, once it holds the ledger's
     /// writer, applies everything queued by then in one transaction (at low load a group is
     /// one message and waits for nothing). A rejected message changes nothing and does not
-    /// affect the others of its group.
+    /// affect the others of its group. On SQLite heartbeats and builds' confirmations go to
+    /// the ledger's hot writer instead (see `hot`), committed with its next group.
     pub async fn apply(&self, n: &Notification) -> Result<Applied, ApplyError> {
         let outcome = match self.apply_hot(n).await {
             Some(outcome) => outcome,
