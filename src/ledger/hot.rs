@@ -123,10 +123,15 @@ fn serve(mut db: rusqlite::Connection, shared: Shared, queue: mpsc::Receiver<Box
         let _shared = shared.gate.blocking_read();
         let _writing = shared.writer.conn.blocking_lock();
         let ready = shared.writer.check_file().and_then(|()| {
-            if reconnect {
+            // SQLite opens a file it cannot write read-only without a word: such a connection
+            // is opened again once the file may have become writable.
+            let read_only = db.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true);
+            if reconnect || read_only {
                 db = open(&shared.writer.file)?;
                 reconnect = false;
-                tracing::info!(file = %shared.writer.file.display(), "the ledger's writer thread reconnected");
+                if !db.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) {
+                    tracing::info!(file = %shared.writer.file.display(), "the ledger's writer thread reconnected");
+                }
             }
             Ok(())
         });
