@@ -324,7 +324,12 @@ async fn main() -> anyhow::Result<()> {
 
     bench.stop_consumer().await?;
     let backlog = updates(2);
-    bench.publish(&backlog).await?;
+    let queued = bench.publish(&backlog).await?;
+    println!(
+        "backlog queued:    {} events in {:.2} s (consumer stopped); draining",
+        args.events,
+        queued.as_secs_f64()
+    );
     let base = bench.applied();
     let start = Instant::now();
     let cpu = cpu_s();
