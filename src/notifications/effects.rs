@@ -124,7 +124,7 @@ impl Touched {
 
     /// Stages `reg` (fast pass): a heartbeat when the table knows the host with exactly this
     /// profile and nothing of this batch changed it, else a registration to write.
-    fn stage(&mut self, table: &HostTable, reg: &HostRegistration, now_ms: i64) {
+    pub(super) fn stage(&mut self, table: &HostTable, reg: &HostRegistration, now_ms: i64) {
         if let Some(&at) = self.staged_at.get(&reg.uuid) {
             self.staged[at] = (reg.clone(), now_ms);
             return;
