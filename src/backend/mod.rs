@@ -76,8 +76,8 @@ pub struct WorkerState {
     pub rng: ChaCha8Rng,
     /// Reused buffer of ranked host indices.
     pub ranked: Vec<usize>,
-    /// `apsr`: the sample being decided on.
-    pub hosts: Vec<HostState>,
+    /// `apsr`: the table slots of the sample being decided on.
+    pub slots: Vec<usize>,
     /// `caching`/`asc`: this worker's copy of the snapshot (its own claims subtracted) and the
     /// refresh it came from.
     pub snapshot: Snapshot,
@@ -99,7 +99,7 @@ impl WorkerState {
         WorkerState {
             rng,
             ranked: Vec::new(),
-            hosts: Vec::new(),
+            slots: Vec::new(),
             snapshot: Snapshot::default(),
             cache_epoch: 0,
             sorted: SortedScratch::default(),

@@ -51,17 +51,18 @@ impl SampleShared {
         Ok(shared)
     }
 
-    /// Samples d distinct hosts of the table into `out` (d queries). A cold start (hosts
-    /// registered since the round was planned with none) re-plans first.
+    /// Samples d distinct slots of the table (`live`, read under its lock) into `out`: d
+    /// queries, each host then read in place. A cold start (hosts registered since the round
+    /// was planned with none) re-plans first.
     pub(super) fn draw(
         &self,
-        deps: &BackendDeps,
+        live: &[HostState],
         rng: &mut ChaCha8Rng,
-        out: &mut Vec<HostState>,
+        out: &mut Vec<usize>,
         counts: &mut Counts,
     ) {
-        let table = deps.ledger.table();
-        let n = table.len();
+        out.clear();
+        let n = live.len();
         if self.n.load(Ordering::Relaxed) == 0 && n > 0 {
             let plan = self.controller.lock().on_round(n as u64);
             self.d
@@ -69,11 +70,10 @@ impl SampleShared {
             self.n.store(n, Ordering::Relaxed);
         }
         if n == 0 {
-            out.clear();
             return;
         }
         let d = self.d.load(Ordering::Relaxed).clamp(1, n);
-        table.sample_into(sample(rng, n, d), out);
+        out.extend(sample(rng, n, d));
         counts.queries += out.len() as u64;
     }
 

@@ -11,15 +11,15 @@
 //! keeps a committed claim and gives back one the database refused; only then is the claim
 //! answered, so an answered claim is durable.
 //!
-//! SQLite runs a group as one multi-statement batch on the writer's connection (one round
-//! trip); PostgreSQL as one statement per round of at most one claim per host (usually one
-//! round), on any pool connection, so groups of several tasks commit side by side.
+//! SQLite runs a group on its hot writer thread (`hot`): each claim in its own savepoint, one
+//! commit for the group, as direct calls on the thread's connection; PostgreSQL as one
+//! statement per round of at most one claim per host (usually one round), on any pool
+//! connection, so groups of several tasks commit side by side.
 
 use super::{read_pool, write_tx, Ledger, LedgerError, Pools};
 use crate::domain::{ClassId, HostId, Resources};
 use sqlx::Row;
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 /// What a claim came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,46 +121,120 @@ macro_rules! record_in_tx {
 }
 pub(crate) use record_in_tx;
 
-/// SQLite: the statements of `n` claims (parameters `$4i+1 … $4i+4`: host id, instance,
-/// amounts JSON, time), optionally wrapped in `BEGIN IMMEDIATE … COMMIT`. For claim `i` the
-/// allocation goes in only if the host exists, the instance has none, and every class of the
-/// demand still fits; the usage is added only if it went in, answering `2i+1` per class row
-/// updated; `2i` is answered whenever the instance holds an allocation afterwards (with no
-/// `2i+1`: an earlier allocation, a reschedule). Each claim sees those before it, exactly as
-/// if they had run one after another.
-fn sqlite_group_sql(n: usize, transaction: bool) -> &'static str {
-    static WRAPPED: [OnceLock<String>; MAX_GROUP] = [const { OnceLock::new() }; MAX_GROUP];
-    static BARE: [OnceLock<String>; MAX_GROUP] = [const { OnceLock::new() }; MAX_GROUP];
-    let cache = if transaction { &WRAPPED } else { &BARE };
-    cache[n - 1].get_or_init(|| build_sqlite_group_sql(n, transaction))
+/// SQLite: takes `?3` of class `?2` on host `?1` if it still fits (one row changed, or none:
+/// no room, or no such class or host).
+const SQLITE_TAKE: &str = "UPDATE inventories SET used = used + ?3 \
+    WHERE host_id = ?1 AND resource_class = ?2 AND used + ?3 <= usable";
+
+/// SQLite: records instance `?2`'s allocation `?3` (amounts JSON) on host `?1` at `?4`, unless
+/// the instance holds one (no row changed).
+const SQLITE_ALLOCATE: &str = "INSERT INTO allocations (instance_uuid, host_id, resources, \
+    confirmed, created_ms) VALUES (?2, ?1, ?3, 0, ?4) ON CONFLICT (instance_uuid) DO NOTHING";
+
+/// SQLite: adds `?3` times the amounts `?2` (JSON) to host `?1`'s usage.
+const SQLITE_ADD_USAGE: &str = "UPDATE inventories SET used = max(0, used + ?3 * \
+    (SELECT d.value FROM json_each(?2) d WHERE d.key = inventories.resource_class)) \
+    WHERE host_id = ?1 AND resource_class IN (SELECT key FROM json_each(?2))";
+
+/// SQLite: removes instance `?1`'s allocation, answering where it was and what it held.
+const SQLITE_RELEASE: &str =
+    "DELETE FROM allocations WHERE instance_uuid = ?1 RETURNING host_id, resources";
+
+/// A claim as a job of SQLite's hot writer (see `hot`): conditional in the database as in
+/// the table, because the database is the authority between processes; a reschedule (the
+/// instance holds an allocation already) releases the old one in the same savepoint. A claim
+/// not made rolls its savepoint back whole (a reschedule's old allocation stays).
+struct HotClaim {
+    claim: PendingClaim,
+    outcome: Result<ClaimOutcome, LedgerError>,
+    /// The allocation a reschedule released: (host, amounts).
+    released: Option<(HostId, Resources)>,
 }
 
-fn build_sqlite_group_sql(n: usize, transaction: bool) -> String {
-    let mut sql = String::with_capacity(60 + 900 * n);
-    if transaction {
-        sql.push_str("BEGIN IMMEDIATE;");
+impl HotClaim {
+    /// The claim's statements: every class taken where it still fits, then the allocation
+    /// recorded. `Declined` leaves the savepoint to be rolled back.
+    fn write(&mut self, db: &rusqlite::Connection) -> Result<ClaimOutcome, LedgerError> {
+        let c = &self.claim;
+        {
+            let mut take = db.prepare_cached(SQLITE_TAKE)?;
+            for (class, amount) in c.demand.nonzero() {
+                if take.execute(rusqlite::params![c.host.0, class.name(), amount])? != 1 {
+                    return Ok(ClaimOutcome::Declined);
+                }
+            }
+        }
+        let allocate = |db: &rusqlite::Connection| -> Result<bool, LedgerError> {
+            Ok(db
+                .prepare_cached(SQLITE_ALLOCATE)?
+                .execute(rusqlite::params![
+                    c.host.0,
+                    c.instance_uuid,
+                    c.json,
+                    c.now_ms
+                ])?
+                == 1)
+        };
+        if allocate(db)? {
+            return Ok(ClaimOutcome::Claimed);
+        }
+        // A reschedule: the instance's earlier allocation goes in the same savepoint.
+        let released = {
+            let mut release = db.prepare_cached(SQLITE_RELEASE)?;
+            let mut rows = release.query([c.instance_uuid.as_str()])?;
+            match rows.next()? {
+                None => None,
+                Some(row) => {
+                    let json: String = row.get(1)?;
+                    Some((HostId(row.get(0)?), json))
+                }
+            }
+        };
+        let Some((host, json)) = released else {
+            return Ok(ClaimOutcome::Declined);
+        };
+        db.prepare_cached(SQLITE_ADD_USAGE)?
+            .execute(rusqlite::params![host.0, json, -1i64])?;
+        self.released = Some((host, parse_resources(&json)?));
+        Ok(if allocate(db)? {
+            ClaimOutcome::Claimed
+        } else {
+            ClaimOutcome::Declined
+        })
     }
-    for i in 0..n {
-        let (h, u, r, t) = (4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4);
-        sql.push_str(&format!(
-            " INSERT INTO allocations (instance_uuid, host_id, resources, confirmed, created_ms) \
-             SELECT ${u}, ${h}, ${r}, 0, ${t} WHERE EXISTS (SELECT 1 FROM hosts WHERE id = ${h}) \
-             AND NOT EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${u}) \
-             AND NOT EXISTS (SELECT 1 FROM json_each(${r}) d LEFT JOIN inventories i \
-             ON i.host_id = ${h} AND i.resource_class = d.key \
-             WHERE i.host_id IS NULL OR i.used + d.value > i.usable); \
-             UPDATE inventories SET used = used + (SELECT d.value FROM json_each(${r}) d \
-             WHERE d.key = inventories.resource_class) WHERE changes() = 1 AND host_id = ${h} \
-             AND resource_class IN (SELECT key FROM json_each(${r})) RETURNING {claimed}; \
-             SELECT {held} WHERE EXISTS (SELECT 1 FROM allocations WHERE instance_uuid = ${u});",
-            claimed = 2 * i + 1,
-            held = 2 * i,
-        ));
+}
+
+impl super::hot::Work for HotClaim {
+    fn run(&mut self, db: &rusqlite::Connection, _table: &super::HostTable) -> super::hot::Step {
+        self.outcome = self.write(db);
+        if matches!(self.outcome, Ok(ClaimOutcome::Claimed)) {
+            super::hot::Step::Keep
+        } else {
+            self.released = None;
+            super::hot::Step::Undo
+        }
     }
-    if transaction {
-        sql.push_str(" COMMIT;");
+
+    fn committed(self: Box<Self>, table: &super::HostTable) {
+        let c = &self.claim;
+        match &self.outcome {
+            Ok(ClaimOutcome::Claimed) => table.finalize(c.host, &c.demand),
+            Ok(ClaimOutcome::Declined) | Err(_) => table.undo(c.host, &c.demand),
+        }
+        if let Some((host, demand)) = &self.released {
+            table.remove(*host, demand);
+        }
+        let _ = self.claim.reply.send(self.outcome);
     }
-    sql
+
+    fn failed(self: Box<Self>, table: &super::HostTable, error: LedgerError) {
+        table.undo(self.claim.host, &self.claim.demand);
+        let _ = self.claim.reply.send(Err(error));
+    }
+
+    fn claims(&self) -> u64 {
+        1
+    }
 }
 
 /// PostgreSQL: one round of claims, at most one per host, as one statement: lock the hosts'
@@ -207,51 +281,6 @@ enum GroupAnswer {
     Claimed,
     Declined,
     Held,
-}
-
-/// Reads the codes of [`sqlite_group_sql`].
-fn sqlite_answers(
-    rows: &[sqlx::sqlite::SqliteRow],
-    n: usize,
-) -> Result<Vec<GroupAnswer>, LedgerError> {
-    let mut answers = vec![GroupAnswer::Declined; n];
-    for row in rows {
-        let code: i64 = row.try_get(0)?;
-        let slot = usize::try_from(code / 2)
-            .ok()
-            .and_then(|i| answers.get_mut(i))
-            .ok_or_else(|| LedgerError::Invalid(format!("claim group answered {code}")))?;
-        if code % 2 == 1 {
-            *slot = GroupAnswer::Claimed;
-        } else if *slot != GroupAnswer::Claimed {
-            *slot = GroupAnswer::Held;
-        }
-    }
-    Ok(answers)
-}
-
-/// Runs `claims` as one SQLite transaction.
-async fn sqlite_group(
-    conn: &mut sqlx::SqliteConnection,
-    claims: &[PendingClaim],
-) -> Result<Vec<GroupAnswer>, LedgerError> {
-    let mut query = sqlx::query(sqlite_group_sql(claims.len(), true));
-    for c in claims {
-        query = query
-            .bind(c.host.0)
-            .bind(c.instance_uuid.as_str())
-            .bind(c.json.as_str())
-            .bind(c.now_ms);
-    }
-    match query.fetch_all(&mut *conn).await {
-        Ok(rows) => sqlite_answers(&rows, claims.len()),
-        Err(e) => {
-            // The batch stopped part-way: undo whatever it began (an error here only means
-            // no transaction was open).
-            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-            Err(e.into())
-        }
-    }
 }
 
 /// Runs `claims` in PostgreSQL, in rounds of at most one claim per host, inside `tx`.
@@ -303,16 +332,6 @@ async fn postgres_rounds(
     Ok(answers)
 }
 
-/// True for SQLite's "database is busy / locked" (another process held the write lock past
-/// the busy timeout): a failure of the whole ledger, not of one claim.
-fn ledger_busy(e: &LedgerError) -> bool {
-    let LedgerError::Database(sqlx::Error::Database(db)) = e else {
-        return false;
-    };
-    let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
-    matches!(code & 0xff, 5 | 6)
-}
-
 impl Ledger {
     /// Claims `demand` on `host` for `instance_uuid`: reserved in the live table, then made
     /// durable with the claims queued meanwhile, then answered. An earlier allocation of the
@@ -336,15 +355,27 @@ impl Ledger {
         // From here the reservation belongs to the queue: nothing between the reserve and
         // the push awaits, so a caller that gives up cannot leave it behind.
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let first = self.claims.push(PendingClaim {
+        let pending = PendingClaim {
             host,
             instance_uuid: instance_uuid.to_string(),
             demand: *demand,
             json: resources_json(demand),
             now_ms,
             reply,
-        });
-        if first {
+        };
+        if let Some(hot) = &self.hot {
+            let job = Box::new(HotClaim {
+                claim: pending,
+                outcome: Ok(ClaimOutcome::Declined),
+                released: None,
+            });
+            if let Err(job) = hot.submit(job) {
+                job.failed(
+                    self.table(),
+                    LedgerError::Unavailable("the ledger's writer thread has stopped".into()),
+                );
+            }
+        } else if self.claims.push(pending) {
             let ledger = self.clone();
             tokio::spawn(async move { ledger.run_claims().await });
         }
@@ -358,64 +389,37 @@ impl Ledger {
     /// the table knows every outcome, so a reload never sees a commit the table has not settled.
     async fn run_claims(&self) {
         let _shared = self.gate.read().await;
-        match &self.pools {
-            Pools::Sqlite { write, .. } => {
-                let mut conn = match write.lock().await {
-                    Ok(conn) => conn,
-                    Err(e) => {
-                        let message = format!("claim not made: {e}");
-                        for claim in self.claims.take() {
-                            self.table().undo(claim.host, &claim.demand);
-                            let _ = claim
-                                .reply
-                                .send(Err(LedgerError::Unavailable(message.clone())));
-                        }
-                        return;
-                    }
-                };
-                let mut queued = self.claims.take();
-                while !queued.is_empty() {
-                    let rest = queued.split_off(queued.len().min(MAX_GROUP));
-                    let answers = sqlite_group(&mut conn, &queued).await;
-                    if let Err(e) = &answers {
-                        write.failed(e);
-                    }
-                    self.settle(Conn::Sqlite(&mut conn), queued, answers).await;
-                    queued = rest;
+        // SQLite's claims go to the hot writer (see `claim`).
+        let Pools::Postgres(pool) = &self.pools else {
+            return;
+        };
+        let mut conn = match pool.acquire().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                let message = format!("claim not made: {e}");
+                for claim in self.claims.take() {
+                    self.table().undo(claim.host, &claim.demand);
+                    let _ = claim
+                        .reply
+                        .send(Err(LedgerError::Unavailable(message.clone())));
                 }
+                return;
             }
-            Pools::Postgres(pool) => {
-                let mut conn = match pool.acquire().await {
-                    Ok(conn) => conn,
-                    Err(e) => {
-                        let message = format!("claim not made: {e}");
-                        for claim in self.claims.take() {
-                            self.table().undo(claim.host, &claim.demand);
-                            let _ = claim
-                                .reply
-                                .send(Err(LedgerError::Unavailable(message.clone())));
-                        }
-                        return;
-                    }
-                };
-                let mut queued = self.claims.take();
-                while !queued.is_empty() {
-                    let rest = queued.split_off(queued.len().min(MAX_GROUP));
-                    let answers = postgres_group(&mut conn, &queued).await;
-                    self.settle(Conn::Postgres(&mut conn), queued, answers)
-                        .await;
-                    queued = rest;
-                }
-            }
+        };
+        let mut queued = self.claims.take();
+        while !queued.is_empty() {
+            let rest = queued.split_off(queued.len().min(MAX_GROUP));
+            let answers = postgres_group(&mut conn, &queued).await;
+            self.settle(&mut conn, queued, answers).await;
+            queued = rest;
         }
     }
 
     /// Settles a group in the table and answers each claim. A failed group is retried claim
-    /// by claim so that only the failing claim gets the error — unless SQLite was busy, which
-    /// every retry would wait out again.
+    /// by claim so that only the failing claim gets the error.
     async fn settle(
         &self,
-        mut conn: Conn<'_>,
+        conn: &mut sqlx::PgConnection,
         claims: Vec<PendingClaim>,
         answers: Result<Vec<GroupAnswer>, LedgerError>,
     ) {
@@ -425,14 +429,10 @@ impl Ledger {
         }
         let answers: Vec<Result<GroupAnswer, LedgerError>> = match answers {
             Ok(answers) => answers.into_iter().map(Ok).collect(),
-            Err(e) if claims.len() > 1 && !ledger_busy(&e) => {
+            Err(e) if claims.len() > 1 && !e.is_outage() => {
                 let mut one_by_one = Vec::with_capacity(claims.len());
                 for claim in &claims {
-                    let alone = std::slice::from_ref(claim);
-                    let answer = match &mut conn {
-                        Conn::Sqlite(c) => sqlite_group(c, alone).await,
-                        Conn::Postgres(c) => postgres_group(c, alone).await,
-                    };
+                    let answer = postgres_group(conn, std::slice::from_ref(claim)).await;
                     one_by_one.push(answer.map(|mut a| a.pop().unwrap_or(GroupAnswer::Declined)));
                 }
                 one_by_one
@@ -453,7 +453,7 @@ impl Ledger {
         };
         for (claim, answer) in claims.into_iter().zip(answers) {
             let outcome = match answer {
-                Ok(GroupAnswer::Held) => self.claim_replacing(&mut conn, &claim).await,
+                Ok(GroupAnswer::Held) => self.claim_replacing(conn, &claim).await,
                 Ok(GroupAnswer::Claimed) => Ok(ClaimOutcome::Claimed),
                 Ok(GroupAnswer::Declined) => Ok(ClaimOutcome::Declined),
                 Err(e) => Err(e),
@@ -470,33 +470,15 @@ impl Ledger {
     /// one transaction; the table gives the old allocation's room back once committed.
     async fn claim_replacing(
         &self,
-        conn: &mut Conn<'_>,
+        conn: &mut sqlx::PgConnection,
         claim: &PendingClaim,
     ) -> Result<ClaimOutcome, LedgerError> {
-        let alone = std::slice::from_ref(claim);
-        let (released, answer) = match conn {
-            Conn::Sqlite(c) => {
-                let mut tx = sqlx::Connection::begin(&mut **c).await?;
-                let released = release_in_tx!(sqlx::Sqlite, tx, &claim.instance_uuid);
-                let mut query = sqlx::query(sqlite_group_sql(1, false));
-                query = query
-                    .bind(claim.host.0)
-                    .bind(claim.instance_uuid.as_str())
-                    .bind(claim.json.as_str())
-                    .bind(claim.now_ms);
-                let rows = query.fetch_all(&mut *tx).await?;
-                let answer = sqlite_answers(&rows, 1)?.pop();
-                tx.commit().await?;
-                (released, answer)
-            }
-            Conn::Postgres(c) => {
-                let mut tx = sqlx::Connection::begin(&mut **c).await?;
-                let released = release_in_tx!(sqlx::Postgres, tx, &claim.instance_uuid);
-                let answer = postgres_rounds(&mut tx, alone).await?.pop();
-                tx.commit().await?;
-                (released, answer)
-            }
-        };
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let released = release_in_tx!(sqlx::Postgres, tx, &claim.instance_uuid);
+        let answer = postgres_rounds(&mut tx, std::slice::from_ref(claim))
+            .await?
+            .pop();
+        tx.commit().await?;
         if let Some(old) = released {
             self.table().remove(old.host_id, &old.demand);
         }
@@ -595,12 +577,6 @@ impl Ledger {
     pub fn queued_claims(&self) -> usize {
         self.claims.len()
     }
-}
-
-/// The connection a claim group runs on.
-enum Conn<'a> {
-    Sqlite(&'a mut sqlx::SqliteConnection),
-    Postgres(&'a mut sqlx::PgConnection),
 }
 
 /// Runs `claims` as one PostgreSQL transaction.

@@ -13,6 +13,8 @@
 //! - `dialect`: the SQL that differs between SQLite and PostgreSQL.
 //! - `hosts`: registering hosts; loading them into the table (at start and on reloads).
 //! - `claims`: the grouped conditional claim, the release, and what an allocation holds.
+//! - `hot`: SQLite's hot writer, a thread that commits claims, heartbeats and builds'
+//!   confirmations in groups as direct calls on its own connection.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
 //! - `expiry`: releasing claims that nothing confirmed within `[scheduler] claim_ttl_s`.
 //! - `import`: recording allocations made outside Parasol (Placement's).
@@ -24,6 +26,7 @@ pub(crate) mod dialect;
 mod expiry;
 mod follow;
 pub(crate) mod hosts;
+pub(crate) mod hot;
 mod import;
 pub(crate) mod messages;
 mod meta;
@@ -53,6 +56,9 @@ pub enum LedgerError {
     Invalid(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// An error of SQLite's hot writer (see `hot`).
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The ledger refuses writes until an operator acts (its SQLite file was removed or
@@ -70,6 +76,7 @@ impl LedgerError {
     pub fn is_outage(&self) -> bool {
         match self {
             LedgerError::Database(e) => sqlx_outage(e),
+            LedgerError::Sqlite(e) => sqlite_code(e).is_some_and(sqlite_outage),
             LedgerError::Migrate(_) | LedgerError::Unavailable(_) => true,
             LedgerError::UnsupportedUrl { .. }
             | LedgerError::UnknownHost(_)
@@ -83,6 +90,9 @@ impl LedgerError {
     /// disk_full`): an outage that says nothing about what was written, and that a write
     /// smaller than the one refused (the write probe) may not see.
     pub fn is_out_of_space(&self) -> bool {
+        if let LedgerError::Sqlite(e) = self {
+            return sqlite_code(e) == Some(13);
+        }
         let LedgerError::Database(sqlx::Error::Database(db)) = self else {
             return false;
         };
@@ -102,8 +112,7 @@ fn sqlx_outage(e: &sqlx::Error) -> bool {
             if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
                 // SQLite: BUSY, LOCKED, NOMEM, READONLY, INTERRUPT, IOERR, CORRUPT, FULL,
                 // CANTOPEN, PROTOCOL, NOTADB.
-                let n = code.parse::<i32>().unwrap_or(0);
-                return matches!(n & 0xff, 5 | 6 | 7 | 8 | 9 | 10 | 11 | 13 | 14 | 15 | 26);
+                return sqlite_outage(code.parse::<i32>().unwrap_or(0) & 0xff);
             }
             // PostgreSQL: connection (08), invalid transaction state (25: a read-only
             // standby), transaction rollback (40: serialization, deadlock), access or schema
@@ -122,6 +131,20 @@ fn sqlx_outage(e: &sqlx::Error) -> bool {
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Configuration(_) => true,
         _ => false,
+    }
+}
+
+/// SQLite's primary result codes that are outages: BUSY, LOCKED, NOMEM, READONLY, INTERRUPT,
+/// IOERR, CORRUPT, FULL, CANTOPEN, PROTOCOL, NOTADB.
+fn sqlite_outage(primary: i32) -> bool {
+    matches!(primary, 5 | 6 | 7 | 8 | 9 | 10 | 11 | 13 | 14 | 15 | 26)
+}
+
+/// The primary result code of an error SQLite returned to the hot writer.
+pub(crate) fn sqlite_code(e: &rusqlite::Error) -> Option<i32> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code & 0xff),
+        _ => None,
     }
 }
 
@@ -291,6 +314,8 @@ pub struct Ledger {
     /// Claim groups hold it shared from their SQL until the table knows their outcome; a
     /// reload holds it exclusively, so that `used = committed + pending` is exact.
     pub(crate) gate: Arc<tokio::sync::RwLock<()>>,
+    /// SQLite's hot writer (claims, heartbeats, build confirmations); `None` on PostgreSQL.
+    pub(crate) hot: Option<hot::HotWriter>,
 }
 
 /// Runs `$body` with `$pool` bound to the read pool of the engine in use.
@@ -368,6 +393,12 @@ impl Ledger {
     pub async fn connect(url: &str, max_connections: u32) -> Result<Ledger, LedgerError> {
         let process = uuid::Uuid::new_v4().simple().to_string();
         let pools = if url.starts_with("sqlite:") {
+            if url.contains(":memory:") || url.contains("mode=memory") {
+                return Err(LedgerError::Invalid(format!(
+                    "ledger url {url:?}: an in-memory SQLite ledger is not supported (its writes \
+                     must outlive the process): use sqlite://PATH"
+                )));
+            }
             let opts = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
@@ -436,13 +467,26 @@ impl Ledger {
                 url: crate::auth::redact_url(url),
             });
         };
+        let table = Arc::new(HostTable::new());
+        let commits = CommitCounters::default();
+        let gate: Arc<tokio::sync::RwLock<()>> = Arc::default();
+        let hot = match &pools {
+            Pools::Sqlite { write, .. } => Some(hot::HotWriter::start(hot::Shared {
+                writer: write.clone(),
+                table: table.clone(),
+                gate: gate.clone(),
+                commits: commits.clone(),
+            })?),
+            Pools::Postgres(_) => None,
+        };
         Ok(Ledger {
             pools,
             process: Arc::from(process),
-            table: Arc::new(HostTable::new()),
+            table,
             claims: JobQueue::default(),
-            commits: CommitCounters::default(),
-            gate: Arc::default(),
+            commits,
+            gate,
+            hot,
         })
     }
 

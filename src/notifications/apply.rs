@@ -68,7 +68,7 @@ fn registration(p: &HostStatePayload) -> Result<HostRegistration, String> {
 }
 
 /// Checks what can be checked without the ledger, so a bad message never opens a savepoint.
-fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
+pub(super) fn validate(n: &Notification) -> Result<Option<HostRegistration>, String> {
     match &n.event {
         HostEvent::HostState(p) => registration(p).map(Some),
         HostEvent::Upsert { demand, .. } if !demand.is_non_negative() => {

@@ -34,7 +34,7 @@ const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance =
 /// Confirms the allocation of `instance.create.end`'s instance when it is on the notified
 /// host and already counted as an instance (Parasol's claim for the build): what the general
 /// path does for it, without reading the allocation first.
-const CONFIRM_OWN_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE \
+pub(super) const CONFIRM_OWN_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE \
     WHERE instance_uuid = $1 AND host_id = $2 AND instance";
 
 /// Whether an instance's end-of-operation notification only confirms the allocation it holds

@@ -95,21 +95,9 @@ impl Ingest {
     /// one message and waits for nothing). A rejected message changes nothing and does not
     /// affect the others of its group.
     pub async fn apply(&self, n: &Notification) -> Result<Applied, ApplyError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let first = self.queue.push(Queued {
-            notification: n.clone(),
-            reply,
-        });
-        if first {
-            let (ledger, clock, queue) =
-                (self.ledger.clone(), self.clock.clone(), self.queue.clone());
-            tokio::spawn(async move { apply_queued(&ledger, &clock, &queue).await });
-        }
-        let outcome = match answer.await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(ApplyError::Ledger(LedgerError::Unavailable(
-                "the notification's writer task ended without an answer".into(),
-            ))),
+        let outcome = match self.apply_hot(n).await {
+            Some(outcome) => outcome,
+            None => self.apply_queued(n.clone()).await,
         }
         .map(|applied| self.to_cloud(n, applied));
         match &outcome {
@@ -118,6 +106,42 @@ impl Ingest {
             Err(ApplyError::Ledger(_)) => {}
         }
         outcome
+    }
+
+    /// A heartbeat or a build's confirmation, by SQLite's hot writer (see `hot`); `None`
+    /// when the message is for the general path.
+    async fn apply_hot(&self, n: &Notification) -> Option<Result<Applied, ApplyError>> {
+        let writer = self.ledger.hot.as_ref()?;
+        if !super::hot::hot_kind(self.ledger.table(), n) {
+            return None;
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = super::hot::HotNotification::new(n.clone(), self.clock.now_ms(), reply);
+        writer.submit(Box::new(job)).ok()?;
+        match answer.await {
+            Ok(super::hot::HotAnswer::Done(outcome)) => Some(outcome),
+            Ok(super::hot::HotAnswer::Elsewhere) | Err(_) => None,
+        }
+    }
+
+    /// Applies `n` with the messages queued meanwhile, in one transaction (see `apply`).
+    async fn apply_queued(&self, n: Notification) -> Result<Applied, ApplyError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let first = self.queue.push(Queued {
+            notification: n,
+            reply,
+        });
+        if first {
+            let (ledger, clock, queue) =
+                (self.ledger.clone(), self.clock.clone(), self.queue.clone());
+            tokio::spawn(async move { apply_queued(&ledger, &clock, &queue).await });
+        }
+        match answer.await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ApplyError::Ledger(LedgerError::Unavailable(
+                "the notification's writer task ended without an answer".into(),
+            ))),
+        }
     }
 
     /// Messages waiting for their group.

@@ -4,7 +4,7 @@
 use super::bounds::{check_count, MAX_NAME_BYTES, MAX_SIZE};
 use super::error::{CodecError, Result};
 use super::object::{FieldValue, Fields, NovaObject};
-use super::oslo::{decode_envelope, RpcMessage};
+use super::oslo::{decode_envelope, open_envelope, RpcMessage};
 use super::request_spec::Flavor;
 use crate::domain::{is_valid_class_name, Inventory, Resources};
 use serde_json::Value;
@@ -217,11 +217,20 @@ impl Notification {
         if let Some(n) = fast::host_state(body) {
             return Ok(n);
         }
-        let inner = decode_envelope(body)?;
+        Self::from_message(&decode_envelope(body)?)
+    }
+
+    /// [`Notification::decode`] of an envelope already parsed.
+    pub fn from_envelope(outer: &Value) -> Result<Self> {
+        Self::from_message(&open_envelope(outer)?)
+    }
+
+    /// A notification or fanout cast out of its envelope.
+    fn from_message(inner: &Value) -> Result<Self> {
         if inner.get("method").is_some() {
-            Self::from_rpc(&RpcMessage::from_value(&inner)?)
+            Self::from_rpc(&RpcMessage::from_value(inner)?)
         } else {
-            Self::from_inner(&inner)
+            Self::from_inner(inner)
         }
     }
 

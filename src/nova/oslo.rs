@@ -23,6 +23,11 @@ pub fn decode_envelope(body: &[u8]) -> Result<Value> {
         what: "message body".to_string(),
         source,
     })?;
+    open_envelope(&outer)
+}
+
+/// [`decode_envelope`] of a body already parsed.
+pub fn open_envelope(outer: &Value) -> Result<Value> {
     match outer.get("oslo.version") {
         Some(Value::String(v)) if v == OSLO_VERSION => {}
         Some(other) => {

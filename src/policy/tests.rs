@@ -679,3 +679,49 @@ fn random_tie_break_changes_nothing_without_ties() {
         }
     }
 }
+
+/// `apsr` ranks its sample in place: over the sampled slots of the whole table, the same
+/// hosts in the same order as ranking a copy of the sampled hosts with the same seed, the same
+/// count of passing hosts, and the same rejection when none passes.
+#[test]
+fn ranking_a_sample_in_place_answers_as_ranking_its_copy() {
+    let used: Vec<i64> = (0..200).map(|i| (i * 37) % 101).collect();
+    let table = hosts_with_vcpu_used(&used);
+    let rows: Vec<HostScan> = table.iter().map(HostScan::of).collect();
+    let p = policy(Algorithm::Nova, 1).with_algorithm(Algorithm::Random);
+    let env = FilterEnv::without_heartbeats();
+    for seed in 0..20u64 {
+        let mut draw = ChaCha8Rng::seed_from_u64(seed);
+        let slots: Vec<usize> = rand::seq::index::sample(&mut draw, table.len(), 40).into_vec();
+        let copy: Vec<HostState> = slots.iter().map(|&s| table[s].clone()).collect();
+        for (vcpu, max) in [(10, 3), (60, 4), (99, 2), (101, 3)] {
+            let r = req(vcpu);
+            let mut copied = Vec::new();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let want = p
+                .rank(&copy, &r, &env, &mut rng, max, &mut copied)
+                .map(|()| copied.iter().map(|&i| slots[i]).collect::<Vec<_>>());
+            let mut in_place = Vec::new();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let got = p.rank_uniform_at(
+                &table,
+                &rows,
+                &slots,
+                &r,
+                &env,
+                &mut rng,
+                max,
+                &mut in_place,
+            );
+            let passing = copy.iter().filter(|h| p.fits_any(h, &r, &env)).count();
+            match (want, got) {
+                (Ok(want), Ok(passed)) => {
+                    assert_eq!(in_place, want, "seed {seed} vcpu {vcpu}");
+                    assert_eq!(passed, passing);
+                }
+                (Err(want), Err(got)) => assert_eq!(got, want),
+                (want, got) => panic!("seed {seed} vcpu {vcpu}: {want:?} against {got:?}"),
+            }
+        }
+    }
+}

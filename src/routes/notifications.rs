@@ -18,7 +18,7 @@ pub async fn post_notification(
     let body = read_body(payload, limit.0).await?;
     let value = super::parse_json(&body)?;
     let decoded = if value.get("oslo.message").is_some() {
-        Notification::decode(&body)
+        Notification::from_envelope(&value)
     } else if value.get("method").is_some() {
         crate::nova::RpcMessage::from_value(&value).and_then(|m| Notification::from_rpc(&m))
     } else {

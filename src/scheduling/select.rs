@@ -34,7 +34,9 @@ impl From<ScheduleError> for SelectError {
             ScheduleError::NoValidHost { reason } => SelectError::NoValidHost { reason },
             ScheduleError::Ledger(LedgerError::Invalid(message)) => SelectError::Invalid(message),
             // The database refused the call's values, not an outage: the caller's fault.
-            ScheduleError::Ledger(e @ LedgerError::Database(_)) if !e.is_outage() => {
+            ScheduleError::Ledger(e @ (LedgerError::Database(_) | LedgerError::Sqlite(_)))
+                if !e.is_outage() =>
+            {
                 SelectError::Invalid(e.to_string())
             }
             ScheduleError::Ledger(e) => SelectError::Unavailable(e.to_string()),

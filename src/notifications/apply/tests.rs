@@ -13,10 +13,14 @@ fn host_state(id: &str, host: &str, vcpu: i64) -> Value {
 }
 
 fn create_end(id: &str, instance: &str, host: &str, vcpus: i64) -> Value {
+    instance_end("instance.create.end", id, instance, host, vcpus)
+}
+
+fn instance_end(event: &str, id: &str, instance: &str, host: &str, vcpus: i64) -> Value {
     let flavor = json!({"nova_object.name": "FlavorPayload", "nova_object.namespace": "nova",
         "nova_object.version": "1.4", "nova_object.data": {"flavorid": "1", "name": "f",
         "vcpus": vcpus, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}});
-    json!({"message_id": id, "event_type": "instance.create.end", "payload": {
+    json!({"message_id": id, "event_type": event, "payload": {
         "nova_object.name": "InstanceCreatePayload", "nova_object.namespace": "nova",
         "nova_object.version": "1.13", "nova_object.data": {
             "uuid": uuid_of(instance), "host": host, "node": host, "flavor": flavor}}})
@@ -191,6 +195,7 @@ async fn an_imported_consumer_counts_as_an_instance_only_once_named() {
 /// Single messages applied concurrently through `Ingest` (as HTTP posts are) are grouped
 /// while the writer is busy, and each caller still gets its own message's outcome, after its
 /// commit: applied, duplicate (the same id twice) or rejected (an unknown host) alone.
+/// (`instance.unshelve.end`: messages the hot writer does not take; see the next test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_single_messages_are_applied_in_groups_each_with_its_outcome() {
     use crate::clock::{SharedClock, SystemClock};
@@ -209,10 +214,12 @@ async fn concurrent_single_messages_are_applied_in_groups_each_with_its_outcome(
     };
     let mut calls = Vec::new();
     for i in 0..40 {
+        let unshelve =
+            |id: &str, vm: &str, host| instance_end("instance.unshelve.end", id, vm, host, 1);
         let v = match i {
-            39 => create_end("m-ghost", "vm-ghost", "ghost", 1),
-            38 => create_end("m0", "vm0", "a", 1),
-            _ => create_end(&format!("m{i}"), &format!("vm{i}"), "a", 1),
+            39 => unshelve("m-ghost", "vm-ghost", "ghost"),
+            38 => unshelve("m0", "vm0", "a"),
+            _ => unshelve(&format!("m{i}"), &format!("vm{i}"), "a"),
         };
         let n = Notification::from_inner(&v).unwrap();
         let ingest = ingest.clone();
@@ -300,4 +307,87 @@ async fn the_batch_flush_itself_writes_registrations_and_heartbeats() {
     let b = hosts.iter().find(|h| &*h.profile.host == "b").unwrap();
     let vcpu = b.profile.inventory(crate::domain::ClassId::VCPU).unwrap();
     assert_eq!(vcpu.total, 16);
+}
+
+/// Heartbeats and builds' confirmations go to SQLite's hot writer: each caller gets its
+/// message's outcome after the group holding it committed, exactly once (a repeated id is a
+/// duplicate), the table takes the heartbeat's liveness, and an `instance.create.end` that
+/// confirms no claim of Parasol's is handed to the general path, which records it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_and_build_confirmations_are_applied_once_by_the_hot_writer() {
+    use crate::clock::{ManualClock, SharedClock};
+    use crate::notifications::Ingest;
+    use std::sync::Arc;
+    let (ledger, _dir) = ledger().await;
+    let clock: SharedClock = Arc::new(ManualClock::new(1_000));
+    let stats = Arc::new(crate::stats::Stats::new(clock.clone(), 60));
+    let ingest = Arc::new(Ingest::new(ledger.clone(), clock.clone(), stats));
+    let register = Notification::from_inner(&host_state("r", "a", 64)).unwrap();
+    assert_eq!(ingest.apply(&register).await.unwrap(), Applied::Applied);
+    let host = ledger.table().by_name("a", None).unwrap().id;
+    let small = crate::domain::Resources::new(1, 512, 1);
+    for vm in ["vm1", "vm2"] {
+        let claimed = ledger.claim(host, &uuid_of(vm), &small, 0).await.unwrap();
+        assert_eq!(claimed, crate::ledger::ClaimOutcome::Claimed);
+    }
+    // Hold the writer: the messages below wait in the hot writer's queue, then commit together.
+    let held = match &ledger.pools {
+        Pools::Sqlite { write, .. } => write.lock().await.unwrap(),
+        Pools::Postgres(_) => unreachable!("a SQLite ledger"),
+    };
+    let mut down = host_state("beat", "a", 64);
+    down["payload"]["up"] = json!(false);
+    let messages = [
+        down,
+        create_end("c1", "vm1", "a", 1),
+        create_end("c1", "vm1", "a", 1),
+        create_end("c2", "vm2", "a", 1),
+        create_end("c3", "vm3", "a", 1),
+    ];
+    let mut calls = Vec::new();
+    for v in messages {
+        let n = Notification::from_inner(&v).unwrap();
+        let ingest = ingest.clone();
+        calls.push(tokio::spawn(async move { ingest.apply(&n).await }));
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        calls.iter().all(|c| !c.is_finished()),
+        "nothing answers before its commit"
+    );
+    assert!(
+        ledger.table().get(host).unwrap().up,
+        "nor changes the table"
+    );
+    drop(held);
+    let mut outcomes = Vec::new();
+    for call in calls {
+        outcomes.push(call.await.unwrap().unwrap());
+    }
+    let mut c1 = [outcomes[1], outcomes[2]];
+    c1.sort_by_key(|a| a.as_str());
+    assert_eq!(c1, [Applied::Applied, Applied::Duplicate]);
+    assert_eq!(outcomes[0], Applied::Applied);
+    assert_eq!(outcomes[3], Applied::Applied);
+    assert_eq!(
+        outcomes[4],
+        Applied::Applied,
+        "vm3 recorded by the general path"
+    );
+    let h = ledger.table().get(host).unwrap();
+    assert!(!h.up, "the heartbeat's liveness is in the table");
+    assert_eq!(h.last_seen_ms, 1_000);
+    assert_eq!(h.num_instances, 3);
+    for vm in ["vm1", "vm2", "vm3"] {
+        let a = ledger.allocation(&uuid_of(vm)).await.unwrap().unwrap();
+        assert!(a.confirmed, "{vm} confirmed");
+    }
+    let stored = ledger.read_hosts().await.unwrap().remove(0);
+    assert!(!stored.up);
+    assert_eq!(stored.last_seen_ms, 1_000);
+    assert_eq!(stored.used, crate::domain::Resources::new(3, 3 * 512, 3));
+    for id in ["beat", "c1", "c2", "c3"] {
+        assert!(ledger.is_processed(id).await.unwrap(), "{id}");
+    }
 }

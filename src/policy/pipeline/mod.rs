@@ -369,6 +369,62 @@ impl Policy {
         self.rank_inner(scratch, hosts, None, req, env, rng, max, out)
     }
 
+    /// [`Algorithm::Random`]'s ranking (`apsr`'s) of the hosts at `slots` of `hosts`, each read
+    /// in place through its scan row as [`Policy::rank_scan`] reads it: at most `max` of those
+    /// every filter passes, in a uniform random order, into `out` as indices of `hosts` — what
+    /// [`Policy::rank`] answers over a copy of those hosts in slot order, with the same random
+    /// draws. Answers how many passed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rank_uniform_at(
+        &self,
+        hosts: &[HostState],
+        rows: &[HostScan],
+        slots: &[usize],
+        req: &RequestContext,
+        env: &FilterEnv,
+        rng: &mut impl Rng,
+        max: usize,
+        out: &mut Vec<usize>,
+    ) -> Result<usize, Rejection> {
+        debug_assert!(matches!(self.algorithm, Algorithm::Random));
+        debug_assert_eq!(hosts.len(), rows.len());
+        out.clear();
+        with_scratch(|scratch| {
+            let RankScratch {
+                scored,
+                removed,
+                active,
+                steps,
+                ..
+            } = scratch;
+            scored.clear();
+            removed.clear();
+            removed.resize(self.filters.len(), 0);
+            let demand = self.scan_steps(req, active, steps);
+            for &i in slots {
+                let failed = steps.iter().zip(active.iter()).position(|(&step, &k)| {
+                    !self.scan_passes(k, step, &demand, hosts, rows, i, req, env)
+                });
+                match failed {
+                    Some(p) => removed[active[p]] += 1,
+                    None => scored.push(Scored { score: 0.0, idx: i }),
+                }
+            }
+            if scored.is_empty() {
+                let removed = self.filters.iter().zip(removed.iter());
+                return Err(Rejection {
+                    hosts: slots.len(),
+                    removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
+                });
+            }
+            if max > 0 {
+                shuffle_prefix(scored, max, rng);
+                out.extend(scored.iter().take(max).map(|s| s.idx));
+            }
+            Ok(scored.len())
+        })
+    }
+
     /// [`Policy::rank_with`], reading the scan rows when given.
     #[allow(clippy::too_many_arguments)]
     fn rank_inner(

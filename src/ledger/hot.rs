@@ -1,0 +1,191 @@
+//! SQLite's hot writer: one thread, its own connection, and whole groups of writes run as
+//! direct calls.
+//!
+//! sqlx runs every statement on a worker thread of its connection: each statement is a round
+//! trip over a channel (two thread wake-ups), and each row of an answer another. On the
+//! scheduling path that was most of the service's CPU (BENCHMARKS.md, "Service CPU per
+//! decision"). The writes that come with every decision — its claim, the heartbeats and the
+//! build's `instance.create.end` — go to this thread instead: it takes every job queued by the
+//! time it is free, runs them in one transaction (each in its own savepoint, so a job that
+//! fails rolls back alone), commits once, settles the live table and only then answers each
+//! job. Everything else still writes through sqlx.
+//!
+//! The two writing connections never write at once: the thread holds the [`Writer`]'s lock
+//! (the one sqlx's writes take) for each group, and the reload gate shared, as the claim groups
+//! always did, so a reload never sees a commit the table has not settled.
+
+use super::{LedgerError, Writer};
+use crate::table::HostTable;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most jobs one transaction takes.
+const MAX_GROUP: usize = 256;
+
+/// What a job's statements came to: keep them, or roll the job's savepoint back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Keep,
+    Undo,
+}
+
+/// One job of a group. The job keeps its own outcome: `run` records it, `committed` settles
+/// the table and answers it once the group is durable, `failed` answers when the group's
+/// transaction could not begin or commit (nothing of it was written).
+pub(crate) trait Work: Send {
+    /// Runs the job's statements inside the group's transaction and its own savepoint.
+    fn run(&mut self, db: &rusqlite::Connection, table: &HostTable) -> Step;
+    /// The group committed.
+    fn committed(self: Box<Self>, table: &HostTable);
+    /// The group did not commit.
+    fn failed(self: Box<Self>, table: &HostTable, error: LedgerError);
+    /// Claims this job carries (for the commit counters).
+    fn claims(&self) -> u64 {
+        0
+    }
+}
+
+/// A handle on the hot writer thread; cheap to clone. The thread ends when the last handle
+/// is dropped.
+#[derive(Clone)]
+pub(crate) struct HotWriter {
+    jobs: mpsc::Sender<Box<dyn Work>>,
+}
+
+impl std::fmt::Debug for HotWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HotWriter")
+    }
+}
+
+/// What the thread needs of the ledger.
+pub(crate) struct Shared {
+    pub writer: Writer,
+    pub table: Arc<HostTable>,
+    pub gate: Arc<tokio::sync::RwLock<()>>,
+    pub commits: super::CommitCounters,
+}
+
+impl HotWriter {
+    /// Opens the thread's connection on the writer's file and starts the thread.
+    pub(crate) fn start(shared: Shared) -> Result<HotWriter, LedgerError> {
+        let db = open(&shared.writer.file)?;
+        let (jobs, queue) = mpsc::channel::<Box<dyn Work>>();
+        std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || serve(db, shared, queue))
+            .map_err(|e| {
+                LedgerError::Invalid(format!("cannot start the ledger's writer thread: {e}"))
+            })?;
+        Ok(HotWriter { jobs })
+    }
+
+    /// Queues `job`; it is answered through itself (`committed` or `failed`).
+    pub(crate) fn submit(&self, job: Box<dyn Work>) -> Result<(), Box<dyn Work>> {
+        self.jobs.send(job).map_err(|e| e.0)
+    }
+}
+
+/// A connection as sqlx's writer opens it (`Ledger::connect`): the pragmas that are per
+/// connection (journal mode is the file's). Statement journals stay in memory, and the
+/// connection checkpoints every ~40 MB of WAL instead of 4 MB: the pages every group rewrites
+/// (message ids, allocations, host and inventory rows) are copied back to the database file
+/// and synced once per many groups (a third of this thread's time went to checkpoints).
+fn open(file: &std::path::Path) -> Result<rusqlite::Connection, LedgerError> {
+    let db = rusqlite::Connection::open(file).map_err(|e| {
+        LedgerError::Invalid(format!(
+            "cannot open the SQLite ledger {} for its writer: {e}",
+            file.display()
+        ))
+    })?;
+    db.busy_timeout(Duration::from_secs(10))?;
+    db.execute_batch(
+        "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+         PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456; \
+         PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000;",
+    )?;
+    db.set_prepared_statement_cache_capacity(64);
+    Ok(db)
+}
+
+/// The thread: waits for a job, takes every job queued by then, runs them as one group.
+fn serve(mut db: rusqlite::Connection, shared: Shared, queue: mpsc::Receiver<Box<dyn Work>>) {
+    let mut reconnect = false;
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match queue.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        let _shared = shared.gate.blocking_read();
+        let _writing = shared.writer.conn.blocking_lock();
+        let ready = shared.writer.check_file().and_then(|()| {
+            if reconnect {
+                db = open(&shared.writer.file)?;
+                reconnect = false;
+                tracing::info!(file = %shared.writer.file.display(), "the ledger's writer thread reconnected");
+            }
+            Ok(())
+        });
+        if let Err(e) = ready {
+            fail(group, &shared.table, e);
+            continue;
+        }
+        match run_group(&db, &shared.table, &mut group) {
+            Ok(()) => {
+                let claims: u64 = group.iter().map(|j| j.claims()).sum();
+                if claims > 0 {
+                    shared.commits.commits.inc();
+                    shared.commits.claims.inc_by(claims);
+                }
+                for job in group {
+                    job.committed(&shared.table);
+                }
+            }
+            Err(e) => {
+                // Whatever the transaction began is undone; an error of the rollback only
+                // means none was open.
+                let _ = db.execute_batch("ROLLBACK");
+                reconnect |= e.is_outage();
+                fail(group, &shared.table, e);
+            }
+        }
+    }
+}
+
+/// Answers every job of a group that was not written: the first with the error itself, the
+/// others with its message.
+fn fail(group: Vec<Box<dyn Work>>, table: &HostTable, e: LedgerError) {
+    let message = e.to_string();
+    let outage = e.is_outage();
+    let mut first = Some(e);
+    for job in group {
+        let e = match first.take() {
+            Some(e) => e,
+            None if outage => LedgerError::Unavailable(message.clone()),
+            None => LedgerError::Invalid(message.clone()),
+        };
+        job.failed(table, e);
+    }
+}
+
+/// One transaction: each job in its own savepoint.
+fn run_group(
+    db: &rusqlite::Connection,
+    table: &HostTable,
+    group: &mut [Box<dyn Work>],
+) -> Result<(), LedgerError> {
+    db.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    for job in group.iter_mut() {
+        db.prepare_cached("SAVEPOINT job")?.execute([])?;
+        if job.run(db, table) == Step::Undo {
+            db.prepare_cached("ROLLBACK TO job")?.execute([])?;
+        }
+        db.prepare_cached("RELEASE job")?.execute([])?;
+    }
+    db.prepare_cached("COMMIT")?.execute([])?;
+    Ok(())
+}

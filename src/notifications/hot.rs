@@ -1,0 +1,160 @@
+//! The notifications that come with every decision, applied by SQLite's hot writer
+//! (`ledger::hot`): a heartbeat (a host-state event whose host the table knows with exactly
+//! this profile) and a build's `instance.create.end` that confirms Parasol's own claim. Each is
+//! committed exactly once with its message id, in the writer's next group, as the general path
+//! (`apply`) would commit it. Any other message, or one of these that turns out to need more
+//! (an `instance.create.end` whose allocation is not the build's claim on that host), is
+//! handed back untouched and takes the general path.
+
+use super::apply::{validate, Applied, ApplyError};
+use super::effects::{heartbeat_of, CONFIRM_OWN_CLAIM};
+use crate::domain::HostId;
+use crate::ledger::hot::{Step, Work};
+use crate::ledger::{HostTable, LedgerError};
+use crate::nova::{HostEvent, Notification};
+
+const MARK_PROCESSED: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
+    VALUES (?1, ?2) ON CONFLICT (message_id) DO NOTHING";
+
+const HEARTBEAT: &str = "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
+
+/// What the hot writer made of a message.
+#[derive(Debug)]
+pub(crate) enum HotAnswer {
+    Done(Result<Applied, ApplyError>),
+    /// Not one the hot writer applies: nothing was written.
+    Elsewhere,
+}
+
+/// What a message asks of the hot writer.
+enum Kind {
+    /// Host `.0` reports `up`, `disabled`.
+    Heartbeat(HostId, bool, bool),
+    /// Confirm instance `.1`'s claim on host `.0`.
+    Confirm(HostId, String),
+}
+
+/// A message for the hot writer, if it is of a kind it applies; checked against the table as
+/// it is now, and again by the writer (the table may change before the job runs).
+pub(crate) fn hot_kind(table: &HostTable, n: &Notification) -> bool {
+    kind(table, n).is_some()
+}
+
+fn kind(table: &HostTable, n: &Notification) -> Option<Kind> {
+    match &n.event {
+        HostEvent::HostState(_) => {
+            let reg = validate(n).ok()??;
+            let id = heartbeat_of(table, &reg)?;
+            Some(Kind::Heartbeat(id, reg.up, reg.disabled))
+        }
+        HostEvent::Upsert {
+            instance_uuid,
+            host,
+            node,
+            demand,
+            ..
+        } if n.event_type == "instance.create.end" && demand.is_non_negative() => {
+            let id = table.by_name(host, node.as_deref())?.id;
+            Some(Kind::Confirm(id, instance_uuid.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// A message as a job of the hot writer.
+pub(crate) struct HotNotification {
+    notification: Notification,
+    now_ms: i64,
+    outcome: Result<Option<Applied>, LedgerError>,
+    /// The heartbeat to give the table once committed: (host, up, disabled).
+    beat: Option<(HostId, bool, bool)>,
+    reply: tokio::sync::oneshot::Sender<HotAnswer>,
+}
+
+impl HotNotification {
+    pub(crate) fn new(
+        notification: Notification,
+        now_ms: i64,
+        reply: tokio::sync::oneshot::Sender<HotAnswer>,
+    ) -> Self {
+        HotNotification {
+            notification,
+            now_ms,
+            outcome: Ok(None),
+            beat: None,
+            reply,
+        }
+    }
+
+    /// `Ok(None)`: not one for the hot writer (the savepoint is rolled back).
+    fn write(
+        &mut self,
+        db: &rusqlite::Connection,
+        table: &HostTable,
+    ) -> Result<Option<Applied>, LedgerError> {
+        let Some(kind) = kind(table, &self.notification) else {
+            return Ok(None);
+        };
+        let fresh = db
+            .prepare_cached(MARK_PROCESSED)?
+            .execute(rusqlite::params![self.notification.message_id, self.now_ms])?;
+        if fresh == 0 {
+            return Ok(Some(Applied::Duplicate));
+        }
+        match kind {
+            Kind::Heartbeat(id, up, disabled) => {
+                db.prepare_cached(HEARTBEAT)?.execute(rusqlite::params![
+                    id.0,
+                    up,
+                    disabled,
+                    self.now_ms
+                ])?;
+                self.beat = Some((id, up, disabled));
+            }
+            Kind::Confirm(id, instance) => {
+                let confirmed = db
+                    .prepare_cached(CONFIRM_OWN_CLAIM)?
+                    .execute(rusqlite::params![instance, id.0])?;
+                if confirmed != 1 {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(Applied::Applied))
+    }
+}
+
+impl Work for HotNotification {
+    fn run(&mut self, db: &rusqlite::Connection, table: &HostTable) -> Step {
+        self.outcome = self.write(db, table);
+        match self.outcome {
+            Ok(Some(_)) => Step::Keep,
+            Ok(None) | Err(_) => {
+                self.beat = None;
+                Step::Undo
+            }
+        }
+    }
+
+    fn committed(self: Box<Self>, table: &HostTable) {
+        if let Some((id, up, disabled)) = self.beat {
+            if let Some(forced_down) = table.get(id).map(|h| h.forced_down) {
+                table.set_liveness(id, up, disabled, forced_down, self.now_ms);
+            }
+        }
+        let answer = match self.outcome {
+            Ok(Some(applied)) => HotAnswer::Done(Ok(applied)),
+            // A value the database refused: the general path says why (and rejects alone).
+            Ok(None) => HotAnswer::Elsewhere,
+            Err(e) if !e.is_outage() => HotAnswer::Elsewhere,
+            Err(e) => HotAnswer::Done(Err(ApplyError::Ledger(e))),
+        };
+        let _ = self.reply.send(answer);
+    }
+
+    fn failed(self: Box<Self>, _table: &HostTable, error: LedgerError) {
+        let _ = self
+            .reply
+            .send(HotAnswer::Done(Err(ApplyError::Ledger(error))));
+    }
+}
