@@ -8,6 +8,9 @@
 //! 1. cold registration: `--hosts` emulated hosts each announce themselves once;
 //! 2. sustained (live): `--events` inventory/status updates published while the consumer runs;
 //! 3. backlog drain: `--events` updates queued while the consumer is stopped, then drained.
+//!
+//! Each update changes its host's VCPU total (a re-registration); with `--heartbeats` it
+//! repeats the host's profile (steady-state traffic: only liveness and last-seen change).
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
@@ -30,6 +33,8 @@ struct Args {
     /// `sqlite` (a fresh file) or `postgres` (a fresh database on `pg_url`'s server).
     ledger: String,
     pg_url: String,
+    /// Updates repeat each host's registered profile (heartbeats) instead of changing it.
+    heartbeats: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -41,6 +46,7 @@ fn parse_args() -> anyhow::Result<Args> {
         batch_size: AmqpSettings::default().batch_size,
         ledger: "sqlite".into(),
         pg_url: "postgres://postgres@127.0.0.1:5432/test".into(),
+        heartbeats: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -56,9 +62,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--batch-size" => args.batch_size = value()?.parse()?,
             "--ledger" => args.ledger = value()?,
             "--pg-url" => args.pg_url = value()?,
+            "--heartbeats" => args.heartbeats = true,
             other => anyhow::bail!(
                 "unknown flag {other}; use --events N --hosts N --url AMQP_URL --prefetch N \
-                 --batch-size N --ledger sqlite|postgres --pg-url POSTGRES_URL"
+                 --batch-size N --ledger sqlite|postgres --pg-url POSTGRES_URL [--heartbeats]"
             ),
         }
     }
@@ -261,8 +268,15 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     println!(
-        "          {} emulated hosts register from cold, then {} updates live, then {} from a backlog",
-        args.hosts, args.events, args.events
+        "          {} emulated hosts register from cold, then {} updates live, then {} from a backlog{}",
+        args.hosts,
+        args.events,
+        args.events,
+        if args.heartbeats {
+            " (updates: heartbeats, profile unchanged)"
+        } else {
+            " (updates: VCPU total changed)"
+        }
     );
     println!(
         "          prefetch {} per queue, batch_size {} per transaction, publisher confirms on",
@@ -303,9 +317,18 @@ async fn main() -> anyhow::Result<()> {
         published.as_secs_f64()
     );
 
+    // Each update changes the host's VCPU total (a re-registration), or with --heartbeats
+    // repeats the profile it registered with (only liveness and last-seen change).
     let updates = |salt: usize| -> Vec<Vec<u8>> {
         (0..args.events)
-            .map(|i| host_state(i + salt, i % args.hosts, 32 + 32 * ((i + salt) % 3) as i64))
+            .map(|i| {
+                let vcpu = if args.heartbeats {
+                    64
+                } else {
+                    32 + 32 * ((i + salt) % 3) as i64
+                };
+                host_state(i + salt, i % args.hosts, vcpu)
+            })
             .collect()
     };
     let live = updates(1);
@@ -324,7 +347,12 @@ async fn main() -> anyhow::Result<()> {
 
     bench.stop_consumer().await?;
     let backlog = updates(2);
-    bench.publish(&backlog).await?;
+    let queued = bench.publish(&backlog).await?;
+    println!(
+        "backlog queued:    {} events in {:.2} s (consumer stopped); draining",
+        args.events,
+        queued.as_secs_f64()
+    );
     let base = bench.applied();
     let start = Instant::now();
     let cpu = cpu_s();

@@ -22,7 +22,9 @@ pub(crate) trait Dialect: sqlx::Database {
     /// each; SQLite's returns nothing (see [`HOST_IDS_SQLITE`]).
     const UPSERT_HOSTS: &'static str;
     /// Upserts many inventory rows (see `hosts::UPSERT_INVENTORY`) from a JSON array `$1` of
-    /// `[host_id, class, total, reserved, min_unit, max_unit, step_size, ratio, usable]`.
+    /// `[host_id, class, total, reserved, min_unit, max_unit, step_size, ratio, usable]`
+    /// (SQLite's leaves a row that would not change unwritten: a re-registration mostly
+    /// repeats most of its classes).
     const UPSERT_INVENTORIES: &'static str;
     /// Inventory rows of the hosts in the JSON array `$1` whose `[host_id, class, …]` is not in
     /// the JSON array `$2` (the rows of [`Self::UPSERT_INVENTORIES`]): set to no capacity.
@@ -85,9 +87,14 @@ impl Dialect for sqlx::Sqlite {
         ON CONFLICT (host_id, resource_class) DO UPDATE \
         SET total = excluded.total, reserved = excluded.reserved, min_unit = excluded.min_unit, \
         max_unit = excluded.max_unit, step_size = excluded.step_size, \
-        allocation_ratio = excluded.allocation_ratio, usable = excluded.usable";
+        allocation_ratio = excluded.allocation_ratio, usable = excluded.usable \
+        WHERE total IS NOT excluded.total OR reserved IS NOT excluded.reserved \
+        OR min_unit IS NOT excluded.min_unit OR max_unit IS NOT excluded.max_unit \
+        OR step_size IS NOT excluded.step_size \
+        OR allocation_ratio IS NOT excluded.allocation_ratio OR usable IS NOT excluded.usable";
     const ZERO_UNREPORTED_CLASSES: &'static str = "UPDATE inventories SET total = 0, \
         reserved = 0, usable = 0 WHERE host_id IN (SELECT value FROM json_each($1)) \
+        AND (total != 0 OR reserved != 0 OR usable != 0) \
         AND (host_id, resource_class) NOT IN (SELECT json_extract(value, '$[0]'), \
         json_extract(value, '$[1]') FROM json_each($2))";
     const DROP_UNUSED_EMPTY_OF: &'static str = "DELETE FROM inventories \

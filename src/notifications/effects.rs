@@ -124,7 +124,7 @@ impl Touched {
 
     /// Stages `reg` (fast pass): a heartbeat when the table knows the host with exactly this
     /// profile and nothing of this batch changed it, else a registration to write.
-    fn stage(&mut self, table: &HostTable, reg: &HostRegistration, now_ms: i64) {
+    pub(super) fn stage(&mut self, table: &HostTable, reg: &HostRegistration, now_ms: i64) {
         if let Some(&at) = self.staged_at.get(&reg.uuid) {
             self.staged[at] = (reg.clone(), now_ms);
             return;
@@ -484,6 +484,11 @@ async fn upsert_hosts_postgres(
         .await
 }
 
+/// The JSON text of a batch parameter (rows as arrays).
+fn to_json<T: serde::Serialize>(rows: &T) -> Result<String, sqlx::Error> {
+    serde_json::to_string(rows).map_err(|e| sqlx::Error::Protocol(format!("batch rows: {e}")))
+}
+
 macro_rules! define_flush {
     ($name:ident, $db:ty, $upsert_hosts:ident) => {
         /// Writes what `touched` staged, inside the batch's transaction: the registrations
@@ -499,27 +504,24 @@ macro_rules! define_flush {
             touched.staged_at.clear();
             if let Some((_, now_ms)) = staged.last() {
                 let now_ms = *now_ms;
-                let hosts: Vec<serde_json::Value> = staged
+                // Tuples serialize as JSON arrays, written straight into the text (no
+                // `Value` tree, no copy of the names).
+                let hosts: Vec<_> = staged
                     .iter()
                     .map(|(r, _)| {
-                        serde_json::json!([
-                            r.host,
-                            r.node,
-                            r.uuid,
-                            r.availability_zone,
+                        (
+                            &r.host,
+                            &r.node,
+                            &r.uuid,
+                            &r.availability_zone,
                             r.up,
                             r.disabled,
                             r.traits_json(),
-                            r.aggregates_json()
-                        ])
+                            r.aggregates_json(),
+                        )
                     })
                     .collect();
-                let rows = $upsert_hosts(
-                    &mut **tx,
-                    &serde_json::Value::Array(hosts).to_string(),
-                    now_ms,
-                )
-                .await?;
+                let rows = $upsert_hosts(&mut **tx, &to_json(&hosts)?, now_ms).await?;
                 let ids: std::collections::HashMap<String, i64> =
                     rows.into_iter().map(|(id, uuid)| (uuid, id)).collect();
                 let mut inventories = Vec::new();
@@ -552,7 +554,7 @@ macro_rules! define_flush {
                         }
                     }
                     for (class, inv) in classes.into_iter().rev() {
-                        inventories.push(serde_json::json!([
+                        inventories.push((
                             id,
                             class,
                             inv.total,
@@ -561,11 +563,11 @@ macro_rules! define_flush {
                             inv.max_unit,
                             inv.step_size,
                             inv.allocation_ratio,
-                            inv.usable()
-                        ]));
+                            inv.usable(),
+                        ));
                     }
                 }
-                let inventories = serde_json::Value::Array(inventories).to_string();
+                let inventories = to_json(&inventories)?;
                 let written_json = crate::ledger::json_list(written.iter().copied());
                 sqlx::query(<D as crate::ledger::dialect::Dialect>::UPSERT_INVENTORIES)
                     .bind(&inventories)
@@ -584,14 +586,14 @@ macro_rules! define_flush {
             }
             let beats = std::mem::take(&mut touched.unwritten);
             if !beats.is_empty() {
-                let rows: Vec<serde_json::Value> = beats
+                let rows: Vec<_> = beats
                     .iter()
                     .map(|(id, up, disabled, seen)| {
-                        serde_json::json!([id.0, i64::from(*up), i64::from(*disabled), seen])
+                        (id.0, i64::from(*up), i64::from(*disabled), seen)
                     })
                     .collect();
                 sqlx::query(<D as crate::ledger::dialect::Dialect>::HEARTBEATS)
-                    .bind(serde_json::Value::Array(rows).to_string())
+                    .bind(to_json(&rows)?)
                     .execute(&mut **tx)
                     .await?;
             }

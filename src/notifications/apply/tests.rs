@@ -264,6 +264,51 @@ async fn concurrent_single_messages_are_applied_in_groups_each_with_its_outcome(
     assert!(!ledger.is_processed("m-ghost").await.unwrap());
 }
 
+/// The fast pass's flush must write on its own: a statement of it that fails sends the batch
+/// to the savepoint pass, which writes host states one by one and so hides the failure from
+/// every test of whole batches. Hence this direct test of the flush.
+#[tokio::test]
+async fn the_batch_flush_itself_writes_registrations_and_heartbeats() {
+    let (ledger, _dir) = ledger().await;
+    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 0).await.unwrap();
+    let reg = |v: Value| match Notification::from_inner(&v).unwrap().event {
+        HostEvent::HostState(p) => registration(&p).unwrap(),
+        other => panic!("not a host state: {other:?}"),
+    };
+    let mut beat = reg(host_state("m2", "a", 8));
+    beat.up = false;
+    let new = reg(host_state("m3", "b", 16));
+    let Pools::Sqlite { write, .. } = &ledger.pools else {
+        panic!("a SQLite ledger")
+    };
+    let mut conn = write.lock().await.unwrap();
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+    let mut touched = Touched::default();
+    touched.stage(ledger.table(), &beat, 7);
+    touched.stage(ledger.table(), &new, 7);
+    assert_eq!(
+        touched.heartbeats.len(),
+        1,
+        "the same profile is a heartbeat"
+    );
+    flush_sqlite(&mut tx, ledger.table(), &mut touched)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    drop(conn);
+    // Read back from the database (the live table takes a batch's effects only once it has
+    // committed, in `settle_table`).
+    ledger.reload_all().await.unwrap();
+    let hosts = ledger.read_hosts().await.unwrap();
+    let a = hosts.iter().find(|h| &*h.profile.host == "a").unwrap();
+    assert!(!a.up);
+    assert_eq!(a.last_seen_ms, 7);
+    let b = hosts.iter().find(|h| &*h.profile.host == "b").unwrap();
+    let vcpu = b.profile.inventory(crate::domain::ClassId::VCPU).unwrap();
+    assert_eq!(vcpu.total, 16);
+}
+
 /// Heartbeats and builds' confirmations go to SQLite's hot writer: each caller gets its
 /// message's outcome after the group holding it committed, exactly once (a repeated id is a
 /// duplicate), the table takes the heartbeat's liveness, and an `instance.create.end` that

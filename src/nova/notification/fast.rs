@@ -1,0 +1,416 @@
+//! A typed decode of the one message that is most of the traffic, a well-formed
+//! `compute.host.state` event: the envelope and the message read straight into borrowed
+//! structs instead of two `serde_json::Value` trees. It answers only when the message is
+//! valid and every check of the general decode passes; anything else (another event, a
+//! missing or ill-typed field, a bound exceeded, a repeated key) is `None`, and the general
+//! decode gives the answer and the error it always gave.
+
+use super::{HostEvent, HostStatePayload, Notification, HOST_STATE_EVENT, MAX_ALLOCATION_RATIO};
+use crate::domain::{is_valid_class_name, Inventory};
+use crate::nova::bounds::{uuid, MAX_ITEMS, MAX_NAME_BYTES, MAX_SIZE};
+use crate::nova::oslo::OSLO_VERSION;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+/// `T` read only from a JSON object (serde's derived structs also take an array).
+struct Obj<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Obj)
+            }
+        }
+        d.deserialize_map(V(PhantomData))
+    }
+}
+
+/// Whether a key is there at all, null included (the general decode takes any `method`
+/// key for an RPC cast).
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| Present(true))
+    }
+}
+
+/// A JSON object's entries in order, repeated keys kept (refused below).
+struct Entries<V>(Vec<(String, V)>);
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Vis<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Vis<V> {
+            type Value = Entries<V>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<Cow<'de, str>, V>()? {
+                    out.push((k.into_owned(), v));
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(Vis(PhantomData))
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "oslo.version", borrow)]
+    version: Cow<'a, str>,
+    #[serde(rename = "oslo.message", borrow)]
+    message: Cow<'a, str>,
+}
+
+#[derive(serde::Deserialize)]
+struct Message<'a> {
+    #[serde(default)]
+    method: Present,
+    #[serde(borrow)]
+    event_type: Cow<'a, str>,
+    #[serde(borrow)]
+    message_id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    publisher_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    payload: Obj<Payload<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Payload<'a> {
+    #[serde(borrow)]
+    host: Cow<'a, str>,
+    #[serde(default, borrow)]
+    node: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    compute_node_uuid: Cow<'a, str>,
+    #[serde(default, borrow)]
+    availability_zone: Option<Cow<'a, str>>,
+    #[serde(default)]
+    up: Option<bool>,
+    #[serde(default)]
+    disabled: Option<bool>,
+    #[serde(default)]
+    inventory: Option<Entries<Obj<RawInventory>>>,
+    #[serde(default)]
+    traits: Option<Vec<String>>,
+    #[serde(default)]
+    aggregates: Option<Vec<String>>,
+    #[serde(default)]
+    usage: Option<Entries<f64>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawInventory {
+    total: i64,
+    #[serde(default)]
+    reserved: Option<i64>,
+    #[serde(default)]
+    min_unit: Option<i64>,
+    #[serde(default)]
+    max_unit: Option<i64>,
+    #[serde(default)]
+    step_size: Option<i64>,
+    #[serde(default)]
+    allocation_ratio: Option<f64>,
+}
+
+fn name(s: &str) -> Option<String> {
+    (s.len() <= MAX_NAME_BYTES).then(|| s.to_string())
+}
+
+fn size(n: i64) -> Option<i64> {
+    (0..=MAX_SIZE).contains(&n).then_some(n)
+}
+
+fn names(list: Option<Vec<String>>) -> Option<Vec<String>> {
+    let list = list.unwrap_or_default();
+    (list.len() <= MAX_ITEMS && list.iter().all(|s| s.len() <= MAX_NAME_BYTES)).then_some(list)
+}
+
+/// No key twice (the general decode keeps the last; this one leaves such a message to it),
+/// and few enough keys to check that by comparing each pair.
+fn distinct<V>(entries: &[(String, V)]) -> bool {
+    entries.len() <= 64
+        && entries
+            .iter()
+            .enumerate()
+            .all(|(i, (k, _))| entries[..i].iter().all(|(e, _)| e != k))
+}
+
+/// The event, when `body` is a valid `compute.host.state` event; `None` sends it to the
+/// general decode.
+pub(super) fn host_state(body: &[u8]) -> Option<Notification> {
+    if !body
+        .windows(HOST_STATE_EVENT.len())
+        .any(|w| w == HOST_STATE_EVENT.as_bytes())
+    {
+        return None;
+    }
+    let Obj(envelope) = serde_json::from_slice::<Obj<Envelope>>(body).ok()?;
+    if envelope.version != OSLO_VERSION {
+        return None;
+    }
+    let Obj(m) = serde_json::from_str::<Obj<Message>>(&envelope.message).ok()?;
+    if m.method.0 || m.event_type != HOST_STATE_EVENT {
+        return None;
+    }
+    let Obj(p) = m.payload;
+    let mut inventory = BTreeMap::new();
+    let entries = p.inventory.map(|e| e.0).unwrap_or_default();
+    if !distinct(&entries) {
+        return None;
+    }
+    for (class, Obj(raw)) in entries {
+        if !is_valid_class_name(&class) {
+            return None;
+        }
+        let allocation_ratio = match raw.allocation_ratio {
+            None => 1.0,
+            Some(r) if r.is_finite() && r > 0.0 && r <= MAX_ALLOCATION_RATIO => r,
+            Some(_) => return None,
+        };
+        let opt = |v: Option<i64>, default: i64| v.map_or(Some(default), size);
+        let entry = Inventory {
+            total: size(raw.total)?,
+            reserved: opt(raw.reserved, 0)?,
+            min_unit: opt(raw.min_unit, 1)?,
+            max_unit: opt(raw.max_unit, i64::MAX)?,
+            step_size: opt(raw.step_size, 1)?,
+            allocation_ratio,
+        };
+        inventory.insert(class, entry);
+    }
+    let usage = match p.usage {
+        None => None,
+        Some(Entries(entries)) => {
+            if !distinct(&entries)
+                || !entries
+                    .iter()
+                    .all(|(_, x)| x.is_finite() && *x >= 0.0 && *x <= MAX_SIZE as f64)
+            {
+                return None;
+            }
+            Some(entries.into_iter().collect())
+        }
+    };
+    let host = name(&p.host)?;
+    let payload = HostStatePayload {
+        node: match p.node {
+            Some(node) => name(&node)?,
+            None => host.clone(),
+        },
+        host,
+        compute_node_uuid: uuid("payload.compute_node_uuid", &p.compute_node_uuid).ok()?,
+        availability_zone: match p.availability_zone {
+            Some(zone) => Some(name(&zone)?),
+            None => None,
+        },
+        up: p.up.unwrap_or(true),
+        disabled: p.disabled.unwrap_or(false),
+        inventory,
+        traits: names(p.traits)?,
+        aggregates: names(p.aggregates)?,
+        usage,
+    };
+    let publisher_id = match m.publisher_id {
+        Some(p) if p.len() > 2 * MAX_NAME_BYTES => return None,
+        other => other.map(Cow::into_owned),
+    };
+    Some(Notification {
+        message_id: name(&m.message_id)?,
+        publisher_id,
+        timestamp: match m.timestamp {
+            Some(t) => Some(name(&t)?),
+            None => None,
+        },
+        event_type: HOST_STATE_EVENT.to_string(),
+        event: HostEvent::HostState(payload),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::oslo::{decode_envelope, encode_envelope};
+    use serde_json::{json, Value};
+
+    fn general(body: &[u8]) -> crate::nova::error::Result<Notification> {
+        Notification::from_inner(&decode_envelope(body)?)
+    }
+
+    fn event(payload: Value) -> Value {
+        json!({"message_id": "m-1", "publisher_id": "parasol-host:h1",
+            "event_type": HOST_STATE_EVENT, "priority": "INFO",
+            "timestamp": "2026-11-25 21:13:16.777260", "payload": payload})
+    }
+
+    fn full() -> Value {
+        json!({"host": "h1", "node": "n1",
+            "compute_node_uuid": "6F1A2E4B-0000-4000-8000-00000000000A",
+            "availability_zone": "az1", "up": false, "disabled": true,
+            "inventory": {
+                "VCPU": {"total": 64, "reserved": 2, "allocation_ratio": 4},
+                "MEMORY_MB": {"total": 262144, "reserved": null, "min_unit": 256,
+                    "max_unit": 65536, "step_size": 256, "allocation_ratio": 1.5},
+                "CUSTOM_GPU": {"total": 2, "allocation_ratio": null}},
+            "traits": ["HW_CPU_X86_AVX2", "CUSTOM_FAST"], "aggregates": [],
+            "usage": {"VCPU": 12.5, "MEMORY_MB": 100000}, "extra": [1, {"a": null}]})
+    }
+
+    #[test]
+    fn valid_host_state_events_decode_as_the_general_decode_does() {
+        let minimal = json!({"host": "h2",
+            "compute_node_uuid": "6f1a2e4b-0000-4000-8000-00000000000b"});
+        let nulls = json!({"host": "h3", "node": null, "availability_zone": null,
+            "compute_node_uuid": "6f1a2e4b-0000-4000-8000-00000000000c", "up": null,
+            "disabled": null, "inventory": null, "traits": null, "aggregates": null,
+            "usage": null});
+        let mut escaped = full();
+        escaped["host"] = json!("h\"1\u{e9}");
+        let mut bare = event(minimal.clone());
+        bare.as_object_mut().unwrap().remove("publisher_id");
+        bare.as_object_mut().unwrap().remove("timestamp");
+        for inner in [
+            event(full()),
+            event(minimal),
+            event(nulls),
+            event(escaped),
+            bare,
+        ] {
+            let body = encode_envelope(&inner);
+            let fast = host_state(&body).expect("taken by the typed decode");
+            assert_eq!(fast, general(&body).unwrap(), "{inner}");
+            assert_eq!(Notification::decode(&body).unwrap(), fast);
+        }
+    }
+
+    #[test]
+    fn anything_unusual_is_left_to_the_general_decode() {
+        let with = |path: &[&str], v: Value| {
+            let mut inner = event(full());
+            let (last, parents) = path.split_last().unwrap();
+            let mut at = &mut inner;
+            for p in parents {
+                at = &mut at[*p];
+            }
+            at[*last] = v;
+            encode_envelope(&inner)
+        };
+        let long = "x".repeat(MAX_NAME_BYTES + 1);
+        let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+            (
+                "payload as a list",
+                with(&["payload"], json!(["h1"])),
+                false,
+            ),
+            (
+                "float total",
+                with(&["payload", "inventory", "VCPU", "total"], json!(64.0)),
+                false,
+            ),
+            (
+                "negative reserved",
+                with(&["payload", "inventory", "VCPU", "reserved"], json!(-1)),
+                false,
+            ),
+            (
+                "total above 2^40",
+                with(
+                    &["payload", "inventory", "VCPU", "total"],
+                    json!(MAX_SIZE + 1),
+                ),
+                false,
+            ),
+            (
+                "zero ratio",
+                with(
+                    &["payload", "inventory", "VCPU", "allocation_ratio"],
+                    json!(0),
+                ),
+                false,
+            ),
+            (
+                "bad class",
+                with(&["payload", "inventory", "vcpu"], json!({"total": 1})),
+                false,
+            ),
+            (
+                "lone trait string",
+                with(&["payload", "traits"], json!("CUSTOM_A")),
+                true,
+            ),
+            ("long host", with(&["payload", "host"], json!(long)), false),
+            ("long message id", with(&["message_id"], json!(long)), false),
+            (
+                "bad uuid",
+                with(&["payload", "compute_node_uuid"], json!("h1")),
+                false,
+            ),
+            ("string up", with(&["payload", "up"], json!("yes")), false),
+            (
+                "negative usage",
+                with(&["payload", "usage", "VCPU"], json!(-1)),
+                false,
+            ),
+            ("a method", with(&["method"], Value::Null), false),
+            (
+                "other event",
+                with(&["event_type"], json!("compute.host.other")),
+                true,
+            ),
+            ("no payload", with(&["payload"], Value::Null), false),
+            ("repeated key", encode_envelope(&event(full())), true),
+            (
+                "not JSON",
+                b"{\"oslo.version\": \"2.0\", \"compute.host.state\"".to_vec(),
+                false,
+            ),
+            (
+                "version 1.0",
+                json!({"oslo.version": "1.0", "oslo.message": event(full()).to_string()})
+                    .to_string()
+                    .into_bytes(),
+                false,
+            ),
+        ];
+        for (what, body, valid) in cases {
+            if what == "repeated key" {
+                // The general decode keeps the last of a repeated key; this one declines.
+                let text = String::from_utf8(body).unwrap().replacen(
+                    "\\\"host\\\":\\\"h1\\\"",
+                    "\\\"host\\\":\\\"h0\\\",\\\"host\\\":\\\"h1\\\"",
+                    1,
+                );
+                assert!(text.contains("h0"), "{text}");
+                assert!(host_state(text.as_bytes()).is_none(), "{what}");
+                assert_eq!(
+                    Notification::decode(text.as_bytes()).unwrap(),
+                    general(text.as_bytes()).unwrap()
+                );
+                continue;
+            }
+            assert!(host_state(&body).is_none(), "{what}");
+            let decoded = Notification::decode(&body);
+            assert_eq!(decoded.is_ok(), valid, "{what}: {decoded:?}");
+            if let (Err(a), Err(b)) = (decoded, general(&body)) {
+                assert_eq!(a.to_string(), b.to_string(), "{what}");
+            }
+        }
+    }
+}
