@@ -10,6 +10,8 @@
 //! fails rolls back alone), commits once, settles the live table and only then answers each
 //! job. Everything else still writes through sqlx.
 //!
+//! A second thread checkpoints the WAL beside it, so that no group waits for a checkpoint.
+//!
 //! The two writing connections never write at once: the thread holds the [`Writer`]'s lock
 //! (the one sqlx's writes take) for each group, and the reload gate shared, as the claim groups
 //! always did, so a reload never sees a commit the table has not settled.
@@ -22,6 +24,9 @@ use std::time::Duration;
 
 /// Most jobs one transaction takes.
 const MAX_GROUP: usize = 256;
+
+/// Groups committed between two checkpoints (see `checkpoints`).
+const GROUPS_PER_CHECKPOINT: u32 = 256;
 
 /// What a job's statements came to: keep them, or roll the job's savepoint back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,13 +76,20 @@ impl HotWriter {
     /// Opens the thread's connection on the writer's file and starts the thread.
     pub(crate) fn start(shared: Shared) -> Result<HotWriter, LedgerError> {
         let db = open(&shared.writer.file)?;
+        let checkpointer = open(&shared.writer.file)?;
         let (jobs, queue) = mpsc::channel::<Box<dyn Work>>();
-        std::thread::Builder::new()
-            .name("ledger-writer".into())
-            .spawn(move || serve(db, shared, queue))
-            .map_err(|e| {
-                LedgerError::Invalid(format!("cannot start the ledger's writer thread: {e}"))
-            })?;
+        // One checkpoint asked for at most: asking while one is pending changes nothing.
+        let (ask, asked) = mpsc::sync_channel::<()>(1);
+        let thread = |name: &str| std::thread::Builder::new().name(name.into());
+        let failed = |e: std::io::Error| {
+            LedgerError::Invalid(format!("cannot start the ledger's writer threads: {e}"))
+        };
+        thread("ledger-checkpoint")
+            .spawn(move || checkpoints(checkpointer, asked))
+            .map_err(failed)?;
+        thread("ledger-writer")
+            .spawn(move || serve(db, shared, queue, ask))
+            .map_err(failed)?;
         Ok(HotWriter { jobs })
     }
 
@@ -88,10 +100,10 @@ impl HotWriter {
 }
 
 /// A connection as sqlx's writer opens it (`Ledger::connect`): the pragmas that are per
-/// connection (journal mode is the file's). Statement journals stay in memory, and the
-/// connection checkpoints every ~40 MB of WAL instead of 4 MB: the pages every group rewrites
-/// (message ids, allocations, host and inventory rows) are copied back to the database file
-/// and synced once per many groups (a third of this thread's time went to checkpoints).
+/// connection (journal mode is the file's), statement journals in memory. It never checkpoints
+/// on its own: a checkpoint at commit (copying the WAL's pages back and syncing) held every
+/// claim of the next group for tens of milliseconds, the tail of the decisions' latency.
+/// The checkpoint thread does it instead (`checkpoints`), beside the writer.
 fn open(file: &std::path::Path) -> Result<rusqlite::Connection, LedgerError> {
     let db = rusqlite::Connection::open(file).map_err(|e| {
         LedgerError::Invalid(format!(
@@ -103,15 +115,36 @@ fn open(file: &std::path::Path) -> Result<rusqlite::Connection, LedgerError> {
     db.execute_batch(
         "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
          PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456; \
-         PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000;",
+         PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 0;",
     )?;
     db.set_prepared_statement_cache_capacity(64);
     Ok(db)
 }
 
+/// The checkpoint thread: a passive checkpoint whenever the writer asks (every
+/// [`GROUPS_PER_CHECKPOINT`] groups). In WAL mode it copies committed pages back to the
+/// database file while the writer goes on appending; the pages many groups rewrote are copied
+/// and synced once.
+fn checkpoints(db: rusqlite::Connection, asked: mpsc::Receiver<()>) {
+    while asked.recv().is_ok() {
+        let done = db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            row.get::<_, i64>(0)
+        });
+        if let Err(e) = done {
+            tracing::warn!(error = %e, "the ledger's checkpoint failed; the next one tries again");
+        }
+    }
+}
+
 /// The thread: waits for a job, takes every job queued by then, runs them as one group.
-fn serve(mut db: rusqlite::Connection, shared: Shared, queue: mpsc::Receiver<Box<dyn Work>>) {
+fn serve(
+    mut db: rusqlite::Connection,
+    shared: Shared,
+    queue: mpsc::Receiver<Box<dyn Work>>,
+    checkpoint: mpsc::SyncSender<()>,
+) {
     let mut reconnect = false;
+    let mut since_checkpoint = 0u32;
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -141,6 +174,11 @@ fn serve(mut db: rusqlite::Connection, shared: Shared, queue: mpsc::Receiver<Box
         }
         match run_group(&db, &shared.table, &mut group) {
             Ok(()) => {
+                since_checkpoint += 1;
+                if since_checkpoint >= GROUPS_PER_CHECKPOINT {
+                    since_checkpoint = 0;
+                    let _ = checkpoint.try_send(());
+                }
                 let claims: u64 = group.iter().map(|j| j.claims()).sum();
                 if claims > 0 {
                     shared.commits.commits.inc();
