@@ -84,8 +84,9 @@ impl HotWriter {
         let failed = |e: std::io::Error| {
             LedgerError::Invalid(format!("cannot start the ledger's writer threads: {e}"))
         };
+        let file = shared.writer.file.clone();
         thread("ledger-checkpoint")
-            .spawn(move || checkpoints(checkpointer, asked))
+            .spawn(move || checkpoints(file, checkpointer, asked))
             .map_err(failed)?;
         thread("ledger-writer")
             .spawn(move || serve(db, shared, queue, ask))
@@ -125,8 +126,18 @@ fn open(file: &std::path::Path) -> Result<rusqlite::Connection, LedgerError> {
 /// [`GROUPS_PER_CHECKPOINT`] groups). In WAL mode it copies committed pages back to the
 /// database file while the writer goes on appending; the pages many groups rewrote are copied
 /// and synced once.
-fn checkpoints(db: rusqlite::Connection, asked: mpsc::Receiver<()>) {
+fn checkpoints(file: std::path::PathBuf, mut db: rusqlite::Connection, asked: mpsc::Receiver<()>) {
     while asked.recv().is_ok() {
+        // Opened while the file could not be written: open it again (as the writer does).
+        if db.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) {
+            match open(&file) {
+                Ok(fresh) => db = fresh,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the ledger's checkpoint thread cannot reopen the file");
+                    continue;
+                }
+            }
+        }
         let done = db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
             row.get::<_, i64>(0)
         });

@@ -43,6 +43,17 @@ pub fn allocation_request_body(provider: &str, demand: &Resources) -> Value {
     })
 }
 
+/// A Selection primitive's `nova_object.changes` (1.1 puts `availability_zone` first).
+const CHANGES: [&str; 7] = [
+    "compute_node_uuid",
+    "limits",
+    "nodename",
+    "cell_uuid",
+    "allocation_request",
+    "service_host",
+    "allocation_request_version",
+];
+
 /// One destination (chosen host or alternate) for one instance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selection {
@@ -103,15 +114,7 @@ impl Selection {
             "allocation_request_version".into(),
             json!(ALLOCATION_REQUEST_VERSION),
         );
-        let mut changes = vec![
-            "compute_node_uuid",
-            "limits",
-            "nodename",
-            "cell_uuid",
-            "allocation_request",
-            "service_host",
-            "allocation_request_version",
-        ];
+        let mut changes = CHANGES.to_vec();
         if version == SelectionVersion::V1_1 {
             data.insert("availability_zone".into(), json!(self.availability_zone));
             changes.insert(0, "availability_zone");
@@ -227,22 +230,13 @@ impl serde::Serialize for Primitive<'_> {
         use serde::ser::SerializeMap;
         let s = self.selection;
         let v1_1 = self.version == SelectionVersion::V1_1;
-        let base = [
-            "compute_node_uuid",
-            "limits",
-            "nodename",
-            "cell_uuid",
-            "allocation_request",
-            "service_host",
-            "allocation_request_version",
-        ];
         let mut map = serializer.serialize_map(Some(5))?;
         if v1_1 {
             let mut changes = vec!["availability_zone"];
-            changes.extend(base);
+            changes.extend(CHANGES);
             map.serialize_entry("nova_object.changes", &changes)?;
         } else {
-            map.serialize_entry("nova_object.changes", &base)?;
+            map.serialize_entry("nova_object.changes", &CHANGES)?;
         }
         map.serialize_entry("nova_object.data", &PrimitiveData(s, v1_1))?;
         map.serialize_entry("nova_object.name", "Selection")?;

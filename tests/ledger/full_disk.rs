@@ -41,6 +41,16 @@ fn big_host(id: &str, h: usize) -> Notification {
     }
 }
 
+/// Checkpoints and empties the write-ahead log: every write then needs space of the disk.
+async fn empty_wal(url: &str) {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}
+
 async fn table(ledger: &Ledger) -> Vec<String> {
     ledger
         .read_hosts()
@@ -66,14 +76,7 @@ async fn a_batch_that_cannot_commit_on_a_full_disk_changes_nothing_and_applies_o
         let (ledger_before, table_before) = (dump(&url).await, table(&ledger).await);
 
         // An empty write-ahead log: every write now needs space the disk has not got.
-        {
-            use sqlx::Connection;
-            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                .execute(&mut conn)
-                .await
-                .unwrap();
-        }
+        empty_wal(&url).await;
         disk.fill();
         let batch: Vec<Notification> = (10..510)
             .map(|h| big_host(&format!("b{h}"), h))
@@ -128,14 +131,7 @@ async fn claims_that_cannot_commit_on_a_full_disk_are_answered_with_the_error_an
         .iter()
         .map(|id| ledger.table().get(*id).unwrap().used)
         .collect();
-    {
-        use sqlx::Connection;
-        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
+    empty_wal(&url).await;
     disk.fill();
     let claim_all = |ledger: Ledger, hosts: Vec<parasol::domain::HostId>| async move {
         let calls: Vec<_> = hosts
