@@ -572,11 +572,6 @@ impl Ledger {
             Ok(sqlx::query_scalar("SELECT COUNT(*) FROM allocations").fetch_one(pool).await?)
         })
     }
-
-    /// Claims queued and not yet taken by a group (for tests).
-    pub fn queued_claims(&self) -> usize {
-        self.claims.len()
-    }
 }
 
 /// Runs `claims` as one PostgreSQL transaction.

@@ -230,6 +230,7 @@ impl<J> JobQueue<J> {
         std::mem::take(&mut *self.0.lock())
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.0.lock().len()
     }
