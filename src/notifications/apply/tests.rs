@@ -192,6 +192,27 @@ async fn an_imported_consumer_counts_as_an_instance_only_once_named() {
     assert_eq!(ledger.read_hosts().await.unwrap()[0].num_instances, 2);
 }
 
+/// Applies each message through `ingest` as its own concurrent call (as HTTP posts are), in
+/// this order, while the test holds the ledger's writer: none may answer before its commit.
+async fn apply_each_unanswered(
+    ingest: &std::sync::Arc<crate::notifications::Ingest>,
+    messages: impl IntoIterator<Item = Value>,
+) -> Vec<tokio::task::JoinHandle<Result<Applied, ApplyError>>> {
+    let mut calls = Vec::new();
+    for v in messages {
+        let n = Notification::from_inner(&v).unwrap();
+        let ingest = ingest.clone();
+        calls.push(tokio::spawn(async move { ingest.apply(&n).await }));
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        calls.iter().all(|c| !c.is_finished()),
+        "nothing answers before its commit"
+    );
+    calls
+}
+
 /// Single messages applied concurrently through `Ingest` (as HTTP posts are) are grouped
 /// while the writer is busy, and each caller still gets its own message's outcome, after its
 /// commit: applied, duplicate (the same id twice) or rejected (an unknown host) alone.
@@ -212,25 +233,14 @@ async fn concurrent_single_messages_are_applied_in_groups_each_with_its_outcome(
         Pools::Sqlite { write, .. } => write.lock().await.unwrap(),
         Pools::Postgres(_) => unreachable!("a SQLite ledger"),
     };
-    let mut calls = Vec::new();
-    for i in 0..40 {
-        let unshelve =
-            |id: &str, vm: &str, host| instance_end("instance.unshelve.end", id, vm, host, 1);
-        let v = match i {
-            39 => unshelve("m-ghost", "vm-ghost", "ghost"),
-            38 => unshelve("m0", "vm0", "a"),
-            _ => unshelve(&format!("m{i}"), &format!("vm{i}"), "a"),
-        };
-        let n = Notification::from_inner(&v).unwrap();
-        let ingest = ingest.clone();
-        calls.push(tokio::spawn(async move { ingest.apply(&n).await }));
-        tokio::task::yield_now().await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert!(
-        calls.iter().all(|c| !c.is_finished()),
-        "nothing answers before its commit"
-    );
+    let unshelve =
+        |id: &str, vm: &str, host| instance_end("instance.unshelve.end", id, vm, host, 1);
+    let messages = (0..40).map(|i| match i {
+        39 => unshelve("m-ghost", "vm-ghost", "ghost"),
+        38 => unshelve("m0", "vm0", "a"),
+        _ => unshelve(&format!("m{i}"), &format!("vm{i}"), "a"),
+    });
+    let calls = apply_each_unanswered(&ingest, messages).await;
     assert_eq!(
         ingest.queue_len(),
         40,
@@ -344,18 +354,7 @@ async fn heartbeats_and_build_confirmations_are_applied_once_by_the_hot_writer()
         create_end("c2", "vm2", "a", 1),
         create_end("c3", "vm3", "a", 1),
     ];
-    let mut calls = Vec::new();
-    for v in messages {
-        let n = Notification::from_inner(&v).unwrap();
-        let ingest = ingest.clone();
-        calls.push(tokio::spawn(async move { ingest.apply(&n).await }));
-        tokio::task::yield_now().await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert!(
-        calls.iter().all(|c| !c.is_finished()),
-        "nothing answers before its commit"
-    );
+    let calls = apply_each_unanswered(&ingest, messages).await;
     assert!(
         ledger.table().get(host).unwrap().up,
         "nor changes the table"
