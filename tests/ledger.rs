@@ -641,3 +641,49 @@ on_both_engines!(
     a_reimported_instance_counts_as_one_until_it_is_deleted,
     super::a_reimported_instance_counts_as_one_until_it_is_deleted
 );
+
+/// SQLite's hot writer never checkpoints at a commit (it would hold the next group's claims):
+/// its checkpoint thread copies the write-ahead log back to the database file every 256
+/// groups. Read without its WAL, the database file then holds the claims of those groups.
+#[tokio::test]
+async fn the_hot_writers_checkpoint_thread_copies_committed_claims_to_the_database_file() {
+    use sqlx::Connection;
+    let (ledger, db) = ledger("sqlite").await;
+    let host = ledger
+        .register_host(&registration("big", 1_000, 1_000_000, 100_000), 1)
+        .await
+        .unwrap();
+    let demand = Resources::new(1, 1, 1);
+    // One caller: every claim is a group of its own.
+    for i in 0..300 {
+        let made = ledger.claim(host, &format!("vm{i}"), &demand, 1).await;
+        assert_eq!(made.unwrap(), ClaimOutcome::Claimed);
+    }
+    let file = std::path::PathBuf::from(db.url.trim_start_matches("sqlite://"));
+    let copy = file.with_file_name("without-wal.db");
+    // The checkpoint runs beside the writer: look until it has (at most ~20 s).
+    let mut in_file = 0i64;
+    for _ in 0..200 {
+        // A copy taken while the checkpoint writes may not open: that counts as not yet.
+        std::fs::copy(&file, &copy).unwrap();
+        let url = format!("sqlite://{}", copy.display());
+        if let Ok(mut alone) = sqlx::SqliteConnection::connect(&url).await {
+            in_file = sqlx::query_scalar("SELECT COUNT(*) FROM allocations")
+                .fetch_one(&mut alone)
+                .await
+                .unwrap_or(0);
+            let _ = alone.close().await;
+        }
+        for leftover in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{leftover}", copy.display()));
+        }
+        if in_file >= 256 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        in_file >= 256,
+        "the database file alone holds {in_file} of 300 claims"
+    );
+}
