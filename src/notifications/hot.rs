@@ -10,7 +10,7 @@ use super::apply::{validate, Applied, ApplyError};
 use super::effects::{heartbeat_of, CONFIRM_OWN_CLAIM};
 use crate::domain::HostId;
 use crate::ledger::hot::{Step, Work};
-use crate::ledger::{HostTable, LedgerError};
+use crate::ledger::{HostRegistration, HostTable, LedgerError};
 use crate::nova::{HostEvent, Notification};
 
 const MARK_PROCESSED: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
@@ -28,24 +28,19 @@ pub(crate) enum HotAnswer {
 
 /// What a message asks of the hot writer.
 enum Kind {
-    /// Host `.0` reports `up`, `disabled`.
-    Heartbeat(HostId, bool, bool),
+    /// A host-state event of host `.0`, whose profile the table held when it came.
+    Heartbeat(HostId, HostRegistration),
     /// Confirm instance `.1`'s claim on host `.0`.
     Confirm(HostId, String),
 }
 
-/// A message for the hot writer, if it is of a kind it applies; checked against the table as
-/// it is now, and again by the writer (the table may change before the job runs).
-pub(crate) fn hot_kind(table: &HostTable, n: &Notification) -> bool {
-    kind(table, n).is_some()
-}
-
+/// What `n` asks of the hot writer, if it is of a kind it applies, as the table is now.
 fn kind(table: &HostTable, n: &Notification) -> Option<Kind> {
     match &n.event {
         HostEvent::HostState(_) => {
             let reg = validate(n).ok()??;
             let id = heartbeat_of(table, &reg)?;
-            Some(Kind::Heartbeat(id, reg.up, reg.disabled))
+            Some(Kind::Heartbeat(id, reg))
         }
         HostEvent::Upsert {
             instance_uuid,
@@ -63,7 +58,8 @@ fn kind(table: &HostTable, n: &Notification) -> Option<Kind> {
 
 /// A message as a job of the hot writer.
 pub(crate) struct HotNotification {
-    notification: Notification,
+    message_id: String,
+    kind: Kind,
     now_ms: i64,
     outcome: Result<Option<Applied>, LedgerError>,
     /// The heartbeat to give the table once committed: (host, up, disabled).
@@ -72,18 +68,25 @@ pub(crate) struct HotNotification {
 }
 
 impl HotNotification {
-    pub(crate) fn new(
-        notification: Notification,
+    /// The job for `n` and where its answer comes, when `n` is of a kind the hot writer
+    /// applies (as the table is now; the writer checks a heartbeat's profile again, since the
+    /// table may change before the job runs).
+    pub(crate) fn of(
+        table: &HostTable,
+        n: &Notification,
         now_ms: i64,
-        reply: tokio::sync::oneshot::Sender<HotAnswer>,
-    ) -> Self {
-        HotNotification {
-            notification,
+    ) -> Option<(Self, tokio::sync::oneshot::Receiver<HotAnswer>)> {
+        let kind = kind(table, n)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = HotNotification {
+            message_id: n.message_id.clone(),
+            kind,
             now_ms,
             outcome: Ok(None),
             beat: None,
             reply,
-        }
+        };
+        Some((job, answer))
     }
 
     /// `Ok(None)`: not one for the hot writer (the savepoint is rolled back).
@@ -92,17 +95,20 @@ impl HotNotification {
         db: &rusqlite::Connection,
         table: &HostTable,
     ) -> Result<Option<Applied>, LedgerError> {
-        let Some(kind) = kind(table, &self.notification) else {
-            return Ok(None);
-        };
+        if let Kind::Heartbeat(id, reg) = &self.kind {
+            if heartbeat_of(table, reg) != Some(*id) {
+                return Ok(None);
+            }
+        }
         let fresh = db
             .prepare_cached(MARK_PROCESSED)?
-            .execute(rusqlite::params![self.notification.message_id, self.now_ms])?;
+            .execute(rusqlite::params![self.message_id, self.now_ms])?;
         if fresh == 0 {
             return Ok(Some(Applied::Duplicate));
         }
-        match kind {
-            Kind::Heartbeat(id, up, disabled) => {
+        match &self.kind {
+            Kind::Heartbeat(id, reg) => {
+                let (id, up, disabled) = (*id, reg.up, reg.disabled);
                 db.prepare_cached(HEARTBEAT)?.execute(rusqlite::params![
                     id.0,
                     up,

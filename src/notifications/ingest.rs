@@ -113,11 +113,8 @@ impl Ingest {
     /// when the message is for the general path.
     async fn apply_hot(&self, n: &Notification) -> Option<Result<Applied, ApplyError>> {
         let writer = self.ledger.hot.as_ref()?;
-        if !super::hot::hot_kind(self.ledger.table(), n) {
-            return None;
-        }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let job = super::hot::HotNotification::new(n.clone(), self.clock.now_ms(), reply);
+        let (job, answer) =
+            super::hot::HotNotification::of(self.ledger.table(), n, self.clock.now_ms())?;
         writer.submit(Box::new(job)).ok()?;
         match answer.await {
             Ok(super::hot::HotAnswer::Done(outcome)) => Some(outcome),

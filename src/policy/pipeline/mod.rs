@@ -390,6 +390,7 @@ impl Policy {
         debug_assert_eq!(hosts.len(), rows.len());
         out.clear();
         with_scratch(|scratch| {
+            let demand = self.begin_scan(scratch, req);
             let RankScratch {
                 scored,
                 removed,
@@ -397,10 +398,6 @@ impl Policy {
                 steps,
                 ..
             } = scratch;
-            scored.clear();
-            removed.clear();
-            removed.resize(self.filters.len(), 0);
-            let demand = self.scan_steps(req, active, steps);
             for &i in slots {
                 let failed = steps.iter().zip(active.iter()).position(|(&step, &k)| {
                     !self.scan_passes(k, step, &demand, hosts, rows, i, req, env)
@@ -411,11 +408,7 @@ impl Policy {
                 }
             }
             if scored.is_empty() {
-                let removed = self.filters.iter().zip(removed.iter());
-                return Err(Rejection {
-                    hosts: slots.len(),
-                    removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
-                });
+                return Err(self.rejection(slots.len(), removed));
             }
             if max > 0 {
                 shuffle_prefix(scored, max, rng);
@@ -475,6 +468,28 @@ impl Policy {
         }
         emit(&scored[..top], subset, max, rng, out);
         Ok(())
+    }
+
+    /// Starts a scan over rows: no host kept or removed yet, and the request's tests per
+    /// filter (see [`Policy::scan_steps`]); returns the demand hoisted for the row test.
+    fn begin_scan(&self, scratch: &mut RankScratch, req: &RequestContext) -> Demand {
+        scratch.scored.clear();
+        scratch.removed.clear();
+        scratch.removed.resize(self.filters.len(), 0);
+        self.scan_steps(req, &mut scratch.active, &mut scratch.steps)
+    }
+
+    /// No host passed: how many of `hosts` each filter removed first.
+    fn rejection(&self, hosts: usize, removed: &[usize]) -> Rejection {
+        Rejection {
+            hosts,
+            removed: self
+                .filters
+                .iter()
+                .zip(removed)
+                .map(|(f, n)| (f.name(), *n))
+                .collect(),
+        }
     }
 
     /// Per request: which filters can fail a host (`active`, their indices) and how each one
@@ -571,6 +586,7 @@ impl Policy {
         env: &FilterEnv,
         max: usize,
     ) -> Result<bool, Rejection> {
+        let demand = self.begin_scan(scratch, req);
         let RankScratch {
             scored,
             raw,
@@ -580,10 +596,6 @@ impl Policy {
             steps,
             ..
         } = scratch;
-        scored.clear();
-        removed.clear();
-        removed.resize(self.filters.len(), 0);
-        let demand = self.scan_steps(req, active, steps);
         let passes = |k: usize, step: Step, i: usize| -> bool {
             self.scan_passes(k, step, &demand, hosts, rows, i, req, env)
         };
@@ -617,11 +629,7 @@ impl Policy {
             }
         }
         if scored.is_empty() {
-            let removed = self.filters.iter().zip(removed.iter());
-            return Err(Rejection {
-                hosts: hosts.len(),
-                removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
-            });
+            return Err(self.rejection(hosts.len(), removed));
         }
         if !fused {
             return Ok(false);
@@ -670,11 +678,7 @@ impl Policy {
         if !scratch.scored.is_empty() {
             return Ok(());
         }
-        let removed = self.filters.iter().zip(&scratch.removed);
-        Err(Rejection {
-            hosts: hosts.len(),
-            removed: removed.map(|(f, n)| (f.name(), *n)).collect(),
-        })
+        Err(self.rejection(hosts.len(), &scratch.removed))
     }
 
     /// Nova's weight handler over the passing hosts: normalise, multiply, sum. Weighers with
