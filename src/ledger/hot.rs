@@ -183,7 +183,19 @@ fn serve(
             fail(group, &shared.table, e);
             continue;
         }
-        match run_group(&db, &shared.table, &mut group) {
+        // A job that panics (a bug) must not take the thread with it, nor leave its group's
+        // reservations held in the table: the group is rolled back and answered with an error.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_group(&db, &shared.table, &mut group)
+        }))
+        .unwrap_or_else(|_| {
+            Err(LedgerError::Invalid(
+                "the ledger's writer failed on this group (a job panicked); nothing of it was \
+                 written"
+                    .into(),
+            ))
+        });
+        match ran {
             Ok(()) => {
                 since_checkpoint += 1;
                 if since_checkpoint >= GROUPS_PER_CHECKPOINT {
@@ -243,3 +255,6 @@ fn run_group(
     db.prepare_cached("COMMIT")?.execute([])?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
