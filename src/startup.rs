@@ -273,10 +273,21 @@ impl Application {
         ));
     }
 
+    /// Forgets the ids of applied messages after `[ledger] message_retention_s`.
+    pub fn start_message_retention(&self) {
+        self.tasks.spawn(crate::ledger::run_message_retention(
+            self.handles.scheduler.ledger().clone(),
+            self.handles.clock.clone(),
+            self.handles.settings.ledger.message_retention_s,
+            self.shutdown.clone(),
+        ));
+    }
+
     /// Every background part the configuration asks for.
     pub fn start_background(&self) {
         self.start_follow();
         self.start_claim_expiry();
+        self.start_message_retention();
         self.start_notification_consumer();
         self.start_rpc_server();
         self.start_placement_sync();

@@ -687,3 +687,92 @@ async fn the_hot_writers_checkpoint_thread_copies_committed_claims_to_the_databa
         "the database file alone holds {in_file} of 300 claims"
     );
 }
+
+/// A `compute.host.state` event of host `host` with message id `id`.
+fn beat(id: &str, host: &str) -> parasol::nova::Notification {
+    use parasol::nova::{HostEvent, HostStatePayload, Notification};
+    let mut inventory = std::collections::BTreeMap::new();
+    inventory.insert("VCPU".to_string(), Inventory::of(8));
+    Notification {
+        message_id: id.to_string(),
+        event_type: "compute.host.state".into(),
+        publisher_id: None,
+        timestamp: None,
+        event: HostEvent::HostState(HostStatePayload {
+            compute_node_uuid: uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes())
+                .to_string(),
+            node: host.to_string(),
+            host: host.to_string(),
+            availability_zone: None,
+            up: true,
+            disabled: false,
+            inventory,
+            traits: Vec::new(),
+            aggregates: Vec::new(),
+            usage: None,
+        }),
+    }
+}
+
+async fn message_ids_are_forgotten_oldest_first_once_the_retention_has_passed(engine: &str) {
+    use parasol::clock::{ManualClock, SharedClock};
+    let (ledger, _db) = ledger(engine).await;
+    // Three messages applied at 1, 2 and 3 seconds.
+    for (i, at) in [1_000i64, 2_000, 3_000].into_iter().enumerate() {
+        let n = beat(&format!("m{i}"), "retention-host");
+        let out = parasol::notifications::apply_batch(&ledger, &[&n], at)
+            .await
+            .unwrap();
+        assert!(out.iter().all(|o| o.is_ok()), "{out:?}");
+    }
+    let processed = |ids: &'static [&'static str]| {
+        let ledger = ledger.clone();
+        async move {
+            let mut out = Vec::new();
+            for id in ids {
+                out.push(ledger.is_processed(id).await.unwrap());
+            }
+            out
+        }
+    };
+    assert_eq!(ledger.forget_messages(1_999).await.unwrap(), 1);
+    assert_eq!(processed(&["m0", "m1", "m2"]).await, [false, true, true]);
+    // A redelivered duplicate of a message still remembered changes nothing.
+    let again =
+        parasol::notifications::apply_batch(&ledger, &[&beat("m1", "retention-host")], 3_100)
+            .await
+            .unwrap();
+    assert!(format!("{again:?}").contains("Duplicate"), "{again:?}");
+
+    // The sweeper, on the service's clock, with a retention of 1 s: at start it forgets what is
+    // older than that (m1 at 2.0 s, the clock at 3.5 s), then every second of the clock.
+    let clock = Arc::new(ManualClock::new(3_500));
+    let shared: SharedClock = clock.clone();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let sweeper = tokio::spawn(parasol::ledger::run_message_retention(
+        ledger.clone(),
+        shared,
+        1,
+        stop.clone(),
+    ));
+    while clock.sleepers() == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(processed(&["m1", "m2"]).await, [false, true]);
+    clock.advance_ms(1_000);
+    let mut waited = 0;
+    while processed(&["m2"]).await == [true] {
+        assert!(
+            waited < 500,
+            "the sweep after a second of the clock forgets m2 (3.0 s)"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    stop.cancel();
+    sweeper.await.unwrap();
+}
+on_both_engines!(
+    message_ids_are_forgotten_oldest_first_once_the_retention_has_passed,
+    super::message_ids_are_forgotten_oldest_first_once_the_retention_has_passed
+);

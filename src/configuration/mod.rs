@@ -125,6 +125,9 @@ pub struct LedgerSettings {
     /// Folder for the default SQLite ledger, created on first run.
     pub data_dir: PathBuf,
     pub max_connections: u32,
+    /// Seconds the id of an applied message is kept, so that a redelivered duplicate changes
+    /// nothing; older ids are forgotten. 0: kept forever.
+    pub message_retention_s: u64,
 }
 
 impl Default for LedgerSettings {
@@ -133,6 +136,7 @@ impl Default for LedgerSettings {
             url: String::new(),
             data_dir: PathBuf::from("data"),
             max_connections: 8,
+            message_retention_s: 86_400,
         }
     }
 }

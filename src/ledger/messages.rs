@@ -1,8 +1,14 @@
 //! Exactly-once bookkeeping (ids of applied messages) and the dead-letter table.
 
 use super::{read_pool, write_pool, Ledger, LedgerError};
+use crate::clock::SharedClock;
 use sqlx::Row;
 use std::collections::HashSet;
+use tokio_util::sync::CancellationToken;
+
+/// Most message ids one statement forgets (the sweep goes on with the next ones), so that
+/// the writer is never held for long.
+const FORGET_LIMIT: i64 = 2_000;
 
 /// A message that could not be decoded or applied, kept with the reason.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -114,6 +120,23 @@ impl Ledger {
         })
     }
 
+    /// Forgets the ids of messages applied at or before `before_ms`, oldest first, at most
+    /// [`FORGET_LIMIT`] of them; answers how many. A message redelivered after its id is
+    /// forgotten would be applied again.
+    pub async fn forget_messages(&self, before_ms: i64) -> Result<u64, LedgerError> {
+        write_pool!(self, pool => {
+            let done = sqlx::query(
+                "DELETE FROM processed_messages WHERE message_id IN (SELECT message_id \
+                 FROM processed_messages WHERE processed_ms <= $1 ORDER BY processed_ms LIMIT $2)",
+            )
+            .bind(before_ms)
+            .bind(FORGET_LIMIT)
+            .execute(pool)
+            .await?;
+            Ok(done.rows_affected())
+        })
+    }
+
     /// True when a message with this id was already applied.
     pub async fn is_processed(&self, message_id: &str) -> Result<bool, LedgerError> {
         read_pool!(self, pool => {
@@ -123,5 +146,47 @@ impl Ledger {
                 .await?;
             Ok(n > 0)
         })
+    }
+}
+
+/// How often the ids are swept, for a retention: a tenth of it, between 1 s and 10 min.
+pub fn retention_sweep_ms(retention_ms: u64) -> u64 {
+    (retention_ms / 10).clamp(1_000, 600_000)
+}
+
+/// Forgets the ids of messages applied more than `retention_s` ago until `shutdown`: at once,
+/// then every [`retention_sweep_ms`] of `clock`. A retention of 0 keeps them forever.
+pub async fn run_message_retention(
+    ledger: Ledger,
+    clock: SharedClock,
+    retention_s: u64,
+    shutdown: CancellationToken,
+) {
+    if retention_s == 0 {
+        tracing::info!(
+            "[ledger] message_retention_s = 0: the ids of applied messages are kept forever"
+        );
+        return;
+    }
+    let retention_ms = retention_s.saturating_mul(1000);
+    loop {
+        let before = clock
+            .now_ms()
+            .saturating_sub(i64::try_from(retention_ms).unwrap_or(i64::MAX));
+        match ledger.forget_messages(before).await {
+            // More may be waiting beyond one statement's limit.
+            Ok(n) if n as i64 >= FORGET_LIMIT => {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the ids of old messages were not forgotten this time")
+            }
+        }
+        tokio::select! {
+            _ = clock.sleep_ms(retention_sweep_ms(retention_ms)) => {}
+            _ = shutdown.cancelled() => return,
+        }
     }
 }

@@ -36,7 +36,7 @@ pub use claims::{Allocation, ClaimOutcome};
 pub use expiry::{run_claim_expiry, sweep_interval_ms};
 pub use hosts::HostRegistration;
 pub use import::StoredAllocation;
-pub use messages::DeadLetter;
+pub use messages::{retention_sweep_ms, run_message_retention, DeadLetter};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
