@@ -725,7 +725,7 @@ pub(super) fn flush_rusqlite(
             // longer reported gets no capacity, and any row without capacity nor use goes.
             for (class, nonzero, used) in &before {
                 let reported = classes.iter().find(|(c, _)| c == class);
-                let empty = reported.map_or(true, |(_, inv)| inv.total == 0);
+                let empty = reported.is_none_or(|(_, inv)| inv.total == 0);
                 if empty && *used == 0 {
                     db.prepare_cached(DROP_CLASS)?
                         .execute(rusqlite::params![id, class])?;
