@@ -11,8 +11,21 @@
 //!
 //! Each update changes its host's VCPU total (a re-registration); with `--heartbeats` it
 //! repeats the host's profile (steady-state traffic: only liveness and last-seen change).
+//!
+//! `--null-consumer`: the broker's ceiling instead. `--events` updates are queued on a queue
+//! of their own, then drained by a consumer that does nothing but acknowledge, as the
+//! service's consumer does (the same prefetch, batches of ready deliveries up to
+//! `--batch-size`, one `multiple` ack per batch): no ledger, no decoding.
+//!
+//! Everything the bench declares on the broker (exchanges, queues, the consumer's fanout
+//! queues) is deleted at the end.
 
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
+use futures::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use parasol::amqp::run_notification_consumer;
 use parasol::amqp::topology::{declare_nova_exchange, HOST_STATE};
@@ -35,6 +48,8 @@ struct Args {
     pg_url: String,
     /// Updates repeat each host's registered profile (heartbeats) instead of changing it.
     heartbeats: bool,
+    /// Only the broker: drain a backlog with a consumer that acknowledges and nothing else.
+    null_consumer: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -47,6 +62,7 @@ fn parse_args() -> anyhow::Result<Args> {
         ledger: "sqlite".into(),
         pg_url: "postgres://postgres@127.0.0.1:5432/test".into(),
         heartbeats: false,
+        null_consumer: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -63,9 +79,11 @@ fn parse_args() -> anyhow::Result<Args> {
             "--ledger" => args.ledger = value()?,
             "--pg-url" => args.pg_url = value()?,
             "--heartbeats" => args.heartbeats = true,
+            "--null-consumer" => args.null_consumer = true,
             other => anyhow::bail!(
                 "unknown flag {other}; use --events N --hosts N --url AMQP_URL --prefetch N \
-                 --batch-size N --ledger sqlite|postgres --pg-url POSTGRES_URL [--heartbeats]"
+                 --batch-size N --ledger sqlite|postgres --pg-url POSTGRES_URL [--heartbeats] \
+                 [--null-consumer]"
             ),
         }
     }
@@ -224,11 +242,145 @@ fn machine() -> String {
     format!("nproc {cores}, {cpu}, load average {load}")
 }
 
+/// The broker's ceiling: `--events` host-state events queued on a queue of their own, then
+/// drained by a consumer that only acknowledges (the service consumer's prefetch, batches of
+/// ready deliveries up to `--batch-size`, one `multiple` ack each).
+async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
+    let exchange = format!("bench.{id}.nova");
+    let queue = format!("bench.{id}.null");
+    println!("# Parasol notification ingestion: the broker alone (a consumer that only acks)");
+    println!(
+        "scenario: {} compute.host.state events queued over RabbitMQ ({}), then drained",
+        args.events,
+        args.url.rsplit('@').next().unwrap_or("")
+    );
+    println!(
+        "          prefetch {}, batches of ready deliveries up to {}, one multiple ack each",
+        args.prefetch, args.batch_size
+    );
+    println!("machine:  {}", machine());
+    let conn = Connection::connect(&args.url, ConnectionProperties::default()).await?;
+    let publisher = conn.create_channel().await?;
+    publisher
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let amqp = AmqpSettings {
+        exchange: exchange.clone(),
+        ..AmqpSettings::default()
+    };
+    declare_nova_exchange(&publisher, &amqp).await?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    publisher
+        .queue_declare(&queue, durable, FieldTable::default())
+        .await?;
+    publisher
+        .queue_bind(
+            &queue,
+            &exchange,
+            HOST_STATE,
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let bodies: Vec<Vec<u8>> = (0..args.events)
+        .map(|i| host_state(i, i % args.hosts, 32 + 32 * (i % 3) as i64))
+        .collect();
+    let start = Instant::now();
+    let mut confirms = Vec::with_capacity(bodies.len());
+    for body in &bodies {
+        let props = BasicProperties::default().with_content_type("application/json".into());
+        confirms.push(
+            publisher
+                .basic_publish(
+                    &exchange,
+                    HOST_STATE,
+                    BasicPublishOptions::default(),
+                    body,
+                    props,
+                )
+                .await?,
+        );
+    }
+    for c in confirms {
+        anyhow::ensure!(c.await?.is_ack(), "broker refused a message");
+    }
+    println!(
+        "backlog queued:    {} events in {:.2} s; draining",
+        args.events,
+        start.elapsed().as_secs_f64()
+    );
+    drop(bodies);
+
+    // The consumer on a connection of its own, as the service's is.
+    let consumer_conn = Connection::connect(&args.url, ConnectionProperties::default()).await?;
+    let start = Instant::now();
+    let cpu = cpu_s();
+    let ch = consumer_conn.create_channel().await?;
+    ch.basic_qos(args.prefetch, BasicQosOptions::default())
+        .await?;
+    let consumer = ch
+        .basic_consume(
+            &queue,
+            &format!("bench-{id}-null"),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let mut batches = consumer.ready_chunks(args.batch_size);
+    let (mut received, mut bytes, mut acks) = (0usize, 0usize, 0usize);
+    while received < args.events {
+        let Some(batch) = batches.next().await else {
+            anyhow::bail!("the broker closed the consumer after {received} deliveries");
+        };
+        let mut last = None;
+        for delivery in batch {
+            let delivery = delivery?;
+            bytes += delivery.data.len();
+            received += 1;
+            last = Some(delivery);
+        }
+        if let Some(last) = last {
+            last.acker.ack(BasicAckOptions { multiple: true }).await?;
+            acks += 1;
+        }
+    }
+    let drain_s = start.elapsed().as_secs_f64();
+    let drain_cpu = cpu_s() - cpu;
+    println!(
+        "backlog drain:     {} events in {:.2} s = {:.0} events/s ({} batches, {:.0} bytes/event; consumer start included)",
+        received,
+        drain_s,
+        received as f64 / drain_s,
+        acks,
+        bytes as f64 / received.max(1) as f64
+    );
+    println!(
+        "                   {:.2} CPU s in this process = {:.1} µs CPU/event (the broker's not included)",
+        drain_cpu,
+        drain_cpu * 1e6 / received.max(1) as f64
+    );
+    let _ = consumer_conn.close(200, "bench done").await;
+    publisher
+        .queue_delete(&queue, QueueDeleteOptions::default())
+        .await?;
+    publisher
+        .exchange_delete(&exchange, Default::default())
+        .await?;
+    conn.close(200, "bench done").await?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    let dir = tempfile::tempdir()?;
     let id = uuid::Uuid::new_v4().simple().to_string();
+    if args.null_consumer {
+        return null_consumer(&args, &id).await;
+    }
+    let dir = tempfile::tempdir()?;
     let mut settings = Settings::default();
     // A fresh PostgreSQL database of its own, dropped at the end.
     let pg_db = format!("bench_ingest_{id}");
@@ -375,16 +527,26 @@ async fn main() -> anyhow::Result<()> {
     println!("outcomes: {counts}");
     bench.stop_consumer().await?;
 
-    for queue in [&bench.amqp.queue, &bench.amqp.dead_letter] {
-        bench
-            .publisher
-            .queue_delete(queue, QueueDeleteOptions::default())
-            .await?;
-    }
-    for exchange in [&bench.amqp.exchange, &bench.amqp.dead_letter] {
+    // Everything the bench and its consumers declared: the exchanges first (the fanout
+    // exchange auto-deletes once its last queue goes, so deleting it afterwards could fail),
+    // then the queues, with the consumers' fanout queues (one per start), which would
+    // otherwise stay until they expire.
+    for exchange in [
+        &bench.amqp.fanout_exchange,
+        &bench.amqp.exchange,
+        &bench.amqp.dead_letter,
+    ] {
         bench
             .publisher
             .exchange_delete(exchange, Default::default())
+            .await?;
+    }
+    let mut queues = vec![bench.amqp.queue.clone(), bench.amqp.dead_letter.clone()];
+    queues.extend(bench.handles.broker.fanout_queues());
+    for queue in &queues {
+        bench
+            .publisher
+            .queue_delete(queue, QueueDeleteOptions::default())
             .await?;
     }
     conn.close(200, "bench done").await?;

@@ -91,6 +91,7 @@ async fn session(
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     let queues = declare_notification_topology(&publisher, amqp, process_id).await?;
+    broker.declared_fanout(&queues.fanout);
     let tag = format!("parasol-{process_id}");
     let mut streams = Vec::new();
     for (source, queue) in [

@@ -17,6 +17,9 @@ pub struct BrokerStatus {
     retry_in_ms: AtomicU64,
     // parking_lot: held to copy or replace one string, never across an await.
     last_error: Mutex<Option<String>>,
+    /// The fanout queues the consumer declared (one per process, kept across reconnects),
+    /// so that whoever started it (a benchmark, a test) can delete them.
+    fanout_queues: Mutex<Vec<String>>,
     /// `/metrics`' `broker_connected`, when registered.
     gauge: Gauge,
 }
@@ -67,6 +70,19 @@ impl BrokerStatus {
         self.disconnected();
         self.retry_in_ms.store(retry_in_ms, Ordering::Relaxed);
         *self.last_error.lock() = Some(error);
+    }
+
+    /// The consumer declared fanout queue `name`.
+    pub fn declared_fanout(&self, name: &str) {
+        let mut queues = self.fanout_queues.lock();
+        if !queues.iter().any(|q| q == name) {
+            queues.push(name.to_string());
+        }
+    }
+
+    /// Every fanout queue the consumer declared so far, in order.
+    pub fn fanout_queues(&self) -> Vec<String> {
+        self.fanout_queues.lock().clone()
     }
 
     pub fn to_json(&self) -> Value {

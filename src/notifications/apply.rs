@@ -6,7 +6,7 @@ use super::effects::{
 };
 use crate::domain::HostId;
 use crate::ledger::messages::{mark_all_postgres, mark_all_sqlite};
-use crate::ledger::{HostRegistration, Ledger, LedgerError, Pools};
+use crate::ledger::{HostRegistration, HostTable, Ledger, LedgerError, Pools};
 use crate::nova::{HostEvent, HostStatePayload, Notification};
 use sqlx::Acquire;
 
@@ -232,6 +232,10 @@ pub async fn apply_batch(
     batch: &[&Notification],
     now_ms: i64,
 ) -> Result<Vec<Outcome>, LedgerError> {
+    // On SQLite a batch of host-state events goes to the hot writer (`hot_batch`).
+    if let Some(outcomes) = super::hot_batch::apply_hot(ledger, batch, now_ms).await {
+        return outcomes;
+    }
     let (_, outcomes) = apply_taken(ledger, || batch.to_vec(), |n| *n, || now_ms).await;
     outcomes
 }
@@ -251,15 +255,22 @@ pub(crate) async fn apply_taken<J>(
     (jobs, settle_table(ledger, outcomes, touched).await)
 }
 
-/// After a batch committed: the live table takes its heartbeats and reloads the hosts it
-/// changed, before anyone is answered.
-async fn settle_table(
-    ledger: &Ledger,
-    outcomes: Result<Vec<Outcome>, LedgerError>,
+/// A re-registered host's new profile for the table: (id, profile, up, disabled, last seen).
+pub(super) type Patch = (
+    HostId,
+    std::sync::Arc<crate::domain::HostProfile>,
+    bool,
+    bool,
+    i64,
+);
+
+/// The table's side of a committed batch that needs no read: its heartbeats are set; answers
+/// the re-registered hosts nothing else of the batch changed, with their new profiles (the
+/// last one of each), and the hosts to read back.
+pub(super) fn settle_committed(
+    table: &HostTable,
     mut touched: Touched,
-) -> Result<Vec<Outcome>, LedgerError> {
-    let outcomes = outcomes?;
-    let table = ledger.table();
+) -> (Vec<Patch>, Vec<HostId>) {
     for (id, up, disabled, seen) in &touched.heartbeats {
         if let Some(h) = table.get(*id) {
             table.set_liveness(*id, *up, *disabled, h.forced_down, *seen);
@@ -267,18 +278,28 @@ async fn settle_table(
     }
     touched.reload.sort();
     touched.reload.dedup();
-    // Re-registered hosts nothing else of the batch changed take their new profile as it is
-    // (the last one of each); the others are read back.
-    let mut patches = Vec::new();
+    let mut patches: Vec<Patch> = Vec::new();
     for patch in touched.patched.into_iter().rev() {
         let id = patch.0;
-        if touched.reload.binary_search(&id).is_err()
-            && !patches.iter().any(|p: &(HostId, _, _, _, _)| p.0 == id)
-        {
+        if touched.reload.binary_search(&id).is_err() && !patches.iter().any(|p| p.0 == id) {
             patches.push(patch);
         }
     }
-    let mut reload = touched.reload;
+    (patches, touched.reload)
+}
+
+/// After a batch committed: the live table takes its heartbeats and reloads the hosts it
+/// changed, before anyone is answered.
+async fn settle_table(
+    ledger: &Ledger,
+    outcomes: Result<Vec<Outcome>, LedgerError>,
+    touched: Touched,
+) -> Result<Vec<Outcome>, LedgerError> {
+    let outcomes = outcomes?;
+    let table = ledger.table();
+    // Re-registered hosts nothing else of the batch changed take their new profile as it is
+    // (the last one of each); the others are read back.
+    let (patches, mut reload) = settle_committed(table, touched);
     if !patches.is_empty() {
         // Exclusive like a reload: a reload of another process' change that read the rows
         // before this commit must not land after these profiles.

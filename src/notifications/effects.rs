@@ -604,3 +604,151 @@ macro_rules! define_flush {
 
 define_flush!(flush_sqlite, sqlx::Sqlite, upsert_hosts_sqlite);
 define_flush!(flush_postgres, sqlx::Postgres, upsert_hosts_postgres);
+
+/// SQLite's statements of [`flush_rusqlite`], one row each, bound parameters (prepared once
+/// per connection and reused: no JSON text to build, print back and parse again).
+///
+/// No `RETURNING`: SQLite runs it as a trigger, which makes the upsert open a statement
+/// journal, and inside the hot writer's savepoint closing one walks the whole in-memory
+/// sub-journal of the batch (a third of the writer's time in a profile, growing with the
+/// batch); the id is looked up by its unique uuid instead.
+const UPSERT_HOST_ROW: &str = "INSERT INTO hosts (host, node, uuid, availability_zone, up, \
+    disabled, last_seen_ms, traits, aggregates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+    ON CONFLICT (uuid) DO UPDATE SET host = excluded.host, node = excluded.node, \
+    availability_zone = excluded.availability_zone, up = excluded.up, \
+    disabled = excluded.disabled, last_seen_ms = excluded.last_seen_ms, \
+    traits = excluded.traits, aggregates = excluded.aggregates";
+
+const HOST_ID_OF_UUID: &str = "SELECT id FROM hosts WHERE uuid = ?1";
+
+/// The host's inventory rows as they are before its registration is written.
+const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, usable, used \
+    FROM inventories WHERE host_id = ?1";
+
+/// As `Dialect::UPSERT_INVENTORIES` for one row: a row the registration repeats stays unwritten.
+const UPSERT_INVENTORY_ROW: &str = "INSERT INTO inventories (host_id, resource_class, total, \
+    reserved, min_unit, max_unit, step_size, allocation_ratio, usable) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (host_id, resource_class) DO UPDATE \
+    SET total = excluded.total, reserved = excluded.reserved, min_unit = excluded.min_unit, \
+    max_unit = excluded.max_unit, step_size = excluded.step_size, \
+    allocation_ratio = excluded.allocation_ratio, usable = excluded.usable \
+    WHERE total IS NOT excluded.total OR reserved IS NOT excluded.reserved \
+    OR min_unit IS NOT excluded.min_unit OR max_unit IS NOT excluded.max_unit \
+    OR step_size IS NOT excluded.step_size \
+    OR allocation_ratio IS NOT excluded.allocation_ratio OR usable IS NOT excluded.usable";
+
+const ZERO_CLASS: &str = "UPDATE inventories SET total = 0, reserved = 0, usable = 0 \
+    WHERE host_id = ?1 AND resource_class = ?2";
+
+const DROP_CLASS: &str = "DELETE FROM inventories WHERE host_id = ?1 AND resource_class = ?2";
+
+const HEARTBEAT_ROW: &str =
+    "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
+
+/// [`flush_sqlite`] on a connection of SQLite's hot writer (`ledger::hot`), as direct calls of
+/// prepared statements with bound parameters: per registration its host row (answering its
+/// id), its inventory rows as they were, an upsert per reported class, and only when a class
+/// is no longer reported or left empty, the update or delete `flush_sqlite`'s statements make
+/// of it; per heartbeat one update. Leaves the ledger and `touched` exactly as
+/// [`flush_sqlite`] does.
+pub(super) fn flush_rusqlite(
+    db: &rusqlite::Connection,
+    table: &HostTable,
+    touched: &mut Touched,
+) -> rusqlite::Result<()> {
+    let staged = std::mem::take(&mut touched.staged);
+    touched.staged_at.clear();
+    if let Some((_, now_ms)) = staged.last() {
+        let now_ms = *now_ms;
+        let mut upsert_host = db.prepare_cached(UPSERT_HOST_ROW)?;
+        let mut host_id = db.prepare_cached(HOST_ID_OF_UUID)?;
+        let mut rows_of = db.prepare_cached(INVENTORY_ROWS_OF)?;
+        let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
+        // (class, nonzero capacity, used) of the host's rows before the registration.
+        let mut before: Vec<(String, bool, i64)> = Vec::new();
+        let mut classes: Vec<&(String, crate::domain::Inventory)> = Vec::new();
+        for (reg, _) in &staged {
+            upsert_host.execute(rusqlite::params![
+                reg.host,
+                reg.node,
+                reg.uuid,
+                reg.availability_zone,
+                reg.up,
+                reg.disabled,
+                now_ms,
+                reg.traits_json(),
+                reg.aggregates_json(),
+            ])?;
+            let id: i64 = host_id.query_row([&reg.uuid], |row| row.get(0))?;
+            let known = table.by_uuid(&reg.uuid).is_some_and(|h| h.id.0 == id);
+            match as_loaded(reg).filter(|_| known) {
+                Some(profile) => {
+                    touched
+                        .patched
+                        .push((HostId(id), profile, reg.up, reg.disabled, now_ms))
+                }
+                None => touched.reload.push(HostId(id)),
+            }
+            before.clear();
+            let mut rows = rows_of.query([id])?;
+            while let Some(row) = rows.next()? {
+                let (total, reserved, usable): (i64, i64, i64) =
+                    (row.get(1)?, row.get(2)?, row.get(3)?);
+                before.push((
+                    row.get(0)?,
+                    total != 0 || reserved != 0 || usable != 0,
+                    row.get(4)?,
+                ));
+            }
+            drop(rows);
+            // A class reported twice: the last report stands, as upserting each would.
+            classes.clear();
+            for inv in reg.inventories.iter().rev() {
+                if !classes.iter().any(|(c, _)| *c == inv.0) {
+                    classes.push(inv);
+                }
+            }
+            for (class, inv) in classes.iter().rev() {
+                upsert_inventory.execute(rusqlite::params![
+                    id,
+                    class,
+                    inv.total,
+                    inv.reserved,
+                    inv.min_unit,
+                    inv.max_unit,
+                    inv.step_size,
+                    inv.allocation_ratio,
+                    inv.usable(),
+                ])?;
+            }
+            // What `ZERO_UNREPORTED_CLASSES` and `DROP_UNUSED_EMPTY_OF` leave: a class no
+            // longer reported gets no capacity, and any row without capacity nor use goes.
+            for (class, nonzero, used) in &before {
+                let reported = classes.iter().find(|(c, _)| c == class);
+                let empty = reported.is_none_or(|(_, inv)| inv.total == 0);
+                if empty && *used == 0 {
+                    db.prepare_cached(DROP_CLASS)?
+                        .execute(rusqlite::params![id, class])?;
+                } else if reported.is_none() && *nonzero {
+                    db.prepare_cached(ZERO_CLASS)?
+                        .execute(rusqlite::params![id, class])?;
+                }
+            }
+            for (class, inv) in &classes {
+                let new = !before.iter().any(|(c, ..)| c == class);
+                if new && inv.total == 0 {
+                    db.prepare_cached(DROP_CLASS)?
+                        .execute(rusqlite::params![id, class])?;
+                }
+            }
+        }
+    }
+    let beats = std::mem::take(&mut touched.unwritten);
+    if !beats.is_empty() {
+        let mut beat = db.prepare_cached(HEARTBEAT_ROW)?;
+        for (id, up, disabled, seen) in &beats {
+            beat.execute(rusqlite::params![id.0, up, disabled, seen])?;
+        }
+    }
+    Ok(())
+}

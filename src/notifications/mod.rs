@@ -7,11 +7,13 @@
 //! - `apply`: validation, the batch transaction and a savepoint per message.
 //! - `effects`: what each [`crate::nova::HostEvent`] changes in the ledger.
 //! - `hot`: heartbeats and builds' confirmations, applied by SQLite's hot writer.
+//! - `hot_batch`: a consumer batch of host-state events, applied by SQLite's hot writer.
 //! - `ingest`: [`Ingest`], the handle every transport applies through, with outcome counts.
 
 mod apply;
 mod effects;
 mod hot;
+mod hot_batch;
 mod ingest;
 
 pub use apply::{apply, apply_batch, Applied, ApplyError, Outcome};

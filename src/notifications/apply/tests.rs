@@ -390,3 +390,185 @@ async fn heartbeats_and_build_confirmations_are_applied_once_by_the_hot_writer()
         assert!(ledger.is_processed(id).await.unwrap(), "{id}");
     }
 }
+
+/// Hosts, inventories, allocations and message ids as text lines, in a fixed order.
+async fn dump(ledger: &Ledger) -> Vec<String> {
+    let Pools::Sqlite { read, .. } = &ledger.pools else {
+        panic!("a SQLite ledger")
+    };
+    let mut lines = Vec::new();
+    for sql in [
+        "SELECT 'host ' || id || ' ' || host || ' ' || node || ' ' || uuid || ' ' || \
+         availability_zone || ' ' || up || ' ' || disabled || ' ' || forced_down || ' ' || \
+         last_seen_ms || ' ' || traits || ' ' || aggregates FROM hosts ORDER BY id",
+        "SELECT 'inventory ' || host_id || ' ' || resource_class || ' ' || total || ' ' || \
+         reserved || ' ' || min_unit || ' ' || max_unit || ' ' || step_size || ' ' || \
+         allocation_ratio || ' ' || usable || ' ' || used FROM inventories \
+         ORDER BY host_id, resource_class",
+        "SELECT 'allocation ' || instance_uuid || ' ' || host_id || ' ' || resources \
+         FROM allocations ORDER BY instance_uuid",
+        "SELECT 'message ' || message_id || ' ' || processed_ms FROM processed_messages \
+         ORDER BY message_id",
+    ] {
+        let rows: Vec<String> = sqlx::query_scalar(sql).fetch_all(read).await.unwrap();
+        lines.extend(rows);
+    }
+    lines
+}
+
+/// A seeded stream of host-state events only (what the hot writer takes as a whole batch):
+/// classes that come, go and come back empty, a class still in use when it goes, traits,
+/// liveness, repeated ids, invalid events and events Parasol does not act on.
+fn host_state_stream(seed: u64, count: usize) -> Vec<Notification> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let h = if i < 6 { i } else { rng.gen_range(0..6) };
+        let host = format!("h{h}");
+        let id = if i > 10 && rng.gen_bool(0.05) {
+            format!("m{}", rng.gen_range(0..i))
+        } else {
+            format!("m{i}")
+        };
+        let vcpu = [8, 16, 32][rng.gen_range(0..3)];
+        let mut inventory = json!({
+            "VCPU": {"total": vcpu},
+            "MEMORY_MB": {"total": 4096, "reserved": rng.gen_range(0..2) * 512, "allocation_ratio": 1.5},
+        });
+        if i < 6 || rng.gen_bool(0.7) {
+            inventory["DISK_GB"] = json!({"total": 100});
+        }
+        if i < 6 || rng.gen_bool(0.4) {
+            inventory["CUSTOM_GPU"] = json!({"total": rng.gen_range(0..3)});
+        }
+        let mut v = json!({"message_id": id, "event_type": "compute.host.state", "payload": {
+            "host": host, "compute_node_uuid": uuid_of(&host), "up": rng.gen_bool(0.9),
+            "disabled": rng.gen_bool(0.1), "inventory": inventory,
+            "traits": if rng.gen_bool(0.5) { json!(["HW_CPU_X86_AVX2"]) } else { json!([]) }}});
+        match rng.gen_range(0..100) {
+            // Refused by validation (max_unit below min_unit), not by the codec.
+            0..=2 => v["payload"]["inventory"]["VCPU"]["max_unit"] = json!(0),
+            3..=5 => {
+                v = json!({"message_id": id, "event_type": "compute.metrics.update", "payload": {}})
+            }
+            _ => {}
+        }
+        let n = Notification::from_inner(&v).unwrap_or_else(|e| panic!("{v}: {e}"));
+        out.push(n);
+    }
+    out
+}
+
+/// A batch of host-state events applied by the hot writer leaves the ledger, the outcomes and
+/// the live table exactly as the general path (sqlx's statements with JSON parameters) does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hot_writer_applies_a_batch_of_host_state_events_as_the_general_path_does() {
+    for seed in [1, 2, 3] {
+        let messages = host_state_stream(seed, 600);
+        let (hot, _hot_dir) = ledger().await;
+        let (general, _general_dir) = ledger().await;
+        let (mut hot_outcomes, mut general_outcomes) = (Vec::new(), Vec::new());
+        let mut at = 0;
+        let mut k = 0;
+        while at < messages.len() {
+            let size = [1, 9, 60, 150][k % 4].min(messages.len() - at);
+            let batch: Vec<&Notification> = messages[at..at + size].iter().collect();
+            let now_ms = 1_000 + k as i64;
+            let before = dump(&hot).await;
+            hot_outcomes.extend(apply_batch(&hot, &batch, now_ms).await.unwrap());
+            let (_, outcomes) = apply_taken(&general, || batch.clone(), |n| *n, || now_ms).await;
+            general_outcomes.extend(outcomes.unwrap());
+            assert_eq!(hot_outcomes, general_outcomes, "seed {seed}, batch {k}");
+            let applied = dump(&hot).await;
+            assert_eq!(applied, dump(&general).await, "seed {seed}, batch {k}");
+            if size > 1 {
+                assert_ne!(before, applied, "seed {seed}, batch {k} wrote nothing");
+            }
+            let table = |l: &Ledger| format!("{:?}", l.table().snapshot());
+            assert_eq!(table(&hot), table(&general), "seed {seed}, batch {k}");
+            // And the table is what the ledger holds.
+            let kept = table(&hot);
+            hot.reload_all().await.unwrap();
+            assert_eq!(table(&hot), kept, "seed {seed}, batch {k}");
+            if k == 3 {
+                // Usage on every host (all registered by now), a GPU among it where there is
+                // one, so that a class that goes while in use stays with no capacity and the
+                // others are dropped.
+                for l in [&hot, &general] {
+                    for h in 0..6 {
+                        let host = l.table().by_name(&format!("h{h}"), None).unwrap();
+                        let gpu = crate::domain::ClassId::intern("CUSTOM_GPU").unwrap();
+                        // No disk: some of the stream's events report none.
+                        let mut demand = crate::domain::Resources::new(1, 512, 0);
+                        if host.profile.inventory(gpu).is_some_and(|i| i.total > 0) {
+                            demand.set(gpu, 1);
+                        }
+                        let vm = uuid_of(&format!("vm{h}"));
+                        let claimed = l.claim(host.id, &vm, &demand, 0).await.unwrap();
+                        assert_eq!(claimed, crate::ledger::ClaimOutcome::Claimed, "h{h}");
+                    }
+                }
+            }
+            at += size;
+            k += 1;
+        }
+        let kinds = |o: &[Outcome]| {
+            o.iter()
+                .map(|o| match o {
+                    Ok(a) => a.as_str(),
+                    Err(_) => "rejected",
+                })
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(
+            kinds(&hot_outcomes).into_iter().collect::<Vec<_>>(),
+            ["applied", "duplicate", "rejected", "unknown_event"],
+            "seed {seed}: every kind of outcome"
+        );
+        let inventories = dump(&hot).await;
+        assert!(
+            inventories
+                .iter()
+                .any(|l| l.starts_with("inventory") && l.contains("CUSTOM_GPU 0 0")),
+            "seed {seed}: a GPU row kept with no capacity: {inventories:#?}"
+        );
+    }
+}
+
+/// A registration the database refuses (another compute node under the same host and node
+/// names) rolls the hot writer's job back: the general path rejects that message alone, with
+/// the database's reason, and applies the rest of its batch.
+#[tokio::test]
+async fn a_registration_the_database_refuses_is_rejected_alone() {
+    let (ledger, _dir) = ledger().await;
+    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 0).await.unwrap();
+    let mut clash = host_state("m2", "a", 8);
+    clash["payload"]["compute_node_uuid"] = json!(uuid_of("another node"));
+    let batch: Vec<Notification> = [host_state("m3", "b", 4), clash, host_state("m4", "a", 16)]
+        .iter()
+        .map(|v| Notification::from_inner(v).unwrap())
+        .collect();
+    let out = apply_batch(&ledger, &batch.iter().collect::<Vec<_>>(), 1)
+        .await
+        .unwrap();
+    assert_eq!(out[0], Ok(Applied::Applied));
+    assert!(
+        out[1]
+            .as_ref()
+            .unwrap_err()
+            .contains("the ledger refused it"),
+        "{:?}",
+        out[1]
+    );
+    assert_eq!(out[2], Ok(Applied::Applied));
+    assert!(!ledger.is_processed("m2").await.unwrap());
+    for id in ["m1", "m3", "m4"] {
+        assert!(ledger.is_processed(id).await.unwrap(), "{id}");
+    }
+    let a = ledger.table().by_name("a", None).unwrap();
+    let vcpu = a.profile.inventory(crate::domain::ClassId::VCPU).unwrap();
+    assert_eq!(vcpu.total, 16);
+    assert!(ledger.table().by_name("b", None).is_some());
+}
