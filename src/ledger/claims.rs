@@ -267,6 +267,22 @@ const POSTGRES_ROUND: &str = "WITH c AS (SELECT * FROM unnest($1::int[], $2::big
     WHERE i.host_id = d.host_id AND i.resource_class = d.resource_class) \
     SELECT claim, TRUE FROM ok UNION ALL SELECT claim, FALSE FROM held";
 
+/// PostgreSQL, a reschedule: takes the amounts (`$2` classes, `$3` amounts) on host `$1` if
+/// every class still fits, with the instance's earlier allocation still counted (as SQLite's
+/// hot writer checks it); answers whether it did. The caller holds the hosts' rows locked.
+const POSTGRES_TAKE: &str = "WITH d AS (SELECT * FROM unnest($2::text[], $3::bigint[]) \
+    AS d(resource_class, amount)), \
+    fits AS MATERIALIZED (SELECT NOT EXISTS (SELECT 1 FROM d LEFT JOIN inventories i \
+    ON i.host_id = $1 AND i.resource_class = d.resource_class \
+    WHERE i.host_id IS NULL OR i.used + d.amount > i.usable) AS ok), \
+    upd AS (UPDATE inventories i SET used = i.used + d.amount FROM d, fits \
+    WHERE fits.ok AND i.host_id = $1 AND i.resource_class = d.resource_class) \
+    SELECT ok FROM fits";
+
+/// PostgreSQL: locks the inventory rows of the hosts `$1` in the order a claim round does.
+const POSTGRES_LOCK_HOSTS: &str = "SELECT 1 FROM inventories WHERE host_id = ANY($1::bigint[]) \
+    ORDER BY host_id, resource_class FOR UPDATE";
+
 /// Most claims one group takes.
 const MAX_GROUP: usize = 64;
 
@@ -484,26 +500,74 @@ impl Ledger {
         }
     }
 
-    /// A reschedule: the instance holds an allocation already. Releases it and claims anew in
-    /// one transaction; the table gives the old allocation's room back once committed.
+    /// A reschedule: the instance holds an allocation already. In one transaction: the room
+    /// on the new host is checked and taken with the earlier allocation still counted, and
+    /// only then is the earlier allocation released and the new one recorded; a claim that
+    /// does not fit changes nothing (the earlier allocation stays, as on SQLite). The table
+    /// gives the old allocation's room back once committed.
     async fn claim_replacing(
         &self,
         conn: &mut sqlx::PgConnection,
         claim: &PendingClaim,
     ) -> Result<ClaimOutcome, LedgerError> {
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let old_host: Option<i64> = sqlx::query_scalar(
+            "SELECT host_id FROM allocations WHERE instance_uuid = $1 FOR UPDATE",
+        )
+        .bind(&claim.instance_uuid)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(old_host) = old_host else {
+            // Released meanwhile: an ordinary claim.
+            let answer = postgres_rounds(&mut tx, std::slice::from_ref(claim))
+                .await?
+                .pop();
+            tx.commit().await?;
+            return Ok(match answer {
+                Some(GroupAnswer::Claimed) => ClaimOutcome::Claimed,
+                _ => ClaimOutcome::Declined,
+            });
+        };
+        // Both hosts' rows, in the order every claim round locks them (no deadlock with one).
+        sqlx::query(POSTGRES_LOCK_HOSTS)
+            .bind(vec![old_host, claim.host.0])
+            .execute(&mut *tx)
+            .await?;
+        let (classes, amounts): (Vec<String>, Vec<i64>) = claim
+            .demand
+            .nonzero()
+            .map(|(class, amount)| (class.name().to_string(), amount))
+            .unzip();
+        let fits: bool = sqlx::query_scalar(POSTGRES_TAKE)
+            .bind(claim.host.0)
+            .bind(classes)
+            .bind(amounts)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !fits {
+            tx.rollback().await?;
+            return Ok(ClaimOutcome::Declined);
+        }
         let released = release_in_tx!(sqlx::Postgres, tx, &claim.instance_uuid);
-        let answer = postgres_rounds(&mut tx, std::slice::from_ref(claim))
+        let inserted = sqlx::query(INSERT_ALLOCATION)
+            .bind(&claim.instance_uuid)
+            .bind(claim.host.0)
+            .bind(&claim.json)
+            .bind(false)
+            .bind(claim.now_ms)
+            .execute(&mut *tx)
             .await?
-            .pop();
+            .rows_affected()
+            == 1;
+        if !inserted {
+            tx.rollback().await?;
+            return Ok(ClaimOutcome::Declined);
+        }
         tx.commit().await?;
         if let Some(old) = released {
             self.table().remove(old.host_id, &old.demand);
         }
-        Ok(match answer {
-            Some(GroupAnswer::Claimed) => ClaimOutcome::Claimed,
-            _ => ClaimOutcome::Declined,
-        })
+        Ok(ClaimOutcome::Claimed)
     }
 
     /// Releases an instance's allocation; releasing one that is gone is a no-op.
