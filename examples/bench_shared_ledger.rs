@@ -48,6 +48,112 @@ struct Args {
     /// The `parasol` binary; default: the one built beside this example.
     #[arg(long)]
     parasol_bin: Option<PathBuf>,
+    /// Log every statement of the bench's database (`log_min_duration_statement = 0` on that
+    /// database only) to PostgreSQL's server log, to count them per decision.
+    #[arg(long)]
+    log_statements: bool,
+    /// Log the plan of every statement of the bench's database (`auto_explain`, loaded for that
+    /// database's sessions only) to PostgreSQL's server log.
+    #[arg(long)]
+    log_plans: bool,
+}
+
+/// PostgreSQL's counters for one database and its tables (`pg_stat_database`,
+/// `pg_stat_user_tables`), to report what the database did per decision.
+#[derive(Default)]
+struct PgStats {
+    /// (counter, value) of the database.
+    database: Vec<(String, i64)>,
+    /// (table.counter, value).
+    tables: Vec<(String, i64)>,
+}
+
+const DATABASE_COUNTERS: [&str; 9] = [
+    "xact_commit",
+    "xact_rollback",
+    "blks_hit",
+    "blks_read",
+    "tup_returned",
+    "tup_fetched",
+    "tup_inserted",
+    "tup_updated",
+    "tup_deleted",
+];
+
+const TABLE_COUNTERS: [&str; 7] = [
+    "seq_scan",
+    "seq_tup_read",
+    "idx_scan",
+    "idx_tup_fetch",
+    "n_tup_ins",
+    "n_tup_upd",
+    "n_tup_del",
+];
+
+/// Reads the counters of database `name` (through `admin`, another database) and of its tables
+/// (through `conn`, on that database).
+async fn pg_stats(
+    admin: &mut sqlx::PgConnection,
+    conn: &mut sqlx::PgConnection,
+    name: &str,
+) -> anyhow::Result<PgStats> {
+    use sqlx::Row;
+    let mut stats = PgStats::default();
+    let cols = DATABASE_COUNTERS.join(", ");
+    let row = sqlx::query(&format!(
+        "SELECT {cols} FROM pg_stat_database WHERE datname = $1"
+    ))
+    .bind(name)
+    .fetch_one(&mut *admin)
+    .await?;
+    for (i, c) in DATABASE_COUNTERS.iter().enumerate() {
+        stats.database.push((
+            c.to_string(),
+            row.try_get::<Option<i64>, _>(i)?.unwrap_or(0),
+        ));
+    }
+    let cols = TABLE_COUNTERS
+        .iter()
+        .map(|c| format!("coalesce({c}, 0)::bigint"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = sqlx::query(&format!(
+        "SELECT relname::text, {cols} FROM pg_stat_user_tables ORDER BY relname"
+    ))
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in rows {
+        let table: String = row.try_get(0)?;
+        for (i, c) in TABLE_COUNTERS.iter().enumerate() {
+            stats
+                .tables
+                .push((format!("{table}.{c}"), row.try_get::<i64, _>(i + 1)?));
+        }
+    }
+    Ok(stats)
+}
+
+/// Prints what changed between two readings, per decision; counters that did not move are left out.
+fn print_pg_stats(before: &PgStats, after: &PgStats, decisions: u64) {
+    let per = |a: i64, b: i64| (a - b) as f64 / decisions.max(1) as f64;
+    let line = |pairs: &[(String, i64)], old: &[(String, i64)]| {
+        pairs
+            .iter()
+            .filter_map(|(k, v)| {
+                let b = old.iter().find(|(o, _)| o == k).map_or(0, |(_, v)| *v);
+                (*v != b).then(|| format!("{k}={:.2}", per(*v, b)))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "postgres_per_decision database: {}",
+        line(&after.database, &before.database)
+    );
+    println!(
+        "postgres_per_decision tables: {}",
+        line(&after.tables, &before.tables)
+    );
 }
 
 /// A service process, killed when dropped.
@@ -133,14 +239,41 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let base = args.pg.rsplit_once('/').map(|(b, _)| b).unwrap_or(&args.pg);
     let url = format!("{base}/{name}");
-    let result = run(&args, &bin, &id, &url).await;
+    if args.log_statements {
+        sqlx::query(&format!(
+            "ALTER DATABASE {name} SET log_min_duration_statement = 0"
+        ))
+        .execute(&mut admin)
+        .await?;
+        println!("logging every statement of database {name}");
+    }
+    if args.log_plans {
+        for set in [
+            "session_preload_libraries = 'auto_explain'",
+            "auto_explain.log_min_duration = 0",
+            "auto_explain.log_nested_statements = on",
+        ] {
+            sqlx::query(&format!("ALTER DATABASE {name} SET {set}"))
+                .execute(&mut admin)
+                .await?;
+        }
+        println!("logging the plan of every statement of database {name}");
+    }
+    let result = run(&args, &bin, &id, &url, &name, &mut admin).await;
     let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .execute(&mut admin)
         .await;
     result
 }
 
-async fn run(args: &Args, bin: &std::path::Path, id: &str, url: &str) -> anyhow::Result<()> {
+async fn run(
+    args: &Args,
+    bin: &std::path::Path,
+    id: &str,
+    url: &str,
+    name: &str,
+    admin: &mut sqlx::PgConnection,
+) -> anyhow::Result<()> {
     let ledger = Ledger::connect(url, 8).await?;
     ledger.migrate().await?;
     for i in 0..args.hosts {
@@ -233,6 +366,10 @@ async fn run(args: &Args, bin: &std::path::Path, id: &str, url: &str) -> anyhow:
         args.processes, args.transport, args.backend, args.hosts, args.calls, args.concurrency
     );
     let pids: Vec<u32> = services.iter().map(|s| s.child.id()).collect();
+    let mut stats_conn = sqlx::PgConnection::connect(url).await?;
+    // Counters are flushed by each backend at most once a second: let startup's settle.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stats_before = pg_stats(admin, &mut stats_conn, name).await?;
     let service_before: u64 = pids.iter().filter_map(|p| cpu_ticks(*p)).sum();
     let pg_before = postgres_ticks();
     let next = Arc::new(AtomicU64::new(0));
@@ -337,6 +474,11 @@ async fn run(args: &Args, bin: &std::path::Path, id: &str, url: &str) -> anyhow:
 
     // The ledger after the run, read back from the database by a fresh connection.
     drop(services);
+    // The services' backends flush their counters as they exit.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stats_after = pg_stats(admin, &mut stats_conn, name).await?;
+    print_pg_stats(&stats_before, &stats_after, ok);
+    drop(stats_conn);
     let after = Ledger::connect(url, 2).await?;
     after.reload_all().await?;
     let hosts = after.read_hosts().await?;

@@ -124,6 +124,60 @@ on_both_engines!(
     super::reclaiming_an_instance_moves_its_allocation
 );
 
+/// A reschedule whose new host turns out full in the database (another process took the room,
+/// this one's table does not know yet) is declined and leaves the instance where it was: its
+/// earlier allocation and usage stay, on both engines.
+async fn a_declined_reschedule_keeps_the_earlier_allocation(engine: &str) {
+    let (ledger, db) = ledger(engine).await;
+    let a = ledger
+        .register_host(&registration("a", 4, 4096, 40), 1)
+        .await
+        .unwrap();
+    let b = ledger
+        .register_host(&registration("b", 2, 2048, 20), 1)
+        .await
+        .unwrap();
+    let d = Resources::new(1, 1024, 10);
+    assert_eq!(
+        ledger.claim(a, "i1", &d, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    // A second process (its own pool and table, nobody following it here) fills b.
+    let other = Ledger::open(&db.url, 2).await.unwrap();
+    assert_eq!(
+        other
+            .claim(b, "i2", &Resources::new(2, 2048, 20), 2)
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    // This process' table still sees b empty, so only the database can refuse the move.
+    assert_eq!(
+        ledger.claim(b, "i1", &d, 3).await.unwrap(),
+        ClaimOutcome::Declined
+    );
+    let i1 = ledger.allocation("i1").await.unwrap().unwrap();
+    assert_eq!((i1.host_id, i1.demand), (a, d), "i1 stays on a");
+    let table = ledger.read_hosts().await.unwrap();
+    assert_eq!(table[0].used, d, "the table keeps a's usage");
+    assert_eq!(
+        table[1].used,
+        Resources::ZERO,
+        "b's reservation is given back"
+    );
+    // The ledger, read back by a fresh connection.
+    let fresh = Ledger::open(&db.url, 2).await.unwrap();
+    let hosts = fresh.read_hosts().await.unwrap();
+    assert_eq!(hosts[0].used, d);
+    assert_eq!(hosts[0].num_instances, 1);
+    assert_eq!(hosts[1].used, Resources::new(2, 2048, 20));
+    assert_eq!(fresh.allocation_count().await.unwrap(), 2);
+}
+on_both_engines!(
+    a_declined_reschedule_keeps_the_earlier_allocation,
+    super::a_declined_reschedule_keeps_the_earlier_allocation
+);
+
 async fn racing_claims_never_oversubscribe(engine: &str) {
     let (ledger, db) = ledger(engine).await;
     let host = ledger

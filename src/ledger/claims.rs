@@ -238,27 +238,50 @@ impl super::hot::Work for HotClaim {
 }
 
 /// PostgreSQL: one round of claims, at most one per host, as one statement: lock the hosts'
-/// inventory rows in a fixed order, keep the claims whose every class fits, insert their
-/// allocations and add their usage; answers (claim index, true) per claim made and (claim
-/// index, false) per instance that already holds an allocation.
+/// inventory rows in a fixed order (host, class), keep the claims whose every class fits,
+/// insert their allocations and add their usage; answers (claim index, true) per claim made
+/// and (claim index, false) per instance that already holds an allocation. Each claim is `$1`
+/// index, `$2` host, `$3` instance, `$4` amounts as the ledger stores them (JSON text, not
+/// parsed here); its amounts come again as rows of `$5` claim index, `$6` class and `$7`
+/// amount, so that the database parses no JSON. A host that is gone has no inventory rows
+/// (they go with it), so its claim does not fit. The hosts' rows and the instances'
+/// allocations are looked up claim by claim through their primary keys (`LATERAL`), whatever
+/// the planner's statistics say: on a ledger whose allocations grew since its last `ANALYZE`
+/// it hashed sequential scans of every allocation and inventory row into most rounds.
 const POSTGRES_ROUND: &str = "WITH c AS (SELECT * FROM unnest($1::int[], $2::bigint[], \
     $3::text[], $4::text[]) AS c(claim, host_id, instance_uuid, resources)), \
-    d AS (SELECT c.claim, c.host_id, e.key AS resource_class, e.value::bigint AS amount \
-    FROM c, jsonb_each_text(c.resources::jsonb) e), \
-    locked AS MATERIALIZED (SELECT i.host_id, i.resource_class, i.used, i.usable \
-    FROM inventories i WHERE i.host_id IN (SELECT host_id FROM c) \
-    ORDER BY i.host_id, i.resource_class FOR UPDATE), \
-    held AS (SELECT c.claim FROM c JOIN allocations a ON a.instance_uuid = c.instance_uuid), \
+    d AS (SELECT d.claim, c.host_id, d.resource_class, d.amount FROM unnest($5::int[], \
+    $6::text[], $7::bigint[]) AS d(claim, resource_class, amount) JOIN c ON c.claim = d.claim), \
+    locked AS MATERIALIZED (SELECT l.* FROM (SELECT host_id FROM c ORDER BY host_id) h \
+    CROSS JOIN LATERAL (SELECT i.host_id, i.resource_class, i.used, i.usable FROM inventories i \
+    WHERE i.host_id = h.host_id ORDER BY i.resource_class FOR UPDATE) l), \
+    held AS MATERIALIZED (SELECT c.claim FROM c CROSS JOIN LATERAL (SELECT 1 FROM allocations a \
+    WHERE a.instance_uuid = c.instance_uuid LIMIT 1) a), \
     ok AS MATERIALIZED (SELECT c.* FROM c WHERE c.claim NOT IN (SELECT claim FROM held) \
-    AND EXISTS (SELECT 1 FROM hosts h WHERE h.id = c.host_id) \
     AND NOT EXISTS (SELECT 1 FROM d LEFT JOIN locked l ON l.host_id = d.host_id \
     AND l.resource_class = d.resource_class WHERE d.claim = c.claim \
     AND (l.host_id IS NULL OR l.used + d.amount > l.usable))), \
     ins AS (INSERT INTO allocations (instance_uuid, host_id, resources, confirmed, created_ms) \
-    SELECT instance_uuid, host_id, resources, FALSE, $5 FROM ok RETURNING 1), \
+    SELECT instance_uuid, host_id, resources, FALSE, $8 FROM ok), \
     upd AS (UPDATE inventories i SET used = i.used + d.amount FROM d JOIN ok ON ok.claim = d.claim \
-    WHERE i.host_id = d.host_id AND i.resource_class = d.resource_class RETURNING 1) \
+    WHERE i.host_id = d.host_id AND i.resource_class = d.resource_class) \
     SELECT claim, TRUE FROM ok UNION ALL SELECT claim, FALSE FROM held";
+
+/// PostgreSQL, a reschedule: takes the amounts (`$2` classes, `$3` amounts) on host `$1` if
+/// every class still fits, with the instance's earlier allocation still counted (as SQLite's
+/// hot writer checks it); answers whether it did. The caller holds the hosts' rows locked.
+const POSTGRES_TAKE: &str = "WITH d AS (SELECT * FROM unnest($2::text[], $3::bigint[]) \
+    AS d(resource_class, amount)), \
+    fits AS MATERIALIZED (SELECT NOT EXISTS (SELECT 1 FROM d LEFT JOIN inventories i \
+    ON i.host_id = $1 AND i.resource_class = d.resource_class \
+    WHERE i.host_id IS NULL OR i.used + d.amount > i.usable) AS ok), \
+    upd AS (UPDATE inventories i SET used = i.used + d.amount FROM d, fits \
+    WHERE fits.ok AND i.host_id = $1 AND i.resource_class = d.resource_class) \
+    SELECT ok FROM fits";
+
+/// PostgreSQL: locks the inventory rows of the hosts `$1` in the order a claim round does.
+const POSTGRES_LOCK_HOSTS: &str = "SELECT 1 FROM inventories WHERE host_id = ANY($1::bigint[]) \
+    ORDER BY host_id, resource_class FOR UPDATE";
 
 /// Most claims one group takes.
 const MAX_GROUP: usize = 64;
@@ -307,12 +330,23 @@ async fn postgres_rounds(
             .map(|i| claims[*i].instance_uuid.as_str())
             .collect();
         let jsons: Vec<&str> = round.iter().map(|i| claims[*i].json.as_str()).collect();
+        let (mut of, mut classes, mut amounts) = (Vec::new(), Vec::new(), Vec::new());
+        for i in &round {
+            for (class, amount) in claims[*i].demand.nonzero() {
+                of.push(*i as i32);
+                classes.push(class.name().to_string());
+                amounts.push(amount);
+            }
+        }
         let now = claims[round[0]].now_ms;
         let rows = sqlx::query(POSTGRES_ROUND)
             .bind(index)
             .bind(hosts)
             .bind(uuids)
             .bind(jsons)
+            .bind(of)
+            .bind(classes)
+            .bind(amounts)
             .bind(now)
             .fetch_all(&mut *tx)
             .await?;
@@ -466,26 +500,74 @@ impl Ledger {
         }
     }
 
-    /// A reschedule: the instance holds an allocation already. Releases it and claims anew in
-    /// one transaction; the table gives the old allocation's room back once committed.
+    /// A reschedule: the instance holds an allocation already. In one transaction: the room
+    /// on the new host is checked and taken with the earlier allocation still counted, and
+    /// only then is the earlier allocation released and the new one recorded; a claim that
+    /// does not fit changes nothing (the earlier allocation stays, as on SQLite). The table
+    /// gives the old allocation's room back once committed.
     async fn claim_replacing(
         &self,
         conn: &mut sqlx::PgConnection,
         claim: &PendingClaim,
     ) -> Result<ClaimOutcome, LedgerError> {
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let old_host: Option<i64> = sqlx::query_scalar(
+            "SELECT host_id FROM allocations WHERE instance_uuid = $1 FOR UPDATE",
+        )
+        .bind(&claim.instance_uuid)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(old_host) = old_host else {
+            // Released meanwhile: an ordinary claim.
+            let answer = postgres_rounds(&mut tx, std::slice::from_ref(claim))
+                .await?
+                .pop();
+            tx.commit().await?;
+            return Ok(match answer {
+                Some(GroupAnswer::Claimed) => ClaimOutcome::Claimed,
+                _ => ClaimOutcome::Declined,
+            });
+        };
+        // Both hosts' rows, in the order every claim round locks them (no deadlock with one).
+        sqlx::query(POSTGRES_LOCK_HOSTS)
+            .bind(vec![old_host, claim.host.0])
+            .execute(&mut *tx)
+            .await?;
+        let (classes, amounts): (Vec<String>, Vec<i64>) = claim
+            .demand
+            .nonzero()
+            .map(|(class, amount)| (class.name().to_string(), amount))
+            .unzip();
+        let fits: bool = sqlx::query_scalar(POSTGRES_TAKE)
+            .bind(claim.host.0)
+            .bind(classes)
+            .bind(amounts)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !fits {
+            tx.rollback().await?;
+            return Ok(ClaimOutcome::Declined);
+        }
         let released = release_in_tx!(sqlx::Postgres, tx, &claim.instance_uuid);
-        let answer = postgres_rounds(&mut tx, std::slice::from_ref(claim))
+        let inserted = sqlx::query(INSERT_ALLOCATION)
+            .bind(&claim.instance_uuid)
+            .bind(claim.host.0)
+            .bind(&claim.json)
+            .bind(false)
+            .bind(claim.now_ms)
+            .execute(&mut *tx)
             .await?
-            .pop();
+            .rows_affected()
+            == 1;
+        if !inserted {
+            tx.rollback().await?;
+            return Ok(ClaimOutcome::Declined);
+        }
         tx.commit().await?;
         if let Some(old) = released {
             self.table().remove(old.host_id, &old.demand);
         }
-        Ok(match answer {
-            Some(GroupAnswer::Claimed) => ClaimOutcome::Claimed,
-            _ => ClaimOutcome::Declined,
-        })
+        Ok(ClaimOutcome::Claimed)
     }
 
     /// Releases an instance's allocation; releasing one that is gone is a no-op.
@@ -574,11 +656,18 @@ impl Ledger {
     }
 }
 
-/// Runs `claims` as one PostgreSQL transaction.
+/// Runs `claims` as one PostgreSQL transaction: a group of one round (no host twice, the
+/// usual case) is one statement, its own transaction, with no `BEGIN` and `COMMIT` round trips.
 async fn postgres_group(
     conn: &mut sqlx::PgConnection,
     claims: &[PendingClaim],
 ) -> Result<Vec<GroupAnswer>, LedgerError> {
+    let mut hosts: Vec<HostId> = claims.iter().map(|c| c.host).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    if hosts.len() == claims.len() {
+        return postgres_rounds(conn, claims).await;
+    }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let answers = postgres_rounds(&mut tx, claims).await?;
     tx.commit().await?;

@@ -2,7 +2,10 @@
 //! parameters, `max`/`GREATEST`), named once per engine so that code written once for both
 //! picks its engine's text with `<DB as Dialect>::NAME`.
 
-/// SQL text per engine. JSON parameters are bound as text on both engines.
+/// SQL text per engine. JSON parameters are bound as text on both engines. PostgreSQL reads the
+/// rows of a list of hosts host by host through the primary key (`LATERAL … OFFSET 0`, which
+/// the planner cannot turn into a join): `IN (SELECT …)` planned a hash join over a sequential
+/// scan of the whole table, on every reload of the hosts another process changed.
 pub(crate) trait Dialect: sqlx::Database {
     /// Adds `$3` (±1) times the amounts of the JSON object `$2` (`{"CLASS": n}`) to host `$1`'s
     /// inventories, never below 0.
@@ -107,11 +110,13 @@ impl Dialect for sqlx::Postgres {
         WHERE host_id = $1 AND ($2::jsonb) ? resource_class";
     const HOSTS_BY_ID: &'static str = "SELECT h.id, h.host, h.node, h.uuid, \
         h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h \
-        WHERE h.id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)";
-    const INVENTORIES_BY_ID: &'static str = "SELECT host_id, resource_class, total, reserved, \
-        min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \
-        WHERE host_id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)";
+        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) \
+        FROM (SELECT DISTINCT jsonb_array_elements_text($1::jsonb)::bigint AS id) x \
+        CROSS JOIN LATERAL (SELECT * FROM hosts WHERE hosts.id = x.id OFFSET 0) h";
+    const INVENTORIES_BY_ID: &'static str = "SELECT i.host_id, i.resource_class, i.total, \
+        i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used \
+        FROM (SELECT DISTINCT jsonb_array_elements_text($1::jsonb)::bigint AS id) x \
+        CROSS JOIN LATERAL (SELECT * FROM inventories WHERE inventories.host_id = x.id OFFSET 0) i";
     const ZERO_OTHER_CLASSES: &'static str = "UPDATE inventories SET total = 0, reserved = 0, \
         usable = 0 WHERE host_id = $1 \
         AND resource_class NOT IN (SELECT jsonb_array_elements_text($2::jsonb))";
