@@ -137,6 +137,11 @@ impl Application {
             "Claims carried by the ledger's group commits",
             commits.claims,
         );
+        metrics.register(
+            "ledger_checkpoints",
+            "Checkpoints that copied SQLite's whole write-ahead log to the database file",
+            commits.checkpoints,
+        );
         let settings = Arc::new(settings);
         let ingest = Ingest::new(ledger.clone(), clock.clone(), stats.clone());
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));

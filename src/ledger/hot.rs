@@ -25,8 +25,10 @@ use std::time::Duration;
 /// Most jobs one transaction takes.
 const MAX_GROUP: usize = 256;
 
-/// Groups committed between two checkpoints (see `checkpoints`).
-const GROUPS_PER_CHECKPOINT: u32 = 256;
+/// Writes (claims, messages: [`Work::writes`]) committed between two checkpoints (see
+/// `checkpoints`). Counted in writes, not groups: a notification batch is one job of up to
+/// 500 messages, and a backlog drain of a hundred such groups would otherwise never ask for one.
+const WRITES_PER_CHECKPOINT: u64 = 512;
 
 /// What a job's statements came to: keep them, or roll the job's savepoint back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +50,11 @@ pub(crate) trait Work: Send {
     /// Claims this job carries (for the commit counters).
     fn claims(&self) -> u64 {
         0
+    }
+    /// Writes this job carries (a claim, a message; a batch counts each of its messages):
+    /// they pace the checkpoints.
+    fn writes(&self) -> u64 {
+        1
     }
 }
 
@@ -85,8 +92,9 @@ impl HotWriter {
             LedgerError::Invalid(format!("cannot start the ledger's writer threads: {e}"))
         };
         let file = shared.writer.file.clone();
+        let done = shared.commits.checkpoints.clone();
         thread("ledger-checkpoint")
-            .spawn(move || checkpoints(file, checkpointer, asked))
+            .spawn(move || checkpoints(file, checkpointer, asked, done))
             .map_err(failed)?;
         thread("ledger-writer")
             .spawn(move || serve(db, shared, queue, ask))
@@ -123,10 +131,15 @@ fn open(file: &std::path::Path) -> Result<rusqlite::Connection, LedgerError> {
 }
 
 /// The checkpoint thread: a passive checkpoint whenever the writer asks (every
-/// [`GROUPS_PER_CHECKPOINT`] groups). In WAL mode it copies committed pages back to the
+/// [`WRITES_PER_CHECKPOINT`] writes), counted in `done` once it copied the whole log. In WAL mode it copies committed pages back to the
 /// database file while the writer goes on appending; the pages many groups rewrote are copied
 /// and synced once.
-fn checkpoints(file: std::path::PathBuf, mut db: rusqlite::Connection, asked: mpsc::Receiver<()>) {
+fn checkpoints(
+    file: std::path::PathBuf,
+    mut db: rusqlite::Connection,
+    asked: mpsc::Receiver<()>,
+    done: prometheus_client::metrics::counter::Counter,
+) {
     while asked.recv().is_ok() {
         // Opened while the file could not be written: open it again (as the writer does).
         if db.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) {
@@ -138,11 +151,19 @@ fn checkpoints(file: std::path::PathBuf, mut db: rusqlite::Connection, asked: mp
                 }
             }
         }
-        let done = db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-            row.get::<_, i64>(0)
+        // (busy, frames in the log, frames copied): whole when every frame was copied.
+        let ran = db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
         });
-        if let Err(e) = done {
-            tracing::warn!(error = %e, "the ledger's checkpoint failed; the next one tries again");
+        match ran {
+            Ok((log, copied)) if copied >= log => {
+                done.inc();
+            }
+            // A reader still on older pages: the next checkpoint copies the rest.
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the ledger's checkpoint failed; the next one tries again")
+            }
         }
     }
 }
@@ -155,7 +176,7 @@ fn serve(
     checkpoint: mpsc::SyncSender<()>,
 ) {
     let mut reconnect = false;
-    let mut since_checkpoint = 0u32;
+    let mut since_checkpoint = 0u64;
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -197,8 +218,8 @@ fn serve(
         });
         match ran {
             Ok(()) => {
-                since_checkpoint += 1;
-                if since_checkpoint >= GROUPS_PER_CHECKPOINT {
+                since_checkpoint += group.iter().map(|j| j.writes()).sum::<u64>();
+                if since_checkpoint >= WRITES_PER_CHECKPOINT {
                     since_checkpoint = 0;
                     let _ = checkpoint.try_send(());
                 }

@@ -382,6 +382,8 @@ pub struct CommitCounters {
     pub commits: prometheus_client::metrics::counter::Counter,
     /// Claims in those groups (granted or declined by their condition).
     pub claims: prometheus_client::metrics::counter::Counter,
+    /// Checkpoints of SQLite's write-ahead log that copied all of it to the database file.
+    pub checkpoints: prometheus_client::metrics::counter::Counter,
 }
 
 impl Ledger {

@@ -157,6 +157,10 @@ impl Work for HotBatch {
     fn failed(self: Box<Self>, _table: &HostTable, error: LedgerError) {
         let _ = self.reply.send(Answer::Failed(error));
     }
+
+    fn writes(&self) -> u64 {
+        self.items.len() as u64
+    }
 }
 
 /// Applies `batch` by SQLite's hot writer when it can (see the module's description): `None`
