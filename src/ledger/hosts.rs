@@ -54,6 +54,19 @@ impl HostRegistration {
 
     /// Refuses empty or overlong names, unknown class names, and inventories Placement would
     /// refuse; every error names what is wrong.
+    /// The inventories, a class reported twice taken once with its last report (what
+    /// upserting each in turn would leave), in the order of those last reports.
+    pub(crate) fn last_reports(&self) -> Vec<&(String, Inventory)> {
+        let mut classes: Vec<&(String, Inventory)> = Vec::new();
+        for inv in self.inventories.iter().rev() {
+            if !classes.iter().any(|(c, _)| *c == inv.0) {
+                classes.push(inv);
+            }
+        }
+        classes.reverse();
+        classes
+    }
+
     pub fn validate(&self) -> Result<(), LedgerError> {
         let invalid = |m: String| Err(LedgerError::Invalid(m));
         for (what, value) in [

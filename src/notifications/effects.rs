@@ -546,14 +546,7 @@ macro_rules! define_flush {
                         )),
                         None => reload.push(HostId(id)),
                     }
-                    // A class reported twice: the last report stands, as upserting each would.
-                    let mut classes: Vec<&(String, crate::domain::Inventory)> = Vec::new();
-                    for inv in reg.inventories.iter().rev() {
-                        if !classes.iter().any(|(c, _)| *c == inv.0) {
-                            classes.push(inv);
-                        }
-                    }
-                    for (class, inv) in classes.into_iter().rev() {
+                    for (class, inv) in reg.last_reports() {
                         inventories.push((
                             id,
                             class,
@@ -666,7 +659,6 @@ pub(super) fn flush_rusqlite(
         let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
         // (class, nonzero capacity, used) of the host's rows before the registration.
         let mut before: Vec<(String, bool, i64)> = Vec::new();
-        let mut classes: Vec<&(String, crate::domain::Inventory)> = Vec::new();
         for (reg, _) in &staged {
             upsert_host.execute(rusqlite::params![
                 reg.host,
@@ -701,14 +693,8 @@ pub(super) fn flush_rusqlite(
                 ));
             }
             drop(rows);
-            // A class reported twice: the last report stands, as upserting each would.
-            classes.clear();
-            for inv in reg.inventories.iter().rev() {
-                if !classes.iter().any(|(c, _)| *c == inv.0) {
-                    classes.push(inv);
-                }
-            }
-            for (class, inv) in classes.iter().rev() {
+            let classes = reg.last_reports();
+            for (class, inv) in &classes {
                 upsert_inventory.execute(rusqlite::params![
                     id,
                     class,
