@@ -167,24 +167,7 @@ impl Bench {
     /// Publishes every body (confirmed by the broker); returns when all are confirmed.
     async fn publish(&self, bodies: &[Vec<u8>]) -> anyhow::Result<Duration> {
         let start = Instant::now();
-        let mut confirms = Vec::with_capacity(bodies.len());
-        for body in bodies {
-            let props = BasicProperties::default().with_content_type("application/json".into());
-            confirms.push(
-                self.publisher
-                    .basic_publish(
-                        &self.amqp.exchange,
-                        HOST_STATE,
-                        BasicPublishOptions::default(),
-                        body,
-                        props,
-                    )
-                    .await?,
-            );
-        }
-        for c in confirms {
-            anyhow::ensure!(c.await?.is_ack(), "broker refused a message");
-        }
+        publish_all(&self.publisher, &self.amqp.exchange, bodies).await?;
         Ok(start.elapsed())
     }
 
@@ -289,24 +272,7 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
         .map(|i| host_state(i, i % args.hosts, 32 + 32 * (i % 3) as i64))
         .collect();
     let start = Instant::now();
-    let mut confirms = Vec::with_capacity(bodies.len());
-    for body in &bodies {
-        let props = BasicProperties::default().with_content_type("application/json".into());
-        confirms.push(
-            publisher
-                .basic_publish(
-                    &exchange,
-                    HOST_STATE,
-                    BasicPublishOptions::default(),
-                    body,
-                    props,
-                )
-                .await?,
-        );
-    }
-    for c in confirms {
-        anyhow::ensure!(c.await?.is_ack(), "broker refused a message");
-    }
+    publish_all(&publisher, &exchange, &bodies).await?;
     println!(
         "backlog queued:    {} events in {:.2} s; draining",
         args.events,
@@ -556,6 +522,34 @@ async fn main() -> anyhow::Result<()> {
         sqlx::query(&format!("DROP DATABASE {pg_db} WITH (FORCE)"))
             .execute(&mut admin)
             .await?;
+    }
+    Ok(())
+}
+
+/// Publishes every body to `exchange` with the host-state routing key; returns once the broker
+/// confirmed them all.
+async fn publish_all(
+    publisher: &lapin::Channel,
+    exchange: &str,
+    bodies: &[Vec<u8>],
+) -> anyhow::Result<()> {
+    let mut confirms = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let props = BasicProperties::default().with_content_type("application/json".into());
+        confirms.push(
+            publisher
+                .basic_publish(
+                    exchange,
+                    HOST_STATE,
+                    BasicPublishOptions::default(),
+                    body,
+                    props,
+                )
+                .await?,
+        );
+    }
+    for c in confirms {
+        anyhow::ensure!(c.await?.is_ack(), "broker refused a message");
     }
     Ok(())
 }

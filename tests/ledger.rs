@@ -740,11 +740,15 @@ async fn the_hot_writers_checkpoint_thread_copies_committed_claims_to_the_databa
     );
 }
 
-/// A `compute.host.state` event of host `host` with message id `id`.
-fn beat(id: &str, host: &str) -> parasol::nova::Notification {
+/// A `compute.host.state` event `id` of host `host` (its node of the same name) with this
+/// inventory and these traits.
+pub(crate) fn host_state_event(
+    id: &str,
+    host: &str,
+    inventory: std::collections::BTreeMap<String, Inventory>,
+    traits: Vec<String>,
+) -> parasol::nova::Notification {
     use parasol::nova::{HostEvent, HostStatePayload, Notification};
-    let mut inventory = std::collections::BTreeMap::new();
-    inventory.insert("VCPU".to_string(), Inventory::of(8));
     Notification {
         message_id: id.to_string(),
         event_type: "compute.host.state".into(),
@@ -759,11 +763,17 @@ fn beat(id: &str, host: &str) -> parasol::nova::Notification {
             up: true,
             disabled: false,
             inventory,
-            traits: Vec::new(),
+            traits,
             aggregates: Vec::new(),
             usage: None,
         }),
     }
+}
+
+/// A `compute.host.state` event of host `host` (8 VCPUs) with message id `id`.
+fn beat(id: &str, host: &str) -> parasol::nova::Notification {
+    let inventory = [("VCPU".to_string(), Inventory::of(8))].into();
+    host_state_event(id, host, inventory, Vec::new())
 }
 
 async fn message_ids_are_forgotten_oldest_first_once_the_retention_has_passed(engine: &str) {

@@ -2,6 +2,22 @@
 //! parameters, `max`/`GREATEST`), named once per engine so that code written once for both
 //! picks its engine's text with `<DB as Dialect>::NAME`.
 
+/// SQLite's conflict clause of an inventory row's upsert: every value taken, and a row the
+/// registration repeats left unwritten (no page dirtied for it).
+macro_rules! sqlite_inventory_upsert {
+    () => {
+        "ON CONFLICT (host_id, resource_class) DO UPDATE \
+        SET total = excluded.total, reserved = excluded.reserved, min_unit = excluded.min_unit, \
+        max_unit = excluded.max_unit, step_size = excluded.step_size, \
+        allocation_ratio = excluded.allocation_ratio, usable = excluded.usable \
+        WHERE total IS NOT excluded.total OR reserved IS NOT excluded.reserved \
+        OR min_unit IS NOT excluded.min_unit OR max_unit IS NOT excluded.max_unit \
+        OR step_size IS NOT excluded.step_size \
+        OR allocation_ratio IS NOT excluded.allocation_ratio OR usable IS NOT excluded.usable"
+    };
+}
+pub(crate) use sqlite_inventory_upsert;
+
 /// SQL text per engine. JSON parameters are bound as text on both engines. PostgreSQL reads the
 /// rows of a list of hosts host by host through the primary key (`LATERAL … OFFSET 0`, which
 /// the planner cannot turn into a join): `IN (SELECT …)` planned a hash join over a sequential
@@ -81,20 +97,16 @@ impl Dialect for sqlx::Sqlite {
         availability_zone = excluded.availability_zone, up = excluded.up, \
         disabled = excluded.disabled, last_seen_ms = excluded.last_seen_ms, \
         traits = excluded.traits, aggregates = excluded.aggregates";
-    const UPSERT_INVENTORIES: &'static str = "INSERT INTO inventories (host_id, \
+    const UPSERT_INVENTORIES: &'static str = concat!(
+        "INSERT INTO inventories (host_id, \
         resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio, \
         usable) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
         json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
         json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), \
         json_extract(value, '$[8]') FROM json_each($1) WHERE true ORDER BY key \
-        ON CONFLICT (host_id, resource_class) DO UPDATE \
-        SET total = excluded.total, reserved = excluded.reserved, min_unit = excluded.min_unit, \
-        max_unit = excluded.max_unit, step_size = excluded.step_size, \
-        allocation_ratio = excluded.allocation_ratio, usable = excluded.usable \
-        WHERE total IS NOT excluded.total OR reserved IS NOT excluded.reserved \
-        OR min_unit IS NOT excluded.min_unit OR max_unit IS NOT excluded.max_unit \
-        OR step_size IS NOT excluded.step_size \
-        OR allocation_ratio IS NOT excluded.allocation_ratio OR usable IS NOT excluded.usable";
+        ",
+        sqlite_inventory_upsert!()
+    );
     const ZERO_UNREPORTED_CLASSES: &'static str = "UPDATE inventories SET total = 0, \
         reserved = 0, usable = 0 WHERE host_id IN (SELECT value FROM json_each($1)) \
         AND (total != 0 OR reserved != 0 OR usable != 0) \

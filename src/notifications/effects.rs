@@ -619,16 +619,11 @@ const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, usable,
     FROM inventories WHERE host_id = ?1";
 
 /// As `Dialect::UPSERT_INVENTORIES` for one row: a row the registration repeats stays unwritten.
-const UPSERT_INVENTORY_ROW: &str = "INSERT INTO inventories (host_id, resource_class, total, \
-    reserved, min_unit, max_unit, step_size, allocation_ratio, usable) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (host_id, resource_class) DO UPDATE \
-    SET total = excluded.total, reserved = excluded.reserved, min_unit = excluded.min_unit, \
-    max_unit = excluded.max_unit, step_size = excluded.step_size, \
-    allocation_ratio = excluded.allocation_ratio, usable = excluded.usable \
-    WHERE total IS NOT excluded.total OR reserved IS NOT excluded.reserved \
-    OR min_unit IS NOT excluded.min_unit OR max_unit IS NOT excluded.max_unit \
-    OR step_size IS NOT excluded.step_size \
-    OR allocation_ratio IS NOT excluded.allocation_ratio OR usable IS NOT excluded.usable";
+const UPSERT_INVENTORY_ROW: &str = concat!(
+    "INSERT INTO inventories (host_id, resource_class, total, reserved, min_unit, max_unit, \
+     step_size, allocation_ratio, usable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ",
+    crate::ledger::dialect::sqlite_inventory_upsert!()
+);
 
 const ZERO_CLASS: &str = "UPDATE inventories SET total = 0, reserved = 0, usable = 0 \
     WHERE host_id = ?1 AND resource_class = ?2";

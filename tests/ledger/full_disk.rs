@@ -7,38 +7,20 @@ use crate::small_disk::SmallDisk;
 use parasol::domain::Inventory;
 use parasol::ledger::Ledger;
 use parasol::notifications::apply_batch;
-use parasol::nova::{HostEvent, HostStatePayload, Notification};
+use parasol::nova::Notification;
 use std::collections::BTreeMap;
 
 /// A host-state event of a host with enough traits that a few hundred of them need far more
 /// pages than a full disk has left.
 fn big_host(id: &str, h: usize) -> Notification {
-    let host = format!("disk-host-{h:04}");
     let mut inventory = BTreeMap::new();
     inventory.insert("VCPU".to_string(), Inventory::of(64));
     inventory.insert("MEMORY_MB".to_string(), Inventory::of(262_144));
     inventory.insert("DISK_GB".to_string(), Inventory::of(2_000));
-    Notification {
-        message_id: id.to_string(),
-        event_type: "compute.host.state".into(),
-        publisher_id: None,
-        timestamp: None,
-        event: HostEvent::HostState(HostStatePayload {
-            compute_node_uuid: uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes())
-                .to_string(),
-            node: host.clone(),
-            host,
-            availability_zone: None,
-            up: true,
-            disabled: false,
-            inventory,
-            traits: (0..40)
-                .map(|t| format!("CUSTOM_TRAIT_{t:03}_{}", "X".repeat(40)))
-                .collect(),
-            aggregates: Vec::new(),
-            usage: None,
-        }),
-    }
+    let traits = (0..40)
+        .map(|t| format!("CUSTOM_TRAIT_{t:03}_{}", "X".repeat(40)))
+        .collect();
+    crate::host_state_event(id, &format!("disk-host-{h:04}"), inventory, traits)
 }
 
 /// Checkpoints and empties the write-ahead log: every write then needs space of the disk.
