@@ -18,6 +18,8 @@
 
 use super::{LedgerError, Writer};
 use crate::table::HostTable;
+use sqlx::SqliteConnection;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,16 @@ const MAX_GROUP: usize = 256;
 /// `checkpoints`). Counted in writes, not groups: a notification batch is one job of up to
 /// 500 messages, and a backlog drain of a hundred such groups would otherwise never ask for one.
 const WRITES_PER_CHECKPOINT: u64 = 512;
+
+/// Frames of the write-ahead log (128 MiB of 4 KiB pages) past which a checkpoint that could
+/// not copy the whole log finishes with the writers held, so that the log starts over (see
+/// `checkpoint`); also the size its file is cut back to when it does (`journal_size_limit`).
+pub(crate) const WAL_LIMIT_FRAMES: i64 = 32_768;
+
+/// A pass that copied at most this many frames leaves an end short enough to copy with the
+/// writers held; at most [`TAIL_PASSES`] passes that hold nobody come before.
+const TAIL_FRAMES: i64 = 256;
+const TAIL_PASSES: usize = 4;
 
 /// What a job's statements came to: keep them, or roll the job's savepoint back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +75,9 @@ pub(crate) trait Work: Send {
 #[derive(Clone)]
 pub(crate) struct HotWriter {
     jobs: mpsc::Sender<Box<dyn Work>>,
+    /// The checkpoint thread's [`WAL_LIMIT_FRAMES`] (lowered by tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    wal_limit: Arc<AtomicI64>,
 }
 
 impl std::fmt::Debug for HotWriter {
@@ -91,15 +106,26 @@ impl HotWriter {
         let failed = |e: std::io::Error| {
             LedgerError::Invalid(format!("cannot start the ledger's writer threads: {e}"))
         };
-        let file = shared.writer.file.clone();
-        let done = shared.commits.checkpoints.clone();
+        let wal_limit = Arc::new(AtomicI64::new(WAL_LIMIT_FRAMES));
+        let checkpointing = Checkpointing {
+            file: shared.writer.file.clone(),
+            writers: shared.writer.conn.clone(),
+            done: shared.commits.checkpoints.clone(),
+            wal_limit: wal_limit.clone(),
+        };
         thread("ledger-checkpoint")
-            .spawn(move || checkpoints(file, checkpointer, asked, done))
+            .spawn(move || checkpoints(checkpointing, checkpointer, asked))
             .map_err(failed)?;
         thread("ledger-writer")
             .spawn(move || serve(db, shared, queue, ask))
             .map_err(failed)?;
-        Ok(HotWriter { jobs })
+        Ok(HotWriter { jobs, wal_limit })
+    }
+
+    /// Lowers the log's limit (frames) from [`WAL_LIMIT_FRAMES`], for tests.
+    #[cfg(test)]
+    pub(crate) fn set_wal_limit(&self, frames: i64) {
+        self.wal_limit.store(frames, Ordering::Relaxed);
     }
 
     /// Queues `job`; it is answered through itself (`committed` or `failed`).
@@ -126,24 +152,30 @@ fn open(file: &std::path::Path) -> Result<rusqlite::Connection, LedgerError> {
          PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456; \
          PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 0;",
     )?;
+    db.pragma_update(None, "journal_size_limit", WAL_LIMIT_FRAMES * 4096)?;
     db.set_prepared_statement_cache_capacity(64);
     Ok(db)
 }
 
-/// The checkpoint thread: a passive checkpoint whenever the writer asks (every
-/// [`WRITES_PER_CHECKPOINT`] writes), counted in `done` once it copied the whole log. In WAL mode it copies committed pages back to the
-/// database file while the writer goes on appending; the pages many groups rewrote are copied
-/// and synced once.
-fn checkpoints(
+/// What the checkpoint thread needs.
+struct Checkpointing {
     file: std::path::PathBuf,
-    mut db: rusqlite::Connection,
-    asked: mpsc::Receiver<()>,
+    /// The writers' lock (the hot writer takes it for each group, sqlx's writes for theirs).
+    writers: Arc<tokio::sync::Mutex<SqliteConnection>>,
+    /// Checkpoints that copied the whole log.
     done: prometheus_client::metrics::counter::Counter,
-) {
+    wal_limit: Arc<AtomicI64>,
+}
+
+/// The checkpoint thread: a checkpoint whenever the writer asks (every
+/// [`WRITES_PER_CHECKPOINT`] writes), counted in `done` once it copied the whole log. In WAL
+/// mode it copies committed pages back to the database file while the writer goes on
+/// appending; the pages many groups rewrote are copied and synced once.
+fn checkpoints(c: Checkpointing, mut db: rusqlite::Connection, asked: mpsc::Receiver<()>) {
     while asked.recv().is_ok() {
         // Opened while the file could not be written: open it again (as the writer does).
         if db.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) {
-            match open(&file) {
+            match open(&c.file) {
                 Ok(fresh) => db = fresh,
                 Err(e) => {
                     tracing::warn!(error = %e, "the ledger's checkpoint thread cannot reopen the file");
@@ -151,13 +183,10 @@ fn checkpoints(
                 }
             }
         }
-        // (busy, frames in the log, frames copied): whole when every frame was copied.
-        let ran = db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
-        });
-        match ran {
+        let limit = c.wal_limit.load(Ordering::Relaxed);
+        match checkpoint(&db, &c.writers, limit) {
             Ok((log, copied)) if copied >= log => {
-                done.inc();
+                c.done.inc();
             }
             // A reader still on older pages: the next checkpoint copies the rest.
             Ok(_) => {}
@@ -166,6 +195,39 @@ fn checkpoints(
             }
         }
     }
+}
+
+/// One checkpoint: (frames in the log, frames copied), as of the checkpoint's start. A passive
+/// checkpoint holds nobody, but SQLite starts the log over only at a write that finds every
+/// frame copied, and under steady writes none does: frames are appended while a checkpoint
+/// copies. The log grew by every frame ever written (800 MB in a 20 s benchmark), each
+/// frame written past the end of its file, which costs the writer twice an overwrite. Past
+/// `limit` frames, more passes copy what was appended during the one before until one is
+/// short, then a last one copies the rest with the writers held (a few milliseconds: two
+/// syncs), so that the next group starts the log over.
+fn checkpoint(
+    db: &rusqlite::Connection,
+    writers: &tokio::sync::Mutex<SqliteConnection>,
+    limit: i64,
+) -> rusqlite::Result<(i64, i64)> {
+    let passive = || {
+        db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+        })
+    };
+    let mut ran = passive()?;
+    if ran.0 < limit {
+        return Ok(ran);
+    }
+    for _ in 0..TAIL_PASSES {
+        let copied_before = ran.1;
+        ran = passive()?;
+        if ran.1 - copied_before <= TAIL_FRAMES {
+            break;
+        }
+    }
+    let _writing = writers.blocking_lock();
+    passive()
 }
 
 /// The thread: waits for a job, takes every job queued by then, runs them as one group.

@@ -419,7 +419,13 @@ impl Ledger {
                 // Checkpoint every ~40 MB of WAL instead of 4 MB: a page rewritten by many
                 // commits in between (message-id index, host and inventory rows) is copied
                 // back to the database file once.
-                .pragma("wal_autocheckpoint", "10000");
+                .pragma("wal_autocheckpoint", "10000")
+                // When the log starts over, its file is cut back to this size (the hot
+                // writer's checkpoint thread starts it over past `hot::WAL_LIMIT_FRAMES`).
+                .pragma(
+                    "journal_size_limit",
+                    (hot::WAL_LIMIT_FRAMES * 4096).to_string(),
+                );
             // The file is created on first use, and so is its folder.
             let file = opts.get_filename().to_path_buf();
             if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -126,3 +126,67 @@ async fn a_job_that_panics_fails_its_group_whole_and_the_writer_serves_on() {
         .unwrap()
         .is_some());
 }
+
+/// Under steady writes a passive checkpoint never copies the whole log (the writer appends
+/// while it copies), so SQLite never started the log over: its file grew by every frame ever
+/// written. Past its limit the checkpoint thread copies the end of the log with the writers
+/// held, and the next group starts the log over. (How soon depends on how long the disk
+/// takes to sync, so the callers go on until it has happened three times, or give up.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_ahead_log_starts_over_under_steady_writes() {
+    const CALLERS: usize = 16;
+    const MAX_CLAIMS: usize = 40_000;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ledger.db");
+    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
+        .await
+        .unwrap();
+    let reg = HostRegistration::simple(
+        "big",
+        "00000000-0000-0000-0000-000000000201",
+        1_000_000,
+        100_000_000,
+        10_000_000,
+    );
+    ledger.register_host(&reg, 1_000).await.unwrap();
+    let host = ledger.table().by_name("big", None).unwrap().id;
+    ledger.hot.as_ref().unwrap().set_wal_limit(256);
+    // The log's header counts the times it started over (its checkpoint sequence number,
+    // bytes 12..16).
+    let wal = file.with_file_name("ledger.db-wal");
+    let restarts = move || {
+        let mut header = [0u8; 16];
+        std::io::Read::read_exact(&mut std::fs::File::open(&wal).unwrap(), &mut header).unwrap();
+        u32::from_be_bytes(header[12..16].try_into().unwrap())
+    };
+
+    // Callers that always have a claim queued (the writer is never idle for a whole
+    // checkpoint's time), until the log has started over three times or enough is enough.
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|c| {
+            let (ledger, made, restarts) = (ledger.clone(), made.clone(), restarts.clone());
+            tokio::spawn(async move {
+                for i in 0.. {
+                    if restarts() >= 3 || made.load(Ordering::Relaxed) >= MAX_CLAIMS {
+                        return;
+                    }
+                    let uuid = format!("00000000-0000-0000-{c:04x}-{i:012x}");
+                    let out = ledger.claim(host, &uuid, &vcpus(1), 2_000).await;
+                    assert_eq!(out.unwrap(), ClaimOutcome::Claimed);
+                    made.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.await.unwrap();
+    }
+    assert!(
+        restarts() >= 3,
+        "{} claims committed and the log started over {} times",
+        made.load(Ordering::Relaxed),
+        restarts()
+    );
+    assert_eq!(ledger.table().pending(host), Some(Resources::default()));
+}
