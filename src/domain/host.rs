@@ -245,6 +245,9 @@ pub struct HostScan {
     pub last_seen_ms: i64,
     pub num_io_ops: i64,
     pub num_instances: i64,
+    /// The host's traits' [`super::markers::MarkSet::low_mask`] (a request's forbidden
+    /// `COMPUTE_STATUS_DISABLED` among them).
+    pub traits: u32,
     /// [`HostScan::SERVICE_OK`] and [`HostScan::UNIT_RULES`].
     pub flags: u8,
 }
@@ -275,6 +278,7 @@ impl HostScan {
             last_seen_ms: host.last_seen_ms,
             num_io_ops: host.num_io_ops,
             num_instances: host.num_instances,
+            traits: host.profile.traits.low_mask(),
             flags,
         }
     }

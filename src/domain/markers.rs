@@ -16,11 +16,11 @@ pub struct Interner {
 }
 
 impl Interner {
-    fn new() -> Self {
-        Interner {
-            names: Vec::new(),
-            index: HashMap::new(),
-        }
+    /// An interner whose first ids are `preset`'s names, in order.
+    fn new(preset: &[&str]) -> Self {
+        let names: Vec<Arc<str>> = preset.iter().map(|n| Arc::from(*n)).collect();
+        let index = names.iter().cloned().zip(0u32..).collect();
+        Interner { names, index }
     }
 }
 
@@ -65,12 +65,13 @@ pub trait Mark: Copy + Ord + std::fmt::Debug {
 }
 
 macro_rules! mark {
-    ($(#[$doc:meta])* $name:ident, $table:ident) => {
+    ($(#[$doc:meta])* $name:ident, $table:ident, $preset:expr) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub struct $name(u32);
 
-        static $table: LazyLock<RwLock<Interner>> = LazyLock::new(|| RwLock::new(Interner::new()));
+        static $table: LazyLock<RwLock<Interner>> =
+            LazyLock::new(|| RwLock::new(Interner::new($preset)));
 
         impl serde::Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -94,14 +95,22 @@ macro_rules! mark {
 
 mark!(
     /// A Placement trait (`HW_CPU_X86_AVX2`, `COMPUTE_STATUS_DISABLED`, `CUSTOM_*`).
+    /// `COMPUTE_STATUS_DISABLED`, which every call of Nova's forbids, is id 0, so that a scan
+    /// row's [`MarkSet::low_mask`] answers for it.
     TraitId,
-    TRAITS
+    TRAITS,
+    &[crate::nova::COMPUTE_STATUS_DISABLED]
 );
 mark!(
     /// A Placement aggregate, by its uuid.
     AggregateId,
-    AGGREGATES
+    AGGREGATES,
+    &[]
 );
+
+/// Marks with ids below this are each a bit of [`MarkSet::low_mask`]; the top bit stands for
+/// all the others.
+pub const LOW_MARKS: u32 = 31;
 
 /// A sorted set of marks, shared between copies of a host.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,6 +138,12 @@ impl<M: Mark> MarkSet<M> {
 
     pub fn contains(&self, mark: M) -> bool {
         self.0.binary_search(&mark).is_ok()
+    }
+
+    /// Bit `id` for each mark with an id below [`LOW_MARKS`], and bit [`LOW_MARKS`] when the
+    /// set has any other: which of those marks the set has, without following its pointer.
+    pub fn low_mask(&self) -> u32 {
+        self.0.iter().fold(0, |mask, m| mask | low_bit(*m))
     }
 
     /// True when every mark of `marks` is in the set.
@@ -166,6 +181,11 @@ impl<M: Mark> serde::Serialize for MarkSet<M> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.names().serialize(s)
     }
+}
+
+/// A mark's bit in a [`MarkSet::low_mask`].
+pub fn low_bit<M: Mark>(mark: M) -> u32 {
+    1 << mark.raw().min(LOW_MARKS)
 }
 
 /// A host's traits.

@@ -31,7 +31,7 @@ pub use host::{ComputeFacts, HostId, HostProfile, HostScan, HostState, SCAN_CLAS
 pub use host_aggregates::HostAggregateMetadata;
 pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
 pub use request::{
-    ConsumerOwner, Destination, GroupPolicy, PlacementQuery, RequestContext, ServerGroup,
+    ConsumerOwner, Destination, GroupPolicy, PlacementQuery, QueryTest, RequestContext, ServerGroup,
 };
 pub use resources::{Inventory, Resources};
 pub use zones::HostZones;

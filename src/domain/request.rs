@@ -124,7 +124,58 @@ pub struct PlacementQuery {
     pub unsupported: Option<String>,
 }
 
+/// How a scan tests a host against a [`PlacementQuery`], decided once per request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryTest {
+    /// The query asks nothing beyond capacity.
+    Nothing,
+    /// Only traits, each with an id below [`super::markers::LOW_MARKS`]: the scan row's trait
+    /// mask answers, the host's profile is not read.
+    Marks { required: u32, forbidden: u32 },
+    /// Anything else: [`PlacementQuery::accepts`] on the host.
+    Host,
+}
+
+impl QueryTest {
+    /// Whether a host whose scan row has the trait mask `traits` passes; `accepts` asks the
+    /// host itself when the mask cannot answer.
+    #[inline]
+    pub fn passes(self, traits: u32, accepts: impl FnOnce() -> bool) -> bool {
+        match self {
+            QueryTest::Nothing => true,
+            QueryTest::Marks {
+                required,
+                forbidden,
+            } => traits & required == required && traits & forbidden == 0,
+            QueryTest::Host => accepts(),
+        }
+    }
+}
+
 impl PlacementQuery {
+    /// How a scan tests hosts against this query.
+    pub fn scan_test(&self) -> QueryTest {
+        use super::markers::{low_bit, LOW_MARKS};
+        if self.is_empty() {
+            return QueryTest::Nothing;
+        }
+        let low = |t: &TraitId| low_bit(*t) != 1 << LOW_MARKS;
+        let marks_only = self.unsupported.is_none()
+            && self.member_of.is_empty()
+            && self.forbidden_aggregates.is_empty()
+            && self.in_tree.is_none()
+            && self.required_traits.iter().all(low)
+            && self.forbidden_traits.iter().all(low);
+        if !marks_only {
+            return QueryTest::Host;
+        }
+        let mask = |ts: &[TraitId]| ts.iter().fold(0, |m, t| m | low_bit(*t));
+        QueryTest::Marks {
+            required: mask(&self.required_traits),
+            forbidden: mask(&self.forbidden_traits),
+        }
+    }
+
     /// True when the query asks nothing beyond capacity.
     pub fn is_empty(&self) -> bool {
         self == &PlacementQuery::default()
@@ -238,5 +289,93 @@ impl RequestContext {
             image_props: None,
             rebuild: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{HostId, HostProfile, HostScan, Traits};
+    use rand::{Rng, SeedableRng};
+
+    /// A scan row's trait mask answers as `accepts` does whenever the query's test is
+    /// `Marks`; traits with ids past the mask (interned here, 40 of them) send the scan to the
+    /// host, as do aggregates and trees.
+    #[test]
+    fn a_rows_trait_mask_answers_as_the_hosts_traits_do() {
+        let status = TraitId::lookup(crate::nova::COMPUTE_STATUS_DISABLED);
+        assert_eq!(
+            status.map(|t| t.raw()),
+            Some(0),
+            "Nova's status trait is id 0"
+        );
+        let mut names = vec![crate::nova::COMPUTE_STATUS_DISABLED.to_string()];
+        names.extend((0..40).map(|i| format!("CUSTOM_SCAN_MASK_TEST_{i}")));
+        let ids: Vec<TraitId> = names.iter().map(|n| TraitId::intern(n)).collect();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+        let pick = |rng: &mut rand_chacha::ChaCha8Rng, n: usize| -> Vec<TraitId> {
+            (0..n).map(|_| ids[rng.gen_range(0..ids.len())]).collect()
+        };
+        let hosts: Vec<HostState> = (0..200)
+            .map(|i| {
+                let name = format!("h{i}");
+                let mut profile = HostProfile::new(&name, &name, &name, "nova", Vec::new());
+                let n = rng.gen_range(0..12);
+                profile.traits = Traits::new(pick(&mut rng, n));
+                HostState::new(HostId(i as i64), Arc::new(profile))
+            })
+            .collect();
+        let (mut by_mask, mut by_host) = (0, 0);
+        for _ in 0..500 {
+            let (r, f) = (rng.gen_range(0..3), rng.gen_range(0..3));
+            let query = PlacementQuery {
+                required_traits: pick(&mut rng, r),
+                forbidden_traits: pick(&mut rng, f),
+                ..Default::default()
+            };
+            let test = query.scan_test();
+            match test {
+                QueryTest::Marks { .. } => by_mask += 1,
+                QueryTest::Host => by_host += 1,
+                QueryTest::Nothing => assert!(query.is_empty()),
+            }
+            for h in &hosts {
+                let row = HostScan::of(h);
+                let mut asked = false;
+                let passes = test.passes(row.traits, || {
+                    asked = true;
+                    query.accepts(h)
+                });
+                assert_eq!(
+                    passes,
+                    query.accepts(h),
+                    "{query:?} on {:?}",
+                    h.profile.traits
+                );
+                assert_eq!(asked, test == QueryTest::Host, "{test:?}");
+            }
+        }
+        assert!(
+            by_mask > 50 && by_host > 50,
+            "{by_mask} by mask, {by_host} by host"
+        );
+
+        // What every call of Nova's asks: answered by the mask.
+        let nova = PlacementQuery {
+            forbidden_traits: vec![status.unwrap()],
+            ..Default::default()
+        };
+        assert_eq!(
+            nova.scan_test(),
+            QueryTest::Marks {
+                required: 0,
+                forbidden: 1
+            }
+        );
+        let in_tree = PlacementQuery {
+            in_tree: Some("u".into()),
+            ..nova
+        };
+        assert_eq!(in_tree.scan_test(), QueryTest::Host);
     }
 }

@@ -6,7 +6,7 @@ use super::error::{PolicyError, Rejection};
 use super::filters::{Filter, FilterEnv, ScanCheck};
 use super::registry::{builtin_filters, builtin_weighers, Registry};
 use super::weighers::{add_normalised, HostValue, Weigher};
-use crate::domain::{HostScan, HostState, RequestContext, SCAN_CLASSES};
+use crate::domain::{HostScan, HostState, QueryTest, RequestContext, SCAN_CLASSES};
 use rand::Rng;
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -49,7 +49,7 @@ enum Step {
     /// CapacityFilter's test on the row: room in the demanded classes (all below
     /// [`SCAN_CLASSES`]); then unit rules when the row says the host has some, and
     /// Placement's query when the request has one, on the host.
-    Capacity { query: bool },
+    Capacity { query: QueryTest },
     /// The filter's own `passes`, on the host.
     Passes,
 }
@@ -501,7 +501,7 @@ impl Policy {
         steps: &mut Vec<Step>,
     ) -> Demand {
         let demand = Demand::of(req);
-        let query = !req.query.is_empty();
+        let query = req.query.scan_test();
         active.clear();
         steps.clear();
         for (k, f) in self.filters.iter().enumerate() {
@@ -539,7 +539,7 @@ impl Policy {
                 demand.fits(row)
                     && (row.flags & HostScan::UNIT_RULES == 0
                         || hosts[i].profile.admits(&req.demand))
-                    && (!query || req.query.accepts(&hosts[i]))
+                    && query.passes(row.traits, || req.query.accepts(&hosts[i]))
             }
             Step::Passes => self.filters[k].passes(&hosts[i], req, env),
         }
