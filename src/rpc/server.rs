@@ -14,7 +14,7 @@ use crate::amqp::{connect, Backoff};
 use crate::notifications::Ingest;
 use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
 use crate::scheduling::{Scheduler, SelectError};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel};
@@ -104,18 +104,21 @@ async fn session(
     let settings = server.deps.scheduler.settings();
     let name = format!("parasol-rpc:{}", settings.rpc.host);
     let conn = connect(&settings.amqp.url, &name).await?;
-    let ch = conn.create_channel().await?;
-    ch.basic_qos(settings.amqp.prefetch, BasicQosOptions::default())
-        .await?;
-    let queues = declare_rpc_topology(&ch, &settings.amqp, &settings.rpc).await?;
+    // Replies and dead letters go out on the channel that declared their exchanges.
     let replies = conn.create_channel().await?;
+    let queues = declare_rpc_topology(&replies, &settings.amqp, &settings.rpc).await?;
     // The name this session declared; a SIGHUP that renames it takes effect at reconnection.
     let dead_letter: Arc<str> = settings.amqp.dead_letter.as_str().into();
     let tag = format!("parasol-rpc-{}", uuid::Uuid::new_v4().simple());
+    // One channel per queue: delivery tags count per channel, so one `multiple` ack of the
+    // last delivery a channel gave covers exactly the deliveries of that queue taken so far.
     let mut streams = Vec::new();
-    let mut tags = Vec::new();
-    for (i, q) in queues.iter().enumerate() {
-        let consumer_tag = format!("{tag}-{i}");
+    let mut consumers = Vec::new();
+    for (source, q) in queues.iter().enumerate() {
+        let ch = conn.create_channel().await?;
+        ch.basic_qos(settings.amqp.prefetch, BasicQosOptions::default())
+            .await?;
+        let consumer_tag = format!("{tag}-{source}");
         let consumer = ch
             .basic_consume(
                 q,
@@ -124,14 +127,15 @@ async fn session(
                 FieldTable::default(),
             )
             .await?;
-        streams.push(consumer);
-        tags.push(consumer_tag);
+        streams.push(consumer.map(move |d| (source, d)));
+        consumers.push((ch, consumer_tag));
     }
+    let prefetch = usize::from(settings.amqp.prefetch.max(1));
     let mut deliveries = futures::stream::select_all(streams);
     server.deps.broker.connected();
     backoff.reset();
     tracing::info!(queues = ?queues, "serving Nova's scheduler RPC");
-    let permits = Arc::new(Semaphore::new(usize::from(settings.amqp.prefetch.max(1))));
+    let permits = Arc::new(Semaphore::new(prefetch));
     let calls = TaskTracker::new();
     loop {
         tokio::select! {
@@ -139,7 +143,7 @@ async fn session(
             _ = shutdown.cancelled() => {
                 // No new deliveries; those the channel holds but we have not taken are not
                 // acknowledged and go back to the queue when it closes.
-                for consumer_tag in &tags {
+                for (ch, consumer_tag) in &consumers {
                     let _ = ch.basic_cancel(consumer_tag, Default::default()).await;
                 }
                 calls.close();
@@ -152,21 +156,41 @@ async fn session(
                 return Ok(());
             }
             next = deliveries.next() => match next {
-                Some(Ok(delivery)) => {
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        return Err(RpcError::Closed);
-                    };
-                    delivery.ack(BasicAckOptions::default()).await?;
-                    let server = server.clone();
-                    let replies = replies.clone();
-                    let routing_key = delivery.routing_key.as_str().to_string();
-                    let dead_letter = dead_letter.clone();
-                    calls.spawn(async move {
-                        handle(&server, &replies, &delivery.data, &routing_key, &dead_letter).await;
-                        drop(permit);
-                    });
+                Some(first) => {
+                    // Whatever deliveries are ready are taken together and acknowledged with
+                    // one ack per queue: an ack per call cost a frame, two tasks and a
+                    // wake-up of lapin's I/O thread.
+                    let mut batch = vec![first];
+                    while batch.len() < prefetch {
+                        match deliveries.next().now_or_never() {
+                            Some(Some(next)) => batch.push(next),
+                            _ => break,
+                        }
+                    }
+                    let mut taken = Vec::with_capacity(batch.len());
+                    for (source, delivery) in batch {
+                        let Ok(permit) = permits.clone().acquire_owned().await else {
+                            return Err(RpcError::Closed);
+                        };
+                        taken.push((source, delivery?, permit));
+                    }
+                    // Acknowledged on receipt, before dispatch, as oslo.messaging does.
+                    for source in 0..consumers.len() {
+                        if let Some((_, last, _)) = taken.iter().rev().find(|(s, _, _)| *s == source) {
+                            last.ack(BasicAckOptions { multiple: true }).await?;
+                        }
+                    }
+                    for (_, delivery, permit) in taken {
+                        let server = server.clone();
+                        let replies = replies.clone();
+                        let dead_letter = dead_letter.clone();
+                        calls.spawn(async move {
+                            let routing_key = delivery.routing_key.as_str();
+                            handle(&server, &replies, &delivery.data, routing_key, &dead_letter).await;
+                            drop(permit);
+                        });
+                    }
                 }
-                Some(Err(e)) => return Err(e.into()),
                 None => return Err(RpcError::Closed),
             }
         }
