@@ -195,21 +195,27 @@ pub struct Reply {
 
 impl Reply {
     /// The final reply carrying `result`.
-    pub fn result(msg_id: &str, result: Value) -> Self {
+    pub fn result(msg_id: &str, result: &Value) -> Self {
+        Self::written(msg_id, result.to_string())
+    }
+
+    /// The final reply carrying a result already written as JSON text (a scheduling answer
+    /// is written straight from its selections, without a value tree).
+    pub fn written(msg_id: &str, result: String) -> Self {
         Self::new(msg_id, result, None, true)
     }
 
     /// The final reply carrying a failure string.
     pub fn failure(msg_id: &str, failure: String) -> Self {
-        Self::new(msg_id, Value::Null, Some(failure), true)
+        Self::new(msg_id, "null".to_string(), Some(failure), true)
     }
 
     /// The call-monitor heartbeat: `result` and `failure` null, `ending` false.
     pub fn heartbeat(msg_id: &str) -> Self {
-        Self::new(msg_id, Value::Null, None, false)
+        Self::new(msg_id, "null".to_string(), None, false)
     }
 
-    fn new(msg_id: &str, result: Value, failure: Option<String>, ending: bool) -> Self {
+    fn new(msg_id: &str, result: String, failure: Option<String>, ending: bool) -> Self {
         Reply {
             result,
             failure,
@@ -222,7 +228,7 @@ impl Reply {
     /// The inner reply message.
     pub fn to_value(&self) -> Value {
         json!({
-            "result": self.result,
+            "result": serde_json::from_str::<Value>(&self.result).unwrap_or(Value::Null),
             "failure": self.failure,
             "ending": self.ending,
             "_msg_id": self.msg_id,
@@ -230,10 +236,43 @@ impl Reply {
         })
     }
 
-    /// The reply wrapped in its envelope.
+    /// The reply wrapped in its envelope: [`encode_envelope`] of [`Reply::to_value`], byte
+    /// for byte, written without the value tree (keys in serde_json's order).
     pub fn to_body(&self) -> Vec<u8> {
-        encode_envelope(&self.to_value())
+        let mut inner = Vec::with_capacity(self.result.len() + 160);
+        inner.extend_from_slice(b"{\"_msg_id\":");
+        write_json(&mut inner, &self.msg_id);
+        inner.extend_from_slice(b",\"_unique_id\":");
+        write_json(&mut inner, &self.unique_id);
+        inner.extend_from_slice(b",\"ending\":");
+        write_json(&mut inner, &self.ending);
+        inner.extend_from_slice(b",\"failure\":");
+        write_json(&mut inner, &self.failure);
+        inner.extend_from_slice(b",\"result\":");
+        inner.extend_from_slice(self.result.as_bytes());
+        inner.push(b'}');
+        // Every part is UTF-8: the strings were, and JSON writes nothing else.
+        let inner = String::from_utf8(inner).unwrap_or_default();
+        serde_json::to_vec(&EnvelopeOut {
+            message: &inner,
+            version: OSLO_VERSION,
+        })
+        .unwrap_or_default()
     }
+}
+
+/// Writes a string, bool or option as JSON (which cannot fail into memory).
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// The envelope as written, keys in the order serde_json's map gives them.
+#[derive(Serialize)]
+struct EnvelopeOut<'a> {
+    #[serde(rename = "oslo.message")]
+    message: &'a str,
+    #[serde(rename = "oslo.version")]
+    version: &'a str,
 }
 
 #[cfg(test)]
@@ -265,6 +304,23 @@ mod tests {
         for (body, want) in cases {
             let err = decode_envelope(body).unwrap_err().to_string();
             assert!(err.contains(want), "{err} should contain {want}");
+        }
+    }
+
+    #[test]
+    fn a_reply_body_is_the_envelope_of_its_value_byte_for_byte() {
+        let result = json!([[{"nova_object.name": "Selection", "x": "a \"quoted\" é"}]]);
+        let mut replies = [
+            Reply::result("id-1", &result),
+            Reply::failure("id-2", crate::nova::oslo_failure("ValueError", "builtins", "bad \"spec\"")),
+            Reply::heartbeat("id-3"),
+        ];
+        for reply in &mut replies {
+            reply.unique_id = "00000000000000000000000000000abc".into();
+            assert_eq!(
+                String::from_utf8(reply.to_body()).unwrap(),
+                String::from_utf8(encode_envelope(&reply.to_value())).unwrap()
+            );
         }
     }
 

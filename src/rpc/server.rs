@@ -230,7 +230,7 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
         }
     };
     match (outcome, &msg.msg_id, &msg.reply_q) {
-        (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::result(id, result)).await,
+        (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::written(id, result)).await,
         (Ok(_), _, _) => {}
         (Err((failure, message)), Some(id), Some(q)) => {
             server.deps.counters.count("failure");
@@ -268,29 +268,31 @@ async fn malformed(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &s
     }
 }
 
-/// Runs an accepted action; `Err` holds (failure string, reason for logs).
+/// Runs an accepted action: `Ok` holds the result as JSON text, `Err` (failure string,
+/// reason for logs).
 async fn run(
     server: &Server,
     ch: &Channel,
     msg: &RpcMessage,
     action: Action,
-) -> Result<Value, (String, String)> {
+) -> Result<String, (String, String)> {
+    const NONE: &str = "null";
     match action {
-        Action::Answer(v) => Ok(v),
+        Action::Answer(v) => Ok(v.to_string()),
         Action::UpdateAggregates(aggregates) => {
             server.deps.counters.count("update_aggregates");
             server.deps.scheduler.cloud().update_aggregates(aggregates);
-            Ok(Value::Null)
+            Ok(NONE.to_string())
         }
         Action::DeleteAggregate(uuid) => {
             server.deps.counters.count("delete_aggregate");
             server.deps.scheduler.cloud().delete_aggregate(&uuid);
-            Ok(Value::Null)
+            Ok(NONE.to_string())
         }
         Action::InstanceInfo(n) => match apply_retrying(server, &n).await {
             Ok(_) => {
                 server.deps.counters.count("instance_info");
-                Ok(Value::Null)
+                Ok(NONE.to_string())
             }
             Err(e) => Err((
                 oslo_failure("ValueError", "builtins", &e.to_string()),
@@ -305,7 +307,7 @@ async fn run(
                 server.deps.scheduler.select(*args).await
             };
             match with_heartbeats(server, ch, msg, work).await {
-                Ok(answer) => Ok(answer.to_json()),
+                Ok(answer) => Ok(answer.to_text()),
                 Err(SelectError::NoValidHost { reason }) => {
                     server.deps.counters.count("no_valid_host");
                     // Nova's scheduler raises NoValidHost with this one reason whatever the
