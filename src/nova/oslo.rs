@@ -312,7 +312,10 @@ mod tests {
         let result = json!([[{"nova_object.name": "Selection", "x": "a \"quoted\" é"}]]);
         let mut replies = [
             Reply::result("id-1", &result),
-            Reply::failure("id-2", crate::nova::oslo_failure("ValueError", "builtins", "bad \"spec\"")),
+            Reply::failure(
+                "id-2",
+                crate::nova::oslo_failure("ValueError", "builtins", "bad \"spec\""),
+            ),
             Reply::heartbeat("id-3"),
         ];
         for reply in &mut replies {
