@@ -145,7 +145,7 @@ fn encoding_the_same_selection_reproduces_the_captured_success_result() {
     let captured = inner(SUCCESS);
     let result = encode_selections(&[vec![captured_selection()]], SelectionVersion::V1_1, true);
     assert_eq!(result, captured["result"]);
-    let mut reply = Reply::result("MSGID", result);
+    let mut reply = Reply::result("MSGID", &result);
     reply.unique_id = "00000000000000000000000000000def".to_string();
     assert_eq!(reply.to_value(), captured);
     // The embedded string itself is byte-identical to what Nova (Python json.dumps) wrote.

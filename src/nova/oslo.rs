@@ -19,6 +19,13 @@ pub struct OsloEnvelope {
 
 /// Unwraps an envelope and parses its inner JSON object.
 pub fn decode_envelope(body: &[u8]) -> Result<Value> {
+    // Nearly every body is a well-formed envelope: read it without building the outer tree
+    // (anything else takes the long way, which says what is wrong).
+    if let Ok(envelope) = serde_json::from_slice::<OsloEnvelope>(body) {
+        if envelope.version == OSLO_VERSION {
+            return parse_message(&envelope.message);
+        }
+    }
     let outer: Value = serde_json::from_slice(body).map_err(|source| CodecError::Json {
         what: "message body".to_string(),
         source,
@@ -37,15 +44,17 @@ pub fn open_envelope(outer: &Value) -> Result<Value> {
         }
         None => return Err(CodecError::Envelope("oslo.version is missing".to_string())),
     }
-    let inner = match outer.get("oslo.message") {
-        Some(Value::String(s)) => s,
-        Some(_) => {
-            return Err(CodecError::Envelope(
-                "oslo.message must be a JSON string".to_string(),
-            ))
-        }
-        None => return Err(CodecError::Envelope("oslo.message is missing".to_string())),
-    };
+    match outer.get("oslo.message") {
+        Some(Value::String(s)) => parse_message(s),
+        Some(_) => Err(CodecError::Envelope(
+            "oslo.message must be a JSON string".to_string(),
+        )),
+        None => Err(CodecError::Envelope("oslo.message is missing".to_string())),
+    }
+}
+
+/// Parses the envelope's `oslo.message` string, which must hold a JSON object.
+fn parse_message(inner: &str) -> Result<Value> {
     let message: Value = serde_json::from_str(inner).map_err(|source| CodecError::Json {
         what: "oslo.message".to_string(),
         source,
@@ -86,34 +95,29 @@ pub struct RpcMessage {
 impl RpcMessage {
     /// Unwraps the envelope and decodes the call.
     pub fn decode(body: &[u8]) -> Result<Self> {
-        Self::from_value(&decode_envelope(body)?)
+        Self::from_inner(decode_envelope(body)?)
     }
 
     /// Decodes an inner message already taken out of its envelope.
     pub fn from_value(inner: &Value) -> Result<Self> {
-        let map = inner
-            .as_object()
-            .ok_or_else(|| CodecError::invalid("oslo.message", "must be a JSON object"))?;
-        let text = |key: &str| -> Result<Option<String>> {
-            match map.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => {
-                    super::bounds::check_len(key, s, super::bounds::MAX_NAME_BYTES)?;
-                    Ok(Some(s.clone()))
-                }
-                Some(_) => Err(CodecError::invalid(key, "must be a string")),
-            }
+        Self::from_inner(inner.clone())
+    }
+
+    /// [`RpcMessage::from_value`] taking the message, whose `args` and context it keeps.
+    pub fn from_inner(inner: Value) -> Result<Self> {
+        let Value::Object(mut map) = inner else {
+            return Err(CodecError::invalid("oslo.message", "must be a JSON object"));
         };
-        let method = text("method")?.ok_or_else(|| CodecError::missing("method"))?;
-        let version = match text("version")? {
+        let method = text(&map, "method")?.ok_or_else(|| CodecError::missing("method"))?;
+        let version = match text(&map, "version")? {
             None => (1, 0),
             Some(v) => parse_version(&v).ok_or_else(|| {
                 CodecError::invalid("version", format!("must be \"major.minor\", got {v:?}"))
             })?,
         };
-        let args = match map.get("args") {
+        let args = match map.remove("args") {
             None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v.clone(),
+            Some(v @ Value::Object(_)) => v,
             Some(_) => return Err(CodecError::invalid("args", "must be a JSON object")),
         };
         let timeout = match map.get("_timeout") {
@@ -132,22 +136,23 @@ impl RpcMessage {
                     })?,
             ),
         };
+        let namespace = text(&map, "namespace")?;
+        let msg_id = text(&map, "_msg_id")?;
+        let reply_q = text(&map, "_reply_q")?;
+        let unique_id = text(&map, "_unique_id")?;
         let context = map
-            .iter()
-            .filter_map(|(k, v)| {
-                k.strip_prefix("_context_")
-                    .map(|k| (k.to_string(), v.clone()))
-            })
+            .into_iter()
+            .filter_map(|(k, v)| k.strip_prefix("_context_").map(|k| (k.to_string(), v)))
             .collect();
         Ok(RpcMessage {
             method,
             args,
             version,
-            namespace: text("namespace")?,
-            msg_id: text("_msg_id")?,
-            reply_q: text("_reply_q")?,
+            namespace,
+            msg_id,
+            reply_q,
             timeout,
-            unique_id: text("_unique_id")?,
+            unique_id,
             context,
         })
     }
@@ -163,10 +168,23 @@ impl RpcMessage {
     }
 }
 
+/// A string field of the inner message: absent or null is `None`, at most a name's length.
+fn text(map: &Map<String, Value>, key: &str) -> Result<Option<String>> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            super::bounds::check_len(key, s, super::bounds::MAX_NAME_BYTES)?;
+            Ok(Some(s.clone()))
+        }
+        Some(_) => Err(CodecError::invalid(key, "must be a string")),
+    }
+}
+
 /// A reply to a call, sent to the default exchange with routing key `_reply_q`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reply {
-    pub result: Value,
+    /// The result as JSON text (`null` for failures and heartbeats).
+    pub result: String,
     /// A failure string from [`super::no_valid_host_failure`] or [`super::oslo_failure`].
     pub failure: Option<String>,
     /// False only for heartbeats.
@@ -177,21 +195,27 @@ pub struct Reply {
 
 impl Reply {
     /// The final reply carrying `result`.
-    pub fn result(msg_id: &str, result: Value) -> Self {
+    pub fn result(msg_id: &str, result: &Value) -> Self {
+        Self::written(msg_id, result.to_string())
+    }
+
+    /// The final reply carrying a result already written as JSON text (a scheduling answer
+    /// is written straight from its selections, without a value tree).
+    pub fn written(msg_id: &str, result: String) -> Self {
         Self::new(msg_id, result, None, true)
     }
 
     /// The final reply carrying a failure string.
     pub fn failure(msg_id: &str, failure: String) -> Self {
-        Self::new(msg_id, Value::Null, Some(failure), true)
+        Self::new(msg_id, "null".to_string(), Some(failure), true)
     }
 
     /// The call-monitor heartbeat: `result` and `failure` null, `ending` false.
     pub fn heartbeat(msg_id: &str) -> Self {
-        Self::new(msg_id, Value::Null, None, false)
+        Self::new(msg_id, "null".to_string(), None, false)
     }
 
-    fn new(msg_id: &str, result: Value, failure: Option<String>, ending: bool) -> Self {
+    fn new(msg_id: &str, result: String, failure: Option<String>, ending: bool) -> Self {
         Reply {
             result,
             failure,
@@ -204,7 +228,7 @@ impl Reply {
     /// The inner reply message.
     pub fn to_value(&self) -> Value {
         json!({
-            "result": self.result,
+            "result": serde_json::from_str::<Value>(&self.result).unwrap_or(Value::Null),
             "failure": self.failure,
             "ending": self.ending,
             "_msg_id": self.msg_id,
@@ -212,10 +236,43 @@ impl Reply {
         })
     }
 
-    /// The reply wrapped in its envelope.
+    /// The reply wrapped in its envelope: [`encode_envelope`] of [`Reply::to_value`], byte
+    /// for byte, written without the value tree (keys in serde_json's order).
     pub fn to_body(&self) -> Vec<u8> {
-        encode_envelope(&self.to_value())
+        let mut inner = Vec::with_capacity(self.result.len() + 160);
+        inner.extend_from_slice(b"{\"_msg_id\":");
+        write_json(&mut inner, &self.msg_id);
+        inner.extend_from_slice(b",\"_unique_id\":");
+        write_json(&mut inner, &self.unique_id);
+        inner.extend_from_slice(b",\"ending\":");
+        write_json(&mut inner, &self.ending);
+        inner.extend_from_slice(b",\"failure\":");
+        write_json(&mut inner, &self.failure);
+        inner.extend_from_slice(b",\"result\":");
+        inner.extend_from_slice(self.result.as_bytes());
+        inner.push(b'}');
+        // Every part is UTF-8: the strings were, and JSON writes nothing else.
+        let inner = String::from_utf8(inner).unwrap_or_default();
+        serde_json::to_vec(&EnvelopeOut {
+            message: &inner,
+            version: OSLO_VERSION,
+        })
+        .unwrap_or_default()
     }
+}
+
+/// Writes a string, bool or option as JSON (which cannot fail into memory).
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// The envelope as written, keys in the order serde_json's map gives them.
+#[derive(Serialize)]
+struct EnvelopeOut<'a> {
+    #[serde(rename = "oslo.message")]
+    message: &'a str,
+    #[serde(rename = "oslo.version")]
+    version: &'a str,
 }
 
 #[cfg(test)]
@@ -247,6 +304,26 @@ mod tests {
         for (body, want) in cases {
             let err = decode_envelope(body).unwrap_err().to_string();
             assert!(err.contains(want), "{err} should contain {want}");
+        }
+    }
+
+    #[test]
+    fn a_reply_body_is_the_envelope_of_its_value_byte_for_byte() {
+        let result = json!([[{"nova_object.name": "Selection", "x": "a \"quoted\" é"}]]);
+        let mut replies = [
+            Reply::result("id-1", &result),
+            Reply::failure(
+                "id-2",
+                crate::nova::oslo_failure("ValueError", "builtins", "bad \"spec\""),
+            ),
+            Reply::heartbeat("id-3"),
+        ];
+        for reply in &mut replies {
+            reply.unique_id = "00000000000000000000000000000abc".into();
+            assert_eq!(
+                String::from_utf8(reply.to_body()).unwrap(),
+                String::from_utf8(encode_envelope(&reply.to_value())).unwrap()
+            );
         }
     }
 

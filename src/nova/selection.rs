@@ -85,17 +85,19 @@ impl Selection {
     /// The `allocation_request` JSON string, [`allocation_request_body`] written as Python's
     /// `json.dumps` writes it (Nova's `Selection.from_host_state`).
     pub fn allocation_request(&self) -> String {
-        let resources: Vec<String> = self
-            .demand
-            .nonzero()
-            .filter(|(_, amount)| *amount > 0)
-            .map(|(c, amount)| format!("{}: {amount}", Value::String(c.name().to_string())))
-            .collect();
-        let uuid = Value::String(self.compute_node_uuid.clone());
-        format!(
-            "{{\"allocations\": {{{uuid}: {{\"resources\": {{{}}}}}}}, \"mappings\": {{\"\": [{uuid}]}}}}",
-            resources.join(", ")
-        )
+        use std::fmt::Write;
+        // JSON strings as serde_json escapes them (`Value::String`'s Display).
+        let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let uuid = quoted(&self.compute_node_uuid);
+        let mut out = String::with_capacity(2 * uuid.len() + 96);
+        let _ = write!(out, "{{\"allocations\": {{{uuid}: {{\"resources\": {{");
+        let classes = self.demand.nonzero().filter(|(_, amount)| *amount > 0);
+        for (i, (class, amount)) in classes.enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            let _ = write!(out, "{sep}{}: {amount}", quoted(&class.name()));
+        }
+        let _ = write!(out, "}}}}}}, \"mappings\": {{\"\": [{uuid}]}}}}");
+        out
     }
 
     /// The Selection primitive (`obj_to_primitive()`) at `version`.
@@ -261,9 +263,44 @@ impl serde::Serialize for PrimitiveData<'_> {
         }
         map.serialize_entry("cell_uuid", &s.cell_uuid)?;
         map.serialize_entry("compute_node_uuid", &s.compute_node_uuid)?;
-        map.serialize_entry("limits", &limits_primitive(s.limits.as_ref()))?;
+        map.serialize_entry("limits", &LimitsPrimitive(s.limits.as_ref()))?;
         map.serialize_entry("nodename", &s.nodename)?;
         map.serialize_entry("service_host", &s.service_host)?;
+        map.end()
+    }
+}
+
+/// [`limits_primitive`] written straight to a serializer (keys sorted, as the value tree's).
+struct LimitsPrimitive<'a>(Option<&'a Limits>);
+
+impl serde::Serialize for LimitsPrimitive<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry(
+            "nova_object.changes",
+            &["numa_topology", "vcpu", "disk_gb", "memory_mb"],
+        )?;
+        map.serialize_entry("nova_object.data", &LimitsData(self.0))?;
+        map.serialize_entry("nova_object.name", "SchedulerLimits")?;
+        map.serialize_entry("nova_object.namespace", "nova")?;
+        map.serialize_entry("nova_object.version", "1.0")?;
+        map.end()
+    }
+}
+
+/// A SchedulerLimits primitive's `nova_object.data`.
+struct LimitsData<'a>(Option<&'a Limits>);
+
+impl serde::Serialize for LimitsData<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let l = self.0;
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("disk_gb", &l.and_then(|l| l.disk_gb))?;
+        map.serialize_entry("memory_mb", &l.and_then(|l| l.memory_mb))?;
+        map.serialize_entry("numa_topology", &())?;
+        map.serialize_entry("vcpu", &l.and_then(|l| l.vcpu))?;
         map.end()
     }
 }

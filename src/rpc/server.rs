@@ -14,7 +14,7 @@ use crate::amqp::{connect, Backoff};
 use crate::notifications::Ingest;
 use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
 use crate::scheduling::{Scheduler, SelectError};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel};
@@ -104,18 +104,21 @@ async fn session(
     let settings = server.deps.scheduler.settings();
     let name = format!("parasol-rpc:{}", settings.rpc.host);
     let conn = connect(&settings.amqp.url, &name).await?;
-    let ch = conn.create_channel().await?;
-    ch.basic_qos(settings.amqp.prefetch, BasicQosOptions::default())
-        .await?;
-    let queues = declare_rpc_topology(&ch, &settings.amqp, &settings.rpc).await?;
+    // Replies and dead letters go out on the channel that declared their exchanges.
     let replies = conn.create_channel().await?;
+    let queues = declare_rpc_topology(&replies, &settings.amqp, &settings.rpc).await?;
     // The name this session declared; a SIGHUP that renames it takes effect at reconnection.
     let dead_letter: Arc<str> = settings.amqp.dead_letter.as_str().into();
     let tag = format!("parasol-rpc-{}", uuid::Uuid::new_v4().simple());
+    // One channel per queue: delivery tags count per channel, so one `multiple` ack of the
+    // last delivery a channel gave covers exactly the deliveries of that queue taken so far.
     let mut streams = Vec::new();
-    let mut tags = Vec::new();
-    for (i, q) in queues.iter().enumerate() {
-        let consumer_tag = format!("{tag}-{i}");
+    let mut consumers = Vec::new();
+    for (source, q) in queues.iter().enumerate() {
+        let ch = conn.create_channel().await?;
+        ch.basic_qos(settings.amqp.prefetch, BasicQosOptions::default())
+            .await?;
+        let consumer_tag = format!("{tag}-{source}");
         let consumer = ch
             .basic_consume(
                 q,
@@ -124,14 +127,15 @@ async fn session(
                 FieldTable::default(),
             )
             .await?;
-        streams.push(consumer);
-        tags.push(consumer_tag);
+        streams.push(consumer.map(move |d| (source, d)));
+        consumers.push((ch, consumer_tag));
     }
+    let prefetch = usize::from(settings.amqp.prefetch.max(1));
     let mut deliveries = futures::stream::select_all(streams);
     server.deps.broker.connected();
     backoff.reset();
     tracing::info!(queues = ?queues, "serving Nova's scheduler RPC");
-    let permits = Arc::new(Semaphore::new(usize::from(settings.amqp.prefetch.max(1))));
+    let permits = Arc::new(Semaphore::new(prefetch));
     let calls = TaskTracker::new();
     loop {
         tokio::select! {
@@ -139,7 +143,7 @@ async fn session(
             _ = shutdown.cancelled() => {
                 // No new deliveries; those the channel holds but we have not taken are not
                 // acknowledged and go back to the queue when it closes.
-                for consumer_tag in &tags {
+                for (ch, consumer_tag) in &consumers {
                     let _ = ch.basic_cancel(consumer_tag, Default::default()).await;
                 }
                 calls.close();
@@ -152,21 +156,41 @@ async fn session(
                 return Ok(());
             }
             next = deliveries.next() => match next {
-                Some(Ok(delivery)) => {
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        return Err(RpcError::Closed);
-                    };
-                    delivery.ack(BasicAckOptions::default()).await?;
-                    let server = server.clone();
-                    let replies = replies.clone();
-                    let routing_key = delivery.routing_key.as_str().to_string();
-                    let dead_letter = dead_letter.clone();
-                    calls.spawn(async move {
-                        handle(&server, &replies, &delivery.data, &routing_key, &dead_letter).await;
-                        drop(permit);
-                    });
+                Some(first) => {
+                    // Whatever deliveries are ready are taken together and acknowledged with
+                    // one ack per queue: an ack per call cost a frame, two tasks and a
+                    // wake-up of lapin's I/O thread.
+                    let mut batch = vec![first];
+                    while batch.len() < prefetch {
+                        match deliveries.next().now_or_never() {
+                            Some(Some(next)) => batch.push(next),
+                            _ => break,
+                        }
+                    }
+                    let mut taken = Vec::with_capacity(batch.len());
+                    for (source, delivery) in batch {
+                        let Ok(permit) = permits.clone().acquire_owned().await else {
+                            return Err(RpcError::Closed);
+                        };
+                        taken.push((source, delivery?, permit));
+                    }
+                    // Acknowledged on receipt, before dispatch, as oslo.messaging does.
+                    for source in 0..consumers.len() {
+                        if let Some((_, last, _)) = taken.iter().rev().find(|(s, _, _)| *s == source) {
+                            last.ack(BasicAckOptions { multiple: true }).await?;
+                        }
+                    }
+                    for (_, delivery, permit) in taken {
+                        let server = server.clone();
+                        let replies = replies.clone();
+                        let dead_letter = dead_letter.clone();
+                        calls.spawn(async move {
+                            let routing_key = delivery.routing_key.as_str();
+                            handle(&server, &replies, &delivery.data, routing_key, &dead_letter).await;
+                            drop(permit);
+                        });
+                    }
                 }
-                Some(Err(e)) => return Err(e.into()),
                 None => return Err(RpcError::Closed),
             }
         }
@@ -206,7 +230,7 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
         }
     };
     match (outcome, &msg.msg_id, &msg.reply_q) {
-        (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::result(id, result)).await,
+        (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::written(id, result)).await,
         (Ok(_), _, _) => {}
         (Err((failure, message)), Some(id), Some(q)) => {
             server.deps.counters.count("failure");
@@ -244,29 +268,31 @@ async fn malformed(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &s
     }
 }
 
-/// Runs an accepted action; `Err` holds (failure string, reason for logs).
+/// Runs an accepted action: `Ok` holds the result as JSON text, `Err` (failure string,
+/// reason for logs).
 async fn run(
     server: &Server,
     ch: &Channel,
     msg: &RpcMessage,
     action: Action,
-) -> Result<Value, (String, String)> {
+) -> Result<String, (String, String)> {
+    const NONE: &str = "null";
     match action {
-        Action::Answer(v) => Ok(v),
+        Action::Answer(v) => Ok(v.to_string()),
         Action::UpdateAggregates(aggregates) => {
             server.deps.counters.count("update_aggregates");
             server.deps.scheduler.cloud().update_aggregates(aggregates);
-            Ok(Value::Null)
+            Ok(NONE.to_string())
         }
         Action::DeleteAggregate(uuid) => {
             server.deps.counters.count("delete_aggregate");
             server.deps.scheduler.cloud().delete_aggregate(&uuid);
-            Ok(Value::Null)
+            Ok(NONE.to_string())
         }
         Action::InstanceInfo(n) => match apply_retrying(server, &n).await {
             Ok(_) => {
                 server.deps.counters.count("instance_info");
-                Ok(Value::Null)
+                Ok(NONE.to_string())
             }
             Err(e) => Err((
                 oslo_failure("ValueError", "builtins", &e.to_string()),
@@ -274,14 +300,19 @@ async fn run(
             )),
         },
         Action::Select(args) => {
-            let work = async {
+            // Pinned where it is made and lent: a future passed or bound by value keeps a
+            // slot of its own in every async state it passes through, which made each
+            // call's task twice the size of the scheduling it runs (over 16 KB, so tokio
+            // boxed it and both were copied at every spawn).
+            let work = std::pin::pin!(async {
                 if !server.debug_delay.is_zero() {
                     tokio::time::sleep(server.debug_delay).await;
                 }
                 server.deps.scheduler.select(*args).await
-            };
-            match with_heartbeats(server, ch, msg, work).await {
-                Ok(answer) => Ok(answer.to_json()),
+            });
+            let answer = with_heartbeats(server, ch, msg, work).await;
+            match answer {
+                Ok(answer) => Ok(answer.to_text()),
                 Err(SelectError::NoValidHost { reason }) => {
                     server.deps.counters.count("no_valid_host");
                     // Nova's scheduler raises NoValidHost with this one reason whatever the
@@ -341,20 +372,16 @@ async fn with_heartbeats<F: std::future::Future>(
     server: &Server,
     ch: &Channel,
     msg: &RpcMessage,
-    work: F,
+    mut work: std::pin::Pin<&mut F>,
 ) -> F::Output {
     let interval = msg.timeout.map(|t| t.floor() / 2.0).unwrap_or(0.0);
-    let (Some(id), Some(q)) = (&msg.msg_id, &msg.reply_q) else {
-        return work.await;
-    };
-    if interval < 1.0 {
-        return work.await;
-    }
     // A period no clock can count is no period: no heartbeats (the codec bounds it anyway).
-    let Ok(period) = Duration::try_from_secs_f64(interval) else {
+    let period = Some(interval)
+        .filter(|i| *i >= 1.0)
+        .and_then(|i| Duration::try_from_secs_f64(i).ok());
+    let (Some(period), Some(id), Some(q)) = (period, &msg.msg_id, &msg.reply_q) else {
         return work.await;
     };
-    tokio::pin!(work);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tokio::select! {

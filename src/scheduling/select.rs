@@ -69,14 +69,19 @@ impl Answer {
     /// [`Answer::to_json`] as the HTTP body's bytes, Selection primitives written without the
     /// value tree.
     pub fn to_body(&self) -> Vec<u8> {
+        self.to_text().into_bytes()
+    }
+
+    /// [`Answer::to_body`] as text (the RPC reply's `result`).
+    pub fn to_text(&self) -> String {
         let written = if self.return_objects {
-            serde_json::to_vec(&crate::nova::SelectionsBody {
+            serde_json::to_string(&crate::nova::SelectionsBody {
                 per_instance: &self.selections,
                 version: self.version,
                 return_alternates: self.return_alternates,
             })
         } else {
-            serde_json::to_vec(&encode_legacy(&self.selections))
+            serde_json::to_string(&encode_legacy(&self.selections))
         };
         // Strings, integers and maps with string keys: writing them to memory cannot fail.
         written.unwrap_or_default()
