@@ -26,7 +26,7 @@ pub(crate) trait Dialect: sqlx::Database {
     /// Adds `$3` (±1) times the amounts of the JSON object `$2` (`{"CLASS": n}`) to host `$1`'s
     /// inventories, never below 0.
     const ADD_USAGE: &'static str;
-    /// Hosts whose id is in the JSON array `$1`, with their instance counts (see [`HOST_SELECT`]).
+    /// Hosts whose id is in the JSON array `$1`, as [`HOST_SELECT`] reads them.
     const HOSTS_BY_ID: &'static str;
     /// Inventories of the hosts whose id is in the JSON array `$1`.
     const INVENTORIES_BY_ID: &'static str;
@@ -60,10 +60,11 @@ pub(crate) const HOST_IDS_SQLITE: &str = "SELECT json_group_array(json_array(id,
 
 /// The columns of a host row as [`super::hosts`] decodes them, with the number of
 /// instances on it (allocations whose consumer is known to be an instance: not a migration
-/// record imported from Placement); `{where}` is replaced by a filter or nothing.
+/// record imported from Placement), which triggers on allocations keep in the row
+/// (migration 0010).
 pub(crate) const HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, h.availability_zone, \
     h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, h.aggregates, \
-    (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h";
+    h.instances FROM hosts h";
 
 pub(crate) const INVENTORY_SELECT: &str = "SELECT host_id, resource_class, total, reserved, \
     min_unit, max_unit, step_size, allocation_ratio, used FROM inventories";
@@ -74,7 +75,7 @@ impl Dialect for sqlx::Sqlite {
         WHERE host_id = $1 AND resource_class IN (SELECT key FROM json_each($2))";
     const HOSTS_BY_ID: &'static str = "SELECT h.id, h.host, h.node, h.uuid, \
         h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h \
+        h.aggregates, h.instances FROM hosts h \
         WHERE h.id IN (SELECT value FROM json_each($1))";
     const INVENTORIES_BY_ID: &'static str = "SELECT host_id, resource_class, total, reserved, \
         min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \
@@ -122,7 +123,7 @@ impl Dialect for sqlx::Postgres {
         WHERE host_id = $1 AND ($2::jsonb) ? resource_class";
     const HOSTS_BY_ID: &'static str = "SELECT h.id, h.host, h.node, h.uuid, \
         h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) \
+        h.aggregates, h.instances \
         FROM (SELECT DISTINCT jsonb_array_elements_text($1::jsonb)::bigint AS id) x \
         CROSS JOIN LATERAL (SELECT * FROM hosts WHERE hosts.id = x.id OFFSET 0) h";
     const INVENTORIES_BY_ID: &'static str = "SELECT i.host_id, i.resource_class, i.total, \
