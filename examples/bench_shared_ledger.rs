@@ -56,6 +56,10 @@ struct Args {
     /// database's sessions only) to PostgreSQL's server log.
     #[arg(long)]
     log_plans: bool,
+    /// SQL run on the bench's database after the migrations and before the hosts register, to
+    /// try a change of the schema, a trigger or a setting without rebuilding.
+    #[arg(long)]
+    setup_sql: Option<PathBuf>,
 }
 
 /// PostgreSQL's counters for one database and its tables (`pg_stat_database`,
@@ -193,6 +197,22 @@ fn postgres_ticks() -> u64 {
         .sum()
 }
 
+/// CPU ticks of each backend of database `name` (the services' connections, the bench's own),
+/// by pid: PostgreSQL's CPU for this run alone, whatever else the server does meanwhile.
+async fn database_backend_ticks(
+    admin: &mut sqlx::PgConnection,
+    name: &str,
+) -> anyhow::Result<std::collections::HashMap<u32, u64>> {
+    let pids: Vec<i32> = sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1")
+        .bind(name)
+        .fetch_all(admin)
+        .await?;
+    Ok(pids
+        .into_iter()
+        .filter_map(|pid| Some((pid as u32, cpu_ticks(pid as u32)?)))
+        .collect())
+}
+
 fn ticks_per_second() -> f64 {
     // SAFETY: sysconf only reads a constant of the system.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -276,6 +296,12 @@ async fn run(
 ) -> anyhow::Result<()> {
     let ledger = Ledger::connect(url, 8).await?;
     ledger.migrate().await?;
+    if let Some(file) = &args.setup_sql {
+        let sql = std::fs::read_to_string(file)?;
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        sqlx::raw_sql(&sql).execute(&mut conn).await?;
+        println!("ran {} on database {name}", file.display());
+    }
     for i in 0..args.hosts {
         let host = format!("compute{i:05}");
         let uuid = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string();
@@ -372,6 +398,7 @@ async fn run(
     let stats_before = pg_stats(admin, &mut stats_conn, name).await?;
     let service_before: u64 = pids.iter().filter_map(|p| cpu_ticks(*p)).sum();
     let pg_before = postgres_ticks();
+    let db_before = database_backend_ticks(&mut *admin, name).await?;
     let next = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(AtomicU64::new(0));
     let placed = Arc::new(AtomicU64::new(0));
@@ -435,6 +462,12 @@ async fn run(
     let elapsed = started.elapsed().as_secs_f64();
     let service_ticks = pids.iter().filter_map(|p| cpu_ticks(*p)).sum::<u64>() - service_before;
     let pg_ticks = postgres_ticks().saturating_sub(pg_before);
+    // A backend that connected during the run counts whole; one that closed is missed.
+    let db_ticks: u64 = database_backend_ticks(&mut *admin, name)
+        .await?
+        .iter()
+        .map(|(pid, t)| t.saturating_sub(db_before.get(pid).copied().unwrap_or(0)))
+        .sum();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let ok = hist.len();
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
@@ -452,10 +485,12 @@ async fn run(
         hist.max() as f64 / 1000.0
     );
     println!(
-        "service_cpu_us_per_decision={:.0} (all {} processes) postgres_cpu_us_per_decision={:.0}",
+        "service_cpu_us_per_decision={:.0} (all {} processes) postgres_cpu_us_per_decision={:.0} \
+         (of which this database's backends {:.0})",
         per(service_ticks),
         args.processes,
-        per(pg_ticks)
+        per(pg_ticks),
+        per(db_ticks)
     );
     println!("loadavg={}", load.trim());
     for (p, s) in services.iter().enumerate() {

@@ -838,3 +838,238 @@ on_both_engines!(
     message_ids_are_forgotten_oldest_first_once_the_retention_has_passed,
     super::message_ids_are_forgotten_oldest_first_once_the_retention_has_passed
 );
+
+/// An `instance.create.end` for `uuid` on `host` with amounts `demand`.
+fn create_end(
+    message_id: &str,
+    uuid: &str,
+    host: &str,
+    demand: Resources,
+) -> parasol::nova::Notification {
+    parasol::nova::Notification {
+        message_id: message_id.into(),
+        event_type: "instance.create.end".into(),
+        publisher_id: None,
+        timestamp: None,
+        event: parasol::nova::HostEvent::Upsert {
+            instance_uuid: uuid.into(),
+            host: host.into(),
+            node: None,
+            demand,
+            flavor: "f".into(),
+        },
+    }
+}
+
+/// The number of instances counted from the allocations, per host id, read over a connection
+/// of its own (not the ledger's).
+async fn counted_instances(engine: &str, url: &str) -> Vec<(i64, i64, i64)> {
+    use sqlx::Connection;
+    let sql = "SELECT h.id, h.instances, (SELECT COUNT(*) FROM allocations a \
+               WHERE a.host_id = h.id AND a.instance) FROM hosts h ORDER BY h.id";
+    if engine == "sqlite" {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_as(sql).fetch_all(&mut c).await.unwrap()
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_as(sql).fetch_all(&mut c).await.unwrap()
+    }
+}
+
+/// Each host's instance count is kept in its row (migration 0010) by whatever inserts, deletes,
+/// moves or flags allocations: claims, a reschedule, releases, imports and the instance message
+/// that makes an imported consumer an instance. The row, a count of the allocations and the
+/// live table agree after each step.
+async fn the_kept_instance_count_follows_every_allocation_write(engine: &str) {
+    let (ledger, db) = ledger(engine).await;
+    let h1 = ledger
+        .register_host(&registration("h1", 8, 8192, 80), 1)
+        .await
+        .unwrap();
+    let h2 = ledger
+        .register_host(&registration("h2", 8, 8192, 80), 1)
+        .await
+        .unwrap();
+    let d = Resources::new(1, 512, 1);
+    let (i1, i2, i3) = (
+        "11111111-1111-4111-8111-111111111111",
+        "22222222-2222-4222-8222-222222222222",
+        "33333333-3333-4333-8333-333333333333",
+    );
+    let check = |want: [i64; 2], what: &'static str| {
+        let (ledger, url) = (ledger.clone(), db.url.clone());
+        async move {
+            let rows = counted_instances(engine, &url).await;
+            let kept: Vec<(i64, i64)> = rows.iter().map(|r| (r.1, r.2)).collect();
+            assert_eq!(
+                kept,
+                vec![(want[0], want[0]), (want[1], want[1])],
+                "{what}: (kept, counted) per host"
+            );
+            let table: Vec<i64> = ledger
+                .read_hosts()
+                .await
+                .unwrap()
+                .iter()
+                .map(|h| h.num_instances)
+                .collect();
+            assert_eq!(table, want, "{what}: the live table");
+            ledger.reload_all().await.unwrap();
+            let loaded: Vec<i64> = ledger
+                .read_hosts()
+                .await
+                .unwrap()
+                .iter()
+                .map(|h| h.num_instances)
+                .collect();
+            assert_eq!(loaded, want, "{what}: loaded from the ledger");
+        }
+    };
+    for (uuid, host) in [(i1, h1), (i2, h1), (i3, h2)] {
+        assert_eq!(
+            ledger.claim(host, uuid, &d, 2).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+    }
+    check([2, 1], "three claims").await;
+    assert_eq!(
+        ledger.claim(h2, i2, &d, 3).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    check([1, 2], "a reschedule").await;
+    ledger.release(i1).await.unwrap();
+    ledger.release(i1).await.unwrap();
+    check([0, 2], "a release, twice").await;
+    let stranger = "44444444-4444-4444-8444-444444444444";
+    assert!(ledger
+        .record_existing_allocation(h1, stranger, &d, 4)
+        .await
+        .unwrap());
+    check([0, 2], "an imported consumer").await;
+    let out =
+        parasol::notifications::apply_batch(&ledger, &[&create_end("m1", stranger, "h1", d)], 5)
+            .await
+            .unwrap();
+    assert_eq!(out, [Ok(parasol::notifications::Applied::Applied)]);
+    check(
+        [1, 2],
+        "the imported consumer named by its instance.create.end",
+    )
+    .await;
+    let out = parasol::notifications::apply_batch(
+        &ledger,
+        &[&create_end("m2", i3, "h2", d), &delete_end("m3", i2, "h2")],
+        6,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.len(), 2);
+    check([1, 1], "a build confirmed and an instance deleted").await;
+}
+on_both_engines!(
+    the_kept_instance_count_follows_every_allocation_write,
+    super::the_kept_instance_count_follows_every_allocation_write
+);
+
+/// Migration 0010 counts the instances a ledger already holds into their hosts' rows.
+async fn the_instance_count_migration_counts_existing_allocations(engine: &str) {
+    use sqlx::Connection;
+    let db = support::db(engine).await;
+    let setup = [
+        "INSERT INTO hosts (id, host, node, uuid) VALUES (1, 'a', 'a', 'ua'), (2, 'b', 'b', 'ub'), \
+         (3, 'c', 'c', 'uc')",
+        "INSERT INTO allocations (instance_uuid, host_id, resources, created_ms, instance) VALUES \
+         ('i1', 1, '{}', 0, TRUE), ('i2', 1, '{}', 0, TRUE), ('i3', 1, '{}', 0, FALSE), \
+         ('i4', 2, '{}', 0, TRUE)",
+    ];
+    macro_rules! before_0010 {
+        ($conn:expr, $migrator:expr) => {{
+            let mut m = $migrator;
+            m.migrations = m
+                .migrations
+                .iter()
+                .filter(|m| m.version < 10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .into();
+            m.run(&mut $conn).await.unwrap();
+            for sql in setup {
+                sqlx::query(sql).execute(&mut $conn).await.unwrap();
+            }
+            $conn.close().await.unwrap();
+        }};
+    }
+    if engine == "sqlite" {
+        let options: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
+        let mut conn = sqlx::SqliteConnection::connect_with(&options.create_if_missing(true))
+            .await
+            .unwrap();
+        before_0010!(conn, sqlx::migrate!("./migrations/sqlite"));
+    } else {
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        before_0010!(conn, sqlx::migrate!("./migrations/postgres"));
+    }
+    let ledger = Ledger::open(&db.url, 2).await.unwrap();
+    let counts: Vec<i64> = ledger
+        .read_hosts()
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| h.num_instances)
+        .collect();
+    assert_eq!(counts, [2, 1, 0]);
+    let rows = counted_instances(engine, &db.url).await;
+    assert_eq!(rows, [(1, 2, 2), (2, 1, 1), (3, 0, 0)]);
+}
+on_both_engines!(
+    the_instance_count_migration_counts_existing_allocations,
+    super::the_instance_count_migration_counts_existing_allocations
+);
+
+/// PostgreSQL: an allocation that becomes an instance (the `instance.create.end` of a consumer
+/// imported from Placement) changes its host's instance count, and the other processes see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn another_process_sees_an_imported_consumer_become_an_instance_on_postgres() {
+    let (a, db) = ledger("postgres").await;
+    let b = parasol::ledger::Ledger::open(&db.url, 4).await.unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let follow = {
+        let b = b.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { b.follow(stop).await })
+    };
+    let wait = |what: &'static str, check: Box<dyn Fn() -> bool + Send>| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !check() {
+            assert!(std::time::Instant::now() < deadline, "b never saw {what}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let id = a
+        .register_host(&registration("c1", 8, 8192, 80), 1)
+        .await
+        .unwrap();
+    let d = Resources::new(1, 512, 1);
+    let vm = "44444444-4444-4444-8444-444444444444";
+    assert!(a.record_existing_allocation(id, vm, &d, 2).await.unwrap());
+    let t = b.table().clone();
+    wait(
+        "the imported allocation",
+        Box::new(move || t.get(id).is_some_and(|h| h.used == d)),
+    )
+    .await;
+    assert_eq!(b.table().get(id).unwrap().num_instances, 0);
+    let out = parasol::notifications::apply_batch(&a, &[&create_end("m1", vm, "c1", d)], 3)
+        .await
+        .unwrap();
+    assert_eq!(out, [Ok(parasol::notifications::Applied::Applied)]);
+    assert_eq!(a.table().get(id).unwrap().num_instances, 1);
+    let t = b.table().clone();
+    wait(
+        "the consumer counted as an instance",
+        Box::new(move || t.get(id).is_some_and(|h| h.num_instances == 1)),
+    )
+    .await;
+    stop.cancel();
+    follow.await.unwrap();
+}

@@ -237,8 +237,8 @@ impl super::hot::Work for HotClaim {
     }
 }
 
-/// PostgreSQL: one round of claims, at most one per host, as one statement: lock the hosts'
-/// inventory rows in a fixed order (host, class), keep the claims whose every class fits,
+/// PostgreSQL: one round of claims, at most one per host, as one statement: lock each host's
+/// row and then its inventory rows, in a fixed order (host, class), keep the claims whose every class fits,
 /// insert their allocations and add their usage; answers (claim index, true) per claim made
 /// and (claim index, false) per instance that already holds an allocation. Each claim is `$1`
 /// index, `$2` host, `$3` instance, `$4` amounts as the ledger stores them (JSON text, not
@@ -247,12 +247,16 @@ impl super::hot::Work for HotClaim {
 /// (they go with it), so its claim does not fit. The hosts' rows and the instances'
 /// allocations are looked up claim by claim through their primary keys (`LATERAL`), whatever
 /// the planner's statistics say: on a ledger whose allocations grew since its last `ANALYZE`
-/// it hashed sequential scans of every allocation and inventory row into most rounds.
+/// it hashed sequential scans of every allocation and inventory row into most rounds. The
+/// host row is locked first because the allocations' trigger updates it (its instance count,
+/// migration 0010) and every other writer of a host locks its row before its inventory rows:
+/// locked after them, a claim and a release or registration of the same host could deadlock.
 const POSTGRES_ROUND: &str = "WITH c AS (SELECT * FROM unnest($1::int[], $2::bigint[], \
     $3::text[], $4::text[]) AS c(claim, host_id, instance_uuid, resources)), \
     d AS (SELECT d.claim, c.host_id, d.resource_class, d.amount FROM unnest($5::int[], \
     $6::text[], $7::bigint[]) AS d(claim, resource_class, amount) JOIN c ON c.claim = d.claim), \
     locked AS MATERIALIZED (SELECT l.* FROM (SELECT host_id FROM c ORDER BY host_id) h \
+    CROSS JOIN LATERAL (SELECT 1 FROM hosts WHERE hosts.id = h.host_id FOR NO KEY UPDATE) hl \
     CROSS JOIN LATERAL (SELECT i.host_id, i.resource_class, i.used, i.usable FROM inventories i \
     WHERE i.host_id = h.host_id ORDER BY i.resource_class FOR UPDATE) l), \
     held AS MATERIALIZED (SELECT c.claim FROM c CROSS JOIN LATERAL (SELECT 1 FROM allocations a \
@@ -279,9 +283,12 @@ const POSTGRES_TAKE: &str = "WITH d AS (SELECT * FROM unnest($2::text[], $3::big
     WHERE fits.ok AND i.host_id = $1 AND i.resource_class = d.resource_class) \
     SELECT ok FROM fits";
 
-/// PostgreSQL: locks the inventory rows of the hosts `$1` in the order a claim round does.
-const POSTGRES_LOCK_HOSTS: &str = "SELECT 1 FROM inventories WHERE host_id = ANY($1::bigint[]) \
-    ORDER BY host_id, resource_class FOR UPDATE";
+/// PostgreSQL: locks the rows and inventory rows of the hosts `$1` in the order a claim round
+/// does.
+const POSTGRES_LOCK_HOSTS: &str = "SELECT 1 FROM (SELECT id FROM hosts \
+    WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE) h \
+    CROSS JOIN LATERAL (SELECT 1 FROM inventories i WHERE i.host_id = h.id \
+    ORDER BY i.resource_class FOR UPDATE) l";
 
 /// Most claims one group takes.
 const MAX_GROUP: usize = 64;

@@ -26,10 +26,6 @@ pub(crate) trait Dialect: sqlx::Database {
     /// Adds `$3` (±1) times the amounts of the JSON object `$2` (`{"CLASS": n}`) to host `$1`'s
     /// inventories, never below 0.
     const ADD_USAGE: &'static str;
-    /// Hosts whose id is in the JSON array `$1`, with their instance counts (see [`HOST_SELECT`]).
-    const HOSTS_BY_ID: &'static str;
-    /// Inventories of the hosts whose id is in the JSON array `$1`.
-    const INVENTORIES_BY_ID: &'static str;
     /// Inventory rows of host `$1` for classes not in the JSON array `$2`: set to no capacity
     /// (rows still in use stay until their allocations are gone).
     const ZERO_OTHER_CLASSES: &'static str;
@@ -60,25 +56,44 @@ pub(crate) const HOST_IDS_SQLITE: &str = "SELECT json_group_array(json_array(id,
 
 /// The columns of a host row as [`super::hosts`] decodes them, with the number of
 /// instances on it (allocations whose consumer is known to be an instance: not a migration
-/// record imported from Placement); `{where}` is replaced by a filter or nothing.
+/// record imported from Placement), which triggers on allocations keep in the row
+/// (migration 0010).
 pub(crate) const HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, h.availability_zone, \
     h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, h.aggregates, \
-    (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h";
+    h.instances FROM hosts h";
 
 pub(crate) const INVENTORY_SELECT: &str = "SELECT host_id, resource_class, total, reserved, \
     min_unit, max_unit, step_size, allocation_ratio, used FROM inventories";
+
+/// SQLite: the hosts whose id is in the JSON array `$1`, as [`HOST_SELECT`] reads them.
+pub(crate) const SQLITE_HOSTS_BY_ID: &str = "SELECT h.id, h.host, h.node, h.uuid, \
+    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
+    h.aggregates, h.instances FROM hosts h \
+    WHERE h.id IN (SELECT value FROM json_each($1))";
+
+/// SQLite: the inventories of the hosts whose id is in the JSON array `$1`.
+pub(crate) const SQLITE_INVENTORIES_BY_ID: &str =
+    "SELECT host_id, resource_class, total, reserved, \
+    min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \
+    WHERE host_id IN (SELECT value FROM json_each($1))";
+
+/// PostgreSQL: the hosts whose id is in the array `$1`, as [`HOST_SELECT`] reads them, each
+/// with its inventory rows (one row per host and class, the class columns NULL for a host
+/// without inventory), in one statement: a reload of the hosts another process changed was two
+/// statements, each with a JSON list to parse, and their fixed cost was most of the reload.
+pub(crate) const POSTGRES_HOSTS_BY_ID: &str = "SELECT h.id, h.host, h.node, h.uuid, \
+    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
+    h.aggregates, h.instances, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, \
+    i.step_size, i.allocation_ratio, i.used \
+    FROM (SELECT DISTINCT unnest($1::bigint[]) AS id) x \
+    CROSS JOIN LATERAL (SELECT * FROM hosts WHERE hosts.id = x.id OFFSET 0) h \
+    LEFT JOIN LATERAL (SELECT * FROM inventories WHERE inventories.host_id = h.id OFFSET 0) i \
+    ON TRUE";
 
 impl Dialect for sqlx::Sqlite {
     const ADD_USAGE: &'static str = "UPDATE inventories SET used = max(0, used + $3 * \
         (SELECT d.value FROM json_each($2) d WHERE d.key = inventories.resource_class)) \
         WHERE host_id = $1 AND resource_class IN (SELECT key FROM json_each($2))";
-    const HOSTS_BY_ID: &'static str = "SELECT h.id, h.host, h.node, h.uuid, \
-        h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) FROM hosts h \
-        WHERE h.id IN (SELECT value FROM json_each($1))";
-    const INVENTORIES_BY_ID: &'static str = "SELECT host_id, resource_class, total, reserved, \
-        min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \
-        WHERE host_id IN (SELECT value FROM json_each($1))";
     const ZERO_OTHER_CLASSES: &'static str = "UPDATE inventories SET total = 0, reserved = 0, \
         usable = 0 WHERE host_id = $1 AND resource_class NOT IN (SELECT value FROM json_each($2))";
     const HEARTBEATS: &'static str = "UPDATE hosts SET up = b.up, disabled = b.disabled, \
@@ -120,15 +135,6 @@ impl Dialect for sqlx::Postgres {
     const ADD_USAGE: &'static str = "UPDATE inventories SET used = GREATEST(0, used + $3 * \
         (($2::jsonb ->> resource_class)::bigint)) \
         WHERE host_id = $1 AND ($2::jsonb) ? resource_class";
-    const HOSTS_BY_ID: &'static str = "SELECT h.id, h.host, h.node, h.uuid, \
-        h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-        h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) \
-        FROM (SELECT DISTINCT jsonb_array_elements_text($1::jsonb)::bigint AS id) x \
-        CROSS JOIN LATERAL (SELECT * FROM hosts WHERE hosts.id = x.id OFFSET 0) h";
-    const INVENTORIES_BY_ID: &'static str = "SELECT i.host_id, i.resource_class, i.total, \
-        i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used \
-        FROM (SELECT DISTINCT jsonb_array_elements_text($1::jsonb)::bigint AS id) x \
-        CROSS JOIN LATERAL (SELECT * FROM inventories WHERE inventories.host_id = x.id OFFSET 0) i";
     const ZERO_OTHER_CLASSES: &'static str = "UPDATE inventories SET total = 0, reserved = 0, \
         usable = 0 WHERE host_id = $1 \
         AND resource_class NOT IN (SELECT jsonb_array_elements_text($2::jsonb))";

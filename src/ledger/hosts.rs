@@ -2,7 +2,10 @@
 //! aggregates, liveness) and loading host rows into the live table, at start and whenever
 //! the ledger changed a host behind the table's back (a notification, another process).
 
-use super::dialect::{Dialect, HOST_SELECT, INVENTORY_SELECT};
+use super::dialect::{
+    HOST_SELECT, INVENTORY_SELECT, POSTGRES_HOSTS_BY_ID, SQLITE_HOSTS_BY_ID,
+    SQLITE_INVENTORIES_BY_ID,
+};
 use super::{read_pool, write_tx, Ledger, LedgerError};
 use crate::domain::{
     AggregateId, Aggregates, ClassId, HostId, HostProfile, Inventory, MarkSet, Resources, TraitId,
@@ -322,39 +325,70 @@ impl Ledger {
 
     /// The ledger's rows of the given hosts (every host when `ids` is `None`), in id order.
     pub async fn load_hosts(&self, ids: Option<&[HostId]>) -> Result<Vec<HostRow>, LedgerError> {
-        let list = ids.map(|ids| super::json_list(ids.iter().map(|id| id.0)));
-        macro_rules! load {
-            ($db:ty, $pool:expr) => {{
-                let (hosts, inventories) = match &list {
-                    Some(list) => (
-                        sqlx::query(<$db as Dialect>::HOSTS_BY_ID)
-                            .bind(list)
-                            .fetch_all($pool)
-                            .await?,
-                        sqlx::query(<$db as Dialect>::INVENTORIES_BY_ID)
-                            .bind(list)
-                            .fetch_all($pool)
-                            .await?,
-                    ),
-                    None => (
-                        sqlx::query(HOST_SELECT).fetch_all($pool).await?,
-                        sqlx::query(INVENTORY_SELECT).fetch_all($pool).await?,
-                    ),
-                };
-                let mut h = Vec::with_capacity(hosts.len());
-                for row in &hosts {
+        macro_rules! decode {
+            ($hosts:expr, $inventories:expr) => {{
+                let mut h = Vec::with_capacity($hosts.len());
+                for row in &$hosts {
                     h.push(host_fields!(row));
                 }
-                let mut inv = Vec::with_capacity(inventories.len());
-                for row in &inventories {
+                let mut inv = Vec::with_capacity($inventories.len());
+                for row in &$inventories {
                     inv.push(inventory_row!(row));
                 }
                 join(h, inv)
             }};
         }
-        match &self.pools {
-            super::Pools::Sqlite { read, .. } => load!(sqlx::Sqlite, read),
-            super::Pools::Postgres(pool) => load!(sqlx::Postgres, pool),
+        match (&self.pools, ids) {
+            (super::Pools::Sqlite { read, .. }, Some(ids)) => {
+                let list = super::json_list(ids.iter().map(|id| id.0));
+                let hosts = sqlx::query(SQLITE_HOSTS_BY_ID)
+                    .bind(&list)
+                    .fetch_all(read)
+                    .await?;
+                let inventories = sqlx::query(SQLITE_INVENTORIES_BY_ID)
+                    .bind(&list)
+                    .fetch_all(read)
+                    .await?;
+                decode!(hosts, inventories)
+            }
+            (super::Pools::Postgres(pool), Some(ids)) => {
+                let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+                let rows = sqlx::query(POSTGRES_HOSTS_BY_ID)
+                    .bind(ids)
+                    .fetch_all(pool)
+                    .await?;
+                // A host's rows come together, one per inventory row (or one with no class).
+                let mut hosts: Vec<HostFields> = Vec::new();
+                let mut inventories: Vec<InventoryRow> = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let id: i64 = row.try_get(0)?;
+                    if hosts.last().is_none_or(|h| h.id != id) {
+                        hosts.push(host_fields!(row));
+                    }
+                    if let Some(class) = row.try_get::<Option<String>, _>(12)? {
+                        let inv = Inventory {
+                            total: row.try_get(13)?,
+                            reserved: row.try_get(14)?,
+                            min_unit: row.try_get(15)?,
+                            max_unit: row.try_get(16)?,
+                            step_size: row.try_get(17)?,
+                            allocation_ratio: row.try_get(18)?,
+                        };
+                        inventories.push((id, class, inv, row.try_get(19)?));
+                    }
+                }
+                join(hosts, inventories)
+            }
+            (super::Pools::Sqlite { read, .. }, None) => {
+                let hosts = sqlx::query(HOST_SELECT).fetch_all(read).await?;
+                let inventories = sqlx::query(INVENTORY_SELECT).fetch_all(read).await?;
+                decode!(hosts, inventories)
+            }
+            (super::Pools::Postgres(pool), None) => {
+                let hosts = sqlx::query(HOST_SELECT).fetch_all(pool).await?;
+                let inventories = sqlx::query(INVENTORY_SELECT).fetch_all(pool).await?;
+                decode!(hosts, inventories)
+            }
         }
     }
 
