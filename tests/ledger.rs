@@ -861,25 +861,27 @@ fn create_end(
     }
 }
 
-/// The number of instances counted from the allocations, per host id, read over a connection
-/// of its own (not the ledger's).
+/// Per host id: the instance count its row keeps (PostgreSQL, migration 0010; SQLite keeps
+/// none and counts at load, so it answers the count there too) and the count of its
+/// allocations, read over a connection of its own (not the ledger's).
 async fn counted_instances(engine: &str, url: &str) -> Vec<(i64, i64, i64)> {
     use sqlx::Connection;
-    let sql = "SELECT h.id, h.instances, (SELECT COUNT(*) FROM allocations a \
-               WHERE a.host_id = h.id AND a.instance) FROM hosts h ORDER BY h.id";
+    let count = "(SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance)";
     if engine == "sqlite" {
+        let sql = format!("SELECT h.id, {count}, {count} FROM hosts h ORDER BY h.id");
         let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
-        sqlx::query_as(sql).fetch_all(&mut c).await.unwrap()
+        sqlx::query_as(&sql).fetch_all(&mut c).await.unwrap()
     } else {
+        let sql = format!("SELECT h.id, h.instances, {count} FROM hosts h ORDER BY h.id");
         let mut c = sqlx::PgConnection::connect(url).await.unwrap();
-        sqlx::query_as(sql).fetch_all(&mut c).await.unwrap()
+        sqlx::query_as(&sql).fetch_all(&mut c).await.unwrap()
     }
 }
 
-/// Each host's instance count is kept in its row (migration 0010) by whatever inserts, deletes,
-/// moves or flags allocations: claims, a reschedule, releases, imports and the instance message
-/// that makes an imported consumer an instance. The row, a count of the allocations and the
-/// live table agree after each step.
+/// Each host's instance count follows whatever inserts, deletes, moves or flags allocations:
+/// claims, a reschedule, releases, imports and the instance message that makes an imported
+/// consumer an instance. On PostgreSQL the host's row keeps it (migration 0010); the row, a
+/// count of the allocations, the live table and a load from the ledger agree after each step.
 async fn the_kept_instance_count_follows_every_allocation_write(engine: &str) {
     let (ledger, db) = ledger(engine).await;
     let h1 = ledger
@@ -971,10 +973,12 @@ on_both_engines!(
     super::the_kept_instance_count_follows_every_allocation_write
 );
 
-/// Migration 0010 counts the instances a ledger already holds into their hosts' rows.
-async fn the_instance_count_migration_counts_existing_allocations(engine: &str) {
+/// PostgreSQL's migration 0010 counts the instances a ledger already holds into their hosts'
+/// rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_instance_count_migration_counts_existing_allocations_on_postgres() {
     use sqlx::Connection;
-    let db = support::db(engine).await;
+    let db = support::db("postgres").await;
     let setup = [
         "INSERT INTO hosts (id, host, node, uuid) VALUES (1, 'a', 'a', 'ua'), (2, 'b', 'b', 'ub'), \
          (3, 'c', 'c', 'uc')",
@@ -982,33 +986,20 @@ async fn the_instance_count_migration_counts_existing_allocations(engine: &str) 
          ('i1', 1, '{}', 0, TRUE), ('i2', 1, '{}', 0, TRUE), ('i3', 1, '{}', 0, FALSE), \
          ('i4', 2, '{}', 0, TRUE)",
     ];
-    macro_rules! before_0010 {
-        ($conn:expr, $migrator:expr) => {{
-            let mut m = $migrator;
-            m.migrations = m
-                .migrations
-                .iter()
-                .filter(|m| m.version < 10)
-                .cloned()
-                .collect::<Vec<_>>()
-                .into();
-            m.run(&mut $conn).await.unwrap();
-            for sql in setup {
-                sqlx::query(sql).execute(&mut $conn).await.unwrap();
-            }
-            $conn.close().await.unwrap();
-        }};
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut migrator = sqlx::migrate!("./migrations/postgres");
+    migrator.migrations = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version < 10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    migrator.run(&mut conn).await.unwrap();
+    for sql in setup {
+        sqlx::query(sql).execute(&mut conn).await.unwrap();
     }
-    if engine == "sqlite" {
-        let options: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
-        let mut conn = sqlx::SqliteConnection::connect_with(&options.create_if_missing(true))
-            .await
-            .unwrap();
-        before_0010!(conn, sqlx::migrate!("./migrations/sqlite"));
-    } else {
-        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-        before_0010!(conn, sqlx::migrate!("./migrations/postgres"));
-    }
+    conn.close().await.unwrap();
     let ledger = Ledger::open(&db.url, 2).await.unwrap();
     let counts: Vec<i64> = ledger
         .read_hosts()
@@ -1018,13 +1009,9 @@ async fn the_instance_count_migration_counts_existing_allocations(engine: &str) 
         .map(|h| h.num_instances)
         .collect();
     assert_eq!(counts, [2, 1, 0]);
-    let rows = counted_instances(engine, &db.url).await;
+    let rows = counted_instances("postgres", &db.url).await;
     assert_eq!(rows, [(1, 2, 2), (2, 1, 1), (3, 0, 0)]);
 }
-on_both_engines!(
-    the_instance_count_migration_counts_existing_allocations,
-    super::the_instance_count_migration_counts_existing_allocations
-);
 
 /// PostgreSQL: an allocation that becomes an instance (the `instance.create.end` of a consumer
 /// imported from Placement) changes its host's instance count, and the other processes see it.

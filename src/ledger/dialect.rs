@@ -56,20 +56,29 @@ pub(crate) const HOST_IDS_SQLITE: &str = "SELECT json_group_array(json_array(id,
 
 /// The columns of a host row as [`super::hosts`] decodes them, with the number of
 /// instances on it (allocations whose consumer is known to be an instance: not a migration
-/// record imported from Placement), which triggers on allocations keep in the row
-/// (migration 0010).
-pub(crate) const HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, h.availability_zone, \
-    h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, h.aggregates, \
-    h.instances FROM hosts h";
+/// record imported from Placement). PostgreSQL keeps it in the host's row by triggers on
+/// allocations (migration 0010): its processes reload every host another process claimed on,
+/// and the row's change announces the count to them. SQLite, one process a ledger, loads a
+/// host only at start or after a notification, and counts then instead of writing the host's
+/// row with every claim.
+pub(crate) const POSTGRES_HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, \
+    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
+    h.aggregates, h.instances FROM hosts h";
+
+/// SQLite's [`POSTGRES_HOST_SELECT`].
+pub(crate) const SQLITE_HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, \
+    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
+    h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) \
+    FROM hosts h";
 
 pub(crate) const INVENTORY_SELECT: &str = "SELECT host_id, resource_class, total, reserved, \
     min_unit, max_unit, step_size, allocation_ratio, used FROM inventories";
 
-/// SQLite: the hosts whose id is in the JSON array `$1`, as [`HOST_SELECT`] reads them.
+/// SQLite: the hosts whose id is in the JSON array `$1`, as [`SQLITE_HOST_SELECT`] reads them.
 pub(crate) const SQLITE_HOSTS_BY_ID: &str = "SELECT h.id, h.host, h.node, h.uuid, \
     h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-    h.aggregates, h.instances FROM hosts h \
-    WHERE h.id IN (SELECT value FROM json_each($1))";
+    h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) \
+    FROM hosts h WHERE h.id IN (SELECT value FROM json_each($1))";
 
 /// SQLite: the inventories of the hosts whose id is in the JSON array `$1`.
 pub(crate) const SQLITE_INVENTORIES_BY_ID: &str =
@@ -77,7 +86,7 @@ pub(crate) const SQLITE_INVENTORIES_BY_ID: &str =
     min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \
     WHERE host_id IN (SELECT value FROM json_each($1))";
 
-/// PostgreSQL: the hosts whose id is in the array `$1`, as [`HOST_SELECT`] reads them, each
+/// PostgreSQL: the hosts whose id is in the array `$1`, as [`POSTGRES_HOST_SELECT`] reads them, each
 /// with its inventory rows (one row per host and class, the class columns NULL for a host
 /// without inventory), in one statement: a reload of the hosts another process changed was two
 /// statements, each with a JSON list to parse, and their fixed cost was most of the reload.

@@ -3,8 +3,8 @@
 //! the ledger changed a host behind the table's back (a notification, another process).
 
 use super::dialect::{
-    HOST_SELECT, INVENTORY_SELECT, POSTGRES_HOSTS_BY_ID, SQLITE_HOSTS_BY_ID,
-    SQLITE_INVENTORIES_BY_ID,
+    INVENTORY_SELECT, POSTGRES_HOSTS_BY_ID, POSTGRES_HOST_SELECT, SQLITE_HOSTS_BY_ID,
+    SQLITE_HOST_SELECT, SQLITE_INVENTORIES_BY_ID,
 };
 use super::{read_pool, write_tx, Ledger, LedgerError};
 use crate::domain::{
@@ -204,7 +204,7 @@ macro_rules! upsert_host {
 }
 pub(crate) use upsert_host;
 
-/// A host row as selected by [`HOST_SELECT`], before its inventories are joined.
+/// A host row as selected by [`SQLITE_HOST_SELECT`] or [`POSTGRES_HOST_SELECT`], before its inventories are joined.
 struct HostFields {
     id: i64,
     host: String,
@@ -380,12 +380,12 @@ impl Ledger {
                 join(hosts, inventories)
             }
             (super::Pools::Sqlite { read, .. }, None) => {
-                let hosts = sqlx::query(HOST_SELECT).fetch_all(read).await?;
+                let hosts = sqlx::query(SQLITE_HOST_SELECT).fetch_all(read).await?;
                 let inventories = sqlx::query(INVENTORY_SELECT).fetch_all(read).await?;
                 decode!(hosts, inventories)
             }
             (super::Pools::Postgres(pool), None) => {
-                let hosts = sqlx::query(HOST_SELECT).fetch_all(pool).await?;
+                let hosts = sqlx::query(POSTGRES_HOST_SELECT).fetch_all(pool).await?;
                 let inventories = sqlx::query(INVENTORY_SELECT).fetch_all(pool).await?;
                 decode!(hosts, inventories)
             }
