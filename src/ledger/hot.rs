@@ -30,10 +30,11 @@ const MAX_GROUP: usize = 256;
 /// Writes (claims, messages: [`Work::writes`]) committed between two checkpoints (see
 /// `checkpoints`). Counted in writes, not groups: a notification batch is one job of up to
 /// 500 messages, and a backlog drain of a hundred such groups would otherwise never ask for one.
-/// A page rewritten between two checkpoints (an inventory row, an index's last page) is
-/// copied once: at 512 the checkpoint thread took 8 % of the service's CPU at 10,000 hosts,
-/// at 4,096 5 % (about a second of writes at 5,000 decisions/s, ~100 MB of log).
-const WRITES_PER_CHECKPOINT: u64 = 4096;
+/// Fewer checkpoints copy less (a page rewritten in between is copied once: at 4,096 the
+/// checkpoint thread took 5 % of the service's CPU at 10,000 hosts, at 512 8 %), but each
+/// copies and syncs more at once, and answers waited for that: at 2,000 decisions/s the
+/// 99th percentile was 7–13 ms at 4,096 against 4–7 ms at 512 (BENCHMARKS.md).
+const WRITES_PER_CHECKPOINT: u64 = 512;
 
 /// Frames of the write-ahead log (128 MiB of 4 KiB pages) past which a checkpoint that could
 /// not copy the whole log finishes with the writers held, so that the log starts over (see
