@@ -36,10 +36,12 @@ const MAX_GROUP: usize = 256;
 /// 99th percentile was 7–13 ms at 4,096 against 4–7 ms at 512 (BENCHMARKS.md).
 const WRITES_PER_CHECKPOINT: u64 = 512;
 
-/// Frames of the write-ahead log (128 MiB of 4 KiB pages) past which a checkpoint that could
+/// Frames of the write-ahead log (256 MiB of 4 KiB pages) past which a checkpoint that could
 /// not copy the whole log finishes with the writers held, so that the log starts over (see
 /// `checkpoint`); also the size its file is cut back to when it does (`journal_size_limit`).
-pub(crate) const WAL_LIMIT_FRAMES: i64 = 32_768;
+/// Each start-over holds the writers for two syncs: at 2,000 decisions/s it comes every ~5 s
+/// (every ~2.5 s at 128 MiB, with a slightly longer tail of answers).
+pub(crate) const WAL_LIMIT_FRAMES: i64 = 65_536;
 
 /// A pass that copied at most this many frames leaves an end short enough to copy with the
 /// writers held; at most [`TAIL_PASSES`] passes that hold nobody come before.
