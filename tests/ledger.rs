@@ -486,10 +486,15 @@ async fn a_sqlite_ledger_creates_its_folder_or_names_the_file_it_cannot_open() {
     assert!(err.contains(&nested.display().to_string()), "{err}");
 }
 
-/// PostgreSQL: each process' live table follows the hosts, claims and releases the others
-/// commit, without being asked (the ledger's change notifications).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_process_table_follows_another_process_changes_on_postgres() {
+/// Two processes on one PostgreSQL ledger: `a`, and `b` following the others' changes until
+/// `stop` (the database is dropped with the returned handle).
+async fn two_processes_on_postgres() -> (
+    Ledger,
+    Ledger,
+    support::TestDb,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
     let (a, db) = ledger("postgres").await;
     let b = parasol::ledger::Ledger::open(&db.url, 4).await.unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
@@ -498,13 +503,24 @@ async fn a_process_table_follows_another_process_changes_on_postgres() {
         let stop = stop.clone();
         tokio::spawn(async move { b.follow(stop).await })
     };
-    let wait = |what: &'static str, check: Box<dyn Fn() -> bool + Send>| async move {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !check() {
-            assert!(std::time::Instant::now() < deadline, "b never saw {what}");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
+    (a, b, db, stop, follow)
+}
+
+/// Waits (10 s at most) until `check` holds, failing with what the following process never
+/// saw.
+async fn wait(what: &str, check: Box<dyn Fn() -> bool + Send>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "b never saw {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// PostgreSQL: each process' live table follows the hosts, claims and releases the others
+/// commit, without being asked (the ledger's change notifications).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_process_table_follows_another_process_changes_on_postgres() {
+    let (a, b, _db, stop, follow) = two_processes_on_postgres().await;
     let id = a
         .register_host(&registration("c1", 8, 8192, 80), 1)
         .await
@@ -1017,21 +1033,7 @@ async fn the_instance_count_migration_counts_existing_allocations_on_postgres() 
 /// imported from Placement) changes its host's instance count, and the other processes see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn another_process_sees_an_imported_consumer_become_an_instance_on_postgres() {
-    let (a, db) = ledger("postgres").await;
-    let b = parasol::ledger::Ledger::open(&db.url, 4).await.unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let follow = {
-        let b = b.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move { b.follow(stop).await })
-    };
-    let wait = |what: &'static str, check: Box<dyn Fn() -> bool + Send>| async move {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !check() {
-            assert!(std::time::Instant::now() < deadline, "b never saw {what}");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
+    let (a, b, _db, stop, follow) = two_processes_on_postgres().await;
     let id = a
         .register_host(&registration("c1", 8, 8192, 80), 1)
         .await

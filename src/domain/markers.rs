@@ -99,7 +99,7 @@ mark!(
     /// row's [`MarkSet::low_mask`] answers for it.
     TraitId,
     TRAITS,
-    &[crate::nova::COMPUTE_STATUS_DISABLED]
+    &[COMPUTE_STATUS_DISABLED]
 );
 mark!(
     /// A Placement aggregate, by its uuid.
@@ -107,6 +107,10 @@ mark!(
     AGGREGATES,
     &[]
 );
+
+/// The trait nova-compute sets on its provider while its service is disabled, which Nova's
+/// `compute_status_filter` forbids on every call.
+pub const COMPUTE_STATUS_DISABLED: &str = "COMPUTE_STATUS_DISABLED";
 
 /// Marks with ids below this are each a bit of [`MarkSet::low_mask`]; the top bit stands for
 /// all the others.

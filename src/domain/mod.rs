@@ -29,7 +29,9 @@ pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDAR
 pub use extra_specs::AggregateExtraSpecs;
 pub use host::{ComputeFacts, HostId, HostProfile, HostScan, HostState, SCAN_CLASSES};
 pub use host_aggregates::HostAggregateMetadata;
-pub use markers::{AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits};
+pub use markers::{
+    AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits, COMPUTE_STATUS_DISABLED,
+};
 pub use request::{
     ConsumerOwner, Destination, GroupPolicy, PlacementQuery, QueryTest, RequestContext, ServerGroup,
 };

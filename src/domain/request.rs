@@ -303,13 +303,13 @@ mod tests {
     /// host, as do aggregates and trees.
     #[test]
     fn a_rows_trait_mask_answers_as_the_hosts_traits_do() {
-        let status = TraitId::lookup(crate::nova::COMPUTE_STATUS_DISABLED);
+        let status = TraitId::lookup(crate::domain::COMPUTE_STATUS_DISABLED);
         assert_eq!(
             status.map(|t| t.raw()),
             Some(0),
             "Nova's status trait is id 0"
         );
-        let mut names = vec![crate::nova::COMPUTE_STATUS_DISABLED.to_string()];
+        let mut names = vec![crate::domain::COMPUTE_STATUS_DISABLED.to_string()];
         names.extend((0..40).map(|i| format!("CUSTOM_SCAN_MASK_TEST_{i}")));
         let ids: Vec<TraitId> = names.iter().map(|n| TraitId::intern(n)).collect();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);

@@ -243,18 +243,28 @@ macro_rules! host_fields {
 /// One inventory row: (host id, class, inventory, used).
 type InventoryRow = (i64, String, Inventory, i64);
 
+/// The inventory and its use from the columns after the class at column `$class`: total,
+/// reserved, min_unit, max_unit, step_size, allocation_ratio, used.
+macro_rules! inventory_after {
+    ($row:expr, $class:expr) => {{
+        let (r, c): (_, usize) = ($row, $class);
+        let inv = Inventory {
+            total: r.try_get(c + 1)?,
+            reserved: r.try_get(c + 2)?,
+            min_unit: r.try_get(c + 3)?,
+            max_unit: r.try_get(c + 4)?,
+            step_size: r.try_get(c + 5)?,
+            allocation_ratio: r.try_get(c + 6)?,
+        };
+        (inv, r.try_get::<i64, _>(c + 7)?)
+    }};
+}
+
 macro_rules! inventory_row {
     ($row:expr) => {{
         let r = $row;
-        let inv = Inventory {
-            total: r.try_get(2)?,
-            reserved: r.try_get(3)?,
-            min_unit: r.try_get(4)?,
-            max_unit: r.try_get(5)?,
-            step_size: r.try_get(6)?,
-            allocation_ratio: r.try_get(7)?,
-        };
-        (r.try_get(0)?, r.try_get(1)?, inv, r.try_get(8)?)
+        let (inv, used) = inventory_after!(r, 1);
+        (r.try_get(0)?, r.try_get(1)?, inv, used)
     }};
 }
 
@@ -366,15 +376,8 @@ impl Ledger {
                         hosts.push(host_fields!(row));
                     }
                     if let Some(class) = row.try_get::<Option<String>, _>(12)? {
-                        let inv = Inventory {
-                            total: row.try_get(13)?,
-                            reserved: row.try_get(14)?,
-                            min_unit: row.try_get(15)?,
-                            max_unit: row.try_get(16)?,
-                            step_size: row.try_get(17)?,
-                            allocation_ratio: row.try_get(18)?,
-                        };
-                        inventories.push((id, class, inv, row.try_get(19)?));
+                        let (inv, used) = inventory_after!(row, 12);
+                        inventories.push((id, class, inv, used));
                     }
                 }
                 join(hosts, inventories)

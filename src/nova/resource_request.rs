@@ -64,7 +64,7 @@ pub enum Refusal {
 }
 
 /// The trait every request forbids on the root (`compute_status_filter`).
-pub const COMPUTE_STATUS_DISABLED: &str = "COMPUTE_STATUS_DISABLED";
+pub use crate::domain::COMPUTE_STATUS_DISABLED;
 const OWNER_NOVA: &str = "OWNER_NOVA";
 
 /// Nova's resource request for `spec`: the request filters of `options` with what `cloud`
