@@ -547,17 +547,7 @@ macro_rules! define_flush {
                         None => reload.push(HostId(id)),
                     }
                     for (class, inv) in reg.last_reports() {
-                        inventories.push((
-                            id,
-                            class,
-                            inv.total,
-                            inv.reserved,
-                            inv.min_unit,
-                            inv.max_unit,
-                            inv.step_size,
-                            inv.allocation_ratio,
-                            inv.usable(),
-                        ));
+                        inventories.push(inventory_columns(id, class, inv));
                     }
                 }
                 let inventories = to_json(&inventories)?;
@@ -597,6 +587,27 @@ macro_rules! define_flush {
 
 define_flush!(flush_sqlite, sqlx::Sqlite, upsert_hosts_sqlite);
 define_flush!(flush_postgres, sqlx::Postgres, upsert_hosts_postgres);
+
+/// An inventory row's columns in the order the inventory upserts take them (the batch's JSON
+/// rows and the hot writer's bound parameters): host id, class, total, reserved, min_unit,
+/// max_unit, step_size, allocation_ratio, usable.
+fn inventory_columns<'a>(
+    id: i64,
+    class: &'a str,
+    inv: &crate::domain::Inventory,
+) -> (i64, &'a str, i64, i64, i64, i64, i64, f64, i64) {
+    (
+        id,
+        class,
+        inv.total,
+        inv.reserved,
+        inv.min_unit,
+        inv.max_unit,
+        inv.step_size,
+        inv.allocation_ratio,
+        inv.usable(),
+    )
+}
 
 /// SQLite's statements of [`flush_rusqlite`], one row each, bound parameters (prepared once
 /// per connection and reused: no JSON text to build, print back and parse again).
@@ -690,17 +701,7 @@ pub(super) fn flush_rusqlite(
             drop(rows);
             let classes = reg.last_reports();
             for (class, inv) in &classes {
-                upsert_inventory.execute(rusqlite::params![
-                    id,
-                    class,
-                    inv.total,
-                    inv.reserved,
-                    inv.min_unit,
-                    inv.max_unit,
-                    inv.step_size,
-                    inv.allocation_ratio,
-                    inv.usable(),
-                ])?;
+                upsert_inventory.execute(inventory_columns(id, class, inv))?;
             }
             // What `ZERO_UNREPORTED_CLASSES` and `DROP_UNUSED_EMPTY_OF` leave: a class no
             // longer reported gets no capacity, and any row without capacity nor use goes.
