@@ -15,7 +15,14 @@
 //! `--null-consumer`: the broker's ceiling instead. `--events` updates are queued on a queue
 //! of their own, then drained by a consumer that does nothing but acknowledge, as the
 //! service's consumer does (the same prefetch, batches of ready deliveries up to
-//! `--batch-size`, one `multiple` ack per batch): no ledger, no decoding.
+//! `--batch-size`, one `multiple` ack per batch): no ledger, no decoding. It also prints the
+//! broker's CPU per event (the `beam.smp` process, when the broker runs on this machine).
+//! Diagnostics of the broker's ceiling, for the null consumer only: `--queue-version N`
+//! (`x-queue-version` at declare), `--queue-mode lazy`, `--no-ack` (the broker's absolute
+//! ceiling; Parasol always acknowledges after its commit), `--consumers N` (channels consuming
+//! the queue), `--persistent` (delivery mode 2, as oslo.messaging's notifier publishes by
+//! default) and `--lapin-executor` (lapin's own executor, as this bench's null consumer used
+//! before, instead of the service's tokio runtime).
 //!
 //! Everything the bench declares on the broker (exchanges, queues, the consumer's fanout
 //! queues) is deleted at the end.
@@ -25,7 +32,7 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use parasol::amqp::run_notification_consumer;
 use parasol::amqp::topology::{declare_nova_exchange, HOST_STATE};
@@ -50,6 +57,25 @@ struct Args {
     heartbeats: bool,
     /// Only the broker: drain a backlog with a consumer that acknowledges and nothing else.
     null_consumer: bool,
+    /// Diagnostics of the null consumer (see `--null-consumer` in the module's doc).
+    null: NullOptions,
+}
+
+/// What the null consumer's queue and consumer are declared with (diagnostics only).
+#[derive(Default)]
+struct NullOptions {
+    /// `x-queue-version` of the queue (none: the broker's default, version 1 on 3.10).
+    queue_version: Option<i32>,
+    /// `x-queue-mode` of the queue (`lazy`).
+    queue_mode: Option<String>,
+    /// Consume without acknowledgements (the broker's absolute ceiling; Parasol never does).
+    no_ack: bool,
+    /// Consumers of the queue, each on a channel of its own.
+    consumers: usize,
+    /// Publish persistent messages (delivery mode 2) instead of transient ones.
+    persistent: bool,
+    /// lapin's own executor and reactor instead of the service's tokio runtime.
+    lapin_executor: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -63,6 +89,10 @@ fn parse_args() -> anyhow::Result<Args> {
         pg_url: "postgres://postgres@127.0.0.1:5432/test".into(),
         heartbeats: false,
         null_consumer: false,
+        null: NullOptions {
+            consumers: 1,
+            ..NullOptions::default()
+        },
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -80,14 +110,22 @@ fn parse_args() -> anyhow::Result<Args> {
             "--pg-url" => args.pg_url = value()?,
             "--heartbeats" => args.heartbeats = true,
             "--null-consumer" => args.null_consumer = true,
+            "--queue-version" => args.null.queue_version = Some(value()?.parse()?),
+            "--queue-mode" => args.null.queue_mode = Some(value()?),
+            "--no-ack" => args.null.no_ack = true,
+            "--consumers" => args.null.consumers = value()?.parse()?,
+            "--persistent" => args.null.persistent = true,
+            "--lapin-executor" => args.null.lapin_executor = true,
             other => anyhow::bail!(
                 "unknown flag {other}; use --events N --hosts N --url AMQP_URL --prefetch N \
                  --batch-size N --ledger sqlite|postgres --pg-url POSTGRES_URL [--heartbeats] \
-                 [--null-consumer]"
+                 [--null-consumer [--queue-version N] [--queue-mode lazy] [--no-ack] \
+                 [--consumers N] [--persistent] [--lapin-executor]]"
             ),
         }
     }
     anyhow::ensure!(args.hosts > 0, "--hosts must be positive");
+    anyhow::ensure!(args.null.consumers > 0, "--consumers must be positive");
     anyhow::ensure!(
         matches!(args.ledger.as_str(), "sqlite" | "postgres"),
         "--ledger must be sqlite or postgres, not {:?}",
@@ -167,7 +205,7 @@ impl Bench {
     /// Publishes every body (confirmed by the broker); returns when all are confirmed.
     async fn publish(&self, bodies: &[Vec<u8>]) -> anyhow::Result<Duration> {
         let start = Instant::now();
-        publish_all(&self.publisher, &self.amqp.exchange, bodies).await?;
+        publish_all(&self.publisher, &self.amqp.exchange, bodies, false).await?;
         Ok(start.elapsed())
     }
 
@@ -225,12 +263,40 @@ fn machine() -> String {
     format!("nproc {cores}, {cpu}, load average {load}")
 }
 
+/// CPU seconds the broker (the `beam.smp` process on this machine) has used so far; 0 when it
+/// is not found (a broker elsewhere).
+fn broker_cpu_s() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    for entry in dir.flatten() {
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "beam.smp" {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        return (ticks(11) + ticks(12)) / 100.0;
+    }
+    0.0
+}
+
 /// The broker's ceiling: `--events` host-state events queued on a queue of their own, then
 /// drained by a consumer that only acknowledges (the service consumer's prefetch, batches of
 /// ready deliveries up to `--batch-size`, one `multiple` ack each).
 async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
     let exchange = format!("bench.{id}.nova");
     let queue = format!("bench.{id}.null");
+    let opts = &args.null;
     println!("# Parasol notification ingestion: the broker alone (a consumer that only acks)");
     println!(
         "scenario: {} compute.host.state events queued over RabbitMQ ({}), then drained",
@@ -238,11 +304,45 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
         args.url.rsplit('@').next().unwrap_or("")
     );
     println!(
-        "          prefetch {}, batches of ready deliveries up to {}, one multiple ack each",
-        args.prefetch, args.batch_size
+        "          prefetch {}, batches of ready deliveries up to {}, {}",
+        args.prefetch,
+        args.batch_size,
+        if opts.no_ack {
+            "no acknowledgements (no_ack: a diagnostic only)"
+        } else {
+            "one multiple ack each"
+        }
+    );
+    println!(
+        "          queue: x-queue-version {}, x-queue-mode {}; {} consumer(s); {} messages; {}",
+        opts.queue_version
+            .map_or("(default)".to_string(), |v| v.to_string()),
+        opts.queue_mode.as_deref().unwrap_or("(default)"),
+        opts.consumers,
+        if opts.persistent {
+            "persistent"
+        } else {
+            "transient"
+        },
+        if opts.lapin_executor {
+            "lapin's own executor"
+        } else {
+            "lapin on tokio (as the service)"
+        }
     );
     println!("machine:  {}", machine());
-    let conn = Connection::connect(&args.url, ConnectionProperties::default()).await?;
+    let connect = |name: &'static str| {
+        let url = args.url.clone();
+        let lapin_executor = opts.lapin_executor;
+        async move {
+            if lapin_executor {
+                Connection::connect(&url, ConnectionProperties::default()).await
+            } else {
+                parasol::amqp::connect(&url, name).await
+            }
+        }
+    };
+    let conn = connect("bench-null-publisher").await?;
     let publisher = conn.create_channel().await?;
     publisher
         .confirm_select(ConfirmSelectOptions::default())
@@ -256,9 +356,17 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
         durable: true,
         ..Default::default()
     };
-    publisher
-        .queue_declare(&queue, durable, FieldTable::default())
-        .await?;
+    let mut queue_args = FieldTable::default();
+    if let Some(v) = opts.queue_version {
+        queue_args.insert("x-queue-version".into(), AMQPValue::LongInt(v));
+    }
+    if let Some(mode) = &opts.queue_mode {
+        queue_args.insert(
+            "x-queue-mode".into(),
+            AMQPValue::LongString(mode.as_str().into()),
+        );
+    }
+    publisher.queue_declare(&queue, durable, queue_args).await?;
     publisher
         .queue_bind(
             &queue,
@@ -272,7 +380,7 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
         .map(|i| host_state(i, i % args.hosts, 32 + 32 * (i % 3) as i64))
         .collect();
     let start = Instant::now();
-    publish_all(&publisher, &exchange, &bodies).await?;
+    publish_all(&publisher, &exchange, &bodies, opts.persistent).await?;
     println!(
         "backlog queued:    {} events in {:.2} s; draining",
         args.events,
@@ -280,41 +388,74 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
     );
     drop(bodies);
 
-    // The consumer on a connection of its own, as the service's is.
-    let consumer_conn = Connection::connect(&args.url, ConnectionProperties::default()).await?;
+    // The consumers on a connection of their own, as the service's is.
+    let consumer_conn = connect("bench-null-consumer").await?;
     let start = Instant::now();
     let cpu = cpu_s();
-    let ch = consumer_conn.create_channel().await?;
-    ch.basic_qos(args.prefetch, BasicQosOptions::default())
-        .await?;
-    let consumer = ch
-        .basic_consume(
-            &queue,
-            &format!("bench-{id}-null"),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    let mut batches = consumer.ready_chunks(args.batch_size);
-    let (mut received, mut bytes, mut acks) = (0usize, 0usize, 0usize);
-    while received < args.events {
-        let Some(batch) = batches.next().await else {
-            anyhow::bail!("the broker closed the consumer after {received} deliveries");
-        };
-        let mut last = None;
-        for delivery in batch {
-            let delivery = delivery?;
-            bytes += delivery.data.len();
-            received += 1;
-            last = Some(delivery);
-        }
-        if let Some(last) = last {
-            last.acker.ack(BasicAckOptions { multiple: true }).await?;
-            acks += 1;
-        }
+    let broker_cpu = broker_cpu_s();
+    let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..opts.consumers {
+        let ch = consumer_conn.create_channel().await?;
+        ch.basic_qos(args.prefetch, BasicQosOptions::default())
+            .await?;
+        let consumer = ch
+            .basic_consume(
+                &queue,
+                &format!("bench-{id}-null-{c}"),
+                BasicConsumeOptions {
+                    no_ack: opts.no_ack,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await?;
+        let (received, events, batch_size, no_ack) =
+            (received.clone(), args.events, args.batch_size, opts.no_ack);
+        tasks.push(tokio::spawn(async move {
+            let mut batches = consumer.ready_chunks(batch_size);
+            let (mut bytes, mut acks) = (0usize, 0usize);
+            while received.load(std::sync::atomic::Ordering::Relaxed) < events {
+                let Some(batch) = batches.next().await else {
+                    anyhow::bail!("the broker closed the consumer");
+                };
+                let mut last = None;
+                let n = batch.len();
+                for delivery in batch {
+                    let delivery = delivery?;
+                    bytes += delivery.data.len();
+                    last = Some(delivery);
+                }
+                if let Some(last) = last {
+                    if !no_ack {
+                        last.acker.ack(BasicAckOptions { multiple: true }).await?;
+                    }
+                    acks += 1;
+                }
+                received.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok::<_, anyhow::Error>((bytes, acks))
+        }));
+    }
+    // Each consumer stops once the total is reached; one that waits for a delivery that no
+    // longer comes is ended by closing the connection.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while received.load(std::sync::atomic::Ordering::Relaxed) < args.events {
+        anyhow::ensure!(Instant::now() < deadline, "drain did not finish");
+        tokio::time::sleep(Duration::from_micros(500)).await;
     }
     let drain_s = start.elapsed().as_secs_f64();
     let drain_cpu = cpu_s() - cpu;
+    let drain_broker_cpu = broker_cpu_s() - broker_cpu;
+    let received = received.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = consumer_conn.close(200, "bench done").await;
+    let (mut bytes, mut acks) = (0, 0);
+    for task in tasks {
+        if let Ok(Ok((b, a))) = task.await {
+            bytes += b;
+            acks += a;
+        }
+    }
     println!(
         "backlog drain:     {} events in {:.2} s = {:.0} events/s ({} batches, {:.0} bytes/event; consumer start included)",
         received,
@@ -324,11 +465,12 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
         bytes as f64 / received.max(1) as f64
     );
     println!(
-        "                   {:.2} CPU s in this process = {:.1} µs CPU/event (the broker's not included)",
+        "                   {:.2} CPU s in this process = {:.1} µs CPU/event; the broker {:.2} CPU s = {:.1} µs/event",
         drain_cpu,
-        drain_cpu * 1e6 / received.max(1) as f64
+        drain_cpu * 1e6 / received.max(1) as f64,
+        drain_broker_cpu,
+        drain_broker_cpu * 1e6 / received.max(1) as f64
     );
-    let _ = consumer_conn.close(200, "bench done").await;
     publisher
         .queue_delete(&queue, QueueDeleteOptions::default())
         .await?;
@@ -532,10 +674,14 @@ async fn publish_all(
     publisher: &lapin::Channel,
     exchange: &str,
     bodies: &[Vec<u8>],
+    persistent: bool,
 ) -> anyhow::Result<()> {
     let mut confirms = Vec::with_capacity(bodies.len());
     for body in bodies {
-        let props = BasicProperties::default().with_content_type("application/json".into());
+        let mut props = BasicProperties::default().with_content_type("application/json".into());
+        if persistent {
+            props = props.with_delivery_mode(2);
+        }
         confirms.push(
             publisher
                 .basic_publish(
