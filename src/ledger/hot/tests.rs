@@ -35,6 +35,42 @@ impl Work for Panics {
     }
 }
 
+/// Records a message id, then keeps or undoes it; answers whether its group committed.
+struct Marks {
+    id: &'static str,
+    step: Step,
+    answer: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+impl Marks {
+    fn new(id: &'static str, step: Step) -> (Box<Self>, oneshot::Receiver<Result<(), String>>) {
+        let (answer, answered) = oneshot::channel();
+        let job = Marks {
+            id,
+            step,
+            answer: Some(answer),
+        };
+        (Box::new(job), answered)
+    }
+}
+
+impl Work for Marks {
+    fn run(&mut self, db: &rusqlite::Connection, _table: &HostTable) -> Step {
+        db.execute(
+            "INSERT INTO processed_messages (message_id, processed_ms) VALUES (?1, 1)",
+            [self.id],
+        )
+        .unwrap();
+        self.step
+    }
+    fn committed(mut self: Box<Self>, _table: &HostTable) {
+        let _ = self.answer.take().unwrap().send(Ok(()));
+    }
+    fn failed(mut self: Box<Self>, _table: &HostTable, error: LedgerError) {
+        let _ = self.answer.take().unwrap().send(Err(error.to_string()));
+    }
+}
+
 fn vcpus(n: i64) -> Resources {
     let mut r = Resources::default();
     r.0[0] = n;
@@ -125,6 +161,64 @@ async fn a_job_that_panics_fails_its_group_whole_and_the_writer_serves_on() {
         .await
         .unwrap()
         .is_some());
+}
+
+/// A job alone in its group has the transaction to itself (no savepoint): kept, it is
+/// committed; undone, nothing of it is written, and it is answered all the same. In a group
+/// of several, an undone job still rolls back alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_alone_is_kept_or_undone_whole_and_in_a_group_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ledger.db");
+    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
+        .await
+        .unwrap();
+    let hot = ledger.hot.clone().unwrap();
+    let recorded = |id: &str| -> bool {
+        let db = rusqlite::Connection::open(&file).unwrap();
+        db.query_row(
+            "SELECT count(*) FROM processed_messages WHERE message_id = ?1",
+            [id],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+            == 1
+    };
+
+    let (job, answered) = Marks::new("alone-undone", Step::Undo);
+    assert!(hot.submit(job).is_ok());
+    assert_eq!(answered.await.unwrap(), Ok(()));
+    assert!(!recorded("alone-undone"), "an undone job wrote its id");
+    let (job, answered) = Marks::new("alone-kept", Step::Keep);
+    assert!(hot.submit(job).is_ok());
+    assert_eq!(answered.await.unwrap(), Ok(()));
+    assert!(recorded("alone-kept"), "a kept job's id is not there");
+
+    // Two jobs behind one that holds the writer make the next group together.
+    let (entered, entered_rx) = std_mpsc::channel();
+    let (release, release_rx) = std_mpsc::channel();
+    assert!(hot
+        .submit(Box::new(Hold {
+            entered,
+            release: release_rx
+        }))
+        .is_ok());
+    entered_rx.recv().unwrap();
+    let (undone, undone_answered) = Marks::new("grouped-undone", Step::Undo);
+    let (kept, kept_answered) = Marks::new("grouped-kept", Step::Keep);
+    assert!(hot.submit(undone).is_ok());
+    assert!(hot.submit(kept).is_ok());
+    release.send(()).unwrap();
+    assert_eq!(undone_answered.await.unwrap(), Ok(()));
+    assert_eq!(kept_answered.await.unwrap(), Ok(()));
+    assert!(
+        !recorded("grouped-undone"),
+        "the undone job of a group wrote its id"
+    );
+    assert!(
+        recorded("grouped-kept"),
+        "the kept job of a group lost its id"
+    );
 }
 
 /// Under steady writes a passive checkpoint never copies the whole log (the writer appends
