@@ -199,6 +199,9 @@ pub struct DriverResult {
     pub wall_s: f64,
     pub decisions_per_s: f64,
     pub latency_ms: Percentiles,
+    /// Open loop: how long after its scheduled arrival each request was released (the
+    /// driver's own lateness, which its latency includes).
+    pub release_late_ms: Option<Percentiles>,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -249,34 +252,17 @@ pub async fn drive(
     let permits = spec.concurrency.max(1);
     let sem = Arc::new(Semaphore::new(permits));
     let start = Instant::now();
-    let mut issued = 0u64;
-    for (i, req) in requests.iter().enumerate() {
-        if start.elapsed() > spec.max_duration {
-            break;
-        }
-        // Open loop: each request's latency counts from its scheduled arrival, so time spent
-        // waiting for a free caller is in it (no coordinated omission).
-        let scheduled = if spec.open_loop {
-            let at = start + Duration::from_secs_f64(req.arrival_s / spec.time_scale);
-            tokio::time::sleep_until(at.into()).await;
-            at
-        } else {
-            Instant::now()
-        };
-        if spec.batch.is_some_and(|b| i > 0 && i % b == 0) {
-            // The whole previous batch must finish first.
-            drop(sem.acquire_many(permits as u32).await?);
-        }
-        let permit = sem.clone().acquire_owned().await?;
-        let ctx = ctx.clone();
-        let req = req.clone();
-        tokio::spawn(async move {
-            call(&ctx, &req, scheduled).await;
-            ctx.progress.inc(1);
-            drop(permit);
-        });
-        issued += 1;
-    }
+    let (issued, late) = if spec.open_loop {
+        // On a thread of its own: tokio's timer fires on whole milliseconds, which would
+        // release arrivals up to 1 ms late and in bursts, and count that in their latency.
+        let (ctx, sem, spec) = (ctx.clone(), sem.clone(), spec.clone());
+        let requests = requests.to_vec();
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || dispatch(&handle, &ctx, &sem, &requests, &spec, start))
+            .await??
+    } else {
+        (release(&ctx, &sem, requests, spec, start).await?, None)
+    };
     drop(sem.acquire_many(permits as u32).await?);
     let wall_s = start.elapsed().as_secs_f64();
     ctx.caller.close().await;
@@ -297,7 +283,97 @@ pub async fn drive(
             p99: ms(0.99),
             max: ms(1.0),
         },
+        release_late_ms: late,
     })
+}
+
+/// Closed loop or batches: each request as soon as a caller is free (and, in batches, once
+/// the previous batch finished). Returns how many were issued.
+async fn release(
+    ctx: &Arc<Ctx>,
+    sem: &Arc<Semaphore>,
+    requests: &[Request],
+    spec: &DriveSpec,
+    start: Instant,
+) -> anyhow::Result<u64> {
+    let permits = spec.concurrency.max(1);
+    let mut issued = 0u64;
+    for (i, req) in requests.iter().enumerate() {
+        if start.elapsed() > spec.max_duration {
+            break;
+        }
+        let scheduled = Instant::now();
+        if spec.batch.is_some_and(|b| i > 0 && i % b == 0) {
+            // The whole previous batch must finish first.
+            drop(sem.acquire_many(permits as u32).await?);
+        }
+        let permit = sem.clone().acquire_owned().await?;
+        spawn_call(
+            ctx,
+            req,
+            scheduled,
+            permit,
+            &tokio::runtime::Handle::current(),
+        );
+        issued += 1;
+    }
+    Ok(issued)
+}
+
+/// Open loop, on a blocking thread: releases each request at its scheduled arrival (the
+/// thread sleeps to it: `nanosleep`, tens of microseconds late, not tokio's millisecond
+/// timer). Each latency counts from the scheduled arrival, so time spent waiting for a free
+/// caller is in it (no coordinated omission). Returns how many were issued and how late
+/// they were released (ms).
+fn dispatch(
+    handle: &tokio::runtime::Handle,
+    ctx: &Arc<Ctx>,
+    sem: &Arc<Semaphore>,
+    requests: &[Request],
+    spec: &DriveSpec,
+    start: Instant,
+) -> anyhow::Result<(u64, Option<Percentiles>)> {
+    let mut late = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
+    let mut issued = 0u64;
+    for req in requests {
+        if start.elapsed() > spec.max_duration {
+            break;
+        }
+        let at = start + Duration::from_secs_f64(req.arrival_s / spec.time_scale);
+        if let Some(wait) = at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let permit = handle.block_on(sem.clone().acquire_owned())?;
+        let _ = late.record((at.elapsed().as_micros() as u64).max(1));
+        spawn_call(ctx, req, at, permit, handle);
+        issued += 1;
+    }
+    let ms = |q: f64| late.value_at_quantile(q) as f64 / 1000.0;
+    Ok((
+        issued,
+        Some(Percentiles {
+            p50: ms(0.5),
+            p90: ms(0.9),
+            p99: ms(0.99),
+            max: ms(1.0),
+        }),
+    ))
+}
+
+fn spawn_call(
+    ctx: &Arc<Ctx>,
+    req: &Request,
+    scheduled: Instant,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    handle: &tokio::runtime::Handle,
+) {
+    let ctx = ctx.clone();
+    let req = req.clone();
+    handle.spawn(async move {
+        call(&ctx, &req, scheduled).await;
+        ctx.progress.inc(1);
+        drop(permit);
+    });
 }
 
 async fn call(ctx: &Ctx, req: &Request, scheduled: Instant) {

@@ -125,6 +125,22 @@ pub fn table(runs: &[RunResult]) -> String {
             },
         );
     }
+    for r in runs {
+        let _ = write!(
+            md,
+            "\n{}: the driver and its emulated hosts used {:.0} µs of CPU per decision",
+            r.label, r.driver_cpu_us_per_decision
+        );
+        if let Some(late) = &r.driver.release_late_ms {
+            let _ = write!(
+                md,
+                "; it released requests {:.2} ms (p99) and {:.2} ms (max) after their arrival",
+                late.p99, late.max
+            );
+        }
+        md.push('.');
+    }
+    md.push('\n');
     md
 }
 

@@ -5,7 +5,7 @@
 use crate::driver::{self, DriveSpec, DriverResult, ParamSample, Target, Via};
 use crate::hosts::Fleet;
 use crate::notify::{Notifier, NotifyVia};
-use crate::service::{Service, ServiceConfig};
+use crate::service::{process_cpu_seconds, Service, ServiceConfig};
 use crate::workload::{Dataset, Request};
 use anyhow::Context;
 use indicatif::ProgressBar;
@@ -47,6 +47,9 @@ pub struct RunResult {
     /// notifications were applied (`/proc/<pid>/stat`), and that per decision in µs.
     pub service_cpu_s: f64,
     pub service_cpu_us_per_decision: f64,
+    /// The same for this process (the driver and the emulated hosts), which shares the
+    /// machine with the service: how much of it the measuring took.
+    pub driver_cpu_us_per_decision: f64,
     /// Hosts whose ledger `used` differs from their own books after draining.
     pub ledger_mismatch_hosts: usize,
     /// placed + no_valid_host = requests, by the driver and by the service.
@@ -153,6 +156,7 @@ pub async fn run_one(
         },
     };
     let cpu_before = service.cpu_seconds()?;
+    let own_before = process_cpu_seconds(std::process::id())?;
     let result = driver::drive(&target, ds, requests, fleet.clone(), spec, progress).await?;
     let _ = stop_tx.send(());
     let params = sampler.await.unwrap_or_default();
@@ -171,6 +175,8 @@ pub async fn run_one(
     .await;
     let service_cpu_s = service.cpu_seconds()? - cpu_before;
     let service_cpu_us_per_decision = 1e6 * service_cpu_s / (result.issued.max(1) as f64);
+    let driver_cpu_us_per_decision = 1e6 * (process_cpu_seconds(std::process::id())? - own_before)
+        / (result.issued.max(1) as f64);
     let stats = get_json(&client, format!("{}/v1/stats", service.base)).await?;
     let ledger = get_json(&client, format!("{}/v1/hosts", service.base)).await?;
     let mismatch = mismatches(&ledger, &books);
@@ -201,6 +207,7 @@ pub async fn run_one(
         notifications_failed: notifier.failed.load(Ordering::Relaxed),
         service_cpu_s,
         service_cpu_us_per_decision,
+        driver_cpu_us_per_decision,
         ledger_mismatch_hosts: mismatch,
         accounted,
         params,
