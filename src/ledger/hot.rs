@@ -85,6 +85,9 @@ pub(crate) struct HotWriter {
     /// The checkpoint thread's [`WAL_LIMIT_FRAMES`] (lowered by tests).
     #[cfg_attr(not(test), allow(dead_code))]
     wal_limit: Arc<AtomicI64>,
+    /// Jobs queued so far (tests wait on it to know a job is in the queue).
+    #[cfg(test)]
+    submitted: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for HotWriter {
@@ -126,7 +129,12 @@ impl HotWriter {
         thread("ledger-writer")
             .spawn(move || serve(db, shared, queue, ask))
             .map_err(failed)?;
-        Ok(HotWriter { jobs, wal_limit })
+        Ok(HotWriter {
+            jobs,
+            wal_limit,
+            #[cfg(test)]
+            submitted: Arc::default(),
+        })
     }
 
     /// Lowers the log's limit (frames) from [`WAL_LIMIT_FRAMES`], for tests.
@@ -137,7 +145,16 @@ impl HotWriter {
 
     /// Queues `job`; it is answered through itself (`committed` or `failed`).
     pub(crate) fn submit(&self, job: Box<dyn Work>) -> Result<(), Box<dyn Work>> {
-        self.jobs.send(job).map_err(|e| e.0)
+        self.jobs.send(job).map_err(|e| e.0)?;
+        #[cfg(test)]
+        self.submitted.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Jobs queued so far.
+    #[cfg(test)]
+    pub(crate) fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::SeqCst)
     }
 }
 

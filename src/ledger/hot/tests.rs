@@ -104,6 +104,7 @@ async fn a_job_that_panics_fails_its_group_whole_and_the_writer_serves_on() {
         }))
         .is_ok());
     entered_rx.recv().unwrap();
+    let queued = hot.submitted();
     let claiming = {
         let ledger = ledger.clone();
         tokio::spawn(async move {
@@ -117,7 +118,9 @@ async fn a_job_that_panics_fails_its_group_whole_and_the_writer_serves_on() {
                 .await
         })
     };
-    while ledger.table().pending(host) != Some(vcpus(1)) {
+    // The claim reserves in the table, then queues its job: the job must be queued before
+    // the panicking one, or the two make different groups.
+    while ledger.table().pending(host) != Some(vcpus(1)) || hot.submitted() == queued {
         tokio::task::yield_now().await;
     }
     let (answer, answered) = oneshot::channel();
