@@ -227,7 +227,12 @@ impl Bench {
 /// CPU seconds this process (consumer, ledger writer, publisher) has used so far, from
 /// `/proc/self/stat` (user + system, in the kernel's 100 Hz ticks).
 fn cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    stat_cpu_s(std::path::Path::new("/proc/self/stat"))
+}
+
+/// User + system CPU seconds of one `/proc/<pid>/stat` file (0 when it cannot be read).
+fn stat_cpu_s(path: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
@@ -274,18 +279,7 @@ fn broker_cpu_s() -> f64 {
         if comm.trim() != "beam.smp" {
             continue;
         }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        return (ticks(11) + ticks(12)) / 100.0;
+        return stat_cpu_s(&entry.path().join("stat"));
     }
     0.0
 }

@@ -71,6 +71,20 @@ impl Work for Marks {
     }
 }
 
+/// Holds the writer inside a group of its own until the returned sender is sent to.
+fn hold_writer(hot: &HotWriter) -> std_mpsc::Sender<()> {
+    let (entered, entered_rx) = std_mpsc::channel();
+    let (release, release_rx) = std_mpsc::channel();
+    assert!(hot
+        .submit(Box::new(Hold {
+            entered,
+            release: release_rx
+        }))
+        .is_ok());
+    entered_rx.recv().unwrap();
+    release
+}
+
 fn vcpus(n: i64) -> Resources {
     let mut r = Resources::default();
     r.0[0] = n;
@@ -95,15 +109,7 @@ async fn a_job_that_panics_fails_its_group_whole_and_the_writer_serves_on() {
 
     // The writer is held inside a group of its own; a claim and a job that panics queue
     // behind it and make the next group together.
-    let (entered, entered_rx) = std_mpsc::channel();
-    let (release, release_rx) = std_mpsc::channel();
-    assert!(hot
-        .submit(Box::new(Hold {
-            entered,
-            release: release_rx
-        }))
-        .is_ok());
-    entered_rx.recv().unwrap();
+    let release = hold_writer(&hot);
     let queued = hot.submitted();
     let claiming = {
         let ledger = ledger.clone();
@@ -198,15 +204,7 @@ async fn a_job_alone_is_kept_or_undone_whole_and_in_a_group_alone() {
     assert!(recorded("alone-kept"), "a kept job's id is not there");
 
     // Two jobs behind one that holds the writer make the next group together.
-    let (entered, entered_rx) = std_mpsc::channel();
-    let (release, release_rx) = std_mpsc::channel();
-    assert!(hot
-        .submit(Box::new(Hold {
-            entered,
-            release: release_rx
-        }))
-        .is_ok());
-    entered_rx.recv().unwrap();
+    let release = hold_writer(&hot);
     let (undone, undone_answered) = Marks::new("grouped-undone", Step::Undo);
     let (kept, kept_answered) = Marks::new("grouped-kept", Step::Keep);
     assert!(hot.submit(undone).is_ok());
