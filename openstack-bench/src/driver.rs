@@ -199,8 +199,9 @@ pub struct DriverResult {
     pub wall_s: f64,
     pub decisions_per_s: f64,
     pub latency_ms: Percentiles,
-    /// Open loop: how long after its scheduled arrival each request was released (the
-    /// driver's own lateness, which its latency includes).
+    /// Open loop: how long after its scheduled arrival each request was released: the release
+    /// thread's own lateness plus any wait for a free caller (`--concurrency`); its latency
+    /// includes both.
     pub release_late_ms: Option<Percentiles>,
 }
 

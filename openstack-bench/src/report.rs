@@ -125,10 +125,12 @@ pub fn table(runs: &[RunResult]) -> String {
             },
         );
     }
+    // After a blank line, so that Markdown ends the table before it: one item per run.
+    md.push('\n');
     for r in runs {
         let _ = write!(
             md,
-            "\n{}: the driver and its emulated hosts used {:.0} µs of CPU per decision",
+            "- {}: the driver and its emulated hosts used {:.0} µs of CPU per decision",
             r.label, r.driver_cpu_us_per_decision
         );
         if let Some(late) = &r.driver.release_late_ms {
@@ -138,9 +140,8 @@ pub fn table(runs: &[RunResult]) -> String {
                 late.p99, late.max
             );
         }
-        md.push('.');
+        md.push_str(".\n");
     }
-    md.push('\n');
     md
 }
 
