@@ -147,7 +147,7 @@ impl<M: Mark> MarkSet<M> {
     /// Bit `id` for each mark with an id below [`LOW_MARKS`], and bit [`LOW_MARKS`] when the
     /// set has any other: which of those marks the set has, without following its pointer.
     pub fn low_mask(&self) -> u32 {
-        self.0.iter().fold(0, |mask, m| mask | low_bit(*m))
+        low_mask(&self.0)
     }
 
     /// True when every mark of `marks` is in the set.
@@ -185,6 +185,11 @@ impl<M: Mark> serde::Serialize for MarkSet<M> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.names().serialize(s)
     }
+}
+
+/// The [`MarkSet::low_mask`] of `marks`.
+pub fn low_mask<M: Mark>(marks: &[M]) -> u32 {
+    marks.iter().fold(0, |mask, m| mask | low_bit(*m))
 }
 
 /// A mark's bit in a [`MarkSet::low_mask`].

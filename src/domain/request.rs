@@ -155,7 +155,7 @@ impl QueryTest {
 impl PlacementQuery {
     /// How a scan tests hosts against this query.
     pub fn scan_test(&self) -> QueryTest {
-        use super::markers::{low_bit, LOW_MARKS};
+        use super::markers::{low_bit, low_mask, LOW_MARKS};
         if self.is_empty() {
             return QueryTest::Nothing;
         }
@@ -169,10 +169,9 @@ impl PlacementQuery {
         if !marks_only {
             return QueryTest::Host;
         }
-        let mask = |ts: &[TraitId]| ts.iter().fold(0, |m, t| m | low_bit(*t));
         QueryTest::Marks {
-            required: mask(&self.required_traits),
-            forbidden: mask(&self.forbidden_traits),
+            required: low_mask(&self.required_traits),
+            forbidden: low_mask(&self.forbidden_traits),
         }
     }
 

@@ -238,8 +238,8 @@ impl super::hot::Work for HotClaim {
 }
 
 /// PostgreSQL: one round of claims, at most one per host, as one statement: lock each host's
-/// row and then its inventory rows, in a fixed order (host, class), keep the claims whose every class fits,
-/// insert their allocations and add their usage; answers (claim index, true) per claim made
+/// row and then its inventory rows, in a fixed order (host, class), keep the claims whose
+/// every class fits, insert their allocations and add their usage; answers (claim index, true) per claim made
 /// and (claim index, false) per instance that already holds an allocation. Each claim is `$1`
 /// index, `$2` host, `$3` instance, `$4` amounts as the ledger stores them (JSON text, not
 /// parsed here); its amounts come again as rows of `$5` claim index, `$6` class and `$7`

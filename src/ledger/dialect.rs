@@ -54,6 +54,30 @@ pub(crate) trait Dialect: sqlx::Database {
 pub(crate) const HOST_IDS_SQLITE: &str = "SELECT json_group_array(json_array(id, uuid)) \
     FROM hosts WHERE uuid IN (SELECT json_extract(value, '$[2]') FROM json_each($1))";
 
+/// The columns of a host row as [`super::hosts`] decodes them, before its instance count (a
+/// macro, so that the statements below are built from it at compile time).
+macro_rules! host_columns {
+    () => {
+        "SELECT h.id, h.host, h.node, h.uuid, h.availability_zone, h.up, h.disabled, \
+         h.forced_down, h.last_seen_ms, h.traits, h.aggregates"
+    };
+}
+
+/// SQLite's instance count of host `h`, counted from its allocations.
+macro_rules! sqlite_instances {
+    () => {
+        "(SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance)"
+    };
+}
+
+/// The columns of an inventory row as [`super::hosts`] decodes them.
+macro_rules! inventory_select {
+    () => {
+        "SELECT host_id, resource_class, total, reserved, min_unit, max_unit, step_size, \
+         allocation_ratio, used FROM inventories"
+    };
+}
+
 /// The columns of a host row as [`super::hosts`] decodes them, with the number of
 /// instances on it (allocations whose consumer is known to be an instance: not a migration
 /// record imported from Placement). PostgreSQL keeps it in the host's row by triggers on
@@ -61,43 +85,43 @@ pub(crate) const HOST_IDS_SQLITE: &str = "SELECT json_group_array(json_array(id,
 /// and the row's change announces the count to them. SQLite, one process a ledger, loads a
 /// host only at start or after a notification, and counts then instead of writing the host's
 /// row with every claim.
-pub(crate) const POSTGRES_HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, \
-    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-    h.aggregates, h.instances FROM hosts h";
+pub(crate) const POSTGRES_HOST_SELECT: &str =
+    concat!(host_columns!(), ", h.instances FROM hosts h");
 
 /// SQLite's [`POSTGRES_HOST_SELECT`].
-pub(crate) const SQLITE_HOST_SELECT: &str = "SELECT h.id, h.host, h.node, h.uuid, \
-    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-    h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) \
-    FROM hosts h";
+pub(crate) const SQLITE_HOST_SELECT: &str =
+    concat!(host_columns!(), ", ", sqlite_instances!(), " FROM hosts h");
 
-pub(crate) const INVENTORY_SELECT: &str = "SELECT host_id, resource_class, total, reserved, \
-    min_unit, max_unit, step_size, allocation_ratio, used FROM inventories";
+pub(crate) const INVENTORY_SELECT: &str = inventory_select!();
 
 /// SQLite: the hosts whose id is in the JSON array `$1`, as [`SQLITE_HOST_SELECT`] reads them.
-pub(crate) const SQLITE_HOSTS_BY_ID: &str = "SELECT h.id, h.host, h.node, h.uuid, \
-    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-    h.aggregates, (SELECT COUNT(*) FROM allocations a WHERE a.host_id = h.id AND a.instance) \
-    FROM hosts h WHERE h.id IN (SELECT value FROM json_each($1))";
+pub(crate) const SQLITE_HOSTS_BY_ID: &str = concat!(
+    host_columns!(),
+    ", ",
+    sqlite_instances!(),
+    " FROM hosts h WHERE h.id IN (SELECT value FROM json_each($1))"
+);
 
 /// SQLite: the inventories of the hosts whose id is in the JSON array `$1`.
-pub(crate) const SQLITE_INVENTORIES_BY_ID: &str =
-    "SELECT host_id, resource_class, total, reserved, \
-    min_unit, max_unit, step_size, allocation_ratio, used FROM inventories \
-    WHERE host_id IN (SELECT value FROM json_each($1))";
+pub(crate) const SQLITE_INVENTORIES_BY_ID: &str = concat!(
+    inventory_select!(),
+    " WHERE host_id IN (SELECT value FROM json_each($1))"
+);
 
-/// PostgreSQL: the hosts whose id is in the array `$1`, as [`POSTGRES_HOST_SELECT`] reads them, each
-/// with its inventory rows (one row per host and class, the class columns NULL for a host
-/// without inventory), in one statement: a reload of the hosts another process changed was two
-/// statements, each with a JSON list to parse, and their fixed cost was most of the reload.
-pub(crate) const POSTGRES_HOSTS_BY_ID: &str = "SELECT h.id, h.host, h.node, h.uuid, \
-    h.availability_zone, h.up, h.disabled, h.forced_down, h.last_seen_ms, h.traits, \
-    h.aggregates, h.instances, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, \
-    i.step_size, i.allocation_ratio, i.used \
-    FROM (SELECT DISTINCT unnest($1::bigint[]) AS id) x \
-    CROSS JOIN LATERAL (SELECT * FROM hosts WHERE hosts.id = x.id OFFSET 0) h \
-    LEFT JOIN LATERAL (SELECT * FROM inventories WHERE inventories.host_id = h.id OFFSET 0) i \
-    ON TRUE";
+/// PostgreSQL: the hosts whose id is in the array `$1`, as [`POSTGRES_HOST_SELECT`] reads
+/// them, each with its inventory rows (one row per host and class, the class columns NULL for
+/// a host without inventory), in one statement: a reload of the hosts another process changed
+/// was two statements, each with a JSON list to parse, and their fixed cost was most of the
+/// reload.
+pub(crate) const POSTGRES_HOSTS_BY_ID: &str = concat!(
+    host_columns!(),
+    ", h.instances, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, \
+     i.step_size, i.allocation_ratio, i.used \
+     FROM (SELECT DISTINCT unnest($1::bigint[]) AS id) x \
+     CROSS JOIN LATERAL (SELECT * FROM hosts WHERE hosts.id = x.id OFFSET 0) h \
+     LEFT JOIN LATERAL (SELECT * FROM inventories WHERE inventories.host_id = h.id OFFSET 0) i \
+     ON TRUE"
+);
 
 impl Dialect for sqlx::Sqlite {
     const ADD_USAGE: &'static str = "UPDATE inventories SET used = max(0, used + $3 * \

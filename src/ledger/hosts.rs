@@ -204,7 +204,8 @@ macro_rules! upsert_host {
 }
 pub(crate) use upsert_host;
 
-/// A host row as selected by [`SQLITE_HOST_SELECT`] or [`POSTGRES_HOST_SELECT`], before its inventories are joined.
+/// A host row as selected by [`SQLITE_HOST_SELECT`] or [`POSTGRES_HOST_SELECT`], before its
+/// inventories are joined.
 struct HostFields {
     id: i64,
     host: String,
