@@ -64,7 +64,8 @@ const RPC_READY_TIMEOUT: Duration = Duration::from_secs(30);
 enum Caller {
     Http {
         client: reqwest::Client,
-        url: String,
+        /// Parsed once: a `&str` would be parsed (and its host name IDNA-checked) per call.
+        url: reqwest::Url,
     },
     Rpc {
         client: Box<RpcClient>,
@@ -90,7 +91,8 @@ impl Caller {
                     .pool_idle_timeout(Duration::from_secs(2))
                     .timeout(CALL_TIMEOUT)
                     .build()?,
-                url: format!("{base}/v1/select_destinations"),
+                url: reqwest::Url::parse(&format!("{base}/v1/select_destinations"))
+                    .with_context(|| format!("the service's base URL {base}"))?,
             }),
             Target::Rpc {
                 amqp_url,
@@ -114,7 +116,8 @@ impl Caller {
     /// One select_destinations call with the same RequestSpec body on either path.
     async fn select(&self, body: Value) -> Outcome {
         match self {
-            Caller::Http { client, url } => match client.post(url).json(&body).send().await {
+            Caller::Http { client, url } => match client.post(url.clone()).json(&body).send().await
+            {
                 Ok(r) if r.status().is_success() => r
                     .json::<Value>()
                     .await

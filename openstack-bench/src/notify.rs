@@ -35,7 +35,8 @@ enum Via {
     },
     Http {
         client: reqwest::Client,
-        url: Arc<parking_lot::RwLock<String>>,
+        /// Parsed once per target: a `&str` would be parsed (and IDNA-checked) per event.
+        url: Arc<parking_lot::RwLock<reqwest::Url>>,
     },
 }
 
@@ -82,18 +83,19 @@ impl Notifier {
         }))
     }
 
-    pub fn http(client: reqwest::Client, base: &str) -> Notifier {
-        Notifier::new(Via::Http {
+    pub fn http(client: reqwest::Client, base: &str) -> anyhow::Result<Notifier> {
+        Ok(Notifier::new(Via::Http {
             client,
-            url: Arc::new(parking_lot::RwLock::new(format!("{base}/v1/notifications"))),
-        })
+            url: Arc::new(parking_lot::RwLock::new(notifications_url(base)?)),
+        }))
     }
 
     /// Points HTTP notifications at another service (no-op on RabbitMQ).
-    pub fn retarget(&self, base: &str) {
+    pub fn retarget(&self, base: &str) -> anyhow::Result<()> {
         if let Via::Http { url, .. } = &self.via {
-            *url.write() = format!("{base}/v1/notifications");
+            *url.write() = notifications_url(base)?;
         }
+        Ok(())
     }
 
     fn new(via: Via) -> Notifier {
@@ -131,7 +133,7 @@ impl Notifier {
                 let mut attempt = 0;
                 loop {
                     let target = url.read().clone();
-                    match client.post(&target).json(inner).send().await {
+                    match client.post(target.clone()).json(inner).send().await {
                         Ok(r) if r.status().is_success() => break true,
                         Ok(r) => {
                             let status = r.status();
@@ -169,6 +171,12 @@ impl Notifier {
         conn.close(0, "bench done").await?;
         Ok(())
     }
+}
+
+/// `POST /v1/notifications` of the service at `base`.
+fn notifications_url(base: &str) -> anyhow::Result<reqwest::Url> {
+    reqwest::Url::parse(&format!("{base}/v1/notifications"))
+        .with_context(|| format!("the service's base URL {base}"))
 }
 
 /// Prints the first few failed notifications with their reason (the run's result counts all).

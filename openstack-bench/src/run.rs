@@ -120,7 +120,7 @@ pub async fn run_one(
     let first = Service::start(&env.parasol, &first_cfg, &dir).await?;
     let notifier = match env.notify {
         NotifyVia::Amqp => Notifier::amqp(&env.amqp_url, &cfg.exchange, &cfg.queue).await?,
-        NotifyVia::Http => Notifier::http(client.clone(), &first.base),
+        NotifyVia::Http => Notifier::http(client.clone(), &first.base)?,
     };
     progress.set_message(format!("{label} n={hosts}: registering hosts"));
     let fleet = Arc::new(Fleet::start(hosts, ds.host, notifier.clone(), env.heartbeat).await);
@@ -136,7 +136,7 @@ pub async fn run_one(
         .map_or(registered, |s| applied(&s));
     drop(first);
     let service = Service::start(&env.parasol, &cfg, &dir).await?;
-    notifier.retarget(&service.base);
+    notifier.retarget(&service.base)?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let sampler = tokio::spawn(driver::sample_params(
         service.base.clone(),
