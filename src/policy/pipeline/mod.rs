@@ -400,7 +400,7 @@ impl Policy {
             } = scratch;
             'slots: for &i in slots {
                 for (&step, &k) in steps.iter().zip(active.iter()) {
-                    if !self.scan_passes(k, step, &demand, hosts, rows, i, req, env) {
+                    if !self.scan_passes(k, step, &demand, hosts, &rows[i], i, req, env) {
                         removed[k] += 1;
                         continue 'slots;
                     }
@@ -518,7 +518,8 @@ impl Policy {
         demand.unwrap_or_default()
     }
 
-    /// Filter `k`'s test of host `i`, made as `step` says (see [`Policy::scan_steps`]).
+    /// Filter `k`'s test of host `i` (its scan row `row`), made as `step` says (see
+    /// [`Policy::scan_steps`]).
     /// Inlined into the scans: as a call it was a third of `filter`'s instructions per host.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
@@ -528,12 +529,11 @@ impl Policy {
         step: Step,
         demand: &Demand,
         hosts: &[HostState],
-        rows: &[HostScan],
+        row: &HostScan,
         i: usize,
         req: &RequestContext,
         env: &FilterEnv,
     ) -> bool {
-        let row = &rows[i];
         match step {
             Step::Compute => service_up(row, env),
             Step::Capacity { query } => {
@@ -596,8 +596,8 @@ impl Policy {
             steps,
             ..
         } = scratch;
-        let passes = |k: usize, step: Step, i: usize| -> bool {
-            self.scan_passes(k, step, &demand, hosts, rows, i, req, env)
+        let passes = |k: usize, step: Step, row: &HostScan, i: usize| -> bool {
+            self.scan_passes(k, step, &demand, hosts, row, i, req, env)
         };
         // The weighers, when every one that matters reads the row and the policy ranks by
         // them: (value, multiplier) per column, in the configured order.
@@ -609,25 +609,25 @@ impl Policy {
         let mut lo = [f64::INFINITY; SCAN_WEIGHERS];
         let mut hi = [f64::NEG_INFINITY; SCAN_WEIGHERS];
         raw.clear();
+        raw.reserve(rows.len() * width);
+        scored.reserve(rows.len());
         // The hot loop of `filter` (every host, every request): the tests and the row's
         // weigher values inline, the values of a host kept in one slice.
         'rows: for (i, row) in rows.iter().enumerate() {
             for (&step, &k) in steps.iter().zip(active.iter()) {
-                if !passes(k, step, i) {
+                if !passes(k, step, row, i) {
                     removed[k] += 1;
                     continue 'rows;
                 }
             }
             scored.push(Scored { score: 0.0, idx: i });
             if fused {
-                let mut values = [0.0; SCAN_WEIGHERS];
-                for (c, (&(value, _), slot)) in columns.iter().zip(values.iter_mut()).enumerate() {
+                for (c, &(value, _)) in columns.iter().enumerate() {
                     let v = value.of_scan(row);
                     lo[c] = lo[c].min(v);
                     hi[c] = hi[c].max(v);
-                    *slot = v;
+                    raw.push(v);
                 }
-                raw.extend_from_slice(&values[..width]);
             }
         }
         if scored.is_empty() {

@@ -417,10 +417,11 @@ impl Policy {
                 return f & PASSES != 0;
             }
             scratch.evaluated += 1;
+            let row = &rows[i];
             let ok = steps
                 .iter()
                 .zip(active)
-                .all(|(&step, &k)| self.scan_passes(k, step, demand, hosts, rows, i, req, env));
+                .all(|(&step, &k)| self.scan_passes(k, step, demand, hosts, row, i, req, env));
             scratch.set(i, f | EVALUATED | if ok { PASSES } else { 0 });
             ok
         };
