@@ -220,6 +220,13 @@ impl Notification {
         Self::from_message(&decode_envelope(body)?)
     }
 
+    /// A valid `compute.host.state` event sent without its envelope (as `POST
+    /// /v1/notifications` takes it), decoded straight from `body`; `None` for anything else,
+    /// which [`Notification::from_inner`] (or the envelope's or a cast's decode) answers.
+    pub fn host_state_alone(body: &[u8]) -> Option<Self> {
+        fast::host_state_alone(body)
+    }
+
     /// [`Notification::decode`] of an envelope already parsed.
     pub fn from_envelope(outer: &Value) -> Result<Self> {
         Self::from_message(&open_envelope(outer)?)

@@ -16,18 +16,24 @@ pub async fn post_notification(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let body = read_body(payload, limit.0).await?;
-    let value = super::parse_json(&body)?;
-    let decoded = if value.get("oslo.message").is_some() {
-        Notification::from_envelope(&value)
-    } else if value.get("method").is_some() {
-        crate::nova::RpcMessage::from_value(&value).and_then(|m| Notification::from_rpc(&m))
-    } else {
-        Notification::from_inner(&value)
+    let notification = match Notification::host_state_alone(&body) {
+        // Most of the traffic, read without a JSON tree.
+        Some(n) => n,
+        None => {
+            let value = super::parse_json(&body)?;
+            let decoded = if value.get("oslo.message").is_some() {
+                Notification::from_envelope(&value)
+            } else if value.get("method").is_some() {
+                crate::nova::RpcMessage::from_value(&value).and_then(|m| Notification::from_rpc(&m))
+            } else {
+                Notification::from_inner(&value)
+            };
+            decoded.map_err(|e| {
+                ingest.count("rejected");
+                codec_error(e)
+            })?
+        }
     };
-    let notification = decoded.map_err(|e| {
-        ingest.count("rejected");
-        codec_error(e)
-    })?;
     match ingest.apply(&notification).await {
         Ok(outcome) => Ok(HttpResponse::Ok().json(json!({
             "message_id": notification.message_id,

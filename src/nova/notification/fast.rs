@@ -79,6 +79,9 @@ struct Envelope<'a> {
 struct Message<'a> {
     #[serde(default)]
     method: Present,
+    /// Only asked of a body that may be an envelope or the message alone (HTTP).
+    #[serde(rename = "oslo.message", default)]
+    envelope: Present,
     #[serde(borrow)]
     event_type: Cow<'a, str>,
     #[serde(borrow)]
@@ -153,13 +156,16 @@ fn distinct<V>(entries: &[(String, V)]) -> bool {
             .all(|(i, (k, _))| entries[..i].iter().all(|(e, _)| e != k))
 }
 
-/// The event, when `body` is a valid `compute.host.state` event; `None` sends it to the
-/// general decode.
-pub(super) fn host_state(body: &[u8]) -> Option<Notification> {
-    if !body
-        .windows(HOST_STATE_EVENT.len())
+/// Whether `body` can be a `compute.host.state` event at all.
+fn names_host_state(body: &[u8]) -> bool {
+    body.windows(HOST_STATE_EVENT.len())
         .any(|w| w == HOST_STATE_EVENT.as_bytes())
-    {
+}
+
+/// The event, when `body` is a valid `compute.host.state` event in its envelope; `None`
+/// sends it to the general decode.
+pub(super) fn host_state(body: &[u8]) -> Option<Notification> {
+    if !names_host_state(body) {
         return None;
     }
     let Obj(envelope) = serde_json::from_slice::<Obj<Envelope>>(body).ok()?;
@@ -167,6 +173,24 @@ pub(super) fn host_state(body: &[u8]) -> Option<Notification> {
         return None;
     }
     let Obj(m) = serde_json::from_str::<Obj<Message>>(&envelope.message).ok()?;
+    host_state_message(m)
+}
+
+/// The same for the message alone, as `POST /v1/notifications` also takes it (a body with
+/// an `oslo.message` or a `method` is an envelope or a cast there, and left to it).
+pub(super) fn host_state_alone(body: &[u8]) -> Option<Notification> {
+    if !names_host_state(body) {
+        return None;
+    }
+    let Obj(m) = serde_json::from_slice::<Obj<Message>>(body).ok()?;
+    if m.envelope.0 {
+        return None;
+    }
+    host_state_message(m)
+}
+
+/// A decoded message's event, when it is a valid `compute.host.state` event.
+fn host_state_message(m: Message) -> Option<Notification> {
     if m.method.0 || m.event_type != HOST_STATE_EVENT {
         return None;
     }
@@ -297,7 +321,25 @@ mod tests {
             let fast = host_state(&body).expect("taken by the typed decode");
             assert_eq!(fast, general(&body).unwrap(), "{inner}");
             assert_eq!(Notification::decode(&body).unwrap(), fast);
+            // The message alone, as HTTP takes it, decodes the same.
+            let alone = serde_json::to_vec(&inner).unwrap();
+            assert_eq!(host_state_alone(&alone), Some(fast), "{inner}");
         }
+    }
+
+    #[test]
+    fn a_message_alone_that_is_an_envelope_or_a_cast_is_left_to_the_general_decode() {
+        let mut envelope = event(full());
+        envelope["oslo.message"] = json!("{}");
+        let mut cast = event(full());
+        cast["method"] = json!(null);
+        let mut invalid = event(full());
+        invalid["payload"]["compute_node_uuid"] = json!("not a uuid");
+        for (what, inner) in [("envelope", envelope), ("cast", cast), ("invalid", invalid)] {
+            let body = serde_json::to_vec(&inner).unwrap();
+            assert_eq!(host_state_alone(&body), None, "{what}");
+        }
+        assert!(host_state_alone(&serde_json::to_vec(&event(full())).unwrap()).is_some());
     }
 
     #[test]
