@@ -142,7 +142,12 @@ fn host_state(seq: usize, h: usize, vcpu: i64) -> Vec<u8> {
         "publisher_id": format!("parasol-host:{host}"),
         "event_type": "compute.host.state",
         "priority": "INFO",
-        "timestamp": "2026-11-25 21:13:16.777260",
+        // Now, as oslo writes it: the ledger records a message under it (migration 0011).
+        "timestamp": parasol::nova::oslo_timestamp(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64)
+        ),
         "payload": {
             "host": host, "node": host,
             "compute_node_uuid": uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string(),

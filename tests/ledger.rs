@@ -855,6 +855,130 @@ on_both_engines!(
     super::message_ids_are_forgotten_oldest_first_once_the_retention_has_passed
 );
 
+/// The outcomes of a batch, as `Ok(Applied)`, `Ok(Duplicate)`...
+fn outcomes(out: &[Result<parasol::notifications::Applied, String>]) -> Vec<String> {
+    out.iter().map(|o| format!("{o:?}")).collect()
+}
+
+/// A message is recorded under its envelope's timestamp and its id (migration 0011): the same
+/// envelope again, in a later batch, in the same batch or alone, is skipped; the ids are
+/// forgotten from the earliest timestamp once both sent and applied before the cut.
+async fn a_redelivery_with_its_timestamp_is_skipped_and_ids_are_forgotten_by_time(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let at = |id: &str, sent_at: &str| {
+        let mut n = beat(id, "time-host");
+        n.timestamp = Some(sent_at.into());
+        n
+    };
+    let (t1, t3) = ("1970-01-01 00:00:01.000000", "1970-01-01 00:00:03.000000");
+    let apply = |batch: Vec<parasol::nova::Notification>, now_ms: i64| {
+        let ledger = ledger.clone();
+        async move {
+            let batch: Vec<&parasol::nova::Notification> = batch.iter().collect();
+            let out = parasol::notifications::apply_batch(&ledger, &batch, now_ms)
+                .await
+                .unwrap();
+            outcomes(&out)
+        }
+    };
+    assert_eq!(
+        apply(vec![at("a", t1), at("b", t1)], 1_000).await,
+        ["Ok(Applied)", "Ok(Applied)"]
+    );
+    assert_eq!(
+        apply(vec![at("a", t1), at("c", t3), at("c", t3)], 3_000).await,
+        ["Ok(Duplicate)", "Ok(Applied)", "Ok(Duplicate)"]
+    );
+    assert_eq!(
+        parasol::notifications::apply(&ledger, &at("b", t1), 3_000)
+            .await
+            .unwrap(),
+        parasol::notifications::Applied::Duplicate
+    );
+    // Sent at 1 s, applied at 3 s (it waited in the queue).
+    assert_eq!(apply(vec![at("d", t1)], 3_000).await, ["Ok(Applied)"]);
+    let processed = |ids: &'static [&'static str]| {
+        let ledger = ledger.clone();
+        async move {
+            let mut out = Vec::new();
+            for id in ids {
+                out.push(ledger.is_processed(id).await.unwrap());
+            }
+            out
+        }
+    };
+    // At 2 s: a and b go; d, applied at 3 s, waits for its own retention; c was sent at 3 s.
+    assert_eq!(ledger.forget_messages(1_999).await.unwrap(), 2);
+    assert_eq!(
+        processed(&["a", "b", "c", "d"]).await,
+        [false, false, true, true]
+    );
+    assert_eq!(ledger.forget_messages(3_000).await.unwrap(), 2);
+    assert_eq!(processed(&["c", "d"]).await, [false, false]);
+}
+on_both_engines!(
+    a_redelivery_with_its_timestamp_is_skipped_and_ids_are_forgotten_by_time,
+    super::a_redelivery_with_its_timestamp_is_skipped_and_ids_are_forgotten_by_time
+);
+
+/// The migrations up to 0010 (before the ids were keyed by time).
+fn before_0011(m: sqlx::migrate::Migrator) -> sqlx::migrate::Migrator {
+    let migrations: Vec<_> = m
+        .migrations
+        .iter()
+        .filter(|m| m.version < 11)
+        .cloned()
+        .collect();
+    sqlx::migrate::Migrator {
+        migrations: migrations.into(),
+        ..m
+    }
+}
+
+/// A ledger with ids recorded before migration 0011 keeps them (keyed ("", id)) and still
+/// skips their redelivery without a timestamp. A redelivery of such a notification carries
+/// its envelope's timestamp, a key of its own: it would be applied again, within the
+/// retention (a day) after the upgrade only.
+async fn ids_recorded_before_the_time_key_are_kept(engine: &str) {
+    use sqlx::Connection;
+    let db = support::db(engine).await;
+    let old = "INSERT INTO processed_messages (message_id, processed_ms) VALUES ('old-1', 1000)";
+    if engine == "sqlite" {
+        let options: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
+        let mut conn = sqlx::SqliteConnection::connect_with(&options.create_if_missing(true))
+            .await
+            .unwrap();
+        before_0011(sqlx::migrate!("./migrations/sqlite"))
+            .run(&mut conn)
+            .await
+            .unwrap();
+        sqlx::query(old).execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    } else {
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        before_0011(sqlx::migrate!("./migrations/postgres"))
+            .run(&mut conn)
+            .await
+            .unwrap();
+        sqlx::query(old).execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    }
+    let ledger = Ledger::open(&db.url, 8).await.unwrap();
+    assert!(ledger.is_processed("old-1").await.unwrap());
+    let again = parasol::notifications::apply_batch(&ledger, &[&beat("old-1", "old-host")], 2_000)
+        .await
+        .unwrap();
+    assert_eq!(outcomes(&again), ["Ok(Duplicate)"]);
+    // Still forgotten by the time it was applied.
+    assert_eq!(ledger.forget_messages(999).await.unwrap(), 0);
+    assert_eq!(ledger.forget_messages(1_000).await.unwrap(), 1);
+    assert!(!ledger.is_processed("old-1").await.unwrap());
+}
+on_both_engines!(
+    ids_recorded_before_the_time_key_are_kept,
+    super::ids_recorded_before_the_time_key_are_kept
+);
+
 /// An `instance.create.end` for `uuid` on `host` with amounts `demand`.
 fn create_end(
     message_id: &str,

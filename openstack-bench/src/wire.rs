@@ -24,9 +24,13 @@ pub fn node_uuid(host: &str) -> String {
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string()
 }
 
+/// Now, as oslo writes it (`str(utcnow())`): the ledger records a message under it, so the
+/// emulated hosts send the time as Nova's do rather than one constant.
 fn timestamp() -> String {
-    // oslo's format; the value is informative only.
-    "2026-11-25 00:00:00.000000".into()
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    parasol::nova::oslo_timestamp(now)
 }
 
 /// The inner message of a notification.

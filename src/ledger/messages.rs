@@ -20,62 +20,100 @@ pub struct DeadLetter {
     pub received_ms: i64,
 }
 
+/// Records one message under its key (`Notification::sent_at`, its id) at `$3`; no row when
+/// it was recorded before.
 pub(crate) const MARK_PROCESSED: &str =
-    "INSERT INTO processed_messages (message_id, processed_ms) VALUES ($1, $2) ON CONFLICT (message_id) DO NOTHING";
+    "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+    VALUES ($1, $2, $3) ON CONFLICT (sent_at, message_id) DO NOTHING";
 
-/// Which of a batch's message ids (a JSON array) were recorded before: one row, a JSON array.
-const SEEN_SQLITE: &str = "SELECT json_group_array(message_id) FROM processed_messages \
-    WHERE message_id IN (SELECT value FROM json_each($1))";
+/// Which of a batch's keys (a JSON array of [sent_at, message_id]) were recorded before: one
+/// row, a JSON array of the same.
+const SEEN_SQLITE: &str = "SELECT json_group_array(json_array(p.sent_at, p.message_id)) \
+    FROM json_each($1) AS j JOIN processed_messages AS p \
+    ON p.sent_at = j.value ->> 0 AND p.message_id = j.value ->> 1";
 
-/// Records a batch's message ids (a JSON array) in one statement.
-const MARK_ALL_SQLITE: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
-    SELECT value, $2 FROM json_each($1) WHERE true ON CONFLICT (message_id) DO NOTHING";
+/// Records a batch's keys (a JSON array of [sent_at, message_id]) in one statement.
+const MARK_ALL_SQLITE: &str = "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+    SELECT value ->> 0, value ->> 1, $2 FROM json_each($1) WHERE true \
+    ON CONFLICT (sent_at, message_id) DO NOTHING";
 
-/// The same for PostgreSQL (a text array), answering the ids that are new.
-const MARK_ALL_POSTGRES: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
-    SELECT m, $2 FROM unnest($1::text[]) AS m ON CONFLICT (message_id) DO NOTHING \
-    RETURNING message_id";
+/// The same for PostgreSQL (two text arrays), answering the keys that are new.
+const MARK_ALL_POSTGRES: &str =
+    "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+    SELECT s, m, $3 FROM unnest($1::text[], $2::text[]) AS k(s, m) \
+    ON CONFLICT (sent_at, message_id) DO NOTHING RETURNING sent_at, message_id";
 
-/// Records `ids` as processed at `now_ms`; answers those not recorded before. SQLite asks
-/// which were seen (one row) and then inserts (no row): a `RETURNING` row per message would
-/// each cross sqlx's channel from the connection's worker thread.
+/// Forgets timestamped ids from the left edge of the key: sent at or before `$1` (an oslo
+/// timestamp) and applied at or before `$2`, at most `$3`. An id applied later than its
+/// timestamp says (a message that waited in the queue, a publisher's clock behind) waits for
+/// its own retention; the walk steps over it.
+const FORGET_SENT: &str = "DELETE FROM processed_messages WHERE (sent_at, message_id) IN \
+    (SELECT sent_at, message_id FROM processed_messages \
+     WHERE sent_at > '' AND sent_at <= $1 AND processed_ms <= $2 \
+     ORDER BY sent_at, message_id LIMIT $3)";
+
+/// Forgets ids without a timestamp (fanout casts, ids recorded before migration 0011) applied
+/// at or before `$1`, oldest first (the partial index on `processed_ms`), at most `$2`.
+/// SQLite is told the index: without statistics it takes the key's "" range and sorts it.
+const FORGET_UNTIMED_SQLITE: &str =
+    "DELETE FROM processed_messages WHERE sent_at = '' AND message_id IN \
+    (SELECT message_id FROM processed_messages INDEXED BY processed_messages_untimed_age \
+     WHERE sent_at = '' AND processed_ms <= $1 ORDER BY processed_ms LIMIT $2)";
+
+/// [`FORGET_UNTIMED_SQLITE`] for PostgreSQL.
+const FORGET_UNTIMED_POSTGRES: &str =
+    "DELETE FROM processed_messages WHERE sent_at = '' AND message_id IN \
+    (SELECT message_id FROM processed_messages \
+     WHERE sent_at = '' AND processed_ms <= $1 ORDER BY processed_ms LIMIT $2)";
+
+/// A message's key in `processed_messages`: its `sent_at` and its id.
+pub(crate) type MessageKey<'a> = (&'a str, &'a str);
+
+/// Records `keys` as processed at `now_ms`; answers, for each in order, whether it is new (not
+/// recorded before, nor earlier in `keys`). SQLite asks which were seen (one row) and then
+/// inserts (no row): a `RETURNING` row per message would each cross sqlx's channel from the
+/// connection's worker thread.
 pub(crate) async fn mark_all_sqlite(
     conn: &mut sqlx::SqliteConnection,
-    ids: &[&str],
+    keys: &[MessageKey<'_>],
     now_ms: i64,
-) -> Result<HashSet<String>, sqlx::Error> {
-    let list = super::json_list(ids.iter().copied());
+) -> Result<Vec<bool>, sqlx::Error> {
+    let list = serde_json::to_string(keys)
+        .map_err(|e| sqlx::Error::Protocol(format!("processed message keys: {e}")))?;
     let seen: String = sqlx::query_scalar(SEEN_SQLITE)
         .bind(&list)
         .fetch_one(&mut *conn)
         .await?;
-    let seen: HashSet<String> = serde_json::from_str(&seen)
-        .map_err(|e| sqlx::Error::Protocol(format!("processed message ids: {e}")))?;
+    let seen: Vec<(String, String)> = serde_json::from_str(&seen)
+        .map_err(|e| sqlx::Error::Protocol(format!("processed message keys: {e}")))?;
     sqlx::query(MARK_ALL_SQLITE)
         .bind(&list)
         .bind(now_ms)
         .execute(&mut *conn)
         .await?;
-    Ok(ids
-        .iter()
-        .filter(|id| !seen.contains(**id))
-        .map(|id| id.to_string())
-        .collect())
+    let mut taken: HashSet<MessageKey<'_>> =
+        seen.iter().map(|(s, m)| (s.as_str(), m.as_str())).collect();
+    Ok(keys.iter().map(|key| taken.insert(*key)).collect())
 }
 
-/// [`mark_all_sqlite`] for PostgreSQL: one statement, answering the new ids.
+/// [`mark_all_sqlite`] for PostgreSQL: one statement, answering the new keys.
 pub(crate) async fn mark_all_postgres(
     conn: &mut sqlx::PgConnection,
-    ids: &[&str],
+    keys: &[MessageKey<'_>],
     now_ms: i64,
-) -> Result<HashSet<String>, sqlx::Error> {
-    let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
-    let fresh: Vec<String> = sqlx::query_scalar(MARK_ALL_POSTGRES)
+) -> Result<Vec<bool>, sqlx::Error> {
+    let (sent, ids): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let fresh: Vec<(String, String)> = sqlx::query_as(MARK_ALL_POSTGRES)
+        .bind(sent)
         .bind(ids)
         .bind(now_ms)
         .fetch_all(&mut *conn)
         .await?;
-    Ok(fresh.into_iter().collect())
+    let mut fresh: HashSet<MessageKey<'_>> = fresh
+        .iter()
+        .map(|(s, m)| (s.as_str(), m.as_str()))
+        .collect();
+    Ok(keys.iter().map(|key| fresh.remove(key)).collect())
 }
 
 impl Ledger {
@@ -120,24 +158,42 @@ impl Ledger {
         })
     }
 
-    /// Forgets the ids of messages applied at or before `before_ms`, oldest first, at most
+    /// Forgets the ids of messages applied at or before `before_ms` (and, for those with a
+    /// timestamp, sent at or before it: [`FORGET_SENT`]), oldest first, at most
     /// [`FORGET_LIMIT`] of them; answers how many. A message redelivered after its id is
     /// forgotten would be applied again.
     pub async fn forget_messages(&self, before_ms: i64) -> Result<u64, LedgerError> {
-        write_pool!(self, pool => {
-            let done = sqlx::query(
-                "DELETE FROM processed_messages WHERE message_id IN (SELECT message_id \
-                 FROM processed_messages WHERE processed_ms <= $1 ORDER BY processed_ms LIMIT $2)",
-            )
-            .bind(before_ms)
-            .bind(FORGET_LIMIT)
-            .execute(pool)
-            .await?;
-            Ok(done.rows_affected())
-        })
+        let sent_before = crate::nova::oslo_timestamp(before_ms.saturating_mul(1_000));
+        let sent = write_pool!(self, pool => {
+            sqlx::query(FORGET_SENT)
+                .bind(&sent_before)
+                .bind(before_ms)
+                .bind(FORGET_LIMIT)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        let left = FORGET_LIMIT.saturating_sub(i64::try_from(sent).unwrap_or(i64::MAX));
+        if left <= 0 {
+            return Ok(sent);
+        }
+        let forget_untimed = match self.engine() {
+            super::Engine::Sqlite => FORGET_UNTIMED_SQLITE,
+            super::Engine::Postgres => FORGET_UNTIMED_POSTGRES,
+        };
+        let untimed = write_pool!(self, pool => {
+            sqlx::query(forget_untimed)
+                .bind(before_ms)
+                .bind(left)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(sent + untimed)
     }
 
-    /// True when a message with this id was already applied.
+    /// True when a message with this id was already applied, whatever its timestamp. Scans the
+    /// table (the id is the key's second column): for tests and tools.
     pub async fn is_processed(&self, message_id: &str) -> Result<bool, LedgerError> {
         read_pool!(self, pool => {
             let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM processed_messages WHERE message_id = $1")

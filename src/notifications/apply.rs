@@ -91,15 +91,16 @@ macro_rules! apply_all {
         let checked: Vec<_> = $batch.iter().map(|n| validate(n)).collect();
         let mut tx = $pool.begin().await?;
         let clean = 'fast: {
-            // Every valid message's id in one statement; the effects below skip their own.
-            let valid: Vec<&str> = $batch
+            // Every valid message's key in one statement; the effects below skip their own.
+            let valid: Vec<(&str, &str)> = $batch
                 .iter()
                 .zip(&checked)
                 .filter(|(_, c)| c.is_ok())
-                .map(|(n, _)| n.message_id.as_str())
+                .map(|(n, _)| (n.sent_at(), n.message_id.as_str()))
                 .collect();
+            // Whether each valid message is new, in order.
             let mut fresh = match $mark_all(&mut *tx, &valid, $now_ms).await {
-                Ok(fresh) => fresh,
+                Ok(fresh) => fresh.into_iter(),
                 // An outage fails the batch; any other error sends it to the savepoint pass.
                 Err(e) => {
                     let e = LedgerError::from(e);
@@ -118,7 +119,7 @@ macro_rules! apply_all {
                     }
                 };
                 // Seen in an earlier batch, or earlier in this one.
-                if !fresh.remove(&n.message_id) {
+                if fresh.next() != Some(true) {
                     outcomes.push(Ok(Applied::Duplicate));
                     continue;
                 }

@@ -211,6 +211,7 @@ macro_rules! define_effect {
         ) -> Result<Applied, ApplyError> {
             if mark {
                 let fresh = sqlx::query(MARK_PROCESSED)
+                    .bind(n.sent_at())
                     .bind(&n.message_id)
                     .bind(now_ms)
                     .execute(&mut **tx)

@@ -13,8 +13,10 @@ use crate::ledger::hot::{Step, Work};
 use crate::ledger::{HostRegistration, HostTable, LedgerError};
 use crate::nova::{HostEvent, Notification};
 
-const MARK_PROCESSED: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
-    VALUES (?1, ?2) ON CONFLICT (message_id) DO NOTHING";
+/// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
+/// before. Keyed by time first, the insert appends at the right edge (migration 0011).
+const MARK_PROCESSED: &str = "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+    VALUES (?1, ?2, ?3) ON CONFLICT (sent_at, message_id) DO NOTHING";
 
 const HEARTBEAT: &str = "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 
@@ -58,6 +60,8 @@ fn kind(table: &HostTable, n: &Notification) -> Option<Kind> {
 
 /// A message as a job of the hot writer.
 pub(crate) struct HotNotification {
+    /// The message's envelope timestamp as recorded (`Notification::sent_at`).
+    sent_at: String,
     message_id: String,
     kind: Kind,
     now_ms: i64,
@@ -79,6 +83,7 @@ impl HotNotification {
         let kind = kind(table, n)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = HotNotification {
+            sent_at: n.sent_at().to_string(),
             message_id: n.message_id.clone(),
             kind,
             now_ms,
@@ -102,7 +107,11 @@ impl HotNotification {
         }
         let fresh = db
             .prepare_cached(MARK_PROCESSED)?
-            .execute(rusqlite::params![self.message_id, self.now_ms])?;
+            .execute(rusqlite::params![
+                self.sent_at,
+                self.message_id,
+                self.now_ms
+            ])?;
         if fresh == 0 {
             return Ok(Some(Applied::Duplicate));
         }

@@ -21,18 +21,27 @@ use crate::ledger::hot::{Step, Work};
 use crate::ledger::{HostRegistration, HostTable, Ledger, LedgerError};
 use crate::nova::{HostEvent, Notification};
 
-const MARK_PROCESSED: &str = "INSERT INTO processed_messages (message_id, processed_ms) \
-    VALUES (?1, ?2) ON CONFLICT (message_id) DO NOTHING";
+/// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
+/// before. Keyed by time first, the insert appends at the right edge (migration 0011).
+const MARK_PROCESSED: &str = "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+    VALUES (?1, ?2, ?3) ON CONFLICT (sent_at, message_id) DO NOTHING";
+
+/// A message's key in `processed_messages`: its `Notification::sent_at` and its id.
+type Key = (String, String);
+
+fn key_of(n: &Notification) -> Key {
+    (n.sent_at().to_string(), n.message_id.clone())
+}
 
 /// A message of the batch, as the writer needs it.
 enum Item {
     /// Rejected before the ledger (its outcome's reason); nothing is written for it.
     Invalid(String),
-    /// A host-state event: its message id and validated registration.
-    HostState(String, HostRegistration),
+    /// A host-state event: its key and validated registration.
+    HostState(Key, HostRegistration),
     /// Recorded as processed and nothing else (an event Parasol does not act on, an
     /// aggregate cast: `Ingest` hands those to the cloud view).
-    Recorded(String),
+    Recorded(Key),
 }
 
 /// What the writer made of the batch.
@@ -65,15 +74,13 @@ fn job_of(
     for n in batch {
         let item = match &n.event {
             HostEvent::HostState(_) => match validate(n) {
-                Ok(Some(reg)) => Item::HostState(n.message_id.clone(), reg),
+                Ok(Some(reg)) => Item::HostState(key_of(n), reg),
                 Ok(None) => return None,
                 Err(reason) => {
                     Item::Invalid(format!("{} {}: {reason}", n.event_type, n.message_id))
                 }
             },
-            HostEvent::Unknown { .. } | HostEvent::Aggregates(_) => {
-                Item::Recorded(n.message_id.clone())
-            }
+            HostEvent::Unknown { .. } | HostEvent::Aggregates(_) => Item::Recorded(key_of(n)),
             _ => return None,
         };
         items.push(item);
@@ -107,8 +114,8 @@ impl HotBatch {
             let outcome = match item {
                 Item::Invalid(reason) => Err(reason.clone()),
                 // Seen in an earlier batch, or earlier in this one.
-                Item::HostState(id, _) | Item::Recorded(id)
-                    if mark.execute(rusqlite::params![id, *now_ms])? == 0 =>
+                Item::HostState((sent_at, id), _) | Item::Recorded((sent_at, id))
+                    if mark.execute(rusqlite::params![sent_at, id, *now_ms])? == 0 =>
                 {
                     Ok(Applied::Duplicate)
                 }

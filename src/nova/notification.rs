@@ -210,7 +210,55 @@ pub struct Notification {
     pub event: HostEvent,
 }
 
+/// The longest envelope timestamp a message is recorded under (oslo's is 26 characters;
+/// ISO 8601 with an offset 32). See [`Notification::sent_at`].
+const MAX_SENT_AT_BYTES: usize = 32;
+
+/// A UTC time (microseconds since the epoch) in oslo's envelope format, `str(utcnow())`:
+/// "2026-11-27 18:00:00.123456". Strings of this format sort as the times they write.
+pub fn oslo_timestamp(unix_us: i64) -> String {
+    let secs = unix_us.div_euclid(1_000_000);
+    let micros = unix_us.rem_euclid(1_000_000);
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days to a civil date (H. Hinnant's algorithm, proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{micros:06}",
+        day_secs / 3_600,
+        day_secs / 60 % 60,
+        day_secs % 60
+    )
+}
+
 impl Notification {
+    /// What the ledger records the message under, with its id (`processed_messages`, migration
+    /// 0011): the envelope's `timestamp` as sent, which a redelivery repeats and which sorts in
+    /// time order, so that the ids are recorded at the right edge of the table. "" for a
+    /// message without one (a fanout cast) or with one not of oslo's shape (not "YYYY-...",
+    /// or longer than any time format): those sort before every time and age by the time
+    /// they were applied instead.
+    pub fn sent_at(&self) -> &str {
+        match self.timestamp.as_deref() {
+            Some(t)
+                if t.len() <= MAX_SENT_AT_BYTES
+                    && t.len() > 5
+                    && t.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+                    && t.as_bytes()[4] == b'-' =>
+            {
+                t
+            }
+            _ => "",
+        }
+    }
+
     /// Unwraps the envelope and decodes either a notification (`event_type`) or a fanout
     /// cast (`method`).
     pub fn decode(body: &[u8]) -> Result<Self> {

@@ -57,7 +57,7 @@ impl Marks {
 impl Work for Marks {
     fn run(&mut self, db: &rusqlite::Connection, _table: &HostTable) -> Step {
         db.execute(
-            "INSERT INTO processed_messages (message_id, processed_ms) VALUES (?1, 1)",
+            "INSERT INTO processed_messages (sent_at, message_id, processed_ms) VALUES ('', ?1, 1)",
             [self.id],
         )
         .unwrap();

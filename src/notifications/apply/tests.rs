@@ -407,8 +407,8 @@ async fn dump(ledger: &Ledger) -> Vec<String> {
          ORDER BY host_id, resource_class",
         "SELECT 'allocation ' || instance_uuid || ' ' || host_id || ' ' || resources \
          FROM allocations ORDER BY instance_uuid",
-        "SELECT 'message ' || message_id || ' ' || processed_ms FROM processed_messages \
-         ORDER BY message_id",
+        "SELECT 'message ' || sent_at || ' ' || message_id || ' ' || processed_ms \
+         FROM processed_messages ORDER BY message_id, sent_at",
     ] {
         let rows: Vec<String> = sqlx::query_scalar(sql).fetch_all(read).await.unwrap();
         lines.extend(rows);

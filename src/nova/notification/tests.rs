@@ -468,3 +468,57 @@ fn an_evacuations_rebuild_end_places_the_instance_on_the_publishers_host() {
         assert_eq!(on(rebuild_end(publisher)), want, "{publisher}");
     }
 }
+
+#[test]
+fn oslo_timestamps_write_utc_times_and_sort_as_them() {
+    use super::oslo_timestamp;
+    assert_eq!(oslo_timestamp(0), "1970-01-01 00:00:00.000000");
+    // 2026-11-27 18:00:00.123456 UTC, a leap day, and a second before the epoch.
+    assert_eq!(
+        oslo_timestamp(1_795_802_400_123_456),
+        "2026-11-27 18:00:00.123456"
+    );
+    assert_eq!(
+        oslo_timestamp(1_709_164_800_000_001),
+        "2024-02-29 00:00:00.000001"
+    );
+    assert_eq!(oslo_timestamp(-1_000_000), "1969-12-31 23:59:59.000000");
+    let times = [
+        0i64,
+        999_999,
+        1_000_000,
+        86_399_999_999,
+        1_795_802_400_123_456,
+    ];
+    let texts: Vec<String> = times.iter().map(|&t| oslo_timestamp(t)).collect();
+    assert!(texts.windows(2).all(|w| w[0] < w[1]), "{texts:?}");
+}
+
+#[test]
+fn a_message_is_recorded_under_its_oslo_timestamp_or_none() {
+    let with = |timestamp: Option<&str>| Notification {
+        message_id: "m".into(),
+        event_type: "e".into(),
+        publisher_id: None,
+        timestamp: timestamp.map(str::to_string),
+        event: HostEvent::Unknown {
+            event_type: "e".into(),
+        },
+    };
+    let ts = "2026-11-27 18:00:00.123456";
+    assert_eq!(with(Some(ts)).sent_at(), ts);
+    assert_eq!(
+        with(Some("2026-11-27T18:00:00+00:00")).sent_at(),
+        "2026-11-27T18:00:00+00:00"
+    );
+    let long = "2026-".repeat(20);
+    for odd in [
+        None,
+        Some(""),
+        Some("yesterday"),
+        Some("20261127"),
+        Some(long.as_str()),
+    ] {
+        assert_eq!(with(odd).sent_at(), "", "{odd:?}");
+    }
+}

@@ -1,0 +1,36 @@
+-- The ids of applied messages, clustered by the time they were sent: keyed by the oslo
+-- envelope's `timestamp` then the message id, so that recording an id appends at the right
+-- edge of the primary key's b-tree (keyed by the random uuid alone, each insert changed a page
+-- of the key index at a random place besides the heap and the age index of 0009, and split
+-- pages in the middle of the key index). The same as SQLite's 0011.
+--
+-- `sent_at` is the envelope's timestamp as sent ("2026-11-27 18:00:00.123456", oslo's
+-- `str(utcnow())`), not parsed into milliseconds: a redelivery repeats the envelope exactly,
+-- the string sorts as the time it writes, and nothing has to be parsed (or refused) on the
+-- way in. It is "" for a message without one (a fanout cast) or with one not of that shape
+-- (`Notification::sent_at`), and for the ids recorded before this migration: "" sorts before
+-- every time (byte order: the column's collation is "C", whatever the database's). Duplicates
+-- are the pair (sent_at, message_id).
+--
+-- Retention (`[ledger] message_retention_s`): a timestamped id is forgotten once it was both
+-- sent and applied longer ago than that, walking the key from its left edge; the ""-keyed
+-- ones (in uuid order) by the time they were applied, through the partial index below, as
+-- before. `processed_ms` is kept for both.
+CREATE TABLE processed_messages_by_time (
+    sent_at TEXT COLLATE "C" NOT NULL,
+    message_id TEXT NOT NULL,
+    processed_ms BIGINT NOT NULL,
+    PRIMARY KEY (sent_at, message_id)
+);
+
+INSERT INTO processed_messages_by_time (sent_at, message_id, processed_ms)
+SELECT '', message_id, processed_ms FROM processed_messages;
+
+DROP INDEX processed_messages_age;
+DROP TABLE processed_messages;
+ALTER TABLE processed_messages_by_time RENAME TO processed_messages;
+ALTER TABLE processed_messages RENAME CONSTRAINT processed_messages_by_time_pkey
+    TO processed_messages_pkey;
+
+CREATE INDEX processed_messages_untimed_age ON processed_messages (processed_ms)
+    WHERE sent_at = '';
