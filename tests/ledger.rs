@@ -935,10 +935,9 @@ fn before_0011(m: sqlx::migrate::Migrator) -> sqlx::migrate::Migrator {
     }
 }
 
-/// A ledger with ids recorded before migration 0011 keeps them (keyed ("", id)) and still
-/// skips their redelivery without a timestamp. A redelivery of such a notification carries
-/// its envelope's timestamp, a key of its own: it would be applied again, within the
-/// retention (a day) after the upgrade only.
+/// A ledger with ids recorded before migration 0011 keeps them (keyed ("", id)) and skips
+/// their redelivery, without a timestamp (a cast) and with one (a notification's envelope
+/// carries it, a key of its own), in a batch and alone.
 async fn ids_recorded_before_the_time_key_are_kept(engine: &str) {
     use sqlx::Connection;
     let db = support::db(engine).await;
@@ -969,6 +968,26 @@ async fn ids_recorded_before_the_time_key_are_kept(engine: &str) {
         .await
         .unwrap();
     assert_eq!(outcomes(&again), ["Ok(Duplicate)"]);
+    let mut stamped = beat("old-1", "old-host");
+    stamped.timestamp = Some("2026-11-27 18:00:00.000000".into());
+    let again = parasol::notifications::apply_batch(&ledger, &[&stamped], 2_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes(&again),
+        ["Ok(Duplicate)"],
+        "with a timestamp, in a batch"
+    );
+    let alone = parasol::notifications::apply(&ledger, &stamped, 2_000).await;
+    assert!(
+        matches!(alone, Ok(parasol::notifications::Applied::Duplicate)),
+        "with a timestamp, alone: {alone:?}"
+    );
+    assert_eq!(
+        recorded_keys(engine, &db.url, "old-1").await,
+        1,
+        "a skipped redelivery records no key of its own"
+    );
     // Still forgotten by the time it was applied.
     assert_eq!(ledger.forget_messages(999).await.unwrap(), 0);
     assert_eq!(ledger.forget_messages(1_000).await.unwrap(), 1);
@@ -978,6 +997,27 @@ on_both_engines!(
     ids_recorded_before_the_time_key_are_kept,
     super::ids_recorded_before_the_time_key_are_kept
 );
+
+/// How many keys record `message_id`, read over a connection of its own.
+async fn recorded_keys(engine: &str, url: &str, message_id: &str) -> i64 {
+    use sqlx::Connection;
+    let sql = "SELECT COUNT(*) FROM processed_messages WHERE message_id = $1";
+    if engine == "sqlite" {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql)
+            .bind(message_id)
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql)
+            .bind(message_id)
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    }
+}
 
 /// An `instance.create.end` for `uuid` on `host` with amounts `demand`.
 fn create_end(

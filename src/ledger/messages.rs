@@ -21,26 +21,42 @@ pub struct DeadLetter {
 }
 
 /// Records one message under its key (`Notification::sent_at`, its id) at `$3`; no row when
-/// it was recorded before.
+/// it was recorded before, under this key or under "". Ids recorded before migration 0011 are
+/// keyed ("", id), and a notification's redelivery carries its envelope's timestamp: every
+/// statement here that asks whether a key was recorded also asks for ("", its id), so that
+/// the upgrade forgets no id (one more lookup, at the left edge of the key, where only casts
+/// and those old ids are).
 pub(crate) const MARK_PROCESSED: &str =
     "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
-    VALUES ($1, $2, $3) ON CONFLICT (sent_at, message_id) DO NOTHING";
+    SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) WHERE NOT EXISTS \
+    (SELECT 1 FROM processed_messages WHERE sent_at = '' AND message_id = $2) \
+    ON CONFLICT (sent_at, message_id) DO NOTHING";
 
-/// Which of a batch's keys (a JSON array of [sent_at, message_id]) were recorded before: one
-/// row, a JSON array of the same.
-const SEEN_SQLITE: &str = "SELECT json_group_array(json_array(p.sent_at, p.message_id)) \
-    FROM json_each($1) AS j JOIN processed_messages AS p \
-    ON p.sent_at = j.value ->> 0 AND p.message_id = j.value ->> 1";
+/// [`MARK_PROCESSED`] for SQLite's hot writer (rusqlite's `?N` parameters).
+pub(crate) const MARK_PROCESSED_HOT: &str =
+    "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+    SELECT ?1, ?2, ?3 WHERE NOT EXISTS \
+    (SELECT 1 FROM processed_messages WHERE sent_at = '' AND message_id = ?2) \
+    ON CONFLICT (sent_at, message_id) DO NOTHING";
 
-/// Records a batch's keys (a JSON array of [sent_at, message_id]) in one statement.
+/// Which of a batch's keys (a JSON array of [sent_at, message_id]) were recorded before,
+/// under the key or under "" (see [`MARK_PROCESSED`]): one row, a JSON array of the same.
+const SEEN_SQLITE: &str = "SELECT json_group_array(json_array(j.value ->> 0, j.value ->> 1)) \
+    FROM json_each($1) AS j WHERE EXISTS (SELECT 1 FROM processed_messages AS p \
+    WHERE p.message_id = j.value ->> 1 AND p.sent_at IN (j.value ->> 0, ''))";
+
+/// Records a batch's keys (a JSON array of [sent_at, message_id]) in one statement, but for
+/// those recorded under "" (see [`MARK_PROCESSED`]).
 const MARK_ALL_SQLITE: &str = "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
-    SELECT value ->> 0, value ->> 1, $2 FROM json_each($1) WHERE true \
+    SELECT j.value ->> 0, j.value ->> 1, $2 FROM json_each($1) AS j WHERE NOT EXISTS \
+    (SELECT 1 FROM processed_messages AS p WHERE p.sent_at = '' AND p.message_id = j.value ->> 1) \
     ON CONFLICT (sent_at, message_id) DO NOTHING";
 
 /// The same for PostgreSQL (two text arrays), answering the keys that are new.
 const MARK_ALL_POSTGRES: &str =
     "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
-    SELECT s, m, $3 FROM unnest($1::text[], $2::text[]) AS k(s, m) \
+    SELECT s, m, $3 FROM unnest($1::text[], $2::text[]) AS k(s, m) WHERE NOT EXISTS \
+    (SELECT 1 FROM processed_messages AS p WHERE p.sent_at = '' AND p.message_id = k.m) \
     ON CONFLICT (sent_at, message_id) DO NOTHING RETURNING sent_at, message_id";
 
 /// Forgets timestamped ids from the left edge of the key: sent at or before `$1` (an oslo

@@ -15,8 +15,7 @@ use crate::nova::{HostEvent, Notification};
 
 /// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
 /// before. Keyed by time first, the insert appends at the right edge (migration 0011).
-const MARK_PROCESSED: &str = "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
-    VALUES (?1, ?2, ?3) ON CONFLICT (sent_at, message_id) DO NOTHING";
+use crate::ledger::messages::MARK_PROCESSED_HOT as MARK_PROCESSED;
 
 const HEARTBEAT: &str = "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 
