@@ -9,7 +9,9 @@
 -- the string sorts as the time it writes, and nothing has to be parsed (or refused) on the
 -- way in. It is "" for a message without one (a fanout cast) or with one not of that shape
 -- (`Notification::sent_at`), and for the ids recorded before this migration: "" sorts before
--- every time. Duplicates are the pair (sent_at, message_id).
+-- every time. Duplicates are the pair (sent_at, message_id), or ("", message_id): an id
+-- recorded before this migration still stops its redelivery, which carries its timestamp
+-- (`ledger/messages.rs`).
 --
 -- Retention (`[ledger] message_retention_s`): a timestamped id is forgotten once it was both
 -- sent and applied longer ago than that, walking the key from its left edge; the ""-keyed
