@@ -25,18 +25,11 @@ pub struct DeadLetter {
 /// keyed ("", id), and a notification's redelivery carries its envelope's timestamp: every
 /// statement here that asks whether a key was recorded also asks for ("", its id), so that
 /// the upgrade forgets no id (one more lookup, at the left edge of the key, where only casts
-/// and those old ids are).
+/// and those old ids are). Also SQLite's hot writer's: rusqlite binds `$1`..`$3` by position.
 pub(crate) const MARK_PROCESSED: &str =
     "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
     SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) WHERE NOT EXISTS \
     (SELECT 1 FROM processed_messages WHERE sent_at = '' AND message_id = $2) \
-    ON CONFLICT (sent_at, message_id) DO NOTHING";
-
-/// [`MARK_PROCESSED`] for SQLite's hot writer (rusqlite's `?N` parameters).
-pub(crate) const MARK_PROCESSED_HOT: &str =
-    "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
-    SELECT ?1, ?2, ?3 WHERE NOT EXISTS \
-    (SELECT 1 FROM processed_messages WHERE sent_at = '' AND message_id = ?2) \
     ON CONFLICT (sent_at, message_id) DO NOTHING";
 
 /// Which of a batch's keys (a JSON array of [sent_at, message_id]) were recorded before,

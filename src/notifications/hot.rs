@@ -13,9 +13,9 @@ use crate::ledger::hot::{Step, Work};
 use crate::ledger::{HostRegistration, HostTable, LedgerError};
 use crate::nova::{HostEvent, Notification};
 
-/// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
-/// before. Keyed by time first, the insert appends at the right edge (migration 0011).
-use crate::ledger::messages::MARK_PROCESSED_HOT as MARK_PROCESSED;
+// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
+// before. Keyed by time first, the insert appends at the right edge (migration 0011).
+use crate::ledger::messages::MARK_PROCESSED;
 
 const HEARTBEAT: &str = "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 

@@ -21,9 +21,9 @@ use crate::ledger::hot::{Step, Work};
 use crate::ledger::{HostRegistration, HostTable, Ledger, LedgerError};
 use crate::nova::{HostEvent, Notification};
 
-/// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
-/// before. Keyed by time first, the insert appends at the right edge (migration 0011).
-use crate::ledger::messages::MARK_PROCESSED_HOT as MARK_PROCESSED;
+// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
+// before. Keyed by time first, the insert appends at the right edge (migration 0011).
+use crate::ledger::messages::MARK_PROCESSED;
 
 /// A message's key in `processed_messages`: its `Notification::sent_at` and its id.
 type Key = (String, String);

@@ -217,25 +217,14 @@ const MAX_SENT_AT_BYTES: usize = 32;
 /// A UTC time (microseconds since the epoch) in oslo's envelope format, `str(utcnow())`:
 /// "2026-11-27 18:00:00.123456". Strings of this format sort as the times they write.
 pub fn oslo_timestamp(unix_us: i64) -> String {
-    let secs = unix_us.div_euclid(1_000_000);
-    let micros = unix_us.rem_euclid(1_000_000);
-    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days to a civil date (H. Hinnant's algorithm, proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{micros:06}",
-        day_secs / 3_600,
-        day_secs / 60 % 60,
-        day_secs % 60
-    )
+    use chrono::{DateTime, Utc};
+    // Beyond chrono's range (±262,000 years) the nearest time it can write.
+    let at = DateTime::<Utc>::from_timestamp_micros(unix_us).unwrap_or(if unix_us < 0 {
+        DateTime::<Utc>::MIN_UTC
+    } else {
+        DateTime::<Utc>::MAX_UTC
+    });
+    at.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
 }
 
 impl Notification {
