@@ -25,12 +25,44 @@ pub struct DeadLetter {
 /// keyed ("", id), and a notification's redelivery carries its envelope's timestamp: every
 /// statement here that asks whether a key was recorded also asks for ("", its id), so that
 /// the upgrade forgets no id (one more lookup, at the left edge of the key, where only casts
-/// and those old ids are). Also SQLite's hot writer's: rusqlite binds `$1`..`$3` by position.
+/// and those old ids are). SQLite's hot writer runs it as [`mark_processed_rusqlite`].
 pub(crate) const MARK_PROCESSED: &str =
     "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
     SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) WHERE NOT EXISTS \
     (SELECT 1 FROM processed_messages WHERE sent_at = '' AND message_id = $2) \
     ON CONFLICT (sent_at, message_id) DO NOTHING";
+
+/// Whether an id (`$1`) was recorded under "" (see [`MARK_PROCESSED`]); a primary-key lookup.
+const UNTIMED_SEEN: &str = "SELECT EXISTS (SELECT 1 FROM processed_messages \
+    WHERE sent_at = '' AND message_id = $1)";
+
+/// Records one key; no row when it was recorded before under this key.
+const RECORD: &str = "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+    VALUES ($1, $2, $3) ON CONFLICT (sent_at, message_id) DO NOTHING";
+
+/// [`MARK_PROCESSED`] on SQLite's hot writer, as two prepared statements: whether the id was
+/// recorded under "" (not asked for a key that is "" itself), then the insert. SQLite runs an
+/// `INSERT … SELECT` that reads its own table through a temporary b-tree and a statement
+/// journal, built and torn down at every execution: in a heartbeat backlog drain that was
+/// about a tenth of the process' CPU (BENCHMARKS.md). Answers whether the key is new.
+pub(crate) fn mark_processed_rusqlite(
+    db: &rusqlite::Connection,
+    (sent_at, message_id): MessageKey<'_>,
+    now_ms: i64,
+) -> rusqlite::Result<bool> {
+    if !sent_at.is_empty() {
+        let untimed: bool = db
+            .prepare_cached(UNTIMED_SEEN)?
+            .query_row([message_id], |row| row.get(0))?;
+        if untimed {
+            return Ok(false);
+        }
+    }
+    let recorded = db
+        .prepare_cached(RECORD)?
+        .execute(rusqlite::params![sent_at, message_id, now_ms])?;
+    Ok(recorded == 1)
+}
 
 /// Which of a batch's keys (a JSON array of [sent_at, message_id]) were recorded before,
 /// under the key or under "" (see [`MARK_PROCESSED`]): one row, a JSON array of the same.

@@ -10,12 +10,9 @@ use super::apply::{validate, Applied, ApplyError};
 use super::effects::{heartbeat_of, CONFIRM_OWN_CLAIM};
 use crate::domain::HostId;
 use crate::ledger::hot::{Step, Work};
+use crate::ledger::messages::mark_processed_rusqlite;
 use crate::ledger::{HostRegistration, HostTable, LedgerError};
 use crate::nova::{HostEvent, Notification};
-
-// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
-// before. Keyed by time first, the insert appends at the right edge (migration 0011).
-use crate::ledger::messages::MARK_PROCESSED;
 
 const HEARTBEAT: &str = "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 
@@ -104,14 +101,8 @@ impl HotNotification {
                 return Ok(None);
             }
         }
-        let fresh = db
-            .prepare_cached(MARK_PROCESSED)?
-            .execute(rusqlite::params![
-                self.sent_at,
-                self.message_id,
-                self.now_ms
-            ])?;
-        if fresh == 0 {
+        let key = (self.sent_at.as_str(), self.message_id.as_str());
+        if !mark_processed_rusqlite(db, key, self.now_ms)? {
             return Ok(Some(Applied::Duplicate));
         }
         match &self.kind {

@@ -23,7 +23,7 @@ use crate::nova::{HostEvent, Notification};
 
 // Records a message under its key (`Notification::sent_at`, its id); no row when recorded
 // before. Keyed by time first, the insert appends at the right edge (migration 0011).
-use crate::ledger::messages::MARK_PROCESSED;
+use crate::ledger::messages::mark_processed_rusqlite;
 
 /// A message's key in `processed_messages`: its `Notification::sent_at` and its id.
 type Key = (String, String);
@@ -108,13 +108,12 @@ impl HotBatch {
             ..
         } = self;
         let mut outcomes = Vec::with_capacity(items.len());
-        let mut mark = db.prepare_cached(MARK_PROCESSED)?;
         for item in items.iter() {
             let outcome = match item {
                 Item::Invalid(reason) => Err(reason.clone()),
                 // Seen in an earlier batch, or earlier in this one.
                 Item::HostState((sent_at, id), _) | Item::Recorded((sent_at, id))
-                    if mark.execute(rusqlite::params![sent_at, id, *now_ms])? == 0 =>
+                    if !mark_processed_rusqlite(db, (sent_at, id), *now_ms)? =>
                 {
                     Ok(Applied::Duplicate)
                 }
@@ -126,7 +125,6 @@ impl HotBatch {
             };
             outcomes.push(outcome);
         }
-        drop(mark);
         flush_rusqlite(db, table, touched)?;
         Ok(outcomes)
     }
