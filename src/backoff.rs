@@ -26,6 +26,11 @@ impl Backoff {
         d
     }
 
+    /// [`Backoff::next_delay`] in whole milliseconds, as a clock sleeps (`Clock::sleep_ms`).
+    pub fn next_delay_ms(&mut self) -> u64 {
+        u64::try_from(self.next_delay().as_millis()).unwrap_or(u64::MAX)
+    }
+
     pub fn reset(&mut self) {
         self.next = self.min;
     }

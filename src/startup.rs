@@ -261,9 +261,9 @@ impl Application {
     /// On PostgreSQL, keeps the live table in step with the other processes' writes.
     pub fn start_follow(&self) {
         let ledger = self.handles.scheduler.ledger().clone();
-        let shutdown = self.shutdown.clone();
+        let (clock, shutdown) = (self.handles.clock.clone(), self.shutdown.clone());
         self.tasks
-            .spawn(async move { ledger.follow(shutdown).await });
+            .spawn(async move { ledger.follow(clock, shutdown).await });
     }
 
     /// Releases the claims nothing confirmed within `[scheduler] claim_ttl_s`.

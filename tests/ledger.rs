@@ -501,7 +501,7 @@ async fn two_processes_on_postgres() -> (
     let follow = {
         let b = b.clone();
         let stop = stop.clone();
-        tokio::spawn(async move { b.follow(stop).await })
+        tokio::spawn(async move { b.follow(Arc::new(parasol::clock::SystemClock), stop).await })
     };
     (a, b, db, stop, follow)
 }

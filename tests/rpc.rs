@@ -8,10 +8,11 @@ mod support;
 #[allow(dead_code)]
 mod helpers;
 
-use helpers::{flavor, request_spec, spawn_with, uuids, TestApp};
+use helpers::{flavor, request_spec, spawn_with_clock, uuids, TestApp};
 use lapin::options::BasicGetOptions;
 use lapin::types::AMQPValue;
 use parasol::amqp::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
+use parasol::clock::{ManualClock, SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::nova::encode_envelope;
 use parasol::rpc::{run_rpc_server, RpcClient, RpcCounters};
@@ -37,6 +38,11 @@ async fn spawn_rpc(debug_delay_s: f64) -> Rpc {
 
 /// [`spawn_rpc`] with further settings applied last.
 async fn spawn_rpc_with(configure: impl FnOnce(&mut Settings)) -> Rpc {
+    spawn_rpc_on(Arc::new(SystemClock), configure).await
+}
+
+/// [`spawn_rpc_with`] on a clock of the test's choosing.
+async fn spawn_rpc_on(clock: SharedClock, configure: impl FnOnce(&mut Settings)) -> Rpc {
     let db = support::sqlite_db();
     let id = uuid::Uuid::new_v4().simple().to_string();
     let mut s = Settings::default();
@@ -50,7 +56,7 @@ async fn spawn_rpc_with(configure: impl FnOnce(&mut Settings)) -> Rpc {
     s.rpc.host = "rpc-test".into();
     configure(&mut s);
     let (exchange, topic) = (s.amqp.exchange.clone(), s.rpc.topic.clone());
-    let app = spawn_with(s, db).await;
+    let app = spawn_with_clock(s, db, clock).await;
     let counters = app.handles.rpc.clone();
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(run_rpc_server(app.handles.rpc_deps(), stop.clone()));
@@ -337,6 +343,50 @@ async fn a_slow_call_is_kept_alive_by_heartbeats_every_half_timeout() {
         .call_message("select_destinations", select_args(1, 1), "4.5", None, None);
     let reply = rpc.client.call_with(&rpc.topic, &m, WAIT).await.unwrap();
     assert_eq!(reply.heartbeats, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn heartbeats_and_the_debug_delay_follow_the_injected_clock() {
+    let clock = ManualClock::new(1_000_000);
+    // Shorter than the client waits (`WAIT`) and than a host stays up unheard (60 s).
+    let rpc = spawn_rpc_on(Arc::new(clock.clone()), |s| s.rpc.debug_delay_s = 30.0).await;
+    rpc.app.register("c1", 4, 8192, 100).await;
+    let m = rpc.client.call_message(
+        "select_destinations",
+        select_args(1, 1),
+        "4.5",
+        None,
+        Some(2),
+    );
+    // The pings of `wait_until_serving` were calls and had replies.
+    let (calls, replies) = (rpc.counters.get("call"), rpc.counters.get("reply"));
+    let call = rpc.client.call_with(&rpc.topic, &m, WAIT);
+    let drive = async {
+        rpc.wait_count("call", calls + 1).await;
+        // A second apart on the system's clock would have sent one by now, and the delay is
+        // on the injected clock too: it stood still.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(rpc.counters.get("heartbeat"), 0);
+        assert_eq!(rpc.counters.get("reply"), replies);
+        // Moved a second at a time (a step taken before the call's tick began only delays it).
+        for _ in 0..100 {
+            if rpc.counters.get("heartbeat") >= 2 {
+                break;
+            }
+            clock.advance_ms(1000);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            rpc.counters.get("heartbeat") >= 2,
+            "{}",
+            rpc.counters.to_json()
+        );
+        clock.advance_ms(30_000);
+    };
+    let (reply, ()) = tokio::join!(call, drive);
+    let reply = reply.expect("a reply once the delay passed");
+    assert_eq!(reply.failure, None);
+    assert!(reply.heartbeats >= 2, "{}", reply.heartbeats);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -5,6 +5,7 @@
 //! the whole table is loaded again. SQLite has one process per ledger: nothing to follow.
 
 use super::{Ledger, LedgerError, Pools};
+use crate::clock::SharedClock;
 use crate::domain::HostId;
 use sqlx::postgres::PgListener;
 use std::time::Duration;
@@ -45,7 +46,7 @@ pub(crate) fn parse(payload: &str, own: &str) -> Changed {
 impl Ledger {
     /// Keeps the live table in step with the other processes' writes until `shutdown`;
     /// returns at once on SQLite.
-    pub async fn follow(&self, shutdown: CancellationToken) {
+    pub async fn follow(&self, clock: SharedClock, shutdown: CancellationToken) {
         let Pools::Postgres(pool) = &self.pools else {
             return;
         };
@@ -63,7 +64,7 @@ impl Ledger {
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot listen for other processes' changes; retrying");
                         tokio::select! {
-                            _ = tokio::time::sleep(backoff.next_delay()) => continue,
+                            _ = clock.sleep_ms(backoff.next_delay_ms()) => continue,
                             _ = shutdown.cancelled() => return,
                         }
                     }

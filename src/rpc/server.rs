@@ -52,7 +52,7 @@ pub struct RpcDeps {
 struct Server {
     deps: RpcDeps,
     dedup: Mutex<Dedup>,
-    debug_delay: Duration,
+    debug_delay_ms: u64,
 }
 
 /// Serves until `shutdown` is cancelled, reconnecting with capped exponential backoff. On
@@ -69,7 +69,8 @@ pub async fn run_rpc_server(deps: RpcDeps, shutdown: CancellationToken) {
     let server = Arc::new(Server {
         deps,
         dedup: Mutex::new(Dedup::new(DEDUP_CAPACITY)),
-        debug_delay: Duration::from_secs_f64(settings.rpc.debug_delay_s),
+        // Validated finite and not negative; `as` saturates what no clock would count.
+        debug_delay_ms: (settings.rpc.debug_delay_s * 1000.0).round() as u64,
     });
     loop {
         if shutdown.is_cancelled() {
@@ -87,7 +88,7 @@ pub async fn run_rpc_server(deps: RpcDeps, shutdown: CancellationToken) {
                 server.deps.broker.failed(e.to_string(), delay_ms);
                 server.deps.counters.count("reconnect");
                 tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
+                    _ = server.deps.ingest.clock().sleep_ms(delay_ms) => {}
                     _ = shutdown.cancelled() => {}
                 }
             }
@@ -305,8 +306,9 @@ async fn run(
             // call's task twice the size of the scheduling it runs (over 16 KB, so tokio
             // boxed it and both were copied at every spawn).
             let work = std::pin::pin!(async {
-                if !server.debug_delay.is_zero() {
-                    tokio::time::sleep(server.debug_delay).await;
+                if server.debug_delay_ms > 0 {
+                    let clock = server.deps.ingest.clock();
+                    clock.sleep_ms(server.debug_delay_ms).await;
                 }
                 server.deps.scheduler.select(*args).await
             });
@@ -382,11 +384,14 @@ async fn with_heartbeats<F: std::future::Future>(
     let (Some(period), Some(id), Some(q)) = (period, &msg.msg_id, &msg.reply_q) else {
         return work.await;
     };
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX);
+    let clock = server.deps.ingest.clock();
+    let mut tick = clock.sleep_ms(period_ms);
     loop {
         tokio::select! {
             out = &mut work => return out,
-            _ = ticks.tick() => {
+            _ = &mut tick => {
+                tick = clock.sleep_ms(period_ms);
                 server.deps.counters.count("heartbeat");
                 send(server, ch, q, &Reply::heartbeat(id)).await;
             }
