@@ -560,6 +560,53 @@ async fn a_process_table_follows_another_process_changes_on_postgres() {
     follow.await.unwrap();
 }
 
+/// PostgreSQL: two processes' batches re-registering the same hosts in opposite orders lock
+/// the hosts in one order (by id, as claim rounds do), so neither is rolled back as a deadlock
+/// (which the consumer would take for an outage and requeue the batch after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batches_taking_the_same_hosts_in_opposite_orders_do_not_deadlock_on_postgres() {
+    let (a, b, _db, stop, follow) = two_processes_on_postgres().await;
+    let hosts: Vec<String> = (0..8).map(|h| format!("lock-{h}")).collect();
+    let event = |who: &str, round: usize, host: &str| {
+        // Another size every round: a re-registration, not a heartbeat.
+        let inventory = [("VCPU".to_string(), Inventory::of(8 + round as i64))].into();
+        host_state_event(
+            &format!("{who}-{round}-{host}"),
+            host,
+            inventory,
+            Vec::new(),
+        )
+    };
+    let first: Vec<_> = hosts.iter().map(|h| event("a", 0, h)).collect();
+    let out = parasol::notifications::apply_batch(&a, &first.iter().collect::<Vec<_>>(), 1)
+        .await
+        .unwrap();
+    assert!(out.iter().all(Result::is_ok), "{out:?}");
+    let t = b.table().clone();
+    wait("the hosts", Box::new(move || t.snapshot().len() == 8)).await;
+    for round in 1..=30 {
+        let forward: Vec<_> = hosts.iter().map(|h| event("a", round, h)).collect();
+        let backward: Vec<_> = hosts.iter().rev().map(|h| event("b", round, h)).collect();
+        let (forward, backward) = (
+            forward.iter().collect::<Vec<_>>(),
+            backward.iter().collect::<Vec<_>>(),
+        );
+        let (x, y) = tokio::join!(
+            parasol::notifications::apply_batch(&a, &forward, 2),
+            parasol::notifications::apply_batch(&b, &backward, 2),
+        );
+        for (who, out) in [("a", x), ("b", y)] {
+            let out = out.unwrap_or_else(|e| panic!("round {round}, {who}: {e}"));
+            assert!(
+                out.iter().all(Result::is_ok),
+                "round {round}, {who}: {out:?}"
+            );
+        }
+    }
+    stop.cancel();
+    follow.await.unwrap();
+}
+
 /// Issue 16, item 3: an error is an outage only when the ledger itself failed; what the
 /// database refuses in a message's values is not (the message is dead-lettered, not requeued).
 #[tokio::test]

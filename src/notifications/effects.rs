@@ -491,7 +491,7 @@ fn to_json<T: serde::Serialize>(rows: &T) -> Result<String, sqlx::Error> {
 }
 
 macro_rules! define_flush {
-    ($name:ident, $db:ty, $upsert_hosts:ident) => {
+    ($name:ident, $db:ty, $upsert_hosts:ident, $lock_order:literal) => {
         /// Writes what `touched` staged, inside the batch's transaction: the registrations
         /// with four statements (hosts, inventories, unreported classes zeroed, unused empty
         /// rows dropped: what `upsert_host!` does per host), the heartbeats with one.
@@ -501,8 +501,18 @@ macro_rules! define_flush {
             touched: &mut Touched,
         ) -> Result<(), sqlx::Error> {
             type D = $db;
-            let staged = std::mem::take(&mut touched.staged);
+            let mut staged = std::mem::take(&mut touched.staged);
             touched.staged_at.clear();
+            if $lock_order {
+                // Rows locked in the order claim rounds lock them, by host id (hosts not in
+                // the ledger yet last, in the order they came): a batch and another process'
+                // claims or batch that take two of the same hosts in opposite orders
+                // deadlock, and one of them is rolled back and tried again. (SQLite has one
+                // writer; there the order numbers new hosts, as the hot writer does.)
+                staged.sort_by_cached_key(|(r, _)| {
+                    table.by_uuid(&r.uuid).map_or(i64::MAX, |h| h.id.0)
+                });
+            }
             if let Some((_, now_ms)) = staged.last() {
                 let now_ms = *now_ms;
                 // Tuples serialize as JSON arrays, written straight into the text (no
@@ -568,8 +578,11 @@ macro_rules! define_flush {
                     .await?;
                 touched.reload.extend(reload);
             }
-            let beats = std::mem::take(&mut touched.unwritten);
+            let mut beats = std::mem::take(&mut touched.unwritten);
             if !beats.is_empty() {
+                if $lock_order {
+                    beats.sort_unstable_by_key(|(id, ..)| *id);
+                }
                 let rows: Vec<_> = beats
                     .iter()
                     .map(|(id, up, disabled, seen)| {
@@ -586,8 +599,8 @@ macro_rules! define_flush {
     };
 }
 
-define_flush!(flush_sqlite, sqlx::Sqlite, upsert_hosts_sqlite);
-define_flush!(flush_postgres, sqlx::Postgres, upsert_hosts_postgres);
+define_flush!(flush_sqlite, sqlx::Sqlite, upsert_hosts_sqlite, false);
+define_flush!(flush_postgres, sqlx::Postgres, upsert_hosts_postgres, true);
 
 /// An inventory row's columns in the order the inventory upserts take them (the batch's JSON
 /// rows and the hot writer's bound parameters): host id, class, total, reserved, min_unit,
