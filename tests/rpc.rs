@@ -100,6 +100,15 @@ impl Rpc {
             .expect("a reply")
     }
 
+    /// Registers a host and makes a select_destinations call for it with oslo's `_timeout`
+    /// of 2 s (so a heartbeat every second).
+    async fn timed_select(&self) -> Value {
+        self.app.register("c1", 4, 8192, 100).await;
+        let args = select_args(1, 1);
+        self.client
+            .call_message("select_destinations", args, "4.5", None, Some(2))
+    }
+
     /// Waits until `outcome` reached `n`, or fails after 10 s.
     async fn wait_count(&self, outcome: &str, n: u64) {
         for _ in 0..200 {
@@ -322,14 +331,7 @@ async fn a_duplicate_unique_id_is_answered_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_call_is_kept_alive_by_heartbeats_every_half_timeout() {
     let rpc = spawn_rpc(2.5).await;
-    rpc.app.register("c1", 4, 8192, 100).await;
-    let m = rpc.client.call_message(
-        "select_destinations",
-        select_args(1, 1),
-        "4.5",
-        None,
-        Some(2),
-    );
+    let m = rpc.timed_select().await;
     let reply = rpc.client.call_with(&rpc.topic, &m, WAIT).await.unwrap();
     assert_eq!(reply.failure, None);
     assert!(
@@ -350,14 +352,7 @@ async fn heartbeats_and_the_debug_delay_follow_the_injected_clock() {
     let clock = ManualClock::new(1_000_000);
     // Shorter than the client waits (`WAIT`) and than a host stays up unheard (60 s).
     let rpc = spawn_rpc_on(Arc::new(clock.clone()), |s| s.rpc.debug_delay_s = 30.0).await;
-    rpc.app.register("c1", 4, 8192, 100).await;
-    let m = rpc.client.call_message(
-        "select_destinations",
-        select_args(1, 1),
-        "4.5",
-        None,
-        Some(2),
-    );
+    let m = rpc.timed_select().await;
     // The pings of `wait_until_serving` were calls and had replies.
     let (calls, replies) = (rpc.counters.get("call"), rpc.counters.get("reply"));
     let call = rpc.client.call_with(&rpc.topic, &m, WAIT);
