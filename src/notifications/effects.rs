@@ -188,7 +188,11 @@ fn rejected(reason: String) -> ApplyError {
 /// A heartbeat: a host-state event whose host the table knows with exactly this profile.
 pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<HostId> {
     let known = table.by_uuid(&reg.uuid)?;
-    let profile = reg.profile().ok()?;
+    let mut profile = reg.profile().ok()?;
+    // Nova's compute-node facts come from its records (`[nova_db]`), laid over the table's
+    // profiles, never from an event: an event cannot change them, so they are not compared
+    // (compared, every event of a host with records was written as a re-registration).
+    profile.facts.clone_from(&known.profile.facts);
     (*known.profile == profile).then_some(known.id)
 }
 

@@ -572,3 +572,49 @@ async fn a_registration_the_database_refuses_is_rejected_alone() {
     assert_eq!(vcpu.total, 16);
     assert!(ledger.table().by_name("b", None).is_some());
 }
+
+/// With Nova's records laid over the table (`[nova_db]`: the node's facts), an event that
+/// changes nothing of a host is still a heartbeat, and one that changes its size is not.
+#[tokio::test]
+async fn an_unchanged_host_with_nova_s_records_is_a_heartbeat() {
+    use crate::domain::ComputeFacts;
+    use crate::notifications::effects::heartbeat_of;
+    use crate::table::{NodeRecord, NodeRecords};
+    use std::sync::Arc;
+    let (ledger, _dir) = ledger().await;
+    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 1).await.unwrap();
+    let table = ledger.table();
+    let id = table.by_uuid(&uuid_of("a")).expect("registered").id;
+    let mut records = NodeRecords::default();
+    let facts = ComputeFacts {
+        hypervisor_type: "QEMU".into(),
+        ..Default::default()
+    };
+    let record = NodeRecord {
+        service_host: "a".into(),
+        facts: Arc::new(facts),
+        up: true,
+        disabled: false,
+        forced_down: false,
+    };
+    records.by_uuid.insert(uuid_of("a"), record);
+    table.set_records(Arc::new(records));
+    assert!(table
+        .by_uuid(&uuid_of("a"))
+        .unwrap()
+        .profile
+        .facts
+        .is_some());
+    let registration_of = |event: Value| {
+        let n = Notification::from_inner(&event).unwrap();
+        let HostEvent::HostState(p) = &n.event else {
+            panic!("a host-state event")
+        };
+        registration(p).unwrap()
+    };
+    let same = registration_of(host_state("m2", "a", 8));
+    assert_eq!(heartbeat_of(table, &same), Some(id));
+    let bigger = registration_of(host_state("m3", "a", 16));
+    assert_eq!(heartbeat_of(table, &bigger), None);
+}
