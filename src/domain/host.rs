@@ -53,6 +53,9 @@ pub struct HostProfile {
     pub aggregates: Aggregates,
     /// Nova's records of the node, when Parasol reads them (`[nova_db]`).
     pub facts: Option<Arc<ComputeFacts>>,
+    /// `host` was laid over from Nova's records and the ledger's row holds another name.
+    #[serde(skip)]
+    pub renamed: bool,
 }
 
 impl HostProfile {
@@ -83,6 +86,7 @@ impl HostProfile {
             traits: Traits::default(),
             aggregates: Aggregates::default(),
             facts: None,
+            renamed: false,
         }
     }
 

@@ -188,6 +188,11 @@ fn rejected(reason: String) -> ApplyError {
 /// A heartbeat: a host-state event whose host the table knows with exactly this profile.
 pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<HostId> {
     let known = table.by_uuid(&reg.uuid)?;
+    if known.profile.renamed {
+        // The table shows the records' name, the ledger's row another: the event writes its
+        // name into the row (and then, the same as the records', the host is not renamed).
+        return None;
+    }
     let mut profile = reg.profile().ok()?;
     // Nova's compute-node facts come from its records (`[nova_db]`), laid over the table's
     // profiles, never from an event: an event cannot change them, so they are not compared

@@ -573,8 +573,10 @@ async fn a_registration_the_database_refuses_is_rejected_alone() {
     assert!(ledger.table().by_name("b", None).is_some());
 }
 
-/// With Nova's records laid over the table (`[nova_db]`: the node's facts), an event that
-/// changes nothing of a host is still a heartbeat, and one that changes its size is not.
+/// With Nova's records laid over the table (`[nova_db]`: the node's facts and its service
+/// host), an event that changes nothing of a host is still a heartbeat, and one that changes
+/// its size is not; nor is one of a host the records renamed until the event's name is the
+/// ledger's too.
 #[tokio::test]
 async fn an_unchanged_host_with_nova_s_records_is_a_heartbeat() {
     use crate::domain::ComputeFacts;
@@ -582,39 +584,52 @@ async fn an_unchanged_host_with_nova_s_records_is_a_heartbeat() {
     use crate::table::{NodeRecord, NodeRecords};
     use std::sync::Arc;
     let (ledger, _dir) = ledger().await;
-    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
-    apply_batch(&ledger, &[&first], 1).await.unwrap();
+    let first = [host_state("m1", "a", 8), host_state("m2", "b", 8)]
+        .map(|v| Notification::from_inner(&v).unwrap());
+    apply_batch(&ledger, &first.iter().collect::<Vec<_>>(), 1)
+        .await
+        .unwrap();
     let table = ledger.table();
-    let id = table.by_uuid(&uuid_of("a")).expect("registered").id;
-    let mut records = NodeRecords::default();
-    let facts = ComputeFacts {
-        hypervisor_type: "QEMU".into(),
-        ..Default::default()
-    };
-    let record = NodeRecord {
-        service_host: "a".into(),
-        facts: Arc::new(facts),
+    let id = |name: &str| table.by_uuid(&uuid_of(name)).expect("registered").id;
+    let record = |service_host: &str| NodeRecord {
+        service_host: service_host.into(),
+        facts: Arc::new(ComputeFacts {
+            hypervisor_type: "QEMU".into(),
+            ..Default::default()
+        }),
         up: true,
         disabled: false,
         forced_down: false,
     };
-    records.by_uuid.insert(uuid_of("a"), record);
+    let mut records = NodeRecords::default();
+    records.by_uuid.insert(uuid_of("a"), record("a"));
+    // The ledger's row says "b", Nova's records "b-svc".
+    records.by_uuid.insert(uuid_of("b"), record("b-svc"));
     table.set_records(Arc::new(records));
-    assert!(table
-        .by_uuid(&uuid_of("a"))
-        .unwrap()
-        .profile
-        .facts
-        .is_some());
-    let registration_of = |event: Value| {
-        let n = Notification::from_inner(&event).unwrap();
+    let a = table.by_uuid(&uuid_of("a")).unwrap();
+    assert!(a.profile.facts.is_some() && !a.profile.renamed);
+    assert!(table.by_uuid(&uuid_of("b")).unwrap().profile.renamed);
+    let registration_of = |event: &Value| {
+        let n = Notification::from_inner(event).unwrap();
         let HostEvent::HostState(p) = &n.event else {
             panic!("a host-state event")
         };
         registration(p).unwrap()
     };
-    let same = registration_of(host_state("m2", "a", 8));
-    assert_eq!(heartbeat_of(table, &same), Some(id));
-    let bigger = registration_of(host_state("m3", "a", 16));
+    let same = registration_of(&host_state("m3", "a", 8));
+    assert_eq!(heartbeat_of(table, &same), Some(id("a")));
+    let bigger = registration_of(&host_state("m4", "a", 16));
     assert_eq!(heartbeat_of(table, &bigger), None);
+    let b_svc = |id: &str| {
+        json!({"message_id": id, "event_type": "compute.host.state", "payload": {
+            "host": "b-svc", "node": "b", "compute_node_uuid": uuid_of("b"),
+            "inventory": {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 4096},
+                          "DISK_GB": {"total": 100}}}})
+    };
+    assert_eq!(heartbeat_of(table, &registration_of(&b_svc("m5"))), None);
+    let renaming = Notification::from_inner(&b_svc("m5")).unwrap();
+    apply_batch(&ledger, &[&renaming], 2).await.unwrap();
+    assert!(!table.by_uuid(&uuid_of("b")).unwrap().profile.renamed);
+    let again = registration_of(&b_svc("m6"));
+    assert_eq!(heartbeat_of(table, &again), Some(id("b")));
 }
