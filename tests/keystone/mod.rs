@@ -67,28 +67,38 @@ fn write_conf(dir: &Path) {
 }
 
 /// A database and keys made by `keystone-manage` (db_sync, fernet_setup, credential_setup,
-/// bootstrap), once per test process; each Keystone starts from a copy.
+/// bootstrap), kept beside the cached virtualenv it was made with (a temporary directory held
+/// by a static would never be removed); each Keystone starts from a copy.
 fn template() -> &'static Path {
-    static TEMPLATE: OnceLock<tempfile::TempDir> = OnceLock::new();
-    TEMPLATE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().expect("temp dir");
-            write_conf(dir.path());
-            let manage = |args: &[&str]| {
-                run(Command::new(venv().join("bin/keystone-manage"))
-                    .arg("--config-file")
-                    .arg(dir.path().join("keystone.conf"))
-                    .args(args));
-            };
-            let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
-            manage(&["db_sync"]);
-            for setup in ["fernet_setup", "credential_setup"] {
-                manage(&[setup, "--keystone-user", &user, "--keystone-group", &user]);
-            }
-            manage(&["bootstrap", "--bootstrap-password", ADMIN_PASSWORD]);
-            dir
-        })
-        .path()
+    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let kept = venv().join("keystone-template");
+        if kept.join(".complete").exists() {
+            return kept;
+        }
+        // Made aside and renamed into place, so that no process copies a half-made one.
+        let dir = tempfile::tempdir_in(venv()).expect("temp dir");
+        write_conf(dir.path());
+        let manage = |args: &[&str]| {
+            run(Command::new(venv().join("bin/keystone-manage"))
+                .arg("--config-file")
+                .arg(dir.path().join("keystone.conf"))
+                .args(args));
+        };
+        let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+        manage(&["db_sync"]);
+        for setup in ["fernet_setup", "credential_setup"] {
+            manage(&[setup, "--keystone-user", &user, "--keystone-group", &user]);
+        }
+        manage(&["bootstrap", "--bootstrap-password", ADMIN_PASSWORD]);
+        std::fs::write(dir.path().join(".complete"), "").expect("mark template complete");
+        // Another test process may have put its own in place meanwhile (a rename onto it
+        // fails): either will do.
+        if std::fs::rename(dir.path(), &kept).is_err() && !kept.join(".complete").exists() {
+            panic!("cannot keep Keystone's template at {}", kept.display());
+        }
+        kept
+    })
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -29,6 +29,7 @@ def main():
     conf.close()
     objects.register_all()
     config.parse_args(["nova-shutdown", "--config-file", conf.name], configure_db=False, init_rpc=True)
+    os.unlink(conf.name)  # read by parse_args; nothing reads it again
     rpcapi.RPC_TOPIC = TOPIC
     api = rpcapi.SchedulerAPI()
     flavor = objects.Flavor(id=1, name="f1", memory_mb=512, vcpus=1, root_gb=1, ephemeral_gb=0,

@@ -37,6 +37,7 @@ def nova():
     conf.close()
     objects.register_all()
     config.parse_args(["nova-compat", "--config-file", conf.name], configure_db=False, init_rpc=True)
+    os.unlink(conf.name)  # read by parse_args; nothing reads it again
     return nova.conf.CONF
 
 
