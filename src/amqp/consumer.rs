@@ -63,9 +63,8 @@ pub async fn run_notification_consumer(
         .await;
         broker.disconnected();
         let Err(e) = result else { return };
-        let delay = backoff.next_delay();
-        let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        tracing::warn!(error = %e, retry_in_s = delay.as_secs_f64(), "broker unavailable; HTTP keeps serving");
+        let delay_ms = backoff.next_delay_ms();
+        tracing::warn!(error = %e, retry_in_s = delay_ms as f64 / 1000.0, "broker unavailable; HTTP keeps serving");
         broker.failed(e.to_string(), delay_ms);
         tokio::select! {
             _ = ingest.clock().sleep_ms(delay_ms) => {}

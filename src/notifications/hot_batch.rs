@@ -18,12 +18,9 @@ use super::apply::{settle_committed, validate, Applied, Outcome};
 use super::effects::{flush_rusqlite, Touched};
 use crate::domain::HostId;
 use crate::ledger::hot::{Step, Work};
+use crate::ledger::messages::mark_processed_rusqlite;
 use crate::ledger::{HostRegistration, HostTable, Ledger, LedgerError};
 use crate::nova::{HostEvent, Notification};
-
-// Records a message under its key (`Notification::sent_at`, its id); no row when recorded
-// before. Keyed by time first, the insert appends at the right edge (migration 0011).
-use crate::ledger::messages::mark_processed_rusqlite;
 
 /// A message's key in `processed_messages`: its `Notification::sent_at` and its id.
 type Key = (String, String);

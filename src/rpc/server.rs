@@ -82,9 +82,8 @@ pub async fn run_rpc_server(deps: RpcDeps, shutdown: CancellationToken) {
         match result {
             Ok(()) => return,
             Err(e) => {
-                let delay = backoff.next_delay();
-                tracing::warn!(error = %e, retry_in_s = delay.as_secs_f64(), "RPC server lost the broker; reconnecting");
-                let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                let delay_ms = backoff.next_delay_ms();
+                tracing::warn!(error = %e, retry_in_s = delay_ms as f64 / 1000.0, "RPC server lost the broker; reconnecting");
                 server.deps.broker.failed(e.to_string(), delay_ms);
                 server.deps.counters.count("reconnect");
                 tokio::select! {
