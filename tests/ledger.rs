@@ -1080,6 +1080,73 @@ fn create_end(
     }
 }
 
+/// An instance's notifications applied out of order: its `instance.delete.end` before its
+/// `instance.create.end` (a quorum queue's redelivery, or two processes sharing the queue). The
+/// deletion is remembered, so the late creation brings no allocation back, on a host either
+/// batch; the memory lasts `[ledger] message_retention_s`, as the ids do.
+async fn a_creation_applied_after_its_instance_s_deletion_allocates_nothing(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    ledger
+        .register_host(&registration("h", 8, 8192, 80), 1)
+        .await
+        .unwrap();
+    let d = Resources::new(2, 1024, 10);
+    let (vm, other) = (
+        "44444444-4444-4444-8444-444444444444",
+        "55555555-5555-4555-8555-555555555555",
+    );
+    let used = || async { ledger.read_hosts().await.unwrap().remove(0).used };
+    let applied = [Ok(parasol::notifications::Applied::Applied)];
+    // In separate batches, then the pair of another instance in one batch.
+    let out = parasol::notifications::apply_batch(&ledger, &[&delete_end("d1", vm, "h")], 1_000)
+        .await
+        .unwrap();
+    assert_eq!(out, applied);
+    let out = parasol::notifications::apply_batch(&ledger, &[&create_end("c1", vm, "h", d)], 1_100)
+        .await
+        .unwrap();
+    assert_eq!(out, applied);
+    assert_eq!(
+        used().await,
+        Resources::ZERO,
+        "the deleted instance holds nothing"
+    );
+    let (d2, c2) = (
+        delete_end("d2", other, "h"),
+        create_end("c2", other, "h", d),
+    );
+    let out = parasol::notifications::apply_batch(&ledger, &[&d2, &c2], 1_200)
+        .await
+        .unwrap();
+    assert_eq!(out, [applied[0].clone(), applied[0].clone()]);
+    assert_eq!(used().await, Resources::ZERO);
+    assert!(ledger.stored_allocations().await.unwrap().is_empty());
+
+    // In order, an instance is created and then deleted as before.
+    let third = "66666666-6666-4666-8666-666666666666";
+    let create = create_end("c3", third, "h", d);
+    parasol::notifications::apply_batch(&ledger, &[&create], 1_300)
+        .await
+        .unwrap();
+    assert_eq!(used().await, d);
+    parasol::notifications::apply_batch(&ledger, &[&delete_end("d3", third, "h")], 1_400)
+        .await
+        .unwrap();
+    assert_eq!(used().await, Resources::ZERO);
+
+    // Forgotten with the ids: a creation after that is applied (Nova never reuses a uuid).
+    ledger.forget_messages(1_000).await.unwrap();
+    let late = create_end("c4", vm, "h", d);
+    parasol::notifications::apply_batch(&ledger, &[&late], 2_000)
+        .await
+        .unwrap();
+    assert_eq!(used().await, d, "remembered no longer than the retention");
+}
+on_both_engines!(
+    a_creation_applied_after_its_instance_s_deletion_allocates_nothing,
+    super::a_creation_applied_after_its_instance_s_deletion_allocates_nothing
+);
+
 /// Per host id: the instance count its row keeps (PostgreSQL, migration 0010; SQLite keeps
 /// none and counts at load, so it answers the count there too) and the count of its
 /// allocations, read over a connection of its own (not the ledger's).

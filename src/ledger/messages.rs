@@ -108,6 +108,10 @@ const FORGET_UNTIMED_POSTGRES: &str =
     (SELECT message_id FROM processed_messages \
      WHERE sent_at = '' AND processed_ms <= $1 ORDER BY processed_ms LIMIT $2)";
 
+/// Forgets the instances deleted at or before `$1`, oldest first, at most `$2`.
+const FORGET_GONE: &str = "DELETE FROM gone_instances WHERE instance_uuid IN \
+    (SELECT instance_uuid FROM gone_instances WHERE gone_ms <= $1 ORDER BY gone_ms LIMIT $2)";
+
 /// A message's key in `processed_messages`: its `sent_at` and its id.
 pub(crate) type MessageKey<'a> = (&'a str, &'a str);
 
@@ -205,6 +209,18 @@ impl Ledger {
     /// [`FORGET_LIMIT`] of them; answers how many. A message redelivered after its id is
     /// forgotten would be applied again.
     pub async fn forget_messages(&self, before_ms: i64) -> Result<u64, LedgerError> {
+        // The deleted instances remembered as long (migration 0012), oldest first.
+        let gone = write_pool!(self, pool => {
+            sqlx::query(FORGET_GONE)
+                .bind(before_ms)
+                .bind(FORGET_LIMIT)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if i64::try_from(gone).unwrap_or(i64::MAX) >= FORGET_LIMIT {
+            return Ok(gone);
+        }
         let sent_before = crate::nova::oslo_timestamp(before_ms.saturating_mul(1_000));
         let sent = write_pool!(self, pool => {
             sqlx::query(FORGET_SENT)
@@ -217,7 +233,7 @@ impl Ledger {
         });
         let left = FORGET_LIMIT.saturating_sub(i64::try_from(sent).unwrap_or(i64::MAX));
         if left <= 0 {
-            return Ok(sent);
+            return Ok(gone + sent);
         }
         let forget_untimed = match self.engine() {
             super::Engine::Sqlite => FORGET_UNTIMED_SQLITE,
@@ -231,7 +247,7 @@ impl Ledger {
                 .await?
                 .rows_affected()
         });
-        Ok(sent + untimed)
+        Ok(gone + sent + untimed)
     }
 
     /// True when a message with this id was already applied, whatever its timestamp. Scans the

@@ -37,6 +37,13 @@ const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance =
 pub(super) const CONFIRM_OWN_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE \
     WHERE instance_uuid = $1 AND host_id = $2 AND instance";
 
+/// Whether Nova deleted the instance (`instance.delete.end`, migration 0012).
+const IS_GONE: &str = "SELECT 1 FROM gone_instances WHERE instance_uuid = $1";
+
+/// Remembers that Nova deleted the instance, at `$2`.
+const REMEMBER_GONE: &str = "INSERT INTO gone_instances (instance_uuid, gone_ms) VALUES ($1, $2) \
+    ON CONFLICT (instance_uuid) DO NOTHING";
+
 /// Whether an instance's end-of-operation notification only confirms the allocation it holds
 /// on `host` — Parasol's own claim for the build or move. The claimed amounts stay (a
 /// notification's flavor knows neither extra specs nor boot-from-volume); only a notification
@@ -306,6 +313,18 @@ macro_rules! define_effect {
                             return Ok(Applied::Applied);
                         }
                     }
+                    // Deleted already: this notification was overtaken by the deletion's
+                    // (a quorum queue's redelivery, another process' consumer) and must not
+                    // bring the allocation back.
+                    let gone = sqlx::query(IS_GONE)
+                        .bind(instance_uuid)
+                        .fetch_optional(&mut **tx)
+                        .await?
+                        .is_some();
+                    if gone {
+                        tracing::debug!(instance = %instance_uuid, event = %n.event_type, "instance deleted already: nothing to apply");
+                        return Ok(Applied::Applied);
+                    }
                     if let Some(old) = release_in_tx!($db, *tx, instance_uuid) {
                         touched.reload.push(old.host_id);
                     }
@@ -330,6 +349,12 @@ macro_rules! define_effect {
                         // not this instance's (the release above remembered it).
                         sqlx::query("DELETE FROM known_instances WHERE instance_uuid = $1")
                             .bind(instance_uuid)
+                            .execute(&mut **tx)
+                            .await?;
+                        // And remembered as gone, for a notification that comes after this one.
+                        sqlx::query(REMEMBER_GONE)
+                            .bind(instance_uuid)
+                            .bind(now_ms)
                             .execute(&mut **tx)
                             .await?;
                     }
