@@ -54,7 +54,20 @@ fn serve(
     id: &str,
     host: &str,
     topic: &str,
+    calls: (f64, u16),
+) -> (Child, String) {
+    serve_with(dir, ledger, id, host, topic, calls, "")
+}
+
+/// [`serve`] with `amqp` (TOML lines) added to its `[amqp]` table.
+fn serve_with(
+    dir: &Path,
+    ledger: &str,
+    id: &str,
+    host: &str,
+    topic: &str,
     (delay, prefetch): (f64, u16),
+    amqp: &str,
 ) -> (Child, String) {
     let port = free_port();
     let config = format!(
@@ -72,6 +85,7 @@ url = "{AMQP_URL}"
 exchange = "parasol_compat_{id}"
 queue = "parasol.notifications.compat_{id}"
 prefetch = {prefetch}
+{amqp}
 [rpc]
 enabled = true
 host = "{host}"
@@ -373,4 +387,138 @@ async fn sigterm_during_64_nova_calls_answers_every_call_exactly_once() {
         "calls: {calls_stopping} answered by the stopping process, {calls_staying} by the other"
     );
     drop(children);
+}
+
+/// The kind of each queue on the broker whose name contains `part`, sorted by name.
+fn queue_types(part: &str) -> Vec<(String, String)> {
+    let out = Command::new("rabbitmqctl")
+        .args(["list_queues", "-q", "--no-table-headers", "name", "type"])
+        .output()
+        .expect("rabbitmqctl runs");
+    let mut found: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            Some((fields.next()?.to_string(), fields.next()?.to_string()))
+        })
+        .filter(|(name, _)| name.contains(part))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Deletes, when the test ends, every queue whose name holds the test's id (oslo's fanout
+/// queue and Parasol's quorum queues among them, which no CI pattern knows).
+struct QueuesOf(String);
+
+impl Drop for QueuesOf {
+    fn drop(&mut self) {
+        for (name, _) in queue_types(&self.0) {
+            let _ = Command::new("rabbitmqctl")
+                .args(["-q", "delete_queue", &name])
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Nova with `[oslo_messaging_rabbit] rabbit_quorum_queue = true`: nova-scheduler leaves the
+/// scheduler topic's queues declared as quorum queues on a durable exchange. Parasol with
+/// `[amqp] queue_type = "quorum"` declares them with the same arguments (the broker refuses a
+/// declaration that differs), serves Nova's own client on them, and its own durable queues are
+/// quorum queues too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nova_scheduler_s_quorum_queues_are_taken_over_and_served() {
+    let venv = tokio::task::spawn_blocking(nova_venv).await.expect("venv");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let _queues = QueuesOf(id.clone());
+    let (topic, exchange, host) = (
+        format!("scheduler_{id}"),
+        format!("parasol_compat_{id}"),
+        "ctl1",
+    );
+    let nova = |mode: &'static str| {
+        let (venv, topic, exchange) = (venv.clone(), topic.clone(), exchange.clone());
+        tokio::task::spawn_blocking(move || {
+            let out = Command::new(venv.join("bin/python"))
+                .arg(
+                    Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("tests/nova_compat/quorum_takeover.py"),
+                )
+                .arg(mode)
+                .env("PARASOL_AMQP_URL", AMQP_URL)
+                .env("PARASOL_EXCHANGE", exchange)
+                .env("PARASOL_TOPIC", topic)
+                .env("PARASOL_RPC_HOST", host)
+                .output()
+                .expect("run python");
+            assert!(
+                out.status.success(),
+                "{mode} failed: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            serde_json::from_str::<serde_json::Value>(&line).expect("one JSON line")
+        })
+    };
+    nova("declare").await.expect("declare");
+    let topic_queues = vec![
+        (topic.clone(), "quorum".to_string()),
+        (format!("{topic}.{host}"), "quorum".to_string()),
+    ];
+    let declared: Vec<_> = queue_types(&topic)
+        .into_iter()
+        .filter(|(name, _)| !name.contains("_fanout_"))
+        .collect();
+    assert_eq!(declared, topic_queues, "as nova-scheduler declares them");
+
+    let ledger = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let amqp =
+        format!("queue_type = \"quorum\"\ndead_letter = \"parasol.dead_letter.compat_{id}\"\n");
+    let (child, http) = serve_with(dir.path(), &ledger, &id, host, &topic, (0.0, 1000), &amqp);
+    let children = Processes(vec![child]);
+    let client = RpcClient::connect_with(AMQP_URL, &exchange, true)
+        .await
+        .expect("RabbitMQ must be running");
+    wait_serving(&client, &topic, host).await;
+    register_hosts(&http).await;
+    let selected = nova("call").await.expect("call");
+    let log = std::fs::read_to_string(dir.path().join(format!("{host}.log"))).unwrap_or_default();
+    assert!(
+        selected["host"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("compute")),
+        "{selected}\n{log}"
+    );
+    let after = queue_types(&id);
+    for queue in topic_queues.iter().map(|(name, _)| name) {
+        assert!(
+            after.iter().any(|(n, k)| n == queue && k == "quorum"),
+            "{queue}: {after:?}"
+        );
+    }
+    for own in [
+        "parasol.notifications.compat_",
+        "parasol.dead_letter.compat_",
+    ] {
+        assert!(
+            after
+                .iter()
+                .any(|(n, k)| n.starts_with(own) && k == "quorum"),
+            "{own}…: {after:?}\n{log}"
+        );
+    }
+    client.close().await;
+    drop(children);
+    // The durable exchange would outlive the broker's restarts.
+    let conn = parasol::amqp::connect(AMQP_URL, "parasol-compat-cleanup")
+        .await
+        .expect("connect");
+    let ch = conn.create_channel().await.expect("channel");
+    ch.exchange_delete(&exchange, Default::default())
+        .await
+        .expect("delete the exchange");
+    let _ = conn.close(200, "done").await;
 }

@@ -64,8 +64,9 @@ pub async fn run_notification_consumer(
         broker.disconnected();
         let Err(e) = result else { return };
         let delay_ms = backoff.next_delay_ms();
-        tracing::warn!(error = %e, retry_in_s = delay_ms as f64 / 1000.0, "broker unavailable; HTTP keeps serving");
-        broker.failed(e.to_string(), delay_ms);
+        let error = super::explain(e.to_string());
+        tracing::warn!(%error, retry_in_s = delay_ms as f64 / 1000.0, "broker unavailable; HTTP keeps serving");
+        broker.failed(error, delay_ms);
         tokio::select! {
             _ = ingest.clock().sleep_ms(delay_ms) => {}
             _ = shutdown.cancelled() => return,

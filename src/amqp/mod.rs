@@ -20,6 +20,24 @@ pub use status::BrokerStatus;
 
 use lapin::types::LongString;
 
+/// `error` (a broker error's text), followed by what to change when it is the broker refusing
+/// a declaration that differs from what it holds: a queue of another kind, or Nova's exchange
+/// of another durability.
+pub fn explain(error: String) -> String {
+    let hint = if error.contains("inequivalent arg 'x-queue-type'") {
+        "; [amqp] queue_type differs from the kind of the queue on the broker: set it to the \
+         queue's kind (Nova's [oslo_messaging_rabbit] rabbit_quorum_queue), or delete the \
+         queue to have it declared anew"
+    } else if error.contains("inequivalent arg 'durable'") && error.contains("for exchange") {
+        "; [amqp] durable_exchange (durable also with queue_type = \"quorum\") differs from \
+         the exchange on the broker: it must match Nova's [oslo_messaging_rabbit] \
+         amqp_durable_queues and rabbit_quorum_queue"
+    } else {
+        return error;
+    };
+    error + hint
+}
+
 /// The broker to try first on the next connection (oslo.messaging's round-robin failover).
 static NEXT_BROKER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 

@@ -33,13 +33,13 @@ pub struct Queues {
 }
 
 /// Declares Nova's topic exchange as oslo.messaging does (not durable unless
-/// `amqp_durable_queues`, not auto-deleted).
+/// `amqp_durable_queues` or `rabbit_quorum_queue`, not auto-deleted).
 pub async fn declare_nova_exchange(ch: &Channel, amqp: &AmqpSettings) -> Result<(), lapin::Error> {
     ch.exchange_declare(
         &amqp.exchange,
         ExchangeKind::Topic,
         ExchangeDeclareOptions {
-            durable: amqp.durable_exchange,
+            durable: amqp.durable(),
             ..Default::default()
         },
         FieldTable::default(),
@@ -65,7 +65,8 @@ pub async fn declare_fanout_exchange(
     .await
 }
 
-/// Declares Parasol's durable dead-letter exchange and its durable queue of the same name.
+/// Declares Parasol's durable dead-letter exchange and its durable queue of the same name
+/// (of `[amqp] queue_type`).
 pub async fn declare_dead_letter(ch: &Channel, amqp: &AmqpSettings) -> Result<(), lapin::Error> {
     let name = amqp.dead_letter.as_str();
     ch.exchange_declare(
@@ -78,7 +79,7 @@ pub async fn declare_dead_letter(ch: &Channel, amqp: &AmqpSettings) -> Result<()
         FieldTable::default(),
     )
     .await?;
-    ch.queue_declare(name, durable(), FieldTable::default())
+    ch.queue_declare(name, durable(), amqp.queue_arguments())
         .await?;
     bind(ch, name, name, "").await
 }
@@ -88,15 +89,16 @@ pub fn fanout_queue_name(amqp: &AmqpSettings, process_id: &str) -> String {
     format!("{}_parasol_{process_id}", amqp.fanout_exchange)
 }
 
-/// Parasol's durable notification queue bound to both routing keys, its per-process fanout
-/// queue, and the dead-letter exchange and queue.
+/// Parasol's durable notification queue (of `[amqp] queue_type`) bound to both routing keys,
+/// its per-process fanout queue (classic, as oslo's are by default), and the dead-letter
+/// exchange and queue.
 pub async fn declare_notification_topology(
     ch: &Channel,
     amqp: &AmqpSettings,
     process_id: &str,
 ) -> Result<Queues, lapin::Error> {
     declare_nova_exchange(ch, amqp).await?;
-    ch.queue_declare(&amqp.queue, durable(), FieldTable::default())
+    ch.queue_declare(&amqp.queue, durable(), amqp.queue_arguments())
         .await?;
     for key in [NOVA_NOTIFICATIONS, HOST_STATE] {
         bind(ch, &amqp.queue, &amqp.exchange, key).await?;

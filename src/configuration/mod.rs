@@ -237,6 +237,31 @@ impl Default for CachingSettings {
     }
 }
 
+/// The kind of the durable queues Parasol declares (`[amqp] queue_type`): RabbitMQ's
+/// `x-queue-type`, as oslo.messaging's `[oslo_messaging_rabbit] rabbit_quorum_queue` chooses it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum QueueType {
+    /// The broker's default kind (no `x-queue-type`), as oslo.messaging declares by default.
+    #[default]
+    Classic,
+    /// Replicated, durable queues (`x-queue-type: quorum`), as oslo.messaging declares with
+    /// `rabbit_quorum_queue = true`.
+    Quorum,
+}
+
+crate::choice_from_string!(QueueType);
+
+impl Choice for QueueType {
+    const ALL: &'static [Self] = &[QueueType::Classic, QueueType::Quorum];
+    fn as_str(self) -> &'static str {
+        match self {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AmqpSettings {
@@ -245,7 +270,12 @@ pub struct AmqpSettings {
     /// Exchange Nova publishes on (`control_exchange`).
     pub exchange: String,
     /// Declare the exchange durable: must match Nova's `amqp_durable_queues` (default false).
+    /// With `queue_type = "quorum"` it is declared durable whatever this says, as oslo does.
     pub durable_exchange: bool,
+    /// The kind of Parasol's durable queues (notifications, dead letters) and of the RPC
+    /// server's topic queues: must match Nova's `rabbit_quorum_queue` for the topic queues
+    /// that nova-scheduler declared before. Per-process fanout queues stay classic.
+    pub queue_type: QueueType,
     /// Parasol's own durable notification queue.
     pub queue: String,
     /// Parasol's durable dead-letter exchange and queue (same name) for poison notifications
@@ -265,12 +295,34 @@ pub struct AmqpSettings {
     pub reconnect_max_s: f64,
 }
 
+impl AmqpSettings {
+    /// Whether Nova's exchanges and the topic queues are durable: oslo.messaging's
+    /// `amqp_durable_queues or rabbit_quorum_queue` (quorum queues are always durable).
+    pub fn durable(&self) -> bool {
+        self.durable_exchange || self.queue_type == QueueType::Quorum
+    }
+
+    /// The arguments every durable queue Parasol declares carries: `x-queue-type` for quorum
+    /// queues (none for classic ones, as oslo declares them).
+    pub fn queue_arguments(&self) -> lapin::types::FieldTable {
+        let mut args = lapin::types::FieldTable::default();
+        if self.queue_type == QueueType::Quorum {
+            args.insert(
+                "x-queue-type".into(),
+                lapin::types::AMQPValue::LongString(self.queue_type.as_str().into()),
+            );
+        }
+        args
+    }
+}
+
 impl Default for AmqpSettings {
     fn default() -> Self {
         AmqpSettings {
             url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
             exchange: "nova".into(),
             durable_exchange: false,
+            queue_type: QueueType::Classic,
             queue: "parasol.notifications".into(),
             dead_letter: "parasol.dead_letter".into(),
             fanout_exchange: "scheduler_fanout".into(),

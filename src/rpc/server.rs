@@ -83,8 +83,9 @@ pub async fn run_rpc_server(deps: RpcDeps, shutdown: CancellationToken) {
             Ok(()) => return,
             Err(e) => {
                 let delay_ms = backoff.next_delay_ms();
-                tracing::warn!(error = %e, retry_in_s = delay_ms as f64 / 1000.0, "RPC server lost the broker; reconnecting");
-                server.deps.broker.failed(e.to_string(), delay_ms);
+                let error = crate::amqp::explain(e.to_string());
+                tracing::warn!(%error, retry_in_s = delay_ms as f64 / 1000.0, "RPC server lost the broker; reconnecting");
+                server.deps.broker.failed(error, delay_ms);
                 server.deps.counters.count("reconnect");
                 tokio::select! {
                     _ = server.deps.ingest.clock().sleep_ms(delay_ms) => {}

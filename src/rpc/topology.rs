@@ -1,6 +1,8 @@
 //! What the RPC server declares, with oslo.messaging's own flags so Parasol and nova-scheduler
-//! can share a broker: the topic exchange (durable only with `amqp_durable_queues`), queue
-//! `<topic>` shared by every scheduler process (round-robin) and `<topic>.<host>`.
+//! can share a broker: the topic exchange (durable only with `amqp_durable_queues` or quorum
+//! queues), queue `<topic>` shared by every scheduler process (round-robin) and
+//! `<topic>.<host>`, both of `[amqp] queue_type` (`x-queue-type: quorum` as oslo declares them
+//! with `rabbit_quorum_queue`).
 
 use crate::amqp::topology::{declare_dead_letter, declare_nova_exchange};
 use crate::configuration::{AmqpSettings, RpcSettings};
@@ -23,11 +25,11 @@ pub async fn declare_rpc_topology(
     declare_nova_exchange(ch, amqp).await?;
     let queues = [rpc.topic.clone(), server_queue(rpc)];
     let options = QueueDeclareOptions {
-        durable: amqp.durable_exchange,
+        durable: amqp.durable(),
         ..Default::default()
     };
     for q in &queues {
-        ch.queue_declare(q, options, FieldTable::default()).await?;
+        ch.queue_declare(q, options, amqp.queue_arguments()).await?;
         ch.queue_bind(
             q,
             &amqp.exchange,

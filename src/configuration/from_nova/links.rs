@@ -17,6 +17,19 @@ pub(super) fn transport(conf: &NovaConf, out: &mut Out) {
             format!("[{RABBIT}] amqp_durable_queues"),
         );
     }
+    if let Some(v) = out.typed(conf, RABBIT, "rabbit_quorum_queue", &Value::Boolean(false)) {
+        let kind = if v == Value::Boolean(true) {
+            "quorum"
+        } else {
+            "classic"
+        };
+        out.set(
+            "amqp",
+            "queue_type",
+            Value::String(kind.into()),
+            format!("[{RABBIT}] rabbit_quorum_queue"),
+        );
+    }
     let ssl = out.typed(conf, RABBIT, "ssl", &Value::Boolean(false)) == Some(Value::Boolean(true));
     let Some(url) = out.typed(
         conf,

@@ -106,6 +106,29 @@ fn scheduler_options_are_carried_with_their_values() {
 }
 
 #[test]
+fn quorum_queues_are_carried_and_make_the_exchange_durable_as_oslo_does() {
+    let (s, t) = run("[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\n\
+         rabbit_transient_quorum_queue = true\n");
+    assert_eq!(s.amqp.queue_type, crate::configuration::QueueType::Quorum);
+    assert!(!s.amqp.durable_exchange, "amqp_durable_queues was not set");
+    assert!(
+        s.amqp.durable(),
+        "quorum queues are durable, and so is oslo's exchange"
+    );
+    assert!(
+        warned(
+            &t,
+            "[oslo_messaging_rabbit] rabbit_transient_quorum_queue is not carried"
+        ),
+        "{:?}",
+        t.warnings
+    );
+    let (s, _) = run("[oslo_messaging_rabbit]\nrabbit_quorum_queue = false\n");
+    assert_eq!(s.amqp.queue_type, crate::configuration::QueueType::Classic);
+    assert!(!s.amqp.durable());
+}
+
+#[test]
 fn placement_credentials_are_carried_as_keystone_auth() {
     let (s, t) = run("[placement]\nauth_type = password\nauth_url = http://ctl/identity\n\
          username = placement\npassword = pw\nproject_name = service\ndefault_domain_name = Default\n\
