@@ -11,6 +11,8 @@
 //!
 //! Each update changes its host's VCPU total (a re-registration); with `--heartbeats` it
 //! repeats the host's profile (steady-state traffic: only liveness and last-seen change).
+//! `--queue-type quorum` declares Parasol's queue as a quorum queue (`[amqp] queue_type`), for
+//! the null consumer's queue too.
 //!
 //! `--null-consumer`: the broker's ceiling instead. `--events` updates are queued on a queue
 //! of their own, then drained by a consumer that does nothing but acknowledge, as the
@@ -21,7 +23,8 @@
 //! (`x-queue-version` at declare), `--queue-mode lazy`, `--no-ack` (the broker's absolute
 //! ceiling; Parasol always acknowledges after its commit), `--consumers N` (channels consuming
 //! the queue), `--persistent` (delivery mode 2, as oslo.messaging's notifier publishes by
-//! default) and `--lapin-executor` (lapin's own executor, as this bench's null consumer used
+//! default), `--queue-type stream` (a stream, read from its first offset) and
+//! `--lapin-executor` (lapin's own executor, as this bench's null consumer used
 //! before, instead of the service's tokio runtime).
 //!
 //! Everything the bench declares on the broker (exchanges, queues, the consumer's fanout
@@ -37,7 +40,7 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 use parasol::amqp::run_notification_consumer;
 use parasol::amqp::topology::{declare_nova_exchange, HOST_STATE};
 use parasol::clock::SystemClock;
-use parasol::configuration::{AmqpSettings, Settings};
+use parasol::configuration::{AmqpSettings, Choice, QueueType, Settings};
 use parasol::startup::{Application, Handles};
 use serde_json::json;
 use std::sync::Arc;
@@ -57,6 +60,9 @@ struct Args {
     heartbeats: bool,
     /// Only the broker: drain a backlog with a consumer that acknowledges and nothing else.
     null_consumer: bool,
+    /// `x-queue-type` of the drained queue: `classic` or `quorum` (Parasol's
+    /// `[amqp] queue_type`), or `stream` for the null consumer.
+    queue_type: Option<String>,
     /// Diagnostics of the null consumer (see `--null-consumer` in the module's doc).
     null: NullOptions,
 }
@@ -78,6 +84,12 @@ struct NullOptions {
     lapin_executor: bool,
 }
 
+const USAGE: &str = "usage: bench_ingest [--events N] [--hosts N] [--url AMQP_URL] \
+     [--prefetch N] [--batch-size N] [--ledger sqlite|postgres] [--pg-url POSTGRES_URL] \
+     [--heartbeats] [--queue-type classic|quorum] \
+     [--null-consumer [--queue-type classic|quorum|stream] [--queue-version N] \
+     [--queue-mode lazy] [--no-ack] [--consumers N] [--persistent] [--lapin-executor]]";
+
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         events: 50_000,
@@ -89,6 +101,7 @@ fn parse_args() -> anyhow::Result<Args> {
         pg_url: "postgres://postgres@127.0.0.1:5432/test".into(),
         heartbeats: false,
         null_consumer: false,
+        queue_type: None,
         null: NullOptions {
             consumers: 1,
             ..NullOptions::default()
@@ -112,20 +125,37 @@ fn parse_args() -> anyhow::Result<Args> {
             "--null-consumer" => args.null_consumer = true,
             "--queue-version" => args.null.queue_version = Some(value()?.parse()?),
             "--queue-mode" => args.null.queue_mode = Some(value()?),
+            "--queue-type" => args.queue_type = Some(value()?),
             "--no-ack" => args.null.no_ack = true,
             "--consumers" => args.null.consumers = value()?.parse()?,
             "--persistent" => args.null.persistent = true,
             "--lapin-executor" => args.null.lapin_executor = true,
-            other => anyhow::bail!(
-                "unknown flag {other}; use --events N --hosts N --url AMQP_URL --prefetch N \
-                 --batch-size N --ledger sqlite|postgres --pg-url POSTGRES_URL [--heartbeats] \
-                 [--null-consumer [--queue-version N] [--queue-mode lazy] [--no-ack] \
-                 [--consumers N] [--persistent] [--lapin-executor]]"
-            ),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => anyhow::bail!("unknown flag {other}; {USAGE}"),
         }
     }
     anyhow::ensure!(args.hosts > 0, "--hosts must be positive");
     anyhow::ensure!(args.null.consumers > 0, "--consumers must be positive");
+    anyhow::ensure!(
+        match args.queue_type.as_deref() {
+            None | Some("classic" | "quorum") => true,
+            Some("stream") => args.null_consumer,
+            Some(_) => false,
+        },
+        "--queue-type must be classic or quorum (or stream, with --null-consumer), not {:?}",
+        args.queue_type
+    );
+    anyhow::ensure!(
+        !(args.null.no_ack && args.queue_type.as_deref() == Some("stream")),
+        "a stream is consumed with acknowledgements (--no-ack and --queue-type stream exclude each other)"
+    );
+    anyhow::ensure!(
+        !(args.null.consumers > 1 && args.queue_type.as_deref() == Some("stream")),
+        "every consumer of a stream reads all of it: --queue-type stream takes one consumer"
+    );
     anyhow::ensure!(
         matches!(args.ledger.as_str(), "sqlite" | "postgres"),
         "--ledger must be sqlite or postgres, not {:?}",
@@ -313,7 +343,8 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
         }
     );
     println!(
-        "          queue: x-queue-version {}, x-queue-mode {}; {} consumer(s); {} messages; {}",
+        "          queue: x-queue-type {}, x-queue-version {}, x-queue-mode {}; {} consumer(s); {} messages; {}",
+        args.queue_type.as_deref().unwrap_or("(default)"),
         opts.queue_version
             .map_or("(default)".to_string(), |v| v.to_string()),
         opts.queue_mode.as_deref().unwrap_or("(default)"),
@@ -365,6 +396,12 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
             AMQPValue::LongString(mode.as_str().into()),
         );
     }
+    if let Some(kind) = &args.queue_type {
+        queue_args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString(kind.as_str().into()),
+        );
+    }
     publisher.queue_declare(&queue, durable, queue_args).await?;
     publisher
         .queue_bind(
@@ -398,6 +435,14 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
         let ch = consumer_conn.create_channel().await?;
         ch.basic_qos(args.prefetch, BasicQosOptions::default())
             .await?;
+        // A stream is read from an offset: the backlog is its whole content.
+        let mut consume_args = FieldTable::default();
+        if args.queue_type.as_deref() == Some("stream") {
+            consume_args.insert(
+                "x-stream-offset".into(),
+                AMQPValue::LongString("first".into()),
+            );
+        }
         let consumer = ch
             .basic_consume(
                 &queue,
@@ -406,7 +451,7 @@ async fn null_consumer(args: &Args, id: &str) -> anyhow::Result<()> {
                     no_ack: opts.no_ack,
                     ..Default::default()
                 },
-                FieldTable::default(),
+                consume_args,
             )
             .await?;
         let (received, events, batch_size, no_ack) =
@@ -514,6 +559,10 @@ async fn main() -> anyhow::Result<()> {
         fanout_exchange: format!("bench.{id}.scheduler_fanout"),
         prefetch: args.prefetch,
         batch_size: args.batch_size,
+        queue_type: match args.queue_type.as_deref() {
+            Some("quorum") => QueueType::Quorum,
+            _ => QueueType::Classic,
+        },
         ..AmqpSettings::default()
     };
     println!("# Parasol notification ingestion (issue 3)");
@@ -538,8 +587,10 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     println!(
-        "          prefetch {} per queue, batch_size {} per transaction, publisher confirms on",
-        args.prefetch, args.batch_size
+        "          prefetch {} per queue, batch_size {} per transaction, publisher confirms on, {} queue",
+        args.prefetch,
+        args.batch_size,
+        settings.amqp.queue_type.as_str()
     );
     println!("machine:  {}", machine());
 
