@@ -283,7 +283,10 @@ pub struct AmqpSettings {
     pub dead_letter: String,
     /// nova-compute's fanout exchange for the scheduler topic (oslo: `<topic>_fanout`).
     pub fanout_exchange: String,
-    /// Unacknowledged messages in flight per queue.
+    /// Unacknowledged messages in flight per queue (and RPC calls running at once). Four
+    /// batches by default, so that the broker refills while the ledger commits: at two, a
+    /// backlog drain waited for deliveries (quorum queue, re-registrations: 47,000 → 52,000
+    /// events/s, BENCHMARKS.md).
     pub prefetch: u16,
     /// Most messages applied in one ledger transaction (acknowledged together after commit).
     pub batch_size: usize,
@@ -326,7 +329,7 @@ impl Default for AmqpSettings {
             queue: "parasol.notifications".into(),
             dead_letter: "parasol.dead_letter".into(),
             fanout_exchange: "scheduler_fanout".into(),
-            prefetch: 1000,
+            prefetch: 2000,
             batch_size: 500,
             attempts: 3,
             reconnect_min_s: 0.5,
