@@ -15,6 +15,7 @@ mod nova_venv;
 mod support;
 
 use nova_venv::nova_venv;
+use support::queue_types;
 
 use parasol::rpc::RpcClient;
 use serde_json::json;
@@ -387,24 +388,6 @@ async fn sigterm_during_64_nova_calls_answers_every_call_exactly_once() {
         "calls: {calls_stopping} answered by the stopping process, {calls_staying} by the other"
     );
     drop(children);
-}
-
-/// The kind of each queue on the broker whose name contains `part`, sorted by name.
-fn queue_types(part: &str) -> Vec<(String, String)> {
-    let out = Command::new("rabbitmqctl")
-        .args(["list_queues", "-q", "--no-table-headers", "name", "type"])
-        .output()
-        .expect("rabbitmqctl runs");
-    let mut found: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut fields = l.split_whitespace();
-            Some((fields.next()?.to_string(), fields.next()?.to_string()))
-        })
-        .filter(|(name, _)| name.contains(part))
-        .collect();
-    found.sort();
-    found
 }
 
 /// Deletes, when the test ends, every queue whose name holds the test's id (oslo's fanout

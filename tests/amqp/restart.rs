@@ -4,6 +4,7 @@
 
 use crate::broker::{isolated_amqp, spawn_service, wait_until, Publisher, Service};
 use crate::messages::{host_state, instance_event, new_id, uuid_for};
+use crate::support::queue_types;
 use parasol::amqp::connection_name;
 use parasol::configuration::{AmqpSettings, QueueType};
 use rand::{Rng, SeedableRng};
@@ -260,24 +261,6 @@ async fn closing_the_broker_connection_midway_loses_nothing_and_applies_nothing_
         (s, p)
     })
     .await;
-}
-
-/// The kind of each queue the broker lists whose name starts with `prefix`, by name.
-fn queue_types(prefix: &str) -> Vec<(String, String)> {
-    let out = Command::new("rabbitmqctl")
-        .args(["list_queues", "-q", "--no-table-headers", "name", "type"])
-        .output()
-        .expect("rabbitmqctl runs");
-    let mut found: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut fields = l.split_whitespace();
-            Some((fields.next()?.to_string(), fields.next()?.to_string()))
-        })
-        .filter(|(name, _)| name.starts_with(prefix))
-        .collect();
-    found.sort();
-    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -100,3 +100,22 @@ macro_rules! on_both_engines {
         }
     };
 }
+
+/// The kind (`classic`, `quorum`, …) of each queue on the running RabbitMQ whose name contains
+/// `part`, sorted by name (`rabbitmqctl list_queues`).
+pub fn queue_types(part: &str) -> Vec<(String, String)> {
+    let out = std::process::Command::new("rabbitmqctl")
+        .args(["list_queues", "-q", "--no-table-headers", "name", "type"])
+        .output()
+        .expect("rabbitmqctl runs");
+    let mut found: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            Some((fields.next()?.to_string(), fields.next()?.to_string()))
+        })
+        .filter(|(name, _)| name.contains(part))
+        .collect();
+    found.sort();
+    found
+}
