@@ -674,8 +674,12 @@ const UPSERT_HOST_ROW: &str = "INSERT INTO hosts (host, node, uuid, availability
 const HOST_ID_OF_UUID: &str = "SELECT id FROM hosts WHERE uuid = ?1";
 
 /// The host's inventory rows as they are before its registration is written.
-const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, usable, used \
-    FROM inventories WHERE host_id = ?1";
+const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, min_unit, max_unit, \
+    step_size, allocation_ratio, usable, used FROM inventories WHERE host_id = ?1";
+
+/// An inventory row's columns that [`UPSERT_INVENTORY_ROW`] writes, after its key: total,
+/// reserved, min_unit, max_unit, step_size, allocation_ratio, usable.
+type InventoryValues = (i64, i64, i64, i64, i64, f64, i64);
 
 /// As `Dialect::UPSERT_INVENTORIES` for one row: a row the registration repeats stays unwritten.
 const UPSERT_INVENTORY_ROW: &str = concat!(
@@ -711,8 +715,8 @@ pub(super) fn flush_rusqlite(
         let mut host_id = db.prepare_cached(HOST_ID_OF_UUID)?;
         let mut rows_of = db.prepare_cached(INVENTORY_ROWS_OF)?;
         let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
-        // (class, nonzero capacity, used) of the host's rows before the registration.
-        let mut before: Vec<(String, bool, i64)> = Vec::new();
+        // (class, values, used) of the host's rows before the registration.
+        let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
         for (reg, _) in &staged {
             upsert_host.execute(rusqlite::params![
                 reg.host,
@@ -738,28 +742,43 @@ pub(super) fn flush_rusqlite(
             before.clear();
             let mut rows = rows_of.query([id])?;
             while let Some(row) = rows.next()? {
-                let (total, reserved, usable): (i64, i64, i64) =
-                    (row.get(1)?, row.get(2)?, row.get(3)?);
-                before.push((
-                    row.get(0)?,
-                    total != 0 || reserved != 0 || usable != 0,
+                let values = (
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
                     row.get(4)?,
-                ));
+                    row.get(5)?,
+                    row.get(6)?,
+                    row.get(7)?,
+                );
+                before.push((row.get(0)?, values, row.get(8)?));
             }
             drop(rows);
             let classes = reg.last_reports();
             for (class, inv) in &classes {
-                upsert_inventory.execute(inventory_columns(id, class, inv))?;
+                let (host_id, class, total, reserved, min_unit, max_unit, step, ratio, usable) =
+                    inventory_columns(id, class, inv);
+                let values = (total, reserved, min_unit, max_unit, step, ratio, usable);
+                // A row the registration repeats is left as it is, as the upsert's own
+                // `WHERE` would leave it, without running the statement (a re-registration
+                // usually changes one class of several).
+                if before.iter().any(|(c, v, _)| c == class && *v == values) {
+                    continue;
+                }
+                upsert_inventory.execute((
+                    host_id, class, total, reserved, min_unit, max_unit, step, ratio, usable,
+                ))?;
             }
             // What `ZERO_UNREPORTED_CLASSES` and `DROP_UNUSED_EMPTY_OF` leave: a class no
             // longer reported gets no capacity, and any row without capacity nor use goes.
-            for (class, nonzero, used) in &before {
+            for (class, (total, reserved, _, _, _, _, usable), used) in &before {
+                let nonzero = *total != 0 || *reserved != 0 || *usable != 0;
                 let reported = classes.iter().find(|(c, _)| c == class);
                 let empty = reported.is_none_or(|(_, inv)| inv.total == 0);
                 if empty && *used == 0 {
                     db.prepare_cached(DROP_CLASS)?
                         .execute(rusqlite::params![id, class])?;
-                } else if reported.is_none() && *nonzero {
+                } else if reported.is_none() && nonzero {
                     db.prepare_cached(ZERO_CLASS)?
                         .execute(rusqlite::params![id, class])?;
                 }
