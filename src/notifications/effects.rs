@@ -10,6 +10,7 @@ use crate::ledger::hosts::upsert_host;
 use crate::ledger::messages::MARK_PROCESSED;
 use crate::ledger::{HostRegistration, HostTable};
 use crate::nova::{HostEvent, Notification};
+use rusqlite::OptionalExtension;
 use sqlx::Row;
 use std::sync::Arc;
 
@@ -673,6 +674,12 @@ const UPSERT_HOST_ROW: &str = "INSERT INTO hosts (host, node, uuid, availability
 
 const HOST_ID_OF_UUID: &str = "SELECT id FROM hosts WHERE uuid = ?1";
 
+/// What [`UPSERT_HOST_ROW`] writes into a host's row that exists, by its id: an update of a
+/// row found by its uuid costs less than an insert that conflicts (the uuid's index probed
+/// twice, the `AUTOINCREMENT` counter read and written).
+const UPDATE_HOST_ROW: &str = "UPDATE hosts SET host = ?2, node = ?3, availability_zone = ?4, \
+    up = ?5, disabled = ?6, last_seen_ms = ?7, traits = ?8, aggregates = ?9 WHERE id = ?1";
+
 /// The host's inventory rows as they are before its registration is written.
 const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, min_unit, max_unit, \
     step_size, allocation_ratio, usable, used FROM inventories WHERE host_id = ?1";
@@ -697,10 +704,11 @@ const HEARTBEAT_ROW: &str =
     "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 
 /// [`flush_sqlite`] on a connection of SQLite's hot writer (`ledger::hot`), as direct calls of
-/// prepared statements with bound parameters: per registration its host row (answering its
-/// id), its inventory rows as they were, an upsert per reported class, and only when a class
-/// is no longer reported or left empty, the update or delete `flush_sqlite`'s statements make
-/// of it; per heartbeat one update. Leaves the ledger and `touched` exactly as
+/// prepared statements with bound parameters: per registration its id by uuid and an update
+/// of its host row (an upsert for a host new to the ledger), its inventory rows as they were,
+/// an upsert per reported class whose row it changes, and only when a class is no longer
+/// reported or left empty, the update or delete `flush_sqlite`'s statements make of it; per
+/// heartbeat one update. Leaves the ledger and `touched` exactly as
 /// [`flush_sqlite`] does.
 pub(super) fn flush_rusqlite(
     db: &rusqlite::Connection,
@@ -717,19 +725,42 @@ pub(super) fn flush_rusqlite(
         let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
         // (class, values, used) of the host's rows before the registration.
         let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
+        let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
         for (reg, _) in &staged {
-            upsert_host.execute(rusqlite::params![
-                reg.host,
-                reg.node,
-                reg.uuid,
-                reg.availability_zone,
-                reg.up,
-                reg.disabled,
-                now_ms,
-                reg.traits_json(),
-                reg.aggregates_json(),
-            ])?;
-            let id: i64 = host_id.query_row([&reg.uuid], |row| row.get(0))?;
+            let (traits, aggregates) = (reg.traits_json(), reg.aggregates_json());
+            let existing: Option<i64> = host_id
+                .query_row([&reg.uuid], |row| row.get(0))
+                .optional()?;
+            let id = match existing {
+                Some(id) => {
+                    update_host.execute(rusqlite::params![
+                        id,
+                        reg.host,
+                        reg.node,
+                        reg.availability_zone,
+                        reg.up,
+                        reg.disabled,
+                        now_ms,
+                        traits,
+                        aggregates,
+                    ])?;
+                    id
+                }
+                None => {
+                    upsert_host.execute(rusqlite::params![
+                        reg.host,
+                        reg.node,
+                        reg.uuid,
+                        reg.availability_zone,
+                        reg.up,
+                        reg.disabled,
+                        now_ms,
+                        traits,
+                        aggregates,
+                    ])?;
+                    host_id.query_row([&reg.uuid], |row| row.get(0))?
+                }
+            };
             let known = table.by_uuid(&reg.uuid).is_some_and(|h| h.id.0 == id);
             match as_loaded(reg).filter(|_| known) {
                 Some(profile) => {
