@@ -495,13 +495,15 @@ async fn nova_scheduler_s_quorum_queues_are_taken_over_and_served() {
     }
     client.close().await;
     drop(children);
-    // The durable exchange would outlive the broker's restarts.
+    // The durable exchanges (Nova's and the dead letters') would outlive the broker's restarts.
     let conn = parasol::amqp::connect(AMQP_URL, "parasol-compat-cleanup")
         .await
         .expect("connect");
     let ch = conn.create_channel().await.expect("channel");
-    ch.exchange_delete(&exchange, Default::default())
-        .await
-        .expect("delete the exchange");
+    for name in [exchange, format!("parasol.dead_letter.compat_{id}")] {
+        ch.exchange_delete(&name, Default::default())
+            .await
+            .expect("delete the exchange");
+    }
     let _ = conn.close(200, "done").await;
 }
