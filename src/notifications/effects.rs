@@ -674,11 +674,13 @@ const UPSERT_HOST_ROW: &str = "INSERT INTO hosts (host, node, uuid, availability
 
 const HOST_ID_OF_UUID: &str = "SELECT id FROM hosts WHERE uuid = ?1";
 
-/// What [`UPSERT_HOST_ROW`] writes into a host's row that exists, by its id: an update of a
-/// row found by its uuid costs less than an insert that conflicts (the uuid's index probed
-/// twice, the `AUTOINCREMENT` counter read and written).
-const UPDATE_HOST_ROW: &str = "UPDATE hosts SET host = ?2, node = ?3, availability_zone = ?4, \
-    up = ?5, disabled = ?6, last_seen_ms = ?7, traits = ?8, aggregates = ?9 WHERE id = ?1";
+/// What [`UPSERT_HOST_ROW`] writes into the row of a host the ledger holds, by the id its uuid
+/// was found with (`?10`; the uuid `?3` is the row's), with the same parameters: an update
+/// costs less than an insert that conflicts (the uuid's index probed twice, the
+/// `AUTOINCREMENT` counter read and written).
+const UPDATE_HOST_ROW: &str = "UPDATE hosts SET host = ?1, node = ?2, availability_zone = ?4, \
+    up = ?5, disabled = ?6, last_seen_ms = ?7, traits = ?8, aggregates = ?9 \
+    WHERE id = ?10 AND uuid = ?3";
 
 /// The host's inventory rows as they are before its registration is written.
 const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, min_unit, max_unit, \
@@ -727,37 +729,30 @@ pub(super) fn flush_rusqlite(
         let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
         let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
         for (reg, _) in &staged {
-            let (traits, aggregates) = (reg.traits_json(), reg.aggregates_json());
             let existing: Option<i64> = host_id
                 .query_row([&reg.uuid], |row| row.get(0))
                 .optional()?;
+            let (traits, aggregates) = (reg.traits_json(), reg.aggregates_json());
+            let row: [&dyn rusqlite::ToSql; 10] = [
+                &reg.host,
+                &reg.node,
+                &reg.uuid,
+                &reg.availability_zone,
+                &reg.up,
+                &reg.disabled,
+                &now_ms,
+                &traits,
+                &aggregates,
+                &existing,
+            ];
             let id = match existing {
                 Some(id) => {
-                    update_host.execute(rusqlite::params![
-                        id,
-                        reg.host,
-                        reg.node,
-                        reg.availability_zone,
-                        reg.up,
-                        reg.disabled,
-                        now_ms,
-                        traits,
-                        aggregates,
-                    ])?;
+                    update_host.execute(&row[..])?;
                     id
                 }
+                // New to the ledger: inserted, and its id read back.
                 None => {
-                    upsert_host.execute(rusqlite::params![
-                        reg.host,
-                        reg.node,
-                        reg.uuid,
-                        reg.availability_zone,
-                        reg.up,
-                        reg.disabled,
-                        now_ms,
-                        traits,
-                        aggregates,
-                    ])?;
+                    upsert_host.execute(&row[..9])?;
                     host_id.query_row([&reg.uuid], |row| row.get(0))?
                 }
             };
