@@ -9,8 +9,10 @@ declared as nova-scheduler leaves them. `call`: one select_destinations from Nov
 import json
 import os
 import sys
-import tempfile
 import uuid
+
+from nova_setup import configure as configure_nova
+from nova_setup import one_instance_spec
 
 AMQP_URL = os.environ["PARASOL_AMQP_URL"]
 EXCHANGE = os.environ["PARASOL_EXCHANGE"]
@@ -19,16 +21,8 @@ HOST = os.environ["PARASOL_RPC_HOST"]
 
 
 def configure(program):
-    from nova import config, objects
-
-    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-    transport_url = "rabbit://" + AMQP_URL.split("://", 1)[1].replace("/%2f", "/").replace("/%2F", "/")
-    conf.write(f"[DEFAULT]\ntransport_url = {transport_url}\ncontrol_exchange = {EXCHANGE}\n"
-               f"host = {HOST}\n[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\n")
-    conf.close()
-    objects.register_all()
-    config.parse_args([program, "--config-file", conf.name], configure_db=False, init_rpc=True)
-    os.unlink(conf.name)  # read by parse_args; nothing reads it again
+    configure_nova(program, AMQP_URL, EXCHANGE,
+                   f"host = {HOST}\n[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\n")
 
 
 def declare():
@@ -44,22 +38,15 @@ def declare():
 
 
 def call():
-    from nova import context, objects
+    from nova import context
     from nova.scheduler import rpcapi
 
     configure("nova-conductor")
     rpcapi.RPC_TOPIC = TOPIC
     api = rpcapi.SchedulerAPI()
-    flavor = objects.Flavor(id=1, name="f1", memory_mb=512, vcpus=1, root_gb=1, ephemeral_gb=0,
-                            flavorid="1", swap=0, rxtx_factor=1.0, vcpu_weight=0, disabled=False,
-                            is_public=True, extra_specs={}, projects=[], description=None)
-    image = objects.ImageMeta.from_dict({"id": str(uuid.uuid4()), "name": "cirros", "properties": {}})
     ctxt = context.get_admin_context()
     instance = str(uuid.uuid4())
-    spec = objects.RequestSpec.from_components(
-        ctxt, instance, image, flavor, None, objects.InstancePCIRequests(requests=[]), {}, None,
-        None, project_id="p", user_id="u")
-    spec.num_instances = 1
+    spec = one_instance_spec(ctxt, instance)
     [[selection, *alternates]] = api.select_destinations(
         ctxt, spec, [instance], return_objects=True, return_alternates=True)
     print(json.dumps({"host": selection.service_host, "alternates": len(alternates)}))

@@ -5,10 +5,11 @@ call's outcome. Not a pytest module: the Rust test runs it while it stops a Para
 import json
 import os
 import sys
-import tempfile
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+
+from nova_setup import configure, one_instance_spec
 
 AMQP_URL = os.environ["PARASOL_AMQP_URL"]
 EXCHANGE = os.environ["PARASOL_EXCHANGE"]
@@ -18,33 +19,18 @@ TIMEOUT_S = int(os.environ["PARASOL_RPC_TIMEOUT_S"])
 
 
 def main():
-    from nova import config, context, objects
+    from nova import context
     from nova.scheduler import rpcapi
-    import nova.conf
 
-    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-    transport_url = "rabbit://" + AMQP_URL.split("://", 1)[1].replace("/%2f", "/").replace("/%2F", "/")
-    conf.write(f"[DEFAULT]\ntransport_url = {transport_url}\ncontrol_exchange = {EXCHANGE}\n"
-               f"rpc_response_timeout = {TIMEOUT_S}\n")
-    conf.close()
-    objects.register_all()
-    config.parse_args(["nova-shutdown", "--config-file", conf.name], configure_db=False, init_rpc=True)
-    os.unlink(conf.name)  # read by parse_args; nothing reads it again
+    configure("nova-shutdown", AMQP_URL, EXCHANGE, f"rpc_response_timeout = {TIMEOUT_S}\n")
     rpcapi.RPC_TOPIC = TOPIC
     api = rpcapi.SchedulerAPI()
-    flavor = objects.Flavor(id=1, name="f1", memory_mb=512, vcpus=1, root_gb=1, ephemeral_gb=0,
-                            flavorid="1", swap=0, rxtx_factor=1.0, vcpu_weight=0, disabled=False,
-                            is_public=True, extra_specs={}, projects=[], description=None)
-    image = objects.ImageMeta.from_dict({"id": str(uuid.uuid4()), "name": "cirros", "properties": {}})
     start = threading.Barrier(CALLS)
 
     def call(i):
         ctxt = context.get_admin_context()
         instance = str(uuid.uuid4())
-        spec = objects.RequestSpec.from_components(
-            ctxt, instance, image, flavor, None, objects.InstancePCIRequests(requests=[]), {}, None,
-            None, project_id="p", user_id="u")
-        spec.num_instances = 1
+        spec = one_instance_spec(ctxt, instance)
         start.wait()
         try:
             [[sel, *_]] = api.select_destinations(ctxt, spec, [instance], return_objects=True,

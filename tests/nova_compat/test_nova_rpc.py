@@ -4,7 +4,6 @@ and passes their coordinates in PARASOL_* environment variables."""
 
 import json
 import os
-import tempfile
 import threading
 import time
 import urllib.request
@@ -12,6 +11,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from nova_setup import configure
 
 AMQP_URL = os.environ["PARASOL_AMQP_URL"]
 EXCHANGE = os.environ["PARASOL_EXCHANGE"]
@@ -27,17 +28,9 @@ _LOCK = threading.Lock()
 @pytest.fixture(scope="session")
 def nova():
     """Nova configured as nova-conductor would be, on the test's exchange."""
-    from nova import config, objects
     import nova.conf
 
-    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-    # oslo's scheme is rabbit://, and its default vhost "/" is written as an empty path.
-    transport_url = "rabbit://" + AMQP_URL.split("://", 1)[1].replace("/%2f", "/").replace("/%2F", "/")
-    conf.write(f"[DEFAULT]\ntransport_url = {transport_url}\ncontrol_exchange = {EXCHANGE}\n")
-    conf.close()
-    objects.register_all()
-    config.parse_args(["nova-compat", "--config-file", conf.name], configure_db=False, init_rpc=True)
-    os.unlink(conf.name)  # read by parse_args; nothing reads it again
+    configure("nova-compat", AMQP_URL, EXCHANGE)
     return nova.conf.CONF
 
 
