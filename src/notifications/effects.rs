@@ -705,9 +705,35 @@ const DROP_CLASS: &str = "DELETE FROM inventories WHERE host_id = ?1 AND resourc
 const HEARTBEAT_ROW: &str =
     "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 
+/// A host row's parameters as [`UPSERT_HOST_ROW`] (the first nine) and [`UPDATE_HOST_ROW`]
+/// (`id` as the tenth) number them.
+// `&String`, not `&str`: a `&dyn ToSql` is made of a sized value.
+#[allow(clippy::ptr_arg)]
+fn host_row<'a>(
+    reg: &'a HostRegistration,
+    now_ms: &'a i64,
+    traits: &'a String,
+    aggregates: &'a String,
+    id: &'a Option<i64>,
+) -> [&'a dyn rusqlite::ToSql; 10] {
+    [
+        &reg.host,
+        &reg.node,
+        &reg.uuid,
+        &reg.availability_zone,
+        &reg.up,
+        &reg.disabled,
+        now_ms,
+        traits,
+        aggregates,
+        id,
+    ]
+}
+
 /// [`flush_sqlite`] on a connection of SQLite's hot writer (`ledger::hot`), as direct calls of
-/// prepared statements with bound parameters: per registration its id by uuid and an update
-/// of its host row (an upsert for a host new to the ledger), its inventory rows as they were,
+/// prepared statements with bound parameters: per registration an update of its host row by
+/// the id the table knows (else by the id its uuid is looked up with; an upsert for a host
+/// new to the ledger), its inventory rows as they were,
 /// an upsert per reported class whose row it changes, and only when a class is no longer
 /// reported or left empty, the update or delete `flush_sqlite`'s statements make of it; per
 /// heartbeat one update. Leaves the ledger and `touched` exactly as
@@ -729,34 +755,39 @@ pub(super) fn flush_rusqlite(
         let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
         let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
         for (reg, _) in &staged {
-            let existing: Option<i64> = host_id
-                .query_row([&reg.uuid], |row| row.get(0))
-                .optional()?;
             let (traits, aggregates) = (reg.traits_json(), reg.aggregates_json());
-            let row: [&dyn rusqlite::ToSql; 10] = [
-                &reg.host,
-                &reg.node,
-                &reg.uuid,
-                &reg.availability_zone,
-                &reg.up,
-                &reg.disabled,
-                &now_ms,
-                &traits,
-                &aggregates,
-                &existing,
-            ];
-            let id = match existing {
-                Some(id) => {
-                    update_host.execute(&row[..])?;
-                    id
+            // The id the table knows the host by, updated without looking it up; a row the
+            // update misses (the table not yet settled on it) is looked up by its uuid.
+            let in_table = table.by_uuid(&reg.uuid).map(|h| h.id.0);
+            let by_table = match in_table {
+                Some(_) => {
+                    update_host
+                        .execute(&host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..])?
+                        == 1
                 }
-                // New to the ledger: inserted, and its id read back.
+                None => false,
+            };
+            let id = match in_table.filter(|_| by_table) {
+                Some(id) => id,
                 None => {
-                    upsert_host.execute(&row[..9])?;
-                    host_id.query_row([&reg.uuid], |row| row.get(0))?
+                    let existing: Option<i64> = host_id
+                        .query_row([&reg.uuid], |row| row.get(0))
+                        .optional()?;
+                    let row = host_row(reg, &now_ms, &traits, &aggregates, &existing);
+                    match existing {
+                        Some(id) => {
+                            update_host.execute(&row[..])?;
+                            id
+                        }
+                        // New to the ledger: inserted, and its id read back.
+                        None => {
+                            upsert_host.execute(&row[..9])?;
+                            host_id.query_row([&reg.uuid], |row| row.get(0))?
+                        }
+                    }
                 }
             };
-            let known = table.by_uuid(&reg.uuid).is_some_and(|h| h.id.0 == id);
+            let known = in_table == Some(id);
             match as_loaded(reg).filter(|_| known) {
                 Some(profile) => {
                     touched
