@@ -1332,3 +1332,67 @@ async fn another_process_sees_an_imported_consumer_become_an_instance_on_postgre
     stop.cancel();
     follow.await.unwrap();
 }
+
+/// A ledger a later Parasol migrated (here: a migration row this binary has no file for) is
+/// refused at open with an error that says so and what to do, and left as it was.
+async fn a_ledger_migrated_by_a_later_version_is_refused_with_what_to_do(engine: &str) {
+    use sqlx::Connection;
+    let (ledger, db) = ledger(engine).await;
+    ledger
+        .register_host(&registration("h1", 8, 8192, 100), 0)
+        .await
+        .unwrap();
+    ledger.close().await;
+    drop(ledger);
+    let insert = match engine {
+        "sqlite" => {
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+             execution_time) VALUES (9999, 'from a later parasol', TRUE, X'00', 0)"
+        }
+        _ => {
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+             execution_time) VALUES (9999, 'from a later parasol', TRUE, '\\x00'::bytea, 0)"
+        }
+    };
+    let count = "SELECT COUNT(*) FROM hosts";
+    let hosts: i64 = match engine {
+        "sqlite" => {
+            let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            sqlx::query(insert).execute(&mut c).await.unwrap();
+            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
+        }
+        _ => {
+            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            sqlx::query(insert).execute(&mut c).await.unwrap();
+            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
+        }
+    };
+    assert_eq!(hosts, 1);
+    let e = Ledger::open(&db.url, 2)
+        .await
+        .expect_err("a ledger with an unknown migration is refused");
+    let message = e.to_string();
+    assert!(
+        message.contains("migration 9999")
+            && message.contains("a later version of Parasol migrated it")
+            && message.contains("restore the ledger's backup"),
+        "{message}"
+    );
+    assert!(!e.is_outage(), "not something a retry mends: {message}");
+    // Left as it was: the host is still there once the later version runs again.
+    let remaining: i64 = match engine {
+        "sqlite" => {
+            let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
+        }
+        _ => {
+            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
+        }
+    };
+    assert_eq!(remaining, 1);
+}
+on_both_engines!(
+    a_ledger_migrated_by_a_later_version,
+    super::a_ledger_migrated_by_a_later_version_is_refused_with_what_to_do
+);

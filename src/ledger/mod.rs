@@ -67,6 +67,25 @@ pub enum LedgerError {
     Unavailable(String),
 }
 
+/// A migration error as the operator should read it. A ledger a later Parasol migrated (a
+/// rollback of an upgrade, an older binary started beside a newer one) holds migrations this
+/// binary does not know: it neither reads nor writes such a ledger, and says what to do
+/// instead of sqlx's "previously applied but is missing in the resolved migrations".
+fn migration_error(e: sqlx::migrate::MigrateError, known: &sqlx::migrate::Migrator) -> LedgerError {
+    match e {
+        sqlx::migrate::MigrateError::VersionMissing(version) => {
+            let last = known.iter().map(|m| m.version).max().unwrap_or(0);
+            LedgerError::Invalid(format!(
+                "the ledger holds migration {version}, which this binary does not have (its \
+                 last is {last}): a later version of Parasol migrated it. Run that version or \
+                 a later one on this ledger, or restore the ledger's backup from before the \
+                 upgrade"
+            ))
+        }
+        e => LedgerError::Migrate(e),
+    }
+}
+
 impl LedgerError {
     /// Whether this is the ledger's own failure (unreachable, closed, busy or locked, full,
     /// read-only, out of resources, shut down, a lost connection, a serialization conflict),
@@ -528,15 +547,18 @@ impl Ledger {
     /// Applies the migrations in `migrations/<engine>/` that have not run yet, then loads
     /// every host into the live table.
     pub async fn migrate(&self) -> Result<(), LedgerError> {
-        match &self.pools {
+        let migrator = match &self.pools {
+            Pools::Sqlite { .. } => sqlx::migrate!("./migrations/sqlite"),
+            Pools::Postgres(_) => sqlx::migrate!("./migrations/postgres"),
+        };
+        let ran = match &self.pools {
             Pools::Sqlite { write, .. } => {
                 let mut conn = write.lock().await?;
-                sqlx::migrate!("./migrations/sqlite")
-                    .run(&mut *conn)
-                    .await?
+                migrator.run(&mut *conn).await
             }
-            Pools::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
-        }
+            Pools::Postgres(pool) => migrator.run(pool).await,
+        };
+        ran.map_err(|e| migration_error(e, &migrator))?;
         self.reload_all().await
     }
 
