@@ -1333,10 +1333,28 @@ async fn another_process_sees_an_imported_consumer_become_an_instance_on_postgre
     follow.await.unwrap();
 }
 
+/// Runs `statement` (when given) on the ledger's database, then answers its count of hosts.
+async fn hosts_after(engine: &str, url: &str, statement: Option<&str>) -> i64 {
+    use sqlx::Connection;
+    let count = "SELECT COUNT(*) FROM hosts";
+    if engine == "sqlite" {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        if let Some(s) = statement {
+            sqlx::query(s).execute(&mut c).await.unwrap();
+        }
+        sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        if let Some(s) = statement {
+            sqlx::query(s).execute(&mut c).await.unwrap();
+        }
+        sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
+    }
+}
+
 /// A ledger a later Parasol migrated (here: a migration row this binary has no file for) is
 /// refused at open with an error that says so and what to do, and left as it was.
 async fn a_ledger_migrated_by_a_later_version_is_refused_with_what_to_do(engine: &str) {
-    use sqlx::Connection;
     let (ledger, db) = ledger(engine).await;
     ledger
         .register_host(&registration("h1", 8, 8192, 100), 0)
@@ -1344,30 +1362,16 @@ async fn a_ledger_migrated_by_a_later_version_is_refused_with_what_to_do(engine:
         .unwrap();
     ledger.close().await;
     drop(ledger);
-    let insert = match engine {
-        "sqlite" => {
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
-             execution_time) VALUES (9999, 'from a later parasol', TRUE, X'00', 0)"
-        }
-        _ => {
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
-             execution_time) VALUES (9999, 'from a later parasol', TRUE, '\\x00'::bytea, 0)"
-        }
+    let checksum = if engine == "sqlite" {
+        "X'00'"
+    } else {
+        "'\\x00'::bytea"
     };
-    let count = "SELECT COUNT(*) FROM hosts";
-    let hosts: i64 = match engine {
-        "sqlite" => {
-            let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-            sqlx::query(insert).execute(&mut c).await.unwrap();
-            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
-        }
-        _ => {
-            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            sqlx::query(insert).execute(&mut c).await.unwrap();
-            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
-        }
-    };
-    assert_eq!(hosts, 1);
+    let insert = format!(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+         execution_time) VALUES (9999, 'from a later parasol', TRUE, {checksum}, 0)"
+    );
+    assert_eq!(hosts_after(engine, &db.url, Some(&insert)).await, 1);
     let e = Ledger::open(&db.url, 2)
         .await
         .expect_err("a ledger with an unknown migration is refused");
@@ -1380,17 +1384,7 @@ async fn a_ledger_migrated_by_a_later_version_is_refused_with_what_to_do(engine:
     );
     assert!(!e.is_outage(), "not something a retry mends: {message}");
     // Left as it was: the host is still there once the later version runs again.
-    let remaining: i64 = match engine {
-        "sqlite" => {
-            let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
-        }
-        _ => {
-            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            sqlx::query_scalar(count).fetch_one(&mut c).await.unwrap()
-        }
-    };
-    assert_eq!(remaining, 1);
+    assert_eq!(hosts_after(engine, &db.url, None).await, 1);
 }
 on_both_engines!(
     a_ledger_migrated_by_a_later_version,
