@@ -204,10 +204,18 @@ impl HostTable {
             match inner.slot_of.get(&row.id).copied() {
                 Some(slot) => {
                     let (pending, claims) = inner.pending[slot];
-                    if inner.hosts[slot].profile != row.profile {
-                        inner.unindex_names(slot);
+                    let old = &inner.hosts[slot].profile;
+                    if *old != row.profile {
+                        // The name indexes change only with the names (a re-registration
+                        // mostly changes capacity).
+                        let renamed = old.uuid != row.profile.uuid || old.host != row.profile.host;
+                        if renamed {
+                            inner.unindex_names(slot);
+                        }
                         inner.hosts[slot].profile = row.profile.clone();
-                        inner.index(slot);
+                        if renamed {
+                            inner.index(slot);
+                        }
                         changed = true;
                     }
                     let h = &mut inner.hosts[slot];

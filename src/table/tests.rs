@@ -123,6 +123,26 @@ fn hosts_are_found_by_uuid_and_by_service_host_and_node() {
     assert!(t.generation() > gen);
     assert_eq!(t.by_name("other", None).unwrap().id, HostId(2));
     assert_eq!(t.by_name("ironic", None).unwrap().id, HostId(1));
+    assert!(t.by_uuid("uuid-ironic").is_none());
+    assert_eq!(t.by_uuid("uuid-other").unwrap().id, HostId(2));
+    // A new capacity under the same names leaves the indexes as they are.
+    let mut bigger = row(2, "other", 8, 0);
+    let mut p = (*bigger.profile).clone();
+    p.node = Arc::from("node-b");
+    bigger.profile = Arc::new(p);
+    let gen = t.generation();
+    t.load([bigger]);
+    assert!(t.generation() > gen);
+    let found = t.by_uuid("uuid-other").unwrap();
+    assert_eq!(
+        (
+            found.id,
+            found.profile.inventory(ClassId::VCPU).map(|i| i.total)
+        ),
+        (HostId(2), Some(8))
+    );
+    assert_eq!(t.by_name("other", Some("node-b")).unwrap().id, HostId(2));
+    assert_eq!(t.by_name("ironic", None).unwrap().id, HostId(1));
 }
 
 fn record(service_host: &str, up: bool, disabled: bool, forced_down: bool) -> NodeRecord {
