@@ -105,11 +105,17 @@ struct Inner {
     rows: Vec<HostScan>,
     /// Reserved and not yet finalized, per slot: the amounts and the number of claims.
     pending: Vec<(Resources, i64)>,
-    slot_of: HashMap<HostId, usize>,
-    by_uuid: HashMap<Arc<str>, usize>,
+    slot_of: FastMap<HostId, usize>,
+    by_uuid: FastMap<Arc<str>, usize>,
     /// Service host name → its slots (one per node; several for an Ironic-style service).
-    by_host: HashMap<Arc<str>, Vec<usize>>,
+    by_host: FastMap<Arc<str>, Vec<usize>>,
 }
+
+/// The table's indexes hash with foldhash (seeded per process) instead of SipHash: every
+/// host-state event and claim looks hosts up by id or uuid, and SipHash was 1.6 % of a
+/// notification backlog drain's instructions (BENCHMARKS.md). Their keys come from Nova and
+/// the hosts' own events, not from anonymous callers.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 impl Inner {
     /// Rebuilds the scan row of `slot` after its host changed.
