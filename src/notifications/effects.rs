@@ -759,17 +759,15 @@ pub(super) fn flush_rusqlite(
             // The id the table knows the host by, updated without looking it up; a row the
             // update misses (the table not yet settled on it) is looked up by its uuid.
             let in_table = table.by_uuid(&reg.uuid).map(|h| h.id.0);
-            let by_table = match in_table {
-                Some(_) => {
-                    update_host
-                        .execute(&host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..])?
-                        == 1
+            let id = match in_table {
+                Some(id)
+                    if update_host.execute(
+                        &host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..],
+                    )? == 1 =>
+                {
+                    id
                 }
-                None => false,
-            };
-            let id = match in_table.filter(|_| by_table) {
-                Some(id) => id,
-                None => {
+                _ => {
                     let existing: Option<i64> = host_id
                         .query_row([&reg.uuid], |row| row.get(0))
                         .optional()?;
