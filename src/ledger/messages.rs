@@ -48,21 +48,73 @@ const RECORD: &str = "INSERT INTO processed_messages (sent_at, message_id, proce
 /// whether the key is new.
 pub(crate) fn mark_processed_rusqlite(
     db: &rusqlite::Connection,
-    (sent_at, message_id): MessageKey<'_>,
+    key: MessageKey<'_>,
     now_ms: i64,
 ) -> rusqlite::Result<bool> {
-    if !sent_at.is_empty() {
-        let untimed: bool = db
-            .prepare_cached(UNTIMED_SEEN)?
-            .query_row([message_id], |row| row.get(0))?;
-        if untimed {
-            return Ok(false);
-        }
+    Marks::prepare(db)?.mark(key, now_ms)
+}
+
+/// Whether the ledger may still hold ids recorded before migration 0011 (keyed ("", id)):
+/// an id without a timestamp applied no later than a second after that migration ran (as
+/// `_sqlx_migrations` recorded it; every id when it did not). A timestamped message's id can
+/// be recorded under "" only that way: a cast's id is never a notification's, and a message
+/// recorded under "" (no timestamp of oslo's shape) is redelivered with the same envelope.
+/// Once retention forgot those ids, asking for ("", id) finds nothing; a clock set back at
+/// the upgrade only keeps the question asked.
+const MAY_HOLD_UNTIMED_NOTIFICATIONS: &str = "SELECT EXISTS (SELECT 1 FROM processed_messages \
+    INDEXED BY processed_messages_untimed_age WHERE sent_at = '' AND processed_ms <= COALESCE(\
+    (SELECT (unixepoch(installed_on) + 1) * 1000 FROM _sqlx_migrations WHERE version = 11), \
+    9223372036854775807))";
+
+/// [`mark_processed_rusqlite`]'s two statements, taken from the connection's cache once for a
+/// whole batch: each time a cached statement is taken and given back, its SQL is hashed and
+/// the statement reset (3,000 instructions a message, in a backlog drain's profile).
+pub(crate) struct Marks<'c> {
+    untimed: rusqlite::CachedStatement<'c>,
+    record: rusqlite::CachedStatement<'c>,
+    /// Whether a timestamped id is also looked up under "" (see
+    /// [`MAY_HOLD_UNTIMED_NOTIFICATIONS`]).
+    ask_untimed: bool,
+}
+
+impl<'c> Marks<'c> {
+    /// The statements for one message: a timestamped id is always looked up under "" too.
+    pub(crate) fn prepare(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
+        Ok(Marks {
+            untimed: db.prepare_cached(UNTIMED_SEEN)?,
+            record: db.prepare_cached(RECORD)?,
+            ask_untimed: true,
+        })
     }
-    let recorded = db
-        .prepare_cached(RECORD)?
-        .execute(rusqlite::params![sent_at, message_id, now_ms])?;
-    Ok(recorded == 1)
+
+    /// The statements for a batch, inside its transaction: a timestamped id is looked up
+    /// under "" only while the ledger may hold ids recorded before migration 0011 (one
+    /// question for the batch instead of one lookup per message).
+    pub(crate) fn for_batch(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
+        let mut marks = Self::prepare(db)?;
+        marks.ask_untimed = db
+            .prepare_cached(MAY_HOLD_UNTIMED_NOTIFICATIONS)?
+            .query_row([], |row| row.get(0))?;
+        Ok(marks)
+    }
+
+    /// Records one message (see [`mark_processed_rusqlite`]); answers whether its key is new.
+    pub(crate) fn mark(
+        &mut self,
+        (sent_at, message_id): MessageKey<'_>,
+        now_ms: i64,
+    ) -> rusqlite::Result<bool> {
+        if self.ask_untimed && !sent_at.is_empty() {
+            let untimed: bool = self.untimed.query_row([message_id], |row| row.get(0))?;
+            if untimed {
+                return Ok(false);
+            }
+        }
+        let recorded = self
+            .record
+            .execute(rusqlite::params![sent_at, message_id, now_ms])?;
+        Ok(recorded == 1)
+    }
 }
 
 /// Which of a batch's keys (a JSON array of [sent_at, message_id]) were recorded before,
@@ -302,5 +354,64 @@ pub async fn run_message_retention(
             _ = clock.sleep_ms(retention_sweep_ms(retention_ms)) => {}
             _ = shutdown.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch looks a timestamped id up under "" only while the ledger may hold an id
+    /// recorded before migration 0011: one applied no later than that migration ran.
+    #[tokio::test]
+    async fn a_batch_asks_for_untimed_ids_only_while_the_ledger_may_hold_old_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ledger.db");
+        let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
+            .await
+            .unwrap();
+        let db = rusqlite::Connection::open(&file).unwrap();
+        let asks = || Marks::for_batch(&db).unwrap().ask_untimed;
+        assert!(!asks(), "a new ledger holds no id of before 0011");
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        // A cast applied since: not a notification's id.
+        db.execute(
+            "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+             VALUES ('', 'cast-1', ?1)",
+            [now_ms + 5_000],
+        )
+        .unwrap();
+        assert!(!asks());
+        // An id as migration 0011 keyed the ones it found.
+        db.execute(
+            "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+             VALUES ('', 'old-1', 1000)",
+            [],
+        )
+        .unwrap();
+        assert!(asks());
+        let mut marks = Marks::for_batch(&db).unwrap();
+        assert!(!marks
+            .mark(("2026-11-28 10:00:00.000000", "old-1"), 2_000)
+            .unwrap());
+        assert!(marks
+            .mark(("2026-11-28 10:00:00.000000", "new-1"), 2_000)
+            .unwrap());
+        drop(marks);
+        // Forgotten by retention: no longer asked.
+        db.execute(
+            "DELETE FROM processed_messages WHERE message_id = 'old-1'",
+            [],
+        )
+        .unwrap();
+        assert!(!asks());
+        // Without the migration's record (not expected): asked.
+        db.execute("DELETE FROM _sqlx_migrations WHERE version = 11", [])
+            .unwrap();
+        assert!(asks());
+        drop(ledger);
     }
 }

@@ -18,7 +18,7 @@ use super::apply::{settle_committed, validate, Applied, Outcome};
 use super::effects::{flush_rusqlite, Touched};
 use crate::domain::HostId;
 use crate::ledger::hot::{Step, Work};
-use crate::ledger::messages::mark_processed_rusqlite;
+use crate::ledger::messages::Marks;
 use crate::ledger::{HostRegistration, HostTable, Ledger, LedgerError};
 use crate::nova::{HostEvent, Notification};
 
@@ -51,7 +51,10 @@ enum Answer {
 }
 
 struct HotBatch {
+    /// Taken by `write` (the job runs once).
     items: Vec<Item>,
+    /// Messages of the batch.
+    messages: u64,
     now_ms: i64,
     touched: Touched,
     outcome: Result<Vec<Outcome>, LedgerError>,
@@ -83,6 +86,7 @@ fn job_of(
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
     let job = HotBatch {
+        messages: items.len() as u64,
         items,
         now_ms,
         touched: Touched::default(),
@@ -105,23 +109,26 @@ impl HotBatch {
             ..
         } = self;
         let mut outcomes = Vec::with_capacity(items.len());
-        for item in items.iter() {
+        let mut marks = Marks::for_batch(db)?;
+        for item in std::mem::take(items) {
             let outcome = match item {
-                Item::Invalid(reason) => Err(reason.clone()),
+                Item::Invalid(reason) => Err(reason),
                 // Seen in an earlier batch, or earlier in this one.
-                Item::HostState((sent_at, id), _) | Item::Recorded((sent_at, id))
-                    if !mark_processed_rusqlite(db, (sent_at, id), *now_ms)? =>
+                Item::HostState((ref sent_at, ref id), _)
+                | Item::Recorded((ref sent_at, ref id))
+                    if !marks.mark((sent_at, id), *now_ms)? =>
                 {
                     Ok(Applied::Duplicate)
                 }
                 Item::HostState(_, reg) => {
-                    touched.stage(table, reg, *now_ms);
+                    touched.stage(table, std::borrow::Cow::Owned(reg), *now_ms);
                     Ok(Applied::Applied)
                 }
                 Item::Recorded(_) => Ok(Applied::Unknown),
             };
             outcomes.push(outcome);
         }
+        drop(marks);
         flush_rusqlite(db, table, touched)?;
         Ok(outcomes)
     }
@@ -160,7 +167,7 @@ impl Work for HotBatch {
     }
 
     fn writes(&self) -> u64 {
-        self.items.len() as u64
+        self.messages
     }
 }
 
