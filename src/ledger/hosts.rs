@@ -125,7 +125,8 @@ impl HostRegistration {
         let mut sorted: Vec<&String> = names.iter().collect();
         sorted.sort();
         sorted.dedup();
-        serde_json::Value::from(sorted.into_iter().cloned().collect::<Vec<_>>()).to_string()
+        // Strings only: written straight into the text (no `Value` tree, no copies).
+        serde_json::to_string(&sorted).expect("a list of strings serializes")
     }
 
     pub(crate) fn traits_json(&self) -> String {

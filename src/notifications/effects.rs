@@ -132,22 +132,28 @@ impl Touched {
 
     /// Stages `reg` (fast pass): a heartbeat when the table knows the host with exactly this
     /// profile and nothing of this batch changed it, else a registration to write.
-    pub(super) fn stage(&mut self, table: &HostTable, reg: &HostRegistration, now_ms: i64) {
+    /// `reg` is copied only when it is staged (the hot writer's batch hands its own).
+    pub(super) fn stage(
+        &mut self,
+        table: &HostTable,
+        reg: std::borrow::Cow<'_, HostRegistration>,
+        now_ms: i64,
+    ) {
         if let Some(&at) = self.staged_at.get(&reg.uuid) {
-            self.staged[at] = (reg.clone(), now_ms);
+            self.staged[at] = (reg.into_owned(), now_ms);
             return;
         }
-        if let Some(id) = heartbeat_of(table, reg)
+        if let Some(id) = heartbeat_of(table, &reg)
             .filter(|id| !self.reload.contains(id) && !self.patched.iter().any(|p| p.0 == *id))
         {
-            self.beat(id, reg, now_ms);
+            self.beat(id, &reg, now_ms);
             return;
         }
         if let Some(known) = table.by_uuid(&reg.uuid) {
             self.forget_beats(known.id);
         }
         self.staged_at.insert(reg.uuid.clone(), self.staged.len());
-        self.staged.push((reg.clone(), now_ms));
+        self.staged.push((reg.into_owned(), now_ms));
     }
 }
 
@@ -200,6 +206,15 @@ pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<
         // The table shows the records' name, the ledger's row another: the event writes its
         // name into the row (and then, the same as the records', the host is not renamed).
         return None;
+    }
+    // Most events that are not heartbeats change some inventory: told apart by comparing the
+    // reported classes, before a whole profile is built to compare (each class as the profile
+    // keeps it: its first report).
+    for (i, (class, inv)) in reg.inventories.iter().enumerate() {
+        let first = !reg.inventories[..i].iter().any(|(c, _)| c == class);
+        if first && known.profile.inventory(ClassId::lookup(class)?) != Some(inv) {
+            return None;
+        }
     }
     let mut profile = reg.profile().ok()?;
     // Nova's compute-node facts come from its records (`[nova_db]`), laid over the table's
@@ -267,7 +282,7 @@ macro_rules! define_effect {
                 HostEvent::HostState(p) => {
                     let reg = reg.ok_or_else(|| rejected(format!("host {}: not validated", p.host)))?;
                     if coalesce {
-                        touched.stage(table, reg, now_ms);
+                        touched.stage(table, std::borrow::Cow::Borrowed(reg), now_ms);
                         return Ok(Applied::Applied);
                     }
                     if let Some(id) = heartbeat_of(table, reg).filter(|id| !touched.reload.contains(id)) {
