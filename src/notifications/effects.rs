@@ -82,9 +82,9 @@ pub(super) struct Touched {
     unwritten: Vec<(HostId, bool, bool, i64)>,
     /// Registrations not yet written, by first appearance (so new hosts are numbered in the
     /// order their first event came), each the last one of its compute node; seen at `.1`.
-    staged: Vec<(HostRegistration, i64)>,
+    staged: Vec<(HostRegistration, i64, Option<Prepared>)>,
     /// `staged` index by compute node uuid.
-    staged_at: std::collections::HashMap<String, usize>,
+    staged_at: crate::table::FastMap<String, usize>,
 }
 
 /// What [`Touched`] held before a message, to undo that message's part when it is rejected.
@@ -132,15 +132,17 @@ impl Touched {
 
     /// Stages `reg` (fast pass): a heartbeat when the table knows the host with exactly this
     /// profile and nothing of this batch changed it, else a registration to write.
-    /// `reg` is copied only when it is staged (the hot writer's batch hands its own).
+    /// `reg` is copied only when it is staged (the hot writer's batch hands its own, with
+    /// what its write needs made already when it is surely a re-registration).
     pub(super) fn stage(
         &mut self,
         table: &HostTable,
         reg: std::borrow::Cow<'_, HostRegistration>,
+        prepared: Option<Prepared>,
         now_ms: i64,
     ) {
         if let Some(&at) = self.staged_at.get(&reg.uuid) {
-            self.staged[at] = (reg.into_owned(), now_ms);
+            self.staged[at] = (reg.into_owned(), now_ms, prepared);
             return;
         }
         if let Some(id) = heartbeat_of(table, &reg)
@@ -153,7 +155,7 @@ impl Touched {
             self.forget_beats(known.id);
         }
         self.staged_at.insert(reg.uuid.clone(), self.staged.len());
-        self.staged.push((reg.into_owned(), now_ms));
+        self.staged.push((reg.into_owned(), now_ms, prepared));
     }
 }
 
@@ -199,6 +201,43 @@ fn rejected(reason: String) -> ApplyError {
     ApplyError::Rejected(reason)
 }
 
+/// Whether `reg` reports a class otherwise than `known` holds it (each class as a profile
+/// keeps it: its first report): then it is no heartbeat of `known`.
+fn inventory_differs(known: &HostProfile, reg: &HostRegistration) -> bool {
+    reg.inventories.iter().enumerate().any(|(i, (class, inv))| {
+        let first = !reg.inventories[..i].iter().any(|(c, _)| c == class);
+        first && ClassId::lookup(class).and_then(|id| known.inventory(id)) != Some(inv)
+    })
+}
+
+/// What writing a registration takes that depends on it alone (its traits' and aggregates'
+/// text, its profile as the ledger would load it): made by the hot writer's batch before the
+/// writer takes it, off the writer's thread, for an event that is surely a re-registration.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    traits: String,
+    aggregates: String,
+    profile: Option<Arc<HostProfile>>,
+}
+
+impl Prepared {
+    fn of(reg: &HostRegistration) -> Self {
+        Prepared {
+            traits: reg.traits_json(),
+            aggregates: reg.aggregates_json(),
+            profile: as_loaded(reg),
+        }
+    }
+
+    /// For `reg` when the table holds its host with another inventory, or not at all.
+    pub(super) fn surely_needed(table: &HostTable, reg: &HostRegistration) -> Option<Self> {
+        match table.by_uuid(&reg.uuid) {
+            Some(known) if !inventory_differs(&known.profile, reg) => None,
+            _ => Some(Self::of(reg)),
+        }
+    }
+}
+
 /// A heartbeat: a host-state event whose host the table knows with exactly this profile.
 pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<HostId> {
     let known = table.by_uuid(&reg.uuid)?;
@@ -207,14 +246,10 @@ pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<
         // name into the row (and then, the same as the records', the host is not renamed).
         return None;
     }
-    // Most events that are not heartbeats change some inventory: told apart by comparing the
-    // reported classes, before a whole profile is built to compare (each class as the profile
-    // keeps it: its first report).
-    for (i, (class, inv)) in reg.inventories.iter().enumerate() {
-        let first = !reg.inventories[..i].iter().any(|(c, _)| c == class);
-        if first && known.profile.inventory(ClassId::lookup(class)?) != Some(inv) {
-            return None;
-        }
+    // Most events that are not heartbeats change some inventory: told apart before a whole
+    // profile is built to compare.
+    if inventory_differs(&known.profile, reg) {
+        return None;
     }
     let mut profile = reg.profile().ok()?;
     // Nova's compute-node facts come from its records (`[nova_db]`), laid over the table's
@@ -282,7 +317,7 @@ macro_rules! define_effect {
                 HostEvent::HostState(p) => {
                     let reg = reg.ok_or_else(|| rejected(format!("host {}: not validated", p.host)))?;
                     if coalesce {
-                        touched.stage(table, std::borrow::Cow::Borrowed(reg), now_ms);
+                        touched.stage(table, std::borrow::Cow::Borrowed(reg), None, now_ms);
                         return Ok(Applied::Applied);
                     }
                     if let Some(id) = heartbeat_of(table, reg).filter(|id| !touched.reload.contains(id)) {
@@ -559,17 +594,17 @@ macro_rules! define_flush {
                 // claims or batch that take two of the same hosts in opposite orders
                 // deadlock, and one of them is rolled back and tried again. (SQLite has one
                 // writer; there the order numbers new hosts, as the hot writer does.)
-                staged.sort_by_cached_key(|(r, _)| {
+                staged.sort_by_cached_key(|(r, ..)| {
                     table.by_uuid(&r.uuid).map_or(i64::MAX, |h| h.id.0)
                 });
             }
-            if let Some((_, now_ms)) = staged.last() {
+            if let Some((_, now_ms, _)) = staged.last() {
                 let now_ms = *now_ms;
                 // Tuples serialize as JSON arrays, written straight into the text (no
                 // `Value` tree, no copy of the names).
                 let hosts: Vec<_> = staged
                     .iter()
-                    .map(|(r, _)| {
+                    .map(|(r, ..)| {
                         (
                             &r.host,
                             &r.node,
@@ -588,7 +623,7 @@ macro_rules! define_flush {
                 let mut inventories = Vec::new();
                 let mut written = Vec::with_capacity(staged.len());
                 let mut reload = Vec::new();
-                for (reg, _) in &staged {
+                for (reg, ..) in &staged {
                     let Some(&id) = ids.get(&reg.uuid) else {
                         return Err(sqlx::Error::Protocol(format!(
                             "no host id returned for compute node {}",
@@ -697,6 +732,13 @@ const UPDATE_HOST_ROW: &str = "UPDATE hosts SET host = ?1, node = ?2, availabili
     up = ?5, disabled = ?6, last_seen_ms = ?7, traits = ?8, aggregates = ?9 \
     WHERE id = ?10 AND uuid = ?3";
 
+/// [`UPDATE_HOST_ROW`] for a row that keeps its names (the usual re-registration): the
+/// `UNIQUE (host, node)` index is left alone, where setting them, even to the same values,
+/// makes SQLite delete and insert the row's entry in it. No row when they changed.
+const UPDATE_HOST_ROW_SAME_NAMES: &str = "UPDATE hosts SET availability_zone = ?4, up = ?5, \
+    disabled = ?6, last_seen_ms = ?7, traits = ?8, aggregates = ?9 \
+    WHERE id = ?10 AND uuid = ?3 AND host = ?1 AND node = ?2";
+
 /// The host's inventory rows as they are before its registration is written.
 const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, min_unit, max_unit, \
     step_size, allocation_ratio, usable, used FROM inventories WHERE host_id = ?1";
@@ -760,7 +802,7 @@ pub(super) fn flush_rusqlite(
 ) -> rusqlite::Result<()> {
     let staged = std::mem::take(&mut touched.staged);
     touched.staged_at.clear();
-    if let Some((_, now_ms)) = staged.last() {
+    if let Some((_, now_ms, _)) = staged.last() {
         let now_ms = *now_ms;
         let mut upsert_host = db.prepare_cached(UPSERT_HOST_ROW)?;
         let mut host_id = db.prepare_cached(HOST_ID_OF_UUID)?;
@@ -769,12 +811,26 @@ pub(super) fn flush_rusqlite(
         // (class, values, used) of the host's rows before the registration.
         let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
         let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
-        for (reg, _) in &staged {
-            let (traits, aggregates) = (reg.traits_json(), reg.aggregates_json());
-            // The id the table knows the host by, updated without looking it up; a row the
-            // update misses (the table not yet settled on it) is looked up by its uuid.
+        let mut update_same_names = db.prepare_cached(UPDATE_HOST_ROW_SAME_NAMES)?;
+        for (reg, _, prepared) in staged {
+            let Prepared {
+                traits,
+                aggregates,
+                profile,
+            } = prepared.unwrap_or_else(|| Prepared::of(&reg));
+            let reg = &reg;
+            // The id the table knows the host by, updated without looking it up (its names
+            // left alone when they are the row's); a row the update misses (the table not yet
+            // settled on it) is looked up by its uuid.
             let in_table = table.by_uuid(&reg.uuid).map(|h| h.id.0);
             let id = match in_table {
+                Some(id)
+                    if update_same_names.execute(
+                        &host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..],
+                    )? == 1 =>
+                {
+                    id
+                }
                 Some(id)
                     if update_host.execute(
                         &host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..],
@@ -801,7 +857,7 @@ pub(super) fn flush_rusqlite(
                 }
             };
             let known = in_table == Some(id);
-            match as_loaded(reg).filter(|_| known) {
+            match profile.filter(|_| known) {
                 Some(profile) => {
                     touched
                         .patched

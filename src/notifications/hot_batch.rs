@@ -15,7 +15,7 @@
 //! at fault and applies the rest; an outage fails the batch as it does there.
 
 use super::apply::{settle_committed, validate, Applied, Outcome};
-use super::effects::{flush_rusqlite, Touched};
+use super::effects::{flush_rusqlite, Prepared, Touched};
 use crate::domain::HostId;
 use crate::ledger::hot::{Step, Work};
 use crate::ledger::messages::Marks;
@@ -29,12 +29,15 @@ fn key_of(n: &Notification) -> Key {
     (n.sent_at().to_string(), n.message_id.clone())
 }
 
-/// A message of the batch, as the writer needs it.
+/// A message of the batch, as the writer needs it. Most are host-state events: the other
+/// variants' unused room is no waste worth a box per event.
+#[allow(clippy::large_enum_variant)]
 enum Item {
     /// Rejected before the ledger (its outcome's reason); nothing is written for it.
     Invalid(String),
-    /// A host-state event: its key and validated registration.
-    HostState(Key, HostRegistration),
+    /// A host-state event: its key, validated registration and, when it is surely a
+    /// re-registration, what writing it takes.
+    HostState(Key, HostRegistration, Option<Prepared>),
     /// Recorded as processed and nothing else (an event Parasol does not act on, an
     /// aggregate cast: `Ingest` hands those to the cloud view).
     Recorded(Key),
@@ -63,6 +66,7 @@ struct HotBatch {
 
 /// The batch as a job, when every message of it is one this job applies.
 fn job_of(
+    table: &HostTable,
     batch: &[&Notification],
     now_ms: i64,
 ) -> Option<(HotBatch, tokio::sync::oneshot::Receiver<Answer>)> {
@@ -73,7 +77,10 @@ fn job_of(
     for n in batch {
         let item = match &n.event {
             HostEvent::HostState(_) => match validate(n) {
-                Ok(Some(reg)) => Item::HostState(key_of(n), reg),
+                Ok(Some(reg)) => {
+                    let prepared = Prepared::surely_needed(table, &reg);
+                    Item::HostState(key_of(n), reg, prepared)
+                }
                 Ok(None) => return None,
                 Err(reason) => {
                     Item::Invalid(format!("{} {}: {reason}", n.event_type, n.message_id))
@@ -114,14 +121,14 @@ impl HotBatch {
             let outcome = match item {
                 Item::Invalid(reason) => Err(reason),
                 // Seen in an earlier batch, or earlier in this one.
-                Item::HostState((ref sent_at, ref id), _)
+                Item::HostState((ref sent_at, ref id), ..)
                 | Item::Recorded((ref sent_at, ref id))
                     if !marks.mark((sent_at, id), *now_ms)? =>
                 {
                     Ok(Applied::Duplicate)
                 }
-                Item::HostState(_, reg) => {
-                    touched.stage(table, std::borrow::Cow::Owned(reg), *now_ms);
+                Item::HostState(_, reg, prepared) => {
+                    touched.stage(table, std::borrow::Cow::Owned(reg), prepared, *now_ms);
                     Ok(Applied::Applied)
                 }
                 Item::Recorded(_) => Ok(Applied::Unknown),
@@ -180,7 +187,7 @@ pub(super) async fn apply_hot(
     now_ms: i64,
 ) -> Option<Result<Vec<Outcome>, LedgerError>> {
     let writer = ledger.hot.as_ref()?;
-    let (job, answer) = job_of(batch, now_ms)?;
+    let (job, answer) = job_of(ledger.table(), batch, now_ms)?;
     writer.submit(Box::new(job)).ok()?;
     match answer.await {
         Ok(Answer::Done(outcomes, reload)) => Some(ledger.reload(&reload).await.map(|()| outcomes)),

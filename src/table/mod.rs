@@ -115,7 +115,7 @@ struct Inner {
 /// host-state event and claim looks hosts up by id or uuid, and SipHash was 1.6 % of a
 /// notification backlog drain's instructions (BENCHMARKS.md). Their keys come from Nova and
 /// the hosts' own events, not from anonymous callers.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 impl Inner {
     /// Rebuilds the scan row of `slot` after its host changed.

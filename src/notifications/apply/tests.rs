@@ -295,8 +295,13 @@ async fn the_batch_flush_itself_writes_registrations_and_heartbeats() {
     let mut conn = write.lock().await.unwrap();
     let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
     let mut touched = Touched::default();
-    touched.stage(ledger.table(), std::borrow::Cow::Borrowed(&beat), 7);
-    touched.stage(ledger.table(), std::borrow::Cow::Owned(new.clone()), 7);
+    touched.stage(ledger.table(), std::borrow::Cow::Borrowed(&beat), None, 7);
+    touched.stage(
+        ledger.table(),
+        std::borrow::Cow::Owned(new.clone()),
+        None,
+        7,
+    );
     assert_eq!(
         touched.heartbeats.len(),
         1,
