@@ -482,6 +482,37 @@ mod tests {
     }
 
     #[test]
+    fn a_mangled_envelope_is_decoded_as_the_general_decode_does_or_left_to_it() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+        let body = encode_envelope(&event(full()));
+        // Bytes that mean something to the scan, and some it must refuse.
+        let bytes = b"\"\\{}:, ntu0/bfr\n\t\x01\x1f\xff\xc3";
+        let mut taken = 0;
+        for _ in 0..20_000 {
+            let mut mangled = body.clone();
+            for _ in 0..rng.gen_range(1..=3) {
+                let at = rng.gen_range(0..mangled.len());
+                let byte = bytes[rng.gen_range(0..bytes.len())];
+                match rng.gen_range(0..3) {
+                    0 => mangled[at] = byte,
+                    1 => {
+                        mangled.remove(at);
+                    }
+                    _ => mangled.insert(at, byte),
+                }
+            }
+            if let Some(fast) = host_state(&mangled) {
+                taken += 1;
+                let text = String::from_utf8_lossy(&mangled);
+                assert_eq!(Some(fast), general(&mangled).ok(), "{text}");
+            }
+        }
+        // Some changes leave a valid event (a changed name, added space): those are taken.
+        assert!(taken > 100, "{taken} mangled envelopes taken");
+    }
+
+    #[test]
     fn an_envelope_of_another_shape_is_left_to_serde_json() {
         let ok = br#" { "oslo.message" : "{}" , "oslo.version": "2.0" } "#;
         let envelope = Scan::envelope(ok).expect("oslo's shape, keys in any order");
