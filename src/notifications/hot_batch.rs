@@ -135,7 +135,6 @@ impl HotBatch {
             };
             outcomes.push(outcome);
         }
-        drop(marks);
         flush_rusqlite(db, table, touched)?;
         Ok(outcomes)
     }

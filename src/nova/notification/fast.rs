@@ -75,13 +75,6 @@ struct Envelope<'a> {
     message: Cow<'a, str>,
 }
 
-/// A scan of an envelope as oslo writes it: an object of exactly `oslo.version` and
-/// `oslo.message`, both strings. The message is a JSON text written as a string, every quote
-/// of it escaped: serde_json reads such a string escape by escape (a search and a copy per
-/// escape, some seventy in a host-state event: two fifths of its decode, BENCHMARKS.md);
-/// this reads it byte by byte, once. Anything else it leaves (`None`) to serde_json: another
-/// shape, a key twice, a `\u` escape (oslo's inner text is ASCII: it escapes the rest
-/// itself), a byte the JSON grammar refuses.
 /// The bytes a string's scan stops at: its end, an escape, a control character (which JSON
 /// refuses inside a string).
 const STOP: [bool; 256] = {
@@ -96,6 +89,13 @@ const STOP: [bool; 256] = {
     stop
 };
 
+/// A scan of an envelope as oslo writes it: an object of exactly `oslo.version` and
+/// `oslo.message`, both strings. The message is a JSON text written as a string, every quote
+/// of it escaped: serde_json reads such a string escape by escape (a search and a copy per
+/// escape, some seventy in a host-state event: two fifths of its decode, BENCHMARKS.md);
+/// this copies the runs between escapes, in one pass. Anything else it leaves (`None`) to
+/// serde_json: another shape, a key twice, a `\u` escape (oslo's inner text is ASCII: it
+/// escapes the rest itself), a byte the JSON grammar refuses.
 struct Scan<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -113,15 +113,20 @@ impl<'a> Scan<'a> {
         (self.bytes.get(self.at) == Some(&byte)).then(|| self.at += 1)
     }
 
+    /// Where the run of plain bytes from `at` ends (at a [`STOP`] byte, or the end).
+    fn run_end(&self, mut at: usize) -> usize {
+        while at < self.bytes.len() && !STOP[usize::from(self.bytes[at])] {
+            at += 1;
+        }
+        at
+    }
+
     /// A string literal's text: borrowed when it has no escape, else copied run by run.
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.token(b'"')?;
         let bytes = self.bytes;
         let start = self.at;
-        let mut at = start;
-        while at < bytes.len() && !STOP[usize::from(bytes[at])] {
-            at += 1;
-        }
+        let mut at = self.run_end(start);
         match bytes.get(at)? {
             b'"' => {
                 self.at = at + 1;
@@ -134,13 +139,9 @@ impl<'a> Scan<'a> {
         }
         // The text is never longer than what is left of the literal.
         let mut text = Vec::with_capacity(bytes.len() - start);
-        at = start;
+        text.extend_from_slice(&bytes[start..at]);
+        // `at` is at a stop byte: the end, an escape, or a byte JSON refuses.
         loop {
-            let run = at;
-            while at < bytes.len() && !STOP[usize::from(bytes[at])] {
-                at += 1;
-            }
-            text.extend_from_slice(&bytes[run..at]);
             match *bytes.get(at)? {
                 b'"' => {
                     self.at = at + 1;
@@ -158,7 +159,9 @@ impl<'a> Scan<'a> {
                         b't' => b'\t',
                         _ => return None,
                     });
-                    at += 2;
+                    let run = at + 2;
+                    at = self.run_end(run);
+                    text.extend_from_slice(&bytes[run..at]);
                 }
                 _ => return None,
             }
