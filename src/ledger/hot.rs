@@ -19,6 +19,7 @@
 use super::{LedgerError, Writer};
 use crate::table::HostTable;
 use sqlx::SqliteConnection;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -254,6 +255,18 @@ fn checkpoint(
     passive()
 }
 
+thread_local! {
+    /// Connections the writer's thread opened again since its first (`serve`).
+    static REOPENED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Which of its connections the calling writer thread runs its jobs on: 0 for the first, one
+/// more each time it opened the file again. A job that remembers something of its connection
+/// (`PRAGMA data_version` is counted per connection) tells connections apart by it.
+pub(crate) fn connection_serial() -> u64 {
+    REOPENED.with(Cell::get)
+}
+
 /// The thread: waits for a job, takes every job queued by then, runs them as one group.
 fn serve(
     mut db: rusqlite::Connection,
@@ -279,6 +292,7 @@ fn serve(
             let read_only = db.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true);
             if reconnect || read_only {
                 db = open(&shared.writer.file)?;
+                REOPENED.with(|n| n.set(n.get() + 1));
                 reconnect = false;
                 if !db.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(true) {
                     tracing::info!(file = %shared.writer.file.display(), "the ledger's writer thread reconnected");

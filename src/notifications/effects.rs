@@ -3,6 +3,7 @@
 //! can load them once the batch has committed. Written once, compiled per engine.
 
 use super::apply::{Applied, ApplyError};
+use super::known_rows::{InventoryValues, KnownRows};
 use crate::domain::HostId;
 use crate::domain::{Aggregates, ClassId, HostProfile, Resources, Traits};
 use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
@@ -743,9 +744,18 @@ const UPDATE_HOST_ROW_SAME_NAMES: &str = "UPDATE hosts SET availability_zone = ?
 const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, min_unit, max_unit, \
     step_size, allocation_ratio, usable, used FROM inventories WHERE host_id = ?1";
 
-/// An inventory row's columns that [`UPSERT_INVENTORY_ROW`] writes, after its key: total,
-/// reserved, min_unit, max_unit, step_size, allocation_ratio, usable.
-type InventoryValues = (i64, i64, i64, i64, i64, f64, i64);
+/// The columns of an inventory row that a registration writes, after its key.
+fn inventory_values(inv: &crate::domain::Inventory) -> InventoryValues {
+    (
+        inv.total,
+        inv.reserved,
+        inv.min_unit,
+        inv.max_unit,
+        inv.step_size,
+        inv.allocation_ratio,
+        inv.usable(),
+    )
+}
 
 /// As `Dialect::UPSERT_INVENTORIES` for one row: a row the registration repeats stays unwritten.
 const UPSERT_INVENTORY_ROW: &str = concat!(
@@ -753,6 +763,11 @@ const UPSERT_INVENTORY_ROW: &str = concat!(
      step_size, allocation_ratio, usable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ",
     crate::ledger::dialect::sqlite_inventory_upsert!()
 );
+
+/// [`UPSERT_INVENTORY_ROW`]'s update alone, with its parameters, for a row known to be there.
+const UPDATE_INVENTORY_ROW: &str = "UPDATE inventories SET total = ?3, reserved = ?4, \
+    min_unit = ?5, max_unit = ?6, step_size = ?7, allocation_ratio = ?8, usable = ?9 \
+    WHERE host_id = ?1 AND resource_class = ?2";
 
 const ZERO_CLASS: &str = "UPDATE inventories SET total = 0, reserved = 0, usable = 0 \
     WHERE host_id = ?1 AND resource_class = ?2";
@@ -804,119 +819,9 @@ pub(super) fn flush_rusqlite(
     touched.staged_at.clear();
     if let Some((_, now_ms, _)) = staged.last() {
         let now_ms = *now_ms;
-        let mut upsert_host = db.prepare_cached(UPSERT_HOST_ROW)?;
-        let mut host_id = db.prepare_cached(HOST_ID_OF_UUID)?;
-        let mut rows_of = db.prepare_cached(INVENTORY_ROWS_OF)?;
-        let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
-        // (class, values, used) of the host's rows before the registration.
-        let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
-        let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
-        let mut update_same_names = db.prepare_cached(UPDATE_HOST_ROW_SAME_NAMES)?;
-        for (reg, _, prepared) in staged {
-            let Prepared {
-                traits,
-                aggregates,
-                profile,
-            } = prepared.unwrap_or_else(|| Prepared::of(&reg));
-            let reg = &reg;
-            // The id the table knows the host by, updated without looking it up (its names
-            // left alone when they are the row's); a row the update misses (the table not yet
-            // settled on it) is looked up by its uuid.
-            let in_table = table.by_uuid(&reg.uuid).map(|h| h.id.0);
-            let id = match in_table {
-                Some(id)
-                    if update_same_names.execute(
-                        &host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..],
-                    )? == 1 =>
-                {
-                    id
-                }
-                Some(id)
-                    if update_host.execute(
-                        &host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..],
-                    )? == 1 =>
-                {
-                    id
-                }
-                _ => {
-                    let existing: Option<i64> = host_id
-                        .query_row([&reg.uuid], |row| row.get(0))
-                        .optional()?;
-                    let row = host_row(reg, &now_ms, &traits, &aggregates, &existing);
-                    match existing {
-                        Some(id) => {
-                            update_host.execute(&row[..])?;
-                            id
-                        }
-                        // New to the ledger: inserted, and its id read back.
-                        None => {
-                            upsert_host.execute(&row[..9])?;
-                            host_id.query_row([&reg.uuid], |row| row.get(0))?
-                        }
-                    }
-                }
-            };
-            let known = in_table == Some(id);
-            match profile.filter(|_| known) {
-                Some(profile) => {
-                    touched
-                        .patched
-                        .push((HostId(id), profile, reg.up, reg.disabled, now_ms))
-                }
-                None => touched.reload.push(HostId(id)),
-            }
-            before.clear();
-            let mut rows = rows_of.query([id])?;
-            while let Some(row) = rows.next()? {
-                let values = (
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                    row.get(5)?,
-                    row.get(6)?,
-                    row.get(7)?,
-                );
-                before.push((row.get(0)?, values, row.get(8)?));
-            }
-            drop(rows);
-            let classes = reg.last_reports();
-            for (class, inv) in &classes {
-                let (host_id, class, total, reserved, min_unit, max_unit, step, ratio, usable) =
-                    inventory_columns(id, class, inv);
-                let values = (total, reserved, min_unit, max_unit, step, ratio, usable);
-                // A row the registration repeats is left as it is, as the upsert's own
-                // `WHERE` would leave it, without running the statement (a re-registration
-                // usually changes one class of several).
-                if before.iter().any(|(c, v, _)| c == class && *v == values) {
-                    continue;
-                }
-                upsert_inventory.execute((
-                    host_id, class, total, reserved, min_unit, max_unit, step, ratio, usable,
-                ))?;
-            }
-            // What `ZERO_UNREPORTED_CLASSES` and `DROP_UNUSED_EMPTY_OF` leave: a class no
-            // longer reported gets no capacity, and any row without capacity nor use goes.
-            for (class, (total, reserved, _, _, _, _, usable), used) in &before {
-                let nonzero = *total != 0 || *reserved != 0 || *usable != 0;
-                let reported = classes.iter().find(|(c, _)| c == class);
-                let empty = reported.is_none_or(|(_, inv)| inv.total == 0);
-                if empty && *used == 0 {
-                    db.prepare_cached(DROP_CLASS)?
-                        .execute(rusqlite::params![id, class])?;
-                } else if reported.is_none() && nonzero {
-                    db.prepare_cached(ZERO_CLASS)?
-                        .execute(rusqlite::params![id, class])?;
-                }
-            }
-            for (class, inv) in &classes {
-                let new = !before.iter().any(|(c, ..)| c == class);
-                if new && inv.total == 0 {
-                    db.prepare_cached(DROP_CLASS)?
-                        .execute(rusqlite::params![id, class])?;
-                }
-            }
-        }
+        KnownRows::with(db, |known| {
+            write_registrations(db, table, touched, known, staged, now_ms)
+        })?;
     }
     let beats = std::mem::take(&mut touched.unwritten);
     if !beats.is_empty() {
@@ -924,6 +829,169 @@ pub(super) fn flush_rusqlite(
         for (id, up, disabled, seen) in &beats {
             beat.execute(rusqlite::params![id.0, up, disabled, seen])?;
         }
+    }
+    Ok(())
+}
+
+/// The registrations of [`flush_rusqlite`], `known` the writer's memory of inventory rows.
+fn write_registrations(
+    db: &rusqlite::Connection,
+    table: &HostTable,
+    touched: &mut Touched,
+    known: &mut KnownRows,
+    staged: Vec<(HostRegistration, i64, Option<Prepared>)>,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    let mut upsert_host = db.prepare_cached(UPSERT_HOST_ROW)?;
+    let mut host_id = db.prepare_cached(HOST_ID_OF_UUID)?;
+    let mut rows_of = db.prepare_cached(INVENTORY_ROWS_OF)?;
+    let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
+    let mut update_inventory = db.prepare_cached(UPDATE_INVENTORY_ROW)?;
+    // (class, values, used) of the host's rows before the registration, when read.
+    let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
+    let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
+    let mut update_same_names = db.prepare_cached(UPDATE_HOST_ROW_SAME_NAMES)?;
+    for (reg, _, prepared) in staged {
+        let Prepared {
+            traits,
+            aggregates,
+            profile,
+        } = prepared.unwrap_or_else(|| Prepared::of(&reg));
+        let reg = &reg;
+        // The id the table knows the host by, updated without looking it up (its names
+        // left alone when they are the row's); a row the update misses (the table not yet
+        // settled on it) is looked up by its uuid.
+        let in_table = table.by_uuid(&reg.uuid).map(|h| h.id.0);
+        let id = match in_table {
+            Some(id)
+                if update_same_names
+                    .execute(&host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..])?
+                    == 1 =>
+            {
+                id
+            }
+            Some(id)
+                if update_host
+                    .execute(&host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..])?
+                    == 1 =>
+            {
+                id
+            }
+            _ => {
+                let existing: Option<i64> = host_id
+                    .query_row([&reg.uuid], |row| row.get(0))
+                    .optional()?;
+                let row = host_row(reg, &now_ms, &traits, &aggregates, &existing);
+                match existing {
+                    Some(id) => {
+                        update_host.execute(&row[..])?;
+                        id
+                    }
+                    // New to the ledger: inserted, and its id read back.
+                    None => {
+                        upsert_host.execute(&row[..9])?;
+                        host_id.query_row([&reg.uuid], |row| row.get(0))?
+                    }
+                }
+            }
+        };
+        let settled = in_table == Some(id);
+        match profile.filter(|_| settled) {
+            Some(profile) => {
+                touched
+                    .patched
+                    .push((HostId(id), profile, reg.up, reg.disabled, now_ms))
+            }
+            None => touched.reload.push(HostId(id)),
+        }
+        let classes = reg.last_reports();
+        // Every class of the rows the writer knows is reported again, none of them left
+        // empty: nothing to zero or drop, and the rows need not be read.
+        let repeated = known.get(id).filter(|rows| {
+            classes.iter().all(|(_, inv)| inv.total > 0)
+                && rows
+                    .iter()
+                    .all(|(c, _)| classes.iter().any(|(k, _)| k == c))
+        });
+        if let Some(rows) = repeated {
+            for (class, inv) in &classes {
+                let values = inventory_values(inv);
+                let row = inventory_columns(id, class, inv);
+                match rows.iter().find(|(c, _)| c == class) {
+                    // A row the registration repeats is left as it is, as the upsert's own
+                    // `WHERE` would leave it, without running the statement (a
+                    // re-registration usually changes one class of several).
+                    Some((_, v)) if *v == values => continue,
+                    // A row known to be there is updated (an upsert first tries to insert it).
+                    Some(_) if update_inventory.execute(row)? == 1 => continue,
+                    _ => upsert_inventory.execute(row)?,
+                };
+            }
+            known.set(
+                id,
+                classes
+                    .iter()
+                    .map(|(c, inv)| (c.as_str(), inventory_values(inv))),
+            );
+            continue;
+        }
+        before.clear();
+        let mut rows = rows_of.query([id])?;
+        while let Some(row) = rows.next()? {
+            let values = (
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+            );
+            before.push((row.get(0)?, values, row.get(8)?));
+        }
+        drop(rows);
+        for (class, inv) in &classes {
+            let values = inventory_values(inv);
+            if before.iter().any(|(c, v, _)| c == class && *v == values) {
+                continue;
+            }
+            upsert_inventory.execute(inventory_columns(id, class, inv))?;
+        }
+        // The rows as they are once written, for the writer's memory.
+        let mut after: Vec<(&str, InventoryValues)> = Vec::with_capacity(classes.len());
+        // What `ZERO_UNREPORTED_CLASSES` and `DROP_UNUSED_EMPTY_OF` leave: a class no
+        // longer reported gets no capacity, and any row without capacity nor use goes.
+        for (class, values, used) in &before {
+            let (total, reserved, min_unit, max_unit, step, ratio, usable) = *values;
+            let nonzero = total != 0 || reserved != 0 || usable != 0;
+            let reported = classes.iter().find(|(c, _)| c == class);
+            let empty = reported.is_none_or(|(_, inv)| inv.total == 0);
+            if empty && *used == 0 {
+                db.prepare_cached(DROP_CLASS)?
+                    .execute(rusqlite::params![id, class])?;
+                continue;
+            }
+            match reported {
+                Some((_, inv)) => after.push((class, inventory_values(inv))),
+                None => {
+                    if nonzero {
+                        db.prepare_cached(ZERO_CLASS)?
+                            .execute(rusqlite::params![id, class])?;
+                    }
+                    after.push((class, (0, 0, min_unit, max_unit, step, ratio, 0)));
+                }
+            }
+        }
+        for (class, inv) in &classes {
+            let new = !before.iter().any(|(c, ..)| c == class);
+            if new && inv.total == 0 {
+                db.prepare_cached(DROP_CLASS)?
+                    .execute(rusqlite::params![id, class])?;
+            } else if new {
+                after.push((class, inventory_values(inv)));
+            }
+        }
+        known.set(id, after);
     }
     Ok(())
 }

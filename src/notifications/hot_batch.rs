@@ -16,6 +16,7 @@
 
 use super::apply::{settle_committed, validate, Applied, Outcome};
 use super::effects::{flush_rusqlite, Prepared, Touched};
+use super::known_rows::KnownRows;
 use crate::domain::HostId;
 use crate::ledger::hot::{Step, Work};
 use crate::ledger::messages::Marks;
@@ -145,7 +146,11 @@ impl Work for HotBatch {
         self.outcome = self.write(db, table);
         match self.outcome {
             Ok(_) => Step::Keep,
-            Err(_) => Step::Undo,
+            Err(_) => {
+                // What it wrote is rolled back: so is what the writer remembered of it.
+                KnownRows::forget();
+                Step::Undo
+            }
         }
     }
 
@@ -169,6 +174,8 @@ impl Work for HotBatch {
     }
 
     fn failed(self: Box<Self>, _table: &HostTable, error: LedgerError) {
+        // The group was not committed: nor are the rows the writer remembered of it.
+        KnownRows::forget();
         let _ = self.reply.send(Answer::Failed(error));
     }
 

@@ -15,6 +15,7 @@ mod effects;
 mod hot;
 mod hot_batch;
 mod ingest;
+mod known_rows;
 
 pub use apply::{apply, apply_batch, Applied, ApplyError, Outcome};
 pub use ingest::Ingest;

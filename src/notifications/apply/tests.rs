@@ -638,3 +638,107 @@ async fn an_unchanged_host_with_nova_s_records_is_a_heartbeat() {
     let again = registration_of(&b_svc("m6"));
     assert_eq!(heartbeat_of(table, &again), Some(id("b")));
 }
+
+/// The VCPU row of host `name` in the ledger file: (total, usable).
+async fn vcpu_row(ledger: &Ledger, name: &str) -> (i64, i64) {
+    let Pools::Sqlite { read, .. } = &ledger.pools else {
+        panic!("a SQLite ledger")
+    };
+    sqlx::query_as(
+        "SELECT total, usable FROM inventories JOIN hosts ON hosts.id = host_id \
+         WHERE hosts.host = $1 AND resource_class = 'VCPU'",
+    )
+    .bind(name)
+    .fetch_one(read)
+    .await
+    .unwrap()
+}
+
+/// The hot writer remembers the inventory rows it wrote (`known_rows`) and writes a
+/// re-registration's rows only where they differ from them; rows another connection changed
+/// since (another process, `sqlite3` by hand, sqlx's writes) are read again, not trusted from
+/// memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_another_connection_changed_are_written_again_by_a_re_registration() {
+    let (ledger, dir) = ledger().await;
+    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 1).await.unwrap();
+    let again = Notification::from_inner(&host_state("m2", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&again], 2).await.unwrap();
+    assert_eq!(vcpu_row(&ledger, "a").await, (8, 8));
+    let other = rusqlite::Connection::open(dir.path().join("l.db")).unwrap();
+    other
+        .execute(
+            "UPDATE inventories SET total = 999, usable = 999 WHERE resource_class = 'VCPU'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(vcpu_row(&ledger, "a").await, (999, 999));
+    // A re-registration (its memory grows) with the VCPU row the writer last wrote, which
+    // differs in the file.
+    let mut third = host_state("m3", "a", 8);
+    third["payload"]["inventory"]["MEMORY_MB"]["total"] = json!(8192);
+    let third = Notification::from_inner(&third).unwrap();
+    let out = apply_batch(&ledger, &[&third], 3).await.unwrap();
+    assert_eq!(out, [Ok(Applied::Applied)]);
+    assert_eq!(vcpu_row(&ledger, "a").await, (8, 8));
+}
+
+/// A group of the hot writer that does not commit (here a job of it panics) takes back what
+/// the writer remembered of the rows its batch wrote: the same registration, applied again
+/// once the group failed, is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_group_fails_leaves_no_remembered_rows_behind() {
+    use crate::ledger::hot::{Step, Work};
+    use std::sync::mpsc;
+    struct Hold(mpsc::Sender<()>, mpsc::Receiver<()>);
+    impl Work for Hold {
+        fn run(&mut self, _db: &rusqlite::Connection, _table: &HostTable) -> Step {
+            let _ = self.0.send(());
+            let _ = self.1.recv();
+            Step::Keep
+        }
+        fn committed(self: Box<Self>, _table: &HostTable) {}
+        fn failed(self: Box<Self>, _table: &HostTable, _error: LedgerError) {}
+    }
+    struct Panics;
+    impl Work for Panics {
+        fn run(&mut self, _db: &rusqlite::Connection, _table: &HostTable) -> Step {
+            panic!("a job of the hot writer panicked (on purpose, in a test)");
+        }
+        fn committed(self: Box<Self>, _table: &HostTable) {}
+        fn failed(self: Box<Self>, _table: &HostTable, _error: LedgerError) {}
+    }
+
+    let (ledger, _dir) = ledger().await;
+    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 1).await.unwrap();
+    let hot = ledger.hot.clone().unwrap();
+    // The writer held in a group of its own; the batch and a job that panics queue behind
+    // it and make the next group together.
+    let (entered, entered_rx) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    assert!(hot.submit(Box::new(Hold(entered, release_rx))).is_ok());
+    entered_rx.recv().unwrap();
+    let queued = hot.submitted();
+    let applying = {
+        let ledger = ledger.clone();
+        tokio::spawn(async move {
+            let bigger = Notification::from_inner(&host_state("m2", "a", 16)).unwrap();
+            apply_batch(&ledger, &[&bigger], 2).await
+        })
+    };
+    while hot.submitted() == queued {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert!(hot.submit(Box::new(Panics)).is_ok());
+    release.send(()).unwrap();
+    let failed = applying.await.unwrap();
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(vcpu_row(&ledger, "a").await, (8, 8));
+    // What the failed batch wrote is not in the file, nor taken as written.
+    let bigger = Notification::from_inner(&host_state("m2", "a", 16)).unwrap();
+    let out = apply_batch(&ledger, &[&bigger], 3).await.unwrap();
+    assert_eq!(out, [Ok(Applied::Applied)]);
+    assert_eq!(vcpu_row(&ledger, "a").await, (16, 16));
+}
