@@ -13,6 +13,10 @@ use parasol::stats::Stats;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The service's allocator (`src/main.rs`), so that this measures what the service runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 struct Args {
     /// Cluster sizes.

@@ -20,7 +20,7 @@
 
 /// The driver shares the machine with the service it measures: with glibc's malloc,
 /// allocating and freeing were a third of its CPU, and mimalloc takes 13 % less CPU per
-/// decision (BENCHMARKS.md). The service keeps the system allocator (no gain measured).
+/// decision (BENCHMARKS.md). The service uses it too (`src/main.rs`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
