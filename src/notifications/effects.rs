@@ -696,9 +696,15 @@ fn inventory_columns<'a>(
     class: &'a str,
     inv: &crate::domain::Inventory,
 ) -> (i64, &'a str, i64, i64, i64, i64, i64, f64, i64) {
+    let (total, reserved, min_unit, max_unit, step, ratio, usable) = inventory_values(inv);
     (
-        id,
-        class,
+        id, class, total, reserved, min_unit, max_unit, step, ratio, usable,
+    )
+}
+
+/// The columns of an inventory row that a registration writes, after its key.
+fn inventory_values(inv: &crate::domain::Inventory) -> InventoryValues {
+    (
         inv.total,
         inv.reserved,
         inv.min_unit,
@@ -743,19 +749,6 @@ const UPDATE_HOST_ROW_SAME_NAMES: &str = "UPDATE hosts SET availability_zone = ?
 /// The host's inventory rows as they are before its registration is written.
 const INVENTORY_ROWS_OF: &str = "SELECT resource_class, total, reserved, min_unit, max_unit, \
     step_size, allocation_ratio, usable, used FROM inventories WHERE host_id = ?1";
-
-/// The columns of an inventory row that a registration writes, after its key.
-fn inventory_values(inv: &crate::domain::Inventory) -> InventoryValues {
-    (
-        inv.total,
-        inv.reserved,
-        inv.min_unit,
-        inv.max_unit,
-        inv.step_size,
-        inv.allocation_ratio,
-        inv.usable(),
-    )
-}
 
 /// As `Dialect::UPSERT_INVENTORIES` for one row: a row the registration repeats stays unwritten.
 const UPSERT_INVENTORY_ROW: &str = concat!(
