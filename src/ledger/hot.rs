@@ -392,5 +392,6 @@ fn run_group(
     Ok(())
 }
 
+/// The writer's tests; their jobs that hold the writer or panic serve other modules' tests too.
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -840,6 +840,26 @@ fn write_registrations(
     let mut rows_of = db.prepare_cached(INVENTORY_ROWS_OF)?;
     let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
     let mut update_inventory = db.prepare_cached(UPDATE_INVENTORY_ROW)?;
+    // A reported class whose row was `prior` (`None`: no row).
+    let mut write_class = |id: i64,
+                           class: &str,
+                           inv: &crate::domain::Inventory,
+                           prior: Option<&InventoryValues>|
+     -> rusqlite::Result<()> {
+        let row = inventory_columns(id, class, inv);
+        match prior {
+            // A row the registration repeats is left as it is, as the upsert's own `WHERE`
+            // would leave it, without running the statement (a re-registration usually
+            // changes one class of several).
+            Some(v) if *v == inventory_values(inv) => {}
+            // A row that is there is updated (an upsert first tries to insert it).
+            Some(_) if update_inventory.execute(row)? == 1 => {}
+            _ => {
+                upsert_inventory.execute(row)?;
+            }
+        }
+        Ok(())
+    };
     // (class, values, used) of the host's rows before the registration, when read.
     let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
     let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
@@ -908,17 +928,8 @@ fn write_registrations(
         });
         if let Some(rows) = repeated {
             for (class, inv) in &classes {
-                let values = inventory_values(inv);
-                let row = inventory_columns(id, class, inv);
-                match rows.iter().find(|(c, _)| c == class) {
-                    // A row the registration repeats is left as it is, as the upsert's own
-                    // `WHERE` would leave it, without running the statement (a
-                    // re-registration usually changes one class of several).
-                    Some((_, v)) if *v == values => continue,
-                    // A row known to be there is updated (an upsert first tries to insert it).
-                    Some(_) if update_inventory.execute(row)? == 1 => continue,
-                    _ => upsert_inventory.execute(row)?,
-                };
+                let prior = rows.iter().find(|(c, _)| c == class).map(|(_, v)| v);
+                write_class(id, class, inv, prior)?;
             }
             known.set(
                 id,
@@ -944,11 +955,8 @@ fn write_registrations(
         }
         drop(rows);
         for (class, inv) in &classes {
-            let values = inventory_values(inv);
-            if before.iter().any(|(c, v, _)| c == class && *v == values) {
-                continue;
-            }
-            upsert_inventory.execute(inventory_columns(id, class, inv))?;
+            let prior = before.iter().find(|(c, ..)| c == class).map(|(_, v, _)| v);
+            write_class(id, class, inv, prior)?;
         }
         // The rows as they are once written, for the writer's memory.
         let mut after: Vec<(&str, InventoryValues)> = Vec::with_capacity(classes.len());

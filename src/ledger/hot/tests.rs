@@ -5,7 +5,7 @@ use std::sync::mpsc as std_mpsc;
 use tokio::sync::oneshot;
 
 /// Holds the writer inside its group until the test lets it go.
-struct Hold {
+pub(crate) struct Hold {
     entered: std_mpsc::Sender<()>,
     release: std_mpsc::Receiver<()>,
 }
@@ -21,7 +21,7 @@ impl Work for Hold {
 }
 
 /// A job with a bug: it panics in the middle of its group.
-struct Panics(Option<oneshot::Sender<Result<(), String>>>);
+pub(crate) struct Panics(pub Option<oneshot::Sender<Result<(), String>>>);
 
 impl Work for Panics {
     fn run(&mut self, _db: &rusqlite::Connection, _table: &HostTable) -> Step {
@@ -72,7 +72,7 @@ impl Work for Marks {
 }
 
 /// Holds the writer inside a group of its own until the returned sender is sent to.
-fn hold_writer(hot: &HotWriter) -> std_mpsc::Sender<()> {
+pub(crate) fn hold_writer(hot: &HotWriter) -> std_mpsc::Sender<()> {
     let (entered, entered_rx) = std_mpsc::channel();
     let (release, release_rx) = std_mpsc::channel();
     assert!(hot

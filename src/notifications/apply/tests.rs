@@ -689,26 +689,7 @@ async fn rows_another_connection_changed_are_written_again_by_a_re_registration(
 /// once the group failed, is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_group_fails_leaves_no_remembered_rows_behind() {
-    use crate::ledger::hot::{Step, Work};
-    use std::sync::mpsc;
-    struct Hold(mpsc::Sender<()>, mpsc::Receiver<()>);
-    impl Work for Hold {
-        fn run(&mut self, _db: &rusqlite::Connection, _table: &HostTable) -> Step {
-            let _ = self.0.send(());
-            let _ = self.1.recv();
-            Step::Keep
-        }
-        fn committed(self: Box<Self>, _table: &HostTable) {}
-        fn failed(self: Box<Self>, _table: &HostTable, _error: LedgerError) {}
-    }
-    struct Panics;
-    impl Work for Panics {
-        fn run(&mut self, _db: &rusqlite::Connection, _table: &HostTable) -> Step {
-            panic!("a job of the hot writer panicked (on purpose, in a test)");
-        }
-        fn committed(self: Box<Self>, _table: &HostTable) {}
-        fn failed(self: Box<Self>, _table: &HostTable, _error: LedgerError) {}
-    }
+    use crate::ledger::hot::tests::{hold_writer, Panics};
 
     let (ledger, _dir) = ledger().await;
     let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
@@ -716,10 +697,7 @@ async fn a_batch_whose_group_fails_leaves_no_remembered_rows_behind() {
     let hot = ledger.hot.clone().unwrap();
     // The writer held in a group of its own; the batch and a job that panics queue behind
     // it and make the next group together.
-    let (entered, entered_rx) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel();
-    assert!(hot.submit(Box::new(Hold(entered, release_rx))).is_ok());
-    entered_rx.recv().unwrap();
+    let release = hold_writer(&hot);
     let queued = hot.submitted();
     let applying = {
         let ledger = ledger.clone();
@@ -731,10 +709,12 @@ async fn a_batch_whose_group_fails_leaves_no_remembered_rows_behind() {
     while hot.submitted() == queued {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
-    assert!(hot.submit(Box::new(Panics)).is_ok());
+    let (panicked, group) = tokio::sync::oneshot::channel();
+    assert!(hot.submit(Box::new(Panics(Some(panicked)))).is_ok());
     release.send(()).unwrap();
     let failed = applying.await.unwrap();
     assert!(failed.is_err(), "{failed:?}");
+    assert!(group.await.unwrap().is_err(), "the group did not commit");
     assert_eq!(vcpu_row(&ledger, "a").await, (8, 8));
     // What the failed batch wrote is not in the file, nor taken as written.
     let bigger = Notification::from_inner(&host_state("m2", "a", 16)).unwrap();
