@@ -122,6 +122,7 @@ impl Application {
             .resolve_url()
             .map_err(StartupError::DataDir)?;
         let ledger = Ledger::open(&url, settings.ledger.max_connections).await?;
+        prewrite_log(&ledger, settings.ledger.wal_prewrite_mib).await;
         let mut settings = settings;
         own_queue_for_sqlite(&mut settings, &ledger).await?;
         let stats = Arc::new(Stats::new(clock.clone(), settings.scheduler.stats_window_s));
@@ -314,6 +315,29 @@ impl Application {
         }
         self.handles.scheduler.backend().stop();
         served
+    }
+}
+
+/// Writes a SQLite ledger's write-ahead log out to `mib` MiB (`[ledger] wal_prewrite_mib`).
+/// A file system that cannot hold it leaves the log to grow as it is written: said, not
+/// refused.
+async fn prewrite_log(ledger: &Ledger, mib: u64) {
+    if mib == 0 {
+        return;
+    }
+    let started = std::time::Instant::now();
+    match ledger.prewrite_log(mib).await {
+        Ok(0) => {}
+        Ok(bytes) => tracing::info!(
+            bytes,
+            ms = started.elapsed().as_millis() as u64,
+            "wrote out the ledger's write-ahead log"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "the ledger's write-ahead log was not written out at start; its file grows as it \
+             is written"
+        ),
     }
 }
 

@@ -128,6 +128,10 @@ pub struct LedgerSettings {
     /// Seconds the id of an applied message is kept, so that a redelivered duplicate changes
     /// nothing; older ids are forgotten. 0: kept forever.
     pub message_retention_s: u64,
+    /// MiB of a SQLite ledger's write-ahead log written out when the service starts, so that
+    /// commits overwrite its file instead of growing it (at most the log's working size,
+    /// [`crate::ledger::WAL_WORKING_MIB`]). 0: the log's file grows as it is written.
+    pub wal_prewrite_mib: u64,
 }
 
 impl Default for LedgerSettings {
@@ -137,6 +141,7 @@ impl Default for LedgerSettings {
             data_dir: PathBuf::from("data"),
             max_connections: 8,
             message_retention_s: 86_400,
+            wal_prewrite_mib: crate::ledger::WAL_WORKING_MIB,
         }
     }
 }

@@ -30,6 +30,16 @@ impl Settings {
         if self.ledger.max_connections == 0 {
             return key("ledger.max_connections", "must be at least 1");
         }
+        if self.ledger.wal_prewrite_mib > crate::ledger::WAL_WORKING_MIB {
+            return key(
+                "ledger.wal_prewrite_mib",
+                &format!(
+                    "must be at most {} (the write-ahead log's working size: past it, the log \
+                     starts over)",
+                    crate::ledger::WAL_WORKING_MIB
+                ),
+            );
+        }
         if self.amqp.prefetch == 0 {
             return key("amqp.prefetch", "must be at least 1");
         }
@@ -273,6 +283,10 @@ mod tests {
             (
                 "[ledger]\nurl = \"postgres://u@h:port/db\"",
                 "key `ledger.url` is not a PostgreSQL URL",
+            ),
+            (
+                "[ledger]\nwal_prewrite_mib = 257",
+                "key `ledger.wal_prewrite_mib` must be at most 256",
             ),
             (
                 "[scheduler]\nstats_window_s = 0",

@@ -16,6 +16,10 @@
 //! (the one sqlx's writes take) for each group, and the reload gate shared, as the claim groups
 //! always did, so a reload never sees a commit the table has not settled.
 
+mod prewrite;
+
+pub(crate) use prewrite::PrewriteLog;
+
 use super::{LedgerError, Writer};
 use crate::table::HostTable;
 use sqlx::SqliteConnection;

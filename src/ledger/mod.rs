@@ -393,6 +393,10 @@ pub(crate) use read_pool;
 pub(crate) use write_pool;
 pub(crate) use write_tx;
 
+/// MiB of SQLite's write-ahead log past which the log starts over (`hot::WAL_LIMIT_FRAMES`
+/// pages of 4 KiB): the size its file works at.
+pub const WAL_WORKING_MIB: u64 = (hot::WAL_LIMIT_FRAMES as u64 * 4096) >> 20;
+
 /// Counters of the claims' group commits, shown in `/metrics` as
 /// `parasol_ledger_commits_total` and `parasol_ledger_committed_claims_total`.
 #[derive(Clone, Debug, Default)]
@@ -516,6 +520,33 @@ impl Ledger {
             gate,
             hot,
         })
+    }
+
+    /// Writes SQLite's write-ahead log out to `mib` MiB (at most [`WAL_WORKING_MIB`]), so that
+    /// commits overwrite its file from the first one on instead of growing it
+    /// (`hot::prewrite`); the service does it once at start (`[ledger] wal_prewrite_mib`).
+    /// Answers the bytes added: 0 when there is nothing to do (PostgreSQL; a log that long
+    /// already).
+    pub async fn prewrite_log(&self, mib: u64) -> Result<u64, LedgerError> {
+        let bytes = mib.min(WAL_WORKING_MIB) << 20;
+        let Some(hot) = &self.hot else {
+            return Ok(0);
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = Box::new(hot::PrewriteLog {
+            bytes,
+            outcome: Ok(0),
+            reply,
+        });
+        if let Err(job) = hot.submit(job) {
+            job.failed(
+                self.table(),
+                LedgerError::Unavailable("the ledger's writer thread has stopped".into()),
+            );
+        }
+        answer.await.map_err(|_| {
+            LedgerError::Invalid("the ledger's writer ended without writing the log out".into())
+        })?
     }
 
     /// Connects, applies the migrations and loads every host into the live table.
