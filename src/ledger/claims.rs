@@ -11,8 +11,9 @@
 //! keeps a committed claim and gives back one the database refused; only then is the claim
 //! answered, so an answered claim is durable.
 //!
-//! SQLite runs a group on its hot writer thread (`hot`): each claim in its own savepoint, one
-//! commit for the group, as direct calls on the thread's connection; PostgreSQL as one
+//! SQLite runs a group on its hot writer thread (`hot`): each claim as statements that give
+//! back what they took when it is declined (no savepoint), one commit for the group, as
+//! direct calls on the thread's connection; PostgreSQL as one
 //! statement per round of at most one claim per host (usually one round), on any pool
 //! connection, so groups of several tasks commit side by side.
 
@@ -141,9 +142,10 @@ const SQLITE_RELEASE: &str =
     "DELETE FROM allocations WHERE instance_uuid = ?1 RETURNING host_id, resources";
 
 /// A claim as a job of SQLite's hot writer (see `hot`): conditional in the database as in
-/// the table, because the database is the authority between processes; a reschedule (the
-/// instance holds an allocation already) releases the old one in the same savepoint. A claim
-/// not made rolls its savepoint back whole (a reschedule's old allocation stays).
+/// the table, because the database is the authority between processes. It undoes itself
+/// (`write_folded`); a reschedule (the instance holds an allocation already) releases the
+/// old one in a savepoint of its own, rolled back whole when the claim is not made (the old
+/// allocation stays).
 struct HotClaim {
     claim: PendingClaim,
     outcome: Result<ClaimOutcome, LedgerError>,
@@ -204,15 +206,145 @@ impl HotClaim {
     }
 }
 
+/// What [`HotClaim::write_folded`] came to.
+enum Folded {
+    /// Made, or declined with nothing written.
+    Done(ClaimOutcome),
+    /// A statement failed with nothing of the claim written.
+    Failed(LedgerError),
+    /// Something of the claim is written and could not be taken back.
+    Spoiled(LedgerError),
+    /// Nothing written: the claim is for the general way (a reschedule, or a claim of no
+    /// class).
+    General,
+}
+
+/// SQLite: gives back `?3` of class `?2` on host `?1` that a claim of this transaction took.
+const SQLITE_GIVE_BACK: &str = "UPDATE inventories SET used = used - ?3 \
+    WHERE host_id = ?1 AND resource_class = ?2";
+
+impl HotClaim {
+    /// The claim without a savepoint: every class taken where it still fits, then the
+    /// allocation recorded. A class without room gives back the classes taken before it
+    /// (declined, nothing written); an instance that holds an allocation already (a
+    /// reschedule) gives back every class and goes the general way. (One `UPDATE` for all the
+    /// classes, conditional on a count of the rows that fit, cost more: SQLite runs an
+    /// `UPDATE` that reads its own table in two passes, through a temporary b-tree.)
+    fn write_folded(&mut self, db: &rusqlite::Connection) -> Folded {
+        let c = &self.claim;
+        let classes: Vec<(std::sync::Arc<str>, i64)> = c
+            .demand
+            .nonzero()
+            .map(|(class, amount)| (class.name(), amount))
+            .collect();
+        if classes.is_empty() {
+            return Folded::General;
+        }
+        // Gives back the first `taken` classes, then answers `then`.
+        let give_back = |taken: usize, then: Folded| -> Folded {
+            if taken == 0 {
+                return then;
+            }
+            // SQLite rolled the transaction back by itself (a full disk, an I/O error): a
+            // statement now would commit on its own. The group fails (see `run_group`).
+            if db.is_autocommit() {
+                return Folded::Spoiled(LedgerError::Invalid(
+                    "the ledger's transaction was rolled back by SQLite during a claim".into(),
+                ));
+            }
+            let given = || -> Result<(), LedgerError> {
+                let mut statement = db.prepare_cached(SQLITE_GIVE_BACK)?;
+                for (class, amount) in &classes[..taken] {
+                    if statement.execute(rusqlite::params![c.host.0, class, amount])? != 1 {
+                        return Err(LedgerError::Invalid(format!(
+                            "a claim's {class} could not be given back"
+                        )));
+                    }
+                }
+                Ok(())
+            };
+            match given() {
+                Ok(()) => then,
+                Err(e) => Folded::Spoiled(e),
+            }
+        };
+        for (i, (class, amount)) in classes.iter().enumerate() {
+            let took = db
+                .prepare_cached(SQLITE_TAKE)
+                .and_then(|mut s| s.execute(rusqlite::params![c.host.0, class, amount]));
+            match took {
+                Ok(1) => {}
+                Ok(_) => return give_back(i, Folded::Done(ClaimOutcome::Declined)),
+                Err(e) => return give_back(i, Folded::Failed(e.into())),
+            }
+        }
+        let allocated = db.prepare_cached(SQLITE_ALLOCATE).and_then(|mut s| {
+            s.execute(rusqlite::params![
+                c.host.0,
+                c.instance_uuid,
+                c.json,
+                c.now_ms
+            ])
+        });
+        let all = classes.len();
+        match allocated {
+            Ok(1) => Folded::Done(ClaimOutcome::Claimed),
+            Ok(_) => give_back(all, Folded::General),
+            Err(e) => give_back(all, Folded::Failed(e.into())),
+        }
+    }
+
+    /// The general way ([`HotClaim::write`]) in a savepoint of the claim's own, rolled back
+    /// unless the claim was made; the outcome is the claim's. `Err`: the savepoint's own
+    /// statements failed.
+    fn write_in_savepoint(&mut self, db: &rusqlite::Connection) -> Result<(), LedgerError> {
+        db.prepare_cached("SAVEPOINT claim")?.execute([])?;
+        self.outcome = self.write(db);
+        if !matches!(self.outcome, Ok(ClaimOutcome::Claimed)) {
+            db.prepare_cached("ROLLBACK TO claim")?.execute([])?;
+        }
+        db.prepare_cached("RELEASE claim")?.execute([])?;
+        Ok(())
+    }
+}
+
 impl super::hot::Work for HotClaim {
     fn run(&mut self, db: &rusqlite::Connection, _table: &super::HostTable) -> super::hot::Step {
-        self.outcome = self.write(db);
-        if matches!(self.outcome, Ok(ClaimOutcome::Claimed)) {
-            super::hot::Step::Keep
-        } else {
-            self.released = None;
-            super::hot::Step::Undo
+        use super::hot::Step;
+        self.released = None;
+        let general = match self.write_folded(db) {
+            Folded::Done(outcome) => {
+                self.outcome = Ok(outcome);
+                return match outcome {
+                    ClaimOutcome::Claimed => Step::Keep,
+                    ClaimOutcome::Declined => Step::Undo,
+                };
+            }
+            Folded::Failed(e) => {
+                self.outcome = Err(e);
+                return Step::Undo;
+            }
+            Folded::Spoiled(e) => {
+                self.outcome = Err(LedgerError::Invalid(format!("claim not made: {e}")));
+                return Step::Spoiled(e);
+            }
+            Folded::General => self.write_in_savepoint(db),
+        };
+        match general {
+            Ok(()) if matches!(self.outcome, Ok(ClaimOutcome::Claimed)) => Step::Keep,
+            Ok(()) => {
+                self.released = None;
+                Step::Undo
+            }
+            Err(e) => {
+                self.outcome = Err(LedgerError::Invalid(format!("claim not made: {e}")));
+                Step::Spoiled(e)
+            }
         }
+    }
+
+    fn undoes_itself(&self) -> bool {
+        true
     }
 
     fn committed(self: Box<Self>, table: &super::HostTable) {

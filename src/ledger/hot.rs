@@ -53,11 +53,14 @@ pub(crate) const WAL_LIMIT_FRAMES: i64 = 65_536;
 const TAIL_FRAMES: i64 = 256;
 const TAIL_PASSES: usize = 4;
 
-/// What a job's statements came to: keep them, or roll the job's savepoint back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a job's statements came to: keep them, or roll the job's savepoint back; a job that
+/// undoes itself (see [`Work::undoes_itself`]) and could not answers `Spoiled`, and its whole
+/// group is rolled back and fails with that error.
+#[derive(Debug)]
 pub(crate) enum Step {
     Keep,
     Undo,
+    Spoiled(LedgerError),
 }
 
 /// One job of a group. The job keeps its own outcome: `run` records it, `committed` settles
@@ -65,8 +68,16 @@ pub(crate) enum Step {
 /// transaction could not begin or commit (nothing of it was written).
 pub(crate) trait Work: Send {
     /// Runs the job's statements inside the group's transaction and its own savepoint (a job
-    /// alone in its group: the transaction, rolled back on [`Step::Undo`]).
+    /// alone in its group: the transaction, rolled back on [`Step::Undo`]; a job that
+    /// [`undoes_itself`](Work::undoes_itself): no savepoint).
     fn run(&mut self, db: &rusqlite::Connection, table: &HostTable) -> Step;
+    /// True when the job needs no savepoint: whenever it answers [`Step::Undo`] it has left
+    /// nothing written (it wrote nothing, or took back what it wrote), and it answers
+    /// [`Step::Spoiled`] when it could not. A savepoint costs two statements and a copy, into
+    /// a journal in memory, of each page the job changes that its group changed before.
+    fn undoes_itself(&self) -> bool {
+        false
+    }
     /// The group committed.
     fn committed(self: Box<Self>, table: &HostTable);
     /// The group did not commit.
@@ -363,14 +374,16 @@ fn fail(group: Vec<Box<dyn Work>>, table: &HostTable, e: LedgerError) {
     }
 }
 
-/// One transaction: each job in its own savepoint, except a job alone in its group, which
-/// has the transaction to itself (kept: committed; undone: rolled back).
+/// One transaction: each job in its own savepoint, except a job that undoes itself and a job
+/// alone in its group, which has the transaction to itself (kept: committed; undone or
+/// spoiled: rolled back).
 ///
 /// A savepoint makes SQLite copy every page the job first changes into an in-memory
 /// sub-journal, in case the job is rolled back alone. A consumer batch of heartbeats changes a
 /// page of the message-id index per message (the ids are random): in a backlog drain, where
 /// each group is one batch, those copies were 6 % of the process' CPU, for a rollback that the
-/// transaction's own does as well.
+/// transaction's own does as well. Claims and the builds' notifications undo themselves: their
+/// groups take no savepoint at all (BENCHMARKS.md, "Groups without savepoints").
 fn run_group(
     db: &rusqlite::Connection,
     table: &HostTable,
@@ -380,17 +393,32 @@ fn run_group(
     if let [job] = group {
         let end = match job.run(db, table) {
             Step::Keep => "COMMIT",
-            Step::Undo => "ROLLBACK",
+            Step::Undo | Step::Spoiled(_) => "ROLLBACK",
         };
         db.prepare_cached(end)?.execute([])?;
         return Ok(());
     }
     for job in group.iter_mut() {
-        db.prepare_cached("SAVEPOINT job")?.execute([])?;
-        if job.run(db, table) == Step::Undo {
-            db.prepare_cached("ROLLBACK TO job")?.execute([])?;
+        if job.undoes_itself() {
+            if let Step::Spoiled(e) = job.run(db, table) {
+                return Err(e);
+            }
+        } else {
+            db.prepare_cached("SAVEPOINT job")?.execute([])?;
+            if !matches!(job.run(db, table), Step::Keep) {
+                db.prepare_cached("ROLLBACK TO job")?.execute([])?;
+            }
+            db.prepare_cached("RELEASE job")?.execute([])?;
         }
-        db.prepare_cached("RELEASE job")?.execute([])?;
+        // SQLite rolls a transaction back by itself on some errors (a full disk, an I/O
+        // error): the jobs after would each commit on their own.
+        if db.is_autocommit() {
+            return Err(LedgerError::Invalid(
+                "the ledger's transaction was rolled back by SQLite in the middle of a group; \
+                 nothing of it was written"
+                    .into(),
+            ));
+        }
     }
     db.prepare_cached("COMMIT")?.execute([])?;
     Ok(())

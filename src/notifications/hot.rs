@@ -64,6 +64,8 @@ pub(crate) struct HotNotification {
     outcome: Result<Option<Applied>, LedgerError>,
     /// The heartbeat to give the table once committed: (host, up, disabled).
     beat: Option<(HostId, bool, bool)>,
+    /// The message's id was recorded in this run (taken back if it is undone).
+    marked: bool,
     reply: tokio::sync::oneshot::Sender<HotAnswer>,
 }
 
@@ -85,6 +87,7 @@ impl HotNotification {
             now_ms,
             outcome: Ok(None),
             beat: None,
+            marked: false,
             reply,
         };
         Some((job, answer))
@@ -105,6 +108,7 @@ impl HotNotification {
         if !mark_processed_rusqlite(db, key, self.now_ms)? {
             return Ok(Some(Applied::Duplicate));
         }
+        self.marked = true;
         match &self.kind {
             Kind::Heartbeat(id, reg) => {
                 let (id, up, disabled) = (*id, reg.up, reg.disabled);
@@ -129,16 +133,46 @@ impl HotNotification {
     }
 }
 
+/// Takes back the record of message (`?1` sent at, `?2` id) that [`HotNotification`] made.
+const UNMARK: &str = "DELETE FROM processed_messages WHERE sent_at = ?1 AND message_id = ?2";
+
 impl Work for HotNotification {
     fn run(&mut self, db: &rusqlite::Connection, table: &HostTable) -> Step {
+        self.beat = None;
+        self.marked = false;
         self.outcome = self.write(db, table);
         match self.outcome {
             Ok(Some(_)) => Step::Keep,
             Ok(None) | Err(_) => {
                 self.beat = None;
-                Step::Undo
+                if !self.marked {
+                    return Step::Undo;
+                }
+                // SQLite rolled the transaction back by itself (a full disk, an I/O error):
+                // a statement now would commit on its own. The group fails.
+                if db.is_autocommit() {
+                    return Step::Spoiled(LedgerError::Invalid(
+                        "the ledger's transaction was rolled back by SQLite during a \
+                         notification"
+                            .into(),
+                    ));
+                }
+                let unmarked = db
+                    .prepare_cached(UNMARK)
+                    .and_then(|mut s| s.execute(rusqlite::params![self.sent_at, self.message_id]));
+                match unmarked {
+                    Ok(1) => Step::Undo,
+                    Ok(n) => Step::Spoiled(LedgerError::Invalid(format!(
+                        "taking back a message's record removed {n} rows"
+                    ))),
+                    Err(e) => Step::Spoiled(e.into()),
+                }
             }
         }
+    }
+
+    fn undoes_itself(&self) -> bool {
+        true
     }
 
     fn committed(self: Box<Self>, table: &HostTable) {

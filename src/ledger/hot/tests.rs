@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::Resources;
+use crate::domain::{HostId, Resources};
 use crate::ledger::{ClaimOutcome, HostRegistration, Ledger};
 use std::sync::mpsc as std_mpsc;
 use tokio::sync::oneshot;
@@ -38,7 +38,7 @@ impl Work for Panics {
 /// Records a message id, then keeps or undoes it; answers whether its group committed.
 struct Marks {
     id: &'static str,
-    step: Step,
+    keep: bool,
     answer: Option<oneshot::Sender<Result<(), String>>>,
 }
 
@@ -47,7 +47,7 @@ impl Marks {
         let (answer, answered) = oneshot::channel();
         let job = Marks {
             id,
-            step,
+            keep: matches!(step, Step::Keep),
             answer: Some(answer),
         };
         (Box::new(job), answered)
@@ -61,7 +61,11 @@ impl Work for Marks {
             [self.id],
         )
         .unwrap();
-        self.step
+        if self.keep {
+            Step::Keep
+        } else {
+            Step::Undo
+        }
     }
     fn committed(mut self: Box<Self>, _table: &HostTable) {
         let _ = self.answer.take().unwrap().send(Ok(()));
@@ -357,4 +361,84 @@ async fn a_prewritten_log_takes_the_commits_and_loses_none_through_a_crash() {
         )
         .unwrap();
     assert_eq!(used, 40);
+}
+
+/// Claims take no savepoint: in one group, a claim the database declines (its host's memory
+/// was used up behind the table's back) leaves nothing written, not even the class that still
+/// had room; a claim beside it is made; and a reschedule (the instance holds an allocation)
+/// moves the allocation whole, in a savepoint of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_of_one_group_are_each_made_or_declined_whole_without_savepoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ledger.db");
+    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for (i, name) in ["free", "full", "target"].into_iter().enumerate() {
+        let uuid = format!("00000000-0000-0000-0000-00000000010{i}");
+        let reg = HostRegistration::simple(name, &uuid, 4, 8192, 100);
+        ledger.register_host(&reg, 1_000).await.unwrap();
+        ids.push(ledger.table().by_name(name, None).unwrap().id);
+    }
+    let (free, full, target) = (ids[0], ids[1], ids[2]);
+    let small = Resources::new(1, 512, 1);
+    let moved = "00000000-0000-0000-0000-0000000000a1";
+    assert_eq!(
+        ledger.claim(free, moved, &small, 1_500).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    // Another writer uses up the memory of "full"; the table does not know.
+    let other = rusqlite::Connection::open(&file).unwrap();
+    other
+        .execute(
+            "UPDATE inventories SET used = usable WHERE host_id = ?1 AND resource_class = 'MEMORY_MB'",
+            [full.0],
+        )
+        .unwrap();
+    let used = |host: HostId| -> Vec<(String, i64)> {
+        let mut rows = other
+            .prepare("SELECT resource_class, used FROM inventories WHERE host_id = ?1 ORDER BY 1")
+            .unwrap();
+        let rows = rows
+            .query_map([host.0], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let full_before = used(full);
+
+    let release = hold_writer(&ledger.hot.clone().unwrap());
+    let hot = ledger.hot.clone().unwrap();
+    let queued = hot.submitted();
+    let claim = |host: HostId, uuid: &'static str| {
+        let ledger = ledger.clone();
+        tokio::spawn(async move { ledger.claim(host, uuid, &small, 2_000).await })
+    };
+    let made = claim(free, "00000000-0000-0000-0000-0000000000b1");
+    let declined = claim(full, "00000000-0000-0000-0000-0000000000b2");
+    let rescheduled = claim(target, moved);
+    while hot.submitted() < queued + 3 {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).unwrap();
+    assert_eq!(made.await.unwrap().unwrap(), ClaimOutcome::Claimed);
+    assert_eq!(declined.await.unwrap().unwrap(), ClaimOutcome::Declined);
+    assert_eq!(rescheduled.await.unwrap().unwrap(), ClaimOutcome::Claimed);
+
+    assert_eq!(used(full), full_before, "the declined claim took nothing");
+    assert!(ledger
+        .allocation("00000000-0000-0000-0000-0000000000b2")
+        .await
+        .unwrap()
+        .is_none());
+    let one = vec![
+        ("DISK_GB".to_string(), 1),
+        ("MEMORY_MB".to_string(), 512),
+        ("VCPU".to_string(), 1),
+    ];
+    assert_eq!(used(free), one, "the made claim alone, the moved one gone");
+    assert_eq!(used(target), one, "the moved claim");
+    let a = ledger.allocation(moved).await.unwrap().unwrap();
+    assert_eq!(a.host_id, target);
+    assert_eq!(ledger.table().pending(full), Some(Resources::default()));
 }
