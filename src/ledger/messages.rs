@@ -365,11 +365,7 @@ mod tests {
     /// recorded before migration 0011: one applied no later than that migration ran.
     #[tokio::test]
     async fn a_batch_asks_for_untimed_ids_only_while_the_ledger_may_hold_old_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("ledger.db");
-        let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
-            .await
-            .unwrap();
+        let (_dir, file, ledger) = crate::ledger::hot::tests::sqlite_ledger().await;
         let db = rusqlite::Connection::open(&file).unwrap();
         let asks = || Marks::for_batch(&db).unwrap().ask_untimed;
         assert!(!asks(), "a new ledger holds no id of before 0011");

@@ -89,6 +89,16 @@ pub(crate) fn hold_writer(hot: &HotWriter) -> std_mpsc::Sender<()> {
     release
 }
 
+/// A SQLite ledger in a directory of its own: (the directory, the ledger's file, the ledger).
+pub(crate) async fn sqlite_ledger() -> (tempfile::TempDir, std::path::PathBuf, Ledger) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ledger.db");
+    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
+        .await
+        .unwrap();
+    (dir, file, ledger)
+}
+
 fn vcpus(n: i64) -> Resources {
     let mut r = Resources::default();
     r.0[0] = n;
@@ -97,9 +107,7 @@ fn vcpus(n: i64) -> Resources {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_panics_fails_its_group_whole_and_the_writer_serves_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-    let ledger = Ledger::open(&url, 2).await.unwrap();
+    let (_dir, _, ledger) = sqlite_ledger().await;
     let reg = HostRegistration::simple(
         "host1",
         "00000000-0000-0000-0000-000000000101",
@@ -181,11 +189,7 @@ async fn a_job_that_panics_fails_its_group_whole_and_the_writer_serves_on() {
 /// of several, an undone job still rolls back alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_alone_is_kept_or_undone_whole_and_in_a_group_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("ledger.db");
-    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
-        .await
-        .unwrap();
+    let (_dir, file, ledger) = sqlite_ledger().await;
     let hot = ledger.hot.clone().unwrap();
     let recorded = |id: &str| -> bool {
         let db = rusqlite::Connection::open(&file).unwrap();
@@ -235,11 +239,7 @@ async fn a_job_alone_is_kept_or_undone_whole_and_in_a_group_alone() {
 async fn the_write_ahead_log_starts_over_under_steady_writes() {
     const CALLERS: usize = 16;
     const MAX_CLAIMS: usize = 40_000;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("ledger.db");
-    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
-        .await
-        .unwrap();
+    let (_dir, file, ledger) = sqlite_ledger().await;
     let reg = HostRegistration::simple(
         "big",
         "00000000-0000-0000-0000-000000000201",
@@ -296,11 +296,7 @@ async fn the_write_ahead_log_starts_over_under_steady_writes() {
 /// the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prewritten_log_takes_the_commits_and_loses_none_through_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("ledger.db");
-    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
-        .await
-        .unwrap();
+    let (_dir, file, ledger) = sqlite_ledger().await;
     let reg = HostRegistration::simple(
         "host1",
         "00000000-0000-0000-0000-000000000301",
@@ -369,11 +365,7 @@ async fn a_prewritten_log_takes_the_commits_and_loses_none_through_a_crash() {
 /// moves the allocation whole, in a savepoint of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_of_one_group_are_each_made_or_declined_whole_without_savepoints() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("ledger.db");
-    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
-        .await
-        .unwrap();
+    let (_dir, file, ledger) = sqlite_ledger().await;
     let mut ids = Vec::new();
     for (i, name) in ["free", "full", "target"].into_iter().enumerate() {
         let uuid = format!("00000000-0000-0000-0000-00000000010{i}");
