@@ -143,7 +143,7 @@ const SQLITE_RELEASE: &str =
 
 /// A claim as a job of SQLite's hot writer (see `hot`): conditional in the database as in
 /// the table, because the database is the authority between processes. It undoes itself
-/// (`write_folded`); a reschedule (the instance holds an allocation already) releases the
+/// (`write_bare`); a reschedule (the instance holds an allocation already) releases the
 /// old one in a savepoint of its own, rolled back whole when the claim is not made (the old
 /// allocation stays).
 struct HotClaim {
@@ -206,8 +206,8 @@ impl HotClaim {
     }
 }
 
-/// What [`HotClaim::write_folded`] came to.
-enum Folded {
+/// What [`HotClaim::write_bare`] came to.
+enum Bare {
     /// Made, or declined with nothing written.
     Done(ClaimOutcome),
     /// A statement failed with nothing of the claim written.
@@ -230,7 +230,7 @@ impl HotClaim {
     /// reschedule) gives back every class and goes the general way. (One `UPDATE` for all the
     /// classes, conditional on a count of the rows that fit, cost more: SQLite runs an
     /// `UPDATE` that reads its own table in two passes, through a temporary b-tree.)
-    fn write_folded(&mut self, db: &rusqlite::Connection) -> Folded {
+    fn write_bare(&mut self, db: &rusqlite::Connection) -> Bare {
         let c = &self.claim;
         let classes: Vec<(std::sync::Arc<str>, i64)> = c
             .demand
@@ -238,19 +238,15 @@ impl HotClaim {
             .map(|(class, amount)| (class.name(), amount))
             .collect();
         if classes.is_empty() {
-            return Folded::General;
+            return Bare::General;
         }
         // Gives back the first `taken` classes, then answers `then`.
-        let give_back = |taken: usize, then: Folded| -> Folded {
+        let give_back = |taken: usize, then: Bare| -> Bare {
             if taken == 0 {
                 return then;
             }
-            // SQLite rolled the transaction back by itself (a full disk, an I/O error): a
-            // statement now would commit on its own. The group fails (see `run_group`).
-            if db.is_autocommit() {
-                return Folded::Spoiled(LedgerError::Invalid(
-                    "the ledger's transaction was rolled back by SQLite during a claim".into(),
-                ));
+            if let Some(e) = super::hot::transaction_lost(db, "during a claim") {
+                return Bare::Spoiled(e);
             }
             let given = || -> Result<(), LedgerError> {
                 let mut statement = db.prepare_cached(SQLITE_GIVE_BACK)?;
@@ -265,17 +261,18 @@ impl HotClaim {
             };
             match given() {
                 Ok(()) => then,
-                Err(e) => Folded::Spoiled(e),
+                Err(e) => Bare::Spoiled(e),
             }
         };
+        let mut take = match db.prepare_cached(SQLITE_TAKE) {
+            Ok(take) => take,
+            Err(e) => return Bare::Failed(e.into()),
+        };
         for (i, (class, amount)) in classes.iter().enumerate() {
-            let took = db
-                .prepare_cached(SQLITE_TAKE)
-                .and_then(|mut s| s.execute(rusqlite::params![c.host.0, class, amount]));
-            match took {
+            match take.execute(rusqlite::params![c.host.0, class, amount]) {
                 Ok(1) => {}
-                Ok(_) => return give_back(i, Folded::Done(ClaimOutcome::Declined)),
-                Err(e) => return give_back(i, Folded::Failed(e.into())),
+                Ok(_) => return give_back(i, Bare::Done(ClaimOutcome::Declined)),
+                Err(e) => return give_back(i, Bare::Failed(e.into())),
             }
         }
         let allocated = db.prepare_cached(SQLITE_ALLOCATE).and_then(|mut s| {
@@ -288,9 +285,9 @@ impl HotClaim {
         });
         let all = classes.len();
         match allocated {
-            Ok(1) => Folded::Done(ClaimOutcome::Claimed),
-            Ok(_) => give_back(all, Folded::General),
-            Err(e) => give_back(all, Folded::Failed(e.into())),
+            Ok(1) => Bare::Done(ClaimOutcome::Claimed),
+            Ok(_) => give_back(all, Bare::General),
+            Err(e) => give_back(all, Bare::Failed(e.into())),
         }
     }
 
@@ -312,23 +309,23 @@ impl super::hot::Work for HotClaim {
     fn run(&mut self, db: &rusqlite::Connection, _table: &super::HostTable) -> super::hot::Step {
         use super::hot::Step;
         self.released = None;
-        let general = match self.write_folded(db) {
-            Folded::Done(outcome) => {
+        let general = match self.write_bare(db) {
+            Bare::Done(outcome) => {
                 self.outcome = Ok(outcome);
                 return match outcome {
                     ClaimOutcome::Claimed => Step::Keep,
                     ClaimOutcome::Declined => Step::Undo,
                 };
             }
-            Folded::Failed(e) => {
+            Bare::Failed(e) => {
                 self.outcome = Err(e);
                 return Step::Undo;
             }
-            Folded::Spoiled(e) => {
+            Bare::Spoiled(e) => {
                 self.outcome = Err(LedgerError::Invalid(format!("claim not made: {e}")));
                 return Step::Spoiled(e);
             }
-            Folded::General => self.write_in_savepoint(db),
+            Bare::General => self.write_in_savepoint(db),
         };
         match general {
             Ok(()) if matches!(self.outcome, Ok(ClaimOutcome::Claimed)) => Step::Keep,

@@ -383,7 +383,8 @@ fn fail(group: Vec<Box<dyn Work>>, table: &HostTable, e: LedgerError) {
 /// page of the message-id index per message (the ids are random): in a backlog drain, where
 /// each group is one batch, those copies were 6 % of the process' CPU, for a rollback that the
 /// transaction's own does as well. Claims and the builds' notifications undo themselves: their
-/// groups take no savepoint at all (BENCHMARKS.md, "Groups without savepoints").
+/// groups take no savepoint at all (BENCHMARKS.md, "Orders moved within blocks; claims and
+/// confirmations without savepoints").
 fn run_group(
     db: &rusqlite::Connection,
     table: &HostTable,
@@ -410,18 +411,25 @@ fn run_group(
             }
             db.prepare_cached("RELEASE job")?.execute([])?;
         }
-        // SQLite rolls a transaction back by itself on some errors (a full disk, an I/O
-        // error): the jobs after would each commit on their own.
-        if db.is_autocommit() {
-            return Err(LedgerError::Invalid(
-                "the ledger's transaction was rolled back by SQLite in the middle of a group; \
-                 nothing of it was written"
-                    .into(),
-            ));
+        // The jobs after would each commit on their own.
+        if let Some(e) = transaction_lost(db, "in the middle of a group") {
+            return Err(e);
         }
     }
     db.prepare_cached("COMMIT")?.execute([])?;
     Ok(())
+}
+
+/// SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error); a
+/// statement run after that commits on its own. The error that says so (the group fails and
+/// nothing of it was written), when the group's transaction is gone.
+pub(crate) fn transaction_lost(db: &rusqlite::Connection, during: &str) -> Option<LedgerError> {
+    db.is_autocommit().then(|| {
+        LedgerError::Invalid(format!(
+            "the ledger's transaction was rolled back by SQLite {during}; nothing of its group \
+             was written"
+        ))
+    })
 }
 
 /// The writer's tests; their jobs that hold the writer or panic serve other modules' tests too.

@@ -9,7 +9,7 @@
 use super::apply::{validate, Applied, ApplyError};
 use super::effects::{heartbeat_of, CONFIRM_OWN_CLAIM};
 use crate::domain::HostId;
-use crate::ledger::hot::{Step, Work};
+use crate::ledger::hot::{transaction_lost, Step, Work};
 use crate::ledger::messages::mark_processed_rusqlite;
 use crate::ledger::{HostRegistration, HostTable, LedgerError};
 use crate::nova::{HostEvent, Notification};
@@ -148,14 +148,8 @@ impl Work for HotNotification {
                 if !self.marked {
                     return Step::Undo;
                 }
-                // SQLite rolled the transaction back by itself (a full disk, an I/O error):
-                // a statement now would commit on its own. The group fails.
-                if db.is_autocommit() {
-                    return Step::Spoiled(LedgerError::Invalid(
-                        "the ledger's transaction was rolled back by SQLite during a \
-                         notification"
-                            .into(),
-                    ));
+                if let Some(e) = transaction_lost(db, "during a notification") {
+                    return Step::Spoiled(e);
                 }
                 let unmarked = db
                     .prepare_cached(UNMARK)

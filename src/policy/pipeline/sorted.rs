@@ -57,6 +57,15 @@ impl PartialEq for Order {
 }
 
 impl Order {
+    /// The whole order.
+    fn view(&self) -> View<'_> {
+        View {
+            order: self,
+            lo: 0,
+            hi: self.len,
+        }
+    }
+
     fn from_vec(all: Vec<u32>) -> Order {
         let blocks: Vec<Vec<u32>> = all.chunks(BLOCK).map(<[u32]>::to_vec).collect();
         let starts = (0..blocks.len()).map(|b| b * BLOCK).collect();
@@ -116,18 +125,15 @@ impl Order {
     fn remove(&mut self, pos: usize) {
         let b = self.block_of(pos);
         self.blocks[b].remove(pos - self.starts[b]);
-        if self.blocks[b].is_empty() {
+        // The blocks after it start one earlier; an emptied block goes.
+        let after = if self.blocks[b].is_empty() {
             self.blocks.remove(b);
             self.starts.remove(b);
+            b
         } else {
-            // This block's start stays.
-            for s in &mut self.starts[b + 1..] {
-                *s -= 1;
-            }
-            self.len -= 1;
-            return;
-        }
-        for s in &mut self.starts[b..] {
+            b + 1
+        };
+        for s in &mut self.starts[after..] {
             *s -= 1;
         }
         self.len -= 1;
@@ -291,11 +297,7 @@ impl SortedIndex {
         self.columns
             .iter()
             .find(|(k, _)| *k == key)
-            .map(|(_, order)| View {
-                order,
-                lo: 0,
-                hi: order.len,
-            })
+            .map(|(_, order)| order.view())
     }
 
     /// Host `idx`'s row was `old` and is now `rows[idx]` (a claim of this worker): moves it to
@@ -610,11 +612,7 @@ impl Policy {
             multiplier: 0.0,
             min: 0.0,
             range: 0.0,
-            order: View {
-                order: &EMPTY,
-                lo: 0,
-                hi: 0,
-            },
+            order: EMPTY.view(),
         }; SCAN_WEIGHERS];
         let mut width = 0;
         for &(value, multiplier) in wanted {
