@@ -75,8 +75,8 @@ enum Caller {
 
 /// What one select_destinations call came back with.
 enum Outcome {
-    /// The reply: one list of Selections per instance.
-    Placed(Value),
+    /// The first Selection's host, when the reply has one.
+    Placed(Option<String>),
     NoValidHost,
     Error,
 }
@@ -118,10 +118,10 @@ impl Caller {
         match self {
             Caller::Http { client, url } => match client.post(url.clone()).json(&body).send().await
             {
-                Ok(r) if r.status().is_success() => r
-                    .json::<Value>()
-                    .await
-                    .map_or(Outcome::Error, Outcome::Placed),
+                Ok(r) if r.status().is_success() => match r.bytes().await {
+                    Ok(body) => Outcome::Placed(wire::chosen_host_in(&body)),
+                    Err(_) => Outcome::Error,
+                },
                 Ok(r) if r.status().as_u16() == 409 => {
                     let _ = r.bytes().await;
                     Outcome::NoValidHost
@@ -138,7 +138,7 @@ impl Caller {
                 );
                 match client.call_with(topic, &m, CALL_TIMEOUT).await {
                     Ok(reply) => match &reply.failure {
-                        None => Outcome::Placed(reply.result),
+                        None => Outcome::Placed(wire::chosen_host(&reply.result).map(String::from)),
                         Some(f) if f["class"] == "NoValidHost" => Outcome::NoValidHost,
                         Some(_) => Outcome::Error,
                     },
@@ -401,7 +401,8 @@ async fn call(ctx: &Ctx, req: &Request, scheduled: Instant) {
     let lifetime = req
         .lifetime_s
         .map(|l| Duration::from_secs_f64(l / ctx.time_scale));
-    let booted = wire::chosen_host(&reply)
+    let booted = reply
+        .as_deref()
         .and_then(wire::host_index)
         .is_some_and(|i| ctx.fleet.boot(i, uuid, demand, lifetime));
     if !booted {

@@ -6,7 +6,7 @@ use anyhow::Context;
 use lapin::options::{BasicPublishOptions, ExchangeDeclareOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-use serde_json::Value;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -107,12 +107,12 @@ impl Notifier {
     }
 
     /// Publishes one inner message with `routing_key` (ignored over HTTP).
-    pub async fn publish(&self, routing_key: &str, inner: &Value) {
+    pub async fn publish(&self, routing_key: &str, inner: &str) {
         let ok = match &self.via {
             Via::Amqp {
                 channel, exchange, ..
             } => {
-                let body = wire::envelope(inner).to_string();
+                let body = wire::envelope(inner);
                 channel
                     .basic_publish(
                         exchange,
@@ -133,7 +133,13 @@ impl Notifier {
                 let mut attempt = 0;
                 loop {
                     let target = url.read().clone();
-                    match client.post(target.clone()).json(inner).send().await {
+                    let sent = client
+                        .post(target.clone())
+                        .header(reqwest::header::CONTENT_TYPE, "application/json")
+                        .body(inner.to_owned())
+                        .send()
+                        .await;
+                    match sent {
                         Ok(r) if r.status().is_success() => break true,
                         Ok(r) => {
                             let status = r.status();
