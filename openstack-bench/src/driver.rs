@@ -119,7 +119,7 @@ impl Caller {
             Caller::Http { client, url } => match client.post(url.clone()).json(&body).send().await
             {
                 Ok(r) if r.status().is_success() => match r.bytes().await {
-                    Ok(body) => Outcome::Placed(wire::chosen_host_in(&body)),
+                    Ok(body) => wire::chosen_host_in(&body).map_or(Outcome::Error, Outcome::Placed),
                     Err(_) => Outcome::Error,
                 },
                 Ok(r) if r.status().as_u16() == 409 => {

@@ -6,7 +6,6 @@ use anyhow::Context;
 use lapin::options::{BasicPublishOptions, ExchangeDeclareOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -275,8 +275,17 @@ pub fn select_body(uuid: &str, demand: Resources) -> Value {
 }
 
 /// The claimed host of a select_destinations reply's body (HTTP): the first Selection's
-/// `service_host`, read without building a `serde_json::Value` of the whole reply.
-pub fn chosen_host_in(body: &[u8]) -> Option<String> {
+/// `service_host`, read without building a `serde_json::Value` of the whole reply; `Err`
+/// when the body is not JSON at all.
+pub fn chosen_host_in(body: &[u8]) -> Result<Option<String>, serde_json::Error> {
+    match first_service_host(body) {
+        Some(host) => Ok(Some(host)),
+        // Another shape: read as a tree, as any JSON reply was before.
+        None => serde_json::from_slice::<Value>(body).map(|v| chosen_host(&v).map(String::from)),
+    }
+}
+
+fn first_service_host(body: &[u8]) -> Option<String> {
     #[derive(Deserialize)]
     struct Selection<'a> {
         #[serde(rename = "nova_object.data", borrow)]
@@ -392,18 +401,15 @@ mod tests {
                                         "allocation_request": "{\"allocations\": {}}"}})
         };
         let reply = json!([[selection("bench-00003"), selection("bench-00009")]]).to_string();
-        assert_eq!(
-            chosen_host_in(reply.as_bytes()).as_deref(),
-            Some("bench-00003")
-        );
+        let host = |body: &[u8]| chosen_host_in(body).unwrap();
+        assert_eq!(host(reply.as_bytes()).as_deref(), Some("bench-00003"));
         // An escaped name is read as the service wrote it.
         let escaped = reply.replace("bench-00003", "bench-0000\\u0033");
-        assert_eq!(
-            chosen_host_in(escaped.as_bytes()).as_deref(),
-            Some("bench-00003")
-        );
-        assert_eq!(chosen_host_in(b"[[]]"), None);
-        assert_eq!(chosen_host_in(b"[]"), None);
-        assert_eq!(chosen_host_in(b"{\"error\": 1}"), None);
+        assert_eq!(host(escaped.as_bytes()).as_deref(), Some("bench-00003"));
+        // JSON without a Selection names no host; a body that is not JSON is an error.
+        assert_eq!(host(b"[[]]"), None);
+        assert_eq!(host(b"[]"), None);
+        assert_eq!(host(b"{\"error\": 1}"), None);
+        assert!(chosen_host_in(b"<html>").is_err());
     }
 }
