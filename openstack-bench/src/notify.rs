@@ -111,13 +111,13 @@ impl Notifier {
             Via::Amqp {
                 channel, exchange, ..
             } => {
-                let body = wire::envelope(inner);
+                let body = parasol::nova::encode_envelope_str(inner);
                 channel
                     .basic_publish(
                         exchange,
                         routing_key,
                         BasicPublishOptions::default(),
-                        body.as_bytes(),
+                        &body,
                         BasicProperties::default().with_content_type("application/json".into()),
                     )
                     .await

@@ -59,22 +59,6 @@ fn inner<P: Serialize>(event_type: &str, publisher_id: String, payload: P) -> St
     serde_json::to_string(&message).expect("a notification always serializes")
 }
 
-/// The oslo 2.0 envelope around an inner message (what goes on RabbitMQ).
-pub fn envelope(inner: &str) -> String {
-    #[derive(Serialize)]
-    struct Envelope<'a> {
-        #[serde(rename = "oslo.version")]
-        version: &'static str,
-        #[serde(rename = "oslo.message")]
-        message: &'a str,
-    }
-    let envelope = Envelope {
-        version: "2.0",
-        message: inner,
-    };
-    serde_json::to_string(&envelope).expect("an envelope always serializes")
-}
-
 /// A versioned Nova object around `data`.
 #[derive(Serialize)]
 struct NovaObject<D> {
@@ -365,7 +349,8 @@ mod tests {
                 (other, _) => panic!("{event_type} read as {other:?}"),
             }
             // The envelope carries the same message as a string.
-            let outer: Value = serde_json::from_str(&envelope(&text)).unwrap();
+            let outer: Value =
+                serde_json::from_slice(&parasol::nova::encode_envelope_str(&text)).unwrap();
             assert_eq!(outer["oslo.version"], "2.0");
             assert_eq!(outer["oslo.message"], text.as_str());
         }

@@ -64,7 +64,10 @@ pub use notification::{
     oslo_timestamp, AggregateCast, HostEvent, HostStatePayload, Notification, HOST_STATE_EVENT,
 };
 pub use object::{parse_version, FieldValue, Fields, NovaObject};
-pub use oslo::{decode_envelope, encode_envelope, OsloEnvelope, Reply, RpcMessage, OSLO_VERSION};
+pub use oslo::{
+    decode_envelope, encode_envelope, encode_envelope_str, OsloEnvelope, Reply, RpcMessage,
+    OSLO_VERSION,
+};
 pub use request_filters::{Aggregate, CloudView, ComputeNodeRef, RequestFilterOptions};
 pub use request_spec::{Flavor, InstanceGroup, Limits, RequestSpec, MAX_INSTANCES};
 pub use resource_request::{

@@ -252,13 +252,18 @@ impl Reply {
         inner.extend_from_slice(self.result.as_bytes());
         inner.push(b'}');
         // Every part is UTF-8: the strings were, and JSON writes nothing else.
-        let inner = String::from_utf8(inner).unwrap_or_default();
-        serde_json::to_vec(&EnvelopeOut {
-            message: &inner,
-            version: OSLO_VERSION,
-        })
-        .unwrap_or_default()
+        encode_envelope_str(&String::from_utf8(inner).unwrap_or_default())
     }
+}
+
+/// Wraps an inner message already written as JSON text in a 2.0 envelope: [`encode_envelope`]
+/// without the value tree.
+pub fn encode_envelope_str(inner: &str) -> Vec<u8> {
+    serde_json::to_vec(&EnvelopeOut {
+        message: inner,
+        version: OSLO_VERSION,
+    })
+    .unwrap_or_default()
 }
 
 /// Writes a string, bool or option as JSON (which cannot fail into memory).
