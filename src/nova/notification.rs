@@ -251,7 +251,7 @@ impl Notification {
     /// Unwraps the envelope and decodes either a notification (`event_type`) or a fanout
     /// cast (`method`).
     pub fn decode(body: &[u8]) -> Result<Self> {
-        if let Some(n) = fast::host_state(body) {
+        if let Some(n) = fast::host_state(body).or_else(|| fast::instance_event(body)) {
             return Ok(n);
         }
         Self::from_message(&decode_envelope(body)?)
@@ -262,6 +262,14 @@ impl Notification {
     /// which [`Notification::from_inner`] (or the envelope's or a cast's decode) answers.
     pub fn host_state_alone(body: &[u8]) -> Option<Self> {
         fast::host_state_alone(body)
+    }
+
+    /// A valid `compute.host.state` event or instance notification of an allocation's event
+    /// (a build's `instance.create.end`, a deletion's `instance.delete.end`, …) sent without
+    /// its envelope, decoded straight from `body`; `None` for anything else, as
+    /// [`Notification::host_state_alone`].
+    pub fn typed_alone(body: &[u8]) -> Option<Self> {
+        fast::host_state_alone(body).or_else(|| fast::instance_event_alone(body))
     }
 
     /// [`Notification::decode`] of an envelope already parsed.

@@ -16,8 +16,8 @@ pub async fn post_notification(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let body = read_body(payload, limit.0).await?;
-    let notification = match Notification::host_state_alone(&body) {
-        // Most of the traffic, read without a JSON tree.
+    let notification = match Notification::typed_alone(&body) {
+        // Most of the traffic (host states, builds, deletions), read without a JSON tree.
         Some(n) => n,
         None => {
             let value = super::parse_json(&body)?;

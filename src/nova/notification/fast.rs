@@ -5,6 +5,10 @@
 //! missing or ill-typed field, a bound exceeded, a repeated key) is `None`, and the general
 //! decode gives the answer and the error it always gave.
 
+mod instance;
+
+pub(super) use instance::{instance_event, instance_event_alone};
+
 use super::{HostEvent, HostStatePayload, Notification, HOST_STATE_EVENT, MAX_ALLOCATION_RATIO};
 use crate::domain::{is_valid_class_name, Inventory};
 use crate::nova::bounds::{uuid, MAX_ITEMS, MAX_NAME_BYTES, MAX_SIZE};
