@@ -1022,6 +1022,20 @@ async fn ids_recorded_before_the_time_key_are_kept(engine: &str) {
         matches!(alone, Ok(parasol::notifications::Applied::Duplicate)),
         "with a timestamp, alone: {alone:?}"
     );
+    // The writer remembers a ledger without such ids, never one with them: after a new
+    // message alone, the old id is still found.
+    let mut fresh = beat("new-1", "old-host");
+    fresh.timestamp = Some("2026-11-27 18:00:01.000000".into());
+    let applied = parasol::notifications::apply(&ledger, &fresh, 2_000).await;
+    assert!(
+        matches!(applied, Ok(parasol::notifications::Applied::Applied)),
+        "{applied:?}"
+    );
+    let alone = parasol::notifications::apply(&ledger, &stamped, 2_000).await;
+    assert!(
+        matches!(alone, Ok(parasol::notifications::Applied::Duplicate)),
+        "with a timestamp, alone, after another message: {alone:?}"
+    );
     assert_eq!(
         recorded_keys(engine, &db.url, "old-1").await,
         1,

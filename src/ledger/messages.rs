@@ -41,7 +41,8 @@ const RECORD: &str = "INSERT INTO processed_messages (sent_at, message_id, proce
     VALUES ($1, $2, $3) ON CONFLICT (sent_at, message_id) DO NOTHING";
 
 /// [`MARK_PROCESSED`] on SQLite's hot writer, as two prepared statements: whether the id was
-/// recorded under "" (not asked for a key that is "" itself), then the insert. SQLite runs an
+/// recorded under "" (not asked for a key that is "" itself, nor once the ledger holds no id
+/// recorded before migration 0011), then the insert. SQLite runs an
 /// `INSERT … SELECT` that reads its own table through a temporary b-tree and a statement
 /// journal, built and torn down at every execution: without them, `sqlite3_step` fell from 25 %
 /// to 18 % of the process' samples in a heartbeat backlog drain (BENCHMARKS.md). Answers
@@ -51,7 +52,37 @@ pub(crate) fn mark_processed_rusqlite(
     key: MessageKey<'_>,
     now_ms: i64,
 ) -> rusqlite::Result<bool> {
-    Marks::prepare(db)?.mark(key, now_ms)
+    Marks::for_batch(db)?.mark(key, now_ms)
+}
+
+thread_local! {
+    /// The ledger file (of SQLite's hot writer, whose thread this is) found to hold no id
+    /// recorded before migration 0011 (see [`MAY_HOLD_UNTIMED_NOTIFICATIONS`]). Such ids are
+    /// never recorded again (a cast's id recorded under "" is never a notification's) and
+    /// retention only forgets them: once none is left, none comes back, and the question
+    /// need not be asked again for each message (a build's `instance.create.end` came with a
+    /// lookup of its id under "" that could find nothing: 1 % of the service's CPU).
+    static NO_UNTIMED_NOTIFICATIONS_IN: std::cell::RefCell<Option<String>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Whether `db`'s ledger may hold ids recorded before migration 0011: asked of the ledger
+/// until it answers no, then remembered (see [`NO_UNTIMED_NOTIFICATIONS_IN`]).
+fn may_hold_untimed_notifications(db: &rusqlite::Connection) -> rusqlite::Result<bool> {
+    let file = db.path().filter(|p| !p.is_empty());
+    let known_none = |known: &Option<String>| file.is_some() && known.as_deref() == file;
+    if NO_UNTIMED_NOTIFICATIONS_IN.with_borrow(known_none) {
+        return Ok(false);
+    }
+    let may: bool = db
+        .prepare_cached(MAY_HOLD_UNTIMED_NOTIFICATIONS)?
+        .query_row([], |row| row.get(0))?;
+    if !may {
+        if let Some(file) = file {
+            NO_UNTIMED_NOTIFICATIONS_IN.set(Some(file.to_string()));
+        }
+    }
+    Ok(may)
 }
 
 /// Whether the ledger may still hold ids recorded before migration 0011 (keyed ("", id)):
@@ -79,7 +110,7 @@ pub(crate) struct Marks<'c> {
 
 impl<'c> Marks<'c> {
     /// The statements for one message: a timestamped id is always looked up under "" too.
-    pub(crate) fn prepare(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
+    fn prepare(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
         Ok(Marks {
             untimed: db.prepare_cached(UNTIMED_SEEN)?,
             record: db.prepare_cached(RECORD)?,
@@ -87,14 +118,13 @@ impl<'c> Marks<'c> {
         })
     }
 
-    /// The statements for a batch, inside its transaction: a timestamped id is looked up
-    /// under "" only while the ledger may hold ids recorded before migration 0011 (one
-    /// question for the batch instead of one lookup per message).
+    /// The statements for a batch (or a message alone), inside its transaction: a
+    /// timestamped id is looked up under "" only while the ledger may hold ids recorded before
+    /// migration 0011 (one question for the batch, and none once the ledger answered that it
+    /// holds none, instead of one lookup per message).
     pub(crate) fn for_batch(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
         let mut marks = Self::prepare(db)?;
-        marks.ask_untimed = db
-            .prepare_cached(MAY_HOLD_UNTIMED_NOTIFICATIONS)?
-            .query_row([], |row| row.get(0))?;
+        marks.ask_untimed = may_hold_untimed_notifications(db)?;
         Ok(marks)
     }
 
