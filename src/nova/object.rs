@@ -100,7 +100,9 @@ impl<'a> Fields<'a> {
         match self.field(key).value() {
             None => Ok(None),
             Some(Value::String(s)) => {
-                check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
+                if s.len() > MAX_NAME_BYTES {
+                    check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
+                }
                 Ok(Some(s.clone()))
             }
             Some(Value::Number(n)) => Ok(Some(n.to_string())),
@@ -148,7 +150,9 @@ impl<'a> Fields<'a> {
         match self.field(key).value() {
             None => Ok(None),
             Some(Value::String(s)) => {
-                check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
+                if s.len() > MAX_NAME_BYTES {
+                    check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
+                }
                 Ok(Some(vec![s.clone()]))
             }
             Some(v @ Value::Array(_)) => super::bounds::strings(v, &self.path_of(key)).map(Some),
@@ -217,8 +221,7 @@ impl<'a> NovaObject<'a> {
     }
 
     fn parse_header(value: &'a Value, path: impl Into<String>) -> Result<Self> {
-        let path = path.into();
-        let head = Fields::new(value, path.clone())?;
+        let head = Fields::new(value, path)?;
         let name = match head.field("nova_object.name").value() {
             Some(Value::String(s)) => s.as_str(),
             Some(_) => {
@@ -239,18 +242,18 @@ impl<'a> NovaObject<'a> {
             }
             None => return Err(CodecError::missing(head.path_of("nova_object.namespace"))),
         }
-        let version_path = head.path_of("nova_object.version");
         let raw = head.req_str("nova_object.version")?;
         let version = parse_version(&raw).ok_or_else(|| {
             CodecError::invalid(
-                &version_path,
+                head.path_of("nova_object.version"),
                 format!("must be \"major.minor\", got {raw:?}"),
             )
         })?;
         let data = match head.field("nova_object.data") {
-            FieldValue::Set(d) => Fields::new(d, path)?,
+            FieldValue::Set(d) => d,
             _ => return Err(CodecError::missing(head.path_of("nova_object.data"))),
         };
+        let data = Fields::new(data, head.path)?;
         Ok(NovaObject {
             name,
             version,
