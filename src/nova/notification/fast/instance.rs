@@ -13,7 +13,7 @@
 use super::super::{
     evacuated_to_publisher, HostEvent, Notification, RELEASE_EVENTS, UPSERT_EVENTS,
 };
-use super::{name, Obj, Present, Scan};
+use super::{name, Obj, Scan};
 use crate::nova::bounds::{uuid, MAX_ITEMS, MAX_NAME_BYTES, MAX_SIZE};
 use crate::nova::object::parse_version;
 use crate::nova::oslo::OSLO_VERSION;
@@ -22,46 +22,33 @@ use crate::nova::versions;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+/// A versioned object (`nova_object.*`) and the fields of its data that are read.
 #[derive(serde::Deserialize)]
-struct Message<'a> {
-    #[serde(default)]
-    method: Present,
-    /// Only asked of a body that may be an envelope or the message alone (HTTP).
-    #[serde(rename = "oslo.message", default)]
-    envelope: Present,
-    #[serde(borrow)]
-    event_type: Cow<'a, str>,
-    #[serde(borrow)]
-    message_id: Cow<'a, str>,
-    #[serde(default, borrow)]
-    publisher_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    timestamp: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    payload: Obj<Payload<'a>>,
-}
-
-/// What `NovaObject::parse_header` and `versions::check` accept of a versioned object's
-/// header: namespace `nova`, a "major.minor" version of at most 255 bytes, an object this
-/// codec reads at that major.
-fn known(name: &str, namespace: &str, version: &str) -> Option<()> {
-    if namespace != "nova" || version.len() > MAX_NAME_BYTES {
-        return None;
-    }
-    versions::check(name, parse_version(version)?, "").ok()
-}
-
-#[derive(serde::Deserialize)]
-struct Payload<'a> {
+#[serde(bound(deserialize = "D: serde::Deserialize<'de>"))]
+struct Versioned<'a, D> {
     #[serde(rename = "nova_object.name", borrow)]
     name: Cow<'a, str>,
     #[serde(rename = "nova_object.namespace", borrow)]
     namespace: Cow<'a, str>,
     #[serde(rename = "nova_object.version", borrow)]
     version: Cow<'a, str>,
-    #[serde(rename = "nova_object.data", borrow)]
-    data: Obj<Instance<'a>>,
+    #[serde(rename = "nova_object.data")]
+    data: Obj<D>,
 }
+
+impl<D> Versioned<'_, D> {
+    /// What `NovaObject::parse_header` and `versions::check` accept: namespace `nova`, a
+    /// "major.minor" version of at most 255 bytes, an object this codec reads at that major.
+    fn known(&self) -> Option<()> {
+        if self.namespace != "nova" || self.version.len() > MAX_NAME_BYTES {
+            return None;
+        }
+        versions::check(&self.name, parse_version(&self.version)?, "").ok()
+    }
+}
+
+type Payload<'a> = Versioned<'a, Instance<'a>>;
+type Message<'a> = super::Message<'a, Payload<'a>>;
 
 /// The fields of an instance payload the general decode reads; Nova's others are skipped.
 #[derive(serde::Deserialize)]
@@ -73,19 +60,7 @@ struct Instance<'a> {
     #[serde(default, borrow)]
     node: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
-    flavor: Option<Obj<FlavorPayload<'a>>>,
-}
-
-#[derive(serde::Deserialize)]
-struct FlavorPayload<'a> {
-    #[serde(rename = "nova_object.name", borrow)]
-    name: Cow<'a, str>,
-    #[serde(rename = "nova_object.namespace", borrow)]
-    namespace: Cow<'a, str>,
-    #[serde(rename = "nova_object.version", borrow)]
-    version: Cow<'a, str>,
-    #[serde(rename = "nova_object.data", borrow)]
-    data: Obj<FlavorData<'a>>,
+    flavor: Option<Obj<Versioned<'a, FlavorData<'a>>>>,
 }
 
 /// What `Flavor::from_fields` reads. A `flavorid` that is a number (the general decode takes
@@ -190,7 +165,7 @@ fn instance_message(m: Message) -> Option<Notification> {
         return None;
     }
     let Obj(p) = m.payload;
-    known(&p.name, &p.namespace, &p.version)?;
+    p.known()?;
     let Obj(d) = p.data;
     let instance_uuid = uuid("payload.uuid", &d.uuid).ok()?;
     let mut event = if upsert {
@@ -198,7 +173,7 @@ fn instance_message(m: Message) -> Option<Notification> {
         if f.name != "FlavorPayload" {
             return None;
         }
-        known(&f.name, &f.namespace, &f.version)?;
+        f.known()?;
         let flavor = flavor(f.data.0)?;
         HostEvent::Upsert {
             instance_uuid,
@@ -533,31 +508,8 @@ mod tests {
 
     #[test]
     fn a_mangled_instance_event_is_decoded_as_the_general_decode_does_or_left_to_it() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
-        let inner = with("instance.create.end", |_| {});
-        let body = encode_envelope(&inner);
-        let bytes = b"\"\\{}:, ntu0/bfr1-\n\t\x01\x1f\xff\xc3";
-        let mut taken = 0;
-        for _ in 0..20_000 {
-            let mut mangled = body.clone();
-            for _ in 0..rng.gen_range(1..=3) {
-                let at = rng.gen_range(0..mangled.len());
-                let byte = bytes[rng.gen_range(0..bytes.len())];
-                match rng.gen_range(0..3) {
-                    0 => mangled[at] = byte,
-                    1 => {
-                        mangled.remove(at);
-                    }
-                    _ => mangled.insert(at, byte),
-                }
-            }
-            if let Some(fast) = instance_event(&mangled) {
-                taken += 1;
-                let text = String::from_utf8_lossy(&mangled);
-                assert_eq!(Some(fast), general(&mangled).ok(), "{text}");
-            }
-        }
+        let body = encode_envelope(&with("instance.create.end", |_| {}));
+        let taken = super::super::tests::mangled_taken(&body, 29, instance_event, general);
         assert!(taken > 100, "{taken} mangled envelopes taken");
     }
 }
