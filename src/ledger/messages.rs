@@ -392,33 +392,27 @@ mod tests {
     use super::*;
 
     /// A batch looks a timestamped id up under "" only while the ledger may hold an id
-    /// recorded before migration 0011: one applied no later than that migration ran.
+    /// recorded before migration 0011: one applied no later than that migration ran. Once the
+    /// ledger answered that it holds none, the thread remembers it for that file.
     #[tokio::test]
     async fn a_batch_asks_for_untimed_ids_only_while_the_ledger_may_hold_old_ones() {
         let (_dir, file, ledger) = crate::ledger::hot::tests::sqlite_ledger().await;
         let db = rusqlite::Connection::open(&file).unwrap();
         let asks = || Marks::for_batch(&db).unwrap().ask_untimed;
-        assert!(!asks(), "a new ledger holds no id of before 0011");
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_millis() as i64;
-        // A cast applied since: not a notification's id.
+        // A cast applied since (not a notification's id), and an id as migration 0011 keyed
+        // the ones it found.
         db.execute(
             "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
-             VALUES ('', 'cast-1', ?1)",
+             VALUES ('', 'cast-1', ?1), ('', 'old-1', 1000)",
             [now_ms + 5_000],
         )
         .unwrap();
-        assert!(!asks());
-        // An id as migration 0011 keyed the ones it found.
-        db.execute(
-            "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
-             VALUES ('', 'old-1', 1000)",
-            [],
-        )
-        .unwrap();
         assert!(asks());
+        assert!(asks(), "asked again while the old id is there");
         let mut marks = Marks::for_batch(&db).unwrap();
         assert!(!marks
             .mark(("2026-11-28 10:00:00.000000", "old-1"), 2_000)
@@ -427,17 +421,34 @@ mod tests {
             .mark(("2026-11-28 10:00:00.000000", "new-1"), 2_000)
             .unwrap());
         drop(marks);
-        // Forgotten by retention: no longer asked.
+        // Forgotten by retention: no longer asked, and remembered: an old id the service
+        // never records again would not be looked for.
         db.execute(
             "DELETE FROM processed_messages WHERE message_id = 'old-1'",
             [],
         )
         .unwrap();
         assert!(!asks());
-        // Without the migration's record (not expected): asked.
-        db.execute("DELETE FROM _sqlx_migrations WHERE version = 11", [])
-            .unwrap();
-        assert!(asks());
+        db.execute(
+            "INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+             VALUES ('', 'old-2', 1000)",
+            [],
+        )
+        .unwrap();
+        assert!(!asks(), "remembered for this file");
+        drop(ledger);
+
+        // Another ledger file is asked on its own; without the migration's record (not
+        // expected), a cast's id may be an old one: asked.
+        let (_dir, file, ledger) = crate::ledger::hot::tests::sqlite_ledger().await;
+        let db = rusqlite::Connection::open(&file).unwrap();
+        db.execute_batch(
+            "DELETE FROM _sqlx_migrations WHERE version = 11; \
+             INSERT INTO processed_messages (sent_at, message_id, processed_ms) \
+             VALUES ('', 'cast-1', 1000);",
+        )
+        .unwrap();
+        assert!(Marks::for_batch(&db).unwrap().ask_untimed);
         drop(ledger);
     }
 }
