@@ -188,121 +188,104 @@ pub fn encode_selections(
     )
 }
 
-/// [`encode_selections`] written straight to a serializer: the same JSON, byte for byte,
-/// without building the value tree (a tenth of the HTTP workers' time went to building and
-/// dropping it). Keys come in the order `serde_json`'s map writes them (sorted).
+/// [`encode_selections`] written as text: the same JSON, byte for byte, without building the
+/// value tree (a tenth of the HTTP workers' time went to building and dropping it). Keys come
+/// in the order `serde_json`'s map writes them (sorted). The parts that never change (keys,
+/// `nova_object.*` headers, the change lists) are written as they are: escaped one by one by a
+/// serializer, they were half of the cost of writing a Selection (BENCHMARKS.md); the values
+/// are escaped by `serde_json`.
 pub struct SelectionsBody<'a> {
     pub per_instance: &'a [Vec<Selection>],
     pub version: SelectionVersion,
     pub return_alternates: bool,
 }
 
-impl serde::Serialize for SelectionsBody<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
+impl SelectionsBody<'_> {
+    /// The body's JSON text.
+    pub fn to_json_string(&self) -> String {
         let keep = if self.return_alternates {
             usize::MAX
         } else {
             1
         };
-        let mut outer = serializer.serialize_seq(Some(self.per_instance.len()))?;
-        for list in self.per_instance {
-            let primitives: Vec<Primitive<'_>> = list
-                .iter()
-                .take(keep)
-                .map(|selection| Primitive {
-                    selection,
-                    version: self.version,
-                })
-                .collect();
-            outer.serialize_element(&primitives)?;
+        let mut out = Vec::with_capacity(1024 * self.per_instance.len());
+        out.push(b'[');
+        for (i, list) in self.per_instance.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'[');
+            for (j, selection) in list.iter().take(keep).enumerate() {
+                if j > 0 {
+                    out.push(b',');
+                }
+                write_primitive(&mut out, selection, self.version);
+            }
+            out.push(b']');
         }
-        outer.end()
+        out.push(b']');
+        // Only UTF-8 was written: the constants below and serde_json's strings.
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// A string as JSON (quoted, escaped).
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    // Writing to memory cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// An integer, or `null`.
+fn write_opt_int(out: &mut Vec<u8>, n: Option<i64>) {
+    use std::io::Write;
+    match n {
+        Some(n) => {
+            let _ = write!(out, "{n}");
+        }
+        None => out.extend_from_slice(b"null"),
     }
 }
 
 /// One Selection primitive, as [`Selection::to_primitive`] writes it.
-struct Primitive<'a> {
-    selection: &'a Selection,
-    version: SelectionVersion,
-}
-
-impl serde::Serialize for Primitive<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let s = self.selection;
-        let v1_1 = self.version == SelectionVersion::V1_1;
-        let mut map = serializer.serialize_map(Some(5))?;
-        if v1_1 {
-            let mut changes = vec!["availability_zone"];
-            changes.extend(CHANGES);
-            map.serialize_entry("nova_object.changes", &changes)?;
-        } else {
-            map.serialize_entry("nova_object.changes", &CHANGES)?;
+fn write_primitive(out: &mut Vec<u8>, s: &Selection, version: SelectionVersion) {
+    let v1_1 = version == SelectionVersion::V1_1;
+    out.extend_from_slice(if v1_1 {
+        br#"{"nova_object.changes":["availability_zone","compute_node_uuid","limits","nodename","cell_uuid","allocation_request","service_host","allocation_request_version"],"nova_object.data":{"allocation_request":"#
+    } else {
+        br#"{"nova_object.changes":["compute_node_uuid","limits","nodename","cell_uuid","allocation_request","service_host","allocation_request_version"],"nova_object.data":{"allocation_request":"#
+    });
+    write_str(out, &s.allocation_request());
+    out.extend_from_slice(br#","allocation_request_version":"#);
+    write_str(out, ALLOCATION_REQUEST_VERSION);
+    if v1_1 {
+        out.extend_from_slice(br#","availability_zone":"#);
+        match &s.availability_zone {
+            Some(zone) => write_str(out, zone),
+            None => out.extend_from_slice(b"null"),
         }
-        map.serialize_entry("nova_object.data", &PrimitiveData(s, v1_1))?;
-        map.serialize_entry("nova_object.name", "Selection")?;
-        map.serialize_entry("nova_object.namespace", "nova")?;
-        map.serialize_entry("nova_object.version", self.version.as_str())?;
-        map.end()
     }
-}
-
-/// A Selection primitive's `nova_object.data` (with `availability_zone` at 1.1).
-struct PrimitiveData<'a>(&'a Selection, bool);
-
-impl serde::Serialize for PrimitiveData<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let PrimitiveData(s, v1_1) = *self;
-        let mut map = serializer.serialize_map(Some(if v1_1 { 8 } else { 7 }))?;
-        map.serialize_entry("allocation_request", &s.allocation_request())?;
-        map.serialize_entry("allocation_request_version", ALLOCATION_REQUEST_VERSION)?;
-        if v1_1 {
-            map.serialize_entry("availability_zone", &s.availability_zone)?;
-        }
-        map.serialize_entry("cell_uuid", &s.cell_uuid)?;
-        map.serialize_entry("compute_node_uuid", &s.compute_node_uuid)?;
-        map.serialize_entry("limits", &LimitsPrimitive(s.limits.as_ref()))?;
-        map.serialize_entry("nodename", &s.nodename)?;
-        map.serialize_entry("service_host", &s.service_host)?;
-        map.end()
-    }
-}
-
-/// [`limits_primitive`] written straight to a serializer (keys sorted, as the value tree's).
-struct LimitsPrimitive<'a>(Option<&'a Limits>);
-
-impl serde::Serialize for LimitsPrimitive<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(5))?;
-        map.serialize_entry(
-            "nova_object.changes",
-            &["numa_topology", "vcpu", "disk_gb", "memory_mb"],
-        )?;
-        map.serialize_entry("nova_object.data", &LimitsData(self.0))?;
-        map.serialize_entry("nova_object.name", "SchedulerLimits")?;
-        map.serialize_entry("nova_object.namespace", "nova")?;
-        map.serialize_entry("nova_object.version", "1.0")?;
-        map.end()
-    }
-}
-
-/// A SchedulerLimits primitive's `nova_object.data`.
-struct LimitsData<'a>(Option<&'a Limits>);
-
-impl serde::Serialize for LimitsData<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let l = self.0;
-        let mut map = serializer.serialize_map(Some(4))?;
-        map.serialize_entry("disk_gb", &l.and_then(|l| l.disk_gb))?;
-        map.serialize_entry("memory_mb", &l.and_then(|l| l.memory_mb))?;
-        map.serialize_entry("numa_topology", &())?;
-        map.serialize_entry("vcpu", &l.and_then(|l| l.vcpu))?;
-        map.end()
-    }
+    out.extend_from_slice(br#","cell_uuid":"#);
+    write_str(out, &s.cell_uuid);
+    out.extend_from_slice(br#","compute_node_uuid":"#);
+    write_str(out, &s.compute_node_uuid);
+    out.extend_from_slice(
+        br#","limits":{"nova_object.changes":["numa_topology","vcpu","disk_gb","memory_mb"],"nova_object.data":{"disk_gb":"#,
+    );
+    let l = s.limits.as_ref();
+    write_opt_int(out, l.and_then(|l| l.disk_gb));
+    out.extend_from_slice(br#","memory_mb":"#);
+    write_opt_int(out, l.and_then(|l| l.memory_mb));
+    out.extend_from_slice(br#","numa_topology":null,"vcpu":"#);
+    write_opt_int(out, l.and_then(|l| l.vcpu));
+    out.extend_from_slice(
+        br#"},"nova_object.name":"SchedulerLimits","nova_object.namespace":"nova","nova_object.version":"1.0"},"nodename":"#,
+    );
+    write_str(out, &s.nodename);
+    out.extend_from_slice(br#","service_host":"#);
+    write_str(out, &s.service_host);
+    out.extend_from_slice(br#"},"nova_object.name":"Selection","nova_object.namespace":"nova","nova_object.version":"#);
+    write_str(out, version.as_str());
+    out.push(b'}');
 }
 
 /// The `select_destinations` result with `return_objects=False`: the first selection of
@@ -330,6 +313,8 @@ mod tests {
     fn selections_body_writes_what_the_value_tree_writes() {
         let mut second = selection();
         second.availability_zone = None;
+        second.service_host = "h\"1\\é\n".into();
+        second.cell_uuid = "cell/ü".into();
         second.limits = Some(Limits {
             vcpu: Some(8),
             memory_mb: None,
@@ -345,7 +330,7 @@ mod tests {
                     return_alternates,
                 };
                 assert_eq!(
-                    serde_json::to_string(&body).unwrap(),
+                    body.to_json_string(),
                     serde_json::to_string(&tree).unwrap(),
                     "{version:?} alternates {return_alternates}"
                 );

@@ -74,17 +74,16 @@ impl Answer {
 
     /// [`Answer::to_body`] as text (the RPC reply's `result`).
     pub fn to_text(&self) -> String {
-        let written = if self.return_objects {
-            serde_json::to_string(&crate::nova::SelectionsBody {
+        if self.return_objects {
+            return crate::nova::SelectionsBody {
                 per_instance: &self.selections,
                 version: self.version,
                 return_alternates: self.return_alternates,
-            })
-        } else {
-            serde_json::to_string(&encode_legacy(&self.selections))
-        };
+            }
+            .to_json_string();
+        }
         // Strings, integers and maps with string keys: writing them to memory cannot fail.
-        written.unwrap_or_default()
+        serde_json::to_string(&encode_legacy(&self.selections)).unwrap_or_default()
     }
 }
 
