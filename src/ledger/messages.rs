@@ -52,7 +52,7 @@ pub(crate) fn mark_processed_rusqlite(
     key: MessageKey<'_>,
     now_ms: i64,
 ) -> rusqlite::Result<bool> {
-    Marks::for_batch(db)?.mark(key, now_ms)
+    Marks::prepare(db)?.mark(key, now_ms)
 }
 
 thread_local! {
@@ -109,23 +109,16 @@ pub(crate) struct Marks<'c> {
 }
 
 impl<'c> Marks<'c> {
-    /// The statements for one message: a timestamped id is always looked up under "" too.
-    fn prepare(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
+    /// The statements, inside a transaction (a batch's, or a message's alone): a timestamped
+    /// id is looked up under "" only while the ledger may hold ids recorded before migration
+    /// 0011 (one question for the batch, and none once the ledger answered that it holds
+    /// none, instead of one lookup per message).
+    pub(crate) fn prepare(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
         Ok(Marks {
             untimed: db.prepare_cached(UNTIMED_SEEN)?,
             record: db.prepare_cached(RECORD)?,
-            ask_untimed: true,
+            ask_untimed: may_hold_untimed_notifications(db)?,
         })
-    }
-
-    /// The statements for a batch (or a message alone), inside its transaction: a
-    /// timestamped id is looked up under "" only while the ledger may hold ids recorded before
-    /// migration 0011 (one question for the batch, and none once the ledger answered that it
-    /// holds none, instead of one lookup per message).
-    pub(crate) fn for_batch(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
-        let mut marks = Self::prepare(db)?;
-        marks.ask_untimed = may_hold_untimed_notifications(db)?;
-        Ok(marks)
     }
 
     /// Records one message (see [`mark_processed_rusqlite`]); answers whether its key is new.
@@ -398,7 +391,7 @@ mod tests {
     async fn a_batch_asks_for_untimed_ids_only_while_the_ledger_may_hold_old_ones() {
         let (_dir, file, ledger) = crate::ledger::hot::tests::sqlite_ledger().await;
         let db = rusqlite::Connection::open(&file).unwrap();
-        let asks = || Marks::for_batch(&db).unwrap().ask_untimed;
+        let asks = || Marks::prepare(&db).unwrap().ask_untimed;
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -413,7 +406,7 @@ mod tests {
         .unwrap();
         assert!(asks());
         assert!(asks(), "asked again while the old id is there");
-        let mut marks = Marks::for_batch(&db).unwrap();
+        let mut marks = Marks::prepare(&db).unwrap();
         assert!(!marks
             .mark(("2026-11-28 10:00:00.000000", "old-1"), 2_000)
             .unwrap());
@@ -448,7 +441,7 @@ mod tests {
              VALUES ('', 'cast-1', 1000);",
         )
         .unwrap();
-        assert!(Marks::for_batch(&db).unwrap().ask_untimed);
+        assert!(Marks::prepare(&db).unwrap().ask_untimed);
         drop(ledger);
     }
 }

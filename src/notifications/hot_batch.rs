@@ -117,7 +117,7 @@ impl HotBatch {
             ..
         } = self;
         let mut outcomes = Vec::with_capacity(items.len());
-        let mut marks = Marks::for_batch(db)?;
+        let mut marks = Marks::prepare(db)?;
         for item in std::mem::take(items) {
             let outcome = match item {
                 Item::Invalid(reason) => Err(reason),

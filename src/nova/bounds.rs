@@ -42,10 +42,9 @@ pub fn check_count(path: &str, count: usize) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a string longer than `max` bytes, its path written only then: the readers below
-/// check every field of every call, and a path written for each (a `format!`) was a fifth of
-/// a RequestSpec's decode.
-fn check_len_at(path: impl FnOnce() -> String, s: &str, max: usize) -> Result<()> {
+/// [`check_len`], its path written only for an error: the field readers check every field
+/// of every call, and valid input never needs the path (a `format!` each).
+pub(super) fn check_len_at(path: impl FnOnce() -> String, s: &str, max: usize) -> Result<()> {
     if s.len() > max {
         return check_len(&path(), s, max);
     }

@@ -1,6 +1,6 @@
 //! Reading Nova's versioned-object JSON (`nova_object.*`) and plain dicts, field by field.
 
-use super::bounds::{check_len, MAX_NAME_BYTES, MAX_SIZE};
+use super::bounds::{check_len_at, MAX_NAME_BYTES, MAX_SIZE};
 use super::error::{CodecError, Result};
 use super::versions;
 use serde_json::{Map, Value};
@@ -100,9 +100,7 @@ impl<'a> Fields<'a> {
         match self.field(key).value() {
             None => Ok(None),
             Some(Value::String(s)) => {
-                if s.len() > MAX_NAME_BYTES {
-                    check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
-                }
+                check_len_at(|| self.path_of(key), s, MAX_NAME_BYTES)?;
                 Ok(Some(s.clone()))
             }
             Some(Value::Number(n)) => Ok(Some(n.to_string())),
@@ -150,9 +148,7 @@ impl<'a> Fields<'a> {
         match self.field(key).value() {
             None => Ok(None),
             Some(Value::String(s)) => {
-                if s.len() > MAX_NAME_BYTES {
-                    check_len(&self.path_of(key), s, MAX_NAME_BYTES)?;
-                }
+                check_len_at(|| self.path_of(key), s, MAX_NAME_BYTES)?;
                 Ok(Some(vec![s.clone()]))
             }
             Some(v @ Value::Array(_)) => super::bounds::strings(v, &self.path_of(key)).map(Some),

@@ -266,8 +266,8 @@ pub fn encode_envelope_str(inner: &str) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-/// Writes a string, bool or option as JSON (which cannot fail into memory).
-fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+/// Writes a string, bool, integer or option as JSON (which cannot fail into memory).
+pub(super) fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let _ = serde_json::to_writer(out, value);
 }
 

@@ -1,5 +1,6 @@
 //! Encoding the answer of `select_destinations`: Selection 1.1/1.0 primitives or legacy dicts.
 
+use super::oslo::write_json;
 use super::request_spec::Limits;
 use crate::domain::{HostState, Resources};
 use serde_json::{json, Map, Value};
@@ -191,9 +192,10 @@ pub fn encode_selections(
 /// [`encode_selections`] written as text: the same JSON, byte for byte, without building the
 /// value tree (a tenth of the HTTP workers' time went to building and dropping it). Keys come
 /// in the order `serde_json`'s map writes them (sorted). The parts that never change (keys,
-/// `nova_object.*` headers, the change lists) are written as they are: escaped one by one by a
-/// serializer, they were half of the cost of writing a Selection (BENCHMARKS.md); the values
-/// are escaped by `serde_json`.
+/// `nova_object.*` headers, the change lists, which must stay `CHANGES`: the byte-for-byte
+/// test compares with the tree) are written as they are; only the values are escaped, by
+/// `serde_json`. Written by a serializer, string escaping was half of the cost of a
+/// Selection (BENCHMARKS.md).
 pub struct SelectionsBody<'a> {
     pub per_instance: &'a [Vec<Selection>],
     pub version: SelectionVersion,
@@ -229,23 +231,6 @@ impl SelectionsBody<'_> {
     }
 }
 
-/// A string as JSON (quoted, escaped).
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    // Writing to memory cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// An integer, or `null`.
-fn write_opt_int(out: &mut Vec<u8>, n: Option<i64>) {
-    use std::io::Write;
-    match n {
-        Some(n) => {
-            let _ = write!(out, "{n}");
-        }
-        None => out.extend_from_slice(b"null"),
-    }
-}
-
 /// One Selection primitive, as [`Selection::to_primitive`] writes it.
 fn write_primitive(out: &mut Vec<u8>, s: &Selection, version: SelectionVersion) {
     let v1_1 = version == SelectionVersion::V1_1;
@@ -254,37 +239,34 @@ fn write_primitive(out: &mut Vec<u8>, s: &Selection, version: SelectionVersion) 
     } else {
         br#"{"nova_object.changes":["compute_node_uuid","limits","nodename","cell_uuid","allocation_request","service_host","allocation_request_version"],"nova_object.data":{"allocation_request":"#
     });
-    write_str(out, &s.allocation_request());
+    write_json(out, &s.allocation_request());
     out.extend_from_slice(br#","allocation_request_version":"#);
-    write_str(out, ALLOCATION_REQUEST_VERSION);
+    write_json(out, ALLOCATION_REQUEST_VERSION);
     if v1_1 {
         out.extend_from_slice(br#","availability_zone":"#);
-        match &s.availability_zone {
-            Some(zone) => write_str(out, zone),
-            None => out.extend_from_slice(b"null"),
-        }
+        write_json(out, &s.availability_zone);
     }
     out.extend_from_slice(br#","cell_uuid":"#);
-    write_str(out, &s.cell_uuid);
+    write_json(out, &s.cell_uuid);
     out.extend_from_slice(br#","compute_node_uuid":"#);
-    write_str(out, &s.compute_node_uuid);
+    write_json(out, &s.compute_node_uuid);
     out.extend_from_slice(
         br#","limits":{"nova_object.changes":["numa_topology","vcpu","disk_gb","memory_mb"],"nova_object.data":{"disk_gb":"#,
     );
     let l = s.limits.as_ref();
-    write_opt_int(out, l.and_then(|l| l.disk_gb));
+    write_json(out, &l.and_then(|l| l.disk_gb));
     out.extend_from_slice(br#","memory_mb":"#);
-    write_opt_int(out, l.and_then(|l| l.memory_mb));
+    write_json(out, &l.and_then(|l| l.memory_mb));
     out.extend_from_slice(br#","numa_topology":null,"vcpu":"#);
-    write_opt_int(out, l.and_then(|l| l.vcpu));
+    write_json(out, &l.and_then(|l| l.vcpu));
     out.extend_from_slice(
         br#"},"nova_object.name":"SchedulerLimits","nova_object.namespace":"nova","nova_object.version":"1.0"},"nodename":"#,
     );
-    write_str(out, &s.nodename);
+    write_json(out, &s.nodename);
     out.extend_from_slice(br#","service_host":"#);
-    write_str(out, &s.service_host);
+    write_json(out, &s.service_host);
     out.extend_from_slice(br#"},"nova_object.name":"Selection","nova_object.namespace":"nova","nova_object.version":"#);
-    write_str(out, version.as_str());
+    write_json(out, version.as_str());
     out.push(b'}');
 }
 
