@@ -2,8 +2,8 @@
 //! given a small dense index the first time the process meets it, so that every amount vector
 //! ([`super::Resources`]) is a fixed array indexed by class rather than a map of names.
 
+use crate::table::FastMap;
 use parking_lot::RwLock;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -58,7 +58,7 @@ pub enum ClassError {
 /// Names by index and back.
 struct Table {
     names: Vec<Arc<str>>,
-    index: HashMap<Arc<str>, ClassId>,
+    index: FastMap<Arc<str>, ClassId>,
 }
 
 impl Table {
@@ -66,7 +66,7 @@ impl Table {
     fn new() -> Table {
         let mut table = Table {
             names: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
         };
         for name in ["VCPU", "MEMORY_MB", "DISK_GB", "PCPU"] {
             let _ = table.insert(name);
@@ -133,9 +133,17 @@ impl ClassId {
         Ok(id)
     }
 
-    /// The class of `name` when the process knows it already.
+    /// The class of `name` when the process knows it already. The classes of every
+    /// deployment (fixed indices) are told by their names alone, without the table's lock
+    /// and hash: they are most of what a host reports and a flavor asks for.
     pub fn lookup(name: &str) -> Option<ClassId> {
-        TABLE.read().index.get(name).copied()
+        match name {
+            "VCPU" => Some(ClassId::VCPU),
+            "MEMORY_MB" => Some(ClassId::MEMORY_MB),
+            "DISK_GB" => Some(ClassId::DISK_GB),
+            "PCPU" => Some(ClassId::PCPU),
+            _ => TABLE.read().index.get(name).copied(),
+        }
     }
 
     /// Placement's name of the class.
@@ -188,6 +196,12 @@ mod tests {
         assert_eq!(ClassId::lookup("DISK_GB"), Some(ClassId::DISK_GB));
         assert_eq!(ClassId::lookup("PCPU"), Some(ClassId::PCPU));
         assert_eq!(&*ClassId::VCPU.name(), "VCPU");
+        // The names told without the table are the table's own.
+        for name in ["VCPU", "MEMORY_MB", "DISK_GB", "PCPU"] {
+            let id = ClassId::lookup(name).unwrap();
+            assert_eq!(TABLE.read().index.get(name).copied(), Some(id));
+            assert_eq!(&*id.name(), name);
+        }
     }
 
     #[test]
