@@ -2,8 +2,8 @@
 //! given a small dense index the first time the process meets it, so that every amount vector
 //! ([`super::Resources`]) is a fixed array indexed by class rather than a map of names.
 
-use crate::table::FastMap;
 use parking_lot::RwLock;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -58,7 +58,7 @@ pub enum ClassError {
 /// Names by index and back.
 struct Table {
     names: Vec<Arc<str>>,
-    index: FastMap<Arc<str>, ClassId>,
+    index: HashMap<Arc<str>, ClassId, foldhash::fast::RandomState>,
 }
 
 impl Table {
@@ -66,7 +66,7 @@ impl Table {
     fn new() -> Table {
         let mut table = Table {
             names: Vec::new(),
-            index: FastMap::default(),
+            index: HashMap::default(),
         };
         for name in ["VCPU", "MEMORY_MB", "DISK_GB", "PCPU"] {
             let _ = table.insert(name);
