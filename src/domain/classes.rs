@@ -55,6 +55,10 @@ pub enum ClassError {
     TooMany(String),
 }
 
+/// The classes every deployment has, at fixed indices (the code names them as constants:
+/// [`ClassId::VCPU`] is index 0, and so on).
+const FIXED: [&str; 4] = ["VCPU", "MEMORY_MB", "DISK_GB", "PCPU"];
+
 /// Names by index and back.
 struct Table {
     names: Vec<Arc<str>>,
@@ -62,13 +66,13 @@ struct Table {
 }
 
 impl Table {
-    /// The classes every deployment has, at fixed indices (the code names them as constants).
+    /// The [`FIXED`] classes, at their indices.
     fn new() -> Table {
         let mut table = Table {
             names: Vec::new(),
             index: HashMap::default(),
         };
-        for name in ["VCPU", "MEMORY_MB", "DISK_GB", "PCPU"] {
+        for name in FIXED {
             let _ = table.insert(name);
         }
         table
@@ -133,16 +137,13 @@ impl ClassId {
         Ok(id)
     }
 
-    /// The class of `name` when the process knows it already. The classes of every
-    /// deployment (fixed indices) are told by their names alone, without the table's lock
-    /// and hash: they are most of what a host reports and a flavor asks for.
+    /// The class of `name` when the process knows it already. The [`FIXED`] classes are
+    /// told by their names alone, without the table's lock and hash: they are most of what
+    /// a host reports and a flavor asks for.
     pub fn lookup(name: &str) -> Option<ClassId> {
-        match name {
-            "VCPU" => Some(ClassId::VCPU),
-            "MEMORY_MB" => Some(ClassId::MEMORY_MB),
-            "DISK_GB" => Some(ClassId::DISK_GB),
-            "PCPU" => Some(ClassId::PCPU),
-            _ => TABLE.read().index.get(name).copied(),
+        match FIXED.iter().position(|fixed| *fixed == name) {
+            Some(index) => Some(ClassId(index as u8)),
+            None => TABLE.read().index.get(name).copied(),
         }
     }
 
@@ -197,7 +198,7 @@ mod tests {
         assert_eq!(ClassId::lookup("PCPU"), Some(ClassId::PCPU));
         assert_eq!(&*ClassId::VCPU.name(), "VCPU");
         // The names told without the table are the table's own.
-        for name in ["VCPU", "MEMORY_MB", "DISK_GB", "PCPU"] {
+        for name in FIXED {
             let id = ClassId::lookup(name).unwrap();
             assert_eq!(TABLE.read().index.get(name).copied(), Some(id));
             assert_eq!(&*id.name(), name);
