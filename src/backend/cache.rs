@@ -185,12 +185,14 @@ async fn refresh_loop(
         let declined = shared.declined.swap(0, Ordering::Relaxed);
         if let Some(controller) = asc.as_mut() {
             interval_ms = controller.on_interval(placed, declined);
-            deps.stats
-                .set_param("refresh_interval_s", json!(interval_ms as f64 / 1000.0));
-            deps.stats.set_param(
-                "interval_history",
-                json!(controller.history().collect::<Vec<_>>()),
-            );
+            // Together, so that no reader sees the new τ beside the history before it.
+            deps.stats.set_params([
+                ("refresh_interval_s", json!(interval_ms as f64 / 1000.0)),
+                (
+                    "interval_history",
+                    json!(controller.history().collect::<Vec<_>>()),
+                ),
+            ]);
         }
         let snapshot = Snapshot::take(&deps, &shared.keys);
         deps.stats.add_queries(snapshot.hosts.len() as u64);

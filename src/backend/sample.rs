@@ -85,17 +85,17 @@ impl SampleShared {
     fn publish(&self, deps: &BackendDeps) {
         let c = self.controller.lock();
         let plan = c.plan();
-        deps.stats.set_param("schedulers", json!(plan.schedulers));
-        deps.stats
-            .set_param("hosts_per_scheduler", json!(plan.hosts_per_scheduler));
-        deps.stats
-            .set_param("expected_decline_ratio", json!(plan.expected_decline_ratio));
-        deps.stats.set_param(
-            "estimated_available_hosts",
-            json!(c.estimated_available_hosts()),
-        );
-        deps.stats
-            .set_param("history", json!(c.history().collect::<Vec<_>>()));
+        // One update: a reader never sees a plan beside another round's history.
+        deps.stats.set_params([
+            ("schedulers", json!(plan.schedulers)),
+            ("hosts_per_scheduler", json!(plan.hosts_per_scheduler)),
+            ("expected_decline_ratio", json!(plan.expected_decline_ratio)),
+            (
+                "estimated_available_hosts",
+                json!(c.estimated_available_hosts()),
+            ),
+            ("history", json!(c.history().collect::<Vec<_>>())),
+        ]);
     }
 
     pub(super) fn stop(&self) {

@@ -197,7 +197,15 @@ impl BackendStats {
 
     /// Publishes a live parameter of the backend (e.g. `refresh_interval_s`).
     pub fn set_param(&self, key: &str, value: Value) {
-        self.params.lock().insert(key.to_string(), value);
+        self.set_params([(key, value)]);
+    }
+
+    /// Sets several parameters at once: a reader of `/v1/stats` sees all of them or none.
+    pub fn set_params<'a>(&self, values: impl IntoIterator<Item = (&'a str, Value)>) {
+        let mut params = self.params.lock();
+        for (key, value) in values {
+            params.insert(key.to_string(), value);
+        }
     }
 
     pub fn totals(&self) -> Counts {
