@@ -373,10 +373,11 @@ fn http_server(
     settings: &Settings,
 ) -> Result<Server, StartupError> {
     let limit = web::Data::new(BodyLimit(settings.server.max_body_bytes));
-    let workers = settings.server.http_workers;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let workers = settings.server.workers(cores);
     let clock = data.scheduler.clock().clone();
     let auth = crate::auth::Auth::new(&settings.auth, listener.local_addr().ok(), clock)?;
-    let mut server = HttpServer::new(move || {
+    let server = HttpServer::new(move || {
         App::new()
             .wrap(auth.clone())
             .wrap(actix_web::middleware::from_fn(
@@ -403,10 +404,8 @@ fn http_server(
             .route("/metrics", web::get().to(routes::metrics))
             .route("/", web::get().to(routes::live_page))
             .route("/assets/{name}", web::get().to(routes::asset))
-    });
-    if workers > 0 {
-        server = server.workers(workers);
-    }
+    })
+    .workers(workers);
     let grace = settings.server.shutdown_grace_s.ceil() as u64;
     let addr = listener
         .local_addr()

@@ -98,11 +98,26 @@ pub struct ServerSettings {
     pub port: u16,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
-    /// HTTP worker threads (0 = one per core).
+    /// HTTP worker threads (0 = one fewer than the cores, at least one: see
+    /// [`ServerSettings::workers`]).
     pub http_workers: usize,
     /// On SIGTERM/SIGINT, how long in-flight calls (HTTP and RPC) and the notification batch
     /// in hand may take to finish before the process exits anyway.
     pub shutdown_grace_s: f64,
+}
+
+impl ServerSettings {
+    /// The HTTP worker threads to run on `cores` cores: `http_workers`, or when it is 0 one
+    /// fewer than the cores (at least one). The ledger's writer thread commits every claim
+    /// and notification and is the one serial stage: a worker per core left it competing
+    /// with them for every core, and on two cores one worker took about a tenth less CPU a
+    /// decision than two, at the same rate (BENCHMARKS.md, issue 15, 2026-12-01).
+    pub fn workers(&self, cores: usize) -> usize {
+        match self.http_workers {
+            0 => cores.saturating_sub(1).max(1),
+            n => n,
+        }
+    }
 }
 
 impl Default for ServerSettings {
@@ -426,6 +441,22 @@ pub fn machine_hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http_workers_zero_leaves_a_core_to_the_ledger_writer_and_a_number_is_kept() {
+        let zero = Settings::from_toml("[server]\nhttp_workers = 0\n")
+            .unwrap()
+            .server;
+        assert_eq!(zero.workers(1), 1);
+        assert_eq!(zero.workers(2), 1);
+        assert_eq!(zero.workers(8), 7);
+        assert_eq!(ServerSettings::default().workers(4), 3);
+        let three = Settings::from_toml("[server]\nhttp_workers = 3\n")
+            .unwrap()
+            .server;
+        assert_eq!(three.workers(2), 3);
+        assert_eq!(three.workers(16), 3);
+    }
 
     #[test]
     fn backend_names_parse_serialize_and_read_from_the_file_alike() {
