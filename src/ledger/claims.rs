@@ -19,6 +19,7 @@
 
 use super::{read_pool, write_tx, Ledger, LedgerError, Pools};
 use crate::domain::{ClassId, HostId, Resources};
+use rusqlite::OptionalExtension;
 use sqlx::Row;
 use std::collections::HashMap;
 
@@ -149,8 +150,8 @@ const SQLITE_RELEASE: &str =
 struct HotClaim {
     claim: PendingClaim,
     outcome: Result<ClaimOutcome, LedgerError>,
-    /// The allocation a reschedule released: (host, amounts).
-    released: Option<(HostId, Resources)>,
+    /// The allocations a reschedule released: (host, amounts).
+    released: Vec<(HostId, Resources)>,
 }
 
 impl HotClaim {
@@ -180,24 +181,50 @@ impl HotClaim {
         if allocate(db)? {
             return Ok(ClaimOutcome::Claimed);
         }
-        // A reschedule: the instance's earlier allocation goes in the same savepoint.
-        let released = {
-            let mut release = db.prepare_cached(SQLITE_RELEASE)?;
-            let mut rows = release.query([c.instance_uuid.as_str()])?;
-            match rows.next()? {
-                None => None,
-                Some(row) => {
-                    let json: String = row.get(1)?;
-                    Some((HostId(row.get(0)?), json))
+        // The instance holds an allocation already. Confirmed, it runs there and this claim
+        // is a move (a rebuild claims nothing): the source stays held until the move ends
+        // (`moves`). Unconfirmed, it is a reschedule of a build or of a move's destination:
+        // the earlier claim goes, in the same savepoint.
+        let confirmed: Option<bool> = db
+            .prepare_cached(super::moves::SQLITE_CONFIRMED)?
+            .query_row([c.instance_uuid.as_str()], |row| row.get(0))
+            .optional()?;
+        match confirmed {
+            None => return Ok(ClaimOutcome::Declined),
+            Some(true) => {
+                // A move's source held from an earlier move that never ended is stale: the
+                // instance runs on its confirmed allocation now.
+                let stale: Vec<(HostId, String)> = {
+                    let mut drop = db.prepare_cached(super::moves::SQLITE_DROP_HELD)?;
+                    let rows = drop.query_map([c.instance_uuid.as_str()], |row| {
+                        Ok((HostId(row.get(0)?), row.get(1)?))
+                    })?;
+                    rows.collect::<Result<_, _>>()?
+                };
+                for (host, json) in stale {
+                    db.prepare_cached(SQLITE_ADD_USAGE)?
+                        .execute(rusqlite::params![host.0, json, -1i64])?;
+                    self.released.push((host, parse_resources(&json)?));
+                }
+                db.prepare_cached(super::moves::SQLITE_HOLD_SOURCE)?
+                    .execute(rusqlite::params![
+                        c.instance_uuid,
+                        super::moves::held_key(&c.instance_uuid),
+                        c.now_ms
+                    ])?;
+            }
+            Some(false) => {
+                let mut release = db.prepare_cached(SQLITE_RELEASE)?;
+                let mut rows = release.query([c.instance_uuid.as_str()])?;
+                if let Some(row) = rows.next()? {
+                    let (host, json): (HostId, String) = (HostId(row.get(0)?), row.get(1)?);
+                    drop(rows);
+                    db.prepare_cached(SQLITE_ADD_USAGE)?
+                        .execute(rusqlite::params![host.0, json, -1i64])?;
+                    self.released.push((host, parse_resources(&json)?));
                 }
             }
-        };
-        let Some((host, json)) = released else {
-            return Ok(ClaimOutcome::Declined);
-        };
-        db.prepare_cached(SQLITE_ADD_USAGE)?
-            .execute(rusqlite::params![host.0, json, -1i64])?;
-        self.released = Some((host, parse_resources(&json)?));
+        }
         Ok(if allocate(db)? {
             ClaimOutcome::Claimed
         } else {
@@ -308,7 +335,7 @@ impl HotClaim {
 impl super::hot::Work for HotClaim {
     fn run(&mut self, db: &rusqlite::Connection, _table: &super::HostTable) -> super::hot::Step {
         use super::hot::Step;
-        self.released = None;
+        self.released.clear();
         let general = match self.write_bare(db) {
             Bare::Done(outcome) => {
                 self.outcome = Ok(outcome);
@@ -330,7 +357,7 @@ impl super::hot::Work for HotClaim {
         match general {
             Ok(()) if matches!(self.outcome, Ok(ClaimOutcome::Claimed)) => Step::Keep,
             Ok(()) => {
-                self.released = None;
+                self.released.clear();
                 Step::Undo
             }
             Err(e) => {
@@ -350,7 +377,7 @@ impl super::hot::Work for HotClaim {
             Ok(ClaimOutcome::Claimed) => table.finalize(c.host, &c.demand),
             Ok(ClaimOutcome::Declined) | Err(_) => table.undo(c.host, &c.demand),
         }
-        if let Some((host, demand)) = &self.released {
+        for (host, demand) in &self.released {
             table.remove(*host, demand);
         }
         let _ = self.claim.reply.send(self.outcome);
@@ -537,7 +564,7 @@ impl Ledger {
             let job = Box::new(HotClaim {
                 claim: pending,
                 outcome: Ok(ClaimOutcome::Declined),
-                released: None,
+                released: Vec::new(),
             });
             if let Err(job) = hot.submit(job) {
                 job.failed(
@@ -647,13 +674,13 @@ impl Ledger {
         claim: &PendingClaim,
     ) -> Result<ClaimOutcome, LedgerError> {
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let old_host: Option<i64> = sqlx::query_scalar(
-            "SELECT host_id FROM allocations WHERE instance_uuid = $1 FOR UPDATE",
+        let old: Option<(i64, bool)> = sqlx::query_as(
+            "SELECT host_id, confirmed FROM allocations WHERE instance_uuid = $1 FOR UPDATE",
         )
         .bind(&claim.instance_uuid)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(old_host) = old_host else {
+        let Some((old_host, confirmed)) = old else {
             // Released meanwhile: an ordinary claim.
             let answer = postgres_rounds(&mut tx, std::slice::from_ref(claim))
                 .await?
@@ -664,9 +691,22 @@ impl Ledger {
                 _ => ClaimOutcome::Declined,
             });
         };
-        // Both hosts' rows, in the order every claim round locks them (no deadlock with one).
+        // A move (the allocation is confirmed) also drops a source held from an earlier move
+        // that never ended: every host it touches, in the order every claim round locks them
+        // (no deadlock with one).
+        let mut lock: Vec<i64> = vec![old_host, claim.host.0];
+        if confirmed {
+            let held: Vec<i64> =
+                sqlx::query_scalar("SELECT host_id FROM allocations WHERE move_of = $1")
+                    .bind(&claim.instance_uuid)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            lock.extend(held);
+        }
+        lock.sort_unstable();
+        lock.dedup();
         sqlx::query(POSTGRES_LOCK_HOSTS)
-            .bind(vec![old_host, claim.host.0])
+            .bind(lock)
             .execute(&mut *tx)
             .await?;
         let (classes, amounts): (Vec<String>, Vec<i64>) = claim
@@ -684,7 +724,23 @@ impl Ledger {
             tx.rollback().await?;
             return Ok(ClaimOutcome::Declined);
         }
-        let released = release_in_tx!(sqlx::Postgres, tx, &claim.instance_uuid);
+        let mut released: Vec<(HostId, Resources)> = Vec::new();
+        if confirmed {
+            // A move: the source stays on its host, held (see `moves`).
+            released.extend(super::moves::release_held_in_tx!(
+                sqlx::Postgres,
+                tx,
+                &claim.instance_uuid
+            ));
+            sqlx::query(super::moves::HOLD_SOURCE)
+                .bind(&claim.instance_uuid)
+                .bind(super::moves::held_key(&claim.instance_uuid))
+                .bind(claim.now_ms)
+                .execute(&mut *tx)
+                .await?;
+        } else if let Some(old) = release_in_tx!(sqlx::Postgres, tx, &claim.instance_uuid) {
+            released.push((old.host_id, old.demand));
+        }
         let inserted = sqlx::query(INSERT_ALLOCATION)
             .bind(&claim.instance_uuid)
             .bind(claim.host.0)
@@ -700,18 +756,26 @@ impl Ledger {
             return Ok(ClaimOutcome::Declined);
         }
         tx.commit().await?;
-        if let Some(old) = released {
-            self.table().remove(old.host_id, &old.demand);
+        for (host, demand) in released {
+            self.table().remove(host, &demand);
         }
         Ok(ClaimOutcome::Claimed)
     }
 
     /// Releases an instance's allocation; releasing one that is gone is a no-op.
+    /// A moving instance's held source goes with it.
     pub async fn release(&self, instance_uuid: &str) -> Result<Option<Allocation>, LedgerError> {
         let _shared = self.gate.read().await;
-        let released = write_tx!(self, Db, tx => release_in_tx!(Db, tx, instance_uuid));
+        let (released, held) = write_tx!(self, Db, tx => {
+            let released = release_in_tx!(Db, tx, instance_uuid);
+            let held = super::moves::release_held_in_tx!(Db, tx, instance_uuid);
+            (released, held)
+        });
         if let Some(a) = &released {
             self.table().remove(a.host_id, &a.demand);
+        }
+        for (host, demand) in &held {
+            self.table().remove(*host, demand);
         }
         Ok(released)
     }

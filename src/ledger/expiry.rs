@@ -2,7 +2,9 @@
 //! unconfirmed until the instance's end-of-operation notification (or nova-compute's
 //! instance info) shows it on its host. One still unconfirmed `[scheduler] claim_ttl_s` after
 //! it was made — the build failed without a word, the caller never got the answer, or the
-//! process died in the middle of a multi-create — is released, so capacity never leaks.
+//! process died in the middle of a multi-create — is released, so capacity never leaks. A
+//! move's destination claim that expires gives the instance its held source back
+//! (`moves`): the move failed, the instance still runs where it was.
 
 use super::claims::{release_in_tx, Allocation};
 use super::{write_tx, Ledger, LedgerError};
@@ -35,6 +37,12 @@ impl Ledger {
                 if let Some(a) = release_in_tx!(Db, tx, uuid.as_str()) {
                     expired.push(a);
                 }
+                // A move whose destination never took the instance failed: the instance
+                // holds its source again, whose usage never left it (`moves`).
+                sqlx::query(super::moves::RESTORE_SOURCE)
+                    .bind(uuid.as_str())
+                    .execute(&mut *tx)
+                    .await?;
             }
             expired
         });

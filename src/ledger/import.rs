@@ -26,7 +26,35 @@ impl Ledger {
             )));
         }
         let recorded = write_tx!(self, Db, tx => {
-            let new = record_in_tx!(Db, tx, instance_uuid, host.0, demand, true, now_ms);
+            // A move's source held on this host under its instance (`moves`) is this
+            // consumer, when the amounts are the same: Nova's conductor moved the source's
+            // allocation to the migration's consumer. It takes the consumer's key (and is
+            // Placement's from now on), and is not counted twice.
+            let held = sqlx::query(
+                "SELECT instance_uuid, resources FROM allocations WHERE host_id = $1 \
+                 AND move_of IS NOT NULL AND instance_uuid LIKE '%#source' ORDER BY created_ms",
+            )
+            .bind(host.0)
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut rekeyed = false;
+            for row in &held {
+                let json: String = row.try_get(1)?;
+                if super::claims::parse_resources(&json)? == *demand {
+                    let key: String = row.try_get(0)?;
+                    sqlx::query(
+                        "UPDATE allocations SET instance_uuid = $1, imported = TRUE \
+                         WHERE instance_uuid = $2",
+                    )
+                    .bind(instance_uuid)
+                    .bind(&key)
+                    .execute(&mut *tx)
+                    .await?;
+                    rekeyed = true;
+                    break;
+                }
+            }
+            let new = !rekeyed && record_in_tx!(Db, tx, instance_uuid, host.0, demand, true, now_ms);
             if new {
                 // Not counted as an instance until an instance message names it (the
                 // consumer may be a migration record holding a move's source), unless the
@@ -112,12 +140,15 @@ impl Ledger {
         })
     }
 
-    /// Every allocation, in instance order.
+    /// Every allocation, in instance order, but a move's source still held under its
+    /// instance's key (`moves`): Placement has no consumer of that name, and its sync renames it
+    /// once it sees the migration's.
     pub async fn stored_allocations(&self) -> Result<Vec<StoredAllocation>, LedgerError> {
         read_pool!(self, pool => {
             let rows = sqlx::query(
                 "SELECT instance_uuid, host_id, resources, created_ms, imported, instance \
-                 FROM allocations ORDER BY instance_uuid",
+                 FROM allocations WHERE NOT (move_of IS NOT NULL AND instance_uuid LIKE '%#source') \
+                 ORDER BY instance_uuid",
             )
             .fetch_all(pool)
             .await?;

@@ -30,6 +30,7 @@ pub(crate) mod hot;
 mod import;
 pub(crate) mod messages;
 mod meta;
+pub(crate) mod moves;
 
 pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};
@@ -37,6 +38,7 @@ pub use expiry::{run_claim_expiry, sweep_interval_ms};
 pub use hosts::HostRegistration;
 pub use import::StoredAllocation;
 pub use messages::{retention_sweep_ms, run_message_retention, DeadLetter};
+pub use moves::HeldMove;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};

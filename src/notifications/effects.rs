@@ -9,8 +9,9 @@ use crate::domain::{Aggregates, ClassId, HostProfile, Resources, Traits};
 use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
 use crate::ledger::hosts::upsert_host;
 use crate::ledger::messages::MARK_PROCESSED;
+use crate::ledger::moves::{release_held_in_tx, restore_source_in_tx, START_MOVE};
 use crate::ledger::{HostRegistration, HostTable};
-use crate::nova::{HostEvent, Notification};
+use crate::nova::{HostEvent, MoveStep, Notification};
 use rusqlite::OptionalExtension;
 use sqlx::Row;
 use std::sync::Arc;
@@ -32,6 +33,10 @@ fn known_to_nova(table: &HostTable, host: &str) -> bool {
 /// instance (an imported consumer is counted once named).
 const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance = TRUE \
     WHERE instance_uuid = $1 AND host_id = $2";
+
+/// Confirms a moving instance's claim on its destination, which took it.
+const CONFIRM_MOVING: &str = "UPDATE allocations SET confirmed = TRUE WHERE instance_uuid = $1 \
+    AND NOT confirmed AND EXISTS (SELECT 1 FROM allocations h WHERE h.move_of = $1)";
 
 /// Confirms the allocation of `instance.create.end`'s instance when it is on the notified
 /// host and already counted as an instance (Parasol's claim for the build): what the general
@@ -346,6 +351,25 @@ macro_rules! define_effect {
                             return Ok(Applied::Applied);
                         }
                     }
+                    // A move's steps (`ledger::moves`): a revert gives the instance its held
+                    // source back before it is placed there; a finished resize starts the move;
+                    // a confirmation, a live migration's end on its destination or an
+                    // evacuation's rebuild ends it.
+                    match n.event_type.as_str() {
+                        "instance.resize_revert.end" => {
+                            touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid.as_str()));
+                        }
+                        "instance.resize_finish.end" => {
+                            sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
+                        }
+                        "instance.resize_confirm.end"
+                        | "instance.live_migration_post_dest.end"
+                        | "instance.rebuild.end" => {
+                            let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
+                            touched.reload.extend(held.into_iter().map(|(h, _)| h));
+                        }
+                        _ => {}
+                    }
                     let held = sqlx::query("SELECT host_id, resources, instance FROM allocations WHERE instance_uuid = $1")
                         .bind(instance_uuid)
                         .fetch_optional(&mut **tx)
@@ -383,7 +407,27 @@ macro_rules! define_effect {
                     record_in_tx!($db, *tx, instance_uuid.as_str(), id, demand, true, now_ms);
                     touched.reload.push(HostId(id));
                 }
+                HostEvent::Move { instance_uuid, step } => match step {
+                    MoveStep::Started => {
+                        // The destination took the instance: neither its claim there nor the
+                        // source held for it expires any more.
+                        sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
+                        sqlx::query(CONFIRM_MOVING)
+                            .bind(instance_uuid)
+                            .execute(&mut **tx)
+                            .await?;
+                    }
+                    MoveStep::Ended => {
+                        let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
+                        touched.reload.extend(held.into_iter().map(|(h, _)| h));
+                    }
+                    MoveStep::RolledBack => {
+                        touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid.as_str()));
+                    }
+                },
                 HostEvent::Release { instance_uuid, host } => {
+                    let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
+                    touched.reload.extend(held.into_iter().map(|(h, _)| h));
                     match release_in_tx!($db, *tx, instance_uuid) {
                         Some(old) => touched.reload.push(old.host_id),
                         None => {
@@ -464,26 +508,17 @@ macro_rules! define_effect {
                         return Err(rejected(format!("unknown host {host:?}")));
                     }
                     touched.reload.extend(ids.iter().copied().map(HostId));
-                    if matches!(n.event, HostEvent::SyncInstanceInfo { .. }) {
-                        let mut gone = Vec::new();
-                        for id in &ids {
-                            let rows = sqlx::query("SELECT instance_uuid FROM allocations WHERE host_id = $1")
-                                .bind(id)
-                                .fetch_all(&mut **tx)
-                                .await?;
-                            for row in &rows {
-                                let uuid: String = row.try_get(0)?;
-                                if !instance_uuids.contains(&uuid) {
-                                    gone.push(uuid);
-                                }
-                            }
-                        }
-                        for uuid in &gone {
-                            release_in_tx!($db, *tx, uuid.as_str());
-                        }
-                    }
+                    // Neither cast releases or moves an allocation (issue 40, item 1): nova-compute
+                    // lists its instances by `instance.host`, which a build in flight and a move
+                    // until `finish_resize` do not name yet, so a claim missing from the list may
+                    // still be on its way, and an instance listed here while the ledger holds it
+                    // elsewhere may be the source of a move whose destination is already claimed.
+                    // Nova's own scheduler frees nothing on a mismatch either (usage lives in
+                    // Placement); deletes come with `instance.delete.end`, and Placement's repair
+                    // drops what vanished. What a listed instance on this host does tell: it runs
+                    // here, so its claim is confirmed and an imported consumer is an instance.
                     for uuid in instance_uuids {
-                        let row = sqlx::query("SELECT host_id, resources, confirmed, instance FROM allocations WHERE instance_uuid = $1")
+                        let row = sqlx::query("SELECT host_id, confirmed, instance FROM allocations WHERE instance_uuid = $1")
                             .bind(uuid)
                             .fetch_optional(&mut **tx)
                             .await?;
@@ -492,36 +527,15 @@ macro_rules! define_effect {
                             continue;
                         };
                         let current: i64 = row.try_get(0)?;
-                        let confirmed: bool = row.try_get(2)?;
-                        let instance: bool = row.try_get(3)?;
-                        if ids.contains(&current) {
-                            if !confirmed || !instance {
-                                // The service runs it: the claim for its build or move is
-                                // confirmed, and an imported consumer is an instance.
-                                sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
-                            }
+                        let confirmed: bool = row.try_get(1)?;
+                        let instance: bool = row.try_get(2)?;
+                        if !ids.contains(&current) {
+                            tracing::debug!(instance = %uuid, host = %host, event = %n.event_type, "instance info names an instance the ledger holds elsewhere; left as it is");
                             continue;
                         }
-                        // update_instance_info moves nothing: nova-compute sends it with
-                        // stale instance objects (the source after a live migration, the
-                        // destination of an evacuation before finish_evacuation), and a move
-                        // arrives with the instance's notification or Placement's sync.
-                        if matches!(n.event, HostEvent::UpdateInstanceInfo { .. }) {
-                            tracing::debug!(instance = %uuid, host = %host, "update_instance_info names an instance the ledger holds elsewhere; left as it is");
-                            continue;
+                        if !confirmed || !instance {
+                            sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
                         }
-                        // sync_instance_info (the service's own database view): the instance
-                        // is on this service now; which node only a service of one node tells
-                        // (an Ironic service's nodes are told apart by instance.*.end's node).
-                        let &[id] = ids.as_slice() else {
-                            tracing::debug!(instance = %uuid, host = %host, "instance reported by a service of several nodes; its node arrives with its notification");
-                            continue;
-                        };
-                        let json: String = row.try_get(1)?;
-                        let demand = parse_resources(&json)?;
-                        release_in_tx!($db, *tx, uuid.as_str());
-                        record_in_tx!($db, *tx, uuid.as_str(), id, &demand, true, now_ms);
-                        touched.reload.push(HostId(current));
                     }
                 }
                 // Aggregates are no ledger state: `Ingest` hands them to the cloud view.

@@ -36,6 +36,26 @@ const RELEASE_EVENTS: [&str; 3] = [
     "instance.shelve_offload.end",
 ];
 
+/// Steps of a live migration that move no allocation by themselves (docs: `ledger::moves`):
+/// the destination took the instance, the source let it go, or the move was undone.
+const MOVE_STEP_EVENTS: [(&str, MoveStep); 3] = [
+    ("instance.live_migration_pre.end", MoveStep::Started),
+    ("instance.live_migration_post.end", MoveStep::Ended),
+    ("instance.live_migration_rollback.end", MoveStep::RolledBack),
+];
+
+/// A step of a move that a notification tells without placing the instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveStep {
+    /// The destination took the instance (`instance.live_migration_pre.end`).
+    Started,
+    /// The source let it go (`instance.live_migration_post.end`).
+    Ended,
+    /// The move was undone: the instance stays on its source
+    /// (`instance.live_migration_rollback.end`).
+    RolledBack,
+}
+
 /// The payload of a `compute.host.state` event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostStatePayload {
@@ -146,6 +166,11 @@ pub enum HostEvent {
         demand: Resources,
         /// Flavor name (or id).
         flavor: String,
+    },
+    /// A step of the instance's move (see [`MoveStep`]).
+    Move {
+        instance_uuid: String,
+        step: MoveStep,
     },
     /// The instance holds nothing any more (delete, failed create, shelve-offload).
     Release {
@@ -375,11 +400,15 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
     }
     let upsert = UPSERT_EVENTS.contains(&event_type);
     let release = RELEASE_EVENTS.contains(&event_type);
+    let move_step = MOVE_STEP_EVENTS
+        .iter()
+        .find(|(name, _)| *name == event_type)
+        .map(|(_, step)| *step);
     let service = matches!(
         event_type,
         "service.update" | "service.create" | "service.delete"
     );
-    if !upsert && !release && !service {
+    if !upsert && !release && !service && move_step.is_none() {
         return Ok(HostEvent::Unknown {
             event_type: event_type.to_string(),
         });
@@ -408,6 +437,12 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
         });
     }
     let instance_uuid = p.req_uuid("uuid")?;
+    if let Some(step) = move_step {
+        return Ok(HostEvent::Move {
+            instance_uuid,
+            step,
+        });
+    }
     if release {
         return Ok(HostEvent::Release {
             instance_uuid,

@@ -43,6 +43,16 @@ pub async fn list_hosts(
 ) -> Result<HttpResponse, ApiError> {
     let ledger = scheduler.ledger();
     let hosts = ledger.read_hosts().await.map_err(ApiError::unavailable)?;
+    let mut held: std::collections::HashMap<i64, Vec<Value>> = std::collections::HashMap::new();
+    for m in ledger.held_moves().await.map_err(ApiError::unavailable)? {
+        held.entry(m.host_id.0).or_default().push(json!({
+            "instance_uuid": m.instance_uuid,
+            "consumer": m.key,
+            "resources": m.demand.to_map(),
+            "started": m.started,
+            "since_ms": m.since_ms,
+        }));
+    }
     let timeout_ms = scheduler.settings().policy.host_timeout_s as i64 * 1000;
     let now = scheduler.clock().now_ms();
     let list: Vec<Value> = hosts
@@ -85,6 +95,7 @@ pub async fn list_hosts(
                 "traits": p.traits.names(),
                 "aggregates": p.aggregates.names(),
                 "num_instances": h.num_instances,
+                "held_moves": held.remove(&h.id.0).unwrap_or_default(),
                 "placement_used": placement_view(&placement, h.uuid(), &h.used),
             })
         })

@@ -4,7 +4,21 @@ use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
 
 pub async fn metrics(scheduler: web::Data<Scheduler>) -> HttpResponse {
+    let ledger = scheduler.ledger();
+    let metrics = scheduler.stats().metrics();
+    // Read at scrape time: the moves from the ledger (one read; kept as it was if the ledger
+    // cannot answer now), the oversubscribed hosts from the live table.
+    if let Ok(held) = ledger.held_moves().await {
+        metrics.held_moves.set(held.len() as i64);
+    }
+    let over = ledger.table().with_hosts(|hosts| {
+        hosts
+            .iter()
+            .filter(|h| h.used.nonzero().any(|(c, used)| used > h.usable().get(c)))
+            .count()
+    });
+    metrics.oversubscribed_hosts.set(over as i64);
     HttpResponse::Ok()
         .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
-        .body(scheduler.stats().metrics().encode())
+        .body(metrics.encode())
 }

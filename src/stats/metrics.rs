@@ -87,6 +87,11 @@ pub struct Metrics {
     pub placement_resyncs: Counter,
     /// Duration of each claim in Placement (`GET` and `PUT /allocations/{instance}`).
     pub placement_claim_seconds: Histogram,
+    /// Moves whose source the ledger still holds (set when `/metrics` is read).
+    pub held_moves: Gauge,
+    /// Hosts whose usage exceeds what they can give in some class (set when `/metrics` is
+    /// read): 0 unless an operator lowered an inventory under what runs there.
+    pub oversubscribed_hosts: Gauge,
 }
 
 impl Default for Metrics {
@@ -110,7 +115,19 @@ impl Default for Metrics {
             placement_repairs: Family::default(),
             placement_resyncs: Counter::default(),
             placement_claim_seconds: latency_histogram(),
+            held_moves: Gauge::default(),
+            oversubscribed_hosts: Gauge::default(),
         };
+        m.register(
+            "held_moves",
+            "Moves in progress whose source host still holds the instance's allocation",
+            m.held_moves.clone(),
+        );
+        m.register(
+            "oversubscribed_hosts",
+            "Hosts whose usage exceeds their usable capacity in some class",
+            m.oversubscribed_hosts.clone(),
+        );
         m.register(
             "schedule_attempts",
             "Instances asked to be placed, by result (scheduled, unschedulable: NoValidHost, error)",

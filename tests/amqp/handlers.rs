@@ -329,28 +329,49 @@ async fn captured_fanout_casts_reconcile_the_host_instance_set(engine: &str) {
         allocation(&s, CAPTURED_INSTANCE).await,
         Some(("compute2".into(), size, true))
     );
-    // sync_instance_info (compute1's own database view): only the captured instance runs on
-    // compute1; it moves there and the stray one goes.
+    // sync_instance_info (compute1's own database view, listed by `instance.host`) names the
+    // captured instance and not the stray one: it releases and moves nothing (issue 40, item
+    // 1: a build in flight and a move's source are listed by the wrong host for minutes).
     p.fanout(&captured_sync_instance_info()).await;
     s.wait_settled(6).await;
     assert_eq!(
         allocation(&s, CAPTURED_INSTANCE).await,
+        Some(("compute2".into(), size, true))
+    );
+    assert_eq!(used(&s, "compute2").await, size);
+    assert_eq!(
+        allocation(&s, &stray).await,
         Some((CAPTURED_HOST.into(), size, true))
     );
-    assert_eq!(used(&s, "compute2").await, Resources::ZERO);
-    assert_eq!(allocation(&s, &stray).await, None);
     assert_eq!(used(&s, CAPTURED_HOST).await, size);
-    // delete_instance_info: it left compute1.
+    // delete_instance_info: the captured instance left compute1, where the ledger does not
+    // hold it: nothing changes. Once it is there, the same cast releases it.
     p.fanout(&captured_delete_instance_info()).await;
     s.wait_settled(7).await;
+    assert_eq!(
+        allocation(&s, CAPTURED_INSTANCE).await,
+        Some(("compute2".into(), size, true))
+    );
+    p.notify(&instance_event(
+        "instance.live_migration_post_dest.end",
+        CAPTURED_INSTANCE,
+        CAPTURED_HOST,
+        f,
+    ))
+    .await;
+    s.wait_settled(8).await;
+    assert_eq!(used(&s, CAPTURED_HOST).await, Resources::new(2, 2048, 20));
+    p.fanout(&fresh_cast(captured_delete_instance_info())).await;
+    s.wait_settled(9).await;
     assert_eq!(allocation(&s, CAPTURED_INSTANCE).await, None);
-    assert_eq!(used(&s, CAPTURED_HOST).await, Resources::ZERO);
+    assert_eq!(used(&s, CAPTURED_HOST).await, size);
     // The same cast again is a duplicate; a fresh one about a gone instance changes nothing.
     p.fanout(&captured_delete_instance_info()).await;
     p.fanout(&fresh_cast(captured_delete_instance_info())).await;
-    s.wait_settled(9).await;
+    s.wait_settled(11).await;
     assert_eq!(s.count("duplicate"), 1);
-    assert_eq!(s.count("applied"), 8);
+    assert_eq!(s.count("applied"), 10);
+    assert_eq!(used(&s, CAPTURED_HOST).await, size);
 }
 on_both_engines!(
     captured_fanout_casts_reconcile_the_host_instance_set,

@@ -12,6 +12,7 @@ mod claim_ttl;
 mod concurrency;
 mod helpers;
 mod metrics;
+mod moves;
 mod notifications;
 mod ready;
 mod redaction;

@@ -1,0 +1,167 @@
+//! A move's two allocations (issue 40, item 2; migration `held_moves`). While an instance
+//! moves (a cold migration, a resize, a live migration, an evacuation) it holds two
+//! allocations, as Placement has it: its own row is the destination's claim, and the source's
+//! amounts stay on the source host as a *held move*, keyed `<instance>#source` (or, with
+//! Placement claims, by the migration's consumer once the sync imports it) with `move_of`
+//! naming the instance. So a new instance never lands in room a moving instance still uses.
+//!
+//! - A claim for an instance that holds a *confirmed* allocation is a move (a rebuild claims
+//!   nothing; an unconfirmed allocation is a build or a move's destination, and a new claim
+//!   replaces it: a reschedule). The source is held in the claim's own transaction.
+//! - `instance.resize_finish.end` and `instance.live_migration_pre.end` start the move: the
+//!   destination took the instance, and no TTL frees the source from then on (Nova's
+//!   `resize_confirm_window` defaults to 0: a resize may wait days for its confirmation).
+//! - `instance.resize_confirm.end`, `instance.live_migration_post.end` (and `_post_dest.end`)
+//!   and an evacuation's `instance.rebuild.end` end it: the source is released.
+//! - `instance.resize_revert.end` and `instance.live_migration_rollback.end` undo it: the
+//!   destination is released and the instance holds its source again.
+//! - A move whose destination claim expires (`[scheduler] claim_ttl_s`) before it started
+//!   failed: the destination is released and the source kept (`expiry`).
+//! - A deletion (or any release of the instance) releases both.
+
+use super::claims::parse_resources;
+use super::{read_pool, Ledger, LedgerError};
+use crate::domain::{HostId, Resources};
+use sqlx::Row;
+
+/// The key a move's source is held under until Placement's sync names its consumer.
+pub(crate) fn held_key(instance_uuid: &str) -> String {
+    format!("{instance_uuid}#source")
+}
+
+/// SQLite: whether instance `?1`'s allocation is confirmed (no row: it holds none).
+pub(crate) const SQLITE_CONFIRMED: &str =
+    "SELECT confirmed FROM allocations WHERE instance_uuid = ?1";
+
+/// SQLite: removes the held sources of instance `?1`, answering where each was and what it held.
+pub(crate) const SQLITE_DROP_HELD: &str =
+    "DELETE FROM allocations WHERE move_of = ?1 RETURNING host_id, resources";
+
+/// Holds instance `$1`'s allocation as its move's source under `$2`, from `$3`: the row stays
+/// on its host with its amounts (no usage changes) and still counts as an instance there (Nova
+/// counts a moving instance on its source until the move ends), no longer the instance's own.
+pub(crate) const HOLD_SOURCE: &str = "UPDATE allocations SET instance_uuid = $2, move_of = $1, \
+    move_started = FALSE, created_ms = $3 WHERE instance_uuid = $1";
+
+/// [`HOLD_SOURCE`] in SQLite's numbered parameters.
+pub(crate) const SQLITE_HOLD_SOURCE: &str = "UPDATE allocations SET instance_uuid = ?2, \
+    move_of = ?1, move_started = 0, created_ms = ?3 WHERE instance_uuid = ?1";
+
+/// The destination took instance `$1`: its move's source is no longer freed by a TTL.
+pub(crate) const START_MOVE: &str =
+    "UPDATE allocations SET move_started = TRUE WHERE move_of = $1 AND NOT move_started";
+
+/// Gives instance `$1` its held source back as its own, confirmed allocation (the most recent
+/// one, should there be several).
+pub(crate) const RESTORE_SOURCE: &str = "UPDATE allocations SET instance_uuid = $1, \
+    move_of = NULL, move_started = FALSE, instance = TRUE, confirmed = TRUE, imported = FALSE \
+    WHERE instance_uuid = (SELECT instance_uuid FROM allocations WHERE move_of = $1 \
+    ORDER BY created_ms DESC LIMIT 1)";
+
+/// Whether instance `$1` has a held source.
+pub(crate) const HAS_HELD: &str = "SELECT 1 FROM allocations WHERE move_of = $1 LIMIT 1";
+
+/// Removes the held sources of instance `$1` and gives their usage back inside `$tx` of engine
+/// `$db`; evaluates to where each was and what it held, for the live table.
+macro_rules! release_held_in_tx {
+    ($db:ty, $tx:expr, $uuid:expr) => {{
+        let uuid: &str = $uuid;
+        let rows =
+            sqlx::query("DELETE FROM allocations WHERE move_of = $1 RETURNING host_id, resources")
+                .bind(uuid)
+                .fetch_all(&mut *$tx)
+                .await?;
+        let mut held: Vec<($crate::domain::HostId, $crate::domain::Resources)> =
+            Vec::with_capacity(rows.len());
+        for row in &rows {
+            let host: i64 = row.try_get(0)?;
+            let json: String = row.try_get(1)?;
+            sqlx::query(<$db as $crate::ledger::dialect::Dialect>::ADD_USAGE)
+                .bind(host)
+                .bind(&json)
+                .bind(-1i64)
+                .execute(&mut *$tx)
+                .await?;
+            held.push((
+                $crate::domain::HostId(host),
+                $crate::ledger::claims::parse_resources(&json)?,
+            ));
+        }
+        held
+    }};
+}
+pub(crate) use release_held_in_tx;
+
+/// Undoes instance `$uuid`'s move inside `$tx` of engine `$db`, if it has a held source: its
+/// own allocation (the destination) is released and the source becomes its allocation again;
+/// evaluates to the hosts that changed (none without a held source).
+macro_rules! restore_source_in_tx {
+    ($db:ty, $tx:expr, $uuid:expr) => {{
+        let uuid: &str = $uuid;
+        let mut hosts: Vec<$crate::domain::HostId> = Vec::new();
+        let held = sqlx::query($crate::ledger::moves::HAS_HELD)
+            .bind(uuid)
+            .fetch_optional(&mut *$tx)
+            .await?
+            .is_some();
+        if held {
+            if let Some(old) = $crate::ledger::claims::release_in_tx!($db, $tx, uuid) {
+                hosts.push(old.host_id);
+            }
+            let held_on: Option<i64> = sqlx::query_scalar(
+                "SELECT host_id FROM allocations WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
+            )
+            .bind(uuid)
+            .fetch_optional(&mut *$tx)
+            .await?;
+            sqlx::query($crate::ledger::moves::RESTORE_SOURCE)
+                .bind(uuid)
+                .execute(&mut *$tx)
+                .await?;
+            hosts.extend(held_on.map($crate::domain::HostId));
+        }
+        hosts
+    }};
+}
+pub(crate) use restore_source_in_tx;
+
+/// A move's source held on a host, as `/v1/hosts` and `/metrics` show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldMove {
+    /// The moving instance.
+    pub instance_uuid: String,
+    /// The key the source is held under (`<instance>#source`, or the migration's consumer).
+    pub key: String,
+    pub host_id: HostId,
+    pub demand: Resources,
+    /// Whether the destination took the instance (no TTL frees the source any more).
+    pub started: bool,
+    pub since_ms: i64,
+}
+
+impl Ledger {
+    /// Every move's held source, by host then instance.
+    pub async fn held_moves(&self) -> Result<Vec<HeldMove>, LedgerError> {
+        read_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT move_of, instance_uuid, host_id, resources, move_started, created_ms \
+                 FROM allocations WHERE move_of IS NOT NULL ORDER BY host_id, move_of",
+            )
+            .fetch_all(pool)
+            .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let json: String = row.try_get(3)?;
+                out.push(HeldMove {
+                    instance_uuid: row.try_get(0)?,
+                    key: row.try_get(1)?,
+                    host_id: HostId(row.try_get(2)?),
+                    demand: parse_resources(&json)?,
+                    started: row.try_get(4)?,
+                    since_ms: row.try_get(5)?,
+                });
+            }
+            Ok(out)
+        })
+    }
+}
