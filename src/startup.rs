@@ -270,6 +270,11 @@ impl Application {
     /// Releases the claims nothing confirmed within `[scheduler] claim_ttl_s`.
     pub fn start_claim_expiry(&self) {
         let scheduler = &self.handles.scheduler;
+        if !self.handles.settings.amqp.url.is_empty() {
+            // Before the first sweep: nothing expires until the consumer has applied what the
+            // broker kept meanwhile (a restart after a long stop).
+            scheduler.ledger().ingest_mark().watch();
+        }
         self.tasks.spawn(crate::ledger::run_claim_expiry(
             scheduler.ledger().clone(),
             self.handles.clock.clone(),

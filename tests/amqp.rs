@@ -20,3 +20,5 @@ mod poison;
 mod restart;
 #[path = "support/small_disk.rs"]
 mod small_disk;
+#[path = "amqp/stall.rs"]
+mod stall;

@@ -40,6 +40,21 @@ pub(super) struct Decoded {
     notifications: Vec<Result<Notification, String>>,
 }
 
+impl Decoded {
+    /// Deliveries in the batch.
+    pub(super) fn len(&self) -> usize {
+        self.deliveries.len()
+    }
+
+    /// When the newest message of the batch was sent (see [`Notification::sent_ms`]).
+    pub(super) fn newest_sent_ms(&self) -> Option<i64> {
+        self.notifications
+            .iter()
+            .filter_map(|n| n.as_ref().ok().and_then(Notification::sent_ms))
+            .max()
+    }
+}
+
 /// Decodes a batch of ready deliveries; `Err` when the broker failed one (the connection ends).
 pub(super) fn decode_batch(
     batch: Vec<(Source, lapin::Result<Delivery>)>,

@@ -27,6 +27,9 @@ pub enum ConsumerError {
     DeadLetterRefused(String),
 }
 
+/// How long the consumer waits with nothing delivered before it counts itself caught up.
+const IDLE_MS: u64 = 200;
+
 /// The connection name shown by `rabbitmqctl list_connections client_properties`.
 pub fn connection_name(amqp: &AmqpSettings) -> String {
     format!("parasol-notifications:{}", amqp.queue)
@@ -46,6 +49,7 @@ pub async fn run_notification_consumer(
         Duration::from_secs_f64(amqp.reconnect_max_s),
     );
     broker.set_configured();
+    ingest.ledger().ingest_mark().watch();
     let process_id = uuid::Uuid::new_v4().simple().to_string();
     loop {
         if shutdown.is_cancelled() {
@@ -124,21 +128,30 @@ async fn session(
     // queue.
     let stop = shutdown.child_token();
     let (handover, mut handed) = tokio::sync::mpsc::channel(1);
+    // How far this consumer has caught up, for the claim sweep (`ledger::IngestMark`).
+    let mark = ingest.ledger().ingest_mark();
+    mark.new_session();
+    let clock = ingest.clock();
     let receive = {
         let stop = stop.clone();
         async move {
             loop {
+                let waiting_since = clock.now_ms();
                 tokio::select! {
                     biased;
                     _ = stop.cancelled() => return Ok(()),
                     next = batches.next() => match next {
                         Some(batch) => {
+                            mark.taken(batch.len());
                             if handover.send(decode_batch(batch)?).await.is_err() {
                                 return Ok(());
                             }
                         }
                         None => return Err(ConsumerError::Closed),
-                    }
+                    },
+                    // Nothing delivered for a while with the prefetch window open: the queues
+                    // held nothing more when the wait began.
+                    _ = clock.sleep_ms(IDLE_MS) => mark.idle_since(waiting_since),
                 }
             }
         }
@@ -146,7 +159,9 @@ async fn session(
     let apply = async move {
         let applied = async {
             while let Some(batch) = handed.recv().await {
+                let (n, sent_ms) = (batch.len(), batch.newest_sent_ms());
                 process_batch(ingest, &publisher, amqp, batch).await?;
+                mark.applied(n, sent_ms);
             }
             Ok::<(), ConsumerError>(())
         }

@@ -11,6 +11,7 @@ use super::{write_tx, Ledger, LedgerError};
 use crate::clock::SharedClock;
 use crate::stats::Stats;
 use sqlx::Row;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +54,86 @@ impl Ledger {
     }
 }
 
+impl Ledger {
+    /// One sweep at `now_ms`: releases the claims unconfirmed for `ttl_ms`, counted up to where
+    /// the notification consumer has caught up (what is queued is applied first, see
+    /// [`IngestMark`]).
+    pub async fn sweep_expired_claims(
+        &self,
+        now_ms: i64,
+        ttl_ms: u64,
+    ) -> Result<Vec<Allocation>, LedgerError> {
+        let upto = self.ingest_mark().caught_up_to(now_ms);
+        let before = upto.saturating_sub(i64::try_from(ttl_ms).unwrap_or(i64::MAX));
+        self.expire_claims(before).await
+    }
+}
+
+/// How far the notification consumer has caught up, so that the sweep never expires a claim
+/// whose confirmation is already waiting in the broker's queue (issue 40, item 6: after a
+/// stall longer than the TTL — the process paused, the broker unreachable, a restart after a
+/// long stop — the backlog holds the confirmations of claims older than the TTL).
+///
+/// Without a consumer the mark is "now". With one ([`IngestMark::watch`]), it is the latest of:
+/// the envelope time of the newest message applied (a consumer working through a backlog applies
+/// old messages: the mark stays as old as they are; the newest of all senders' clocks counts, so
+/// one compute's clock behind the others holds nothing back), and the time at which the
+/// consumer last found nothing to take with everything it was given applied. Nothing is swept
+/// before the consumer has caught up once. A claim made at `c` expires only once the mark has
+/// passed `c + TTL`: every confirmation sent by then has been applied.
+#[derive(Debug, Default)]
+pub struct IngestMark {
+    watched: AtomicBool,
+    /// Milliseconds since the epoch; `i64::MIN` until caught up once.
+    caught_up_ms: AtomicI64,
+    /// Messages taken from the broker and not yet applied.
+    in_flight: AtomicI64,
+}
+
+impl IngestMark {
+    /// A consumer feeds the ledger from now on: the sweep waits for it to catch up.
+    pub fn watch(&self) {
+        if !self.watched.swap(true, Ordering::SeqCst) {
+            self.caught_up_ms.store(i64::MIN, Ordering::SeqCst);
+        }
+    }
+
+    /// A new connection: what the last one took and did not apply is redelivered.
+    pub fn new_session(&self) {
+        self.in_flight.store(0, Ordering::SeqCst);
+    }
+
+    /// The consumer took `n` messages.
+    pub fn taken(&self, n: usize) {
+        self.in_flight.fetch_add(n as i64, Ordering::SeqCst);
+    }
+
+    /// The consumer applied (or dead-lettered) `n` taken messages, the newest sent at
+    /// `sent_ms` when known.
+    pub fn applied(&self, n: usize, sent_ms: Option<i64>) {
+        self.in_flight.fetch_sub(n as i64, Ordering::SeqCst);
+        if let Some(at) = sent_ms {
+            self.caught_up_ms.fetch_max(at, Ordering::SeqCst);
+        }
+    }
+
+    /// The consumer found nothing to take since `since_ms`: if everything it took is applied,
+    /// every message queued before then has been.
+    pub fn idle_since(&self, since_ms: i64) {
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            self.caught_up_ms.fetch_max(since_ms, Ordering::SeqCst);
+        }
+    }
+
+    /// Up to when every queued confirmation has been applied, at `now_ms`.
+    pub fn caught_up_to(&self, now_ms: i64) -> i64 {
+        if !self.watched.load(Ordering::SeqCst) {
+            return now_ms;
+        }
+        self.caught_up_ms.load(Ordering::SeqCst).min(now_ms)
+    }
+}
+
 /// How often the sweeper looks, for a TTL: a tenth of it, between 0.1 s and 30 s.
 pub fn sweep_interval_ms(ttl_ms: u64) -> u64 {
     (ttl_ms / 10).clamp(100, 30_000)
@@ -74,8 +155,7 @@ pub async fn run_claim_expiry(
     }
     let ttl_ms = ttl_s.saturating_mul(1000);
     loop {
-        let before = clock.now_ms() - i64::try_from(ttl_ms).unwrap_or(i64::MAX);
-        match ledger.expire_claims(before).await {
+        match ledger.sweep_expired_claims(clock.now_ms(), ttl_ms).await {
             Ok(released) if !released.is_empty() => {
                 let n = released.len() as u64;
                 stats.add_expired_claims(n);

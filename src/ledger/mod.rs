@@ -34,7 +34,7 @@ pub(crate) mod moves;
 
 pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};
-pub use expiry::{run_claim_expiry, sweep_interval_ms};
+pub use expiry::{run_claim_expiry, sweep_interval_ms, IngestMark};
 pub use hosts::HostRegistration;
 pub use import::StoredAllocation;
 pub use messages::{retention_sweep_ms, run_message_retention, DeadLetter};
@@ -338,6 +338,8 @@ pub struct Ledger {
     pub(crate) gate: Arc<tokio::sync::RwLock<()>>,
     /// SQLite's hot writer (claims, heartbeats, build confirmations); `None` on PostgreSQL.
     pub(crate) hot: Option<hot::HotWriter>,
+    /// How far the notification consumer has caught up: the claim sweep waits for it.
+    ingest_mark: Arc<IngestMark>,
 }
 
 /// Runs `$body` with `$pool` bound to the read pool of the engine in use.
@@ -521,7 +523,13 @@ impl Ledger {
             commits,
             gate,
             hot,
+            ingest_mark: Arc::default(),
         })
+    }
+
+    /// How far the notification consumer has caught up (see [`IngestMark`]).
+    pub fn ingest_mark(&self) -> &IngestMark {
+        &self.ingest_mark
     }
 
     /// Writes SQLite's write-ahead log out to `mib` MiB (at most [`WAL_WORKING_MIB`]), so that

@@ -273,6 +273,18 @@ impl Notification {
         }
     }
 
+    /// When the message was sent, in milliseconds since the epoch: its envelope `timestamp` in
+    /// oslo's format (UTC); `None` without one or in another format.
+    pub fn sent_ms(&self) -> Option<i64> {
+        let t = self.sent_at();
+        if t.is_empty() {
+            return None;
+        }
+        chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f")
+            .ok()
+            .map(|at| at.and_utc().timestamp_millis())
+    }
+
     /// Unwraps the envelope and decodes either a notification (`event_type`) or a fanout
     /// cast (`method`).
     pub fn decode(body: &[u8]) -> Result<Self> {
