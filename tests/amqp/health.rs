@@ -1,11 +1,15 @@
 //! `/healthz` and `/v1/stats` report the broker connection; without a broker the service
 //! serves HTTP and keeps retrying with capped exponential backoff; the topology has oslo's flags.
 
-use crate::broker::{isolated_amqp, spawn_service, Publisher};
+use crate::broker::{
+    isolated_amqp, spawn_service, spawn_service_with_clock, wait_until, Publisher,
+};
 use crate::messages::host_state;
 use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::ExchangeKind;
+use parasol::clock::{Clock, ManualClock};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,18 +35,40 @@ async fn unreachable_broker_leaves_http_serving_and_retries_with_capped_backoff(
     amqp.url = "amqp://guest:guest@127.0.0.1:1/%2f".into();
     amqp.reconnect_min_s = 0.05;
     amqp.reconnect_max_s = 0.2;
-    let s = spawn_service("sqlite", amqp).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The retries sleep on the service's clock: moved here by hand, 10 ms at a time, so that
+    // the gap between two attempts is measured on it, whatever the machine's speed.
+    let clock = ManualClock::new(1_800_000_000_000);
+    let db = crate::support::db("sqlite").await;
+    let url = db.url.clone();
+    let s = spawn_service_with_clock(db, &url, amqp, Arc::new(clock.clone())).await;
+    let attempts = || async {
+        let (_, health) = s.get_json("/healthz").await;
+        health["broker"]["connect_attempts"].as_u64().unwrap_or(0)
+    };
+    wait_until("the first attempt", || async { attempts().await == 1 }).await;
+    let mut gaps = Vec::new();
+    for k in 1..=5u64 {
+        let started = clock.now_ms();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while attempts().await == k {
+            assert!(std::time::Instant::now() < deadline, "attempt {}", k + 1);
+            clock.advance_ms(10);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(attempts().await, k + 1, "one attempt per delay");
+        gaps.push(clock.now_ms() - started);
+    }
+    // Each delay passed on the clock before the next attempt: 50, 100, then capped at 200 ms
+    // (an attempt may wait a step longer than its delay when the clock moved before it slept).
+    for (gap, delay) in gaps.iter().zip([50, 100, 200, 200, 200]) {
+        assert!(*gap >= delay, "{gaps:?}");
+    }
     let (status, health) = s.get_json("/healthz").await;
     assert_eq!(status, 200, "{health}");
     let broker = &health["broker"];
     assert_eq!(broker["configured"], true);
     assert_eq!(broker["connected"], false);
     assert!(broker["last_error"].is_string(), "{broker}");
-    // 0.05 + 0.1 + 0.2 + 0.2 + … : about 8 attempts in 1.5 s; without backoff there would be
-    // thousands, without the cap about 5.
-    let attempts = broker["connect_attempts"].as_u64().unwrap();
-    assert!((6..=12).contains(&attempts), "{broker}");
     assert_eq!(broker["retry_in_s"], 0.2, "{broker}");
     let resp = s
         .client

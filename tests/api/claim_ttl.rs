@@ -5,7 +5,7 @@
 
 use super::helpers::{call_body, flavor, request_spec, settings, spawn_with_clock, uuids, TestApp};
 use crate::on_both_engines;
-use parasol::clock::ManualClock;
+use parasol::clock::{Clock, ManualClock};
 use parasol::configuration::BackendKind;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -78,14 +78,26 @@ async fn unconfirmed_claims_are_released_after_the_ttl_and_counted(engine: &str)
         app.scheduler.stats().clone(),
         stop.clone(),
     ));
-    // Just before the TTL nothing goes.
+    // Just before the TTL nothing goes (a sweep at that moment, as the task runs it).
     clock.advance_ms(TTL_S as i64 * 1000 - 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let swept = app
+        .scheduler
+        .ledger()
+        .sweep_expired_claims(clock.now_ms(), TTL_S * 1000)
+        .await
+        .unwrap();
+    assert!(swept.is_empty(), "{swept:?}");
     assert_eq!(app.get_json("/v1/stats").await["expired_claims"], 0);
     assert_eq!(app.used().await[0].1, 6);
     // Past it, the two unconfirmed claims are released; the confirmed one stays.
-    clock.advance_ms(parasol::ledger::sweep_interval_ms(TTL_S * 1000) as i64 + 1);
-    wait_for("two claims expire", &app, |s| s["expired_claims"] == 2).await;
+    // The sweeper sleeps on the clock: moved a sweep interval at a time until it has run.
+    let interval = parasol::ledger::sweep_interval_ms(TTL_S * 1000) as i64;
+    clock.advance_ms(interval + 1);
+    wait_for("two claims expire", &app, |s| {
+        clock.advance_ms(interval);
+        s["expired_claims"] == 2
+    })
+    .await;
     assert_eq!(
         app.used().await,
         vec![("compute1".to_string(), 2, 1024, 10)]
@@ -108,7 +120,11 @@ async fn unconfirmed_claims_are_released_after_the_ttl_and_counted(engine: &str)
     );
     // Much later, the confirmed allocation is still there.
     clock.advance_ms(10 * TTL_S as i64 * 1000);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let swept = ledger
+        .sweep_expired_claims(clock.now_ms(), TTL_S * 1000)
+        .await
+        .unwrap();
+    assert!(swept.is_empty(), "{swept:?}");
     assert_eq!(ledger.allocation_count().await.unwrap(), 1);
     stop.cancel();
 }

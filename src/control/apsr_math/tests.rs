@@ -298,15 +298,11 @@ fn plans_with_parallel_schedulers_meet_the_sla_and_more_budget_never_hurts() {
     }
 }
 
+/// The plan for 10,000 hosts is wide and meets the SLA. How long planning takes is measured in
+/// a benchmark (`bench_decide`, BENCHMARKS.md), not asserted here.
 #[test]
-fn planning_ten_thousand_hosts_is_quick() {
-    let start = std::time::Instant::now();
+fn planning_ten_thousand_hosts_finds_a_wide_plan_within_the_sla() {
     let plan = maximize_parallelism(10_000, 0.05, 10_000, 10_000.0, u64::MAX);
-    let elapsed = start.elapsed();
     assert!(plan.schedulers > 500, "{plan:?}");
-    // Generous for a debug build on a shared machine; release takes well under a millisecond.
-    assert!(
-        elapsed < std::time::Duration::from_millis(500),
-        "{elapsed:?}"
-    );
+    assert!(plan.expected_decline_ratio <= 0.05, "{plan:?}");
 }
