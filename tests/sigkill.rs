@@ -41,12 +41,17 @@ fn free_port() -> u16 {
 
 /// Starts `parasol serve` on `url` and waits until it answers.
 async fn start(dir: &std::path::Path, url: &str, port: u16) -> Service {
+    start_with_ttl(dir, url, port, TTL_S).await
+}
+
+/// [`start`] with `[scheduler] claim_ttl_s = ttl_s`.
+async fn start_with_ttl(dir: &std::path::Path, url: &str, port: u16, ttl_s: u64) -> Service {
     let file = dir.join("parasol.toml");
     std::fs::write(
         &file,
         format!(
             "[server]\nhost = \"127.0.0.1\"\nport = {port}\n[ledger]\nurl = \"{url}\"\n\
-             [scheduler]\nseed = 5\nclaim_ttl_s = {TTL_S}\n[policy]\nhost_timeout_s = 3600\n\
+             [scheduler]\nseed = 5\nclaim_ttl_s = {ttl_s}\n[policy]\nhost_timeout_s = 3600\n\
              [amqp]\nurl = \"\"\n"
         ),
     )
@@ -275,4 +280,94 @@ async fn sigkill_under_load_keeps_every_answered_claim_and_drops_the_rest_on_sql
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_under_load_keeps_every_answered_claim_and_drops_the_rest_on_postgres() {
     kill_under_load_and_restart("postgres").await;
+}
+
+/// A host of `vcpu` VCPU and `memory_mb` MiB (the RAM weigher prefers the most free).
+fn small_host_state(host: &str, vcpu: i64, memory_mb: i64) -> Value {
+    let mut m = host_state(host);
+    let inventory = &mut m["payload"]["inventory"];
+    inventory["VCPU"]["total"] = json!(vcpu);
+    inventory["MEMORY_MB"]["total"] = json!(memory_mb);
+    m
+}
+
+/// Issue 40: the process is killed (SIGKILL) in the middle of a multi-create, with two of its
+/// three claims committed and the third waiting on a row lock the test holds. Restarted on the
+/// same ledger, it leaves nothing of that call claimed once `claim_ttl_s` has passed. PostgreSQL
+/// only: there a claim waits on its host's rows alone, where SQLite's one write lock would stop
+/// the first claim too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_ttl() {
+    use sqlx::Connection;
+    let db = support::db("postgres").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = start_with_ttl(dir.path(), &db.url, free_port(), 1).await;
+    let client = reqwest::Client::new();
+    // One instance fits each host; the RAM weigher takes a and b before c.
+    for (host, memory_mb) in [("a", 4096), ("b", 4096), ("c", 2048)] {
+        let resp = client
+            .post(format!("{}/v1/notifications", first.base))
+            .json(&small_host_state(host, 1, memory_mb))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let mut holder = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query(
+        "SELECT 1 FROM inventories WHERE host_id = (SELECT id FROM hosts WHERE host = 'c') \
+         FOR UPDATE",
+    )
+    .execute(&mut holder)
+    .await
+    .unwrap();
+    let uuids: Vec<String> = (0..3).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let call = tokio::spawn({
+        let (client, url, body) = (
+            client.clone(),
+            format!("{}/v1/select_destinations", first.base),
+            select_body(&uuids),
+        );
+        async move { client.post(url).json(&body).send().await }
+    });
+    let ledger = Ledger::connect(&db.url, 2).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ledger.allocation_count().await.unwrap() < 2 {
+        assert!(Instant::now() < deadline, "two claims never committed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    assert!(
+        call.await.unwrap().is_err(),
+        "the call died with the process"
+    );
+    assert_eq!(
+        ledger.allocation_count().await.unwrap(),
+        2,
+        "the half-made call"
+    );
+    // Restarted: the claims nothing answered nor confirmed go once the TTL has passed.
+    let second = start_with_ttl(dir.path(), &db.url, free_port(), 1).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ledger.allocation_count().await.unwrap() != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the crash's claims never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hosts: Value = client
+        .get(format!("{}/v1/hosts", second.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for h in hosts["hosts"].as_array().unwrap() {
+        assert_eq!(h["used"]["VCPU"], 0, "{h}");
+    }
 }

@@ -133,10 +133,11 @@ on_both_engines!(
     super::unconfirmed_claims_are_released_after_the_ttl_and_counted
 );
 
-/// The process died after two of a multi-create's three claims were committed (made here
-/// directly on the ledger, as the dead process left them). Restarted past the TTL, the
-/// service releases them at once, before any call.
-async fn a_crash_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_ttl(engine: &str) {
+/// A process stopped with two claims committed and never answered (made here directly on the
+/// ledger, as a multi-create cut short leaves them). Restarted past the TTL, the service
+/// releases them at once, before any call. The real crash, SIGKILL in the middle of a
+/// multi-create, is `tests/sigkill.rs`.
+async fn claims_a_stopped_process_left_unanswered_expire_after_restart_and_the_ttl(engine: &str) {
     let (mut s, db) = settings(engine, BackendKind::Filter).await;
     s.scheduler.claim_ttl_s = TTL_S;
     let clock = ManualClock::new(T0);
@@ -177,6 +178,6 @@ async fn a_crash_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_t
     drop(db);
 }
 on_both_engines!(
-    a_crash_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_ttl,
-    super::a_crash_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_ttl
+    claims_a_stopped_process_left_unanswered_expire_after_restart_and_the_ttl,
+    super::claims_a_stopped_process_left_unanswered_expire_after_restart_and_the_ttl
 );

@@ -5,7 +5,9 @@
 //! 3. here: `issue_16_item_3_*` (over HTTP); `tests/amqp/poison.rs`:
 //!    `a_poison_message_in_a_batch_of_500_on_postgres_is_dead_lettered_alone_without_a_requeue_loop`.
 //! 4. `tests/api/claim_ttl.rs`: `unconfirmed_claims_are_released_after_the_ttl_and_counted`,
-//!    `a_crash_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_ttl`.
+//!    `claims_a_stopped_process_left_unanswered_expire_after_restart_and_the_ttl`; the process
+//!    killed (SIGKILL) in the middle of a multi-create: `tests/sigkill.rs`,
+//!    `sigkill_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_ttl`.
 //! 5. `tests/api/ready.rs`: `a_removed_sqlite_file_refuses_writes_and_makes_the_service_not_ready`,
 //!    `a_sqlite_file_replaced_by_another_ledger_refuses_writes_and_is_not_mixed`,
 //!    `a_read_only_sqlite_file_is_not_ready_until_writable_and_the_writer_reconnects`,
