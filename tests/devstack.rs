@@ -2,6 +2,14 @@
 //! (`tests/devstack/harness.sh`), and the operator docs' commands run verbatim in a sandbox
 //! (`tests/devstack/docs.sh`): every ```sh block of README.md's "Replacing nova-scheduler" and
 //! of devstack/README.md.
+//!
+//! What runs here is not DevStack: DevStack itself (its git repository and `stack.sh`) cannot
+//! be fetched on this project's machines (only the package registries are reachable), so the
+//! plugin's phases run against stubs of DevStack's functions (`tests/devstack/stubs.sh`,
+//! `fake-devstack/`), services that only sleep and a stubbed `systemctl` (`sbin/`). What these
+//! tests show is what the plugin writes and calls; that real DevStack accepts it is shown only
+//! where a real reader checks it here (`systemd-analyze verify` on the unit, `parasol config
+//! check` on the configuration, shellcheck on the scripts).
 
 use std::path::Path;
 use std::process::Command;
