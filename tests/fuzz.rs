@@ -251,7 +251,7 @@ async fn spawn(engine: &str) -> Service {
     tokio::spawn(run_rpc_server(h.rpc_deps(), stop.clone()));
     let rpc = RpcClient::connect(AMQP_URL, &exchange)
         .await
-        .expect("RabbitMQ must be running (see .ci/run)");
+        .expect("RabbitMQ must be running (`./test` starts it)");
     let service = Service {
         counters: app.handles.rpc.clone(),
         app,

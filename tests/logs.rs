@@ -151,7 +151,7 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
     // Over RPC, with the request id in Nova's context: too big, so NoValidHost (an info line).
     let client = RpcClient::connect(AMQP_URL, &format!("parasol_logs_{id}"))
         .await
-        .expect("RabbitMQ must be running (see .ci/run)");
+        .expect("RabbitMQ must be running (`./test` starts it)");
     let rpc_uuid = uuid::Uuid::new_v4().to_string();
     let mut message = client.call_message(
         "select_destinations",

@@ -64,7 +64,7 @@ async fn spawn_rpc_on(clock: SharedClock, configure: impl FnOnce(&mut Settings))
     tokio::spawn(run_rpc_server(app.handles.rpc_deps(), stop.clone()));
     let client = RpcClient::connect(AMQP_URL, &exchange)
         .await
-        .expect("RabbitMQ must be running (see .ci/run)");
+        .expect("RabbitMQ must be running (`./test` starts it)");
     let rpc = Rpc {
         app,
         client,

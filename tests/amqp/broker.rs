@@ -221,7 +221,7 @@ impl Publisher {
     pub async fn connect(amqp: &AmqpSettings) -> Publisher {
         let conn = Connection::connect(BROKER, ConnectionProperties::default())
             .await
-            .expect("RabbitMQ must be running (see .ci/run)");
+            .expect("RabbitMQ must be running (`./test` starts it)");
         let ch = conn.create_channel().await.expect("channel");
         ch.confirm_select(ConfirmSelectOptions::default())
             .await
