@@ -126,6 +126,9 @@ async fn session(
     let (handover, mut handed) = tokio::sync::mpsc::channel(1);
     let receive = {
         let stop = stop.clone();
+        // Borrowed, not moved (as the publisher below): the channels and consumers live until
+        // the connection is closed (`super::close`).
+        let batches = &mut batches;
         async move {
             loop {
                 tokio::select! {
@@ -143,10 +146,11 @@ async fn session(
             }
         }
     };
+    let publisher = &publisher;
     let apply = async move {
         let applied = async {
             while let Some(batch) = handed.recv().await {
-                process_batch(ingest, &publisher, amqp, batch).await?;
+                process_batch(ingest, publisher, amqp, batch).await?;
             }
             Ok::<(), ConsumerError>(())
         }
@@ -160,6 +164,6 @@ async fn session(
     applied?;
     received?;
     // Unacknowledged deliveries go back to their queues, in order.
-    let _ = conn.close(200, "parasol stopping").await;
+    super::close(conn, "parasol stopping").await;
     Ok(())
 }
