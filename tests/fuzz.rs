@@ -222,7 +222,7 @@ async fn spawn(engine: &str) -> Service {
     let db = support::db(engine).await;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let mut s = Settings::default();
-    // No 256 MiB log written out per test service (the binary's tests keep the default).
+    // No log written out per test service (the binary's tests keep the default).
     s.ledger.wal_prewrite_mib = 0;
     s.ledger.url = db.url.clone();
     s.scheduler.backend = BackendKind::Filter;
