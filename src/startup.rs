@@ -323,15 +323,15 @@ impl Application {
     }
 }
 
-/// Writes a SQLite ledger's write-ahead log out to `mib` MiB (`[ledger] wal_prewrite_mib`).
-/// A file system that cannot hold it leaves the log to grow as it is written: said, not
-/// refused.
+/// Writes a SQLite ledger's write-ahead log out to what the ledger needs, at most `mib` MiB
+/// (`[ledger] wal_prewrite_mib`; `Ledger::prewrite_log_for_ledger`). A file system that
+/// cannot hold it leaves the log to grow as it is written: said, not refused.
 async fn prewrite_log(ledger: &Ledger, mib: u64) {
     if mib == 0 {
         return;
     }
     let started = std::time::Instant::now();
-    match ledger.prewrite_log(mib).await {
+    match ledger.prewrite_log_for_ledger(mib).await {
         Ok(0) => {}
         Ok(bytes) => tracing::info!(
             bytes,

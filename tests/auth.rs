@@ -56,7 +56,7 @@ struct Parasol {
 async fn parasol(keystone_url: &str, password: &str, clock: SharedClock) -> Parasol {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut s = Settings::default();
-    // No 256 MiB log written out per test service (the binary's tests keep the default).
+    // No log written out per test service (the binary's tests keep the default).
     s.ledger.wal_prewrite_mib = 0;
     s.ledger.url = format!("sqlite://{}", dir.path().join("ledger.db").display());
     s.amqp.url = String::new();

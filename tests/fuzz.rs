@@ -222,7 +222,7 @@ async fn spawn(engine: &str) -> Service {
     let db = support::db(engine).await;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let mut s = Settings::default();
-    // No 256 MiB log written out per test service (the binary's tests keep the default).
+    // No log written out per test service (the binary's tests keep the default).
     s.ledger.wal_prewrite_mib = 0;
     s.ledger.url = db.url.clone();
     s.scheduler.backend = BackendKind::Filter;
@@ -251,7 +251,7 @@ async fn spawn(engine: &str) -> Service {
     tokio::spawn(run_rpc_server(h.rpc_deps(), stop.clone()));
     let rpc = RpcClient::connect(AMQP_URL, &exchange)
         .await
-        .expect("RabbitMQ must be running (see .ci/run)");
+        .expect("RabbitMQ must be running (`./test` starts it)");
     let service = Service {
         counters: app.handles.rpc.clone(),
         app,

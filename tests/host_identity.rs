@@ -137,7 +137,7 @@ async fn serve(engine: Engine) -> (Served, Databases, Value) {
 
     let ledger = support::db("sqlite").await;
     let mut settings = Settings::default();
-    // No 256 MiB log written out per test service (the binary's tests keep the default).
+    // No log written out per test service (the binary's tests keep the default).
     settings.ledger.wal_prewrite_mib = 0;
     settings.ledger.url = ledger.url.clone();
     settings.amqp.url = String::new();

@@ -1404,3 +1404,42 @@ on_both_engines!(
     a_ledger_migrated_by_a_later_version,
     super::a_ledger_migrated_by_a_later_version_is_refused_with_what_to_do
 );
+
+/// A first run (`parasol serve` on the embedded default, an empty ledger in the data folder)
+/// writes out a small log: the folder holds a few MiB, not the log's 256 MiB working size
+/// (`[ledger] wal_prewrite_mib`, the default, is only the ceiling).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_run_writes_out_a_small_log_not_the_working_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut settings = parasol::configuration::Settings::default();
+    assert_eq!(settings.ledger.wal_prewrite_mib, 256, "the default");
+    settings.ledger.data_dir = data.clone();
+    settings.amqp.url = String::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let app = parasol::startup::Application::build_with(
+        settings,
+        listener,
+        Arc::new(parasol::clock::SystemClock),
+    )
+    .await
+    .expect("the service builds");
+    let sizes: Vec<(String, u64)> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    let log = sizes
+        .iter()
+        .find(|(name, _)| name == "parasol.db-wal")
+        .map(|(_, len)| *len);
+    assert_eq!(log, Some(1 << 20), "written out to its floor: {sizes:?}");
+    let total: u64 = sizes.iter().map(|(_, len)| len).sum();
+    assert!(total < 2 << 20, "the data folder after start: {sizes:?}");
+    drop(app);
+}

@@ -38,11 +38,42 @@ fn spawn(cmd: &mut Command) -> Group {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!("{cmd:?}: {e} (.ci/run installs chromium and chromium-driver)")
-            }),
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}")),
     )
 }
+
+/// Why the test cannot run here, as its failure: a message naming the command that sets the
+/// machine up (a failed test, not a panic's backtrace).
+struct NotInstalled(Vec<&'static str>);
+
+impl std::fmt::Debug for NotInstalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} not installed: run the tests with `./test` (README.md), which installs \
+             Debian's chromium and chromium-driver first",
+            self.0.join(" and ")
+        )
+    }
+}
+
+/// The browser this test drives and its WebDriver, or what is missing of them.
+fn missing_browser() -> Vec<&'static str> {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(name).is_file()))
+    };
+    let mut missing = Vec::new();
+    if !Path::new(CHROMIUM).is_file() {
+        missing.push(CHROMIUM);
+    }
+    if !on_path("chromedriver") {
+        missing.push("chromedriver");
+    }
+    missing
+}
+
+const CHROMIUM: &str = "/usr/bin/chromium";
 
 async fn wait_for(url: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -164,7 +195,11 @@ async fn wait_redraws(client: &Client, more_than: u64) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() {
+async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(), NotInstalled> {
+    let missing = missing_browser();
+    if !missing.is_empty() {
+        return Err(NotInstalled(missing));
+    }
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
@@ -198,7 +233,7 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() {
     let mut caps = Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
-        json!({"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+        json!({"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
             "--disable-dev-shm-usage", "--window-size=1400,1150", format!("--user-data-dir={}", profile.display())]}),
     );
     let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
@@ -336,4 +371,5 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() {
     };
     std::fs::write(&out, &png).unwrap();
     client.close().await.unwrap();
+    Ok(())
 }

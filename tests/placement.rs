@@ -357,7 +357,7 @@ async fn periodic_resync_follows_placement_and_an_outage_keeps_the_last_state() 
     provider(&placement, "compute1", C1, inventory(8, 1.0, 4096, 0, 40)).await;
     let db = tempfile::tempdir().expect("temp dir");
     let mut settings = Settings::default();
-    // No 256 MiB log written out per test service (the binary's tests keep the default).
+    // No log written out per test service (the binary's tests keep the default).
     settings.ledger.wal_prewrite_mib = 0;
     settings.ledger.url = format!("sqlite://{}", db.path().join("ledger.db").display());
     settings.amqp.url = String::new();

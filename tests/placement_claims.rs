@@ -80,7 +80,7 @@ impl std::ops::Deref for Parasol {
 impl Parasol {
     async fn start(placement: &PlacementServer, ledger_url: &str, sync_interval_s: f64) -> Self {
         let mut settings = Settings::default();
-        // No 256 MiB log written out per test service (the binary's tests keep the default).
+        // No log written out per test service (the binary's tests keep the default).
         settings.ledger.wal_prewrite_mib = 0;
         settings.ledger.url = ledger_url.to_string();
         settings.amqp.url = String::new();

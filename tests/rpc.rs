@@ -46,7 +46,7 @@ async fn spawn_rpc_on(clock: SharedClock, configure: impl FnOnce(&mut Settings))
     let db = support::sqlite_db();
     let id = uuid::Uuid::new_v4().simple().to_string();
     let mut s = Settings::default();
-    // No 256 MiB log written out per test service (the binary's tests keep the default).
+    // No log written out per test service (the binary's tests keep the default).
     s.ledger.wal_prewrite_mib = 0;
     s.ledger.url = db.url.clone();
     s.scheduler.backend = BackendKind::Filter;
@@ -64,7 +64,7 @@ async fn spawn_rpc_on(clock: SharedClock, configure: impl FnOnce(&mut Settings))
     tokio::spawn(run_rpc_server(app.handles.rpc_deps(), stop.clone()));
     let client = RpcClient::connect(AMQP_URL, &exchange)
         .await
-        .expect("RabbitMQ must be running (see .ci/run)");
+        .expect("RabbitMQ must be running (`./test` starts it)");
     let rpc = Rpc {
         app,
         client,

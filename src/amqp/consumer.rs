@@ -134,6 +134,9 @@ async fn session(
     let clock = ingest.clock();
     let receive = {
         let stop = stop.clone();
+        // Borrowed, not moved (as the publisher below): the channels and consumers live until
+        // the connection is closed (`super::close`).
+        let batches = &mut batches;
         async move {
             loop {
                 let waiting_since = clock.now_ms();
@@ -156,11 +159,12 @@ async fn session(
             }
         }
     };
+    let publisher = &publisher;
     let apply = async move {
         let applied = async {
             while let Some(batch) = handed.recv().await {
                 let (n, sent_ms) = (batch.len(), batch.newest_sent_ms());
-                process_batch(ingest, &publisher, amqp, batch).await?;
+                process_batch(ingest, publisher, amqp, batch).await?;
                 mark.applied(n, sent_ms);
             }
             Ok::<(), ConsumerError>(())
@@ -175,6 +179,6 @@ async fn session(
     applied?;
     received?;
     // Unacknowledged deliveries go back to their queues, in order.
-    let _ = conn.close(200, "parasol stopping").await;
+    super::close(conn, "parasol stopping").await;
     Ok(())
 }

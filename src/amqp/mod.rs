@@ -38,6 +38,27 @@ pub fn explain(error: String) -> String {
     error + hint
 }
 
+/// Closes `conn` for a stop and waits until lapin's I/O thread has ended. A clean stop then
+/// leaves nothing of the connection running when the service's runtime shuts down: the I/O
+/// thread, still flushing after the broker's `close-ok`, found the runtime's reactor gone and
+/// logged `error doing IO` (an ERROR at a normal stop). Deliveries not acknowledged go back
+/// to their queues. The channels are the caller's to keep until this returns: one dropped
+/// while the connection is open closes itself on the I/O thread, racing this close (lapin
+/// then fails the whole connection: `Connection error: invalid channel state: Closing`).
+pub async fn close(conn: lapin::Connection, reason: &str) {
+    if conn.close(200, reason).await.is_err() {
+        // Not connected: its I/O thread has stopped or stops on its own.
+        return;
+    }
+    let (ended, wait) = tokio::sync::oneshot::channel();
+    // A thread of its own, not the runtime's blocking pool: the join blocks.
+    std::thread::spawn(move || {
+        let _ = conn.run();
+        let _ = ended.send(());
+    });
+    let _ = wait.await;
+}
+
 /// The broker to try first on the next connection (oslo.messaging's round-robin failover).
 static NEXT_BROKER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 

@@ -143,9 +143,10 @@ pub struct LedgerSettings {
     /// Seconds the id of an applied message is kept, so that a redelivered duplicate changes
     /// nothing; older ids are forgotten. 0: kept forever.
     pub message_retention_s: u64,
-    /// MiB of a SQLite ledger's write-ahead log written out when the service starts, so that
-    /// commits overwrite its file instead of growing it (at most the log's working size,
-    /// [`crate::ledger::WAL_WORKING_MIB`]). 0: the log's file grows as it is written.
+    /// At most this many MiB of a SQLite ledger's write-ahead log written out when the service
+    /// starts, so that commits overwrite its file instead of growing it (at most the log's
+    /// working size, [`crate::ledger::WAL_WORKING_MIB`]); what is written out is sized by the
+    /// ledger (`Ledger::prewrite_log_for_ledger`). 0: the log's file grows as it is written.
     pub wal_prewrite_mib: u64,
 }
 

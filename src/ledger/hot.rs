@@ -18,7 +18,7 @@
 
 mod prewrite;
 
-pub(crate) use prewrite::PrewriteLog;
+pub(crate) use prewrite::{PrewriteLog, Size as PrewriteSize};
 
 use super::{LedgerError, Writer};
 use crate::table::HostTable;

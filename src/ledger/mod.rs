@@ -538,13 +538,26 @@ impl Ledger {
     /// Answers the bytes added: 0 when there is nothing to do (PostgreSQL; a log that long
     /// already).
     pub async fn prewrite_log(&self, mib: u64) -> Result<u64, LedgerError> {
-        let bytes = mib.min(WAL_WORKING_MIB) << 20;
+        self.prewrite(hot::PrewriteSize::Exactly(mib.min(WAL_WORKING_MIB) << 20))
+            .await
+    }
+
+    /// Writes SQLite's write-ahead log out to what this ledger needs, at most `ceiling_mib`
+    /// MiB (`[ledger] wal_prewrite_mib`): 64 times the database file, at least 1 MiB
+    /// (`hot::prewrite`). What the service does at start; answers the bytes added.
+    pub async fn prewrite_log_for_ledger(&self, ceiling_mib: u64) -> Result<u64, LedgerError> {
+        let ceiling = ceiling_mib.min(WAL_WORKING_MIB) << 20;
+        self.prewrite(hot::PrewriteSize::ForLedger { ceiling })
+            .await
+    }
+
+    async fn prewrite(&self, size: hot::PrewriteSize) -> Result<u64, LedgerError> {
         let Some(hot) = &self.hot else {
             return Ok(0);
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = Box::new(hot::PrewriteLog {
-            bytes,
+            size,
             outcome: Ok(0),
             reply,
         });

@@ -152,7 +152,7 @@ async fn session(
                 if tokio::time::timeout(grace, calls.wait()).await.is_err() {
                     tracing::warn!(in_flight = calls.len(), "RPC calls still running at the end of the grace period");
                 }
-                let _ = conn.close(200, "parasol stopping").await;
+                crate::amqp::close(conn, "parasol stopping").await;
                 tracing::info!(counters = %server.deps.counters.to_json(), "RPC server stopped");
                 return Ok(());
             }

@@ -69,7 +69,7 @@ pub async fn spawn_service_with_clock(
     clock: SharedClock,
 ) -> Service {
     let mut settings = Settings::default();
-    // No 256 MiB log written out per test service (the binary's tests keep the default).
+    // No log written out per test service (the binary's tests keep the default).
     settings.ledger.wal_prewrite_mib = 0;
     settings.ledger.url = url.to_string();
     settings.scheduler.seed = Some(7);
@@ -221,7 +221,7 @@ impl Publisher {
     pub async fn connect(amqp: &AmqpSettings) -> Publisher {
         let conn = Connection::connect(BROKER, ConnectionProperties::default())
             .await
-            .expect("RabbitMQ must be running (see .ci/run)");
+            .expect("RabbitMQ must be running (`./test` starts it)");
         let ch = conn.create_channel().await.expect("channel");
         ch.confirm_select(ConfirmSelectOptions::default())
             .await

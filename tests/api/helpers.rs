@@ -30,7 +30,7 @@ pub async fn settings(engine: &str, backend: BackendKind) -> (Settings, TestDb) 
     s.scheduler.backend = backend;
     s.scheduler.seed = Some(7);
     s.amqp.url = String::new();
-    // No 256 MiB log written out per test app (the binary's tests keep the default).
+    // No log written out per test app (the binary's tests keep the default).
     s.ledger.wal_prewrite_mib = 0;
     // Test hosts never heartbeat: keep them up however slow a loaded machine makes a test.
     s.policy.host_timeout_s = 3600;

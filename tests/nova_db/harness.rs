@@ -196,14 +196,14 @@ impl Drop for Databases {
 async fn admin_mariadb(sql: &str) {
     let mut conn = sqlx::MySqlConnection::connect(MARIADB_ADMIN)
         .await
-        .expect("MariaDB must be running on 127.0.0.1:3306 (see .ci/run)");
+        .expect("MariaDB must be running on 127.0.0.1:3306 (`./test` starts it)");
     sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
 }
 
 async fn admin_postgres(sql: &str) {
     let mut conn = sqlx::PgConnection::connect(POSTGRES_ADMIN)
         .await
-        .expect("PostgreSQL must be running on 127.0.0.1:5432 (see .ci/run)");
+        .expect("PostgreSQL must be running on 127.0.0.1:5432 (`./test` starts it)");
     sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
 }
 

@@ -39,7 +39,7 @@ pub async fn postgres_db() -> TestDb {
     let admin = pg_admin_url();
     let mut conn = sqlx::PgConnection::connect(&admin)
         .await
-        .expect("PostgreSQL must be running (see .ci/run)");
+        .expect("PostgreSQL must be running (`./test` starts it)");
     let name = format!("parasol_test_{}", uuid::Uuid::new_v4().simple());
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)

@@ -15,22 +15,51 @@
 //! that it holds SQLite's write lock: no connection, of this process or another, appends a
 //! frame while the file grows. The space is reserved first (`posix_fallocate`); a file system
 //! that cannot hold it gets its bytes back and the log grows as it is written, as before.
+//!
+//! At start the service writes out what the ledger needs ([`Size::ForLedger`]), not always the
+//! whole working size: [`LEDGER_MULTIPLE`] times the database file, at least [`FLOOR`], at
+//! most `[ledger] wal_prewrite_mib`. The log fills at the rate of the cloud's traffic, which
+//! grows with its hosts, as the file does: a ledger of 10,000 hosts is about 4 MiB and gets
+//! the whole 256 MiB; an empty one (a first run: its schema still in the log) gets 1 MiB
+//! instead of 256 MiB of zeros.
 
 use super::{Step, Work};
 use crate::ledger::{HostTable, LedgerError};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 
-/// The job: the log's file written out to `bytes`, answered with the bytes it added.
+/// The log's file written out at start for a ledger of this many bytes: this many times the
+/// database file.
+pub const LEDGER_MULTIPLE: u64 = 64;
+
+/// The least the log's file is written out to for a ledger (1 MiB: a few milliseconds).
+pub const FLOOR: u64 = 1 << 20;
+
+/// How far the log's file is written out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Size {
+    /// To exactly this many bytes.
+    Exactly(u64),
+    /// To what the ledger needs ([`for_ledger`]), at most this many bytes.
+    ForLedger { ceiling: u64 },
+}
+
+/// The bytes of log written out for a database file of `file` bytes: [`LEDGER_MULTIPLE`]
+/// times it, at least [`FLOOR`], at most `ceiling`.
+pub fn for_ledger(file: u64, ceiling: u64) -> u64 {
+    file.saturating_mul(LEDGER_MULTIPLE).max(FLOOR).min(ceiling)
+}
+
+/// The job: the log's file written out to `size`, answered with the bytes it added.
 pub(crate) struct PrewriteLog {
-    pub bytes: u64,
+    pub size: Size,
     pub outcome: Result<u64, LedgerError>,
     pub reply: tokio::sync::oneshot::Sender<Result<u64, LedgerError>>,
 }
 
 impl Work for PrewriteLog {
     fn run(&mut self, db: &rusqlite::Connection, _table: &HostTable) -> Step {
-        self.outcome = prewrite(db, self.bytes);
+        self.outcome = prewrite(db, self.size);
         // It wrote nothing through SQLite: there is nothing to keep or undo.
         Step::Keep
     }
@@ -48,11 +77,11 @@ impl Work for PrewriteLog {
     }
 }
 
-/// Writes the log's file of `db` out to `bytes` with zeros, in page-sized writes (a larger
+/// Writes the log's file of `db` out to `size` with zeros, in page-sized writes (a larger
 /// write leaves the kernel's cache of the file in larger pieces, each of which every later
 /// frame's write walks whole); answers the bytes added: 0 when the ledger is not in WAL mode,
 /// has no log file, or its log's file is that long already.
-fn prewrite(db: &rusqlite::Connection, bytes: u64) -> Result<u64, LedgerError> {
+fn prewrite(db: &rusqlite::Connection, size: Size) -> Result<u64, LedgerError> {
     const PAGE: u64 = 4096;
     let mode: String = db.query_row("PRAGMA journal_mode", [], |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -60,6 +89,15 @@ fn prewrite(db: &rusqlite::Connection, bytes: u64) -> Result<u64, LedgerError> {
     }
     let Some(path) = db.path().filter(|p| !p.is_empty()) else {
         return Ok(0);
+    };
+    let bytes = match size {
+        Size::Exactly(bytes) => bytes,
+        Size::ForLedger { ceiling } => {
+            let file = std::fs::metadata(path).map_err(|e| {
+                LedgerError::Invalid(format!("cannot read the size of the ledger {path}: {e}"))
+            })?;
+            for_ledger(file.len(), ceiling)
+        }
     };
     let log = format!("{path}-wal");
     let failed = |what: &str, e: std::io::Error| {

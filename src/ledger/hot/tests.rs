@@ -434,3 +434,46 @@ async fn claims_of_one_group_are_each_made_or_declined_whole_without_savepoints(
     assert_eq!(a.host_id, target);
     assert_eq!(ledger.table().pending(full), Some(Resources::default()));
 }
+
+/// What the service writes out at start is sized by the ledger: 64 times its database file,
+/// at least 1 MiB, at most the ceiling (`[ledger] wal_prewrite_mib`).
+#[test]
+fn the_log_written_out_for_a_ledger_grows_with_its_file_within_floor_and_ceiling() {
+    use super::prewrite::for_ledger;
+    let working = 256 << 20;
+    assert_eq!(
+        for_ledger(4096, working),
+        1 << 20,
+        "an empty ledger: the floor"
+    );
+    assert_eq!(for_ledger(1 << 20, working), 64 << 20);
+    // A ledger of 10,000 hosts (4,247,552 bytes measured) gets the whole working size.
+    assert_eq!(for_ledger(4_247_552, working), working);
+    assert_eq!(for_ledger(u64::MAX, 8 << 20), 8 << 20, "the ceiling");
+}
+
+/// On a real ledger: a fresh one gets the floor; one whose file is 2 MiB larger gets the
+/// ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_ledger_gets_a_small_log_and_a_large_one_the_ceiling() {
+    let (_dir, file, ledger) = sqlite_ledger().await;
+    let wal = file.with_file_name("ledger.db-wal");
+    ledger.prewrite_log_for_ledger(256).await.unwrap();
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 1 << 20);
+    drop(ledger);
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ledger.db");
+    let db = rusqlite::Connection::open(&file).unwrap();
+    db.execute_batch(
+        "CREATE TABLE padding (b BLOB); INSERT INTO padding VALUES (zeroblob(2097152));",
+    )
+    .unwrap();
+    drop(db);
+    let ledger = Ledger::open(&format!("sqlite://{}", file.display()), 2)
+        .await
+        .unwrap();
+    ledger.prewrite_log_for_ledger(16).await.unwrap();
+    let wal = file.with_file_name("ledger.db-wal");
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 16 << 20);
+}

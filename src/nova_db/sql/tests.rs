@@ -1,5 +1,5 @@
 //! Sessions are read-only on every engine (MariaDB and PostgreSQL are the machine's servers,
-//! as in .ci/run), and a database that is not there is an error naming it.
+//! started by `./test`), and a database that is not there is an error naming it.
 
 use super::*;
 use sqlx::Connection;
@@ -52,7 +52,7 @@ where
     let name = format!("parasol_test_{}", uuid::Uuid::new_v4().simple());
     let mut conn = C::connect(admin)
         .await
-        .expect("the server runs (see .ci/run)");
+        .expect("the server runs (`./test` starts it)");
     conn.execute(format!("CREATE DATABASE {name}").as_str())
         .await
         .expect("create database");
