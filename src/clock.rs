@@ -37,7 +37,23 @@ impl Clock for SystemClock {
 
 /// A clock that moves only when told to; its sleeps end when it has been moved far enough.
 #[derive(Debug, Clone)]
-pub struct ManualClock(Arc<watch::Sender<i64>>);
+pub struct ManualClock(Arc<watch::Sender<i64>>, Arc<Deadlines>);
+
+/// The deadlines of the sleeps pending on a [`ManualClock`], by sleep.
+#[derive(Debug, Default)]
+struct Deadlines {
+    next: std::sync::atomic::AtomicU64,
+    pending: parking_lot::Mutex<std::collections::BTreeMap<u64, i64>>,
+}
+
+/// Removes its sleep's deadline when the sleep ends or is dropped.
+struct Pending(Arc<Deadlines>, u64);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.pending.lock().remove(&self.1);
+    }
+}
 
 impl Default for ManualClock {
     fn default() -> Self {
@@ -47,7 +63,10 @@ impl Default for ManualClock {
 
 impl ManualClock {
     pub fn new(start_ms: i64) -> Self {
-        ManualClock(Arc::new(watch::Sender::new(start_ms)))
+        ManualClock(
+            Arc::new(watch::Sender::new(start_ms)),
+            Arc::new(Deadlines::default()),
+        )
     }
 
     pub fn advance_ms(&self, ms: i64) {
@@ -63,6 +82,15 @@ impl ManualClock {
     pub fn sleepers(&self) -> usize {
         self.0.receiver_count()
     }
+
+    /// When the sleeps pending on this clock end, earliest first: a test knows a task has
+    /// armed its next wake-up (and when it will come) without waiting in real time, and that
+    /// moving the clock short of every deadline wakes nobody.
+    pub fn deadlines(&self) -> Vec<i64> {
+        let mut all: Vec<i64> = self.1.pending.lock().values().copied().collect();
+        all.sort_unstable();
+        all
+    }
 }
 
 impl Clock for ManualClock {
@@ -72,9 +100,17 @@ impl Clock for ManualClock {
 
     fn sleep_ms(&self, ms: u64) -> Sleep {
         let mut rx = self.0.subscribe();
-        let until = *rx.borrow() + i64::try_from(ms).unwrap_or(i64::MAX);
+        let until = rx
+            .borrow()
+            .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+        let id = self
+            .1
+            .next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.1.pending.lock().insert(id, until);
+        let pending = Pending(self.1.clone(), id);
         Box::pin(async move {
-            // An error means the clock is gone: nothing will ever wake this sleep.
+            let _pending = pending;
             if rx.wait_for(|now| *now >= until).await.is_err() {
                 std::future::pending::<()>().await;
             }
@@ -111,5 +147,20 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), clock.sleep_ms(0))
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_manual_clock_lists_the_deadlines_of_its_pending_sleeps() {
+        let clock = ManualClock::new(1_000);
+        let late = clock.sleep_ms(5_000);
+        let early = clock.sleep_ms(200);
+        assert_eq!(clock.deadlines(), vec![1_200, 6_000]);
+        clock.advance_ms(200);
+        tokio::time::timeout(Duration::from_secs(5), early)
+            .await
+            .unwrap();
+        assert_eq!(clock.deadlines(), vec![6_000], "an ended sleep is gone");
+        drop(late);
+        assert!(clock.deadlines().is_empty(), "so is a dropped one");
     }
 }

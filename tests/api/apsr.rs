@@ -86,12 +86,20 @@ async fn apsr_replans_when_its_round_elapses_on_the_clock(engine: &str) {
     use parasol::clock::{Clock, ManualClock, SystemClock};
     let (mut s, db) = settings(engine, BackendKind::Apsr).await;
     s.apsr = toml::from_str("epsilon = 0.05\nround_interval_s = 30").unwrap();
-    let clock = ManualClock::new(SystemClock.now_ms());
+    let t0 = SystemClock.now_ms();
+    let clock = ManualClock::new(t0);
     let app = super::helpers::spawn_with_clock(s, db, Arc::new(clock.clone())).await;
     let rounds = |stats: &Value| stats["params"]["history"].as_array().map_or(0, Vec::len);
+    // The round's wake-up is armed on the clock, for 30 s after the start.
+    let armed = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !clock.deadlines().contains(&(t0 + 30_000)) {
+        assert!(std::time::Instant::now() < armed, "{:?}", clock.deadlines());
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let first = app.stats("apsr").await;
+    // Short of the round's deadline: the round cannot have run.
     clock.advance_ms(29_000);
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(clock.deadlines().contains(&(t0 + 30_000)));
     assert_eq!(
         rounds(&app.stats("apsr").await),
         rounds(&first),

@@ -45,7 +45,8 @@ async fn caching_declines_a_host_filled_by_another_worker_until_the_next_refresh
     s.policy.algorithm = Algorithm::FirstFit;
     s.caching.refresh_interval_s = 60.0;
     // The refresh sleeps on this clock: only the test moves it.
-    let clock = ManualClock::new(SystemClock.now_ms());
+    let t0 = SystemClock.now_ms();
+    let clock = ManualClock::new(t0);
     let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
     app.register("c1", 4, 4096, 40).await;
     app.register("c2", 64, 65536, 640).await;
@@ -60,19 +61,25 @@ async fn caching_declines_a_host_filled_by_another_worker_until_the_next_refresh
         .claim(c1, "other-worker", &Resources::new(4, 4096, 40), 1)
         .await
         .unwrap();
-    // Until the refresh, the cache still sees c1 empty: first_fit tries it and is declined,
-    // however much real time passes.
+    // The refresh waits for the clock alone: its wake-up is armed for the 60th second.
+    let refresh_at = t0 + 60_000;
+    let armed = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !clock.deadlines().contains(&refresh_at) {
+        assert!(std::time::Instant::now() < armed, "{:?}", clock.deadlines());
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // Until the refresh, the cache still sees c1 empty: first_fit tries it and is declined.
     for _ in 0..2 {
         let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(body[0][0]["nova_object.data"]["service_host"], "c2");
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     let before = app.stats("caching").await;
     assert_eq!(before["declines"], 2);
-    // 59.9 s of the clock: still no refresh.
+    // 59.9 s of the clock: short of the refresh's deadline, which no real time moves, so
+    // the refresh cannot have run.
     clock.advance_ms(59_900);
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(clock.deadlines().contains(&refresh_at));
     assert_eq!(app.stats("caching").await["queries"], before["queries"]);
     // The 60th second: the refresh reads both hosts.
     clock.advance_ms(100);
