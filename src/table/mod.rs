@@ -17,6 +17,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod events;
+pub use events::{EventOrder, HostCounters};
+
 /// What a reserve came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reserve {
@@ -158,6 +161,8 @@ pub struct HostTable {
     /// nova-compute services announced by `service.create`, with when (ms), until a node of
     /// theirs is loaded with Nova's record ([`HostTable::announced_not_loaded`]).
     announced: parking_lot::Mutex<HashMap<String, i64>>,
+    /// The order of each host's host-state events, and the registration counters.
+    events: events::EventClocks,
 }
 
 impl std::fmt::Debug for HostTable {
