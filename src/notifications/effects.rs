@@ -501,7 +501,8 @@ macro_rules! define_effect {
                         return Err(rejected(format!("service.update for unknown host {host:?}")));
                     }
                     for id in &ids {
-                        sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3")
+                        // A retired node (re-created under a new uuid) stays unschedulable.
+                        sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3 AND NOT retired")
                             .bind(*disabled)
                             .bind(*forced_down)
                             .bind(id)

@@ -171,6 +171,25 @@ async fn a_re_created_compute_node_replaces_or_retires_the_old_one(engine: &str)
         let again = rows_of(&ledger, &busy).await;
         assert_eq!(again, rows, "{path:?}");
 
+        // A service update of the host (enabled, not forced down) leaves it unschedulable.
+        let update = Notification {
+            message_id: id(),
+            event_type: "service.update".into(),
+            publisher_id: None,
+            timestamp: None,
+            event: HostEvent::ServiceUpdate {
+                host: busy.clone(),
+                disabled: false,
+                forced_down: false,
+            },
+        };
+        let out = send(&ingest, path, &update, &busy).await;
+        assert_eq!(out, Ok(Applied::Applied), "{path:?}");
+        let old = ledger.table().get(busy_id).unwrap();
+        assert!(old.forced_down && old.disabled, "{path:?}: {old:?}");
+        let new = ledger.table().by_uuid(&busy_new).unwrap();
+        assert!(!new.forced_down && !new.disabled, "{path:?}");
+
         // Its allocation released, the retired node goes from the ledger.
         ledger.release(&instance).await.unwrap().expect("released");
         let rows = rows_of(&ledger, &busy).await;
