@@ -579,15 +579,24 @@ impl Ledger {
         self.reload(&[host]).await
     }
 
-    /// Loads `ids` from the ledger into the live table (hosts the ledger no longer has stay
-    /// as they were). Claims in flight keep their reservation (see [`crate::table`]).
+    /// Loads `ids` from the ledger into the live table; hosts the ledger no longer has (a
+    /// retired compute node gone with its last allocation, migration 0014) leave it. Claims
+    /// in flight keep their reservation (see [`crate::table`]).
     pub async fn reload(&self, ids: &[HostId]) -> Result<(), LedgerError> {
         if ids.is_empty() {
             return Ok(());
         }
         let _exclusive = self.gate.write().await;
         let rows = self.load_hosts(Some(ids)).await?;
+        let gone: Vec<HostId> = ids
+            .iter()
+            .filter(|id| !rows.iter().any(|r| r.id == **id))
+            .copied()
+            .collect();
         self.table().load(rows);
+        if !gone.is_empty() {
+            self.table().forget(&gone);
+        }
         Ok(())
     }
 

@@ -411,6 +411,41 @@ impl HostTable {
         hosts
     }
 
+    /// Drops hosts the ledger no longer has (a compute node retired beside its re-created
+    /// successor, whose last allocation went: migration 0014), unless a claim of this
+    /// process is in flight on one (kept until it settles). The last host takes the slot.
+    pub fn forget(&self, ids: &[HostId]) {
+        let mut inner = self.inner.write();
+        let mut changed = false;
+        for id in ids {
+            let Some(slot) = inner.slot_of.get(id).copied() else {
+                continue;
+            };
+            if inner.pending[slot].1 != 0 {
+                continue;
+            }
+            let last = inner.hosts.len() - 1;
+            inner.unindex_names(slot);
+            inner.slot_of.remove(id);
+            if slot != last {
+                inner.unindex_names(last);
+                inner.hosts.swap(slot, last);
+                inner.rows.swap(slot, last);
+                inner.pending.swap(slot, last);
+            }
+            inner.hosts.pop();
+            inner.rows.pop();
+            inner.pending.pop();
+            if slot != last {
+                inner.index(slot);
+            }
+            changed = true;
+        }
+        if changed {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
     /// Sets a host's liveness (a heartbeat or a service update the ledger has committed).
     pub fn set_liveness(
         &self,

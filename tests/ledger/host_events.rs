@@ -113,7 +113,7 @@ async fn a_re_created_compute_node_replaces_or_retires_the_old_one(engine: &str)
             assert_eq!(out, Ok(Applied::Applied), "{path:?}: {host}");
         }
         let busy_id = ledger.table().by_uuid(&busy_old).unwrap().id;
-        let instance = format!("instance-{path:?}");
+        let instance = id();
         let claimed = ledger
             .claim(busy_id, &instance, &Resources::new(2, 0, 0), 1)
             .await
@@ -190,11 +190,19 @@ async fn a_re_created_compute_node_replaces_or_retires_the_old_one(engine: &str)
         let new = ledger.table().by_uuid(&busy_new).unwrap();
         assert!(!new.forced_down && !new.disabled, "{path:?}");
 
-        // Its allocation released, the retired node goes from the ledger.
-        ledger.release(&instance).await.unwrap().expect("released");
+        // Its instance deleted, the retired node goes from the ledger and the table.
+        let deleted = delete_end(&id(), &instance, &busy);
+        assert_eq!(
+            send(&ingest, path, &deleted, &busy).await,
+            Ok(Applied::Applied),
+            "{path:?}"
+        );
         let rows = rows_of(&ledger, &busy).await;
         assert_eq!(rows.len(), 1, "{path:?}: {rows:?}");
         assert_eq!(&*rows[0].profile.uuid, busy_new.as_str());
+        assert!(ledger.table().get(busy_id).is_none(), "{path:?}");
+        assert!(ledger.table().by_uuid(&busy_old).is_none(), "{path:?}");
+        assert_eq!(ledger.table().by_uuid(&busy_new).unwrap().id, new.id);
     }
 }
 on_both_engines!(
