@@ -1,6 +1,7 @@
 //! The notifications that come with every decision, applied by SQLite's hot writer
 //! (`ledger::hot`): a heartbeat (a host-state event whose host the table knows with exactly
-//! this profile) and a build's `instance.create.end` that confirms Parasol's own claim. Each is
+//! this profile, or one sent before the host's newest, which only says the host is alive:
+//! `table::events`) and a build's `instance.create.end` that confirms Parasol's own claim. Each is
 //! committed exactly once with its message id, in the writer's next group, as the general path
 //! (`apply`) would commit it. Any other message, or one of these that turns out to need more
 //! (an `instance.create.end` whose allocation is not the build's claim on that host), is
