@@ -143,6 +143,17 @@ impl Application {
             "Checkpoints that copied SQLite's whole write-ahead log to the database file",
             commits.checkpoints,
         );
+        let hosts = ledger.table().host_counters().clone();
+        metrics.register(
+            "hosts_node_replaced",
+            "Compute nodes re-created under a new uuid that replaced or retired the old node",
+            hosts.node_replaced,
+        );
+        metrics.register(
+            "host_events_older",
+            "Host-state events older than their host's newest: heartbeats only",
+            hosts.older_events,
+        );
         let settings = Arc::new(settings);
         let ingest = Ingest::new(ledger.clone(), clock.clone(), stats.clone());
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));

@@ -12,6 +12,8 @@ mod full_disk;
 mod handlers;
 #[path = "amqp/health.rs"]
 mod health;
+#[path = "amqp/host_events.rs"]
+mod host_events;
 #[path = "amqp/messages.rs"]
 mod messages;
 #[path = "amqp/poison.rs"]

@@ -6,6 +6,8 @@ mod support;
 mod coalescing;
 #[path = "ledger/full_disk.rs"]
 mod full_disk;
+#[path = "ledger/host_events.rs"]
+mod host_events;
 #[path = "support/small_disk.rs"]
 mod small_disk;
 

@@ -205,6 +205,151 @@ macro_rules! upsert_host {
 }
 pub(crate) use upsert_host;
 
+/// What a registration found of its (host, node) held by another compute node (a node
+/// re-created under a new uuid: the service deleted and created again, the host reinstalled).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Takeover {
+    /// No other node holds the pair: the registration is written as it is.
+    Free,
+    /// The registration's own node was retired: it changes nothing.
+    OwnRetired,
+    /// Another node held the pair: `old` (with its uuid) now is the new node's row (`kept`
+    /// false: it held no allocation, and the registration overwrites it), or was retired
+    /// beside it with its allocations (`kept`: unschedulable, renamed, gone with its last
+    /// allocation, migration 0014).
+    Replaced {
+        old: HostId,
+        old_uuid: String,
+        kept: bool,
+    },
+}
+
+impl Takeover {
+    /// The one log line of a replacement (once committed).
+    pub(crate) fn log(&self, reg: &HostRegistration) {
+        if let Takeover::Replaced {
+            old,
+            old_uuid,
+            kept,
+        } = self
+        {
+            if *kept {
+                tracing::warn!(host = %reg.host, node = %reg.node, old_compute_node = %old_uuid, old_id = old.0, compute_node = %reg.uuid, "compute node re-created under a new uuid: the old node keeps its allocations, unschedulable, until they are released; the new one is registered beside it");
+            } else {
+                tracing::warn!(host = %reg.host, node = %reg.node, old_compute_node = %old_uuid, id = old.0, compute_node = %reg.uuid, "compute node re-created under a new uuid: it replaces the old node, which held no allocation");
+            }
+        }
+    }
+}
+
+/// Whether the (host, node) of `reg` may be held by another node than its own, as far as the
+/// table can tell: any registration of a node the table does not hold under these names.
+/// (One it holds so that another process changed meanwhile fails on `UNIQUE (host, node)`;
+/// the batch's savepoint pass checks every registration.)
+pub(crate) fn may_take_over(table: &crate::table::HostTable, reg: &HostRegistration) -> bool {
+    table.by_uuid(&reg.uuid).is_none_or(|h| {
+        h.profile.renamed || *h.profile.host != *reg.host || *h.profile.node != *reg.node
+    })
+}
+
+/// Whether the node of uuid `$1` was retired.
+pub(crate) const OWN_RETIRED: &str = "SELECT retired FROM hosts WHERE uuid = $1";
+/// The node holding (host `$1`, node `$2`) other than uuid `$3`: id, uuid, whether it holds an
+/// allocation.
+pub(crate) const HOLDER_OF_NAMES: &str = "SELECT h.id, h.uuid, EXISTS (SELECT 1 FROM \
+    allocations a WHERE a.host_id = h.id) FROM hosts h WHERE h.host = $1 AND h.node = $2 \
+    AND h.uuid <> $3 AND NOT h.retired";
+/// Row `$1` becomes the node of uuid `$2` (which has no row).
+pub(crate) const TAKE_OVER: &str = "UPDATE hosts SET uuid = $2 WHERE id = $1";
+/// Row `$1` is retired: unschedulable, its node renamed to leave (host, node) to the new one.
+pub(crate) const RETIRE: &str = "UPDATE hosts SET retired = TRUE, \
+    node = node || ' (retired ' || uuid || ')', up = FALSE, disabled = TRUE, \
+    forced_down = TRUE WHERE id = $1";
+
+/// Settles who holds the (host, node) of `$reg` before it is written, on `$exec` (a
+/// connection or transaction); evaluates to the [`Takeover`].
+macro_rules! takeover {
+    ($exec:expr, $reg:expr) => {{
+        use $crate::ledger::hosts::{Takeover, HOLDER_OF_NAMES, OWN_RETIRED, RETIRE, TAKE_OVER};
+        let reg: &$crate::ledger::HostRegistration = $reg;
+        let own: Option<bool> = sqlx::query_scalar(OWN_RETIRED)
+            .bind(&reg.uuid)
+            .fetch_optional(&mut *$exec)
+            .await?;
+        if own == Some(true) {
+            Takeover::OwnRetired
+        } else {
+            let holder: Option<(i64, String, bool)> = sqlx::query_as(HOLDER_OF_NAMES)
+                .bind(&reg.host)
+                .bind(&reg.node)
+                .bind(&reg.uuid)
+                .fetch_optional(&mut *$exec)
+                .await?;
+            match holder {
+                None => Takeover::Free,
+                Some((id, old_uuid, held)) => {
+                    // A node that has a row of its own (renamed onto the pair) cannot take
+                    // another's over: that one is retired.
+                    let kept = held || own.is_some();
+                    if kept {
+                        sqlx::query(RETIRE).bind(id).execute(&mut *$exec).await?;
+                    } else {
+                        sqlx::query(TAKE_OVER)
+                            .bind(id)
+                            .bind(&reg.uuid)
+                            .execute(&mut *$exec)
+                            .await?;
+                    }
+                    Takeover::Replaced {
+                        old: $crate::domain::HostId(id),
+                        old_uuid,
+                        kept,
+                    }
+                }
+            }
+        }
+    }};
+}
+pub(crate) use takeover;
+
+/// [`takeover!`] on a connection of SQLite's hot writer.
+pub(crate) fn takeover_rusqlite(
+    db: &rusqlite::Connection,
+    reg: &HostRegistration,
+) -> rusqlite::Result<Takeover> {
+    use rusqlite::OptionalExtension;
+    // SQLite numbers `$N` parameters by where they first appear, not by N: its own `?N`.
+    let own: Option<bool> = db
+        .prepare_cached("SELECT retired FROM hosts WHERE uuid = ?1")?
+        .query_row([&reg.uuid], |r| r.get(0))
+        .optional()?;
+    if own == Some(true) {
+        return Ok(Takeover::OwnRetired);
+    }
+    let holder: Option<(i64, String, bool)> = db
+        .prepare_cached(&HOLDER_OF_NAMES.replace('$', "?"))?
+        .query_row([&reg.host, &reg.node, &reg.uuid], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
+    let Some((id, old_uuid, held)) = holder else {
+        return Ok(Takeover::Free);
+    };
+    let kept = held || own.is_some();
+    if kept {
+        db.prepare_cached(&RETIRE.replace('$', "?"))?
+            .execute([id])?;
+    } else {
+        db.prepare_cached("UPDATE hosts SET uuid = ?2 WHERE id = ?1")?
+            .execute(rusqlite::params![id, reg.uuid])?;
+    }
+    Ok(Takeover::Replaced {
+        old: HostId(id),
+        old_uuid,
+        kept,
+    })
+}
+
 /// A host row as selected by [`SQLITE_HOST_SELECT`] or [`POSTGRES_HOST_SELECT`], before its
 /// inventories are joined.
 struct HostFields {
@@ -330,9 +475,33 @@ impl Ledger {
         now_ms: i64,
     ) -> Result<HostId, LedgerError> {
         reg.validate()?;
-        let id = write_tx!(self, Db, tx => upsert_host!(Db, tx, reg, now_ms));
-        self.reload(&[id]).await?;
-        Ok(id)
+        let (id, takeover) = write_tx!(self, Db, tx => {
+            let takeover = takeover!(tx, reg);
+            match takeover {
+                // A retired node stays as it is (its row, when it still has one).
+                Takeover::OwnRetired => {
+                    let id: Option<i64> = sqlx::query_scalar("SELECT id FROM hosts WHERE uuid = $1")
+                        .bind(&reg.uuid)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    (id.map(HostId), takeover)
+                }
+                _ => (Some(upsert_host!(Db, tx, reg, now_ms)), takeover),
+            }
+        });
+        let mut ids: Vec<HostId> = id.into_iter().collect();
+        if let Takeover::Replaced { old, .. } = &takeover {
+            takeover.log(reg);
+            self.table().host_counters().node_replaced.inc();
+            ids.push(*old);
+        }
+        self.reload(&ids).await?;
+        id.ok_or_else(|| {
+            LedgerError::Invalid(format!(
+                "compute node {} was retired and has no row any more",
+                reg.uuid
+            ))
+        })
     }
 
     /// The ledger's rows of the given hosts (every host when `ids` is `None`), in id order.
@@ -410,15 +579,24 @@ impl Ledger {
         self.reload(&[host]).await
     }
 
-    /// Loads `ids` from the ledger into the live table (hosts the ledger no longer has stay
-    /// as they were). Claims in flight keep their reservation (see [`crate::table`]).
+    /// Loads `ids` from the ledger into the live table; hosts the ledger no longer has (a
+    /// retired compute node gone with its last allocation, migration 0014) leave it. Claims
+    /// in flight keep their reservation (see [`crate::table`]).
     pub async fn reload(&self, ids: &[HostId]) -> Result<(), LedgerError> {
         if ids.is_empty() {
             return Ok(());
         }
         let _exclusive = self.gate.write().await;
         let rows = self.load_hosts(Some(ids)).await?;
+        let gone: Vec<HostId> = ids
+            .iter()
+            .filter(|id| !rows.iter().any(|r| r.id == **id))
+            .copied()
+            .collect();
         self.table().load(rows);
+        if !gone.is_empty() {
+            self.table().forget(&gone);
+        }
         Ok(())
     }
 

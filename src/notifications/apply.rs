@@ -272,6 +272,12 @@ pub(super) fn settle_committed(
     table: &HostTable,
     mut touched: Touched,
 ) -> (Vec<Patch>, Vec<HostId>) {
+    let counters = table.host_counters();
+    counters.older_events.inc_by(touched.older);
+    for (reg, takeover) in &touched.replaced {
+        takeover.log(reg);
+        counters.node_replaced.inc();
+    }
     for (id, up, disabled, seen) in &touched.heartbeats {
         if let Some(h) = table.get(*id) {
             table.set_liveness(*id, *up, *disabled, h.forced_down, *seen);

@@ -7,11 +7,12 @@ use super::known_rows::{InventoryValues, KnownRows};
 use crate::domain::HostId;
 use crate::domain::{Aggregates, ClassId, HostProfile, Resources, Traits};
 use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
-use crate::ledger::hosts::upsert_host;
+use crate::ledger::hosts::{may_take_over, takeover, takeover_rusqlite, upsert_host, Takeover};
 use crate::ledger::messages::MARK_PROCESSED;
 use crate::ledger::moves::{release_held_in_tx, restore_source_in_tx, START_MOVE};
 use crate::ledger::{HostRegistration, HostTable};
 use crate::nova::{HostEvent, MoveStep, Notification};
+use crate::table::EventOrder;
 use rusqlite::OptionalExtension;
 use sqlx::Row;
 use std::sync::Arc;
@@ -91,11 +92,19 @@ pub(super) struct Touched {
     staged: Vec<(HostRegistration, i64, Option<Prepared>)>,
     /// `staged` index by compute node uuid.
     staged_at: crate::table::FastMap<String, usize>,
+    /// Nodes a registration of the batch replaced (`ledger::hosts::Takeover`): logged and
+    /// counted once committed.
+    pub replaced: Vec<(HostRegistration, Takeover)>,
+    /// Host-state events older than their host's newest (heartbeats only): counted once
+    /// committed.
+    pub older: u64,
 }
 
 /// What [`Touched`] held before a message, to undo that message's part when it is rejected.
 pub(super) struct TouchedMark {
     reload: usize,
+    replaced: usize,
+    older: u64,
     heartbeats: Vec<(HostId, bool, bool, i64)>,
     unwritten: Vec<(HostId, bool, bool, i64)>,
 }
@@ -105,6 +114,8 @@ impl Touched {
         debug_assert!(self.staged.is_empty(), "marks are for the savepoint pass");
         TouchedMark {
             reload: self.reload.len(),
+            replaced: self.replaced.len(),
+            older: self.older,
             heartbeats: self.heartbeats.clone(),
             unwritten: self.unwritten.clone(),
         }
@@ -112,6 +123,8 @@ impl Touched {
 
     pub fn rollback_to(&mut self, mark: TouchedMark) {
         self.reload.truncate(mark.reload);
+        self.replaced.truncate(mark.replaced);
+        self.older = mark.older;
         self.heartbeats = mark.heartbeats;
         self.unwritten = mark.unwritten;
     }
@@ -127,6 +140,35 @@ impl Touched {
         let beat = (id, reg.up, reg.disabled, now_ms);
         self.heartbeats.push(beat);
         self.unwritten.push(beat);
+    }
+
+    /// An event older than its host's newest (`EventOrder::Older`) of host `known`: a
+    /// heartbeat that keeps the host's state as it is (liveness by receive time), or, when the
+    /// batch stages a registration of it already, that one's time.
+    fn older_beat(&mut self, known: &crate::domain::HostState, uuid: &str, now_ms: i64) {
+        self.older += 1;
+        if let Some(&at) = self.staged_at.get(uuid) {
+            self.staged[at].1 = now_ms;
+            return;
+        }
+        let (up, disabled) = match self.heartbeats.iter().find(|(h, ..)| *h == known.id) {
+            Some((_, up, disabled, _)) => (*up, *disabled),
+            None => (known.up, known.disabled),
+        };
+        self.forget_beats(known.id);
+        let beat = (known.id, up, disabled, now_ms);
+        self.heartbeats.push(beat);
+        self.unwritten.push(beat);
+    }
+
+    /// Notes a node replaced by a registration written in this batch: its row is read back
+    /// (renamed and unschedulable, or the new node's), and its heartbeats are not written.
+    fn replaced(&mut self, reg: &HostRegistration, takeover: Takeover) {
+        if let Takeover::Replaced { old, .. } = &takeover {
+            self.forget_beats(*old);
+            self.reload.push(*old);
+            self.replaced.push((reg.clone(), takeover));
+        }
     }
 
     /// A registration replaces the host's heartbeats of this batch: it writes the same
@@ -145,8 +187,19 @@ impl Touched {
         table: &HostTable,
         reg: std::borrow::Cow<'_, HostRegistration>,
         prepared: Option<Prepared>,
+        sent_ms: Option<i64>,
         now_ms: i64,
     ) {
+        if table.event_order(&reg.uuid, sent_ms, now_ms) == EventOrder::Older {
+            if let Some(known) = table.by_uuid(&reg.uuid) {
+                self.older_beat(&known, &reg.uuid, now_ms);
+                return;
+            }
+            if self.staged_at.contains_key(&reg.uuid) {
+                self.older += 1;
+                return;
+            }
+        }
         if let Some(&at) = self.staged_at.get(&reg.uuid) {
             self.staged[at] = (reg.into_owned(), now_ms, prepared);
             return;
@@ -323,12 +376,26 @@ macro_rules! define_effect {
                 HostEvent::HostState(p) => {
                     let reg = reg.ok_or_else(|| rejected(format!("host {}: not validated", p.host)))?;
                     if coalesce {
-                        touched.stage(table, std::borrow::Cow::Borrowed(reg), None, now_ms);
+                        touched.stage(table, std::borrow::Cow::Borrowed(reg), None, n.sent_ms(), now_ms);
                         return Ok(Applied::Applied);
+                    }
+                    if table.event_order(&reg.uuid, n.sent_ms(), now_ms) == EventOrder::Older {
+                        if let Some(known) = table.by_uuid(&reg.uuid) {
+                            touched.older_beat(&known, &reg.uuid, now_ms);
+                            return Ok(Applied::Applied);
+                        }
                     }
                     if let Some(id) = heartbeat_of(table, reg).filter(|id| !touched.reload.contains(id)) {
                         touched.beat(id, reg, now_ms);
                         return Ok(Applied::Applied);
+                    }
+                    match takeover!(*tx, reg) {
+                        Takeover::OwnRetired => {
+                            tracing::debug!(host = %reg.host, compute_node = %reg.uuid, "event of a retired compute node: nothing to apply");
+                            return Ok(Applied::Applied);
+                        }
+                        Takeover::Free => {}
+                        replaced => touched.replaced(reg, replaced),
                     }
                     let id = upsert_host!($db, *tx, reg, now_ms);
                     touched.forget_beats(id);
@@ -478,7 +545,8 @@ macro_rules! define_effect {
                         return Err(rejected(format!("service.update for unknown host {host:?}")));
                     }
                     for id in &ids {
-                        sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3")
+                        // A retired node (re-created under a new uuid) stays unschedulable.
+                        sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3 AND NOT retired")
                             .bind(*disabled)
                             .bind(*forced_down)
                             .bind(id)
@@ -612,6 +680,22 @@ macro_rules! define_flush {
                 staged.sort_by_cached_key(|(r, ..)| {
                     table.by_uuid(&r.uuid).map_or(i64::MAX, |h| h.id.0)
                 });
+            }
+            // A registration of (host, node) another node holds replaces it or retires it
+            // first; one of a retired node writes nothing.
+            if staged.iter().any(|(r, ..)| may_take_over(table, r)) {
+                let mut free = Vec::with_capacity(staged.len());
+                for s in staged {
+                    if may_take_over(table, &s.0) {
+                        match takeover!(&mut **tx, &s.0) {
+                            Takeover::OwnRetired => continue,
+                            Takeover::Free => {}
+                            replaced => touched.replaced(&s.0, replaced),
+                        }
+                    }
+                    free.push(s);
+                }
+                staged = free;
             }
             if let Some((_, now_ms, _)) = staged.last() {
                 let now_ms = *now_ms;
@@ -879,6 +963,13 @@ fn write_registrations(
     let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
     let mut update_same_names = db.prepare_cached(UPDATE_HOST_ROW_SAME_NAMES)?;
     for (reg, _, prepared) in staged {
+        if may_take_over(table, &reg) {
+            match takeover_rusqlite(db, &reg)? {
+                Takeover::OwnRetired => continue,
+                Takeover::Free => {}
+                replaced => touched.replaced(&reg, replaced),
+            }
+        }
         let Prepared {
             traits,
             aggregates,

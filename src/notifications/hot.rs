@@ -1,6 +1,7 @@
 //! The notifications that come with every decision, applied by SQLite's hot writer
 //! (`ledger::hot`): a heartbeat (a host-state event whose host the table knows with exactly
-//! this profile) and a build's `instance.create.end` that confirms Parasol's own claim. Each is
+//! this profile, or one sent before the host's newest, which only says the host is alive:
+//! `table::events`) and a build's `instance.create.end` that confirms Parasol's own claim. Each is
 //! committed exactly once with its message id, in the writer's next group, as the general path
 //! (`apply`) would commit it. Any other message, or one of these that turns out to need more
 //! (an `instance.create.end` whose allocation is not the build's claim on that host), is
@@ -13,6 +14,7 @@ use crate::ledger::hot::{transaction_lost, Step, Work};
 use crate::ledger::messages::mark_processed_rusqlite;
 use crate::ledger::{HostRegistration, HostTable, LedgerError};
 use crate::nova::{HostEvent, Notification};
+use crate::table::EventOrder;
 
 const HEARTBEAT: &str = "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 
@@ -26,19 +28,26 @@ pub(crate) enum HotAnswer {
 
 /// What a message asks of the hot writer.
 enum Kind {
-    /// A host-state event of host `.0`, whose profile the table held when it came.
-    Heartbeat(HostId, HostRegistration),
+    /// A host-state event of host `.0`, whose profile the table held when it came; `.2`: one
+    /// older than the host's newest (`EventOrder::Older`), whose liveness alone counts (its
+    /// state is the table's, whatever its profile).
+    Heartbeat(HostId, HostRegistration, bool),
     /// Confirm instance `.1`'s claim on host `.0`.
     Confirm(HostId, String),
 }
 
 /// What `n` asks of the hot writer, if it is of a kind it applies, as the table is now.
-fn kind(table: &HostTable, n: &Notification) -> Option<Kind> {
+fn kind(table: &HostTable, n: &Notification, now_ms: i64) -> Option<Kind> {
     match &n.event {
         HostEvent::HostState(_) => {
-            let reg = validate(n).ok()??;
+            let mut reg = validate(n).ok()??;
+            if table.event_order(&reg.uuid, n.sent_ms(), now_ms) == EventOrder::Older {
+                let known = table.by_uuid(&reg.uuid)?;
+                (reg.up, reg.disabled) = (known.up, known.disabled);
+                return Some(Kind::Heartbeat(known.id, reg, true));
+            }
             let id = heartbeat_of(table, &reg)?;
-            Some(Kind::Heartbeat(id, reg))
+            Some(Kind::Heartbeat(id, reg, false))
         }
         HostEvent::Upsert {
             instance_uuid,
@@ -78,7 +87,7 @@ impl HotNotification {
         n: &Notification,
         now_ms: i64,
     ) -> Option<(Self, tokio::sync::oneshot::Receiver<HotAnswer>)> {
-        let kind = kind(table, n)?;
+        let kind = kind(table, n, now_ms)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = HotNotification {
             sent_at: n.sent_at().to_string(),
@@ -99,10 +108,18 @@ impl HotNotification {
         db: &rusqlite::Connection,
         table: &HostTable,
     ) -> Result<Option<Applied>, LedgerError> {
-        if let Kind::Heartbeat(id, reg) = &self.kind {
-            if heartbeat_of(table, reg) != Some(*id) {
-                return Ok(None);
+        match &self.kind {
+            Kind::Heartbeat(id, reg, true) => {
+                if table.by_uuid(&reg.uuid).map(|h| h.id) != Some(*id) {
+                    return Ok(None);
+                }
             }
+            Kind::Heartbeat(id, reg, false) => {
+                if heartbeat_of(table, reg) != Some(*id) {
+                    return Ok(None);
+                }
+            }
+            Kind::Confirm(..) => {}
         }
         let key = (self.sent_at.as_str(), self.message_id.as_str());
         if !mark_processed_rusqlite(db, key, self.now_ms)? {
@@ -110,7 +127,7 @@ impl HotNotification {
         }
         self.marked = true;
         match &self.kind {
-            Kind::Heartbeat(id, reg) => {
+            Kind::Heartbeat(id, reg, _) => {
                 let (id, up, disabled) = (*id, reg.up, reg.disabled);
                 db.prepare_cached(HEARTBEAT)?.execute(rusqlite::params![
                     id.0,
@@ -170,6 +187,9 @@ impl Work for HotNotification {
     }
 
     fn committed(self: Box<Self>, table: &HostTable) {
+        if let (Some(_), Kind::Heartbeat(_, _, true)) = (self.beat, &self.kind) {
+            table.host_counters().older_events.inc();
+        }
         if let Some((id, up, disabled)) = self.beat {
             if let Some(forced_down) = table.get(id).map(|h| h.forced_down) {
                 table.set_liveness(id, up, disabled, forced_down, self.now_ms);

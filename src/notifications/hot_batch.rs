@@ -38,7 +38,7 @@ enum Item {
     Invalid(String),
     /// A host-state event: its key, validated registration and, when it is surely a
     /// re-registration, what writing it takes.
-    HostState(Key, HostRegistration, Option<Prepared>),
+    HostState(Key, HostRegistration, Option<Prepared>, Option<i64>),
     /// Recorded as processed and nothing else (an event Parasol does not act on, an
     /// aggregate cast: `Ingest` hands those to the cloud view).
     Recorded(Key),
@@ -80,7 +80,7 @@ fn job_of(
             HostEvent::HostState(_) => match validate(n) {
                 Ok(Some(reg)) => {
                     let prepared = Prepared::surely_needed(table, &reg);
-                    Item::HostState(key_of(n), reg, prepared)
+                    Item::HostState(key_of(n), reg, prepared, n.sent_ms())
                 }
                 Ok(None) => return None,
                 Err(reason) => {
@@ -128,8 +128,14 @@ impl HotBatch {
                 {
                     Ok(Applied::Duplicate)
                 }
-                Item::HostState(_, reg, prepared) => {
-                    touched.stage(table, std::borrow::Cow::Owned(reg), prepared, *now_ms);
+                Item::HostState(_, reg, prepared, sent_ms) => {
+                    touched.stage(
+                        table,
+                        std::borrow::Cow::Owned(reg),
+                        prepared,
+                        sent_ms,
+                        *now_ms,
+                    );
                     Ok(Applied::Applied)
                 }
                 Item::Recorded(_) => Ok(Applied::Unknown),

@@ -273,16 +273,21 @@ impl Notification {
         }
     }
 
-    /// When the message was sent, in milliseconds since the epoch: its envelope `timestamp` in
-    /// oslo's format (UTC); `None` without one or in another format.
+    /// The envelope's `timestamp` as milliseconds since the epoch (UTC), when it is a time:
+    /// oslo's `str(utcnow())` ("2026-11-27 18:00:00.123456"), the same with a `T`, or ISO 8601
+    /// with an offset. The order of a host's host-state events (`HostTable::event_order`).
     pub fn sent_ms(&self) -> Option<i64> {
-        let t = self.sent_at();
-        if t.is_empty() {
-            return None;
-        }
-        chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f")
-            .ok()
+        use chrono::{DateTime, NaiveDateTime};
+        let t = self.timestamp.as_deref()?.trim();
+        ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
             .map(|at| at.and_utc().timestamp_millis())
+            .or_else(|| {
+                DateTime::parse_from_rfc3339(t)
+                    .ok()
+                    .map(|at| at.timestamp_millis())
+            })
     }
 
     /// Unwraps the envelope and decodes either a notification (`event_type`) or a fanout

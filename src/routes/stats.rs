@@ -25,5 +25,17 @@ pub async fn get_stats(
         "rpc": rpc.to_json(),
         "expired_claims": scheduler.stats().expired_claims(),
         "placement": placement.to_json(),
+        "hosts": hosts_json(ingest.ledger().table()),
     }))
+}
+
+/// What host registration did beside the usual: compute nodes re-created under a new uuid
+/// that replaced (or retired) the old one, and host-state events older than their host's
+/// newest (heartbeats only).
+fn hosts_json(table: &crate::table::HostTable) -> serde_json::Value {
+    let c = table.host_counters();
+    json!({
+        "node_replaced": c.node_replaced.get(),
+        "older_events": c.older_events.get(),
+    })
 }

@@ -26,6 +26,13 @@ pub struct Scheduler {
     active: RwLock<(Arc<Settings>, Arc<Backend>)>,
 }
 
+/// A host's events older than its newest are taken again after `[policy] host_timeout_s`
+/// (`table::events`).
+fn set_event_clock_reset(ledger: &Ledger, settings: &Settings) {
+    let ms = i64::try_from(settings.policy.host_timeout_s.saturating_mul(1000)).unwrap_or(i64::MAX);
+    ledger.table().set_event_clock_reset_after_ms(ms);
+}
+
 impl Scheduler {
     pub async fn start(
         settings: Arc<Settings>,
@@ -52,6 +59,7 @@ impl Scheduler {
             resync: resync.clone(),
         };
         let backend = Backend::start(kind, deps).await?;
+        set_event_clock_reset(&ledger, &settings);
         Ok(Scheduler {
             ledger,
             cloud: Arc::new(crate::cloud::Cloud::new()),
@@ -137,6 +145,7 @@ impl Scheduler {
             );
         }
         let backend = Arc::new(self.build(&settings).await?);
+        set_event_clock_reset(&self.ledger, &settings);
         let old = std::mem::replace(&mut *self.active.write(), (settings, backend.clone()));
         old.1.stop();
         if old.1.kind() != backend.kind() {

@@ -17,6 +17,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod events;
+pub use events::{EventOrder, HostCounters};
+
 /// What a reserve came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reserve {
@@ -158,6 +161,8 @@ pub struct HostTable {
     /// nova-compute services announced by `service.create`, with when (ms), until a node of
     /// theirs is loaded with Nova's record ([`HostTable::announced_not_loaded`]).
     announced: parking_lot::Mutex<HashMap<String, i64>>,
+    /// The order of each host's host-state events, and the registration counters.
+    events: events::EventClocks,
 }
 
 impl std::fmt::Debug for HostTable {
@@ -404,6 +409,41 @@ impl HostTable {
         let mut hosts: Vec<String> = announced.keys().cloned().collect();
         hosts.sort();
         hosts
+    }
+
+    /// Drops hosts the ledger no longer has (a compute node retired beside its re-created
+    /// successor, whose last allocation went: migration 0014), unless a claim of this
+    /// process is in flight on one (kept until it settles). The last host takes the slot.
+    pub fn forget(&self, ids: &[HostId]) {
+        let mut inner = self.inner.write();
+        let mut changed = false;
+        for id in ids {
+            let Some(slot) = inner.slot_of.get(id).copied() else {
+                continue;
+            };
+            if inner.pending[slot].1 != 0 {
+                continue;
+            }
+            let last = inner.hosts.len() - 1;
+            inner.unindex_names(slot);
+            inner.slot_of.remove(id);
+            if slot != last {
+                inner.unindex_names(last);
+                inner.hosts.swap(slot, last);
+                inner.rows.swap(slot, last);
+                inner.pending.swap(slot, last);
+            }
+            inner.hosts.pop();
+            inner.rows.pop();
+            inner.pending.pop();
+            if slot != last {
+                inner.index(slot);
+            }
+            changed = true;
+        }
+        if changed {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Sets a host's liveness (a heartbeat or a service update the ledger has committed).

@@ -316,3 +316,31 @@ fn a_deleted_compute_service_is_no_longer_awaited() {
     t.forget_service("never-announced");
     assert_eq!(t.announced_not_loaded(0), ["c3"]);
 }
+
+#[test]
+fn forgotten_hosts_leave_every_index_and_the_last_host_takes_their_slot() {
+    let t = HostTable::new();
+    t.load([row(1, "a", 4, 0), row(2, "b", 4, 1), row(3, "c", 8, 2)]);
+    let before = t.generation();
+    t.forget(&[HostId(1)]);
+    assert!(t.generation() > before);
+    assert_eq!(t.len(), 2);
+    assert!(t.get(HostId(1)).is_none());
+    assert!(t.by_uuid("uuid-a").is_none());
+    assert!(t.by_name("a", None).is_none());
+    let c = t.by_uuid("uuid-c").expect("the moved host by uuid");
+    assert_eq!((c.id, c.used), (HostId(3), vcpus(2)));
+    assert_eq!(t.by_name("c", Some("c")).unwrap().id, HostId(3));
+    assert_eq!(t.get(HostId(2)).unwrap().used, vcpus(1));
+    rows_agree(&t);
+    // A host with a claim in flight stays until the claim settles.
+    assert_eq!(t.reserve(HostId(3), &vcpus(1)), Reserve::Reserved);
+    t.forget(&[HostId(3), HostId(99)]);
+    assert!(t.get(HostId(3)).is_some());
+    t.finalize(HostId(3), &vcpus(1));
+    t.forget(&[HostId(3)]);
+    assert_eq!(t.ids(), vec![HostId(2)]);
+    rows_agree(&t);
+    t.forget(&[HostId(2)]);
+    assert!(t.is_empty());
+}

@@ -11,6 +11,7 @@ mod bad_input;
 mod claim_ttl;
 mod concurrency;
 mod helpers;
+mod host_events;
 mod metrics;
 mod moves;
 mod notifications;

@@ -295,10 +295,17 @@ async fn the_batch_flush_itself_writes_registrations_and_heartbeats() {
     let mut conn = write.lock().await.unwrap();
     let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
     let mut touched = Touched::default();
-    touched.stage(ledger.table(), std::borrow::Cow::Borrowed(&beat), None, 7);
+    touched.stage(
+        ledger.table(),
+        std::borrow::Cow::Borrowed(&beat),
+        None,
+        None,
+        7,
+    );
     touched.stage(
         ledger.table(),
         std::borrow::Cow::Owned(new.clone()),
+        None,
         None,
         7,
     );
@@ -541,16 +548,29 @@ async fn the_hot_writer_applies_a_batch_of_host_state_events_as_the_general_path
     }
 }
 
-/// A registration the database refuses (another compute node under the same host and node
-/// names) rolls the hot writer's job back: the general path rejects that message alone, with
-/// the database's reason, and applies the rest of its batch.
+/// A registration the database refuses (here a trigger refuses host "refused"; another
+/// compute node under the same host and node names is no longer refused: see
+/// `tests/ledger/host_events.rs`) rolls the hot writer's job back: the general path rejects
+/// that message alone, with the database's reason, and applies the rest of its batch.
 #[tokio::test]
 async fn a_registration_the_database_refuses_is_rejected_alone() {
     let (ledger, _dir) = ledger().await;
     let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
     apply_batch(&ledger, &[&first], 0).await.unwrap();
-    let mut clash = host_state("m2", "a", 8);
-    clash["payload"]["compute_node_uuid"] = json!(uuid_of("another node"));
+    {
+        let Pools::Sqlite { write, .. } = &ledger.pools else {
+            panic!("a SQLite ledger")
+        };
+        let mut conn = write.lock().await.unwrap();
+        sqlx::query(
+            "CREATE TRIGGER refuse BEFORE INSERT ON hosts WHEN NEW.host = 'refused' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+        )
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    }
+    let clash = host_state("m2", "refused", 8);
     let batch: Vec<Notification> = [host_state("m3", "b", 4), clash, host_state("m4", "a", 16)]
         .iter()
         .map(|v| Notification::from_inner(v).unwrap())
