@@ -211,3 +211,62 @@ async fn logs_to_a_pipe_carry_no_colour_codes() {
         "colour codes in a piped log: {log:?}"
     );
 }
+
+/// Issue 40, item 7: `[server] http_workers = 513` passed `config check`, then `serve`
+/// panicked (the HTTP server's limit is 512; exit 101, no key named). Both refuse it now,
+/// naming the key, and `serve` exits as on any bad configuration.
+#[test]
+fn config_check_refuses_what_serve_would_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("parasol.toml");
+    for (toml, key) in [
+        ("[server]\nhttp_workers = 513\n", "server.http_workers"),
+        (
+            "[server]\nshutdown_grace_s = 1e300\n",
+            "server.shutdown_grace_s",
+        ),
+    ] {
+        std::fs::write(
+            &file,
+            format!(
+                "{toml}[ledger]\nurl = \"sqlite://{}/ledger.db\"\n[amqp]\nurl = \"\"\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        for args in [
+            vec!["config", "check", file.to_str().unwrap()],
+            vec!["--config", file.to_str().unwrap(), "serve"],
+        ] {
+            let log = dir.path().join("stderr.log");
+            let mut child = Command::new(env!("CARGO_BIN_EXE_parasol"))
+                .args(&args)
+                .env("RUST_LOG", "warn")
+                .env("PARASOL__SERVER__PORT", free_port().to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("run parasol");
+            // A serve that accepted the value would run on: a guard, not a speed bound.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{args:?} accepted {toml} and kept running");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let stderr = std::fs::read_to_string(&log).unwrap();
+            assert_eq!(status.code(), Some(1), "{args:?} on {toml}: {stderr}");
+            assert!(
+                stderr.contains(&format!("key `{key}`")),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+}

@@ -91,6 +91,9 @@ pub struct Settings {
     pub auth: crate::auth::AuthSettings,
 }
 
+/// The most HTTP worker threads the HTTP server runs (actix-server panics past it).
+pub const MAX_HTTP_WORKERS: usize = 512;
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSettings {
@@ -114,7 +117,7 @@ impl ServerSettings {
     /// decision than two, at the same rate (BENCHMARKS.md, issue 15, 2026-12-01).
     pub fn workers(&self, cores: usize) -> usize {
         match self.http_workers {
-            0 => cores.saturating_sub(1).max(1),
+            0 => cores.saturating_sub(1).clamp(1, MAX_HTTP_WORKERS),
             n => n,
         }
     }
@@ -450,6 +453,11 @@ mod tests {
         assert_eq!(zero.workers(1), 1);
         assert_eq!(zero.workers(2), 1);
         assert_eq!(zero.workers(8), 7);
+        assert_eq!(
+            zero.workers(1024),
+            MAX_HTTP_WORKERS,
+            "the HTTP server's limit"
+        );
         assert_eq!(ServerSettings::default().workers(4), 3);
         let three = Settings::from_toml("[server]\nhttp_workers = 3\n")
             .unwrap()
