@@ -10,6 +10,12 @@ use std::sync::Arc;
 /// part at once (HTTP, notification consumer, RPC server, Placement sync); `config` is
 /// re-read on SIGHUP.
 pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), StartupError> {
+    // Held until the process ends: one `serve` per SQLite ledger.
+    let url = settings
+        .ledger
+        .resolve_url()
+        .map_err(StartupError::DataDir)?;
+    let _lock = crate::ledger::lock_for_process(&url)?;
     let app = Application::build(settings).await?;
     app.start_background();
     let shutdown = app.shutdown();

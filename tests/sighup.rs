@@ -1,5 +1,6 @@
 //! `parasol serve` as operators run it: SIGHUP switches the backend mid-load without losing a
-//! request or claiming twice, and an invalid file is refused while the old config keeps running.
+//! request or claiming twice, and an invalid file is refused while the old config keeps running;
+//! a second `serve` on the same SQLite ledger is refused.
 
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
@@ -269,4 +270,66 @@ fn config_check_refuses_what_serve_would_naming_the_key() {
             );
         }
     }
+}
+
+/// Issue 40, item 8: a second `parasol serve` on the same SQLite file used to start silently
+/// (two live tables drifting apart). It is refused with a message naming the file and the
+/// process that holds it; the first keeps serving, and once it is gone the file is free.
+#[tokio::test]
+async fn a_second_serve_on_the_same_sqlite_ledger_is_refused_while_the_first_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_port = free_port();
+    let first_file = dir.path().join("first.toml");
+    std::fs::write(&first_file, config(first_port, dir.path(), "filter")).unwrap();
+    let mut first = start(&first_file, first_port).await;
+    let second_port = free_port();
+    let second_file = dir.path().join("second.toml");
+    std::fs::write(&second_file, config(second_port, dir.path(), "filter")).unwrap();
+    let log = dir.path().join("second.log");
+    let mut second = Service {
+        child: Command::new(env!("CARGO_BIN_EXE_parasol"))
+            .args(["--config", second_file.to_str().unwrap(), "serve"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start a second parasol serve"),
+        base: format!("http://127.0.0.1:{second_port}"),
+    };
+    // It either exits or comes up (and is then killed by its Drop).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = second.child.try_wait().unwrap() {
+            break status;
+        }
+        let up = reqwest::get(format!("{}/healthz", second.base))
+            .await
+            .is_ok();
+        assert!(!up, "a second serve on the same SQLite ledger started");
+        assert!(
+            Instant::now() < deadline,
+            "the second serve neither exited nor came up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{stderr}");
+    let ledger = dir.path().join("ledger.db");
+    assert!(
+        stderr.contains(&format!(
+            "the SQLite ledger {} is in use by another parasol serve (pid {})",
+            ledger.display(),
+            first.child.id()
+        )),
+        "{stderr}"
+    );
+    // The first one still serves.
+    let r = reqwest::get(format!("{}/healthz", first.base))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Once it is gone (even killed), the ledger is free for the next one.
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let _next = start(&second_file, second_port).await;
 }

@@ -28,6 +28,7 @@ mod follow;
 pub(crate) mod hosts;
 pub(crate) mod hot;
 mod import;
+mod lock;
 pub(crate) mod messages;
 mod meta;
 
@@ -36,6 +37,7 @@ pub use claims::{Allocation, ClaimOutcome};
 pub use expiry::{run_claim_expiry, sweep_interval_ms};
 pub use hosts::HostRegistration;
 pub use import::StoredAllocation;
+pub use lock::{lock_for_process, ProcessLock};
 pub use messages::{retention_sweep_ms, run_message_retention, DeadLetter};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
