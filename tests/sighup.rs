@@ -1,6 +1,7 @@
 //! `parasol serve` as operators run it: SIGHUP switches the backend mid-load without losing a
 //! request or claiming twice, and an invalid file is refused while the old config keeps running;
-//! a second `serve` on the same SQLite ledger is refused.
+//! a reload says what it applied and what waits for a restart; a second `serve` on the same
+//! SQLite ledger is refused.
 
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
@@ -332,4 +333,57 @@ async fn a_second_serve_on_the_same_sqlite_ledger_is_refused_while_the_first_run
     first.child.kill().unwrap();
     first.child.wait().unwrap();
     let _next = start(&second_file, second_port).await;
+}
+
+/// Issue 40, item 9: a reload used to log "the rest is applied now" while authentication
+/// (among others) is read only at start. The log now names the keys applied and those that
+/// wait for a restart, and the service does what it says: the backend switched, the token
+/// not yet asked for.
+#[tokio::test]
+async fn a_reload_names_what_it_applied_and_what_waits_for_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("parasol.toml");
+    let port = free_port();
+    std::fs::write(&file, config(port, dir.path(), "filter")).unwrap();
+    let log = dir.path().join("serve.log");
+    let service = start_logging(
+        &file,
+        port,
+        "info",
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .await;
+    let token = "0123456789abcdef0123";
+    std::fs::write(
+        &file,
+        format!(
+            "{}[auth]\nstrategy = \"token\"\ntoken = \"{token}\"\n",
+            config(port, dir.path(), "apsr")
+        ),
+    )
+    .unwrap();
+    hup(&service);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let line = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if let Some(line) = text.lines().find(|l| l.contains("configuration reloaded")) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "no reload logged: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!line.contains("the rest is applied now"), "{line}");
+    assert!(line.contains("applied now: scheduler.backend;"), "{line}");
+    assert!(
+        line.contains("waiting for a restart (read only at start, the old values keep running): auth.strategy, auth.token"),
+        "{line}"
+    );
+    let client = reqwest::Client::new();
+    assert_eq!(active_backend(&client, &service.base).await, "apsr");
+    let hosts = client
+        .get(format!("{}/v1/hosts", service.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hosts.status(), 200, "authentication changes at a restart");
 }

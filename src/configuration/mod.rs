@@ -11,6 +11,7 @@
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
+mod reload;
 mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
@@ -18,6 +19,7 @@ pub use load::{ConfigError, Source};
 
 use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;
+pub use reload::{Reload, KEYS_READ_AT_START, READ_AT_START};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::str::FromStr;
