@@ -40,6 +40,36 @@ impl Settings {
                 ),
             );
         }
+        if self.server.max_connections == 0 {
+            return key("server.max_connections", "must be at least 1");
+        }
+        if self.server.max_pipelined_requests == 0 {
+            return key("server.max_pipelined_requests", "must be at least 1");
+        }
+        if !(4096..=1 << 30).contains(&self.server.socket_receive_buffer_bytes) {
+            return key(
+                "server.socket_receive_buffer_bytes",
+                "must be from 4096 to 1073741824",
+            );
+        }
+        for (name, value, zero) in [
+            (
+                "server.client_request_timeout_s",
+                self.server.client_request_timeout_s,
+                false,
+            ),
+            ("server.keep_alive_s", self.server.keep_alive_s, true),
+            ("server.body_timeout_s", self.server.body_timeout_s, false),
+        ] {
+            let low = if zero { 0.0 } else { 0.001 };
+            if !(value.is_finite() && (low..=MAX_SECONDS).contains(&value)) {
+                let from = if zero { "0" } else { "0.001" };
+                return key(
+                    name,
+                    &format!("must be a number of seconds from {from} to 86400, not {value}"),
+                );
+            }
+        }
         if self.ledger.max_connections == 0 {
             return key("ledger.max_connections", "must be at least 1");
         }
@@ -326,6 +356,30 @@ mod tests {
             (
                 "[server]\nshutdown_grace_s = 1e300",
                 "key `server.shutdown_grace_s` must be a number of seconds from 0 to 86400",
+            ),
+            (
+                "[server]\nmax_connections = 0",
+                "key `server.max_connections` must be at least 1",
+            ),
+            (
+                "[server]\nbody_timeout_s = 0",
+                "key `server.body_timeout_s` must be a number of seconds from 0.001 to 86400",
+            ),
+            (
+                "[server]\nmax_pipelined_requests = 0",
+                "key `server.max_pipelined_requests` must be at least 1",
+            ),
+            (
+                "[server]\nsocket_receive_buffer_bytes = 100",
+                "key `server.socket_receive_buffer_bytes` must be from 4096",
+            ),
+            (
+                "[server]\nclient_request_timeout_s = -1",
+                "key `server.client_request_timeout_s`",
+            ),
+            (
+                "[server]\nkeep_alive_s = 1e300",
+                "key `server.keep_alive_s`",
             ),
             (
                 "[server]\nshutdown_grace_s = -1",
