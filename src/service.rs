@@ -10,6 +10,12 @@ use std::sync::Arc;
 /// part at once (HTTP, notification consumer, RPC server, Placement sync); `config` is
 /// re-read on SIGHUP.
 pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), StartupError> {
+    // Held until the process ends: one `serve` per SQLite ledger.
+    let url = settings
+        .ledger
+        .resolve_url()
+        .map_err(StartupError::DataDir)?;
+    let _lock = crate::ledger::lock_for_process(&url)?;
     let app = Application::build(settings).await?;
     app.start_background();
     let shutdown = app.shutdown();
@@ -72,18 +78,29 @@ async fn reload_on_sighup(scheduler: Arc<Scheduler>, (path, explicit): (PathBuf,
 }
 
 /// Applies the configuration in `path` to the running service, or logs why it was refused.
+/// The log says which changed keys were applied and which wait for a restart (see
+/// [`Settings::reload`]).
 pub async fn reload(scheduler: &Scheduler, path: &Path, explicit: bool) -> bool {
     match Settings::load_with_source(path, explicit) {
-        Ok((settings, source)) => match scheduler.reconfigure(Arc::new(settings)).await {
-            Ok(()) => {
-                tracing::info!(%source, "configuration reloaded");
-                true
+        Ok((settings, source)) => {
+            let reload = scheduler.settings().reload(settings);
+            let summary = reload.summary();
+            let waiting = !reload.waiting.is_empty();
+            match scheduler.reconfigure(Arc::new(reload.settings)).await {
+                Ok(()) => {
+                    if waiting {
+                        tracing::warn!(%source, "configuration reloaded; {summary}");
+                    } else {
+                        tracing::info!(%source, "configuration reloaded; {summary}");
+                    }
+                    true
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "new configuration refused; the old one keeps running");
+                    false
+                }
             }
-            Err(e) => {
-                tracing::error!(error = %e, "new configuration refused; the old one keeps running");
-                false
-            }
-        },
+        }
         Err(e) => {
             tracing::error!(error = %e, "new configuration refused; the old one keeps running");
             false

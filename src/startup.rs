@@ -388,7 +388,11 @@ fn http_server(
     listener: TcpListener,
     settings: &Settings,
 ) -> Result<Server, StartupError> {
-    let limit = web::Data::new(BodyLimit(settings.server.max_body_bytes));
+    let server_settings = &settings.server;
+    let limit = web::Data::new(BodyLimit {
+        bytes: server_settings.max_body_bytes,
+        timeout: Duration::from_secs_f64(server_settings.body_timeout_s),
+    });
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let workers = settings.server.workers(cores);
     let clock = data.scheduler.clock().clone();
@@ -398,6 +402,10 @@ fn http_server(
             .wrap(auth.clone())
             .wrap(actix_web::middleware::from_fn(
                 crate::telemetry::request_span,
+            ))
+            // Outermost: a connection pipelining without reading is closed before any other work.
+            .wrap(actix_web::middleware::from_fn(
+                routes::connection::limit_pipelining,
             ))
             .app_data(data.scheduler.clone())
             .app_data(data.ingest.clone())
@@ -421,12 +429,29 @@ fn http_server(
             .route("/", web::get().to(routes::live_page))
             .route("/assets/{name}", web::get().to(routes::asset))
     })
-    .workers(workers);
+    .workers(workers)
+    // What every connection may hold is bounded (routes::connection); so is their number.
+    .max_connections(server_settings.connections_per_worker(workers))
+    .client_request_timeout(Duration::from_secs_f64(
+        server_settings.client_request_timeout_s,
+    ))
+    .keep_alive(match server_settings.keep_alive_s {
+        0.0 => actix_web::http::KeepAlive::Disabled,
+        s => actix_web::http::KeepAlive::Timeout(Duration::from_secs_f64(s)),
+    })
+    .on_connect(routes::connection::on_connect(
+        server_settings.max_pipelined_requests,
+    ));
     let grace = settings.server.shutdown_grace_s.ceil() as u64;
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
+    routes::connection::set_receive_buffer(&listener, server_settings.socket_receive_buffer_bytes)
+        .map_err(|source| StartupError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
     Ok(server
         .listen(listener)
         .map_err(|source| StartupError::Bind { addr, source })?

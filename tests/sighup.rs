@@ -1,5 +1,7 @@
 //! `parasol serve` as operators run it: SIGHUP switches the backend mid-load without losing a
-//! request or claiming twice, and an invalid file is refused while the old config keeps running.
+//! request or claiming twice, and an invalid file is refused while the old config keeps running;
+//! a reload says what it applied and what waits for a restart; a second `serve` on the same
+//! SQLite ledger is refused.
 
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
@@ -210,4 +212,178 @@ async fn logs_to_a_pipe_carry_no_colour_codes() {
         !log.contains('\u{1b}'),
         "colour codes in a piped log: {log:?}"
     );
+}
+
+/// Issue 40, item 7: `[server] http_workers = 513` passed `config check`, then `serve`
+/// panicked (the HTTP server's limit is 512; exit 101, no key named). Both refuse it now,
+/// naming the key, and `serve` exits as on any bad configuration.
+#[test]
+fn config_check_refuses_what_serve_would_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("parasol.toml");
+    for (toml, key) in [
+        ("[server]\nhttp_workers = 513\n", "server.http_workers"),
+        (
+            "[server]\nshutdown_grace_s = 1e300\n",
+            "server.shutdown_grace_s",
+        ),
+    ] {
+        std::fs::write(
+            &file,
+            format!(
+                "{toml}[ledger]\nurl = \"sqlite://{}/ledger.db\"\n[amqp]\nurl = \"\"\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        for args in [
+            vec!["config", "check", file.to_str().unwrap()],
+            vec!["--config", file.to_str().unwrap(), "serve"],
+        ] {
+            let log = dir.path().join("stderr.log");
+            let mut child = Command::new(env!("CARGO_BIN_EXE_parasol"))
+                .args(&args)
+                .env("RUST_LOG", "warn")
+                .env("PARASOL__SERVER__PORT", free_port().to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("run parasol");
+            // A serve that accepted the value would run on: a guard, not a speed bound.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{args:?} accepted {toml} and kept running");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let stderr = std::fs::read_to_string(&log).unwrap();
+            assert_eq!(status.code(), Some(1), "{args:?} on {toml}: {stderr}");
+            assert!(
+                stderr.contains(&format!("key `{key}`")),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+}
+
+/// Issue 40, item 8: a second `parasol serve` on the same SQLite file used to start silently
+/// (two live tables drifting apart). It is refused with a message naming the file and the
+/// process that holds it; the first keeps serving, and once it is gone the file is free.
+#[tokio::test]
+async fn a_second_serve_on_the_same_sqlite_ledger_is_refused_while_the_first_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_port = free_port();
+    let first_file = dir.path().join("first.toml");
+    std::fs::write(&first_file, config(first_port, dir.path(), "filter")).unwrap();
+    let mut first = start(&first_file, first_port).await;
+    let second_port = free_port();
+    let second_file = dir.path().join("second.toml");
+    std::fs::write(&second_file, config(second_port, dir.path(), "filter")).unwrap();
+    let log = dir.path().join("second.log");
+    let mut second = Service {
+        child: Command::new(env!("CARGO_BIN_EXE_parasol"))
+            .args(["--config", second_file.to_str().unwrap(), "serve"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start a second parasol serve"),
+        base: format!("http://127.0.0.1:{second_port}"),
+    };
+    // It either exits or comes up (and is then killed by its Drop).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = second.child.try_wait().unwrap() {
+            break status;
+        }
+        let up = reqwest::get(format!("{}/healthz", second.base))
+            .await
+            .is_ok();
+        assert!(!up, "a second serve on the same SQLite ledger started");
+        assert!(
+            Instant::now() < deadline,
+            "the second serve neither exited nor came up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{stderr}");
+    let ledger = dir.path().join("ledger.db");
+    assert!(
+        stderr.contains(&format!(
+            "the SQLite ledger {} is in use by another parasol serve (pid {})",
+            ledger.display(),
+            first.child.id()
+        )),
+        "{stderr}"
+    );
+    // The first one still serves.
+    let r = reqwest::get(format!("{}/healthz", first.base))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Once it is gone (even killed), the ledger is free for the next one.
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let _next = start(&second_file, second_port).await;
+}
+
+/// Issue 40, item 9: a reload used to log "the rest is applied now" while authentication
+/// (among others) is read only at start. The log now names the keys applied and those that
+/// wait for a restart, and the service does what it says: the backend switched, the token
+/// not yet asked for.
+#[tokio::test]
+async fn a_reload_names_what_it_applied_and_what_waits_for_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("parasol.toml");
+    let port = free_port();
+    std::fs::write(&file, config(port, dir.path(), "filter")).unwrap();
+    let log = dir.path().join("serve.log");
+    let service = start_logging(
+        &file,
+        port,
+        "info",
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .await;
+    let token = "0123456789abcdef0123";
+    std::fs::write(
+        &file,
+        format!(
+            "{}[auth]\nstrategy = \"token\"\ntoken = \"{token}\"\n",
+            config(port, dir.path(), "apsr")
+        ),
+    )
+    .unwrap();
+    hup(&service);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let line = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if let Some(line) = text.lines().find(|l| l.contains("configuration reloaded")) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "no reload logged: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!line.contains("the rest is applied now"), "{line}");
+    assert!(line.contains("applied now: scheduler.backend;"), "{line}");
+    assert!(
+        line.contains("waiting for a restart (read only at start, the old values keep running): auth.strategy, auth.token"),
+        "{line}"
+    );
+    let client = reqwest::Client::new();
+    assert_eq!(active_backend(&client, &service.base).await, "apsr");
+    let hosts = client
+        .get(format!("{}/v1/hosts", service.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hosts.status(), 200, "authentication changes at a restart");
 }

@@ -11,6 +11,7 @@
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
+mod reload;
 mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
@@ -18,6 +19,7 @@ pub use load::{ConfigError, Source};
 
 use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;
+pub use reload::{Reload, KEYS_READ_AT_START, READ_AT_START};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -91,6 +93,9 @@ pub struct Settings {
     pub auth: crate::auth::AuthSettings,
 }
 
+/// The most HTTP worker threads the HTTP server runs (actix-server panics past it).
+pub const MAX_HTTP_WORKERS: usize = 512;
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSettings {
@@ -104,6 +109,22 @@ pub struct ServerSettings {
     /// On SIGTERM/SIGINT, how long in-flight calls (HTTP and RPC) and the notification batch
     /// in hand may take to finish before the process exits anyway.
     pub shutdown_grace_s: f64,
+    /// HTTP connections open at once, all workers together; further ones wait in the
+    /// listen queue until one closes.
+    pub max_connections: usize,
+    /// Seconds a new connection has to send its first request's head.
+    pub client_request_timeout_s: f64,
+    /// Seconds an idle keep-alive connection stays open (0: one request per connection).
+    pub keep_alive_s: f64,
+    /// Seconds a request's body has to arrive in full once its handler reads it; then 408
+    /// and the connection is closed.
+    pub body_timeout_s: f64,
+    /// Requests a connection may send in a row before reading the answers to the earlier
+    /// ones (HTTP pipelining); past it the connection is closed (see `routes::connection`).
+    pub max_pipelined_requests: u32,
+    /// Receive buffer of each HTTP connection's socket, in bytes: bounds what the server reads
+    /// ahead of its answers.
+    pub socket_receive_buffer_bytes: usize,
 }
 
 impl ServerSettings {
@@ -114,9 +135,15 @@ impl ServerSettings {
     /// decision than two, at the same rate (BENCHMARKS.md, issue 15, 2026-12-01).
     pub fn workers(&self, cores: usize) -> usize {
         match self.http_workers {
-            0 => cores.saturating_sub(1).max(1),
+            0 => cores.saturating_sub(1).clamp(1, MAX_HTTP_WORKERS),
             n => n,
         }
+    }
+
+    /// `max_connections` shared among `workers` HTTP workers (the HTTP server counts them
+    /// per worker), at least one each.
+    pub fn connections_per_worker(&self, workers: usize) -> usize {
+        self.max_connections.div_ceil(workers.max(1)).max(1)
     }
 }
 
@@ -128,6 +155,12 @@ impl Default for ServerSettings {
             max_body_bytes: 1 << 20,
             http_workers: 0,
             shutdown_grace_s: 30.0,
+            max_connections: 1024,
+            client_request_timeout_s: 5.0,
+            keep_alive_s: 5.0,
+            body_timeout_s: 30.0,
+            max_pipelined_requests: 16,
+            socket_receive_buffer_bytes: 4096,
         }
     }
 }
@@ -451,7 +484,16 @@ mod tests {
         assert_eq!(zero.workers(1), 1);
         assert_eq!(zero.workers(2), 1);
         assert_eq!(zero.workers(8), 7);
+        assert_eq!(
+            zero.workers(1024),
+            MAX_HTTP_WORKERS,
+            "the HTTP server's limit"
+        );
         assert_eq!(ServerSettings::default().workers(4), 3);
+        let server = ServerSettings::default();
+        assert_eq!(server.connections_per_worker(1), 1024);
+        assert_eq!(server.connections_per_worker(3), 342);
+        assert_eq!(server.connections_per_worker(2048), 1);
         let three = Settings::from_toml("[server]\nhttp_workers = 3\n")
             .unwrap()
             .server;

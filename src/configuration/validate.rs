@@ -5,6 +5,10 @@ use super::{ConfigError, Settings};
 use std::path::Path;
 use std::str::FromStr;
 
+/// The longest time a `[server]` duration may be (a day): past `u64::MAX` seconds `serve`
+/// could not even represent it.
+const MAX_SECONDS: f64 = 86_400.0;
+
 impl Settings {
     /// Semantic checks serde cannot do, each error naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -26,6 +30,45 @@ impl Settings {
         }
         if self.server.max_body_bytes < 1024 {
             return key("server.max_body_bytes", "must be at least 1024");
+        }
+        if self.server.http_workers > super::MAX_HTTP_WORKERS {
+            return key(
+                "server.http_workers",
+                &format!(
+                    "must be at most {} (the HTTP server's limit; 0 = one fewer than the cores)",
+                    super::MAX_HTTP_WORKERS
+                ),
+            );
+        }
+        if self.server.max_connections == 0 {
+            return key("server.max_connections", "must be at least 1");
+        }
+        if self.server.max_pipelined_requests == 0 {
+            return key("server.max_pipelined_requests", "must be at least 1");
+        }
+        if !(4096..=1 << 30).contains(&self.server.socket_receive_buffer_bytes) {
+            return key(
+                "server.socket_receive_buffer_bytes",
+                "must be from 4096 to 1073741824",
+            );
+        }
+        for (name, value, zero) in [
+            (
+                "server.client_request_timeout_s",
+                self.server.client_request_timeout_s,
+                false,
+            ),
+            ("server.keep_alive_s", self.server.keep_alive_s, true),
+            ("server.body_timeout_s", self.server.body_timeout_s, false),
+        ] {
+            let low = if zero { 0.0 } else { 0.001 };
+            if !(value.is_finite() && (low..=MAX_SECONDS).contains(&value)) {
+                let from = if zero { "0" } else { "0.001" };
+                return key(
+                    name,
+                    &format!("must be a number of seconds from {from} to 86400, not {value}"),
+                );
+            }
         }
         if self.ledger.max_connections == 0 {
             return key("ledger.max_connections", "must be at least 1");
@@ -76,10 +119,12 @@ impl Settings {
             key: format!("nova_db.{k}"),
             message: m,
         })?;
-        if !(self.server.shutdown_grace_s.is_finite() && self.server.shutdown_grace_s >= 0.0) {
+        if !(self.server.shutdown_grace_s.is_finite()
+            && (0.0..=MAX_SECONDS).contains(&self.server.shutdown_grace_s))
+        {
             return key(
                 "server.shutdown_grace_s",
-                "must be a non-negative number of seconds",
+                "must be a number of seconds from 0 to 86400",
             );
         }
         if !(self.rpc.debug_delay_s.is_finite() && self.rpc.debug_delay_s >= 0.0) {
@@ -303,6 +348,42 @@ mod tests {
             (
                 "[log]\nlevel = \"info,parasol=loud\"",
                 "key `log.level` is not a RUST_LOG filter",
+            ),
+            (
+                "[server]\nhttp_workers = 513",
+                "key `server.http_workers` must be at most 512",
+            ),
+            (
+                "[server]\nshutdown_grace_s = 1e300",
+                "key `server.shutdown_grace_s` must be a number of seconds from 0 to 86400",
+            ),
+            (
+                "[server]\nmax_connections = 0",
+                "key `server.max_connections` must be at least 1",
+            ),
+            (
+                "[server]\nbody_timeout_s = 0",
+                "key `server.body_timeout_s` must be a number of seconds from 0.001 to 86400",
+            ),
+            (
+                "[server]\nmax_pipelined_requests = 0",
+                "key `server.max_pipelined_requests` must be at least 1",
+            ),
+            (
+                "[server]\nsocket_receive_buffer_bytes = 100",
+                "key `server.socket_receive_buffer_bytes` must be from 4096",
+            ),
+            (
+                "[server]\nclient_request_timeout_s = -1",
+                "key `server.client_request_timeout_s`",
+            ),
+            (
+                "[server]\nkeep_alive_s = 1e300",
+                "key `server.keep_alive_s`",
+            ),
+            (
+                "[server]\nshutdown_grace_s = -1",
+                "key `server.shutdown_grace_s`",
             ),
             (
                 "[policy]\ndefault_availability_zone = \" \"",

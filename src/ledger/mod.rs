@@ -28,6 +28,7 @@ mod follow;
 pub(crate) mod hosts;
 pub(crate) mod hot;
 mod import;
+mod lock;
 pub(crate) mod messages;
 mod meta;
 pub(crate) mod moves;
@@ -37,6 +38,7 @@ pub use claims::{Allocation, ClaimOutcome};
 pub use expiry::{run_claim_expiry, sweep_interval_ms, IngestMark};
 pub use hosts::HostRegistration;
 pub use import::StoredAllocation;
+pub use lock::{lock_for_process, ProcessLock};
 pub use messages::{retention_sweep_ms, run_message_retention, DeadLetter};
 pub use moves::HeldMove;
 

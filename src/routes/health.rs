@@ -13,13 +13,39 @@ use std::time::Duration;
 /// How long the ledger's write probe may take before the service counts as not ready.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long `/healthz` waits for the ledger's write probe: shorter than `/readyz`'s, as a
+/// liveness check answers quickly whatever the ledger does.
+const LIVENESS_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Liveness: 200 while the process serves, with the state of each part. `status` is
+/// `degraded` while the ledger refuses writes (every claim and notification then gets 503).
 pub async fn healthz(
     scheduler: web::Data<Scheduler>,
     broker: web::Data<BrokerStatus>,
     placement: web::Data<PlacementStatus>,
 ) -> HttpResponse {
+    let ledger = scheduler.ledger();
+    let probe = ledger
+        .probe_write(scheduler.clock().now_ms(), LIVENESS_PROBE_TIMEOUT)
+        .await;
+    let engine = match ledger.engine() {
+        crate::ledger::Engine::Sqlite => "sqlite",
+        crate::ledger::Engine::Postgres => "postgres",
+    };
+    let (status, ledger_state) = match probe {
+        Ok(()) => ("ok", json!({"engine": engine, "writable": true})),
+        Err(e) => (
+            "degraded",
+            json!({
+                "engine": engine,
+                "writable": false,
+                "error": crate::redact::redact_urls(&e.to_string()),
+            }),
+        ),
+    };
     HttpResponse::Ok().json(json!({
-        "status": "ok",
+        "status": status,
+        "ledger": ledger_state,
         "backend": scheduler.backend().kind().as_str(),
         "hosts": scheduler.ledger().table().len(),
         "broker": broker.to_json(),

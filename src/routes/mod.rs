@@ -1,6 +1,7 @@
 //! The HTTP surface (docs/architecture.md §8.1), one file per route, and the JSON error every route
 //! answers.
 
+pub mod connection;
 mod health;
 mod hosts;
 mod metrics;
@@ -77,12 +78,37 @@ impl ResponseError for ApiError {
     }
 }
 
-/// The largest body a route reads (`[server] max_body_bytes`).
+/// How large a body a route reads and how long it waits for it.
 #[derive(Clone, Copy, Debug)]
-pub struct BodyLimit(pub usize);
+pub struct BodyLimit {
+    /// `[server] max_body_bytes`.
+    pub bytes: usize,
+    /// `[server] body_timeout_s`.
+    pub timeout: std::time::Duration,
+}
 
-/// Reads a request body up to `limit` bytes, refusing larger ones with 413.
+/// Reads a request body up to `limit.bytes` bytes, refusing larger ones with 413 and one that
+/// has not arrived in full within `limit.timeout` with 408 (the server then closes the
+/// connection: its body was not read).
 pub(crate) async fn read_body(
+    payload: web::Payload,
+    limit: &BodyLimit,
+) -> Result<web::BytesMut, ApiError> {
+    match tokio::time::timeout(limit.timeout, read_body_within(payload, limit.bytes)).await {
+        Ok(body) => body,
+        Err(_) => Err(ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            class: "RequestTimeout",
+            message: format!(
+                "the request body did not arrive in full within {} s (server.body_timeout_s)",
+                limit.timeout.as_secs_f64()
+            ),
+            reason: None,
+        }),
+    }
+}
+
+async fn read_body_within(
     mut payload: web::Payload,
     limit: usize,
 ) -> Result<web::BytesMut, ApiError> {

@@ -15,7 +15,7 @@ pub async fn post_notification(
     limit: web::Data<BodyLimit>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let body = read_body(payload, limit.0).await?;
+    let body = read_body(payload, &limit).await?;
     let notification = match Notification::typed_alone(&body) {
         // Most of the traffic (host states, builds, deletions), read without a JSON tree.
         Some(n) => n,

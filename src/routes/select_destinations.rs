@@ -11,7 +11,7 @@ pub async fn select_destinations(
     limit: web::Data<BodyLimit>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let body = read_body(payload, limit.0).await?;
+    let body = read_body(payload, &limit).await?;
     let args = SelectDestinationsArgs::from_http_body(&body).map_err(codec_error)?;
     let answer = scheduler.select(args).await.map_err(select_error)?;
     Ok(HttpResponse::Ok()

@@ -135,15 +135,9 @@ impl Scheduler {
     }
 
     /// Switches to the backend and parameters of `settings`. The old backend's background
-    /// tasks stop; calls already running on it finish there. On error nothing changes.
+    /// tasks stop; calls already running on it finish there. On error nothing changes. What
+    /// the other parts read only at start is the caller's to keep (`Settings::reload`).
     pub async fn reconfigure(&self, settings: Arc<Settings>) -> Result<(), BuildError> {
-        let current = self.settings();
-        if current.server.port != settings.server.port || current.ledger.url != settings.ledger.url
-        {
-            tracing::warn!(
-                "server and ledger settings change only at restart; the rest is applied now"
-            );
-        }
         let backend = Arc::new(self.build(&settings).await?);
         set_event_clock_reset(&self.ledger, &settings);
         let old = std::mem::replace(&mut *self.active.write(), (settings, backend.clone()));

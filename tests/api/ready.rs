@@ -28,6 +28,11 @@ async fn ready_when_the_ledger_takes_writes(engine: &str) {
         body["checks"].get("broker").is_none(),
         "no broker configured"
     );
+    let (live, health) = get(&app, "/healthz").await;
+    assert_eq!(live, 200, "{health}");
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["ledger"]["engine"], engine, "{health}");
+    assert_eq!(health["ledger"]["writable"], true, "{health}");
 }
 crate::on_both_engines!(
     ready_when_the_ledger_takes_writes,
@@ -161,6 +166,31 @@ async fn a_removed_sqlite_file_refuses_writes_and_makes_the_service_not_ready() 
     assert_eq!(refused.status().as_u16(), 503);
     assert_eq!(app.used().await, before, "nothing changed in the table");
     assert!(!path.exists(), "no file was written elsewhere");
+}
+
+/// Issue 40, item 10: `/healthz` said `ok` with no ledger field while every write was refused
+/// (only `/readyz` told). It still answers 200 (the process serves) but says `degraded`, with
+/// the ledger not writable and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_shows_a_ledger_that_refuses_writes() {
+    let (s, db) = settings("sqlite", BackendKind::Filter).await;
+    let path = sqlite_path(&db.url);
+    let app = spawn_with(s, db).await;
+    app.register("compute1", 8, 8192, 80).await;
+    let (_, health) = get(&app, "/healthz").await;
+    assert_eq!(health["ledger"]["writable"], true, "{health}");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    ready_becomes(&app, 503).await;
+    let (live, health) = get(&app, "/healthz").await;
+    assert_eq!(live, 200, "liveness: the process serves");
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["ledger"]["engine"], "sqlite", "{health}");
+    assert_eq!(health["ledger"]["writable"], false, "{health}");
+    let error = health["ledger"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("was removed while in use"), "{health}");
+    assert_eq!(claim_one(&app).await, 503, "what /healthz says is so");
 }
 
 /// Issue 16, item 5: the ledger file replaced by another ledger under the running process.
