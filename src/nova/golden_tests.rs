@@ -47,16 +47,16 @@ fn decodes_the_captured_select_destinations_call_envelope() {
     assert_eq!(msg.namespace, None);
     assert_eq!(
         msg.msg_id.as_deref(),
-        Some("f203abe36f31400a88316d7f693a97c1")
+        Some("aa2078e5484d4466becb55e90827174a")
     );
     assert_eq!(
         msg.reply_q.as_deref(),
-        Some("reply_00000000000000000000000000000abc")
+        Some("reply_8623121de0bb437a94594d8b75673fca")
     );
     assert_eq!(msg.timeout, Some(60.0));
     assert_eq!(
         msg.unique_id.as_deref(),
-        Some("3c1a265cc5ca441599abc44984193c7d")
+        Some("34d24c28aa104ae2a318d8b3f637f221")
     );
     assert_eq!(
         msg.context["request_id"],
@@ -140,14 +140,48 @@ fn captured_selection() -> Selection {
     Selection::from_host(&host, args.spec.demand, CELL_UUID)
 }
 
+/// `v` with every `nova_object.changes` list sorted: Nova writes it from a set (its order
+/// follows Python's string hashing) and reads it as a set, so its order carries nothing.
+fn changes_as_sets(mut v: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::Array(changes)) = m.get_mut("nova_object.changes") {
+                    changes.sort_by_key(|c| c.to_string());
+                }
+                m.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut v);
+    v
+}
+
+/// The `_msg_id` and `_unique_id` of a captured reply.
+fn reply_ids(captured: &Value) -> (String, String) {
+    let id = |k: &str| captured[k].as_str().unwrap().to_string();
+    (id("_msg_id"), id("_unique_id"))
+}
+
 #[test]
 fn encoding_the_same_selection_reproduces_the_captured_success_result() {
     let captured = inner(SUCCESS);
     let result = encode_selections(&[vec![captured_selection()]], SelectionVersion::V1_1, true);
-    assert_eq!(result, captured["result"]);
-    let mut reply = Reply::result("MSGID", &result);
-    reply.unique_id = "00000000000000000000000000000def".to_string();
-    assert_eq!(reply.to_value(), captured);
+    assert_eq!(
+        changes_as_sets(result.clone()),
+        changes_as_sets(captured["result"].clone())
+    );
+    let (msg_id, unique_id) = reply_ids(&captured);
+    // The reply answers the captured call.
+    assert_eq!(msg_id, inner(CALL)["_msg_id"]);
+    let mut reply = Reply::result(&msg_id, &result);
+    reply.unique_id = unique_id;
+    assert_eq!(
+        changes_as_sets(reply.to_value()),
+        changes_as_sets(captured.clone())
+    );
     // The embedded string itself is byte-identical to what Nova (Python json.dumps) wrote.
     assert_eq!(
         captured_selection().allocation_request(),
@@ -167,8 +201,9 @@ fn the_no_valid_host_failure_matches_the_captured_one_except_the_traceback() {
         v
     };
     assert_eq!(strip_tb(&ours), strip_tb(want_failure));
-    let mut reply = Reply::failure("MSGID", ours);
-    reply.unique_id = "00000000000000000000000000000dee".to_string();
+    let (msg_id, unique_id) = reply_ids(&captured);
+    let mut reply = Reply::failure(&msg_id, ours);
+    reply.unique_id = unique_id;
     let mut got = reply.to_value();
     let mut want = captured.clone();
     got["failure"] = Value::Null;
@@ -178,8 +213,9 @@ fn the_no_valid_host_failure_matches_the_captured_one_except_the_traceback() {
 
 #[test]
 fn the_heartbeat_matches_the_captured_one() {
-    let mut hb = Reply::heartbeat("MSGID");
-    hb.unique_id = "00000000000000000000000000000ded".to_string();
+    let (msg_id, unique_id) = reply_ids(&inner(HEARTBEAT));
+    let mut hb = Reply::heartbeat(&msg_id);
+    hb.unique_id = unique_id;
     assert_eq!(hb.to_value(), inner(HEARTBEAT));
     assert_eq!(decode_envelope(&hb.to_body()).unwrap(), inner(HEARTBEAT));
 }
@@ -189,7 +225,7 @@ fn the_three_captured_fanout_casts_decode() {
     let cases = [
         (
             UPDATE,
-            "0c4c6aaf640b406f909da243667a4111",
+            "85fcd2f2d526423eae481f9183575f0d",
             HostEvent::UpdateInstanceInfo {
                 host: "compute1".into(),
                 instance_uuids: vec![INSTANCE.into()],
@@ -197,7 +233,7 @@ fn the_three_captured_fanout_casts_decode() {
         ),
         (
             DELETE,
-            "f90c1b366b534c82bd14b8981b3c6b8d",
+            "684a78f718fa4906b9d00763e21ca726",
             HostEvent::DeleteInstanceInfo {
                 host: "compute1".into(),
                 instance_uuid: INSTANCE.into(),
@@ -205,7 +241,7 @@ fn the_three_captured_fanout_casts_decode() {
         ),
         (
             SYNC,
-            "23ddddabc8c446e7a354fd38104b4598",
+            "d2b1983dd7b7493b8c90939de095d391",
             HostEvent::SyncInstanceInfo {
                 host: "compute1".into(),
                 instance_uuids: vec![INSTANCE.into()],
@@ -222,7 +258,7 @@ fn the_three_captured_fanout_casts_decode() {
 #[test]
 fn the_captured_delete_notification_releases_the_instance() {
     let n = Notification::decode(&body(DELETE_END)).unwrap();
-    assert_eq!(n.message_id, "5045b43b-997b-4ad2-9a96-07b4ac9d4a71");
+    assert_eq!(n.message_id, "55ffa25e-c1a8-4bd3-bb1e-f32750d5e290");
     assert_eq!(n.event_type, "instance.delete.end");
     assert_eq!(n.publisher_id.as_deref(), Some("nova-compute:compute1"));
     assert_eq!(

@@ -84,7 +84,9 @@ impl Selection {
     }
 
     /// The `allocation_request` JSON string, [`allocation_request_body`] written as Python's
-    /// `json.dumps` writes it (Nova's `Selection.from_host_state`).
+    /// `json.dumps` writes it (Nova's `Selection.from_host_state`), with the resource classes
+    /// in Placement's order: the order of the request, which Nova's query string sorts
+    /// (`sorted("RC:amount")`), as captured from Placement 16.0.0 in tests/fixtures/wire.
     pub fn allocation_request(&self) -> String {
         use std::fmt::Write;
         // JSON strings as serde_json escapes them (`Value::String`'s Display).
@@ -92,10 +94,17 @@ impl Selection {
         let uuid = quoted(&self.compute_node_uuid);
         let mut out = String::with_capacity(2 * uuid.len() + 96);
         let _ = write!(out, "{{\"allocations\": {{{uuid}: {{\"resources\": {{");
-        let classes = self.demand.nonzero().filter(|(_, amount)| *amount > 0);
-        for (i, (class, amount)) in classes.enumerate() {
+        let mut classes: Vec<(std::sync::Arc<str>, i64)> = self
+            .demand
+            .nonzero()
+            .filter(|(_, amount)| *amount > 0)
+            .map(|(class, amount)| (class.name(), amount))
+            .collect();
+        // Nova sorts "RC:amount" strings; ':' sorts after digits, so compare with it appended.
+        classes.sort_by(|(a, _), (b, _)| a.bytes().chain([b':']).cmp(b.bytes().chain([b':'])));
+        for (i, (class, amount)) in classes.iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };
-            let _ = write!(out, "{sep}{}: {amount}", quoted(&class.name()));
+            let _ = write!(out, "{sep}{}: {amount}", quoted(class));
         }
         let _ = write!(out, "}}}}}}, \"mappings\": {{\"\": [{uuid}]}}}}");
         out
@@ -318,6 +327,18 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn allocation_request_lists_classes_as_nova_s_query_string_sorts_them() {
+        let mut s = selection();
+        s.demand = Resources::new(1, 2048, 20);
+        let ar = s.allocation_request();
+        let at = |class: &str| ar.find(&format!("\"{class}\"")).unwrap();
+        assert!(
+            at("DISK_GB") < at("MEMORY_MB") && at("MEMORY_MB") < at("VCPU"),
+            "{ar}"
+        );
     }
 
     #[test]
