@@ -91,9 +91,9 @@ async fn a_batch_that_cannot_commit_on_a_full_disk_is_neither_acknowledged_nor_d
             .await
             .unwrap();
     }
-    // Whatever else of the service sleeps on the clock is parked there by now: the clock
-    // has not moved since it started.
-    let parked = clock.sleepers();
+    // The clock has not moved since the service started: the requeue's wait, when it comes,
+    // ends at this time plus its delay (the consumer's other waits on the clock end sooner).
+    let requeue_at = clock.now_ms() + REQUEUE_WAIT_MS as i64;
     let rest: Vec<Value> = (10..310).map(big_host_state).collect();
     p.notify_all(&rest).await;
     wait_until("the consumer gave up a batch", || async {
@@ -101,11 +101,18 @@ async fn a_batch_that_cannot_commit_on_a_full_disk_is_neither_acknowledged_nor_d
     })
     .await;
     // It waits on the service's clock before it gives the batch back, and only that long.
+    let requeue_waits = || {
+        clock
+            .deadlines()
+            .iter()
+            .filter(|d| **d == requeue_at)
+            .count()
+    };
     wait_until("the consumer waits on the clock", || async {
-        clock.sleepers() > parked
+        requeue_waits() > 0
     })
     .await;
-    assert_eq!(clock.sleepers(), parked + 1, "one wait: the requeue's");
+    assert_eq!(requeue_waits(), 1, "one wait: the requeue's");
     assert_eq!(s.handles.ingest.requeued_batches(), 1);
     clock.advance_ms(REQUEUE_WAIT_MS as i64);
     wait_until("the consumer requeued a batch twice", || async {
