@@ -373,3 +373,91 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
     client.close().await.unwrap();
     Ok(())
 }
+
+/// Issue 40, item 11: under token auth the page's own assets load without a token, and the
+/// page asks for the token `/v1/stats` needs, then shows the stats with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_token_auth_the_page_loads_asks_for_the_token_and_then_draws(
+) -> Result<(), NotInstalled> {
+    let missing = missing_browser();
+    if !missing.is_empty() {
+        return Err(NotInstalled(missing));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let file = dir.path().join("parasol.toml");
+    let text = config(port, dir.path(), "filter")
+        + "[auth]\nstrategy = \"token\"\ntoken = \"s3cret-live-page-token\"\n";
+    std::fs::write(&file, text).unwrap();
+    let _parasol = spawn(
+        Command::new(env!("CARGO_BIN_EXE_parasol"))
+            .args(["--config", file.to_str().unwrap(), "serve"])
+            .env("RUST_LOG", "warn"),
+    );
+    wait_for(&format!("{base}/healthz")).await;
+    for asset in ["page.js", "page.css", "uPlot.iife.min.js", "uPlot.min.css"] {
+        let r = reqwest::get(format!("{base}/assets/{asset}"))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{asset} without a token");
+    }
+    let refused = reqwest::get(format!("{base}/v1/stats")).await.unwrap();
+    assert_eq!(refused.status(), 401, "the data still needs the token");
+    let driver_port = free_port();
+    let _driver = spawn(Command::new("chromedriver").arg(format!("--port={driver_port}")));
+    wait_for(&format!("http://127.0.0.1:{driver_port}/status")).await;
+    let profile = dir.path().join("chromium-profile");
+    let mut caps = Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+            "--disable-dev-shm-usage", format!("--user-data-dir={}", profile.display())]}),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("a Chromium session through chromedriver");
+    client
+        .goto(&format!("{base}/?interval_ms=500"))
+        .await
+        .unwrap();
+    let shown = |script: &'static str| {
+        let client = client.clone();
+        async move { client.execute(script, vec![]).await.unwrap() }
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shown("return document.getElementById('token-form').hidden").await != json!(false) {
+        assert!(
+            Instant::now() < deadline,
+            "the page never asked for the token"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        shown("return typeof uPlot").await,
+        json!("function"),
+        "the chart library loaded without a token"
+    );
+    assert_eq!(redraws(&client).await, 0, "nothing drawn without the token");
+    client
+        .execute(
+            "document.getElementById('token').value = 's3cret-live-page-token'; \
+             document.getElementById('token-form').requestSubmit();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    wait_redraws(&client, 0).await;
+    assert_eq!(
+        shown("return document.getElementById('active').dataset.value").await,
+        json!("filter")
+    );
+    assert_eq!(
+        shown("return document.getElementById('error').textContent").await,
+        json!("")
+    );
+    client.close().await.unwrap();
+    Ok(())
+}

@@ -253,7 +253,11 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
     );
     let reloads: Vec<&Value> = lines
         .iter()
-        .filter(|l| l["message"] == "configuration reloaded")
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("configuration reloaded; applied now: "))
+        })
         .collect();
     assert_eq!(reloads.len(), 2, "{log}");
     for reloaded in reloads {

@@ -163,9 +163,33 @@ function drawCharts() {
   chartBackends = key;
 }
 
+// Under token auth (`[auth] strategy = "token"` or "keystone") /v1/stats needs an
+// X-Auth-Token: the page asks for it once and keeps it for this tab only.
+let token = sessionStorage.getItem("parasol-token") || "";
+
+function askForToken(status) {
+  document.getElementById("token-form").hidden = false;
+  document.getElementById("error").textContent = token
+    ? "/v1/stats refused the token (" + status + "): enter another"
+    : "/v1/stats needs a token (" + status + "): enter it above";
+}
+
+document.getElementById("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  token = document.getElementById("token").value.trim();
+  sessionStorage.setItem("parasol-token", token);
+  document.getElementById("token-form").hidden = true;
+  refresh();
+});
+
 async function refresh() {
   try {
-    const res = await fetch("/v1/stats", { cache: "no-store" });
+    const headers = token ? { "X-Auth-Token": token } : {};
+    const res = await fetch("/v1/stats", { cache: "no-store", headers });
+    if (res.status === 401 || res.status === 403) {
+      askForToken(res.status);
+      return;
+    }
     if (!res.ok) throw new Error("/v1/stats answered " + res.status);
     const stats = await res.json();
     const now = Date.now() / 1000;

@@ -74,6 +74,15 @@ struct Inner {
     clock: SharedClock,
 }
 
+/// The live page's own script, styles and chart library (`GET /assets/{name}`): code compiled
+/// into the binary, holding no data, which a browser loads without a way to send a token.
+/// They are always open (like `/` by default): the page then asks for the token the data routes
+/// need.
+fn is_page_asset(path: &str) -> bool {
+    path.strip_prefix("/assets/")
+        .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+}
+
 impl Auth {
     /// The check for a server bound to `bound`: refused when the strategy is `none` on an
     /// address that is not loopback, unless `allow_insecure` (then warned at each start).
@@ -122,7 +131,7 @@ impl Auth {
         token: Option<&[u8]>,
     ) -> Result<(), Denial> {
         let s = &self.0.settings;
-        if s.strategy == Strategy::None || self.0.open.contains(path) {
+        if s.strategy == Strategy::None || self.0.open.contains(path) || is_page_asset(path) {
             return Ok(());
         }
         let token = match token {
