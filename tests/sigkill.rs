@@ -345,11 +345,11 @@ async fn sigkill_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_t
         call.await.unwrap().is_err(),
         "the call died with the process"
     );
-    assert_eq!(
-        ledger.allocation_count().await.unwrap(),
-        2,
-        "the half-made call"
-    );
+    // Two claims of the call, or three: PostgreSQL runs a statement whose client died until it
+    // next talks to it, so the third, once the lock is free, may still commit. Either way
+    // nothing answered them.
+    let left = ledger.allocation_count().await.unwrap();
+    assert!((2..=3).contains(&left), "the half-made call: {left}");
     // Restarted: the claims nothing answered nor confirmed go once the TTL has passed.
     let second = start_with_ttl(dir.path(), &db.url, free_port(), 1).await;
     let deadline = Instant::now() + Duration::from_secs(60);
