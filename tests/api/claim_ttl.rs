@@ -105,18 +105,9 @@ async fn unconfirmed_claims_are_released_after_the_ttl_and_counted(engine: &str)
     let ledger = app.scheduler.ledger();
     assert_eq!(ledger.allocation_count().await.unwrap(), 1);
     assert!(ledger.allocation(&ids[0]).await.unwrap().unwrap().confirmed);
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("parasol_expired_claims_total 2"),
-        "{metrics}"
+    assert_eq!(
+        app.metric("parasol_expired_claims_total").await.as_deref(),
+        Some("2")
     );
     // Much later, the confirmed allocation is still there.
     clock.advance_ms(10 * TTL_S as i64 * 1000);

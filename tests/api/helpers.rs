@@ -233,6 +233,26 @@ impl TestApp {
             .collect()
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics_text(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.address))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("body")
+    }
+
+    /// The value of an unlabelled metric in `/metrics`, as written.
+    pub async fn metric(&self, name: &str) -> Option<String> {
+        self.metrics_text()
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
+    }
+
     pub async fn stats(&self, backend: &str) -> Value {
         self.get_json("/v1/stats").await["backends"][backend].clone()
     }

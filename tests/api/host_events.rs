@@ -13,20 +13,6 @@ async fn post(app: &TestApp, event: &Value) -> (u16, Value) {
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-async fn metric(app: &TestApp, name: &str) -> Option<String> {
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
-}
-
 async fn hosts_named(app: &TestApp, host: &str) -> Vec<Value> {
     app.get_json("/v1/hosts").await["hosts"]
         .as_array()
@@ -71,7 +57,7 @@ async fn a_re_created_node_and_an_older_event_over_http(engine: &str) {
     let stats = app.get_json("/v1/stats").await;
     assert_eq!(stats["hosts"]["node_replaced"], 1, "{stats}");
     assert_eq!(
-        metric(&app, "parasol_hosts_node_replaced_total")
+        app.metric("parasol_hosts_node_replaced_total")
             .await
             .as_deref(),
         Some("1")
@@ -101,7 +87,7 @@ async fn a_re_created_node_and_an_older_event_over_http(engine: &str) {
     let stats = app.get_json("/v1/stats").await;
     assert_eq!(stats["hosts"]["older_events"], 1, "{stats}");
     assert_eq!(
-        metric(&app, "parasol_host_events_older_total")
+        app.metric("parasol_host_events_older_total")
             .await
             .as_deref(),
         Some("1")
