@@ -777,7 +777,47 @@ impl Ledger {
         for (host, demand) in &held {
             self.table().remove(*host, demand);
         }
+        let hosts: Vec<HostId> = released
+            .iter()
+            .map(|a| a.host_id)
+            .chain(held.iter().map(|(h, _)| *h))
+            .collect();
+        self.forget_gone_hosts(&hosts).await?;
         Ok(released)
+    }
+
+    /// Drops from the live table those of `hosts` the ledger no longer has: a retired compute
+    /// node goes with its last allocation (migration `retired_nodes`), which a release may
+    /// have been.
+    pub(crate) async fn forget_gone_hosts(&self, hosts: &[HostId]) -> Result<(), LedgerError> {
+        if hosts.is_empty() {
+            return Ok(());
+        }
+        let list = super::json_list(hosts.iter().map(|h| h.0));
+        let present: Vec<i64> = read_pool!(self, pool => match &self.pools {
+            Pools::Sqlite { .. } => sqlx::query_scalar(
+                "SELECT id FROM hosts WHERE id IN (SELECT value FROM json_each($1))",
+            )
+            .bind(&list)
+            .fetch_all(pool)
+            .await?,
+            Pools::Postgres(_) => sqlx::query_scalar(
+                "SELECT id FROM hosts WHERE id IN \
+                 (SELECT CAST(jsonb_array_elements_text($1::jsonb) AS BIGINT))",
+            )
+            .bind(&list)
+            .fetch_all(pool)
+            .await?,
+        });
+        let gone: Vec<HostId> = hosts
+            .iter()
+            .filter(|h| !present.contains(&h.0))
+            .copied()
+            .collect();
+        if !gone.is_empty() {
+            self.table().forget(&gone);
+        }
+        Ok(())
     }
 
     /// The allocation of one instance.

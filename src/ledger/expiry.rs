@@ -50,6 +50,8 @@ impl Ledger {
         for a in &expired {
             self.table().remove(a.host_id, &a.demand);
         }
+        let hosts: Vec<_> = expired.iter().map(|a| a.host_id).collect();
+        self.forget_gone_hosts(&hosts).await?;
         Ok(expired)
     }
 }

@@ -307,3 +307,40 @@ on_both_engines!(
     an_older_host_state_event_is_a_heartbeat_only,
     super::an_older_host_state_event_is_a_heartbeat_only
 );
+
+/// A retired node whose last allocation goes by `Ledger::release` (a failed multi-create) or by
+/// the claim expiry leaves the live table too, not only when a notification releases it.
+async fn a_retired_node_leaves_the_table_with_its_last_allocation_however_it_goes(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    for (i, expire) in [false, true].into_iter().enumerate() {
+        let name = format!("rt{i}");
+        let old = ledger
+            .register_host(&HostRegistration::simple(&name, &id(), 4, 4096, 40), 1)
+            .await
+            .unwrap();
+        let instance = format!("i{i}");
+        ledger
+            .claim(old, &instance, &Resources::new(1, 0, 0), 1)
+            .await
+            .unwrap();
+        let new = ledger
+            .register_host(&HostRegistration::simple(&name, &id(), 8, 4096, 40), 2)
+            .await
+            .unwrap();
+        assert!(
+            ledger.table().get(old).is_some(),
+            "retired beside the new node"
+        );
+        if expire {
+            assert_eq!(ledger.expire_claims(i64::MAX).await.unwrap().len(), 1);
+        } else {
+            assert!(ledger.release(&instance).await.unwrap().is_some());
+        }
+        assert!(ledger.table().get(old).is_none(), "expire: {expire}");
+        assert!(ledger.table().get(new).is_some());
+    }
+}
+on_both_engines!(
+    a_retired_node_leaves_the_table_with_its_last_allocation_however_it_goes,
+    super::a_retired_node_leaves_the_table_with_its_last_allocation_however_it_goes
+);
