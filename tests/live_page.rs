@@ -171,6 +171,28 @@ fn expected(stats: &Value) -> Map<String, Value> {
     want
 }
 
+/// A headless Chromium session through the chromedriver on `driver_port`, its profile in
+/// `dir`, on the live page of `base` redrawn every 500 ms.
+async fn open_page(dir: &Path, driver_port: u16, base: &str) -> Client {
+    let profile = dir.join("chromium-profile");
+    let mut caps = Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+            "--disable-dev-shm-usage", "--window-size=1400,1150", format!("--user-data-dir={}", profile.display())]}),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("a Chromium session through chromedriver");
+    client
+        .goto(&format!("{base}/?interval_ms=500"))
+        .await
+        .unwrap();
+    client
+}
+
 async fn redraws(client: &Client) -> u64 {
     let v = client
         .execute("return Number(document.body.dataset.redraws)", vec![])
@@ -229,22 +251,7 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
         assert_eq!(r.status(), 200);
     }
 
-    let profile = dir.path().join("chromium-profile");
-    let mut caps = Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-            "--disable-dev-shm-usage", "--window-size=1400,1150", format!("--user-data-dir={}", profile.display())]}),
-    );
-    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{driver_port}"))
-        .await
-        .expect("a Chromium session through chromedriver");
-    client
-        .goto(&format!("{base}/?interval_ms=500"))
-        .await
-        .unwrap();
+    let client = open_page(dir.path(), driver_port, &base).await;
 
     // Under load: filter, then apsr after a SIGHUP, while the page redraws.
     load(&base, Duration::from_secs(4)).await;
@@ -407,22 +414,7 @@ async fn under_token_auth_the_page_loads_asks_for_the_token_and_then_draws(
     let driver_port = free_port();
     let _driver = spawn(Command::new("chromedriver").arg(format!("--port={driver_port}")));
     wait_for(&format!("http://127.0.0.1:{driver_port}/status")).await;
-    let profile = dir.path().join("chromium-profile");
-    let mut caps = Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-            "--disable-dev-shm-usage", format!("--user-data-dir={}", profile.display())]}),
-    );
-    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{driver_port}"))
-        .await
-        .expect("a Chromium session through chromedriver");
-    client
-        .goto(&format!("{base}/?interval_ms=500"))
-        .await
-        .unwrap();
+    let client = open_page(dir.path(), driver_port, &base).await;
     let shown = |script: &'static str| {
         let client = client.clone();
         async move { client.execute(script, vec![]).await.unwrap() }

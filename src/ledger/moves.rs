@@ -58,8 +58,10 @@ pub(crate) const RESTORE_SOURCE: &str = "UPDATE allocations SET instance_uuid = 
     WHERE instance_uuid = (SELECT instance_uuid FROM allocations WHERE move_of = $1 \
     ORDER BY created_ms DESC LIMIT 1)";
 
-/// Whether instance `$1` has a held source.
-pub(crate) const HAS_HELD: &str = "SELECT 1 FROM allocations WHERE move_of = $1 LIMIT 1";
+/// Confirms a moving instance's claim on its destination, which took it.
+pub(crate) const CONFIRM_MOVING: &str = "UPDATE allocations SET confirmed = TRUE \
+    WHERE instance_uuid = $1 AND NOT confirmed \
+    AND EXISTS (SELECT 1 FROM allocations h WHERE h.move_of = $1)";
 
 /// Removes the held sources of instance `$1` and gives their usage back inside `$tx` of engine
 /// `$db`; evaluates to where each was and what it held, for the live table.
@@ -99,26 +101,22 @@ macro_rules! restore_source_in_tx {
     ($db:ty, $tx:expr, $uuid:expr) => {{
         let uuid: &str = $uuid;
         let mut hosts: Vec<$crate::domain::HostId> = Vec::new();
-        let held = sqlx::query($crate::ledger::moves::HAS_HELD)
-            .bind(uuid)
-            .fetch_optional(&mut *$tx)
-            .await?
-            .is_some();
-        if held {
+        // The host of its held source (the most recent, as `RESTORE_SOURCE` takes it).
+        let held_on: Option<i64> = sqlx::query_scalar(
+            "SELECT host_id FROM allocations WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
+        )
+        .bind(uuid)
+        .fetch_optional(&mut *$tx)
+        .await?;
+        if let Some(source) = held_on {
             if let Some(old) = $crate::ledger::claims::release_in_tx!($db, $tx, uuid) {
                 hosts.push(old.host_id);
             }
-            let held_on: Option<i64> = sqlx::query_scalar(
-                "SELECT host_id FROM allocations WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
-            )
-            .bind(uuid)
-            .fetch_optional(&mut *$tx)
-            .await?;
             sqlx::query($crate::ledger::moves::RESTORE_SOURCE)
                 .bind(uuid)
                 .execute(&mut *$tx)
                 .await?;
-            hosts.extend(held_on.map($crate::domain::HostId));
+            hosts.push($crate::domain::HostId(source));
         }
         hosts
     }};

@@ -9,7 +9,7 @@ use crate::domain::{Aggregates, ClassId, HostProfile, Resources, Traits};
 use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
 use crate::ledger::hosts::{may_take_over, takeover, takeover_rusqlite, upsert_host, Takeover};
 use crate::ledger::messages::MARK_PROCESSED;
-use crate::ledger::moves::{release_held_in_tx, restore_source_in_tx, START_MOVE};
+use crate::ledger::moves::{release_held_in_tx, restore_source_in_tx, CONFIRM_MOVING, START_MOVE};
 use crate::ledger::{HostRegistration, HostTable};
 use crate::nova::{HostEvent, MoveStep, Notification};
 use crate::table::EventOrder;
@@ -34,10 +34,6 @@ fn known_to_nova(table: &HostTable, host: &str) -> bool {
 /// instance (an imported consumer is counted once named).
 const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance = TRUE \
     WHERE instance_uuid = $1 AND host_id = $2";
-
-/// Confirms a moving instance's claim on its destination, which took it.
-const CONFIRM_MOVING: &str = "UPDATE allocations SET confirmed = TRUE WHERE instance_uuid = $1 \
-    AND NOT confirmed AND EXISTS (SELECT 1 FROM allocations h WHERE h.move_of = $1)";
 
 /// Confirms the allocation of `instance.create.end`'s instance when it is on the notified
 /// host and already counted as an instance (Parasol's claim for the build): what the general

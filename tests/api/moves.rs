@@ -81,22 +81,6 @@ async fn held_on(app: &TestApp, host: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-async fn metric(app: &TestApp, name: &str) -> String {
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// Item 1: one host of 2 VCPU; A is placed there (its claim not yet confirmed: the compute
 /// has not claimed it, so `instance.host` is unset); the periodic sync of that host lists no
 /// instance. It used to release A's claim, and B then landed on the full host.
@@ -178,10 +162,7 @@ async fn issue_40_item_2_a_cold_migration_holds_its_source_until_confirmed(engin
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0]["instance_uuid"], x.as_str());
     assert_eq!(held[0]["started"], false);
-    assert_eq!(
-        metric(&app, "parasol_held_moves").await,
-        "parasol_held_moves 1"
-    );
+    assert_eq!(app.metric("parasol_held_moves").await.as_deref(), Some("1"));
     // The destination took it: the source is still held.
     notify(
         &app,
@@ -198,16 +179,13 @@ async fn issue_40_item_2_a_cold_migration_holds_its_source_until_confirmed(engin
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 0), ("mb", 2)]));
     assert!(held_on(&app, "ma").await.is_empty());
-    assert_eq!(
-        metric(&app, "parasol_held_moves").await,
-        "parasol_held_moves 0"
-    );
+    assert_eq!(app.metric("parasol_held_moves").await.as_deref(), Some("0"));
     let (status, body) = app.place(flavor(2, 1024, 10), 1, json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
     assert_eq!(
-        metric(&app, "parasol_oversubscribed_hosts").await,
-        "parasol_oversubscribed_hosts 0"
+        app.metric("parasol_oversubscribed_hosts").await.as_deref(),
+        Some("0")
     );
 }
 on_both_engines!(
