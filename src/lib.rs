@@ -25,13 +25,11 @@
 //! - [`notifications`]: applying host-state inputs to the ledger exactly once.
 //! - [`amqp`]: the RabbitMQ notification consumer.
 //! - [`placement`]: inventory sync from OpenStack Placement.
-//! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ, and a minimal oslo RPC client.
+//! - [`rpc`]: Nova's scheduler RPC server on RabbitMQ.
 //! - [`stats`]: per-backend counters, latency percentiles and the Prometheus registry.
 //! - [`auth`]: authentication of the HTTP API (none, a shared token, or Keystone).
 //! - [`routes`], [`startup`], [`service`]: the HTTP surface (and the live page at `/`),
 //!   building and running the service.
-//! - [`datasets`]: the papers' workloads (the simulator of their experiments is in the
-//!   workspace's research-tools crate, `openstack-bench sim`).
 //! - [`redact`]: URLs without their passwords, for every log line and error.
 //! - [`cli`], [`telemetry`], [`systemd`]: the command line, logging (text or JSON lines) and
 //!   systemd's readiness notifications.
@@ -46,7 +44,6 @@ pub mod clock;
 pub mod cloud;
 pub mod configuration;
 pub mod control;
-pub mod datasets;
 pub mod domain;
 pub mod ledger;
 pub mod notifications;

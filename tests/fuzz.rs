@@ -19,7 +19,8 @@ use helpers::{call_body, flavor, host_state_event, request_spec, spawn_with, Tes
 use parasol::amqp::run_notification_consumer;
 use parasol::configuration::{BackendKind, Settings};
 use parasol::nova::encode_envelope;
-use parasol::rpc::{run_rpc_server, RpcClient, RpcCounters};
+use parasol::rpc::{run_rpc_server, RpcCounters};
+use parasol_rpc_client::RpcClient;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -4,7 +4,7 @@
 //! `RELOADING=1` + `MONOTONIC_USEC` then `READY=1` around SIGHUP, `STOPPING=1` on SIGTERM. A
 //! reload logs the file it read, and a backend switch only when the backend changed.
 
-use parasol::rpc::RpcClient;
+use parasol_rpc_client::RpcClient;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::os::unix::net::UnixDatagram;

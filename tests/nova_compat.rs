@@ -17,7 +17,7 @@ mod support;
 use nova_venv::nova_venv;
 use support::queue_types;
 
-use parasol::rpc::RpcClient;
+use parasol_rpc_client::RpcClient;
 use serde_json::json;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

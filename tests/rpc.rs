@@ -15,7 +15,8 @@ use parasol::amqp::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
 use parasol::clock::{ManualClock, SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::nova::encode_envelope;
-use parasol::rpc::{run_rpc_server, RpcClient, RpcCounters};
+use parasol::rpc::{run_rpc_server, RpcCounters};
+use parasol_rpc_client::{CallReply, RpcClient};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,7 +96,7 @@ impl Rpc {
         panic!("the RPC server never answered");
     }
 
-    async fn call(&self, method: &str, args: Value, version: &str) -> parasol::rpc::CallReply {
+    async fn call(&self, method: &str, args: Value, version: &str) -> CallReply {
         self.client
             .call(&self.topic, method, args, version, WAIT)
             .await
@@ -123,7 +124,7 @@ impl Rpc {
     }
 }
 
-fn failure_class(reply: &parasol::rpc::CallReply) -> (String, String, String) {
+fn failure_class(reply: &CallReply) -> (String, String, String) {
     let f = reply.failure.as_ref().expect("a failure");
     let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
     (s("class"), s("module"), s("message"))

@@ -1,8 +1,8 @@
-"""The caller side of `examples/bench_nova_vs_parasol.rs`: what nova-conductor does to schedule,
-with Nova 34's own code. It builds each RequestSpec with Nova's objects (flavor 1 VCPU / 512 MB /
-1 GB root, no extra specs, one instance) and calls `select_destinations` through Nova's
-`SchedulerQueryClient` (`SchedulerAPI` over oslo.messaging on the real RabbitMQ), Selection
-objects with alternates, as conductor's `build_instances` asks for them.
+"""The caller side of `openstack-bench/examples/bench_nova_vs_parasol.rs`: what nova-conductor does
+to schedule, with Nova 34's own code. It builds each RequestSpec with Nova's objects (flavor 1 VCPU
+/ 512 MB / 1 GB root, no extra specs, one instance) and calls `select_destinations` through Nova's
+`SchedulerQueryClient` (`SchedulerAPI` over oslo.messaging on the real RabbitMQ), Selection objects
+with alternates, as conductor's `build_instances` asks for them.
 
 Usage: python driver.py TRANSPORT_URL EXCHANGE DECISIONS CALLERS SEED WARMUP
 

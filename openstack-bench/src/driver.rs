@@ -9,7 +9,7 @@ use crate::workload::{Dataset, Request};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
-use parasol::rpc::RpcClient;
+use parasol_rpc_client::RpcClient;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};

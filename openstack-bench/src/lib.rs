@@ -5,14 +5,17 @@
 //! APSR and ASC papers' experiments (`openstack-bench sim`, this library), with every plot
 //! either draws. They share one crate so that the `parasol` service crate links no plotting,
 //! font or progress-bar library, while the simulator still runs the service's own code: it
-//! calls `parasol::policy`, `parasol::control`, `parasol::datasets` and `parasol::domain`, so
-//! what it measures is what the service runs.
+//! calls `parasol::policy`, `parasol::control` and `parasol::domain`, so what it measures is
+//! what the service runs.
 //!
 //! # Layout
+//! - [`datasets`]: the papers' workloads (NFV, Google, Amazon; `datasets/*.json` beside this
+//!   crate's manifest), for the simulator and the load driver.
 //! - [`sim`]: the papers' experiments in virtual time, their tables and figures.
 //! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
 //! - [`plot`]: every figure's palette, markers, axes and panels.
 
+pub mod datasets;
 pub mod fonts;
 pub mod plot;
 pub mod sim;

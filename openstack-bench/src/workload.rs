@@ -1,9 +1,9 @@
-//! The seeded workload the driver replays, on the library's datasets (`parasol::datasets`,
-//! read from the repository's `datasets/*.json`): flavor, Poisson arrival time and
-//! exponential lifetime per request, in unscaled seconds.
+//! The seeded workload the driver replays, on this crate's datasets (`openstack_bench::datasets`,
+//! read from `openstack-bench/datasets/*.json`): flavor, Poisson arrival time and exponential
+//! lifetime per request, in unscaled seconds.
 
-use parasol::datasets::scale::units_per_host;
-use parasol::datasets::DatasetKind;
+use openstack_bench::datasets::scale::units_per_host;
+use openstack_bench::datasets::DatasetKind;
 use parasol::domain::{ClassId, Resources};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 pub struct Dataset {
     pub name: String,
     /// The library's definition: flavors, per-replica counts and random draws.
-    pub definition: parasol::datasets::Dataset,
+    pub definition: openstack_bench::datasets::Dataset,
     /// Flavor demands, by flavor index.
     pub flavors: Vec<Resources>,
     /// Host capacity: the dataset's first host shape; classes the dataset does not use get

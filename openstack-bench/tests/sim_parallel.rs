@@ -1,9 +1,9 @@
 //! Experiment A through the public API on a small NFV setup: invariants, APSR's SLA and
 //! query savings, and reproducibility.
 
+use openstack_bench::datasets::DatasetKind;
 use openstack_bench::sim::cli::PARALLEL_POLICIES;
 use openstack_bench::sim::{run_parallel, ApsrSetup, ParallelCell, ParallelSetup, SimPolicy};
-use parasol::datasets::DatasetKind;
 use parasol::policy::Algorithm;
 
 fn cell(policy: SimPolicy, schedulers: usize, seed: u64) -> ParallelCell {

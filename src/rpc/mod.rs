@@ -7,16 +7,16 @@
 //! - `dedup`: the bounded memory of `_unique_id`s that drops redelivered duplicates.
 //! - `server`: consume, ack, one task per call, reply, heartbeat, dead-letter, reconnect.
 //! - `counters`: what the server did, by outcome.
-//! - `client`: a minimal oslo RPC client for tests and benchmarks.
+//!
+//! The client side (what nova-conductor sends) is the `parasol-rpc-client` crate of this
+//! workspace, used by the tests and `openstack-bench`.
 
-pub mod client;
 mod counters;
 mod dedup;
 mod dispatch;
 mod server;
 mod topology;
 
-pub use client::{CallReply, ClientError, RpcClient};
 pub use counters::RpcCounters;
 pub use dedup::Dedup;
 pub use dispatch::{route, Action, Refusal, BASEAPI_NAMESPACE, BASEAPI_VERSION, SCHEDULER_VERSION};

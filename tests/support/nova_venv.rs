@@ -14,7 +14,13 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// The cached virtualenv for the pinned requirements, built once per requirements hash.
 pub fn nova_venv() -> PathBuf {
-    let reqs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_compat/requirements.txt");
+    // The repository's root is this crate's manifest directory, or its parent when
+    // openstack-bench's `bench_nova_vs_parasol` example includes this file.
+    let reqs = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("tests/nova_compat/requirements.txt"))
+        .find(|path| path.exists())
+        .expect("tests/nova_compat/requirements.txt in the repository");
     let text = std::fs::read(&reqs).expect("requirements.txt");
     let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
     let cache = PathBuf::from(home).join(".cache/parasol");

@@ -5,10 +5,10 @@ use super::apsr::{ApsrScheduler, ApsrSetup};
 use super::parallel::{run_cells, ParallelCell, ParallelSetup};
 use super::report::{render, Format, ParallelRow};
 use super::{results, staleness_rows, SimPolicy};
+use crate::datasets::DatasetKind;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use parasol::control::ApsrParams;
-use parasol::datasets::DatasetKind;
 use parasol::policy::TieBreak;
 use std::path::PathBuf;
 

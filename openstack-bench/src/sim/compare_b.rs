@@ -6,8 +6,8 @@ use super::isolate_b::{
     STATE_RANKING,
 };
 use super::report::{DynamicRow, StaleRow};
+use crate::datasets::DatasetKind;
 use parasol::control::AscParams;
-use parasol::datasets::DatasetKind;
 use std::fmt::Write;
 
 /// Published NFV decline ratios (%) with a 100 s refresh interval (docs/architecture.md §10 B).

@@ -307,9 +307,9 @@ fn unordered(o: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datasets::DatasetKind;
     use crate::sim::policy;
     use crate::sim::random::{stream, Stream};
-    use parasol::datasets::DatasetKind;
 
     #[test]
     fn ordered_sorts_as_total_cmp_and_round_trips() {

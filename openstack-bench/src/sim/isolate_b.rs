@@ -4,8 +4,8 @@
 
 use super::stale_runs::{asc_group, fixed_setup, with_departures};
 use super::staleness::{run_dynamic, run_fixed_refresh, CacheModel, DynamicSetup, RefreshMode};
+use crate::datasets::DatasetKind;
 use parasol::control::AscParams;
-use parasol::datasets::DatasetKind;
 use parasol::policy::{Algorithm, TieBreak};
 
 /// One isolating run: what differs from docs/architecture.md §10 B's model, and its decline ratio.

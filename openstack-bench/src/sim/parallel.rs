@@ -7,7 +7,7 @@ use super::pool::par_map;
 use super::random::{poisson, stream, Stream};
 use super::slots::{Decider, Slots};
 use super::SimPolicy;
-use parasol::datasets::DatasetKind;
+use crate::datasets::DatasetKind;
 
 /// A workload on a fleet.
 #[derive(Clone, Copy, Debug, PartialEq)]

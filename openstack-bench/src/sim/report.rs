@@ -2,7 +2,7 @@
 
 use super::parallel::ParallelOutcome;
 use super::SimPolicy;
-use parasol::datasets::DatasetKind;
+use crate::datasets::DatasetKind;
 use serde::Serialize;
 
 /// Output format of a table.

@@ -5,7 +5,7 @@ use super::cli::{ParallelArgs, ResultsArgs, StalenessArgs};
 use super::plot::{self, Chart, Series};
 use super::report::{render, Format, ParallelRow, Row, StaleRow};
 use super::{cli, compare, compare_b, isolate_b, staleness_rows, AscRun, SimPolicy};
-use parasol::datasets::DatasetKind;
+use crate::datasets::DatasetKind;
 use std::path::Path;
 use std::time::Instant;
 

@@ -10,8 +10,8 @@ use super::staleness::{
     StaleOutcome,
 };
 use super::SimPolicy;
+use crate::datasets::DatasetKind;
 use parasol::control::AscParams;
-use parasol::datasets::DatasetKind;
 use parasol::policy::Algorithm;
 
 /// Setup of the fixed-interval part: NFV ×10 on 279 hosts and Amazon ×1 on 126 (the papers'

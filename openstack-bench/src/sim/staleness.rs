@@ -13,8 +13,8 @@
 use super::index::RankIndex;
 use super::policy;
 use super::random::{exponential, stream, Stream};
+use crate::datasets::DatasetKind;
 use parasol::control::{AscController, AscParams};
-use parasol::datasets::DatasetKind;
 use parasol::domain::{HostState, RequestContext};
 use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
 use rand::Rng;

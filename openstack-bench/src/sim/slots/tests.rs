@@ -89,7 +89,7 @@ fn a_request_no_host_can_take_is_one_declined_attempt_with_n_queries() {
 
 #[test]
 fn indexed_slots_decide_as_ranking_every_host() {
-    use parasol::datasets::DatasetKind;
+    use crate::datasets::DatasetKind;
     let d = DatasetKind::Nfv.load();
     let workload = d.workload(1, &mut stream(2, Stream::Workload));
     let ctx = workload.contexts();

@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::ClassId;
+use parasol::domain::ClassId;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;

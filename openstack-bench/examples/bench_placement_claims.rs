@@ -7,7 +7,7 @@
 //! number of Nova-style claims (`GET` + `PUT`) made directly against Placement.
 //!
 //! Placement (e.g. the test's launcher in `tests/support/placement_server.rs`, noauth2):
-//! `cargo run --release --example bench_placement_claims -- --placement-url http://127.0.0.1:PORT`
+//! `cargo run --release -p openstack-bench --example bench_placement_claims -- --placement-url http://127.0.0.1:PORT`
 
 use clap::Parser;
 use parasol::clock::SystemClock;

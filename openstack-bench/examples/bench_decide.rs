@@ -2,7 +2,7 @@
 //! `Scheduler` the service runs, called by one caller at a time so each figure is one
 //! decision's latency.
 //!
-//! `cargo run --release --example bench_decide -- --hosts 100,1000,10000 --backends filter,caching,asc,apsr`
+//! `cargo run --release -p openstack-bench --example bench_decide -- --hosts 100,1000,10000 --backends filter,caching,asc,apsr`
 
 use clap::Parser;
 use parasol::clock::{SharedClock, SystemClock};

@@ -34,13 +34,13 @@
 //! processes and of Placement's (from `/proc/<pid>/stat`, the process and its children).
 //!
 //! ```text
-//! cargo build --release --bin parasol --example bench_nova_vs_parasol
+//! cargo build --release -p parasol -p openstack-bench --bin parasol --example bench_nova_vs_parasol
 //! target/release/examples/bench_nova_vs_parasol --hosts 1000 --decisions 200 --callers 1,8
 //! ```
 
-#[path = "../tests/support/nova_venv.rs"]
+#[path = "../../tests/support/nova_venv.rs"]
 mod nova_venv;
-#[path = "../tests/support/placement_server.rs"]
+#[path = "../../tests/support/placement_server.rs"]
 mod placement_server;
 
 use clap::Parser;
@@ -166,8 +166,9 @@ fn kill_tree(pid: u32) {
     }
 }
 
-fn manifest(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+/// A file of the repository (this example lives in `openstack-bench/examples/`).
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
 /// Runs a command that must succeed; its stdout.
@@ -279,7 +280,7 @@ fn make_nova(dir: &Path, placement_url: &str, hosts: usize, exchange: &str) -> N
     std::fs::write(&spec_path, spec.to_string()).expect("spec");
     let view: Value = serde_json::from_slice(&check(
         Command::new(venv.join("bin/python"))
-            .arg(manifest("tests/nova_db/seed.py"))
+            .arg(repo("tests/nova_db/seed.py"))
             .arg(&conf)
             .arg(&spec_path),
     ))
@@ -341,7 +342,7 @@ fn drive(
     let (cpu0, pcpu0) = (cpu_s(pid), cpu_s(placement_pid));
     let out = check(
         Command::new(venv.join("bin/python"))
-            .arg(manifest("openstack-bench/placement_claims/driver.py"))
+            .arg(repo("openstack-bench/placement_claims/driver.py"))
             .args([
                 TRANSPORT_URL,
                 exchange,

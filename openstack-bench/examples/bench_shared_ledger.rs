@@ -7,7 +7,7 @@
 //! ledger: no host over its capacity, one allocation per placed instance, no failed call.
 //!
 //! ```sh
-//! cargo build --profile perf --bin parasol --example bench_shared_ledger
+//! cargo build --profile perf -p parasol -p openstack-bench --bin parasol --example bench_shared_ledger
 //! target/perf/examples/bench_shared_ledger --transport http --processes 2 --hosts 1000 --calls 20000 --concurrency 64
 //! target/perf/examples/bench_shared_ledger --transport rpc --processes 2 --hosts 1000 --calls 20000 --concurrency 64
 //! ```
@@ -17,7 +17,7 @@ use hdrhistogram::Histogram;
 use lapin::options::QueueDeleteOptions;
 use parasol::clock::{Clock, SystemClock};
 use parasol::ledger::{HostRegistration, Ledger};
-use parasol::rpc::RpcClient;
+use parasol_rpc_client::RpcClient;
 use serde_json::{json, Value};
 use sqlx::Connection;
 use std::path::PathBuf;

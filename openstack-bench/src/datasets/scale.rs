@@ -1,7 +1,7 @@
 //! The exact mapping of the papers' normalised sizes (1.0 = one host's worth) to integer
 //! amounts of Parasol's resource classes, so that no rounding ever changes a fit.
 
-use crate::domain::ClassId;
+use parasol::domain::ClassId;
 use thiserror::Error;
 
 /// Units of a class that make up a normalised size of 1.0.

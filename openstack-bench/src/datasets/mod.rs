@@ -7,7 +7,7 @@ pub mod scale;
 
 pub use definition::{Dataset, Flavor, HostShape, Setup};
 
-use crate::domain::{HostState, RequestContext, Resources};
+use parasol::domain::{HostState, RequestContext, Resources};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::fmt;

@@ -1,7 +1,7 @@
 //! Parsing a dataset definition (`datasets/*.json`) into exact integer flavors and shapes.
 
 use super::scale::{class_of, to_units, InexactSize};
-use crate::domain::{ClassId, Resources};
+use parasol::domain::{ClassId, Resources};
 use serde::Deserialize;
 use std::ops::Range;
 use thiserror::Error;

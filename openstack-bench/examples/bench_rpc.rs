@@ -2,15 +2,16 @@
 //! fresh PostgreSQL database, or a fresh SQLite file with `--ledger sqlite`) serving the oslo
 //! RPC server, driven by Parasol's oslo client.
 //!
-//! `cargo run --release --example bench_rpc -- --hosts 1000 --calls 20000 --concurrency 64`
+//! `cargo run --release -p openstack-bench --example bench_rpc -- --hosts 1000 --calls 20000 --concurrency 64`
 
 use clap::Parser;
 use hdrhistogram::Histogram;
 use parasol::clock::{Clock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::ledger::{HostRegistration, Ledger};
-use parasol::rpc::{run_rpc_server, RpcClient};
+use parasol::rpc::run_rpc_server;
 use parasol::startup::Application;
+use parasol_rpc_client::RpcClient;
 use serde_json::{json, Value};
 use sqlx::Connection;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,14 +1,18 @@
 //! A minimal oslo.messaging RPC client (what `RPCClient.call`/`cast` put on the wire), for
 //! tests and benchmarks: an exclusive reply queue, calls carrying `_msg_id`, `_reply_q`,
 //! `_timeout` and `_unique_id`, replies matched by `_msg_id`, heartbeats counted and skipped.
+//!
+//! The service never calls RPC, it only answers it (`parasol::rpc`): this client is its own
+//! crate so the service crate carries none of it, while both Parasol's integration tests (a
+//! dev-dependency) and `openstack-bench`'s load driver use the one implementation.
 
-use crate::nova::{decode_envelope, encode_envelope};
 use futures::StreamExt;
 use lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueDeclareOptions,
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ExchangeKind};
+use parasol::nova::{decode_envelope, encode_envelope};
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -20,7 +24,7 @@ use tokio::sync::oneshot;
 /// Why a call did not get its answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("broker: {}", crate::auth::redact_urls(&.0.to_string()))]
+    #[error("broker: {}", parasol::redact::redact_urls(&.0.to_string()))]
     Broker(#[from] lapin::Error),
     #[error("no reply to {0} within the timeout")]
     Timeout(String),
@@ -73,7 +77,7 @@ impl RpcClient {
         exchange: &str,
         durable: bool,
     ) -> Result<Self, ClientError> {
-        let conn = crate::amqp::connect(url, "parasol-rpc-client").await?;
+        let conn = parasol::amqp::connect(url, "parasol-rpc-client").await?;
         let ch = conn.create_channel().await?;
         ch.exchange_declare(
             exchange,

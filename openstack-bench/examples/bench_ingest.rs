@@ -2,7 +2,7 @@
 //! RabbitMQ, consumed and applied exactly once into a fresh SQLite ledger (or, with
 //! `--ledger postgres`, a fresh database of the running PostgreSQL, dropped at the end).
 //!
-//! `cargo run --profile perf --example bench_ingest -- --events 50000 --hosts 10000`
+//! `cargo run --profile perf -p openstack-bench --example bench_ingest -- --events 50000 --hosts 10000`
 //!
 //! Phases, each timed from the first publish until the last event is committed:
 //! 1. cold registration: `--hosts` emulated hosts each announce themselves once;
