@@ -1,8 +1,10 @@
-//! The import graph of `src/` between top-level modules follows the layers of
-//! docs/architecture.md §2 and has no loop: a module may only use modules below it, so each
-//! layer can be read, tested and replaced without the ones above. The check reads every
-//! `crate::<module>` path in the source, so a new upward import or loop fails here the moment
-//! it is written.
+//! The import graph of `src/` between top-level modules is the table of docs/architecture.md
+//! §2, "Layers": each row's layer, modules and the modules they import. The test reads that
+//! table and every `crate::<module>` path in the source, and fails when they disagree (an
+//! import the table does not list, a listed import the code no longer makes, a module in no
+//! row or a row naming no module), when a module imports one of the same or a higher layer,
+//! and on any loop. So the table cannot drift from the code, and each layer can be read,
+//! tested and replaced without the ones above.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -134,61 +136,129 @@ fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-/// The layers of docs/architecture.md §2, lowest first: a module may import only modules of
-/// a lower layer. A new top-level module gets a line here and in that table.
-const LAYERS: &[&[&str]] = &[
-    &[
-        "backoff", "choice", "clock", "control", "domain", "redact", "systemd",
-    ],
-    &[
-        "cli",
-        "datasets",
-        "nova",
-        "policy",
-        "stats",
-        "table",
-        "transport_url",
-    ],
-    &["auth", "cloud"],
-    &["ledger", "nova_db"],
-    &["notifications", "placement"],
-    &["configuration"],
-    &["amqp", "backend", "telemetry"],
-    &["scheduling"],
-    &["rpc"],
-    &["routes"],
-    &["startup"],
-    &["service"],
-];
-
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|layer| layer.contains(&module))
+/// One row of docs/architecture.md §2's table: `| layer | modules | import |`.
+#[derive(Debug, PartialEq)]
+struct Row {
+    layer: usize,
+    modules: Vec<String>,
+    /// The modules every module of the row imports: the backquoted names of the third column
+    /// outside parentheses (a parenthesis explains; "nothing of the crate" is the empty set).
+    imports: BTreeSet<String>,
 }
 
-#[test]
-fn every_module_imports_only_lower_layers() {
-    let graph = import_graph();
-    let mut wrong = Vec::new();
-    for (from, deps) in &graph {
-        let Some(own) = layer_of(from) else {
-            wrong.push(format!(
-                "{from} is in no layer: add it to LAYERS here and to docs/architecture.md §2"
-            ));
-            continue;
+/// The backquoted names of `text` outside parentheses.
+fn quoted_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    let mut quoted: Option<String> = None;
+    for c in text.chars() {
+        match (c, &mut quoted) {
+            ('`', Some(name)) => {
+                if depth == 0 {
+                    names.push(std::mem::take(name));
+                }
+                quoted = None;
+            }
+            (_, Some(name)) => name.push(c),
+            ('`', None) => quoted = Some(String::new()),
+            ('(', None) => depth += 1,
+            (')', None) => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The first table of the section headed `## 2.` in `markdown`, or why it cannot be read.
+fn layer_table(markdown: &str) -> Result<Vec<Row>, String> {
+    let section = markdown
+        .split("\n## ")
+        .find(|s| s.starts_with("2."))
+        .ok_or("no section \"## 2.\"")?;
+    let mut rows = Vec::new();
+    let lines = section.lines().skip_while(|l| !l.starts_with('|'));
+    // The header and the separator, then the rows up to the table's end.
+    for line in lines.skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let [layer, modules, imports] = cells[..] else {
+            return Err(format!("not three columns: {line}"));
         };
-        for to in deps {
-            match layer_of(to) {
-                Some(l) if l < own => {}
-                Some(l) => wrong.push(format!(
-                    "{from} (layer {own}) imports {to} (layer {l}): only lower layers"
-                )),
-                None => {}
+        let layer = layer
+            .parse()
+            .map_err(|_| format!("layer {layer:?} is not a number: {line}"))?;
+        let modules = quoted_names(modules);
+        if modules.is_empty() {
+            return Err(format!("a row naming no module: {line}"));
+        }
+        rows.push(Row {
+            layer,
+            modules,
+            imports: quoted_names(imports).into_iter().collect(),
+        });
+    }
+    if rows.is_empty() {
+        return Err("no table in section 2".into());
+    }
+    Ok(rows)
+}
+
+/// Where the table and the import graph disagree, one line each.
+fn disagreements(rows: &[Row], graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let mut layer_of = BTreeMap::new();
+    for row in rows {
+        for module in &row.modules {
+            if layer_of.insert(module.as_str(), row.layer).is_some() {
+                wrong.push(format!("`{module}` is in two rows"));
             }
         }
     }
+    for module in graph.keys() {
+        if !layer_of.contains_key(module.as_str()) {
+            wrong.push(format!("`{module}` is in no row: add it"));
+        }
+    }
+    for row in rows {
+        for module in &row.modules {
+            let Some(actual) = graph.get(module) else {
+                wrong.push(format!("`{module}` is no module of src/"));
+                continue;
+            };
+            let unlisted: Vec<_> = actual.difference(&row.imports).collect();
+            let unused: Vec<_> = row.imports.difference(actual).collect();
+            if !unlisted.is_empty() {
+                wrong.push(format!(
+                    "`{module}` imports {unlisted:?}, which its row omits"
+                ));
+            }
+            if !unused.is_empty() {
+                wrong.push(format!(
+                    "`{module}`'s row lists {unused:?}, which it does not import"
+                ));
+            }
+            for to in actual {
+                match layer_of.get(to.as_str()) {
+                    Some(&l) if l >= row.layer => wrong.push(format!(
+                        "`{module}` (layer {}) imports `{to}` (layer {l}): only lower layers",
+                        row.layer
+                    )),
+                    _ => {}
+                }
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn the_layer_table_of_the_architecture_doc_is_the_import_graph() {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let markdown = std::fs::read_to_string(&doc).expect("docs/architecture.md");
+    let rows = layer_table(&markdown).unwrap_or_else(|e| panic!("docs/architecture.md §2: {e}"));
+    let wrong = disagreements(&rows, &import_graph());
     assert!(
         wrong.is_empty(),
-        "{}\n(see docs/architecture.md §2, \"Layers\")",
+        "docs/architecture.md §2, \"Layers\", disagrees with src/:\n{}",
         wrong.join("\n")
     );
 }
@@ -220,4 +290,38 @@ fn the_loop_finder_finds_a_planted_loop_and_reads_use_lists() {
         deps.clear();
     }
     assert_eq!(find_cycle(&graph), None);
+}
+
+#[test]
+fn the_table_reader_names_each_disagreement() {
+    let doc = "# T\n\n## 1. One\n\n| a | b | c |\n|---|---|---|\n| 9 | `zzz` | x |\n\n\
+        ## 2. Layers\n\ntext\n\n| layer | modules | import |\n|---|---|---|\n\
+        | 0 | `clock`, `domain` | nothing of the crate (`table` aside) |\n\
+        | 1 | `table` | `domain`, `clock` (for `ledger`) |\n\
+        | 1 | `ledger` | `table` |\n\nafter\n";
+    let rows = layer_table(doc).expect("a table");
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0].modules, ["clock", "domain"]);
+    assert!(rows[0].imports.is_empty());
+    assert_eq!(
+        rows[1].imports,
+        BTreeSet::from(["clock".to_string(), "domain".to_string()])
+    );
+    let graph = BTreeMap::from([
+        ("clock".to_string(), BTreeSet::new()),
+        ("domain".to_string(), BTreeSet::new()),
+        ("table".to_string(), BTreeSet::from(["domain".to_string()])),
+        ("ledger".to_string(), BTreeSet::from(["table".to_string()])),
+        ("stats".to_string(), BTreeSet::new()),
+    ]);
+    assert_eq!(
+        disagreements(&rows, &graph),
+        [
+            "`stats` is in no row: add it",
+            "`table`'s row lists [\"clock\"], which it does not import",
+            "`ledger` (layer 1) imports `table` (layer 1): only lower layers",
+        ]
+    );
+    assert!(layer_table("## 2. Layers\n\nno table\n").is_err());
+    assert!(layer_table("## 2. Layers\n\n| h | h | h |\n|-|-|-|\n| x | `a` | |\n").is_err());
 }
