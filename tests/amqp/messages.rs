@@ -39,7 +39,7 @@ pub fn uuid_for(host: &str) -> String {
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, host.as_bytes()).to_string()
 }
 
-/// Parasol's `compute.host.state` event (DESIGN §3.3), ratios of 1.
+/// Parasol's `compute.host.state` event (docs/architecture.md §7.2), ratios of 1.
 pub fn host_state(
     host: &str,
     vcpu: i64,

@@ -91,7 +91,7 @@ impl TestApp {
     }
 }
 
-/// A Parasol host-state event (DESIGN §3.3) for a host with ratios of 1.
+/// A Parasol host-state event (docs/architecture.md §7.2) for a host with ratios of 1.
 pub fn host_state_event(
     message_id: &str,
     host: &str,

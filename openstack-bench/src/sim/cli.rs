@@ -117,8 +117,8 @@ pub struct StalenessArgs {
     #[arg(long, default_value = "random")]
     pub tie_break: TieBreak,
     /// ASC decides only once its measurement holds this many requests (an interval with fewer
-    /// adds its counts to the next and keeps τ); 0, the default, is DESIGN §4's loop, which
-    /// decides on every interval.
+    /// adds its counts to the next and keeps τ); 0, the default, is the ASC paper's loop (§IV,
+    /// Fig. 4; docs/architecture.md §4), which decides on every interval.
     #[arg(long, default_value_t = 0)]
     pub asc_min_requests: u64,
     /// The dynamic part's arrival rate alternates between (1 − s) and (1 + s) per second,

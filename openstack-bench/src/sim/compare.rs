@@ -4,7 +4,7 @@ use super::report::{render, DynamicRow, Format, ParallelRow};
 use super::SimPolicy;
 use std::fmt::Write;
 
-/// Published NFV ×30 decline ratios (%), `reference/apsr-nfv.md`: rows s, columns policies.
+/// Published NFV ×30 decline ratios (%), the APSR paper's Table VI: rows s, columns policies.
 pub const PUBLISHED_S: [usize; 5] = [1, 5, 10, 20, 50];
 pub const PUBLISHED_POLICIES: [&str; 7] = [
     "random",
@@ -164,8 +164,8 @@ pub fn readme(
         render(others, Format::Markdown)
     );
     let _ = writeln!(s, "## Experiment B: cache staleness\n\nOne scheduler, one request per second, \
-        cache refreshed every τ requests (1 = always fresh, `never`), unbounded lifetimes. As DESIGN \
-        §6 B says, the scheduler decides on the snapshot as read, without subtracting its own \
+        cache refreshed every τ requests (1 = always fresh, `never`), unbounded lifetimes. As \
+        docs/architecture.md §10 B reads the ASC paper, the scheduler decides on the snapshot as read, without subtracting its own \
         placements (with `--consume-own` and no departures a stale cache would be exact), and equal \
         ranking keys are broken at random (`tie_break = \"random\"`). Setups: \
         NFV ×10 on 279 hosts, Amazon ×1 on 126, Google ×1 on 5989. Table: `staleness.md`.\n\n\

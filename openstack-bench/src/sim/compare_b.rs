@@ -229,7 +229,7 @@ pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> S
         s,
         "The same with ASC deciding only once its measurement holds ⌈1 / th_decline⌉ = {} \
          requests (an interval with fewer adds its counts to the next and keeps τ; the one \
-         change from §10 B's model and DESIGN §4's loop, same seed):\n\n| dataset | policy | \
+         change from §10 B's model and the ASC paper's loop, same seed):\n\n| dataset | policy | \
          ASC mean interval | ASC decline | fixed at that mean | ASC better |\n\
          |---|---|---|---|---|---|",
         asc_min_sample(&AscParams::default())

@@ -1,5 +1,5 @@
 //! Experiment B's isolating runs: each changes one choice of docs/architecture.md §10 B's model
-//! (or DESIGN §4's ASC loop) and reruns the published points it bears on, so NOTES.md can say
+//! (or the ASC paper's loop, §IV) and reruns the published points it bears on, so NOTES.md can say
 //! which model difference a point that is not met comes from.
 
 use super::stale_runs::{asc_group, fixed_setup, with_departures};
@@ -15,7 +15,7 @@ pub struct Isolated {
     pub decline_ratio: f64,
 }
 
-/// NFV at a 100 s interval, `random` and `dist_from_diag`, under the §6 B model and with one
+/// NFV at a 100 s interval, `random` and `dist_from_diag`, under the §10 B model and with one
 /// of its choices changed at a time.
 pub fn isolate(seed: u64) -> Vec<Isolated> {
     let (replicas, hosts) = fixed_setup(DatasetKind::Nfv);
@@ -201,7 +201,7 @@ pub fn isolate_asc_interval(seed: u64, policies: &[Algorithm]) -> Vec<AscVariant
 pub const RATE_SWING: f64 = 0.5;
 
 /// The dynamic runs with the arrival rate alternating between ½ and 1½ times its mean every
-/// mean lifetime (§10 B's model and DESIGN §4's ASC otherwise): a load that is not stationary.
+/// mean lifetime (§10 B's model and the ASC paper's loop otherwise): a load that is not stationary.
 pub fn isolate_asc_varying(seed: u64, policies: &[Algorithm]) -> Vec<AscVariant> {
     let mode = RefreshMode::Asc(AscParams::default());
     asc_variant(seed, policies, CacheModel::default(), &mode, RATE_SWING)

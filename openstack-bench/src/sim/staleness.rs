@@ -255,7 +255,7 @@ pub enum RefreshMode {
     Asc(AscParams),
     /// ASC deciding only once its measurement holds at least `min_requests` requests: an
     /// interval with fewer adds its counts to the next one and keeps τ (an isolating run, not
-    /// DESIGN §4's loop).
+    /// the ASC paper's loop, §IV).
     AscPooled {
         params: AscParams,
         min_requests: u64,
