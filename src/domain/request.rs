@@ -252,6 +252,13 @@ pub struct RequestContext {
     /// instance's own (forced) host still suits the new image — no Placement query, only the
     /// filters that run on a rebuild, and no claim (the instance keeps its allocation).
     pub rebuild: bool,
+    /// What Nova's hint filters read (`different_host`, `same_host`, `build_near_host_ip`,
+    /// `query`); `None`: no such hint.
+    pub hints: Option<Arc<super::hints::SchedulerHints>>,
+    /// The image's id (`IsolatedHostsFilter`); `None`: no image (volume-backed).
+    pub image_id: Option<String>,
+    /// The flavor's name (`AggregateTypeAffinityFilter`); `None`: the spec names none.
+    pub flavor_name: Option<String>,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -287,6 +294,9 @@ impl RequestContext {
             project_id: None,
             image_props: None,
             rebuild: false,
+            hints: None,
+            image_id: None,
+            flavor_name: None,
         }
     }
 }

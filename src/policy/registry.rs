@@ -111,7 +111,7 @@ impl<T: ?Sized> Registry<T> {
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
     type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
-    let entries: [(&'static str, FilterFactory); 14] = [
+    let entries: [(&'static str, FilterFactory); 25] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -153,6 +153,37 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         }),
         (filters::ComputeCapabilitiesFilter::NAME, |_| {
             Box::new(filters::ComputeCapabilitiesFilter)
+        }),
+        (filters::IoOpsFilter::NAME, |c| {
+            Box::new(filters::IoOpsFilter::new(c))
+        }),
+        (filters::AggregateIoOpsFilter::NAME, |c| {
+            Box::new(filters::AggregateIoOpsFilter::new(c))
+        }),
+        (filters::NumInstancesFilter::NAME, |c| {
+            Box::new(filters::NumInstancesFilter::new(c))
+        }),
+        (filters::AggregateNumInstancesFilter::NAME, |c| {
+            Box::new(filters::AggregateNumInstancesFilter::new(c))
+        }),
+        (filters::AggregateTypeAffinityFilter::NAME, |_| {
+            Box::new(filters::AggregateTypeAffinityFilter)
+        }),
+        (filters::DifferentHostFilter::NAME, |_| {
+            Box::new(filters::DifferentHostFilter)
+        }),
+        (filters::SameHostFilter::NAME, |_| {
+            Box::new(filters::SameHostFilter)
+        }),
+        (filters::SimpleCIDRAffinityFilter::NAME, |_| {
+            Box::new(filters::SimpleCIDRAffinityFilter)
+        }),
+        (filters::IsolatedHostsFilter::NAME, |c| {
+            Box::new(filters::IsolatedHostsFilter::new(c))
+        }),
+        (filters::JsonFilter::NAME, |_| Box::new(filters::JsonFilter)),
+        (filters::MetricsFilter::NAME, |_| {
+            Box::new(filters::MetricsFilter)
         }),
     ];
     for (name, factory) in entries {

@@ -76,6 +76,7 @@ fn scheduler_options_are_carried_with_their_values() {
     assert_eq!(s.policy.host_subset_size, 3);
     assert_eq!(s.policy.ram_weight_multiplier, -2.5);
     assert_eq!(s.policy.io_ops_weight_multiplier, 0.0);
+    assert_eq!(s.policy.pci_weight_multiplier, 2.0);
     assert_eq!(s.policy.weight_classes, ["RAMWeigher"]);
     assert!(s
         .policy
@@ -91,7 +92,6 @@ fn scheduler_options_are_carried_with_their_values() {
     for needle in [
         "filter NUMATopologyFilter",
         "weigher PCIWeigher",
-        "[filter_scheduler] pci_weight_multiplier is not carried",
         "[scheduler] workers is not carried",
         "[DEFAULT] cpu_allocation_ratio is not carried",
         "[api]",
