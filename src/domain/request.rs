@@ -259,6 +259,9 @@ pub struct RequestContext {
     pub image_id: Option<String>,
     /// The flavor's name (`AggregateTypeAffinityFilter`); `None`: the spec names none.
     pub flavor_name: Option<String>,
+    /// The conductor allows this move across cells (`requested_destination
+    /// .allow_cross_cell_move`, `CrossCellWeigher`).
+    pub cross_cell_move: bool,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -297,6 +300,7 @@ impl RequestContext {
             hints: None,
             image_id: None,
             flavor_name: None,
+            cross_cell_move: false,
         }
     }
 }

@@ -210,6 +210,24 @@ pub fn builtin_weighers() -> Registry<dyn Weigher> {
         })
         .expect("built-in weigher names are distinct");
     }
+    for spec in &NODE_RECORD_WEIGHERS {
+        r.register(spec.name, move |c| -> Box<dyn Weigher> {
+            Box::new(NodeRecordWeigher::new(spec, c))
+        })
+        .expect("built-in weigher names are distinct");
+    }
+    r.register(CrossCellWeigher::NAME, |c| -> Box<dyn Weigher> {
+        Box::new(CrossCellWeigher::new(c))
+    })
+    .expect("built-in weigher names are distinct");
+    r.register(IdleWeigher::METRICS, |c| -> Box<dyn Weigher> {
+        Box::new(IdleWeigher::metrics(c))
+    })
+    .expect("built-in weigher names are distinct");
+    r.register(IdleWeigher::IMAGE_PROPERTIES, |c| -> Box<dyn Weigher> {
+        Box::new(IdleWeigher::image_properties(c))
+    })
+    .expect("built-in weigher names are distinct");
     // Not one of Nova's weighers: `all_weighers` does not load it.
     r.register_outside_alias(HostNameWeigher::NAME, |c| -> Box<dyn Weigher> {
         Box::new(HostNameWeigher::new(c))
@@ -253,8 +271,16 @@ mod tests {
         let all = builtin_weighers()
             .build(&names(&["nova.scheduler.weights.all_weighers"]), &cfg)
             .unwrap();
-        assert_eq!(all.len(), DEFAULT_WEIGHERS.len());
+        // Nova's thirteen, so that a default Nova configuration ranks as Nova does.
+        let mut all_names: Vec<&str> = all.iter().map(|w| w.name()).collect();
+        all_names.sort();
+        assert_eq!(
+            all_names,
+            crate::configuration::from_nova::NOVA_ALL_WEIGHERS,
+            "Nova's all_weighers (sorted)"
+        );
         assert!(all.iter().all(|w| w.name() != "HostNameWeigher"));
+        assert!(DEFAULT_WEIGHERS.iter().all(|d| all_names.contains(d)));
         let named = builtin_weighers()
             .build(&names(&["nova.tests.fixtures.nova.HostNameWeigher"]), &cfg)
             .unwrap();
