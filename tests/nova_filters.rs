@@ -254,3 +254,137 @@ fn parasol_filters_equal_novas_on_seeded_random_cases() {
     assert_eq!(compared, 150 * 4 * FILTERS.len());
     assert!(raised > 0, "the cases reach queries Nova raises on");
 }
+
+const WEIGHERS: [&str; 7] = [
+    "BuildFailureWeigher",
+    "CrossCellWeigher",
+    "HypervisorVersionWeigher",
+    "ImagePropertiesWeigher",
+    "MetricsWeigher",
+    "NumInstancesWeigher",
+    "PCIWeigher",
+];
+
+/// Nova's weight handler (normalise each weigher, multiply, sum) with Nova's own weighers
+/// against Parasol's on seeded random hosts (failed builds, hypervisor versions, free PCI
+/// devices, instances, cells) and requests (cross-cell moves), random multipliers: the
+/// final weight of every host equal.
+#[test]
+fn parasol_weighers_equal_novas_on_seeded_random_cases() {
+    use parasol::domain::{ComputeFacts, Destination};
+    use parasol::policy::registry::builtin_weighers;
+    use parasol::policy::weighers::add_normalised;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(43);
+    let (mut cases, mut parasol) = (Vec::new(), Vec::new());
+    for case in 0..120 {
+        let m = |rng: &mut rand_chacha::ChaCha8Rng| *pick(rng, &[0.0, 1.0, 2.5, 1_000_000.0, -1.0]);
+        let cfg = PolicyConfig {
+            build_failure_weight_multiplier: m(&mut rng),
+            cross_cell_move_weight_multiplier: m(&mut rng),
+            hypervisor_version_weight_multiplier: m(&mut rng),
+            num_instances_weight_multiplier: m(&mut rng),
+            pci_weight_multiplier: m(&mut rng).abs(),
+            ..PolicyConfig::default()
+        };
+        let n = rng.gen_range(1..6);
+        let names: Vec<String> =
+            (0..n)
+                .map(|_| pick(&mut rng, &WEIGHERS).to_string())
+                .fold(Vec::new(), |mut v, w| {
+                    if !v.contains(&w) {
+                        v.push(w);
+                    }
+                    v
+                });
+        let weighers = builtin_weighers().build(&names, &cfg).unwrap();
+        let dest_cell = pick(&mut rng, &[None, Some("cell-a"), Some("cell-b")]).map(str::to_string);
+        let cross = rng.gen_bool(0.6);
+        let mut req = RequestContext::with_demand(format!("i{case}"), "f", Resources::new(1, 1, 1));
+        req.requested_destination = Some(Destination {
+            cell: dest_cell.clone(),
+            ..Destination::default()
+        });
+        req.cross_cell_move = cross;
+        let mut hosts = Vec::new();
+        let mut host_json = Vec::new();
+        for id in 1..=rng.gen_range(2..6) {
+            let facts = ComputeFacts {
+                failed_builds: rng.gen_range(0..3),
+                hypervisor_version: *pick(&mut rng, &[0, 1_000_000, 2_011_000, 6_002_000]),
+                pci_free: *pick(&mut rng, &[0, 0, 2, 150]),
+                cell_uuid: Some(pick(&mut rng, &["cell-a", "cell-b"]).to_string()),
+                ..ComputeFacts::default()
+            };
+            let mut h = HostState::synthetic(id, Resources::new(8, 4096, 40), Resources::ZERO);
+            h.num_instances = rng.gen_range(0..5);
+            host_json.push(json!({
+                "host": format!("host{id}"), "failed_builds": facts.failed_builds,
+                "hypervisor_version": facts.hypervisor_version, "pci_free": facts.pci_free,
+                "cell_uuid": facts.cell_uuid, "num_instances": h.num_instances,
+            }));
+            h.profile_mut().facts = Some(Arc::new(facts));
+            hosts.push(h);
+        }
+        // Parasol's handler (`Policy::weigh`): weighers whose multiplier is 0 or that do not
+        // vary add nothing; the rest are normalised and summed.
+        let mut scores = vec![0.0; hosts.len()];
+        if hosts.len() > 1 {
+            for w in &weighers {
+                if w.multiplier() == 0.0 || !w.varies(&req) {
+                    continue;
+                }
+                let raw: Vec<f64> = hosts.iter().map(|h| w.weigh(h, &req)).collect();
+                add_normalised(&raw, w.multiplier(), &mut scores);
+            }
+        }
+        parasol.push(scores);
+        cases.push(json!({
+            "config": {
+                "build_failure_weight_multiplier": cfg.build_failure_weight_multiplier,
+                "cross_cell_move_weight_multiplier": cfg.cross_cell_move_weight_multiplier,
+                "hypervisor_version_weight_multiplier": cfg.hypervisor_version_weight_multiplier,
+                "num_instances_weight_multiplier": cfg.num_instances_weight_multiplier,
+                "pci_weight_multiplier": cfg.pci_weight_multiplier,
+            },
+            "weighers": names, "dest_cell": dest_cell, "cross_cell": cross, "hosts": host_json,
+        }));
+    }
+    let venv = nova_venv::nova_venv();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_filters/weigh.py");
+    let mut child = Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(cases.clone()).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nova: Vec<BTreeMap<String, f64>> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut compared = 0;
+    for (i, (n_case, p_case)) in nova.iter().zip(&parasol).enumerate() {
+        for (j, p) in p_case.iter().enumerate() {
+            let n = n_case[&format!("host{}", j + 1)];
+            let tolerance = 1e-9 * n.abs().max(1.0);
+            assert!(
+                (n - p).abs() <= tolerance,
+                "case {i} host{}: nova {n}, parasol {p}: {}",
+                j + 1,
+                cases[i]
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 300, "{compared}");
+}
