@@ -155,8 +155,10 @@ impl Backend {
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
         // Alternates may not name a host selected for another instance of the call: rank
-        // that many more candidates so that enough are left once those are taken out.
-        let others = requests.len().saturating_sub(1);
+        // that many more candidates so that enough are left once those are taken out (at
+        // most `MAX_EXTRA_ALTERNATES` more, so a huge multi-create does not rank every host
+        // for every instance; past it an instance may get fewer alternates than Nova gives).
+        let others = requests.len().saturating_sub(1).min(MAX_EXTRA_ALTERNATES);
         for i in 0..requests.len() {
             match self.place(&requests[i], &mut counts, others).await {
                 Ok(Placement::Placed(hosts)) => {
@@ -490,6 +492,10 @@ impl Drop for Backend {
         self.stop();
     }
 }
+
+/// The most candidates a multi-create ranks beyond `max_attempts` for one instance, to
+/// replace alternates that were selected for the call's other instances.
+const MAX_EXTRA_ALTERNATES: usize = 32;
 
 /// Placement refused a claim the ledger had taken (409).
 struct PlacementDeclined;
