@@ -151,9 +151,11 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
             p.enabled_filters
         );
     }
+    assert_eq!(p.build_failure_weight_multiplier, 100.0);
+    // Nova's default weight_classes, all_weighers: all thirteen carried.
     assert_eq!(
         p.weight_classes.len(),
-        parasol::policy::DEFAULT_WEIGHERS.len(),
+        parasol::configuration::from_nova::NOVA_ALL_WEIGHERS.len(),
         "{:?}",
         p.weight_classes
     );
@@ -186,15 +188,22 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
     );
     for named in [
         "filter NUMATopologyFilter",
-        "weigher BuildFailureWeigher",
-        "weigher PCIWeigher",
-        "[filter_scheduler] build_failure_weight_multiplier is not carried",
         "[scheduler] workers is not carried",
         "[DEFAULT] cpu_allocation_ratio is not carried",
     ] {
         assert!(
             stderr.contains(named),
             "no warning naming {named}:\n{stderr}"
+        );
+    }
+    for carried in [
+        "weigher BuildFailureWeigher",
+        "weigher PCIWeigher",
+        "build_failure_weight",
+    ] {
+        assert!(
+            !stderr.contains(carried),
+            "{carried} is carried now:\n{stderr}"
         );
     }
     assert!(

@@ -21,7 +21,7 @@ pub use workers::{Worker, WorkerPool};
 
 use crate::clock::SharedClock;
 use crate::configuration::{BackendKind, Settings};
-use crate::domain::{HostState, RequestContext};
+use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
 use crate::policy::{FilterEnv, Policy, PolicyError, SortedScratch};
@@ -154,8 +154,13 @@ impl Backend {
         };
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
+        // Alternates may not name a host selected for another instance of the call: rank
+        // that many more candidates so that enough are left once those are taken out (at
+        // most `MAX_EXTRA_ALTERNATES` more, so a huge multi-create does not rank every host
+        // for every instance; past it an instance may get fewer alternates than Nova gives).
+        let others = requests.len().saturating_sub(1).min(MAX_EXTRA_ALTERNATES);
         for i in 0..requests.len() {
-            match self.place(&requests[i], &mut counts).await {
+            match self.place(&requests[i], &mut counts, others).await {
                 Ok(Placement::Placed(hosts)) => {
                     let chosen = hosts[0].host().to_string();
                     for later in requests.iter_mut().skip(i + 1) {
@@ -215,10 +220,55 @@ impl Backend {
                 other => other,
             });
         }
+        self.keep_nova_alternates(&requests, &mut placed);
         counts.placed = counts.requests;
         deps.stats
             .record(counts, Some(started.elapsed().as_micros() as u64));
         Ok(placed)
+    }
+
+    /// Nova's `_get_alternate_hosts` over the call's answer: an instance's alternates are
+    /// hosts of its selected host's cell (`place` keeps only those) that no instance of the
+    /// call was placed on, and, when the call placed several instances, that can still take
+    /// the instance now that all of them are claimed (Nova filters again after consuming
+    /// every selected host; with Placement, an alternate needs a remaining allocation
+    /// candidate). At most `max_attempts − 1` each.
+    fn keep_nova_alternates(&self, requests: &[RequestContext], placed: &mut [Vec<HostState>]) {
+        let keep = self.deps.settings.scheduler.max_attempts.saturating_sub(1);
+        let selected: Vec<HostId> = placed
+            .iter()
+            .filter_map(|h| h.first())
+            .map(|h| h.id)
+            .collect();
+        let table = self.deps.ledger.table();
+        for (req, hosts) in requests.iter().zip(placed.iter_mut()) {
+            if hosts.is_empty() {
+                continue;
+            }
+            let mut alternates: Vec<HostState> = hosts
+                .drain(1..)
+                .filter(|h| !selected.contains(&h.id))
+                .filter(|h| {
+                    selected.len() < 2
+                        || req.rebuild
+                        || table.get(h.id).is_some_and(|live| {
+                            live.fits(&req.demand) && live.profile.admits(&req.demand)
+                        })
+                })
+                .collect();
+            alternates.truncate(keep);
+            hosts.extend(alternates);
+        }
+    }
+
+    /// The cell a Selection names for `host`: its node's from Nova's records, else the
+    /// configured one (without `[nova_db]` every host is in that one cell).
+    fn cell_of<'a>(&'a self, host: &'a HostState) -> &'a str {
+        host.profile
+            .facts
+            .as_ref()
+            .and_then(|f| f.cell_uuid.as_deref())
+            .unwrap_or(&self.deps.settings.scheduler.cell_uuid)
     }
 
     /// The placement loop every backend runs: read host states from the source, rank them,
@@ -227,6 +277,7 @@ impl Backend {
         &self,
         req: &RequestContext,
         counts: &mut Counts,
+        extra_alternates: usize,
     ) -> Result<Placement, ScheduleError> {
         let mut worker = self.source.worker().await;
         let max_attempts = self.deps.settings.scheduler.max_attempts;
@@ -244,7 +295,7 @@ impl Backend {
                 &mut worker,
                 req,
                 &env,
-                budget,
+                budget + extra_alternates,
                 counts,
             ) {
                 Ok(candidates) => candidates,
@@ -303,10 +354,18 @@ impl Backend {
                         counts.attempts += 1;
                         self.source.placed();
                         self.source.consume(&mut worker, host, &req.demand);
-                        let mut selection = Vec::with_capacity(max_attempts);
+                        // Alternates from the selected host's cell only (a reschedule
+                        // builds in the instance's cell), as Nova's `_get_alternate_hosts`.
+                        let cell = self.cell_of(host);
+                        let mut selection = Vec::with_capacity(max_attempts + extra_alternates);
                         selection.push(host.clone());
-                        selection
-                            .extend(candidates[pos + 1..].iter().take(max_attempts - 1).cloned());
+                        selection.extend(
+                            candidates[pos + 1..]
+                                .iter()
+                                .filter(|h| self.cell_of(h) == cell)
+                                .take(max_attempts - 1 + extra_alternates)
+                                .cloned(),
+                        );
                         if empty_samples > 0 {
                             // A fitting host existed all along: those samples were avoidable.
                             counts.avoidable += empty_samples;
@@ -433,6 +492,10 @@ impl Drop for Backend {
         self.stop();
     }
 }
+
+/// The most candidates a multi-create ranks beyond `max_attempts` for one instance, to
+/// replace alternates that were selected for the call's other instances.
+const MAX_EXTRA_ALTERNATES: usize = 32;
 
 /// Placement refused a claim the ledger had taken (409).
 struct PlacementDeclined;

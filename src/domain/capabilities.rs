@@ -239,6 +239,7 @@ mod tests {
             pci_pools: 0,
             cell_uuid: Some("cell-1".into()),
             service_version: 66,
+            ..ComputeFacts::default()
         }
     }
 

@@ -29,6 +29,13 @@ pub struct ComputeFacts {
     pub cell_uuid: Option<String>,
     /// The nova-compute service's version.
     pub service_version: i64,
+    /// The node's `host_ip` (`SimpleCIDRAffinityFilter`), when it reports a valid one.
+    pub host_ip: Option<std::net::IpAddr>,
+    /// Builds that failed on the node since its last success, from its `stats`
+    /// (`BuildFailureWeigher`).
+    pub failed_builds: i64,
+    /// Free PCI devices over its pools (`PCIWeigher`).
+    pub pci_free: i64,
 }
 
 /// What a host is: names, inventory, traits, aggregates. Changes when the host re-registers.

@@ -14,6 +14,9 @@ pub type MergedMetadata = BTreeMap<String, BTreeSet<String>>;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct HostAggregateMetadata {
     by_host: HashMap<String, MergedMetadata>,
+    /// Each key's values as the aggregates hold them, not split (Nova's
+    /// `aggregate_values_from_key`, which the per-aggregate limits read).
+    raw_by_host: HashMap<String, MergedMetadata>,
 }
 
 impl HostAggregateMetadata {
@@ -22,11 +25,16 @@ impl HostAggregateMetadata {
         aggregates: impl IntoIterator<Item = (&'a [String], &'a BTreeMap<String, String>)>,
     ) -> Self {
         let mut by_host: HashMap<String, MergedMetadata> = HashMap::new();
+        let mut raw_by_host: HashMap<String, MergedMetadata> = HashMap::new();
         for (hosts, metadata) in aggregates {
             if metadata.is_empty() {
                 continue;
             }
             for host in hosts {
+                let raw = raw_by_host.entry(host.clone()).or_default();
+                for (key, value) in metadata {
+                    raw.entry(key.clone()).or_default().insert(value.clone());
+                }
                 let merged = by_host.entry(host.clone()).or_default();
                 for (key, value) in metadata {
                     merged
@@ -36,7 +44,16 @@ impl HostAggregateMetadata {
                 }
             }
         }
-        HostAggregateMetadata { by_host }
+        HostAggregateMetadata {
+            by_host,
+            raw_by_host,
+        }
+    }
+
+    /// The values of `key` in the aggregates of `host`, each as the aggregate holds it (Nova's
+    /// `aggregate_values_from_key`); `None` when no aggregate of the host has the key.
+    pub fn values_of(&self, host: &str, key: &str) -> Option<&BTreeSet<String>> {
+        self.raw_by_host.get(host)?.get(key)
     }
 
     /// The merged metadata of service host `host`; `None` when it has none.
@@ -86,6 +103,12 @@ mod tests {
             "an aggregate without metadata adds nothing"
         );
         assert_eq!(m.of("host4"), None);
+        assert_eq!(
+            m.values_of("host1", "os_type"),
+            Some(&set(&["linux", " windows , bsd"])),
+            "raw values stay whole"
+        );
+        assert_eq!(m.values_of("host2", "ssd"), None);
         assert!(!m.is_empty());
         assert!(HostAggregateMetadata::new(std::iter::empty()).is_empty());
     }

@@ -13,10 +13,12 @@
 //!   attributes (Nova's `ComputeCapabilitiesFilter`).
 //! - `zones`: [`HostZones`], each host's availability zone as Nova defines it (aggregates).
 //! - `host_aggregates`: [`HostAggregateMetadata`], each host's aggregate metadata merged.
+//! - `hints`: [`SchedulerHints`], what Nova's hint filters read from `scheduler_hints`.
 
 pub mod capabilities;
 mod classes;
 pub mod extra_specs;
+pub mod hints;
 mod host;
 pub mod host_aggregates;
 mod markers;
@@ -27,6 +29,7 @@ pub mod zones;
 pub use capabilities::CapabilitySpecs;
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;
+pub use hints::SchedulerHints;
 pub use host::{ComputeFacts, HostId, HostProfile, HostScan, HostState, SCAN_CLASSES};
 pub use host_aggregates::HostAggregateMetadata;
 pub use markers::{

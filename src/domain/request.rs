@@ -252,6 +252,16 @@ pub struct RequestContext {
     /// instance's own (forced) host still suits the new image — no Placement query, only the
     /// filters that run on a rebuild, and no claim (the instance keeps its allocation).
     pub rebuild: bool,
+    /// What Nova's hint filters read (`different_host`, `same_host`, `build_near_host_ip`,
+    /// `query`); `None`: no such hint.
+    pub hints: Option<Arc<super::hints::SchedulerHints>>,
+    /// The image's id (`IsolatedHostsFilter`); `None`: no image (volume-backed).
+    pub image_id: Option<String>,
+    /// The flavor's name (`AggregateTypeAffinityFilter`); `None`: the spec names none.
+    pub flavor_name: Option<String>,
+    /// The conductor allows this move across cells (`requested_destination
+    /// .allow_cross_cell_move`, `CrossCellWeigher`).
+    pub cross_cell_move: bool,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -287,6 +297,10 @@ impl RequestContext {
             project_id: None,
             image_props: None,
             rebuild: false,
+            hints: None,
+            image_id: None,
+            flavor_name: None,
+            cross_cell_move: false,
         }
     }
 }

@@ -233,6 +233,10 @@ impl RequestSpec {
                 ignore_hosts: self.ignore_hosts.clone(),
                 requested_destination: self.requested_destination.clone(),
                 group: group.clone(),
+                cross_cell_move: self
+                    .destination
+                    .as_ref()
+                    .is_some_and(|d| d.allow_cross_cell_move),
                 ..RequestContext::with_demand(uuid, flavor.clone(), self.demand)
             })
             .collect()

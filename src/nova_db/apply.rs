@@ -41,6 +41,9 @@ pub fn node_records(
             pci_pools: node.pci_pools,
             cell_uuid: Some(view.cell_uuid().to_string()),
             service_version: service.version,
+            host_ip: node.host_ip,
+            failed_builds: node.failed_builds,
+            pci_free: node.pci_free,
         };
         let liveness = service.liveness(now_ms, service_down_time_s);
         records.by_uuid.insert(

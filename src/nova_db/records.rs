@@ -114,6 +114,12 @@ pub struct ComputeNodeRecord {
     pub has_numa_topology: bool,
     /// PCI device pools in `pci_stats` (0: no PCI devices to pass through).
     pub pci_pools: usize,
+    /// Free PCI devices over the pools (`PCIWeigher`).
+    pub pci_free: i64,
+    /// `host_ip`, when it is a valid address (`SimpleCIDRAffinityFilter`).
+    pub host_ip: Option<std::net::IpAddr>,
+    /// `stats["failed_builds"]` (`BuildFailureWeigher`), 0 when absent.
+    pub failed_builds: i64,
     /// Whether `nova-manage cell_v2 discover_hosts` has mapped the node.
     pub mapped: i64,
     pub updated_at_ms: Option<i64>,
@@ -190,6 +196,50 @@ pub(super) fn pci_pools(text: Option<&str>) -> usize {
             .map_or(0, Vec::len),
         Value::Object(o) => usize::from(!o.is_empty()),
         Value::Array(pools) => pools.len(),
+        _ => 0,
+    }
+}
+
+/// The free PCI devices of `pci_stats`: the sum of the pools' `count` (Nova's `PCIWeigher`
+/// sums `pool['count']`), 0 for text that is not JSON.
+pub(super) fn pci_free(text: Option<&str>) -> i64 {
+    let Some(value) = text.and_then(|t| serde_json::from_str::<Value>(t).ok()) else {
+        return 0;
+    };
+    let count = |pool: &Value| {
+        pool.pointer("/nova_object.data/count")
+            .or_else(|| pool.get("count"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    match &value {
+        Value::Object(o) if o.contains_key("nova_object.namespace") => value
+            .pointer("/nova_object.data/objects")
+            .and_then(Value::as_array)
+            .map_or(0, |pools| pools.iter().map(count).sum()),
+        Value::Object(_) => count(&value),
+        Value::Array(pools) => pools.iter().map(count).sum(),
+        _ => 0,
+    }
+}
+
+/// `host_ip` as Nova's column holds it (PostgreSQL's `inet` cast to text carries a full
+/// prefix length, `/32` or `/128`); `None` when empty or not an address.
+pub(super) fn host_ip(text: Option<&str>) -> Option<std::net::IpAddr> {
+    let t = text?.trim();
+    let addr = t.split_once('/').map_or(t, |(a, _)| a);
+    addr.parse().ok()
+}
+
+/// `stats["failed_builds"]`: Nova's compute stores the counters as strings in a JSON object
+/// (`int(self.stats.get('failed_builds', 0))`); anything unreadable is 0.
+pub(super) fn failed_builds(stats: Option<&str>) -> i64 {
+    let Some(value) = stats.and_then(|t| serde_json::from_str::<Value>(t).ok()) else {
+        return 0;
+    };
+    match value.get("failed_builds") {
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(0),
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
         _ => 0,
     }
 }

@@ -56,6 +56,10 @@ pub(super) struct NodeRow {
     pub cpu_info: Option<String>,
     pub numa_topology: Option<String>,
     pub pci_stats: Option<String>,
+    /// `host_ip` as text (PostgreSQL's `inet` with its prefix length, `10.0.0.1/32`).
+    pub host_ip: Option<String>,
+    /// `stats`: the compute node's JSON counters (`failed_builds`, …).
+    pub stats: Option<String>,
     pub mapped: Option<i32>,
     pub updated_at: Option<NaiveDateTime>,
 }
@@ -99,10 +103,18 @@ const SERVICES: &str = "SELECT s.id, s.uuid, s.host, s.disabled, s.disabled_reas
      s.forced_down, s.last_seen_up, s.created_at, s.updated_at, s.version \
      FROM services s WHERE s.binary = 'nova-compute' AND s.deleted = 0 ORDER BY s.id";
 
+/// `compute_nodes`, with `host_ip` as the column (MySQL, where Nova stores a string).
 const COMPUTE_NODES: &str = "SELECT cn.id, cn.uuid, cn.host, cn.hypervisor_hostname, \
      cn.hypervisor_type, cn.hypervisor_version, cn.supported_instances, cn.cpu_info, \
-     cn.numa_topology, cn.pci_stats, cn.mapped, cn.updated_at \
+     cn.numa_topology, cn.pci_stats, cn.host_ip, cn.stats, cn.mapped, cn.updated_at \
      FROM compute_nodes cn WHERE cn.deleted = 0 ORDER BY cn.id";
+
+/// The same with `host_ip` cast to text: PostgreSQL's column is `inet` (SQLite's a string,
+/// which the cast leaves alone); MySQL has no `CAST(… AS TEXT)`.
+const COMPUTE_NODES_TEXT_IP: &str = "SELECT cn.id, cn.uuid, cn.host, cn.hypervisor_hostname, \
+     cn.hypervisor_type, cn.hypervisor_version, cn.supported_instances, cn.cpu_info, \
+     cn.numa_topology, cn.pci_stats, CAST(cn.host_ip AS TEXT) AS host_ip, cn.stats, cn.mapped, \
+     cn.updated_at FROM compute_nodes cn WHERE cn.deleted = 0 ORDER BY cn.id";
 
 /// Runs one query on whichever pool this is, decoding rows of type `$row`.
 macro_rules! fetch_all {
@@ -211,7 +223,23 @@ impl Pool {
     }
 
     pub async fn compute_nodes(&self) -> Result<Vec<NodeRow>, sqlx::Error> {
-        fetch_all!(self, NodeRow, COMPUTE_NODES)
+        match self {
+            Pool::MySql(p) => {
+                sqlx::query_as::<_, NodeRow>(COMPUTE_NODES)
+                    .fetch_all(p)
+                    .await
+            }
+            Pool::Postgres(p) => {
+                sqlx::query_as::<_, NodeRow>(COMPUTE_NODES_TEXT_IP)
+                    .fetch_all(p)
+                    .await
+            }
+            Pool::Sqlite(p) => {
+                sqlx::query_as::<_, NodeRow>(COMPUTE_NODES_TEXT_IP)
+                    .fetch_all(p)
+                    .await
+            }
+        }
     }
 
     pub async fn close(&self) {

@@ -158,6 +158,32 @@ pub struct PolicyConfig {
     /// `ImagePropertiesFilter`: the architecture of an image that names none; empty (Nova's
     /// unset default) means none. Nova's `[filter_scheduler]` option.
     pub image_properties_default_architecture: String,
+    /// `IoOpsFilter`: a host with this many concurrent I/O-heavy operations or more takes no
+    /// instance (Nova's `[filter_scheduler] max_io_ops_per_host`, 8); `AggregateIoOpsFilter`
+    /// takes it from the host's aggregates' metadata key of the same name when set.
+    pub max_io_ops_per_host: i64,
+    /// `NumInstancesFilter`: a host with this many instances or more takes no more (Nova's
+    /// `max_instances_per_host`, 50); `AggregateNumInstancesFilter` as above.
+    pub max_instances_per_host: i64,
+    /// `IsolatedHostsFilter`: service hosts kept for the images in `isolated_images` (Nova's
+    /// option, empty by default).
+    pub isolated_hosts: Vec<String>,
+    /// `IsolatedHostsFilter`: image ids that only run on `isolated_hosts` (Nova's option).
+    pub isolated_images: Vec<String>,
+    /// `IsolatedHostsFilter`: isolated hosts take only isolated images (Nova's option, true).
+    pub restrict_isolated_hosts_to_isolated_images: bool,
+    /// `BuildFailureWeigher` multiplier (1,000,000: a host whose builds failed recently goes
+    /// last; Nova negates it). Nova's option.
+    pub build_failure_weight_multiplier: f64,
+    /// `CrossCellWeigher` multiplier (1,000,000: a cross-cell move prefers the source cell).
+    pub cross_cell_move_weight_multiplier: f64,
+    /// `HypervisorVersionWeigher` multiplier (1.0: newer hypervisors first).
+    pub hypervisor_version_weight_multiplier: f64,
+    /// `ImagePropertiesWeigher` multiplier (0.0: off). Any other value is refused: Parasol
+    /// does not hold the image properties of the instances on each host.
+    pub image_props_weight_multiplier: f64,
+    /// `PCIWeigher` multiplier (1.0: keep hosts with PCI devices for requests that need them).
+    pub pci_weight_multiplier: f64,
     /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
     pub weight_classes: Vec<String>,
     /// The zone of a host that no aggregate puts in one and that was recorded without a zone
@@ -212,9 +238,54 @@ impl Default for PolicyConfig {
             aggregate_image_properties_isolation_namespace: String::new(),
             aggregate_image_properties_isolation_separator: ".".into(),
             image_properties_default_architecture: String::new(),
+            max_io_ops_per_host: 8,
+            max_instances_per_host: 50,
+            isolated_hosts: Vec::new(),
+            isolated_images: Vec::new(),
+            restrict_isolated_hosts_to_isolated_images: true,
+            build_failure_weight_multiplier: 1_000_000.0,
+            cross_cell_move_weight_multiplier: 1_000_000.0,
+            hypervisor_version_weight_multiplier: 1.0,
+            image_props_weight_multiplier: 0.0,
+            pci_weight_multiplier: 1.0,
             weight_classes: DEFAULT_WEIGHERS.iter().map(|s| s.to_string()).collect(),
             default_availability_zone: crate::domain::zones::NOVA_DEFAULT_ZONE.into(),
         }
+    }
+}
+
+impl PolicyConfig {
+    /// Refuses values Nova's options refuse (their `min`), and what Parasol cannot do.
+    pub(crate) fn check_ranges(&self) -> Result<(), super::PolicyError> {
+        let invalid = |key: &'static str, message: &str| {
+            Err(super::PolicyError::Invalid {
+                key,
+                message: message.to_string(),
+            })
+        };
+        if self.max_io_ops_per_host < 0 {
+            return invalid("max_io_ops_per_host", "must be at least 0 (Nova's minimum)");
+        }
+        if self.max_instances_per_host < 1 {
+            return invalid(
+                "max_instances_per_host",
+                "must be at least 1 (Nova's minimum)",
+            );
+        }
+        if self.pci_weight_multiplier < 0.0 {
+            return invalid(
+                "pci_weight_multiplier",
+                "must be at least 0.0 (Nova's minimum)",
+            );
+        }
+        if self.image_props_weight_multiplier != 0.0 {
+            return invalid(
+                "image_props_weight_multiplier",
+                "only 0.0 (off, Nova's default) is supported: Parasol does not hold the image \
+                 properties of the instances on each host, which ImagePropertiesWeigher weighs",
+            );
+        }
+        Ok(())
     }
 }
 
@@ -270,6 +341,26 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("host_order, random"), "{text}");
         assert!(text.contains("did you mean \"random\""), "{text}");
+    }
+
+    #[test]
+    fn nova_option_minimums_are_refused_by_name() {
+        assert_eq!(PolicyConfig::default().check_ranges(), Ok(()));
+        for (text, key) in [
+            ("max_io_ops_per_host = -1", "max_io_ops_per_host"),
+            ("max_instances_per_host = 0", "max_instances_per_host"),
+            ("pci_weight_multiplier = -1.0", "pci_weight_multiplier"),
+            (
+                "image_props_weight_multiplier = 2.0",
+                "image_props_weight_multiplier",
+            ),
+        ] {
+            let cfg: PolicyConfig = toml::from_str(text).unwrap();
+            let err = cfg.check_ranges().unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
+        let ok: PolicyConfig = toml::from_str("max_io_ops_per_host = 0").unwrap();
+        assert_eq!(ok.check_ranges(), Ok(()));
     }
 
     #[test]

@@ -111,7 +111,7 @@ impl<T: ?Sized> Registry<T> {
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
     type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
-    let entries: [(&'static str, FilterFactory); 14] = [
+    let entries: [(&'static str, FilterFactory); 25] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -154,6 +154,37 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         (filters::ComputeCapabilitiesFilter::NAME, |_| {
             Box::new(filters::ComputeCapabilitiesFilter)
         }),
+        (filters::IoOpsFilter::NAME, |c| {
+            Box::new(filters::IoOpsFilter::new(c))
+        }),
+        (filters::AggregateIoOpsFilter::NAME, |c| {
+            Box::new(filters::AggregateIoOpsFilter::new(c))
+        }),
+        (filters::NumInstancesFilter::NAME, |c| {
+            Box::new(filters::NumInstancesFilter::new(c))
+        }),
+        (filters::AggregateNumInstancesFilter::NAME, |c| {
+            Box::new(filters::AggregateNumInstancesFilter::new(c))
+        }),
+        (filters::AggregateTypeAffinityFilter::NAME, |_| {
+            Box::new(filters::AggregateTypeAffinityFilter)
+        }),
+        (filters::DifferentHostFilter::NAME, |_| {
+            Box::new(filters::DifferentHostFilter)
+        }),
+        (filters::SameHostFilter::NAME, |_| {
+            Box::new(filters::SameHostFilter)
+        }),
+        (filters::SimpleCIDRAffinityFilter::NAME, |_| {
+            Box::new(filters::SimpleCIDRAffinityFilter)
+        }),
+        (filters::IsolatedHostsFilter::NAME, |c| {
+            Box::new(filters::IsolatedHostsFilter::new(c))
+        }),
+        (filters::JsonFilter::NAME, |_| Box::new(filters::JsonFilter)),
+        (filters::MetricsFilter::NAME, |_| {
+            Box::new(filters::MetricsFilter)
+        }),
     ];
     for (name, factory) in entries {
         r.register(name, factory)
@@ -179,6 +210,24 @@ pub fn builtin_weighers() -> Registry<dyn Weigher> {
         })
         .expect("built-in weigher names are distinct");
     }
+    for spec in &NODE_RECORD_WEIGHERS {
+        r.register(spec.name, move |c| -> Box<dyn Weigher> {
+            Box::new(NodeRecordWeigher::new(spec, c))
+        })
+        .expect("built-in weigher names are distinct");
+    }
+    r.register(CrossCellWeigher::NAME, |c| -> Box<dyn Weigher> {
+        Box::new(CrossCellWeigher::new(c))
+    })
+    .expect("built-in weigher names are distinct");
+    r.register(IdleWeigher::METRICS, |c| -> Box<dyn Weigher> {
+        Box::new(IdleWeigher::metrics(c))
+    })
+    .expect("built-in weigher names are distinct");
+    r.register(IdleWeigher::IMAGE_PROPERTIES, |c| -> Box<dyn Weigher> {
+        Box::new(IdleWeigher::image_properties(c))
+    })
+    .expect("built-in weigher names are distinct");
     // Not one of Nova's weighers: `all_weighers` does not load it.
     r.register_outside_alias(HostNameWeigher::NAME, |c| -> Box<dyn Weigher> {
         Box::new(HostNameWeigher::new(c))
@@ -222,8 +271,16 @@ mod tests {
         let all = builtin_weighers()
             .build(&names(&["nova.scheduler.weights.all_weighers"]), &cfg)
             .unwrap();
-        assert_eq!(all.len(), DEFAULT_WEIGHERS.len());
+        // Nova's thirteen, so that a default Nova configuration ranks as Nova does.
+        let mut all_names: Vec<&str> = all.iter().map(|w| w.name()).collect();
+        all_names.sort();
+        assert_eq!(
+            all_names,
+            crate::configuration::from_nova::NOVA_ALL_WEIGHERS,
+            "Nova's all_weighers (sorted)"
+        );
         assert!(all.iter().all(|w| w.name() != "HostNameWeigher"));
+        assert!(DEFAULT_WEIGHERS.iter().all(|d| all_names.contains(d)));
         let named = builtin_weighers()
             .build(&names(&["nova.tests.fixtures.nova.HostNameWeigher"]), &cfg)
             .unwrap();

@@ -533,7 +533,23 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
         ("soft anti-affinity", |r| {
             r.group = group(GroupPolicy::SoftAntiAffinity)
         }),
+        ("different host", |r| {
+            r.hints = hints(|h| h.different_host = Some(["host2".to_string()].into()))
+        }),
+        ("same host", |r| {
+            r.hints = hints(|h| h.same_host = Some(["host1".to_string()].into()))
+        }),
+        ("query", |r| {
+            r.hints = hints(|h| h.query = Some(Ok(serde_json::json!(["=", "$host", "host1"]))))
+        }),
     ];
+    fn hints(
+        edit: impl FnOnce(&mut crate::domain::SchedulerHints),
+    ) -> Option<std::sync::Arc<crate::domain::SchedulerHints>> {
+        let mut h = crate::domain::SchedulerHints::default();
+        edit(&mut h);
+        Some(std::sync::Arc::new(h))
+    }
     let cfg = PolicyConfig::default();
     let filters = builtin_filters()
         .build(&["all_filters".into()], &cfg)
@@ -568,9 +584,11 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
             }
         }
     }
-    // Each request with a constraint makes its filter (or weigher) run.
-    assert_eq!(restricted, 2 * edits.len() + 8, "restricting filters");
-    assert_eq!(varied, 5 * edits.len() + 2, "varying weighers");
+    // Each request with a constraint makes its filter (or weigher) run; capacity, compute
+    // and the four I/O and instance limits run for every request.
+    assert_eq!(restricted, 6 * edits.len() + 11, "restricting filters");
+    // The five resource and three node-record weighers vary for every request.
+    assert_eq!(varied, 8 * edits.len() + 2, "varying weighers");
 }
 
 fn random_ties(algorithm: Algorithm) -> Policy {

@@ -368,7 +368,54 @@ impl Scheduler {
             self.placement_requests(args, pinned)?
         };
         self.add_group_members(args, &mut requests).await?;
+        self.add_hints(args, &mut requests).await?;
         Ok(requests)
+    }
+
+    /// What Nova's hint filters read: the hosts running the instances `different_host` /
+    /// `same_host` name (where the ledger holds their allocations, read once per call), the
+    /// `build_near_host_ip` network and the `query`.
+    async fn add_hints(
+        &self,
+        args: &SelectDestinationsArgs,
+        requests: &mut [RequestContext],
+    ) -> Result<(), SelectError> {
+        let (Some(mut hints), different, same) =
+            crate::domain::SchedulerHints::read(&args.spec.scheduler_hints)
+        else {
+            return Ok(());
+        };
+        let mut uuids: Vec<String> = different.iter().chain(&same).cloned().collect();
+        uuids.sort();
+        uuids.dedup();
+        if !uuids.is_empty() {
+            let held = self
+                .ledger()
+                .hosts_of(&uuids)
+                .await
+                .map_err(|e| SelectError::from(ScheduleError::Ledger(e)))?;
+            let table = self.ledger().table();
+            for (uuid, id) in held {
+                let Some(host) = table.get(id).map(|h| h.host().to_string()) else {
+                    continue;
+                };
+                if different.contains(&uuid) {
+                    if let Some(set) = hints.different_host.as_mut() {
+                        set.insert(host.clone());
+                    }
+                }
+                if same.contains(&uuid) {
+                    if let Some(set) = hints.same_host.as_mut() {
+                        set.insert(host);
+                    }
+                }
+            }
+        }
+        let hints = std::sync::Arc::new(hints);
+        for req in requests.iter_mut() {
+            req.hints = Some(hints.clone());
+        }
+        Ok(())
     }
 
     /// A rebuild check: Nova runs no request filter and asks Placement nothing
@@ -484,6 +531,8 @@ impl Scheduler {
                 r.aggregate_metadata = aggregate_metadata.clone();
                 r.project_id = args.spec.project_id.clone();
                 r.image_props = image_props.clone();
+                r.image_id = args.spec.image.as_ref().and_then(|i| i.id.clone());
+                r.flavor_name = args.spec.flavor.name.clone();
                 r
             })
             .collect()

@@ -210,3 +210,140 @@ async fn a_rebuild_checks_the_forced_host_without_claiming_or_counting_the_group
         "{refused}"
     );
 }
+
+/// A scheduler over `hosts` (4 VCPU each, equal otherwise), Nova's records giving each its
+/// cell when `cells` names one per host.
+async fn scheduler_over(
+    dir: &tempfile::TempDir,
+    hosts: &[&str],
+    cells: Option<&[&str]>,
+) -> Scheduler {
+    let s = {
+        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        let ledger = Ledger::open(&url, 2).await.unwrap();
+        for (n, name) in hosts.iter().enumerate() {
+            let reg = HostRegistration::simple(name, &uuid(100 + n as u32), 4, 8192, 100);
+            ledger.register_host(&reg, NOW_MS).await.unwrap();
+        }
+        let clock: SharedClock = Arc::new(ManualClock::new(NOW_MS));
+        let mut settings = Settings::default();
+        settings.scheduler.seed = Some(7);
+        let stats = Arc::new(Stats::new(clock.clone(), 60));
+        Scheduler::start(Arc::new(settings), ledger, stats, clock)
+            .await
+            .unwrap()
+    };
+    if let Some(cells) = cells {
+        let mut records = crate::table::NodeRecords {
+            read: true,
+            ..Default::default()
+        };
+        for (n, (name, cell)) in hosts.iter().zip(cells).enumerate() {
+            records.by_uuid.insert(
+                uuid(100 + n as u32),
+                crate::table::NodeRecord {
+                    service_host: Arc::from(*name),
+                    facts: Arc::new(crate::domain::ComputeFacts {
+                        cell_uuid: Some(cell.to_string()),
+                        ..Default::default()
+                    }),
+                    up: true,
+                    disabled: false,
+                    forced_down: false,
+                },
+            );
+        }
+        s.ledger().table().set_records(Arc::new(records));
+    }
+    s
+}
+
+/// A multi-create of `instances` (1 VCPU each) with alternates, in a group of `policy`
+/// when given.
+fn multi_create(instances: &[String], policy: Option<&str>) -> SelectDestinationsArgs {
+    let flavor = object(
+        "Flavor",
+        "1.2",
+        json!({"name": "f1", "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+    );
+    let mut data = json!({"flavor": flavor, "instance_uuid": instances[0],
+        "num_instances": instances.len(), "project_id": "p", "user_id": "u"});
+    if let Some(policy) = policy {
+        data["instance_group"] = object(
+            "InstanceGroup",
+            "1.11",
+            json!({"policy": policy, "members": instances, "hosts": [], "_rules": {}}),
+        );
+        data["scheduler_hints"] = json!({"group": ["g"]});
+    }
+    let body = json!({"spec_obj": object("RequestSpec", "1.14", data),
+        "instance_uuids": instances, "return_objects": true, "return_alternates": true});
+    SelectDestinationsArgs::from_http_body(body.to_string().as_bytes()).unwrap()
+}
+
+fn hosts_of(answer: &Answer) -> Vec<Vec<String>> {
+    answer
+        .selections
+        .iter()
+        .map(|s| s.iter().map(|x| x.service_host.clone()).collect())
+        .collect()
+}
+
+/// Issue 42: with an anti-affinity group Nova answered `[[host1], [host2]]` where Parasol
+/// answered `[[host1, host2], [host2]]` — a reschedule of the first instance onto host2 would
+/// break anti-affinity. Nova's `_get_alternate_hosts` never offers a host selected for
+/// another instance of the call.
+#[tokio::test]
+async fn multi_create_alternates_never_name_a_host_chosen_for_another_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scheduler_over(&dir, &["host1", "host2"], None).await;
+    let answer = s
+        .select(multi_create(&[uuid(1), uuid(2)], Some("anti-affinity")))
+        .await
+        .unwrap();
+    let got = hosts_of(&answer);
+    assert_eq!(got.len(), 2);
+    assert_ne!(got[0][0], got[1][0], "anti-affinity spreads");
+    assert_eq!(
+        got,
+        [vec![got[0][0].clone()], vec![got[1][0].clone()]],
+        "no alternate was selected for another instance"
+    );
+    // Without a group too: the other instance's host is no alternate.
+    let dir = tempfile::tempdir().unwrap();
+    let s = scheduler_over(&dir, &["host1", "host2", "host3"], None).await;
+    let answer = s
+        .select(multi_create(&[uuid(3), uuid(4)], None))
+        .await
+        .unwrap();
+    let got = hosts_of(&answer);
+    let selected: Vec<&String> = got.iter().map(|s| &s[0]).collect();
+    for (i, hosts) in got.iter().enumerate() {
+        for alt in &hosts[1..] {
+            assert!(
+                !selected.contains(&alt),
+                "instance {i}'s alternate {alt} was selected: {got:?}"
+            );
+        }
+    }
+}
+
+/// Issue 42: Parasol offered `[host1, host2, host3]` with host2 in another cell; Nova's
+/// alternates are only hosts of the selected host's cell (a reschedule stays in the cell).
+#[tokio::test]
+async fn alternates_come_only_from_the_selected_hosts_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["host1", "host2", "host3", "host4"];
+    let cells = ["cell-a", "cell-b", "cell-a", "cell-b"];
+    let s = scheduler_over(&dir, &names, Some(&cells)).await;
+    let answer = s.select(multi_create(&[uuid(1)], None)).await.unwrap();
+    let one = &answer.selections[0];
+    assert!(
+        one.len() > 1,
+        "some alternate in the cell: {:?}",
+        hosts_of(&answer)
+    );
+    for alt in &one[1..] {
+        assert_eq!(alt.cell_uuid, one[0].cell_uuid, "{:?}", hosts_of(&answer));
+    }
+}

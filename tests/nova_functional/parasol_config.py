@@ -21,10 +21,16 @@ PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinatio
                    "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
                    "AggregateInstanceExtraSpecsFilter", "AggregateImagePropertiesIsolation",
                    "AggregateMultiTenancyIsolation", "AllHostsFilter", "ImagePropertiesFilter",
-                   "ComputeCapabilitiesFilter"}
+                   "ComputeCapabilitiesFilter", "AggregateIoOpsFilter",
+                   "AggregateNumInstancesFilter", "AggregateTypeAffinityFilter",
+                   "DifferentHostFilter", "IoOpsFilter", "IsolatedHostsFilter", "JsonFilter",
+                   "MetricsFilter", "NumInstancesFilter", "SameHostFilter",
+                   "SimpleCIDRAffinityFilter"}
 PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
                     "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
-                    "ServerGroupSoftAntiAffinityWeigher"]
+                    "ServerGroupSoftAntiAffinityWeigher", "BuildFailureWeigher",
+                    "CrossCellWeigher", "HypervisorVersionWeigher", "PCIWeigher",
+                    "MetricsWeigher", "ImagePropertiesWeigher"]
 # Nova does these whatever its enabled_filters say.
 ALWAYS = ["ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinationFilter",
           "AvailabilityZoneFilter", "CapacityFilter"]
@@ -46,7 +52,12 @@ ALL_NOVA_WEIGHERS = list(NOVA_WEIGHER_MULTIPLIER) + ["MetricsWeigher"]
 SAME_NAME = ["host_subset_size", "ram_weight_multiplier", "cpu_weight_multiplier",
              "disk_weight_multiplier", "io_ops_weight_multiplier",
              "num_instances_weight_multiplier", "soft_affinity_weight_multiplier",
-             "soft_anti_affinity_weight_multiplier"]
+             "soft_anti_affinity_weight_multiplier", "build_failure_weight_multiplier",
+             "cross_cell_move_weight_multiplier", "hypervisor_version_weight_multiplier",
+             "pci_weight_multiplier"]
+# [filter_scheduler] options of the filters, same names, types kept (Parasol's [policy]).
+FILTER_OPTIONS = ["max_io_ops_per_host", "max_instances_per_host", "isolated_hosts",
+                  "isolated_images", "restrict_isolated_hosts_to_isolated_images"]
 # [filter_scheduler] options carried to [policy] when set (Nova's default None is Parasol's "").
 ISOLATION_OPTIONS = ["aggregate_image_properties_isolation_namespace",
                      "aggregate_image_properties_isolation_separator",
@@ -57,11 +68,11 @@ SCHEDULER_SAME_NAME = ["max_attempts", "limit_tenants_to_placement_aggregate",
                        "enable_isolated_aggregate_filtering",
                        "query_placement_for_image_type_support", "image_metadata_prefilter",
                        "max_placement_results"]
-CARRIED = {("filter_scheduler", n) for n in SAME_NAME + ISOLATION_OPTIONS} | {
+CARRIED = {("filter_scheduler", n) for n in SAME_NAME + ISOLATION_OPTIONS + FILTER_OPTIONS} | {
     ("filter_scheduler", "enabled_filters"), ("filter_scheduler", "weight_classes")} | {
     ("scheduler", n) for n in SCHEDULER_SAME_NAME}
 # Options the harness itself or every Nova TestCase sets, not a test's choice.
-IGNORED = {("filter_scheduler", "build_failure_weight_multiplier")}
+IGNORED = set()
 
 
 def _short(name):
@@ -142,6 +153,9 @@ def translate(conf):
     }
     for name in SAME_NAME[1:]:
         policy[name] = float(getattr(fs, name))
+    for name in FILTER_OPTIONS:
+        value = getattr(fs, name)
+        policy[name] = list(value) if isinstance(value, (list, tuple)) else value
     if host_name_weights:
         policy["host_name_weights"] = host_name_weights
     for name in ISOLATION_OPTIONS:

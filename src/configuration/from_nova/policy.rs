@@ -67,6 +67,24 @@ pub(super) fn carry(conf: &NovaConf, out: &mut Out) {
     }
 }
 
+/// Why `name` cannot be carried under this nova.conf, if it cannot: `MetricsFilter` and
+/// `MetricsWeigher` match Nova's only while `[metrics] weight_setting` is empty (Parasol holds
+/// no host metrics).
+fn not_carried(conf: &NovaConf, name: &str) -> Option<String> {
+    let metrics = matches!(name, "MetricsFilter" | "MetricsWeigher");
+    let setting = conf
+        .get("metrics", "weight_setting")
+        .map(list)
+        .unwrap_or_default();
+    (metrics && setting.iter().any(|s| !s.trim().is_empty())).then(|| {
+        format!(
+            "{name} is not carried: [metrics] weight_setting names host metrics, which \
+             Parasol does not hold (Nova's filter would keep only hosts reporting them, its \
+             weigher would rank by them)"
+        )
+    })
+}
+
 /// The last segment of Nova's dotted class path.
 fn short(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
@@ -100,6 +118,10 @@ fn filters(conf: &NovaConf, out: &mut Out) {
             continue;
         };
         for f in wanted {
+            if let Some(reason) = not_carried(conf, f) {
+                out.warn(reason);
+                continue;
+            }
             if !chosen.contains(&f) {
                 chosen.push(f);
             }
@@ -138,6 +160,10 @@ fn weighers(conf: &NovaConf, out: &mut Out) {
             vec![short(name)]
         };
         for w in expanded {
+            if let Some(reason) = not_carried(conf, w) {
+                out.warn(reason);
+                continue;
+            }
             match known.iter().find(|k| **k == w) {
                 Some(k) if !chosen.contains(k) => chosen.push(k),
                 Some(_) => {}

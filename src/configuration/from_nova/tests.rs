@@ -36,20 +36,51 @@ fn novas_default_filters_keep_what_parasol_has_and_warn_for_the_rest() {
     );
     assert!(!warned(&t, "filter ComputeCapabilitiesFilter"), "carried");
     assert!(!warned(&t, "filter ImagePropertiesFilter"), "carried");
-    // all_weighers: Parasol's seven carried, Nova's six others warned about.
-    assert_eq!(s.policy.weight_classes.len(), 7);
-    for missing in [
-        "BuildFailureWeigher",
-        "CrossCellWeigher",
-        "PCIWeigher",
-        "MetricsWeigher",
-    ] {
-        assert!(
-            warned(&t, &format!("weigher {missing}")),
-            "{:?}",
-            t.warnings
-        );
-    }
+    // all_weighers: Nova's thirteen, all carried.
+    assert_eq!(s.policy.weight_classes.len(), 13);
+    assert!(
+        !t.warnings.iter().any(|w| w.starts_with("weigher ")),
+        "{:?}",
+        t.warnings
+    );
+}
+
+#[test]
+fn metrics_are_carried_only_without_a_weight_setting() {
+    let (s, t) = run("[filter_scheduler]\nenabled_filters = MetricsFilter\n");
+    assert!(s
+        .policy
+        .enabled_filters
+        .contains(&"MetricsFilter".to_string()));
+    assert!(s
+        .policy
+        .weight_classes
+        .contains(&"MetricsWeigher".to_string()));
+    assert!(
+        !warned(&t, "MetricsFilter is not carried"),
+        "{:?}",
+        t.warnings
+    );
+    let (s, t) = run("[filter_scheduler]\nenabled_filters = MetricsFilter\n\
+                      [metrics]\nweight_setting = cpu.frequency=1.0\n");
+    assert!(!s
+        .policy
+        .enabled_filters
+        .contains(&"MetricsFilter".to_string()));
+    assert!(!s
+        .policy
+        .weight_classes
+        .contains(&"MetricsWeigher".to_string()));
+    assert!(
+        warned(&t, "MetricsFilter is not carried"),
+        "{:?}",
+        t.warnings
+    );
+    assert!(
+        warned(&t, "MetricsWeigher is not carried"),
+        "{:?}",
+        t.warnings
+    );
 }
 
 #[test]
@@ -76,7 +107,8 @@ fn scheduler_options_are_carried_with_their_values() {
     assert_eq!(s.policy.host_subset_size, 3);
     assert_eq!(s.policy.ram_weight_multiplier, -2.5);
     assert_eq!(s.policy.io_ops_weight_multiplier, 0.0);
-    assert_eq!(s.policy.weight_classes, ["RAMWeigher"]);
+    assert_eq!(s.policy.pci_weight_multiplier, 2.0);
+    assert_eq!(s.policy.weight_classes, ["RAMWeigher", "PCIWeigher"]);
     assert!(s
         .policy
         .enabled_filters
@@ -90,8 +122,6 @@ fn scheduler_options_are_carried_with_their_values() {
     assert_eq!(long.count(), 0, "{}", t.toml);
     for needle in [
         "filter NUMATopologyFilter",
-        "weigher PCIWeigher",
-        "[filter_scheduler] pci_weight_multiplier is not carried",
         "[scheduler] workers is not carried",
         "[DEFAULT] cpu_allocation_ratio is not carried",
         "[api]",

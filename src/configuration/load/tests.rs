@@ -87,6 +87,8 @@ fn novas_filter_scheduler_names_are_accepted_as_policy_keys() {
     .unwrap();
     assert_eq!(s.policy.host_subset_size, 4);
     assert_eq!(s.policy.ram_weight_multiplier, -1.0);
+    let limits = Settings::from_toml("[filter_scheduler]\nmax_io_ops_per_host = 3\n").unwrap();
+    assert_eq!(limits.policy.max_io_ops_per_host, 3);
     assert_eq!(
         s.policy.enabled_filters,
         ["nova.scheduler.filters.compute_filter.ComputeFilter"]
@@ -97,8 +99,8 @@ fn novas_filter_scheduler_names_are_accepted_as_policy_keys() {
             "key `filter_scheduler.host_subset_size` is also set as `policy.host_subset_size`",
         ),
         (
-            "[filter_scheduler]\nmax_io_ops_per_host = 8",
-            "key `filter_scheduler.max_io_ops_per_host` is not an option Parasol has",
+            "[filter_scheduler]\nshuffle_best_same_weighed_hosts = true",
+            "key `filter_scheduler.shuffle_best_same_weighed_hosts` is not an option Parasol has",
         ),
         (
             "[filter_scheduler]\nalgorithm = \"nova\"",

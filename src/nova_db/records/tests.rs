@@ -221,3 +221,54 @@ fn aggregate_rows_become_nova_s_aggregates_with_their_hosts_and_metadata() {
         }]
     );
 }
+
+#[test]
+fn free_pci_devices_sum_the_pools_counts() {
+    let pool = |count: i64| {
+        json!({"nova_object.name": "PciDevicePool", "nova_object.namespace": "nova",
+               "nova_object.version": "1.1", "nova_object.data": {"count": count}})
+    };
+    let object = json!({"nova_object.name": "PciDevicePoolList", "nova_object.namespace": "nova",
+        "nova_object.version": "1.1", "nova_object.data": {"objects": [pool(2), pool(3)]}});
+    let cases = [
+        (Some(object.to_string()), 5),
+        (Some(r#"[{"count": 3}, {"count": 4}]"#.into()), 7),
+        (Some(r#"{"vendor_id": "8086", "count": 3}"#.into()), 3),
+        (Some("{}".into()), 0),
+        (Some("not json".into()), 0),
+        (None, 0),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(pci_free(text.as_deref()), expected, "{text:?}");
+    }
+}
+
+#[test]
+fn host_ip_reads_mysql_sqlite_and_postgresql_forms() {
+    let cases = [
+        (Some("10.0.0.5"), Some("10.0.0.5")),
+        (Some("10.0.0.5/32"), Some("10.0.0.5")),
+        (Some("fd00::5/128"), Some("fd00::5")),
+        (Some(""), None),
+        (Some("not an ip"), None),
+        (None, None),
+    ];
+    for (text, want) in cases {
+        assert_eq!(host_ip(text), want.map(|w| w.parse().unwrap()), "{text:?}");
+    }
+}
+
+#[test]
+fn failed_builds_read_from_the_stats_counters() {
+    let cases = [
+        (Some(r#"{"failed_builds": "3", "num_instances": "2"}"#), 3),
+        (Some(r#"{"failed_builds": 2}"#), 2),
+        (Some(r#"{"num_instances": "2"}"#), 0),
+        (Some(r#"{"failed_builds": "x"}"#), 0),
+        (Some("not json"), 0),
+        (None, 0),
+    ];
+    for (text, want) in cases {
+        assert_eq!(failed_builds(text), want, "{text:?}");
+    }
+}

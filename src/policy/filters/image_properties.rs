@@ -208,6 +208,7 @@ mod tests {
             pci_pools: 0,
             cell_uuid: None,
             service_version: 70,
+            ..ComputeFacts::default()
         }));
         h.profile = Arc::new(profile);
         h

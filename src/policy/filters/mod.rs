@@ -5,24 +5,38 @@
 mod affinity;
 mod aggregate_image_properties_isolation;
 mod aggregate_instance_extra_specs;
+mod aggregate_io_ops;
 mod aggregate_multitenancy_isolation;
+mod aggregate_num_instances;
+mod aggregate_type_affinity;
 mod all_hosts;
 mod anti_affinity;
 mod availability_zone;
 mod capacity;
 mod compute;
 mod compute_capabilities;
+mod different_host;
 mod force_hosts;
 mod ignore_hosts;
 mod image_properties;
+mod io_ops;
+mod isolated_hosts;
+pub mod json;
+mod metrics;
+mod num_instances;
 mod requested_destination;
+mod same_host;
+mod simple_cidr_affinity;
 
 pub use affinity::ServerGroupAffinityFilter;
 pub use aggregate_image_properties_isolation::AggregateImagePropertiesIsolation;
 pub use aggregate_instance_extra_specs::{
     matches as extra_spec_matches, AggregateExtraSpecs, AggregateInstanceExtraSpecsFilter,
 };
+pub use aggregate_io_ops::AggregateIoOpsFilter;
 pub use aggregate_multitenancy_isolation::AggregateMultiTenancyIsolation;
+pub use aggregate_num_instances::AggregateNumInstancesFilter;
+pub use aggregate_type_affinity::AggregateTypeAffinityFilter;
 pub use all_hosts::AllHostsFilter;
 pub use anti_affinity::members_on;
 pub use anti_affinity::ServerGroupAntiAffinityFilter;
@@ -31,10 +45,18 @@ pub use capacity::CapacityFilter;
 pub use compute::heard_from_recently;
 pub use compute::ComputeFilter;
 pub use compute_capabilities::ComputeCapabilitiesFilter;
+pub use different_host::DifferentHostFilter;
 pub use force_hosts::ForceHostsFilter;
 pub use ignore_hosts::IgnoreHostsFilter;
 pub use image_properties::ImagePropertiesFilter;
+pub use io_ops::IoOpsFilter;
+pub use isolated_hosts::IsolatedHostsFilter;
+pub use json::JsonFilter;
+pub use metrics::MetricsFilter;
+pub use num_instances::NumInstancesFilter;
 pub use requested_destination::RequestedDestinationFilter;
+pub use same_host::SameHostFilter;
+pub use simple_cidr_affinity::SimpleCIDRAffinityFilter;
 
 use super::config::PolicyConfig;
 use crate::domain::{HostState, RequestContext};
@@ -103,6 +125,48 @@ pub enum ScanCheck {
     Capacity,
 }
 
+/// The limit a per-aggregate filter applies to `host` (Nova's `aggregate_values_from_key`
+/// then `validate_num_values(values, default, int, min)`): the least of the values the host's
+/// aggregates give `key`, `default` when none does or when one is not an integer (Nova logs
+/// a warning and uses the configured value).
+pub fn aggregate_int_limit(host: &HostState, req: &RequestContext, key: &str, default: i64) -> i64 {
+    let Some(values) = req
+        .aggregate_metadata
+        .as_ref()
+        .and_then(|m| m.values_of(host.host(), key))
+    else {
+        return default;
+    };
+    values
+        .iter()
+        .map(|v| python_int(v))
+        .collect::<Option<Vec<i64>>>()
+        .and_then(|v| v.into_iter().min())
+        .unwrap_or(default)
+}
+
+/// Python's `int(text)` for base 10: surrounding whitespace, a sign, digits with single
+/// underscores between them; `None` where Python raises `ValueError` (or past `i64`).
+pub fn python_int(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let (negative, digits) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+        || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+    {
+        return None;
+    }
+    let clean: String = digits.chars().filter(|c| *c != '_').collect();
+    let n: i64 = clean.parse().ok()?;
+    Some(if negative { -n } else { n })
+}
+
 /// Whether `filter` has something to check for `req`: it restricts the request, and the
 /// request is not a rebuild check or the filter runs on one.
 pub fn applies(filter: &dyn Filter, req: &RequestContext) -> bool {
@@ -115,7 +179,7 @@ mod tests {
 
     /// Nova's `RUN_ON_REBUILD`: of Parasol's filters, the host manager's steps (forced,
     /// ignored, requested hosts) and the image filters `AggregateImagePropertiesIsolation`
-    /// and `ImagePropertiesFilter` run for a rebuild check; capacity (Placement's candidates), liveness, zones, tenancy
+    /// and `ImagePropertiesFilter`, and `IsolatedHostsFilter` run for a rebuild check; capacity (Placement's candidates), liveness, zones, tenancy
     /// and the group filters do not.
     #[test]
     fn a_rebuild_runs_only_the_filters_nova_runs_on_a_rebuild() {
@@ -140,6 +204,7 @@ mod tests {
                 "ForceHostsFilter",
                 "IgnoreHostsFilter",
                 "ImagePropertiesFilter",
+                "IsolatedHostsFilter",
                 "RequestedDestinationFilter"
             ]
         );
@@ -150,6 +215,25 @@ mod tests {
                 "{}",
                 f.name()
             );
+        }
+    }
+
+    #[test]
+    fn python_int_parses_as_python_does() {
+        let cases: [(&str, Option<i64>); 10] = [
+            ("8", Some(8)),
+            (" 8 ", Some(8)),
+            ("-3", Some(-3)),
+            ("+3", Some(3)),
+            ("1_000", Some(1000)),
+            ("1__0", None),
+            ("_1", None),
+            ("XXX", None),
+            ("", None),
+            ("4.0", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(python_int(text), want, "{text:?}");
         }
     }
 
@@ -183,5 +267,40 @@ pub(crate) mod testing {
     /// A small request.
     pub fn request() -> RequestContext {
         RequestContext::with_demand("inst-1", "m1.small", Resources::new(1, 2048, 20))
+    }
+
+    /// `req` with hints edited by `edit` (starting from none).
+    pub fn with_hints(
+        mut req: RequestContext,
+        edit: impl FnOnce(&mut crate::domain::SchedulerHints),
+    ) -> RequestContext {
+        let mut hints = crate::domain::SchedulerHints::default();
+        edit(&mut hints);
+        req.hints = Some(std::sync::Arc::new(hints));
+        req
+    }
+
+    /// One aggregate: its hosts and its key–value pairs.
+    pub type Agg<'a> = (&'a [&'a str], Vec<(&'a str, &'a str)>);
+
+    /// Aggregates' metadata from (hosts, key–value pairs) per aggregate.
+    pub fn aggregates(
+        list: &[Agg<'_>],
+    ) -> Option<std::sync::Arc<crate::domain::HostAggregateMetadata>> {
+        type Owned = (Vec<String>, std::collections::BTreeMap<String, String>);
+        let owned: Vec<Owned> = list
+            .iter()
+            .map(|(hosts, meta)| {
+                (
+                    hosts.iter().map(|h| h.to_string()).collect(),
+                    meta.iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                )
+            })
+            .collect();
+        Some(std::sync::Arc::new(
+            crate::domain::HostAggregateMetadata::new(owned.iter().map(|(h, m)| (h.as_slice(), m))),
+        ))
     }
 }

@@ -275,6 +275,7 @@ impl Policy {
                 message: "must be at least 1".into(),
             });
         }
+        config.check_ranges()?;
         let weighers = weighers.build(&config.weight_classes, config)?;
         if let Some(w) = weighers.iter().find(|w| !w.multiplier().is_finite()) {
             return Err(PolicyError::Invalid {

@@ -1,16 +1,25 @@
 //! Weighers: each returns a raw value per host; the handler normalises, multiplies and sums
 //! (Nova's `BaseWeigher` and `BaseWeightHandler`).
 //!
-//! Nova's seven weighers are two weighers driven by tables: `resource` (RAM, CPU, disk,
-//! I/O operations, instances; one row each) and `soft_affinity` (the two soft server-group
-//! policies, one row each with its sign). A row is a name, what it reads, Nova's option for
-//! its multiplier and that option's default; each row has its own unit test.
+//! Nova's thirteen weighers: three weighers driven by tables — `resource` (RAM, CPU, disk,
+//! I/O operations, instances; one row each), `soft_affinity` (the two soft server-group
+//! policies, one row each with its sign) and `node_record` (build failures, hypervisor
+//! version, PCI devices, from Nova's records) — plus `cross_cell` and `idle` (metrics and
+//! image properties, which weigh every host alike under the settings Parasol accepts). A row
+//! is a name, what it reads, Nova's option for its multiplier and that option's default; each
+//! row has its own unit test.
 
+mod cross_cell;
 mod host_name;
+mod idle;
+mod node_record;
 mod resource;
 mod soft_affinity;
 
+pub use cross_cell::CrossCellWeigher;
 pub use host_name::HostNameWeigher;
+pub use idle::IdleWeigher;
+pub use node_record::{NodeRecordWeigher, NodeRecordWeigherSpec, NODE_RECORD_WEIGHERS};
 pub use resource::{HostValue, ResourceWeigher, ResourceWeigherSpec, RESOURCE_WEIGHERS};
 pub use soft_affinity::{GroupWeigherSpec, SoftGroupWeigher, GROUP_WEIGHERS};
 

@@ -1,0 +1,390 @@
+//! Differential test: Parasol's filters against Nova 34's own classes (in the cached Nova
+//! virtualenv) on seeded random hosts and requests — I/O and instance limits with aggregate
+//! overrides, type affinity, isolated hosts, JSON queries, different/same host hints. Each
+//! host's verdict must be equal; where Nova raises, Parasol passes no host.
+
+#[path = "support/nova_venv.rs"]
+mod nova_venv;
+
+use parasol::domain::{
+    HostAggregateMetadata, HostState, RequestContext, Resources, SchedulerHints,
+};
+use parasol::policy::registry::builtin_filters;
+use parasol::policy::{FilterEnv, PolicyConfig};
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+const FILTERS: [&str; 9] = [
+    "IoOpsFilter",
+    "AggregateIoOpsFilter",
+    "NumInstancesFilter",
+    "AggregateNumInstancesFilter",
+    "AggregateTypeAffinityFilter",
+    "IsolatedHostsFilter",
+    "JsonFilter",
+    "DifferentHostFilter",
+    "SameHostFilter",
+];
+
+fn pick<'a, T>(rng: &mut impl Rng, items: &'a [T]) -> &'a T {
+    &items[rng.gen_range(0..items.len())]
+}
+
+/// A random JSON query over a few attributes, operators and literals (some ill-typed).
+fn query(rng: &mut impl Rng, depth: u32) -> Value {
+    let ops = ["=", "<", ">", "<=", ">=", "in", "not", "or", "and"];
+    let op = *pick(rng, &ops);
+    let n = rng.gen_range(0..4);
+    let mut items = vec![json!(op)];
+    for _ in 0..n {
+        let arg = match rng.gen_range(0..8) {
+            0 if depth < 3 => query(rng, depth + 1),
+            1 => json!(*pick(
+                rng,
+                &[
+                    "$free_ram_mb",
+                    "$free_disk_mb",
+                    "$num_instances",
+                    "$num_io_ops"
+                ]
+            )),
+            2 => json!(*pick(rng, &["$host", "$nosuch", "", "host1"])),
+            3 => json!(rng.gen_range(0..4096)),
+            4 => json!(rng.gen_bool(0.5)),
+            5 => json!(rng.gen_range(0..6) as f64 + 0.5),
+            _ => json!(*pick(rng, &["$num_io_ops", "$free_ram_mb"])),
+        };
+        items.push(arg);
+    }
+    Value::Array(items)
+}
+
+#[test]
+fn parasol_filters_equal_novas_on_seeded_random_cases() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    let mut cases = Vec::new();
+    let mut parasol = Vec::new();
+    let names: Vec<String> = FILTERS.iter().map(|s| s.to_string()).collect();
+    let limits = ["3", "5", "x", " 4 ", "1_0", "-1"];
+    for case in 0..150 {
+        let cfg = PolicyConfig {
+            max_io_ops_per_host: rng.gen_range(0..6),
+            max_instances_per_host: rng.gen_range(1..6),
+            isolated_hosts: if rng.gen_bool(0.5) {
+                vec!["host1".into()]
+            } else {
+                vec![]
+            },
+            isolated_images: if rng.gen_bool(0.5) {
+                vec!["img-iso".into()]
+            } else {
+                vec![]
+            },
+            restrict_isolated_hosts_to_isolated_images: rng.gen_bool(0.5),
+            ..PolicyConfig::default()
+        };
+        let filters = builtin_filters().build(&names, &cfg).unwrap();
+        let flavor = pick(&mut rng, &["m1.small", "m1.big"]).to_string();
+        let image = match rng.gen_range(0..3) {
+            0 => None,
+            1 => Some("img-iso".to_string()),
+            _ => Some("img-free".to_string()),
+        };
+        // Hosts: usage, instances (uuids) and aggregates.
+        let mut hosts = Vec::new();
+        let mut host_json = Vec::new();
+        let mut aggregates: Vec<(Vec<String>, BTreeMap<String, String>)> = Vec::new();
+        let mut instances_of: Vec<(String, String)> = Vec::new();
+        for id in 1..=4 {
+            let name = format!("host{id}");
+            let used = Resources::new(0, rng.gen_range(0..4096), rng.gen_range(0..40));
+            let mut h = HostState::synthetic(id, Resources::new(8, 4096, 40), used);
+            h.num_io_ops = rng.gen_range(0..6);
+            h.num_instances = rng.gen_range(0..6);
+            let mut aggs = Vec::new();
+            for _ in 0..rng.gen_range(0..3) {
+                let mut m = BTreeMap::new();
+                if rng.gen_bool(0.5) {
+                    m.insert(
+                        "max_io_ops_per_host".to_string(),
+                        pick(&mut rng, &limits).to_string(),
+                    );
+                }
+                if rng.gen_bool(0.5) {
+                    m.insert(
+                        "max_instances_per_host".to_string(),
+                        pick(&mut rng, &limits).to_string(),
+                    );
+                }
+                if rng.gen_bool(0.5) {
+                    let t = *pick(&mut rng, &["m1.small", "m1.big", "m1.small, m1.big", "x"]);
+                    m.insert("instance_type".to_string(), t.to_string());
+                }
+                aggs.push(m.clone());
+                aggregates.push((vec![name.clone()], m));
+            }
+            let insts: Vec<String> = (0..rng.gen_range(0..3))
+                .map(|k| format!("i-{id}-{k}"))
+                .collect();
+            for u in &insts {
+                instances_of.push((u.clone(), name.clone()));
+            }
+            host_json.push(json!({
+                "host": name, "num_io_ops": h.num_io_ops, "num_instances": h.num_instances,
+                "free_ram_mb": 4096 - used.memory_mb(), "free_disk_mb": (40 - used.disk_gb()) * 1024,
+                "aggregates": aggs, "instances": insts,
+            }));
+            hosts.push(h);
+        }
+        // Hints as Nova receives them (lists of strings).
+        let mut hints: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let uuid_pool = ["i-1-0", "i-2-1", "i-3-0", "unknown"];
+        if rng.gen_bool(0.5) {
+            hints.insert(
+                "different_host".into(),
+                (0..rng.gen_range(0..3))
+                    .map(|_| pick(&mut rng, &uuid_pool).to_string())
+                    .collect(),
+            );
+        }
+        if rng.gen_bool(0.5) {
+            hints.insert(
+                "same_host".into(),
+                (0..rng.gen_range(0..3))
+                    .map(|_| pick(&mut rng, &uuid_pool).to_string())
+                    .collect(),
+            );
+        }
+        if rng.gen_bool(0.7) {
+            hints.insert("query".into(), vec![query(&mut rng, 0).to_string()]);
+        }
+        let (resolved, different, same) = SchedulerHints::read(&hints);
+        let resolved = resolved.map(|mut r| {
+            for (uuid, host) in &instances_of {
+                if different.contains(uuid) {
+                    r.different_host.as_mut().unwrap().insert(host.clone());
+                }
+                if same.contains(uuid) {
+                    r.same_host.as_mut().unwrap().insert(host.clone());
+                }
+            }
+            Arc::new(r)
+        });
+        let mut req = RequestContext::with_demand(
+            format!("inst-{case}"),
+            flavor.clone(),
+            Resources::new(1, 1, 1),
+        );
+        req.flavor_name = Some(flavor.clone());
+        req.image_id = image.clone();
+        req.hints = resolved;
+        let meta = HostAggregateMetadata::new(aggregates.iter().map(|(h, m)| (h.as_slice(), m)));
+        req.aggregate_metadata = (!meta.is_empty()).then(|| Arc::new(meta));
+        let env = FilterEnv::without_heartbeats();
+        let verdicts: Vec<BTreeMap<String, bool>> = hosts
+            .iter()
+            .map(|h| {
+                filters
+                    .iter()
+                    .map(|f| (f.name().to_string(), f.passes(h, &req, &env)))
+                    .collect()
+            })
+            .collect();
+        parasol.push(verdicts);
+        cases.push(json!({
+            "config": {
+                "max_io_ops_per_host": cfg.max_io_ops_per_host,
+                "max_instances_per_host": cfg.max_instances_per_host,
+                "isolated_hosts": cfg.isolated_hosts,
+                "isolated_images": cfg.isolated_images,
+                "restrict_isolated_hosts_to_isolated_images": cfg.restrict_isolated_hosts_to_isolated_images,
+            },
+            "hints": hints, "flavor_name": flavor, "image_id": image, "hosts": host_json,
+        }));
+    }
+    let venv = nova_venv::nova_venv();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_filters/run.py");
+    let mut child = Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(cases.clone()).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nova: Vec<Vec<BTreeMap<String, Value>>> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(nova.len(), parasol.len());
+    let (mut compared, mut raised) = (0, 0);
+    for (i, (n_case, p_case)) in nova.iter().zip(&parasol).enumerate() {
+        for (j, (n_host, p_host)) in n_case.iter().zip(p_case).enumerate() {
+            for name in FILTERS {
+                let want = match &n_host[name] {
+                    Value::Bool(b) => *b,
+                    _ => {
+                        raised += 1;
+                        false
+                    }
+                };
+                assert_eq!(
+                    p_host[name],
+                    want,
+                    "case {i} host{} {name}: {}",
+                    j + 1,
+                    cases[i]
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 150 * 4 * FILTERS.len());
+    assert!(raised > 0, "the cases reach queries Nova raises on");
+}
+
+const WEIGHERS: [&str; 7] = [
+    "BuildFailureWeigher",
+    "CrossCellWeigher",
+    "HypervisorVersionWeigher",
+    "ImagePropertiesWeigher",
+    "MetricsWeigher",
+    "NumInstancesWeigher",
+    "PCIWeigher",
+];
+
+/// Nova's weight handler (normalise each weigher, multiply, sum) with Nova's own weighers
+/// against Parasol's on seeded random hosts (failed builds, hypervisor versions, free PCI
+/// devices, instances, cells) and requests (cross-cell moves), random multipliers: the
+/// final weight of every host equal.
+#[test]
+fn parasol_weighers_equal_novas_on_seeded_random_cases() {
+    use parasol::domain::{ComputeFacts, Destination};
+    use parasol::policy::registry::builtin_weighers;
+    use parasol::policy::weighers::add_normalised;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(43);
+    let (mut cases, mut parasol) = (Vec::new(), Vec::new());
+    for case in 0..120 {
+        let m = |rng: &mut rand_chacha::ChaCha8Rng| *pick(rng, &[0.0, 1.0, 2.5, 1_000_000.0, -1.0]);
+        let cfg = PolicyConfig {
+            build_failure_weight_multiplier: m(&mut rng),
+            cross_cell_move_weight_multiplier: m(&mut rng),
+            hypervisor_version_weight_multiplier: m(&mut rng),
+            num_instances_weight_multiplier: m(&mut rng),
+            pci_weight_multiplier: m(&mut rng).abs(),
+            ..PolicyConfig::default()
+        };
+        let n = rng.gen_range(1..6);
+        let names: Vec<String> =
+            (0..n)
+                .map(|_| pick(&mut rng, &WEIGHERS).to_string())
+                .fold(Vec::new(), |mut v, w| {
+                    if !v.contains(&w) {
+                        v.push(w);
+                    }
+                    v
+                });
+        let weighers = builtin_weighers().build(&names, &cfg).unwrap();
+        let dest_cell = pick(&mut rng, &[None, Some("cell-a"), Some("cell-b")]).map(str::to_string);
+        let cross = rng.gen_bool(0.6);
+        let mut req = RequestContext::with_demand(format!("i{case}"), "f", Resources::new(1, 1, 1));
+        req.requested_destination = Some(Destination {
+            cell: dest_cell.clone(),
+            ..Destination::default()
+        });
+        req.cross_cell_move = cross;
+        let mut hosts = Vec::new();
+        let mut host_json = Vec::new();
+        for id in 1..=rng.gen_range(2..6) {
+            let facts = ComputeFacts {
+                failed_builds: rng.gen_range(0..3),
+                hypervisor_version: *pick(&mut rng, &[0, 1_000_000, 2_011_000, 6_002_000]),
+                pci_free: *pick(&mut rng, &[0, 0, 2, 150]),
+                cell_uuid: Some(pick(&mut rng, &["cell-a", "cell-b"]).to_string()),
+                ..ComputeFacts::default()
+            };
+            let mut h = HostState::synthetic(id, Resources::new(8, 4096, 40), Resources::ZERO);
+            h.num_instances = rng.gen_range(0..5);
+            host_json.push(json!({
+                "host": format!("host{id}"), "failed_builds": facts.failed_builds,
+                "hypervisor_version": facts.hypervisor_version, "pci_free": facts.pci_free,
+                "cell_uuid": facts.cell_uuid, "num_instances": h.num_instances,
+            }));
+            h.profile_mut().facts = Some(Arc::new(facts));
+            hosts.push(h);
+        }
+        // Parasol's handler (`Policy::weigh`): weighers whose multiplier is 0 or that do not
+        // vary add nothing; the rest are normalised and summed.
+        let mut scores = vec![0.0; hosts.len()];
+        if hosts.len() > 1 {
+            for w in &weighers {
+                if w.multiplier() == 0.0 || !w.varies(&req) {
+                    continue;
+                }
+                let raw: Vec<f64> = hosts.iter().map(|h| w.weigh(h, &req)).collect();
+                add_normalised(&raw, w.multiplier(), &mut scores);
+            }
+        }
+        parasol.push(scores);
+        cases.push(json!({
+            "config": {
+                "build_failure_weight_multiplier": cfg.build_failure_weight_multiplier,
+                "cross_cell_move_weight_multiplier": cfg.cross_cell_move_weight_multiplier,
+                "hypervisor_version_weight_multiplier": cfg.hypervisor_version_weight_multiplier,
+                "num_instances_weight_multiplier": cfg.num_instances_weight_multiplier,
+                "pci_weight_multiplier": cfg.pci_weight_multiplier,
+            },
+            "weighers": names, "dest_cell": dest_cell, "cross_cell": cross, "hosts": host_json,
+        }));
+    }
+    let venv = nova_venv::nova_venv();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_filters/weigh.py");
+    let mut child = Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(cases.clone()).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nova: Vec<BTreeMap<String, f64>> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut compared = 0;
+    for (i, (n_case, p_case)) in nova.iter().zip(&parasol).enumerate() {
+        for (j, p) in p_case.iter().enumerate() {
+            let n = n_case[&format!("host{}", j + 1)];
+            let tolerance = 1e-9 * n.abs().max(1.0);
+            assert!(
+                (n - p).abs() <= tolerance,
+                "case {i} host{}: nova {n}, parasol {p}: {}",
+                j + 1,
+                cases[i]
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 300, "{compared}");
+}
