@@ -26,6 +26,7 @@ pub use filters::{Filter, FilterEnv};
 pub use pipeline::{
     top_with_random_ties, Policy, RankScratch, Scored, SortKey, SortedIndex, SortedScratch,
 };
+pub use registry::NOVA_ALL_WEIGHERS;
 pub use weighers::Weigher;
 
 #[cfg(test)]

@@ -17,23 +17,7 @@ pub const NOVA_DEFAULT_FILTERS: [&str; 5] = [
     "ServerGroupAffinityFilter",
 ];
 
-/// What `nova.scheduler.weights.all_weighers`, Nova's default `weight_classes`, loads (nova 34;
-/// `tests/from_nova.rs` compares it with the installed Nova).
-pub const NOVA_ALL_WEIGHERS: [&str; 13] = [
-    "BuildFailureWeigher",
-    "CPUWeigher",
-    "CrossCellWeigher",
-    "DiskWeigher",
-    "HypervisorVersionWeigher",
-    "ImagePropertiesWeigher",
-    "IoOpsWeigher",
-    "MetricsWeigher",
-    "NumInstancesWeigher",
-    "PCIWeigher",
-    "RAMWeigher",
-    "ServerGroupSoftAffinityWeigher",
-    "ServerGroupSoftAntiAffinityWeigher",
-];
+pub use crate::policy::NOVA_ALL_WEIGHERS;
 
 /// Parasol filters doing what Nova does outside `enabled_filters` (its host manager, request
 /// filters and Placement's allocation candidates): always enabled in the output.
