@@ -161,12 +161,12 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
     assert!(pl.enabled);
     assert_eq!(
         [
-            pl.keystone_url.as_str(),
-            &pl.username,
-            &pl.password,
-            &pl.project_name,
-            &pl.user_domain_name,
-            &pl.project_domain_name,
+            pl.keystone.keystone_url.as_str(),
+            &pl.keystone.username,
+            &pl.keystone.password,
+            &pl.keystone.project_name,
+            &pl.keystone.user_domain_name,
+            &pl.keystone.project_domain_name,
             &pl.interface
         ],
         [

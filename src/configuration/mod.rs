@@ -477,6 +477,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn keystone_credentials_keep_their_keys_in_auth_and_placement() {
+        let s = Settings::from_toml(
+            "[auth]\nkeystone_url = \"http://k/v3\"\npassword = 12345\n\
+             [placement]\nproject_name = \"svc\"\nuser_domain_name = \"D\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.auth.keystone.keystone_url, "http://k/v3");
+        // A number (as an environment variable arrives) is taken as its text.
+        assert_eq!(s.auth.keystone.password, "12345");
+        assert_eq!(s.auth.keystone.username, "parasol", "[auth]'s default user");
+        assert_eq!(
+            s.placement.keystone.username, "nova",
+            "[placement]'s default user"
+        );
+        assert_eq!(s.placement.keystone.project_name, "svc");
+        assert_eq!(s.placement.keystone.user_domain_name, "D");
+        let err = Settings::from_toml("[placement]\nkeystone_uri = \"http://k\"\n").unwrap_err();
+        assert!(err.to_string().contains("placement.keystone_uri"), "{err}");
+    }
+
+    #[test]
     fn http_workers_zero_leaves_a_core_to_the_ledger_writer_and_a_number_is_kept() {
         let zero = Settings::from_toml("[server]\nhttp_workers = 0\n")
             .unwrap()

@@ -113,7 +113,7 @@ impl Settings {
             .validate()
             .map_err(|(k, m)| ConfigError::Key {
                 key: format!("placement.{k}"),
-                message: m.into(),
+                message: m,
             })?;
         self.nova_db.validate().map_err(|(k, m)| ConfigError::Key {
             key: format!("nova_db.{k}"),
@@ -227,7 +227,10 @@ impl Settings {
         }
         for (name, value) in [
             ("placement.url", &self.placement.url),
-            ("placement.keystone_url", &self.placement.keystone_url),
+            (
+                "placement.keystone_url",
+                &self.placement.keystone.keystone_url,
+            ),
         ] {
             if !value.is_empty() {
                 http_url(name, value)?;

@@ -15,7 +15,7 @@ mod settings;
 mod sync;
 
 pub use claims::{PlacementClaim, PlacementClaims, CONSUMER_GENERATION_VERSION};
-pub use client::{catalog_endpoint, PlacementClient};
+pub use client::PlacementClient;
 pub use consistency::{provider_usages, reconcile, Repairs};
 pub use settings::{AuthKind, PlacementSettings};
 pub use sync::{sync_once, SyncReport};
@@ -42,6 +42,8 @@ pub enum PlacementError {
     },
     #[error("authentication failed: {0}")]
     Auth(String),
+    #[error("authentication failed: {0}")]
+    Keystone(#[from] crate::auth::KeystoneError),
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
 }
@@ -286,7 +288,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     }
     deps.status.enable();
     let interval_ms = (settings.sync_interval_s * 1000.0).round() as u64;
-    let client = match PlacementClient::new(settings.clone()) {
+    let client = match PlacementClient::new(settings.clone(), deps.clock.clone()) {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the Placement client; no inventory sync");
