@@ -19,9 +19,6 @@ impl Settings {
         if self.scheduler.max_attempts == 0 {
             return key("scheduler.max_attempts", "must be at least 1");
         }
-        if !matches!(self.scheduler.selection_version.as_str(), "1.0" | "1.1") {
-            return key("scheduler.selection_version", "must be \"1.0\" or \"1.1\"");
-        }
         if !(self.caching.refresh_interval_s.is_finite() && self.caching.refresh_interval_s > 0.0) {
             return key(
                 "caching.refresh_interval_s",

@@ -31,7 +31,7 @@ const DEDUP_CAPACITY: usize = 65_536;
 /// Why a server session ended.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
-    #[error("broker: {}", crate::auth::redact_urls(&.0.to_string()))]
+    #[error("broker: {}", crate::redact::redact_urls(&.0.to_string()))]
     Broker(#[from] lapin::Error),
     #[error("the broker closed the RPC consumer")]
     Closed,
@@ -220,20 +220,23 @@ async fn handle(
         Ok(action) => run(server, ch, &msg, action).instrument(span).await,
         Err(refusal) => {
             server.deps.counters.count(refusal.outcome);
-            Err((refusal.failure(), refusal.message))
+            Err(Failure {
+                reply: refusal.failure(),
+                reason: refusal.message,
+            })
         }
     };
     match (outcome, &msg.msg_id, &msg.reply_q) {
         (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::written(id, result)).await,
         (Ok(_), _, _) => {}
-        (Err((failure, message)), Some(id), Some(q)) => {
+        (Err(Failure { reply, reason }), Some(id), Some(q)) => {
             server.deps.counters.count("failure");
             // The reply carries Nova's exception; why (e.g. which filter left no host, as
             // nova-scheduler logs it) is the operator's to read here.
-            tracing::info!(method = %msg.method, %message, "call answered with a failure");
-            send(server, ch, q, &Reply::failure(id, failure)).await
+            tracing::info!(method = %msg.method, message = %reason, "call answered with a failure");
+            send(server, ch, q, &Reply::failure(id, reply)).await
         }
-        (Err((_, reason)), _, _) => {
+        (Err(Failure { reason, .. }), _, _) => {
             let reason = format!("{} {}: {reason}", msg.method, msg.version_string());
             send_dead_letter(server, dl, &reason).await
         }
@@ -262,14 +265,32 @@ async fn malformed(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &s
     }
 }
 
-/// Runs an accepted action: `Ok` holds the result as JSON text, `Err` (failure string,
-/// reason for logs).
+/// Why a message was not served: what a call is answered with, and why, for the log (a
+/// cast's dead letter carries the reason).
+struct Failure {
+    /// oslo's `failure` string (`serialize_remote_exception`): Nova's exception.
+    reply: String,
+    /// Why, in the operator's words (e.g. which filter left no host).
+    reason: String,
+}
+
+impl Failure {
+    /// A Python builtin exception of `class` whose message is also the reason.
+    fn builtin(class: &str, message: String) -> Self {
+        Failure {
+            reply: oslo_failure(class, "builtins", &message),
+            reason: message,
+        }
+    }
+}
+
+/// Runs an accepted action: `Ok` holds the result as JSON text.
 async fn run(
     server: &Server,
     ch: &Channel,
     msg: &RpcMessage,
     action: Action,
-) -> Result<String, (String, String)> {
+) -> Result<String, Failure> {
     const NONE: &str = "null";
     match action {
         Action::Answer(v) => Ok(v.to_string()),
@@ -288,10 +309,7 @@ async fn run(
                 server.deps.counters.count("instance_info");
                 Ok(NONE.to_string())
             }
-            Err(e) => Err((
-                oslo_failure("ValueError", "builtins", &e.to_string()),
-                e.to_string(),
-            )),
+            Err(e) => Err(Failure::builtin("ValueError", e.to_string())),
         },
         Action::Select(args) => {
             // Pinned where it is made and lent: a future passed or bound by value keeps a
@@ -318,15 +336,16 @@ async fn run(
                         "{} ({reason})",
                         crate::nova::no_valid_host_message(NOVA_NO_VALID_HOST_REASON)
                     );
-                    Err((no_valid_host_failure(NOVA_NO_VALID_HOST_REASON), message))
+                    Err(Failure {
+                        reply: no_valid_host_failure(NOVA_NO_VALID_HOST_REASON),
+                        reason: message,
+                    })
                 }
                 Err(e @ SelectError::Invalid(_)) => {
-                    let message = e.to_string();
-                    Err((oslo_failure("ValueError", "builtins", &message), message))
+                    Err(Failure::builtin("ValueError", e.to_string()))
                 }
                 Err(e @ SelectError::Unavailable(_)) => {
-                    let message = e.to_string();
-                    Err((oslo_failure("RuntimeError", "builtins", &message), message))
+                    Err(Failure::builtin("RuntimeError", e.to_string()))
                 }
             }
         }
