@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 /// Why a consumer session ended.
 #[derive(Debug, thiserror::Error)]
 pub enum ConsumerError {
-    #[error("broker: {}", crate::auth::redact_urls(&.0.to_string()))]
+    #[error("broker: {}", crate::redact::redact_urls(&.0.to_string()))]
     Broker(#[from] lapin::Error),
     #[error("the broker closed the consumer")]
     Closed,

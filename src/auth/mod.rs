@@ -20,6 +20,7 @@ mod middleware;
 mod settings;
 mod time;
 
+// Kept for ledger/ and rpc/client.rs, which name it here; everything else uses crate::redact.
 pub use crate::redact::{redact_url, redact_urls};
 pub use cache::{TokenCache, Verdict};
 pub use keystone::{

@@ -32,9 +32,9 @@ use tokio_util::sync::CancellationToken;
 /// Why a sync failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
-    #[error("request to Placement failed: {}", crate::auth::redact_urls(&.0.to_string()))]
+    #[error("request to Placement failed: {}", crate::redact::redact_urls(&.0.to_string()))]
     Http(reqwest::Error),
-    #[error("{} answered {status}: {body}", crate::auth::redact_url(url))]
+    #[error("{} answered {status}: {body}", crate::redact::redact_url(url))]
     Status {
         url: String,
         status: u16,
@@ -394,13 +394,14 @@ async fn run_one(
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use crate::domain::HostState;
     use crate::domain::{ClassId, ComputeFacts, HostId, HostProfile, Inventory, Resources};
-    use crate::table::{HostRow, HostTable, NodeRecord, NodeRecords};
+    use crate::table::{HostTable, NodeRecord, NodeRecords};
 
-    fn row(id: i64, name: &str) -> HostRow {
+    fn row(id: i64, name: &str) -> HostState {
         let uuid = format!("uuid-{name}");
         let inventories = vec![(ClassId::VCPU, Inventory::of(4))];
-        HostRow {
+        HostState {
             id: HostId(id),
             profile: Arc::new(HostProfile::new(name, name, &uuid, "nova", inventories)),
             used: Resources::ZERO,
