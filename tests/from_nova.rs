@@ -3,13 +3,13 @@
 //! `tests/nova_compat/requirements.txt`) with scheduler options set: the produced TOML passes
 //! `parasol config check`, carries each value, and every option it cannot carry is named.
 
-#[path = "support/nova_venv.rs"]
-mod nova_venv;
+#[path = "support/venv.rs"]
+mod venv;
 
-use nova_venv::{nova_venv, run};
 use parasol::configuration::from_nova::{NOVA_ALL_WEIGHERS, NOVA_DEFAULT_FILTERS};
 use parasol::configuration::Settings;
 use std::process::Command;
+use venv::{nova_venv, run};
 
 const PARASOL: &str = env!("CARGO_BIN_EXE_parasol");
 
