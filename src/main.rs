@@ -40,7 +40,10 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .context("connecting to the ledger")?;
             ledger.migrate().await.context("applying migrations")?;
-            println!("migrations applied to {}", parasol::startup::redact(&url));
+            println!(
+                "migrations applied to {}",
+                parasol::redact::redact_url(&url)
+            );
         }
         Command::Config(ConfigCommand::Check { file }) => {
             let settings = Settings::check_file(&file)

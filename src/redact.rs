@@ -7,6 +7,22 @@ pub fn redact_url(url: &str) -> String {
     redact_urls(url)
 }
 
+/// `url` with the bytes of `span` (its password, where a parser that knows the URL's grammar
+/// found it) replaced by `***`; unchanged without a span.
+pub fn redact_span(url: &str, span: Option<(usize, usize)>) -> String {
+    match span {
+        Some((a, b)) if a <= b && url.get(a..b).is_some() => {
+            format!("{}***{}", &url[..a], &url[b..])
+        }
+        // A span not on character boundaries: hide everything after the scheme.
+        Some(_) => match url.split_once("://") {
+            Some((scheme, _)) => format!("{scheme}://***"),
+            None => "***".into(),
+        },
+        None => url.to_string(),
+    }
+}
+
 /// `text` with every URL in it redacted as [`redact_url`] does.
 pub fn redact_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -172,7 +172,7 @@ impl Application {
             rpc: web::Data::from(rpc.clone()),
         };
         let server = http_server(data, listener, &settings)?;
-        tracing::info!(port, backend = settings.scheduler.backend.as_str(), ledger = %redact(&url), "Parasol ready");
+        tracing::info!(port, backend = settings.scheduler.backend.as_str(), ledger = %crate::redact::redact_url(&url), "Parasol ready");
         Ok(Application {
             port,
             server,
@@ -459,6 +459,3 @@ fn http_server(
         .disable_signals()
         .run())
 }
-
-/// A URL without its password, for logs and error messages.
-pub use crate::auth::redact_url as redact;

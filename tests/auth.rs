@@ -62,8 +62,8 @@ async fn parasol(keystone_url: &str, password: &str, clock: SharedClock) -> Para
     s.amqp.url = String::new();
     s.policy.host_timeout_s = 3600;
     s.auth.strategy = Strategy::Keystone;
-    s.auth.keystone_url = keystone_url.to_string();
-    s.auth.password = password.to_string();
+    s.auth.keystone.keystone_url = keystone_url.to_string();
+    s.auth.keystone.password = password.to_string();
     s.auth.cache_ttl_s = 60.0;
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let app = Application::build_with(s, listener, clock)

@@ -3,13 +3,13 @@
 //! `tests/nova_compat/requirements.txt`) with scheduler options set: the produced TOML passes
 //! `parasol config check`, carries each value, and every option it cannot carry is named.
 
-#[path = "support/nova_venv.rs"]
-mod nova_venv;
+#[path = "support/venv.rs"]
+mod venv;
 
-use nova_venv::{nova_venv, run};
 use parasol::configuration::from_nova::{NOVA_ALL_WEIGHERS, NOVA_DEFAULT_FILTERS};
 use parasol::configuration::Settings;
 use std::process::Command;
+use venv::{nova_venv, run};
 
 const PARASOL: &str = env!("CARGO_BIN_EXE_parasol");
 
@@ -163,12 +163,12 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
     assert!(pl.enabled);
     assert_eq!(
         [
-            pl.keystone_url.as_str(),
-            &pl.username,
-            &pl.password,
-            &pl.project_name,
-            &pl.user_domain_name,
-            &pl.project_domain_name,
+            pl.keystone.keystone_url.as_str(),
+            &pl.keystone.username,
+            &pl.keystone.password,
+            &pl.keystone.project_name,
+            &pl.keystone.user_domain_name,
+            &pl.keystone.project_domain_name,
             &pl.interface
         ],
         [

@@ -7,27 +7,25 @@
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "0123456789abcdef0123";
 
+#[path = "support/service.rs"]
+mod service;
+use service::{free_port, ServiceProcess};
+
+/// The service and the folder of its ledger (removed after the process is gone).
 struct Service {
-    child: Child,
+    process: ServiceProcess,
     port: u16,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Service {
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.child.id()))
             .expect("the service's /proc status");
         status
             .lines()
@@ -39,14 +37,6 @@ impl Service {
     fn connect(&self) -> std::net::TcpStream {
         std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect")
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `parasol serve` with token auth and `extra` in `[server]`, once it answers.
@@ -63,27 +53,14 @@ async fn start(extra: &str) -> Service {
         ),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start parasol");
-    let service = Service {
-        child,
+    let process = ServiceProcess::spawn(&file, port, "warn", Stdio::null(), &[])
+        .answering("/")
+        .await;
+    Service {
+        process,
         port,
         _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("http://127.0.0.1:{port}/"))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "parasol did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    service
 }
 
 /// A small receive buffer on the client's side, so that unread answers back up at once.

@@ -8,21 +8,24 @@ use parasol_rpc_client::RpcClient;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::os::unix::net::UnixDatagram;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
+#[path = "support/service.rs"]
+mod service;
+use service::{free_port, ServiceProcess};
+
 /// The service and the broker names it declared, removed when the test ends however it ends.
 struct Service {
-    child: Child,
+    process: ServiceProcess,
     id: String,
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
         let id = self.id.clone();
         let cleanup = std::thread::spawn(move || {
             futures::executor::block_on(async {
@@ -48,13 +51,6 @@ impl Drop for Service {
         });
         let _ = cleanup.join();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// The next datagram on the notify socket, as text, within 30 s.
@@ -98,16 +94,16 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
     std::fs::write(&file, config("filter")).unwrap();
     let notify_path = dir.path().join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).expect("bind the notify socket");
-    let child = Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env("RUST_LOG", "info,parasol=debug")
-        .env("NOTIFY_SOCKET", &notify_path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start parasol");
+    let notify_env = notify_path.to_str().expect("a UTF-8 path");
+    let process = ServiceProcess::spawn(
+        &file,
+        port,
+        "info,parasol=debug",
+        Stdio::piped(),
+        &[("NOTIFY_SOCKET", notify_env)],
+    );
     let mut service = Service {
-        child,
+        process,
         id: id.clone(),
     };
 
@@ -183,7 +179,7 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
 
     // SIGHUP with a new backend: RELOADING=1 with the monotonic clock, then READY=1.
     std::fs::write(&file, config("apsr")).unwrap();
-    let pid = service.child.id().to_string();
+    let pid = service.process.child.id().to_string();
     assert!(Command::new("kill")
         .args(["-HUP", &pid])
         .status()
@@ -217,9 +213,10 @@ async fn json_logs_carry_request_ids_and_systemd_hears_ready_reloading_and_stopp
         .success());
     let stopping = next_notification(&notify);
     assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping:?}");
-    let _ = service.child.wait();
+    let _ = service.process.child.wait();
     let mut log = String::new();
     service
+        .process
         .child
         .stderr
         .take()
@@ -298,15 +295,15 @@ async fn a_clean_sigterm_logs_no_error() {
     .unwrap();
     let notify_path = dir.path().join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).expect("bind the notify socket");
-    let child = Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env("RUST_LOG", "info")
-        .env("NOTIFY_SOCKET", &notify_path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start parasol");
-    let mut service = Service { child, id };
+    let notify_env = notify_path.to_str().expect("a UTF-8 path");
+    let process = ServiceProcess::spawn(
+        &file,
+        port,
+        "info",
+        Stdio::piped(),
+        &[("NOTIFY_SOCKET", notify_env)],
+    );
+    let mut service = Service { process, id };
     let ready = next_notification(&notify);
     assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
 
@@ -356,16 +353,17 @@ async fn a_clean_sigterm_logs_no_error() {
     );
     client.close().await;
 
-    let pid = service.child.id().to_string();
+    let pid = service.process.child.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap()
         .success());
-    let status = service.child.wait().unwrap();
+    let status = service.process.child.wait().unwrap();
     assert!(status.success(), "{status}");
     let mut log = String::new();
     service
+        .process
         .child
         .stderr
         .take()

@@ -9,13 +9,13 @@
 //! `$HOME/.cache/parasol/nova-venv-<hash of requirements.txt>` and built (pip, a few minutes)
 //! only when that file changes.
 
-#[path = "support/nova_venv.rs"]
-mod nova_venv;
 #[path = "support/mod.rs"]
 mod support;
+#[path = "support/venv.rs"]
+mod venv;
 
-use nova_venv::nova_venv;
 use support::queue_types;
+use venv::nova_venv;
 
 use parasol_rpc_client::RpcClient;
 use serde_json::json;

@@ -3,8 +3,8 @@
 //! overrides, type affinity, isolated hosts, JSON queries, different/same host hints. Each
 //! host's verdict must be equal; where Nova raises, Parasol passes no host.
 
-#[path = "support/nova_venv.rs"]
-mod nova_venv;
+#[path = "support/venv.rs"]
+mod venv;
 
 use parasol::domain::{
     HostAggregateMetadata, HostState, RequestContext, Resources, SchedulerHints,
@@ -206,7 +206,7 @@ fn parasol_filters_equal_novas_on_seeded_random_cases() {
             "hints": hints, "flavor_name": flavor, "image_id": image, "hosts": host_json,
         }));
     }
-    let venv = nova_venv::nova_venv();
+    let venv = venv::nova_venv();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_filters/run.py");
     let mut child = Command::new(venv.join("bin/python"))
         .arg(&script)
@@ -349,7 +349,7 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
             "weighers": names, "dest_cell": dest_cell, "cross_cell": cross, "hosts": host_json,
         }));
     }
-    let venv = nova_venv::nova_venv();
+    let venv = venv::nova_venv();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_filters/weigh.py");
     let mut child = Command::new(venv.join("bin/python"))

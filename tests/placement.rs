@@ -124,7 +124,8 @@ async fn sync_registers_compute_providers_and_imports_only_unknown_allocations()
         .expect("claim");
     assert_eq!(claimed, ClaimOutcome::Claimed);
 
-    let client = PlacementClient::new(placement_settings(&placement)).expect("client");
+    let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
+        .expect("client");
     let report = sync_once(&client, &ledger, 1000).await.expect("sync");
     assert_eq!(report.hosts, 2);
     assert_eq!(report.skipped_providers, 1);
@@ -229,7 +230,8 @@ async fn a_consumer_on_two_providers_is_held_on_both_until_placement_drops_one()
     provider(&placement, "source", C1, inventory(8, 1.0, 16384, 0, 100)).await;
     provider(&placement, "dest", C2, inventory(8, 1.0, 16384, 0, 100)).await;
     let (ledger, _db) = ledger().await;
-    let client = PlacementClient::new(placement_settings(&placement)).expect("client");
+    let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
+        .expect("client");
     sync_once(&client, &ledger, 1000).await.expect("first sync");
     let hosts = ledger.read_hosts().await.expect("hosts");
     let id = |uuid: &str| hosts.iter().find(|h| &**h.uuid() == uuid).unwrap().id;

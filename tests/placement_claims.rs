@@ -3,10 +3,9 @@
 //! alternate made by Nova's own `claim_resources` (`tests/placement_claims/nova_side.py`, in
 //! the cached nova virtualenv).
 
-#[path = "support/nova_venv.rs"]
-mod nova_venv;
 #[path = "support/placement_server.rs"]
 mod placement_server;
+use placement_server::venv;
 mod support;
 
 use parasol::clock::SystemClock;
@@ -30,7 +29,7 @@ const NOVA_SIDE: &str = concat!(
 /// Runs `nova_side.py <args>` in the nova venv with `input` on stdin; its JSON output.
 async fn nova_side(args: Vec<String>, input: Value) -> Value {
     tokio::task::spawn_blocking(move || {
-        let venv = nova_venv::nova_venv();
+        let venv = venv::nova_venv();
         let mut child = Command::new(venv.join("bin/python"))
             .arg(NOVA_SIDE)
             .args(&args)

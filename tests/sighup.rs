@@ -4,20 +4,12 @@
 //! SQLite ledger is refused.
 
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Service {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[path = "support/service.rs"]
+mod service;
+use service::{free_port, ServiceProcess as Service};
 
 fn config(port: u16, dir: &std::path::Path, backend: &str) -> String {
     format!(
@@ -27,14 +19,6 @@ fn config(port: u16, dir: &std::path::Path, backend: &str) -> String {
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn start(file: &std::path::Path, port: u16) -> Service {
     start_logging(file, port, "warn", Stdio::null()).await
 }
@@ -42,20 +26,7 @@ async fn start(file: &std::path::Path, port: u16) -> Service {
 /// Starts `parasol serve` on `file` with `RUST_LOG=level` and its log on `log`, and waits
 /// until it answers on `port`.
 async fn start_logging(file: &std::path::Path, port: u16, level: &str, log: Stdio) -> Service {
-    let child = Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env("RUST_LOG", level)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start parasol");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
-        assert!(Instant::now() < deadline, "parasol did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Service { child, base }
+    Service::start(file, port, level, log).await
 }
 
 fn hup(service: &Service) {
@@ -99,7 +70,7 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
             "payload": {"host": format!("c{i}"), "compute_node_uuid": uuid::Uuid::new_v4().to_string(),
                 "inventory": {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 4096}, "DISK_GB": {"total": 40}}}});
         let r = client
-            .post(format!("{}/v1/notifications", service.base))
+            .post(format!("{}/v1/notifications", service.base()))
             .json(&event)
             .send()
             .await
@@ -110,7 +81,7 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
     let load: Vec<_> = (0..4)
         .map(|_| {
             let client = client.clone();
-            let base = service.base.clone();
+            let base = service.base();
             tokio::spawn(async move {
                 let mut statuses = Vec::new();
                 for _ in 0..50 {
@@ -130,7 +101,7 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
     std::fs::write(&file, config(port, dir.path(), "apsr")).unwrap();
     hup(&service);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while active_backend(&client, &service.base).await != "apsr" {
+    while active_backend(&client, &service.base()).await != "apsr" {
         assert!(
             Instant::now() < deadline,
             "SIGHUP did not switch the backend"
@@ -141,7 +112,7 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
     std::fs::write(&file, "[scheduler]\nbackend = \"no-such-backend\"\n").unwrap();
     hup(&service);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(active_backend(&client, &service.base).await, "apsr");
+    assert_eq!(active_backend(&client, &service.base()).await, "apsr");
 
     let mut ok = 0u64;
     for task in load {
@@ -154,7 +125,7 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
         }
     }
     let stats: Value = client
-        .get(format!("{}/v1/stats", service.base))
+        .get(format!("{}/v1/stats", service.base()))
         .send()
         .await
         .unwrap()
@@ -180,7 +151,7 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
         "the switch happened mid-load"
     );
     let hosts: Value = client
-        .get(format!("{}/v1/hosts", service.base))
+        .get(format!("{}/v1/hosts", service.base()))
         .send()
         .await
         .unwrap()
@@ -287,23 +258,20 @@ async fn a_second_serve_on_the_same_sqlite_ledger_is_refused_while_the_first_run
     let second_file = dir.path().join("second.toml");
     std::fs::write(&second_file, config(second_port, dir.path(), "filter")).unwrap();
     let log = dir.path().join("second.log");
-    let mut second = Service {
-        child: Command::new(env!("CARGO_BIN_EXE_parasol"))
-            .args(["--config", second_file.to_str().unwrap(), "serve"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start a second parasol serve"),
-        base: format!("http://127.0.0.1:{second_port}"),
-    };
+    let mut second = Service::spawn(
+        &second_file,
+        second_port,
+        "warn",
+        std::fs::File::create(&log).unwrap().into(),
+        &[],
+    );
     // It either exits or comes up (and is then killed by its Drop).
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = second.child.try_wait().unwrap() {
             break status;
         }
-        let up = reqwest::get(format!("{}/healthz", second.base))
+        let up = reqwest::get(format!("{}/healthz", second.base()))
             .await
             .is_ok();
         assert!(!up, "a second serve on the same SQLite ledger started");
@@ -325,7 +293,7 @@ async fn a_second_serve_on_the_same_sqlite_ledger_is_refused_while_the_first_run
         "{stderr}"
     );
     // The first one still serves.
-    let r = reqwest::get(format!("{}/healthz", first.base))
+    let r = reqwest::get(format!("{}/healthz", first.base()))
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
@@ -379,9 +347,9 @@ async fn a_reload_names_what_it_applied_and_what_waits_for_a_restart() {
         "{line}"
     );
     let client = reqwest::Client::new();
-    assert_eq!(active_backend(&client, &service.base).await, "apsr");
+    assert_eq!(active_backend(&client, &service.base()).await, "apsr");
     let hosts = client
-        .get(format!("{}/v1/hosts", service.base))
+        .get(format!("{}/v1/hosts", service.base()))
         .send()
         .await
         .unwrap();

@@ -11,7 +11,7 @@ mod support;
 use parasol::ledger::Ledger;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,25 +19,9 @@ const TTL_S: u64 = 10;
 const HOSTS: usize = 20;
 const CALLERS: usize = 8;
 
-struct Service {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[path = "support/service.rs"]
+mod service;
+use service::{free_port, ServiceProcess as Service};
 
 /// Starts `parasol serve` on `url` and waits until it answers.
 async fn start(dir: &std::path::Path, url: &str, port: u16) -> Service {
@@ -56,20 +40,7 @@ async fn start_with_ttl(dir: &std::path::Path, url: &str, port: u16, ttl_s: u64)
         ),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start parasol");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
-        assert!(Instant::now() < deadline, "parasol did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Service { child, base }
+    Service::start(&file, port, "error", Stdio::null()).await
 }
 
 fn flavor() -> Value {
@@ -137,7 +108,7 @@ async fn kill_under_load_and_restart(engine: &str) {
         .unwrap();
     for i in 0..HOSTS {
         let r = client
-            .post(format!("{}/v1/notifications", first.base))
+            .post(format!("{}/v1/notifications", first.base()))
             .json(&host_state(&format!("k{i}")))
             .send()
             .await
@@ -148,7 +119,7 @@ async fn kill_under_load_and_restart(engine: &str) {
     let seen = Arc::new(parking_lot::Mutex::new(Seen::default()));
     let mut callers = Vec::new();
     for _ in 0..CALLERS {
-        let (client, base, seen) = (client.clone(), first.base.clone(), seen.clone());
+        let (client, base, seen) = (client.clone(), first.base(), seen.clone());
         callers.push(tokio::spawn(async move {
             loop {
                 let uuids: Vec<String> = (0..3).map(|_| uuid::Uuid::new_v4().to_string()).collect();
@@ -215,7 +186,7 @@ async fn kill_under_load_and_restart(engine: &str) {
     // Nova confirms the builds it was answered.
     for (uuid, host) in &seen.answered {
         let r = client
-            .post(format!("{}/v1/notifications", second.base))
+            .post(format!("{}/v1/notifications", second.base()))
             .json(&create_end(uuid, host))
             .send()
             .await
@@ -251,7 +222,7 @@ async fn kill_under_load_and_restart(engine: &str) {
     }
     // Usage agrees with the allocations (1 VCPU each).
     let hosts: Value = client
-        .get(format!("{}/v1/hosts", second.base))
+        .get(format!("{}/v1/hosts", second.base()))
         .send()
         .await
         .unwrap()
@@ -307,7 +278,7 @@ async fn sigkill_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_t
     // One instance fits each host; the RAM weigher takes a and b before c.
     for (host, memory_mb) in [("a", 4096), ("b", 4096), ("c", 2048)] {
         let resp = client
-            .post(format!("{}/v1/notifications", first.base))
+            .post(format!("{}/v1/notifications", first.base()))
             .json(&small_host_state(host, 1, memory_mb))
             .send()
             .await
@@ -327,7 +298,7 @@ async fn sigkill_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_t
     let call = tokio::spawn({
         let (client, url, body) = (
             client.clone(),
-            format!("{}/v1/select_destinations", first.base),
+            format!("{}/v1/select_destinations", first.base()),
             select_body(&uuids),
         );
         async move { client.post(url).json(&body).send().await }
@@ -361,7 +332,7 @@ async fn sigkill_mid_multi_create_leaves_nothing_claimed_after_restart_and_the_t
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let hosts: Value = client
-        .get(format!("{}/v1/hosts", second.base))
+        .get(format!("{}/v1/hosts", second.base()))
         .send()
         .await
         .unwrap()

@@ -38,10 +38,9 @@
 //! target/release/examples/bench_nova_vs_parasol --hosts 1000 --decisions 200 --callers 1,8
 //! ```
 
-#[path = "../../tests/support/nova_venv.rs"]
-mod nova_venv;
 #[path = "../../tests/support/placement_server.rs"]
 mod placement_server;
+use placement_server::venv;
 
 use clap::Parser;
 use placement_server::PlacementServer;
@@ -238,7 +237,7 @@ fn nova_manage(venv: &Path, conf: &Path, args: &[&str]) {
 
 /// Makes the API, cell0 and cell1 databases and seeds a service + compute node per provider.
 fn make_nova(dir: &Path, placement_url: &str, hosts: usize, exchange: &str) -> Nova {
-    let venv = nova_venv::nova_venv();
+    let venv = venv::nova_venv();
     let db = |name: &str| format!("sqlite:///{}/{name}.sqlite", dir.display());
     let conf_for = |cell: &str| {
         format!(

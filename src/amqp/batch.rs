@@ -3,14 +3,12 @@
 //! channel. Nothing is acknowledged before its effect, or its dead letter, is safe.
 
 use super::consumer::ConsumerError;
-use super::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
+use super::session::{DeadLetters, Letter};
 use crate::configuration::AmqpSettings;
 use crate::notifications::{Applied, Ingest};
 use crate::nova::Notification;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicPublishOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{BasicProperties, Channel};
+use lapin::options::{BasicAckOptions, BasicNackOptions};
 
 /// Which queue a delivery came from (each has its own channel and delivery tags).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +76,7 @@ pub(super) fn decode_batch(
 /// committed).
 pub(super) async fn process_batch(
     ingest: &Ingest,
-    publisher: &Channel,
+    dead_letters: &DeadLetters,
     amqp: &AmqpSettings,
     batch: Decoded,
 ) -> Result<(), ConsumerError> {
@@ -135,7 +133,7 @@ pub(super) async fn process_batch(
     for (applied, n) in tally {
         ingest.count_n(applied.as_str(), n);
     }
-    dead_letter(ingest, publisher, amqp, &poison).await?;
+    dead_letter(ingest, dead_letters, &poison).await?;
     for (_, last) in last_per_source(&deliveries) {
         last.acker.ack(BasicAckOptions { multiple: true }).await?;
     }
@@ -208,46 +206,22 @@ fn last_per_source(deliveries: &[(Source, Delivery)]) -> Vec<(Source, &Delivery)
         .collect()
 }
 
-/// Publishes each poison message to the dead-letter exchange with its reason, and waits for
-/// the broker to confirm them all before the caller acknowledges the originals.
+/// Dead-letters the poison messages (confirmed by the broker before the caller acknowledges
+/// the originals), then records them in the ledger.
 async fn dead_letter(
     ingest: &Ingest,
-    publisher: &Channel,
-    amqp: &AmqpSettings,
+    dead_letters: &DeadLetters,
     poison: &[(&Delivery, String)],
 ) -> Result<(), ConsumerError> {
-    let mut confirms = Vec::with_capacity(poison.len());
-    for (delivery, reason) in poison {
-        tracing::warn!(%reason, routing_key = %delivery.routing_key, "message dead-lettered");
-        let mut headers = FieldTable::default();
-        headers.insert(
-            REASON_HEADER.into(),
-            AMQPValue::LongString(LongString::from(reason.clone())),
-        );
-        headers.insert(
-            ROUTING_KEY_HEADER.into(),
-            AMQPValue::LongString(LongString::from(delivery.routing_key.as_str().to_string())),
-        );
-        let props = BasicProperties::default()
-            .with_headers(headers)
-            .with_content_type("application/json".into())
-            .with_delivery_mode(2);
-        let confirm = publisher
-            .basic_publish(
-                &amqp.dead_letter,
-                "",
-                BasicPublishOptions::default(),
-                &delivery.data,
-                props,
-            )
-            .await?;
-        confirms.push(confirm);
-    }
-    for confirm in confirms {
-        if confirm.await?.is_nack() {
-            return Err(ConsumerError::DeadLetterRefused(amqp.dead_letter.clone()));
-        }
-    }
+    let letters: Vec<Letter<'_>> = poison
+        .iter()
+        .map(|(delivery, reason)| Letter {
+            body: &delivery.data,
+            routing_key: delivery.routing_key.as_str(),
+            reason,
+        })
+        .collect();
+    dead_letters.publish(&letters).await?;
     for (delivery, reason) in poison {
         let body = String::from_utf8_lossy(&delivery.data);
         ingest.dead_letter("amqp", reason, &body).await;

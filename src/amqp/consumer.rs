@@ -4,27 +4,26 @@
 //! ids make the redelivery a no-op, so nothing is lost or applied twice.
 
 use super::batch::{decode_batch, process_batch, Source};
+use super::session::{DeadLetterError, DeadLetters, Link, Sessions};
 use super::topology::declare_notification_topology;
-use super::BrokerStatus;
-use super::{connect, Backoff};
+use super::{connect, BrokerStatus};
 use crate::configuration::AmqpSettings;
 use crate::notifications::Ingest;
 use futures::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions};
+use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Why a consumer session ended.
 #[derive(Debug, thiserror::Error)]
 pub enum ConsumerError {
-    #[error("broker: {}", crate::auth::redact_urls(&.0.to_string()))]
+    #[error("broker: {}", crate::redact::redact_urls(&.0.to_string()))]
     Broker(#[from] lapin::Error),
     #[error("the broker closed the consumer")]
     Closed,
-    #[error("the broker refused to take dead letter: {0}")]
-    DeadLetterRefused(String),
+    #[error("dead letters: {0}")]
+    DeadLetters(#[from] DeadLetterError),
 }
 
 /// How long the consumer waits with nothing delivered before it counts itself caught up.
@@ -44,38 +43,23 @@ pub async fn run_notification_consumer(
     amqp: AmqpSettings,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Backoff::new(
-        Duration::from_secs_f64(amqp.reconnect_min_s),
-        Duration::from_secs_f64(amqp.reconnect_max_s),
-    );
-    broker.set_configured();
     ingest.ledger().ingest_mark().watch();
     let process_id = uuid::Uuid::new_v4().simple().to_string();
-    loop {
-        if shutdown.is_cancelled() {
-            return;
-        }
-        broker.attempt();
-        let result = session(
-            &ingest,
-            &broker,
-            &amqp,
-            &process_id,
+    let sessions = Sessions {
+        what: "notification consumer",
+        broker: broker.clone(),
+        clock: ingest.clock().clone(),
+        reconnect_min_s: amqp.reconnect_min_s,
+        reconnect_max_s: amqp.reconnect_max_s,
+    };
+    let (ingest, broker, amqp, process_id) = (&*ingest, &*broker, &amqp, process_id.as_str());
+    sessions
+        .run(
             &shutdown,
-            &mut backoff,
+            || {},
+            |link| session(ingest, broker, amqp, process_id, &shutdown, link),
         )
         .await;
-        broker.disconnected();
-        let Err(e) = result else { return };
-        let delay_ms = backoff.next_delay_ms();
-        let error = super::explain(e.to_string());
-        tracing::warn!(%error, retry_in_s = delay_ms as f64 / 1000.0, "broker unavailable; HTTP keeps serving");
-        broker.failed(error, delay_ms);
-        tokio::select! {
-            _ = ingest.clock().sleep_ms(delay_ms) => {}
-            _ = shutdown.cancelled() => return,
-        }
-    }
 }
 
 /// One connection's life. `Ok` means asked to stop.
@@ -85,16 +69,14 @@ async fn session(
     amqp: &AmqpSettings,
     process_id: &str,
     shutdown: &CancellationToken,
-    backoff: &mut Backoff,
+    link: Link,
 ) -> Result<(), ConsumerError> {
     let conn = connect(&amqp.url, &connection_name(amqp)).await?;
     // Declarations and dead letters on a confirmed channel; one channel per consumer so
     // that a `multiple` ack covers exactly the deliveries of that queue seen so far.
-    let publisher = conn.create_channel().await?;
-    publisher
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    let queues = declare_notification_topology(&publisher, amqp, process_id).await?;
+    let dead_letters = DeadLetters::new(conn.create_channel().await?, &amqp.dead_letter).await?;
+    let publisher = dead_letters.channel();
+    let queues = declare_notification_topology(publisher, amqp, process_id).await?;
     broker.declared_fanout(&queues.fanout);
     let tag = format!("parasol-{process_id}");
     let mut streams = Vec::new();
@@ -116,8 +98,7 @@ async fn session(
         streams.push(consumer.map(move |d| (source, d)));
     }
     let mut batches = futures::stream::select_all(streams).ready_chunks(amqp.batch_size);
-    broker.connected();
-    backoff.reset();
+    link.up();
     tracing::info!(queue = %queues.notifications, fanout = %queues.fanout, "consuming notifications");
     // Two stages, so that the next batch is decoded while the ledger commits this one: the
     // receiver decodes and hands over (at most one batch waiting), the applier applies and
@@ -134,7 +115,7 @@ async fn session(
     let clock = ingest.clock();
     let receive = {
         let stop = stop.clone();
-        // Borrowed, not moved (as the publisher below): the channels and consumers live until
+        // Borrowed, not moved (as the dead-letter publisher below): the channels and consumers live until
         // the connection is closed (`super::close`).
         let batches = &mut batches;
         async move {
@@ -159,12 +140,12 @@ async fn session(
             }
         }
     };
-    let publisher = &publisher;
+    let dead_letters = &dead_letters;
     let apply = async move {
         let applied = async {
             while let Some(batch) = handed.recv().await {
                 let (n, sent_ms) = (batch.len(), batch.newest_sent_ms());
-                process_batch(ingest, publisher, amqp, batch).await?;
+                process_batch(ingest, dead_letters, amqp, batch).await?;
                 mark.applied(n, sent_ms);
             }
             Ok::<(), ConsumerError>(())

@@ -3,12 +3,15 @@
 //!
 //! # Layout
 //! - `topology`: the exchanges, queues and bindings Parasol declares (never Nova's own queues).
-//! - `consumer`: the connection's life: declare, consume, reconnect with backoff.
+//! - `session`: what the consumer and the RPC server share: the reconnect loop with backoff
+//!   and status, and the publisher-confirmed dead-letter publisher.
+//! - `consumer`: the connection's life: declare, consume (reconnected by `session`).
 //! - `batch`: decode, apply a batch in one transaction, dead-letter poison, ack after commit.
 //! - `status`: [`BrokerStatus`], the connection's state for health and metrics.
 
 mod batch;
 mod consumer;
+mod session;
 mod status;
 pub mod topology;
 
@@ -16,6 +19,7 @@ pub use crate::backoff::Backoff;
 pub use crate::transport_url::TransportUrl;
 pub use batch::REQUEUE_WAIT_MS;
 pub use consumer::{connection_name, run_notification_consumer, ConsumerError};
+pub use session::{DeadLetterError, DeadLetters, Letter, Link, Sessions};
 pub use status::BrokerStatus;
 
 use lapin::types::LongString;

@@ -1,13 +1,15 @@
-//! The Keystone side of `strategy = "keystone"`: Parasol's own service token (v3 password auth,
-//! renewed before it expires) and `GET /v3/auth/tokens` with `X-Subject-Token` to validate a
-//! caller's token, as keystonemiddleware does.
+//! Keystone: [`KeystoneSession`], a service user's token (v3 password auth, renewed before it
+//! expires, optionally with an endpoint from the catalog), used by `strategy = "keystone"` and
+//! by the Placement client; and [`KeystoneClient`], `GET /v3/auth/tokens` with
+//! `X-Subject-Token` to validate a caller's token, as keystonemiddleware does.
 
-use super::settings::AuthSettings;
+use super::settings::{AuthSettings, KeystoneCredentials, ServiceUser};
 use super::time::parse_time;
 use crate::clock::SharedClock;
 use reqwest::StatusCode;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Who a valid token belongs to, and until when it is valid.
@@ -25,8 +27,18 @@ pub struct Identity {
 pub enum KeystoneError {
     #[error("Keystone is unreachable: {0}")]
     Unreachable(String),
-    #[error("Keystone refused Parasol's own credentials ([auth] username, password): {0}")]
-    ServiceCredentials(String),
+    #[error(
+        "Keystone refused the service user's credentials ({section} username, password): {message}"
+    )]
+    ServiceCredentials {
+        section: &'static str,
+        message: String,
+    },
+    #[error("no {interface} {service_type} endpoint in Keystone's catalog; set its url")]
+    NoEndpoint {
+        service_type: String,
+        interface: String,
+    },
     #[error("Keystone answered {status} to {what}: {body}")]
     Unexpected {
         what: &'static str,
@@ -35,11 +47,39 @@ pub enum KeystoneError {
     },
 }
 
-/// Parasol's service token.
+/// A service user's token, and the endpoint the catalog gave (with a [`Catalog`]).
 #[derive(Clone, Debug)]
-struct ServiceToken {
-    token: String,
+pub struct ServiceToken {
+    pub token: String,
+    pub endpoint: Option<String>,
     renew_at_ms: i64,
+}
+
+/// The service whose endpoint a session reads from its token's catalog.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    /// e.g. `placement`.
+    pub service_type: String,
+    /// `public`, `internal` or `admin`.
+    pub interface: String,
+}
+
+/// A service user's session with Keystone: the one token cache (one token, asked for again
+/// when due for renewal on the service's clock or when refused).
+#[derive(Debug)]
+pub struct KeystoneSession {
+    http: reqwest::Client,
+    tokens_url: String,
+    keystone_url: String,
+    /// The password authentication request, scoped to the project.
+    auth_body: Value,
+    username: String,
+    project_name: String,
+    /// Where the credentials are configured (`[auth]`), for errors.
+    section: &'static str,
+    catalog: Option<Catalog>,
+    clock: SharedClock,
+    token: tokio::sync::Mutex<Option<Arc<ServiceToken>>>,
 }
 
 #[derive(Deserialize)]
@@ -70,11 +110,7 @@ struct Named {
 /// Validates tokens with Keystone on behalf of Parasol's service user.
 #[derive(Debug)]
 pub struct KeystoneClient {
-    http: reqwest::Client,
-    tokens_url: String,
-    settings: AuthSettings,
-    clock: SharedClock,
-    service: tokio::sync::Mutex<Option<ServiceToken>>,
+    session: KeystoneSession,
 }
 
 /// `…/v3/auth/tokens` for a configured Keystone URL with or without its `/v3`.
@@ -97,33 +133,162 @@ async fn body_excerpt(response: reqwest::Response) -> String {
     text.chars().take(300).collect()
 }
 
-impl KeystoneClient {
-    pub fn new(settings: &AuthSettings, clock: SharedClock) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs_f64(settings.timeout_s))
-            .build()?;
-        Ok(KeystoneClient {
+impl KeystoneSession {
+    /// A session for `credentials`, each request abandoned after `timeout`; with `catalog`
+    /// the token is asked for with its catalog and the service's endpoint read from it.
+    pub fn new<U: ServiceUser>(
+        credentials: &KeystoneCredentials<U>,
+        timeout: Duration,
+        catalog: Option<Catalog>,
+        clock: SharedClock,
+    ) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder().timeout(timeout).build()?;
+        let c = credentials;
+        let auth_body = json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": c.username, "password": c.password,
+                "domain": {"name": c.user_domain_name}}}},
+            "scope": {"project": {"name": c.project_name,
+                                  "domain": {"name": c.project_domain_name}}}}});
+        Ok(KeystoneSession {
             http,
-            tokens_url: tokens_url(&settings.keystone_url),
-            settings: settings.clone(),
+            tokens_url: tokens_url(&c.keystone_url),
+            keystone_url: c.keystone_url.clone(),
+            auth_body,
+            username: c.username.clone(),
+            project_name: c.project_name.clone(),
+            section: U::SECTION,
+            catalog,
             clock,
-            service: tokio::sync::Mutex::new(None),
+            token: tokio::sync::Mutex::new(None),
         })
     }
 
     pub fn keystone_url(&self) -> &str {
-        &self.settings.keystone_url
+        &self.keystone_url
+    }
+
+    /// The HTTP client (its timeout), for requests made with the token.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The service token, asked for again when there is none, it is due for renewal, or
+    /// `renew` is set (a service refused it).
+    pub async fn token(&self, renew: bool) -> Result<Arc<ServiceToken>, KeystoneError> {
+        let mut guard = self.token.lock().await;
+        let now = self.clock.now_ms();
+        match &*guard {
+            Some(current) if !renew && now < current.renew_at_ms => Ok(current.clone()),
+            _ => {
+                let fresh = Arc::new(self.authenticate(now).await?);
+                *guard = Some(fresh.clone());
+                Ok(fresh)
+            }
+        }
+    }
+
+    /// `POST /v3/auth/tokens` with the service user's password, scoped to its project.
+    async fn authenticate(&self, now_ms: i64) -> Result<ServiceToken, KeystoneError> {
+        let mut request = self.http.post(&self.tokens_url);
+        if self.catalog.is_none() {
+            request = request.query(&[("nocatalog", "1")]);
+        }
+        let response = request
+            .json(&self.auth_body)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Err(KeystoneError::ServiceCredentials {
+                section: self.section,
+                message: format!(
+                    "{status} for user {:?} in project {:?}",
+                    self.username, self.project_name
+                ),
+            });
+        }
+        let unexpected = |body: String| KeystoneError::Unexpected {
+            what: "the service user's password authentication",
+            status: status.as_u16(),
+            body,
+        };
+        if !status.is_success() {
+            return Err(unexpected(body_excerpt(response).await));
+        }
+        let token = response
+            .headers()
+            .get("X-Subject-Token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| unexpected("no X-Subject-Token header".into()))?;
+        let body: Value = response
+            .json()
+            .await
+            .map_err(|e| unexpected(format!("unreadable token: {e}")))?;
+        let endpoint = match &self.catalog {
+            None => None,
+            Some(c) => Some(
+                catalog_endpoint(&body, &c.service_type, &c.interface).ok_or_else(|| {
+                    KeystoneError::NoEndpoint {
+                        service_type: c.service_type.clone(),
+                        interface: c.interface.clone(),
+                    }
+                })?,
+            ),
+        };
+        let data = TokenBody::deserialize(&body)
+            .map_err(|e| unexpected(format!("unreadable token: {e}")))?
+            .token;
+        let expires = parse_time(&data.expires_at).unwrap_or(now_ms);
+        let issued = data
+            .issued_at
+            .as_deref()
+            .and_then(parse_time)
+            .unwrap_or(now_ms);
+        Ok(ServiceToken {
+            token,
+            endpoint,
+            renew_at_ms: renew_at(now_ms, issued, expires),
+        })
+    }
+}
+
+/// The URL of the first endpoint of `service_type` on `interface` in a token's catalog.
+pub fn catalog_endpoint(token_body: &Value, service_type: &str, interface: &str) -> Option<String> {
+    token_body["token"]["catalog"]
+        .as_array()?
+        .iter()
+        .filter(|service| service["type"] == service_type)
+        .flat_map(|service| service["endpoints"].as_array().into_iter().flatten())
+        .find(|endpoint| endpoint["interface"] == interface)
+        .and_then(|endpoint| endpoint["url"].as_str())
+        .map(str::to_string)
+}
+
+impl KeystoneClient {
+    pub fn new(settings: &AuthSettings, clock: SharedClock) -> Result<Self, reqwest::Error> {
+        let timeout = Duration::from_secs_f64(settings.timeout_s);
+        Ok(KeystoneClient {
+            session: KeystoneSession::new(&settings.keystone, timeout, None, clock)?,
+        })
+    }
+
+    pub fn keystone_url(&self) -> &str {
+        self.session.keystone_url()
     }
 
     /// Keystone's verdict on `token`: `Ok(Some(identity))` if valid, `Ok(None)` if Keystone
     /// does not know it (404: malformed, expired or revoked).
     pub async fn validate(&self, token: &str) -> Result<Option<Identity>, KeystoneError> {
         for renew in [false, true] {
-            let service = self.service_token(renew).await?;
+            let service = self.session.token(renew).await?;
             let response = self
+                .session
                 .http
-                .get(&self.tokens_url)
-                .header("X-Auth-Token", &service)
+                .get(&self.session.tokens_url)
+                .header("X-Auth-Token", &service.token)
                 .header("X-Subject-Token", token)
                 .header("Accept", "application/json")
                 .send()
@@ -147,11 +312,14 @@ impl KeystoneClient {
                 // with a fresh one.
                 StatusCode::UNAUTHORIZED if !renew => continue,
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                    return Err(KeystoneError::ServiceCredentials(format!(
-                        "the service user may not validate tokens ({}): give it the service \
-                         or admin role in its project",
-                        response.status()
-                    )))
+                    return Err(KeystoneError::ServiceCredentials {
+                        section: self.session.section,
+                        message: format!(
+                            "the service user may not validate tokens ({}): give it the \
+                             service or admin role in its project",
+                            response.status()
+                        ),
+                    })
                 }
                 status => {
                     return Err(KeystoneError::Unexpected {
@@ -162,86 +330,9 @@ impl KeystoneClient {
                 }
             }
         }
-        Err(KeystoneError::ServiceCredentials(
-            "the service token was refused twice".into(),
-        ))
-    }
-
-    /// The service token, asked for again when there is none, it is due for renewal, or
-    /// `renew` is set.
-    async fn service_token(&self, renew: bool) -> Result<String, KeystoneError> {
-        let mut guard = self.service.lock().await;
-        let now = self.clock.now_ms();
-        match &*guard {
-            Some(current) if !renew && now < current.renew_at_ms => Ok(current.token.clone()),
-            _ => {
-                let fresh = self.authenticate(now).await?;
-                let token = fresh.token.clone();
-                *guard = Some(fresh);
-                Ok(token)
-            }
-        }
-    }
-
-    /// `POST /v3/auth/tokens` with the service user's password, scoped to its project.
-    async fn authenticate(&self, now_ms: i64) -> Result<ServiceToken, KeystoneError> {
-        let s = &self.settings;
-        let body = json!({"auth": {
-            "identity": {"methods": ["password"], "password": {"user": {
-                "name": s.username, "password": s.password,
-                "domain": {"name": s.user_domain_name}}}},
-            "scope": {"project": {"name": s.project_name,
-                                  "domain": {"name": s.project_domain_name}}}}});
-        let response = self
-            .http
-            .post(&self.tokens_url)
-            .query(&[("nocatalog", "1")])
-            .json(&body)
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let status = response.status();
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            return Err(KeystoneError::ServiceCredentials(format!(
-                "{status} for user {:?} in project {:?}",
-                s.username, s.project_name
-            )));
-        }
-        if !status.is_success() {
-            return Err(KeystoneError::Unexpected {
-                what: "Parasol's password authentication",
-                status: status.as_u16(),
-                body: body_excerpt(response).await,
-            });
-        }
-        let token = response
-            .headers()
-            .get("X-Subject-Token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .ok_or_else(|| KeystoneError::Unexpected {
-                what: "Parasol's password authentication",
-                status: status.as_u16(),
-                body: "no X-Subject-Token header".into(),
-            })?;
-        let data = response
-            .json::<TokenBody>()
-            .await
-            .map_err(|e| KeystoneError::Unexpected {
-                what: "Parasol's password authentication",
-                status: status.as_u16(),
-                body: format!("unreadable token: {e}"),
-            })?
-            .token;
-        let expires = parse_time(&data.expires_at).unwrap_or(now_ms);
-        let issued = data
-            .issued_at
-            .as_deref()
-            .and_then(parse_time)
-            .unwrap_or(now_ms);
-        Ok(ServiceToken {
-            token,
-            renew_at_ms: renew_at(now_ms, issued, expires),
+        Err(KeystoneError::ServiceCredentials {
+            section: self.session.section,
+            message: "the service token was refused twice".into(),
         })
     }
 }
@@ -283,6 +374,24 @@ mod tests {
         assert_eq!(renew_at(1_000, 0, 60_000), 1_000 + 30_000);
         // Keystone's clock ahead of ours: the lifetime counts, not the absolute time.
         assert_eq!(renew_at(0, 10 * hour, 11 * hour), hour - 300_000);
+    }
+
+    #[test]
+    fn catalog_endpoint_picks_the_service_on_the_asked_interface() {
+        let body = json!({"token": {"catalog": [
+            {"type": "compute", "endpoints": [{"interface": "public", "url": "http://n/compute"}]},
+            {"type": "placement", "endpoints": [
+                {"interface": "internal", "url": "http://10.0.0.1/placement"},
+                {"interface": "public", "url": "http://ctl/placement"}]}]}});
+        assert_eq!(
+            catalog_endpoint(&body, "placement", "public").as_deref(),
+            Some("http://ctl/placement")
+        );
+        assert_eq!(
+            catalog_endpoint(&body, "placement", "internal").as_deref(),
+            Some("http://10.0.0.1/placement")
+        );
+        assert_eq!(catalog_endpoint(&body, "placement", "admin"), None);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //!
 //! # Layout
 //! - `settings`: the `[auth]` section and the loopback check.
-//! - `keystone`: the service token and token validation.
+//! - `settings`: also [`KeystoneCredentials`], the service-user keys `[placement]` shares.
+//! - `keystone`: [`KeystoneSession`] (a service user's token, renewed; `[placement]`'s client
+//!   uses it too) and token validation.
 //! - `time`: Keystone's timestamps.
 //! - `cache`: validations remembered until a deadline, bounded in number.
 //! - `middleware`: the actix-web `Transform` that applies [`Auth::check`] to every request.
@@ -18,10 +20,16 @@ mod middleware;
 mod settings;
 mod time;
 
+// Kept for ledger/ and rpc/client.rs, which name it here; everything else uses crate::redact.
 pub use crate::redact::{redact_url, redact_urls};
 pub use cache::{TokenCache, Verdict};
-pub use keystone::{Identity, KeystoneClient, KeystoneError};
-pub use settings::{is_loopback_host, AuthSettings, Strategy};
+pub use keystone::{
+    Catalog, Identity, KeystoneClient, KeystoneError, KeystoneSession, ServiceToken,
+};
+pub use settings::{
+    is_loopback_host, AuthSettings, KeystoneCredentials, NovaUser, ParasolUser, ServiceUser,
+    Strategy,
+};
 pub use time::parse_time;
 
 use crate::clock::SharedClock;

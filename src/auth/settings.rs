@@ -3,7 +3,116 @@
 
 use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
 use std::net::IpAddr;
+
+/// Whose credentials a [`KeystoneCredentials`] holds by default: the user name differs
+/// (`[auth]` validates as Parasol's own user, `[placement]` acts as Nova's).
+pub trait ServiceUser {
+    const DEFAULT_USERNAME: &'static str;
+    /// The section that holds the keys, for errors (`[auth]`).
+    const SECTION: &'static str;
+}
+
+/// Parasol's own service user (`[auth]`).
+#[derive(Clone, Copy, Debug)]
+pub struct ParasolUser;
+
+impl ServiceUser for ParasolUser {
+    const DEFAULT_USERNAME: &'static str = "parasol";
+    const SECTION: &'static str = "[auth]";
+}
+
+/// Nova's service user, whose Placement access Parasol shares (`[placement]`).
+#[derive(Clone, Copy, Debug)]
+pub struct NovaUser;
+
+impl ServiceUser for NovaUser {
+    const DEFAULT_USERNAME: &'static str = "nova";
+    const SECTION: &'static str = "[placement]";
+}
+
+/// A service user's Keystone v3 password credentials, scoped to a project: the same keys in
+/// `[auth]` and `[placement]` (flattened into each), read by [`super::KeystoneSession`].
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, bound = "")]
+pub struct KeystoneCredentials<U: ServiceUser> {
+    /// Keystone v3 base URL, e.g. `http://controller/identity/v3` (`/v3` is added if missing).
+    #[serde(deserialize_with = "scalar_text")]
+    pub keystone_url: String,
+    #[serde(deserialize_with = "scalar_text")]
+    pub username: String,
+    #[serde(deserialize_with = "scalar_text")]
+    pub password: String,
+    #[serde(deserialize_with = "scalar_text")]
+    pub project_name: String,
+    #[serde(deserialize_with = "scalar_text")]
+    pub user_domain_name: String,
+    #[serde(deserialize_with = "scalar_text")]
+    pub project_domain_name: String,
+    #[serde(skip)]
+    user: PhantomData<U>,
+}
+
+/// A flattened table reaches its fields as whatever the source made of them: an environment
+/// variable `PARASOL__AUTH__PASSWORD=12345` arrives as a number. Any scalar is taken as its
+/// text, as the `config` crate does for a field that is not flattened.
+fn scalar_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct Text;
+    impl serde::de::Visitor<'_> for Text {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+    }
+    d.deserialize_any(Text)
+}
+
+impl<U: ServiceUser> Default for KeystoneCredentials<U> {
+    fn default() -> Self {
+        KeystoneCredentials {
+            keystone_url: String::new(),
+            username: U::DEFAULT_USERNAME.into(),
+            password: String::new(),
+            project_name: "service".into(),
+            user_domain_name: "Default".into(),
+            project_domain_name: "Default".into(),
+            user: PhantomData,
+        }
+    }
+}
+
+impl<U: ServiceUser> KeystoneCredentials<U> {
+    /// Checks what password authentication needs; the error names the key. `when` says
+    /// which setting asks for it (`strategy = "keystone"`).
+    pub fn validate(&self, when: &str) -> Result<(), (&'static str, String)> {
+        if self.keystone_url.is_empty() {
+            return Err(("keystone_url", format!("is required when {when}")));
+        }
+        if self.username.is_empty() || self.password.is_empty() {
+            return Err((
+                "password",
+                format!("username and password are required when {when}"),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// How HTTP callers are authenticated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -50,14 +159,9 @@ pub struct AuthSettings {
     pub roles: Vec<String>,
     /// Roles of which a token needs one for GET routes (`/v1/hosts`, `/v1/stats`).
     pub read_roles: Vec<String>,
-    /// Keystone v3 base URL, e.g. `http://controller/identity/v3` (`/v3` is added if missing).
-    pub keystone_url: String,
     /// Parasol's own service user, which validates callers' tokens.
-    pub username: String,
-    pub password: String,
-    pub project_name: String,
-    pub user_domain_name: String,
-    pub project_domain_name: String,
+    #[serde(flatten)]
+    pub keystone: KeystoneCredentials<ParasolUser>,
     /// Longest a validation is trusted before Keystone is asked again (a revoked token is
     /// refused at most this long after its revocation); never past the token's `expires_at`.
     pub cache_ttl_s: f64,
@@ -78,12 +182,7 @@ impl Default for AuthSettings {
             token: String::new(),
             roles: vec!["admin".into()],
             read_roles: vec!["admin".into()],
-            keystone_url: String::new(),
-            username: "parasol".into(),
-            password: String::new(),
-            project_name: "service".into(),
-            user_domain_name: "Default".into(),
-            project_domain_name: "Default".into(),
+            keystone: KeystoneCredentials::default(),
             cache_ttl_s: 300.0,
             cache_size: 10_000,
             timeout_s: 5.0,
@@ -123,15 +222,7 @@ impl AuthSettings {
             }
             Strategy::Token => {}
             Strategy::Keystone => {
-                if self.keystone_url.is_empty() {
-                    return err("keystone_url", "is required when strategy = \"keystone\"");
-                }
-                if self.username.is_empty() || self.password.is_empty() {
-                    return err(
-                        "password",
-                        "username and password are required when strategy = \"keystone\"",
-                    );
-                }
+                self.keystone.validate("strategy = \"keystone\"")?;
                 if self.roles.is_empty() || self.read_roles.is_empty() {
                     return err("roles", "roles and read_roles must each name a role");
                 }
@@ -198,8 +289,11 @@ mod tests {
         let keystone = |f: fn(&mut AuthSettings)| {
             let mut s = AuthSettings {
                 strategy: Strategy::Keystone,
-                keystone_url: "http://k/v3".into(),
-                password: "p".into(),
+                keystone: KeystoneCredentials {
+                    keystone_url: "http://k/v3".into(),
+                    password: "p".into(),
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             f(&mut s);
@@ -214,8 +308,11 @@ mod tests {
                 },
                 "token",
             ),
-            (keystone(|s| s.keystone_url.clear()), "keystone_url"),
-            (keystone(|s| s.password.clear()), "password"),
+            (
+                keystone(|s| s.keystone.keystone_url.clear()),
+                "keystone_url",
+            ),
+            (keystone(|s| s.keystone.password.clear()), "password"),
             (keystone(|s| s.roles.clear()), "roles"),
             (keystone(|s| s.cache_size = 0), "cache_size"),
             (keystone(|s| s.timeout_s = 0.0), "timeout_s"),

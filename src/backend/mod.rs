@@ -346,11 +346,11 @@ impl Backend {
                         counts.claim_us += started.elapsed().as_micros() as u64;
                         placed?
                     }
-                    Ok(ClaimOutcome::Declined) => Ok(ClaimOutcome::Declined),
+                    Ok(ClaimOutcome::Declined) => HostClaim::Declined,
                     Err(e) => return Err(ScheduleError::Ledger(e)),
                 };
                 match outcome {
-                    Ok(ClaimOutcome::Claimed) => {
+                    HostClaim::Claimed => {
                         counts.attempts += 1;
                         self.source.placed();
                         self.source.consume(&mut worker, host, &req.demand);
@@ -372,12 +372,12 @@ impl Backend {
                         }
                         return Ok(Placement::Placed(selection));
                     }
-                    Ok(ClaimOutcome::Declined) => {
+                    HostClaim::Declined => {
                         counts.decline(self.source.conflict_cause(), true);
                         self.source.declined();
                         tracing::debug!(host = %host.host(), instance = %req.instance_uuid, "claim declined");
                     }
-                    Err(PlacementDeclined) => {
+                    HostClaim::PlacementDeclined => {
                         counts.decline(DeclineCause::PlacementConflict, true);
                         self.source.declined();
                     }
@@ -429,17 +429,17 @@ impl Backend {
         }
     }
 
-    /// Nova's claim in Placement after the ledger's claim held: `Ok(Ok(Claimed))` when
-    /// Placement took it too (or no claim there is due), `Ok(Err(PlacementDeclined))` after a
-    /// 409 (the ledger's claim released, a sync asked for), `Err` when Placement could not be
-    /// asked (the ledger's claim released too: never a placement without Placement's claim).
+    /// Nova's claim in Placement after the ledger's claim held: `Claimed` when Placement took
+    /// it too (or no claim there is due), `PlacementDeclined` after a 409 (the ledger's claim
+    /// released, a sync asked for), `Err` when Placement could not be asked (the ledger's
+    /// claim released too: never a placement without Placement's claim).
     async fn claim_in_placement(
         &self,
         host: &HostState,
         req: &RequestContext,
-    ) -> Result<Result<ClaimOutcome, PlacementDeclined>, ScheduleError> {
+    ) -> Result<HostClaim, ScheduleError> {
         let (Some(placement), Some(owner)) = (&self.deps.placement, &req.owner) else {
-            return Ok(Ok(ClaimOutcome::Claimed));
+            return Ok(HostClaim::Claimed);
         };
         let body = crate::nova::allocation_request_body(host.uuid(), &req.demand);
         let started = Instant::now();
@@ -456,12 +456,12 @@ impl Backend {
             .stats
             .record_placement_claim(started.elapsed().as_secs_f64());
         match answer {
-            Ok(PlacementClaim::Claimed) => Ok(Ok(ClaimOutcome::Claimed)),
+            Ok(PlacementClaim::Claimed) => Ok(HostClaim::Claimed),
             Ok(PlacementClaim::Conflict(detail)) => {
                 tracing::info!(host = %host.host(), instance = %req.instance_uuid, %detail, "Placement refused the claim; trying the next host");
                 self.deps.ledger.release(&req.instance_uuid).await?;
                 self.deps.resync.request();
-                Ok(Err(PlacementDeclined))
+                Ok(HostClaim::PlacementDeclined)
             }
             Err(e) => {
                 tracing::warn!(host = %host.host(), instance = %req.instance_uuid, error = %e, "claim in Placement failed; the ledger's claim is released");
@@ -497,8 +497,15 @@ impl Drop for Backend {
 /// replace alternates that were selected for the call's other instances.
 const MAX_EXTRA_ALTERNATES: usize = 32;
 
-/// Placement refused a claim the ledger had taken (409).
-struct PlacementDeclined;
+/// What became of a claim on one host: the ledger's, then Placement's.
+enum HostClaim {
+    /// Both took it (or no claim in Placement is due).
+    Claimed,
+    /// The ledger declined it: the host no longer had room.
+    Declined,
+    /// Placement refused a claim the ledger had taken (409); the ledger's was released.
+    PlacementDeclined,
+}
 
 /// One instance's outcome inside a call.
 enum Placement {

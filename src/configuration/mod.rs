@@ -222,7 +222,7 @@ pub struct SchedulerSettings {
     /// `cell_uuid` put in every Selection.
     pub cell_uuid: String,
     /// Selection object version answered: "1.1" (Ussuri and later) or "1.0".
-    pub selection_version: String,
+    pub selection_version: crate::nova::SelectionVersion,
     /// Length of the recent window of `/v1/stats`, in seconds.
     pub stats_window_s: u64,
     /// Nova's `[scheduler]` request filters, same names and defaults (see etc/parasol.toml).
@@ -262,7 +262,7 @@ impl Default for SchedulerSettings {
             max_attempts: 3,
             seed: None,
             cell_uuid: "00000000-0000-0000-0000-000000000000".into(),
-            selection_version: "1.1".into(),
+            selection_version: crate::nova::SelectionVersion::V1_1,
             stats_window_s: 60,
             limit_tenants_to_placement_aggregate: false,
             placement_aggregate_required_for_tenants: false,
@@ -475,6 +475,43 @@ pub fn machine_hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn selection_version_takes_nova_s_names_and_refuses_others_naming_the_key() {
+        for (text, version) in [
+            ("1.0", crate::nova::SelectionVersion::V1_0),
+            ("1.1", crate::nova::SelectionVersion::V1_1),
+        ] {
+            let toml = format!("[scheduler]\nselection_version = \"{text}\"\n");
+            let s = Settings::from_toml(&toml).unwrap();
+            assert_eq!(s.scheduler.selection_version, version);
+        }
+        let err = Settings::from_toml("[scheduler]\nselection_version = \"2.0\"\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("scheduler.selection_version"), "{text}");
+        assert!(text.contains("1.0, 1.1"), "{text}");
+    }
+
+    #[test]
+    fn keystone_credentials_keep_their_keys_in_auth_and_placement() {
+        let s = Settings::from_toml(
+            "[auth]\nkeystone_url = \"http://k/v3\"\npassword = 12345\n\
+             [placement]\nproject_name = \"svc\"\nuser_domain_name = \"D\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.auth.keystone.keystone_url, "http://k/v3");
+        // A number (as an environment variable arrives) is taken as its text.
+        assert_eq!(s.auth.keystone.password, "12345");
+        assert_eq!(s.auth.keystone.username, "parasol", "[auth]'s default user");
+        assert_eq!(
+            s.placement.keystone.username, "nova",
+            "[placement]'s default user"
+        );
+        assert_eq!(s.placement.keystone.project_name, "svc");
+        assert_eq!(s.placement.keystone.user_domain_name, "D");
+        let err = Settings::from_toml("[placement]\nkeystone_uri = \"http://k\"\n").unwrap_err();
+        assert!(err.to_string().contains("placement.keystone_uri"), "{err}");
+    }
 
     #[test]
     fn http_workers_zero_leaves_a_core_to_the_ledger_writer_and_a_number_is_kept() {

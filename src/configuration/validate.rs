@@ -19,9 +19,6 @@ impl Settings {
         if self.scheduler.max_attempts == 0 {
             return key("scheduler.max_attempts", "must be at least 1");
         }
-        if !matches!(self.scheduler.selection_version.as_str(), "1.0" | "1.1") {
-            return key("scheduler.selection_version", "must be \"1.0\" or \"1.1\"");
-        }
         if !(self.caching.refresh_interval_s.is_finite() && self.caching.refresh_interval_s > 0.0) {
             return key(
                 "caching.refresh_interval_s",
@@ -113,7 +110,7 @@ impl Settings {
             .validate()
             .map_err(|(k, m)| ConfigError::Key {
                 key: format!("placement.{k}"),
-                message: m.into(),
+                message: m,
             })?;
         self.nova_db.validate().map_err(|(k, m)| ConfigError::Key {
             key: format!("nova_db.{k}"),
@@ -227,7 +224,10 @@ impl Settings {
         }
         for (name, value) in [
             ("placement.url", &self.placement.url),
-            ("placement.keystone_url", &self.placement.keystone_url),
+            (
+                "placement.keystone_url",
+                &self.placement.keystone.keystone_url,
+            ),
         ] {
             if !value.is_empty() {
                 http_url(name, value)?;

@@ -16,8 +16,9 @@ pub const MAX_CLASSES: usize = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClassId(u8);
 
-/// Placement's standard resource classes (os-resource-classes 1.1), the names a provider's
-/// inventory or a flavor's `resources:` extra spec may use besides `CUSTOM_*`.
+/// Placement's standard resource classes (os-resource-classes 1.1.0, Nova 34's pin), the
+/// names a provider's inventory or a flavor's `resources:` extra spec may use besides
+/// `CUSTOM_*`.
 pub const STANDARD_CLASSES: [&str; 21] = [
     "VCPU",
     "MEMORY_MB",

@@ -79,4 +79,4 @@ pub use selection::{
     allocation_request_body, encode_legacy, encode_selections, Selection, SelectionVersion,
     SelectionsBody, ALLOCATION_REQUEST_VERSION,
 };
-pub use specs::{ResourceSpecs, STANDARD_CLASSES};
+pub use specs::ResourceSpecs;

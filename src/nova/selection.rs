@@ -8,18 +8,30 @@ use serde_json::{json, Map, Value};
 /// The Placement microversion Nova's allocation requests are written in.
 pub const ALLOCATION_REQUEST_VERSION: &str = "1.36";
 
-/// The Selection object version to answer with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The Selection object version to answer with (`[scheduler] selection_version`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(try_from = "String")]
 pub enum SelectionVersion {
     /// For conductors capped below Ussuri: no `availability_zone`.
+    #[serde(rename = "1.0")]
     V1_0,
     /// Nova's current version.
     #[default]
+    #[serde(rename = "1.1")]
     V1_1,
 }
 
-impl SelectionVersion {
+crate::choice_from_string!(SelectionVersion);
+
+impl crate::choice::Choice for SelectionVersion {
+    const ALL: &'static [Self] = &[SelectionVersion::V1_0, SelectionVersion::V1_1];
     fn as_str(self) -> &'static str {
+        SelectionVersion::as_str(self)
+    }
+}
+
+impl SelectionVersion {
+    pub fn as_str(self) -> &'static str {
         match self {
             SelectionVersion::V1_0 => "1.0",
             SelectionVersion::V1_1 => "1.1",

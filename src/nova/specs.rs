@@ -16,31 +16,6 @@ use super::settings::{amount, one_of, Settings};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The standard resource classes of os-resource-classes 1.1.0 (Nova 34's pin).
-pub const STANDARD_CLASSES: [&str; 21] = [
-    "VCPU",
-    "MEMORY_MB",
-    "DISK_GB",
-    "PCI_DEVICE",
-    "SRIOV_NET_VF",
-    "NUMA_SOCKET",
-    "NUMA_CORE",
-    "NUMA_THREAD",
-    "NUMA_MEMORY_MB",
-    "IPV4_ADDRESS",
-    "VGPU",
-    "VGPU_DISPLAY_HEAD",
-    "NET_BW_EGR_KILOBIT_PER_SEC",
-    "NET_BW_IGR_KILOBIT_PER_SEC",
-    "PCPU",
-    "MEM_ENCRYPTION_CONTEXT",
-    "FPGA",
-    "PGPU",
-    "NET_PACKET_RATE_KILOPACKET_PER_SEC",
-    "NET_PACKET_RATE_EGR_KILOPACKET_PER_SEC",
-    "NET_PACKET_RATE_IGR_KILOPACKET_PER_SEC",
-];
-
 /// The validated resource-request inputs of a flavor and its image.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ResourceSpecs {
@@ -151,7 +126,7 @@ fn check_class(path: &str, name: &str) -> Result<()> {
                 .bytes()
                 .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
     });
-    if custom || STANDARD_CLASSES.contains(&name) {
+    if custom || crate::domain::STANDARD_CLASSES.contains(&name) {
         return Ok(());
     }
     Err(CodecError::invalid(

@@ -117,16 +117,17 @@ fn bad(url: &str, span: Option<(usize, usize)>, reason: String) -> NovaDbError {
     }
 }
 
-/// `url` with the bytes of `span` replaced by `***`; a URL that does not parse is hidden
-/// whole after its scheme, since its password cannot be located.
+/// `url` with its password (at `span`, where the parser found it) hidden by
+/// [`crate::redact::redact_span`]; a URL that does not parse is hidden whole after its
+/// scheme, since its password cannot be located (SQLAlchemy's passwords may hold the `/` and
+/// `?` that end a URL's authority for [`crate::redact::redact_url`]).
 pub(super) fn redact(url: &str, span: Option<(usize, usize)>) -> String {
     match span {
-        Some((a, b)) => format!("{}***{}", &url[..a], &url[b..]),
         None if split(url).is_err() => match url.split_once("://") {
             Some((scheme, _)) => format!("{scheme}://***"),
             None => "***".into(),
         },
-        None => url.to_string(),
+        span => crate::redact::redact_span(url, span),
     }
 }
 

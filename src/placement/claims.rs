@@ -6,6 +6,7 @@
 use super::client::PlacementClient;
 use super::settings::PlacementSettings;
 use super::PlacementError;
+use crate::clock::SharedClock;
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
@@ -36,9 +37,9 @@ pub struct PlacementClaims {
 }
 
 impl PlacementClaims {
-    pub fn new(settings: PlacementSettings) -> Result<Self, PlacementError> {
+    pub fn new(settings: PlacementSettings, clock: SharedClock) -> Result<Self, PlacementError> {
         Ok(PlacementClaims {
-            client: PlacementClient::new(settings)?,
+            client: PlacementClient::new(settings, clock)?,
         })
     }
 

@@ -1,12 +1,14 @@
-//! A small Placement client: Keystone v3 password auth (or a static token, or noauth2),
-//! the microversion header, and the reads a sync needs.
+//! A small Placement client: Keystone v3 password auth through [`KeystoneSession`] (or a
+//! static token, or noauth2), the microversion header, and the reads a sync needs.
 
 use super::settings::{AuthKind, PlacementSettings};
 use super::PlacementError;
+use crate::auth::{Catalog, KeystoneSession};
+use crate::clock::SharedClock;
 use crate::domain::Inventory;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -22,7 +24,9 @@ struct Session {
 pub struct PlacementClient {
     http: reqwest::Client,
     settings: PlacementSettings,
-    session: tokio::sync::Mutex<Option<Session>>,
+    /// With `auth = "keystone"`: the service user's session (the endpoint from the catalog
+    /// when `url` is empty).
+    keystone: Option<KeystoneSession>,
 }
 
 /// One resource provider as `GET /resource_providers` lists it.
@@ -66,15 +70,29 @@ struct AggregateList {
 }
 
 impl PlacementClient {
-    pub fn new(settings: PlacementSettings) -> Result<Self, PlacementError> {
+    /// A client for `settings`; a Keystone token is renewed on `clock`.
+    pub fn new(settings: PlacementSettings, clock: SharedClock) -> Result<Self, PlacementError> {
+        let timeout = Duration::from_secs_f64(settings.timeout_s);
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs_f64(settings.timeout_s))
+            .timeout(timeout)
             .build()
             .map_err(PlacementError::Http)?;
+        let keystone = match settings.auth {
+            AuthKind::Keystone => {
+                let catalog = settings.url.is_empty().then(|| Catalog {
+                    service_type: "placement".into(),
+                    interface: settings.interface.clone(),
+                });
+                let session = KeystoneSession::new(&settings.keystone, timeout, catalog, clock)
+                    .map_err(PlacementError::Http)?;
+                Some(session)
+            }
+            AuthKind::Token | AuthKind::Noauth => None,
+        };
         Ok(PlacementClient {
             http,
             settings,
-            session: tokio::sync::Mutex::new(None),
+            keystone,
         })
     }
 
@@ -185,115 +203,25 @@ impl PlacementClient {
         Err(PlacementError::Auth("token refused twice".into()))
     }
 
-    /// The current session, authenticating when there is none or `renew` is set.
+    /// The token and endpoint to use, from the Keystone session (renewed when due, or when
+    /// `renew` is set: Placement refused the token) or the settings.
     async fn session(&self, renew: bool) -> Result<Session, PlacementError> {
-        let mut guard = self.session.lock().await;
-        if renew || guard.is_none() {
-            *guard = Some(self.authenticate().await?);
-        }
-        guard
-            .clone()
-            .ok_or_else(|| PlacementError::Auth("no session".into()))
-    }
-
-    async fn authenticate(&self) -> Result<Session, PlacementError> {
         let s = &self.settings;
-        match s.auth {
-            AuthKind::Noauth => Ok(Session {
-                token: "admin".into(),
-                endpoint: s.url.clone(),
-            }),
-            AuthKind::Token => Ok(Session {
-                token: s.token.clone(),
-                endpoint: s.url.clone(),
-            }),
-            AuthKind::Keystone => self.keystone().await,
-        }
-    }
-
-    /// `POST /v3/auth/tokens` with a password scoped to the project; the token is in the
-    /// `X-Subject-Token` header, Placement's endpoint in the catalog (type `placement`).
-    async fn keystone(&self) -> Result<Session, PlacementError> {
-        let s = &self.settings;
-        let base = s.keystone_url.trim_end_matches('/');
-        let url = if base.ends_with("/v3") {
-            format!("{base}/auth/tokens")
-        } else {
-            format!("{base}/v3/auth/tokens")
+        let fixed = |token: &str| Session {
+            token: token.to_string(),
+            endpoint: s.url.clone(),
         };
-        let body = json!({"auth": {
-            "identity": {"methods": ["password"], "password": {"user": {
-                "name": s.username, "password": s.password,
-                "domain": {"name": s.user_domain_name}}}},
-            "scope": {"project": {"name": s.project_name,
-                                  "domain": {"name": s.project_domain_name}}}}});
-        let response = self
-            .http
-            .post(&url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(PlacementError::Http)?;
-        if !response.status().is_success() {
-            return Err(PlacementError::Auth(format!(
-                "Keystone {url} answered {}",
-                response.status()
-            )));
+        match (&self.keystone, s.auth) {
+            (_, AuthKind::Noauth) => Ok(fixed("admin")),
+            (_, AuthKind::Token) => Ok(fixed(&s.token)),
+            (Some(keystone), AuthKind::Keystone) => {
+                let token = keystone.token(renew).await?;
+                Ok(Session {
+                    token: token.token.clone(),
+                    endpoint: token.endpoint.clone().unwrap_or_else(|| s.url.clone()),
+                })
+            }
+            (None, AuthKind::Keystone) => Err(PlacementError::Auth("no Keystone session".into())),
         }
-        let token = response
-            .headers()
-            .get("X-Subject-Token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .ok_or_else(|| {
-                PlacementError::Auth("no X-Subject-Token in Keystone's answer".into())
-            })?;
-        let catalog: Value = response.json().await.map_err(PlacementError::Http)?;
-        let endpoint = if s.url.is_empty() {
-            catalog_endpoint(&catalog, "placement", &s.interface).ok_or_else(|| {
-                PlacementError::Auth(format!(
-                    "no {} placement endpoint in the catalog; set [placement] url",
-                    s.interface
-                ))
-            })?
-        } else {
-            s.url.clone()
-        };
-        Ok(Session { token, endpoint })
-    }
-}
-
-/// The URL of the first endpoint of `service_type` on `interface` in a token's catalog.
-pub fn catalog_endpoint(token_body: &Value, service_type: &str, interface: &str) -> Option<String> {
-    token_body["token"]["catalog"]
-        .as_array()?
-        .iter()
-        .filter(|service| service["type"] == service_type)
-        .flat_map(|service| service["endpoints"].as_array().into_iter().flatten())
-        .find(|endpoint| endpoint["interface"] == interface)
-        .and_then(|endpoint| endpoint["url"].as_str())
-        .map(str::to_string)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn catalog_endpoint_picks_the_placement_service_on_the_asked_interface() {
-        let body = json!({"token": {"catalog": [
-            {"type": "compute", "endpoints": [{"interface": "public", "url": "http://n/compute"}]},
-            {"type": "placement", "endpoints": [
-                {"interface": "internal", "url": "http://10.0.0.1/placement"},
-                {"interface": "public", "url": "http://ctl/placement"}]}]}});
-        assert_eq!(
-            catalog_endpoint(&body, "placement", "public").as_deref(),
-            Some("http://ctl/placement")
-        );
-        assert_eq!(
-            catalog_endpoint(&body, "placement", "internal").as_deref(),
-            Some("http://10.0.0.1/placement")
-        );
-        assert_eq!(catalog_endpoint(&body, "placement", "admin"), None);
     }
 }

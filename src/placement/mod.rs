@@ -15,7 +15,7 @@ mod settings;
 mod sync;
 
 pub use claims::{PlacementClaim, PlacementClaims, CONSUMER_GENERATION_VERSION};
-pub use client::{catalog_endpoint, PlacementClient};
+pub use client::PlacementClient;
 pub use consistency::{provider_usages, reconcile, Repairs};
 pub use settings::{AuthKind, PlacementSettings};
 pub use sync::{sync_once, SyncReport};
@@ -32,9 +32,9 @@ use tokio_util::sync::CancellationToken;
 /// Why a sync failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
-    #[error("request to Placement failed: {}", crate::auth::redact_urls(&.0.to_string()))]
+    #[error("request to Placement failed: {}", crate::redact::redact_urls(&.0.to_string()))]
     Http(reqwest::Error),
-    #[error("{} answered {status}: {body}", crate::auth::redact_url(url))]
+    #[error("{} answered {status}: {body}", crate::redact::redact_url(url))]
     Status {
         url: String,
         status: u16,
@@ -42,6 +42,8 @@ pub enum PlacementError {
     },
     #[error("authentication failed: {0}")]
     Auth(String),
+    #[error("authentication failed: {0}")]
+    Keystone(#[from] crate::auth::KeystoneError),
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
 }
@@ -286,7 +288,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     }
     deps.status.enable();
     let interval_ms = (settings.sync_interval_s * 1000.0).round() as u64;
-    let client = match PlacementClient::new(settings.clone()) {
+    let client = match PlacementClient::new(settings.clone(), deps.clock.clone()) {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the Placement client; no inventory sync");
@@ -392,13 +394,14 @@ async fn run_one(
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use crate::domain::HostState;
     use crate::domain::{ClassId, ComputeFacts, HostId, HostProfile, Inventory, Resources};
-    use crate::table::{HostRow, HostTable, NodeRecord, NodeRecords};
+    use crate::table::{HostTable, NodeRecord, NodeRecords};
 
-    fn row(id: i64, name: &str) -> HostRow {
+    fn row(id: i64, name: &str) -> HostState {
         let uuid = format!("uuid-{name}");
         let inventories = vec![(ClassId::VCPU, Inventory::of(4))];
-        HostRow {
+        HostState {
             id: HostId(id),
             profile: Arc::new(HostProfile::new(name, name, &uuid, "nova", inventories)),
             used: Resources::ZERO,

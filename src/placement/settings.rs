@@ -1,5 +1,6 @@
 //! `[placement]`: where Placement is and how to authenticate to it.
 
+use crate::auth::{KeystoneCredentials, NovaUser};
 use crate::choice::Choice;
 use serde::{Deserialize, Serialize};
 
@@ -36,13 +37,9 @@ pub struct PlacementSettings {
     /// Placement endpoint; empty with `auth = "keystone"` means "from the service catalog".
     pub url: String,
     pub auth: AuthKind,
-    /// Keystone v3 base URL, e.g. `http://controller/identity/v3` (`/v3` is added if missing).
-    pub keystone_url: String,
-    pub username: String,
-    pub password: String,
-    pub project_name: String,
-    pub user_domain_name: String,
-    pub project_domain_name: String,
+    /// The service user of `auth = "keystone"` (Nova's, by default).
+    #[serde(flatten)]
+    pub keystone: KeystoneCredentials<NovaUser>,
     /// Catalog interface used to find Placement (`public`, `internal`, `admin`).
     pub interface: String,
     /// The static token of `auth = "token"`.
@@ -70,12 +67,7 @@ impl Default for PlacementSettings {
             enabled: false,
             url: String::new(),
             auth: AuthKind::Keystone,
-            keystone_url: String::new(),
-            username: "nova".into(),
-            password: String::new(),
-            project_name: "service".into(),
-            user_domain_name: "Default".into(),
-            project_domain_name: "Default".into(),
+            keystone: KeystoneCredentials::default(),
             interface: "public".into(),
             token: String::new(),
             sync_interval_s: 60.0,
@@ -95,7 +87,17 @@ impl PlacementSettings {
     }
 
     /// Checks the keys a sync needs when enabled; the error names the key.
-    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        self.validate_keys()
+            .map_err(|(key, message)| (key, message.to_string()))?;
+        if self.enabled && self.auth == AuthKind::Keystone {
+            self.keystone.validate("auth = \"keystone\"")?;
+        }
+        Ok(())
+    }
+
+    /// The checks of [`Self::validate`] but the credentials'.
+    fn validate_keys(&self) -> Result<(), (&'static str, &'static str)> {
         if !(self.sync_interval_s.is_finite() && self.sync_interval_s > 0.0) {
             return Err(("sync_interval_s", "must be a positive number of seconds"));
         }
@@ -122,17 +124,7 @@ impl PlacementSettings {
             return Ok(());
         }
         match self.auth {
-            AuthKind::Keystone => {
-                if self.keystone_url.is_empty() {
-                    return Err(("keystone_url", "is required when auth = \"keystone\""));
-                }
-                if self.username.is_empty() || self.password.is_empty() {
-                    return Err((
-                        "password",
-                        "username and password are required when auth = \"keystone\"",
-                    ));
-                }
-            }
+            AuthKind::Keystone => {}
             AuthKind::Token if self.token.is_empty() => {
                 return Err(("token", "is required when auth = \"token\""));
             }

@@ -8,15 +8,13 @@
 use super::dispatch::{route, Action};
 use super::topology::declare_rpc_topology;
 use super::{Dedup, RpcCounters};
-use crate::amqp::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
-use crate::amqp::BrokerStatus;
-use crate::amqp::{connect, Backoff};
+use crate::amqp::{connect, BrokerStatus, DeadLetters, Letter, Link, Sessions};
 use crate::notifications::Ingest;
 use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
 use crate::scheduling::{Scheduler, SelectError};
 use futures::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel};
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -33,7 +31,7 @@ const DEDUP_CAPACITY: usize = 65_536;
 /// Why a server session ended.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
-    #[error("broker: {}", crate::auth::redact_urls(&.0.to_string()))]
+    #[error("broker: {}", crate::redact::redact_urls(&.0.to_string()))]
     Broker(#[from] lapin::Error),
     #[error("the broker closed the RPC consumer")]
     Closed,
@@ -61,55 +59,45 @@ struct Server {
 /// not yet received stay on the queue for another scheduler.
 pub async fn run_rpc_server(deps: RpcDeps, shutdown: CancellationToken) {
     let settings = deps.scheduler.settings();
-    let mut backoff = Backoff::new(
-        Duration::from_secs_f64(settings.amqp.reconnect_min_s),
-        Duration::from_secs_f64(settings.amqp.reconnect_max_s),
-    );
-    deps.broker.set_configured();
+    let sessions = Sessions {
+        what: "RPC server",
+        broker: deps.broker.clone(),
+        clock: deps.ingest.clock().clone(),
+        reconnect_min_s: settings.amqp.reconnect_min_s,
+        reconnect_max_s: settings.amqp.reconnect_max_s,
+    };
     let server = Arc::new(Server {
         deps,
         dedup: Mutex::new(Dedup::new(DEDUP_CAPACITY)),
         // Validated finite and not negative; `as` saturates what no clock would count.
         debug_delay_ms: (settings.rpc.debug_delay_s * 1000.0).round() as u64,
     });
-    loop {
-        if shutdown.is_cancelled() {
-            return;
-        }
-        server.deps.broker.attempt();
-        let result = session(&server, &shutdown, &mut backoff).await;
-        server.deps.broker.disconnected();
-        match result {
-            Ok(()) => return,
-            Err(e) => {
-                let delay_ms = backoff.next_delay_ms();
-                let error = crate::amqp::explain(e.to_string());
-                tracing::warn!(%error, retry_in_s = delay_ms as f64 / 1000.0, "RPC server lost the broker; reconnecting");
-                server.deps.broker.failed(error, delay_ms);
-                server.deps.counters.count("reconnect");
-                tokio::select! {
-                    _ = server.deps.ingest.clock().sleep_ms(delay_ms) => {}
-                    _ = shutdown.cancelled() => {}
-                }
-            }
-        }
-    }
+    let (server, shutdown) = (&server, &shutdown);
+    sessions
+        .run(
+            shutdown,
+            || server.deps.counters.count("reconnect"),
+            |link| session(server, shutdown, link),
+        )
+        .await;
 }
 
 /// One connection's life. `Ok` means asked to stop.
 async fn session(
     server: &Arc<Server>,
     shutdown: &CancellationToken,
-    backoff: &mut Backoff,
+    link: Link,
 ) -> Result<(), RpcError> {
     let settings = server.deps.scheduler.settings();
     let name = format!("parasol-rpc:{}", settings.rpc.host);
     let conn = connect(&settings.amqp.url, &name).await?;
-    // Replies and dead letters go out on the channel that declared their exchanges.
+    // Replies go out on the channel that declared their exchanges, dead letters on a
+    // confirmed channel of their own (replies need no confirm: oslo's do not wait for one).
     let replies = conn.create_channel().await?;
     let queues = declare_rpc_topology(&replies, &settings.amqp, &settings.rpc).await?;
     // The name this session declared; a SIGHUP that renames it takes effect at reconnection.
-    let dead_letter: Arc<str> = settings.amqp.dead_letter.as_str().into();
+    let dead_letters =
+        DeadLetters::new(conn.create_channel().await?, &settings.amqp.dead_letter).await?;
     let tag = format!("parasol-rpc-{}", uuid::Uuid::new_v4().simple());
     // One channel per queue: delivery tags count per channel, so one `multiple` ack of the
     // last delivery a channel gave covers exactly the deliveries of that queue taken so far.
@@ -133,8 +121,7 @@ async fn session(
     }
     let prefetch = usize::from(settings.amqp.prefetch.max(1));
     let mut deliveries = futures::stream::select_all(streams);
-    server.deps.broker.connected();
-    backoff.reset();
+    link.up();
     tracing::info!(queues = ?queues, "serving Nova's scheduler RPC");
     let permits = Arc::new(Semaphore::new(prefetch));
     let calls = TaskTracker::new();
@@ -184,10 +171,10 @@ async fn session(
                     for (_, delivery, permit) in taken {
                         let server = server.clone();
                         let replies = replies.clone();
-                        let dead_letter = dead_letter.clone();
+                        let dead_letters = dead_letters.clone();
                         calls.spawn(async move {
                             let routing_key = delivery.routing_key.as_str();
-                            handle(&server, &replies, &delivery.data, routing_key, &dead_letter).await;
+                            handle(&server, &replies, &delivery.data, routing_key, &dead_letters).await;
                             drop(permit);
                         });
                     }
@@ -198,11 +185,17 @@ async fn session(
     }
 }
 
-/// Serves one message; every error ends as a failure reply, a dead letter (on the exchange
-/// `dead_letter`) or a log line.
-async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, dead_letter: &str) {
+/// Serves one message; every error ends as a failure reply, a dead letter (on
+/// `dead_letters`) or a log line.
+async fn handle(
+    server: &Server,
+    ch: &Channel,
+    body: &[u8],
+    routing_key: &str,
+    dead_letters: &DeadLetters,
+) {
     let dl = DeadLetter {
-        exchange: dead_letter,
+        to: dead_letters,
         body,
         routing_key,
     };
@@ -227,22 +220,25 @@ async fn handle(server: &Server, ch: &Channel, body: &[u8], routing_key: &str, d
         Ok(action) => run(server, ch, &msg, action).instrument(span).await,
         Err(refusal) => {
             server.deps.counters.count(refusal.outcome);
-            Err((refusal.failure(), refusal.message))
+            Err(Failure {
+                reply: refusal.failure(),
+                reason: refusal.message,
+            })
         }
     };
     match (outcome, &msg.msg_id, &msg.reply_q) {
         (Ok(result), Some(id), Some(q)) => send(server, ch, q, &Reply::written(id, result)).await,
         (Ok(_), _, _) => {}
-        (Err((failure, message)), Some(id), Some(q)) => {
+        (Err(Failure { reply, reason }), Some(id), Some(q)) => {
             server.deps.counters.count("failure");
             // The reply carries Nova's exception; why (e.g. which filter left no host, as
             // nova-scheduler logs it) is the operator's to read here.
-            tracing::info!(method = %msg.method, %message, "call answered with a failure");
-            send(server, ch, q, &Reply::failure(id, failure)).await
+            tracing::info!(method = %msg.method, message = %reason, "call answered with a failure");
+            send(server, ch, q, &Reply::failure(id, reply)).await
         }
-        (Err((_, reason)), _, _) => {
+        (Err(Failure { reason, .. }), _, _) => {
             let reason = format!("{} {}: {reason}", msg.method, msg.version_string());
-            send_dead_letter(server, ch, dl, &reason).await
+            send_dead_letter(server, dl, &reason).await
         }
     }
 }
@@ -265,18 +261,36 @@ async fn malformed(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &s
             let failure = oslo_failure("ValueError", "builtins", reason);
             send(server, ch, &q, &Reply::failure(&id, failure)).await
         }
-        _ => send_dead_letter(server, ch, dl, reason).await,
+        _ => send_dead_letter(server, dl, reason).await,
     }
 }
 
-/// Runs an accepted action: `Ok` holds the result as JSON text, `Err` (failure string,
-/// reason for logs).
+/// Why a message was not served: what a call is answered with, and why, for the log (a
+/// cast's dead letter carries the reason).
+struct Failure {
+    /// oslo's `failure` string (`serialize_remote_exception`): Nova's exception.
+    reply: String,
+    /// Why, in the operator's words (e.g. which filter left no host).
+    reason: String,
+}
+
+impl Failure {
+    /// A Python builtin exception of `class` whose message is also the reason.
+    fn builtin(class: &str, message: String) -> Self {
+        Failure {
+            reply: oslo_failure(class, "builtins", &message),
+            reason: message,
+        }
+    }
+}
+
+/// Runs an accepted action: `Ok` holds the result as JSON text.
 async fn run(
     server: &Server,
     ch: &Channel,
     msg: &RpcMessage,
     action: Action,
-) -> Result<String, (String, String)> {
+) -> Result<String, Failure> {
     const NONE: &str = "null";
     match action {
         Action::Answer(v) => Ok(v.to_string()),
@@ -295,10 +309,7 @@ async fn run(
                 server.deps.counters.count("instance_info");
                 Ok(NONE.to_string())
             }
-            Err(e) => Err((
-                oslo_failure("ValueError", "builtins", &e.to_string()),
-                e.to_string(),
-            )),
+            Err(e) => Err(Failure::builtin("ValueError", e.to_string())),
         },
         Action::Select(args) => {
             // Pinned where it is made and lent: a future passed or bound by value keeps a
@@ -325,15 +336,16 @@ async fn run(
                         "{} ({reason})",
                         crate::nova::no_valid_host_message(NOVA_NO_VALID_HOST_REASON)
                     );
-                    Err((no_valid_host_failure(NOVA_NO_VALID_HOST_REASON), message))
+                    Err(Failure {
+                        reply: no_valid_host_failure(NOVA_NO_VALID_HOST_REASON),
+                        reason: message,
+                    })
                 }
                 Err(e @ SelectError::Invalid(_)) => {
-                    let message = e.to_string();
-                    Err((oslo_failure("ValueError", "builtins", &message), message))
+                    Err(Failure::builtin("ValueError", e.to_string()))
                 }
                 Err(e @ SelectError::Unavailable(_)) => {
-                    let message = e.to_string();
-                    Err((oslo_failure("RuntimeError", "builtins", &message), message))
+                    Err(Failure::builtin("RuntimeError", e.to_string()))
                 }
             }
         }
@@ -431,39 +443,25 @@ async fn send(server: &Server, ch: &Channel, reply_q: &str, reply: &Reply) {
 #[derive(Clone, Copy)]
 struct DeadLetter<'a> {
     /// `[amqp] dead_letter` as this session declared it (exchange and queue of that name).
-    exchange: &'a str,
+    to: &'a DeadLetters,
     body: &'a [u8],
     routing_key: &'a str,
 }
 
 /// Puts an unanswerable message on the `[amqp] dead_letter` exchange with its reason and
-/// routing key (the headers the notification consumer writes), and in the ledger.
-async fn send_dead_letter(server: &Server, ch: &Channel, dl: DeadLetter<'_>, reason: &str) {
-    let DeadLetter {
-        exchange,
-        body,
-        routing_key,
-    } = dl;
+/// routing key (the publisher the notification consumer uses), and in the ledger. The
+/// message was acknowledged on receipt (as oslo.messaging does), so it is recorded in the
+/// ledger even when the broker did not take its dead letter.
+async fn send_dead_letter(server: &Server, dl: DeadLetter<'_>, reason: &str) {
     server.deps.counters.count("dead_letter");
-    tracing::warn!(%reason, %routing_key, "RPC message dead-lettered");
-    let mut headers = FieldTable::default();
-    headers.insert(
-        REASON_HEADER.into(),
-        AMQPValue::LongString(LongString::from(reason.to_string())),
-    );
-    headers.insert(
-        ROUTING_KEY_HEADER.into(),
-        AMQPValue::LongString(LongString::from(routing_key.to_string())),
-    );
-    let props = BasicProperties::default()
-        .with_headers(headers)
-        .with_delivery_mode(2);
-    if let Err(e) = ch
-        .basic_publish(exchange, "", BasicPublishOptions::default(), body, props)
-        .await
-    {
+    let letter = Letter {
+        body: dl.body,
+        routing_key: dl.routing_key,
+        reason,
+    };
+    if let Err(e) = dl.to.publish(std::slice::from_ref(&letter)).await {
         tracing::warn!(error = %e, "dead letter not published");
     }
-    let text = String::from_utf8_lossy(body);
+    let text = String::from_utf8_lossy(dl.body);
     server.deps.ingest.dead_letter("rpc", reason, &text).await;
 }

@@ -41,7 +41,10 @@ impl Scheduler {
         clock: SharedClock,
     ) -> Result<Self, BuildError> {
         let claims = if settings.placement.claims_active() {
-            Some(Arc::new(PlacementClaims::new(settings.placement.clone())?))
+            Some(Arc::new(PlacementClaims::new(
+                settings.placement.clone(),
+                clock.clone(),
+            )?))
         } else {
             None
         };

@@ -282,11 +282,7 @@ impl Scheduler {
                     .collect()
             })
             .collect();
-        let version = if settings.scheduler.selection_version == "1.0" {
-            SelectionVersion::V1_0
-        } else {
-            SelectionVersion::V1_1
-        };
+        let version = settings.scheduler.selection_version;
         Ok(Answer {
             selections,
             return_objects: args.return_objects,

@@ -29,20 +29,11 @@ pub enum Reserve {
     NoRoom,
 }
 
-/// A host as the ledger holds it: the row to (re)load into the table.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostRow {
-    pub id: HostId,
-    pub profile: Arc<HostProfile>,
-    /// Committed usage.
-    pub used: Resources,
-    pub num_instances: i64,
-    pub num_io_ops: i64,
-    pub up: bool,
-    pub disabled: bool,
-    pub forced_down: bool,
-    pub last_seen_ms: i64,
-}
+/// A host as the ledger holds it, to (re)load into the table: a [`HostState`] whose usage is
+/// the committed one (the table adds what it reserved and has not finalized). The same fields
+/// as the table's own hosts, so the same type; the name is kept for `ledger/`'s side of the
+/// seam (`load_hosts`) until its rewrite lands.
+pub type HostRow = HostState;
 
 /// What Nova's compute-node records (`[nova_db]`) say of one node: the service host the
 /// conductor sends builds to, the facts Nova's filters read and the service's state. Laid
@@ -194,12 +185,12 @@ impl HostTable {
 
     /// Loads or refreshes hosts from ledger rows: a host's usage becomes what the ledger has
     /// committed plus what is reserved here and not finalized. New hosts are appended.
-    pub fn load(&self, rows: impl IntoIterator<Item = HostRow>) {
+    pub fn load(&self, rows: impl IntoIterator<Item = HostState>) {
         let mut inner = self.inner.write();
         self.load_locked(&mut inner, rows);
     }
 
-    fn load_locked(&self, inner: &mut Inner, rows: impl IntoIterator<Item = HostRow>) {
+    fn load_locked(&self, inner: &mut Inner, rows: impl IntoIterator<Item = HostState>) {
         let mut changed = false;
         let mut missing = false;
         for mut row in rows {
@@ -241,17 +232,7 @@ impl HostTable {
                 }
                 None => {
                     let slot = inner.hosts.len();
-                    inner.hosts.push(HostState {
-                        id: row.id,
-                        profile: row.profile,
-                        used: row.used,
-                        num_instances: row.num_instances,
-                        num_io_ops: row.num_io_ops,
-                        up: row.up,
-                        disabled: row.disabled,
-                        forced_down: row.forced_down,
-                        last_seen_ms: row.last_seen_ms,
-                    });
+                    inner.hosts.push(row);
                     inner.pending.push((Resources::ZERO, 0));
                     let row = HostScan::of(&inner.hosts[slot]);
                     inner.rows.push(row);
@@ -280,7 +261,7 @@ impl HostTable {
         // One write lock throughout: a claim finalized in between would otherwise be counted
         // from a stale committed usage.
         let mut inner = self.inner.write();
-        let rows: Vec<HostRow> = updates
+        let rows: Vec<HostState> = updates
             .into_iter()
             .filter_map(|(id, profile, up, disabled, last_seen_ms)| {
                 let Some(&slot) = inner.slot_of.get(&id) else {
@@ -289,7 +270,7 @@ impl HostTable {
                 };
                 let (pending, claims) = inner.pending[slot];
                 let h = &inner.hosts[slot];
-                Some(HostRow {
+                Some(HostState {
                     id,
                     profile,
                     used: h.used - pending,

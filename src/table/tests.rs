@@ -2,7 +2,7 @@ use super::*;
 use crate::domain::Inventory;
 use crate::domain::{ClassId, HostProfile};
 
-fn row(id: i64, name: &str, vcpu: i64, used_vcpu: i64) -> HostRow {
+fn row(id: i64, name: &str, vcpu: i64, used_vcpu: i64) -> HostState {
     let profile = HostProfile::new(
         name,
         name,
@@ -13,7 +13,7 @@ fn row(id: i64, name: &str, vcpu: i64, used_vcpu: i64) -> HostRow {
             (ClassId::MEMORY_MB, Inventory::of(1024)),
         ],
     );
-    HostRow {
+    HostState {
         id: HostId(id),
         profile: Arc::new(profile),
         used: Resources::new(used_vcpu, 0, 0),

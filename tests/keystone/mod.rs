@@ -10,48 +10,19 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+#[path = "../support/venv.rs"]
+mod venv;
+use venv::run;
+
 const REQUIREMENTS: &str = include_str!("requirements.txt");
 const LAUNCHER: &str = include_str!("launcher.py");
 pub const ADMIN_PASSWORD: &str = "bootstrap-admin-pw";
 
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf29ce484222325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-    })
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().expect("python3 and pip must be installed");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The cached virtualenv with Keystone, created on first use.
+/// The cached virtualenv with Keystone, created on first use (its pins name every
+/// dependency: `--no-deps`).
 fn venv() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        let home = std::env::var("HOME").expect("HOME must be set");
-        let dir = PathBuf::from(home)
-            .join(".cache/parasol")
-            .join(format!("keystone-venv-{:016x}", fnv1a(REQUIREMENTS)));
-        if dir.join(".complete").exists() {
-            return dir;
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.parent().expect("cache dir")).expect("create cache dir");
-        let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
-        run(Command::new(python).arg("-m").arg("venv").arg(&dir));
-        let requirements = dir.join("requirements.txt");
-        std::fs::write(&requirements, REQUIREMENTS).expect("write requirements");
-        run(Command::new(dir.join("bin/pip"))
-            .args(["install", "-q", "--no-deps", "-r"])
-            .arg(&requirements));
-        std::fs::write(dir.join(".complete"), "").expect("mark venv complete");
-        dir
-    })
+    VENV.get_or_init(|| venv::cached_venv("keystone-venv", REQUIREMENTS, &["--no-deps"]))
 }
 
 fn write_conf(dir: &Path) {

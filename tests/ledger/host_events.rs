@@ -93,7 +93,7 @@ fn vcpu_total(h: &HostState) -> i64 {
 }
 
 /// The hosts of service host `host`, from the ledger itself (not the table), by id.
-async fn rows_of(ledger: &Ledger, host: &str) -> Vec<parasol::table::HostRow> {
+async fn rows_of(ledger: &Ledger, host: &str) -> Vec<parasol::domain::HostState> {
     let rows = ledger.load_hosts(None).await.unwrap();
     rows.into_iter()
         .filter(|r| &*r.profile.host == host)

@@ -8,6 +8,9 @@ use sqlx::Connection;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../support/venv.rs"]
+mod venv;
+
 pub const MARIADB_ADMIN: &str = "mysql://root@127.0.0.1:3306/";
 pub const POSTGRES_ADMIN: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -18,53 +21,16 @@ pub enum Engine {
     Sqlite,
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
-    })
-}
-
 fn manifest(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
 /// The virtualenv for the pinned requirements, built once per requirements hash in
-/// `$HOME/.cache/parasol/nova-db-venv-<hash>` (aside, then renamed, so no run sees half).
+/// `$HOME/.cache/parasol/nova-db-venv-<hash>` (by the tests' one builder, `support/venv.rs`).
 pub fn venv() -> PathBuf {
     let reqs = manifest("tests/nova_db/requirements.txt");
-    let text = std::fs::read(&reqs).expect("requirements.txt");
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
-    let cache = PathBuf::from(home).join(".cache/parasol");
-    let venv = cache.join(format!("nova-db-venv-{:016x}", fnv1a(&text)));
-    if venv.join(".complete").exists() {
-        return venv;
-    }
-    std::fs::create_dir_all(&cache).expect("cache dir");
-    let building = cache.join(format!("building-{}", uuid::Uuid::new_v4().simple()));
-    let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
-    check(
-        Command::new(&python)
-            .arg("-m")
-            .arg("venv")
-            .arg(&building)
-            .output(),
-    );
-    check(
-        Command::new(building.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&reqs)
-            .output(),
-    );
-    std::fs::write(building.join(".complete"), b"").expect("marker");
-    if std::fs::rename(&building, &venv).is_err() {
-        let _ = std::fs::remove_dir_all(&building); // another run finished first
-    }
-    assert!(
-        venv.join(".complete").exists(),
-        "venv at {}",
-        venv.display()
-    );
-    venv
+    let text = std::fs::read_to_string(&reqs).expect("requirements.txt");
+    venv::cached_venv("nova-db-venv", &text, &[])
 }
 
 /// The output of a command that must have succeeded.

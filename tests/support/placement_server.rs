@@ -9,6 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+#[path = "venv.rs"]
+pub mod venv;
+
 const REQUIREMENTS: &str = "openstack-placement==16.0.0\n";
 
 /// Serves Placement's WSGI app on a free loopback port and writes the port to argv[2] (one
@@ -32,41 +35,9 @@ os.rename(sys.argv[2] + '.tmp', sys.argv[2])
 server.serve_forever()
 "#;
 
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf29ce484222325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-    })
-}
-
-/// The cached virtualenv with openstack-placement, created on first use (built aside and
-/// renamed, so a concurrent run never sees half of it).
 pub fn placement_venv() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        let home = std::env::var("HOME").expect("HOME must be set");
-        let cache = PathBuf::from(home).join(".cache/parasol");
-        let dir = cache.join(format!("placement-venv-{:016x}", fnv1a(REQUIREMENTS)));
-        if dir.join(".complete").exists() {
-            return dir;
-        }
-        std::fs::create_dir_all(&cache).expect("create cache dir");
-        let building = cache.join(format!("building-{}", uuid::Uuid::new_v4().simple()));
-        let run = |cmd: &mut Command| {
-            let status = cmd.status().expect("python3 and pip must be installed");
-            assert!(status.success(), "{cmd:?} failed");
-        };
-        run(Command::new("python3").arg("-m").arg("venv").arg(&building));
-        let requirements = building.join("requirements.txt");
-        std::fs::write(&requirements, REQUIREMENTS).expect("write requirements");
-        run(Command::new(building.join("bin/pip"))
-            .args(["install", "-q", "-r"])
-            .arg(&requirements));
-        std::fs::write(building.join(".complete"), "").expect("mark venv complete");
-        if std::fs::rename(&building, &dir).is_err() {
-            let _ = std::fs::remove_dir_all(&building);
-        }
-        dir
-    })
+    VENV.get_or_init(|| venv::cached_venv("placement-venv", REQUIREMENTS, &[]))
 }
 
 /// A running placement-api with its own SQLite database.

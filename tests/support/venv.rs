@@ -1,7 +1,8 @@
-//! The cached virtualenv with Nova 34 and its dependencies (`tests/nova_compat/requirements.txt`),
-//! in `$HOME/.cache/parasol/nova-venv-<hash of requirements.txt>`, built (pip, a few minutes)
-//! only when that file changes. The same path as `tests/nova_compat.rs` uses, so one venv
-//! serves both.
+//! The one builder of the tests' cached virtualenvs (Nova, Placement, Keystone, all from
+//! PyPI): `$HOME/.cache/parasol/<name>-<hash of the requirements>`, built (pip) only when the
+//! requirements change, aside and renamed into place so that a concurrent or interrupted run
+//! never sees half a venv. `PARASOL_PYTHON` picks the interpreter.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,28 +13,31 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The cached virtualenv for the pinned requirements, built once per requirements hash.
-pub fn nova_venv() -> PathBuf {
-    let reqs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_compat/requirements.txt");
-    let text = std::fs::read(&reqs).expect("requirements.txt");
+/// The cached virtualenv `<name>-<hash>` of `requirements` (a requirements file's text),
+/// installed with `pip install -r` and `pip_args`.
+pub fn cached_venv(name: &str, requirements: &str, pip_args: &[&str]) -> PathBuf {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
     let cache = PathBuf::from(home).join(".cache/parasol");
-    let venv = cache.join(format!("nova-venv-{:016x}", fnv1a(&text)));
+    let venv = cache.join(format!("{name}-{:016x}", fnv1a(requirements.as_bytes())));
     if venv.join(".complete").exists() {
         return venv;
     }
     std::fs::create_dir_all(&cache).expect("cache dir");
-    // Built aside and renamed, so a concurrent or interrupted run never sees half a venv.
     let building = cache.join(format!("building-{}", uuid::Uuid::new_v4().simple()));
     let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
     run(Command::new(&python).arg("-m").arg("venv").arg(&building));
+    let file = building.join("requirements.txt");
+    std::fs::write(&file, requirements).expect("write requirements");
     run(Command::new(building.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-        .arg(&reqs));
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(pip_args)
+        .arg("-r")
+        .arg(&file));
     std::fs::write(building.join(".complete"), b"").expect("marker");
     if std::fs::rename(&building, &venv).is_err() {
         let _ = std::fs::remove_dir_all(&building); // another run finished first
     }
+    // A venv's scripts name their own path: python runs through the final path only.
     assert!(
         venv.join(".complete").exists(),
         "venv at {}",
@@ -42,7 +46,21 @@ pub fn nova_venv() -> PathBuf {
     venv
 }
 
-fn run(cmd: &mut Command) {
+/// The virtualenv of Nova's own code (`tests/nova_compat/requirements.txt`, pinned).
+pub fn nova_venv() -> PathBuf {
+    // The repository's root is this crate's manifest directory, or its parent when
+    // openstack-bench's `bench_nova_vs_parasol` example includes this file.
+    let reqs = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("tests/nova_compat/requirements.txt"))
+        .find(|path| path.exists())
+        .expect("tests/nova_compat/requirements.txt in the repository");
+    let text = std::fs::read_to_string(&reqs).expect("requirements.txt");
+    cached_venv("nova-venv", &text, &[])
+}
+
+/// Runs `cmd`, failing the test with its output when it fails; its standard output.
+pub fn run(cmd: &mut Command) -> String {
     let out = cmd.output().expect("spawn");
     assert!(
         out.status.success(),
@@ -50,4 +68,5 @@ fn run(cmd: &mut Command) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

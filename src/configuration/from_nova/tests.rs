@@ -167,14 +167,17 @@ fn placement_credentials_are_carried_as_keystone_auth() {
     assert!(p.enabled);
     assert_eq!(
         (
-            p.keystone_url.as_str(),
-            p.username.as_str(),
-            p.password.as_str()
+            p.keystone.keystone_url.as_str(),
+            p.keystone.username.as_str(),
+            p.keystone.password.as_str()
         ),
         ("http://ctl/identity", "placement", "pw")
     );
     assert_eq!(
-        (p.user_domain_name.as_str(), p.project_domain_name.as_str()),
+        (
+            p.keystone.user_domain_name.as_str(),
+            p.keystone.project_domain_name.as_str()
+        ),
         ("Default", "Proj")
     );
     assert_eq!(p.interface, "internal");
