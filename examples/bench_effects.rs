@@ -37,8 +37,16 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const HOSTS: usize = 1_000;
-const CLAIMS: usize = 10_000;
+/// Every count is divided by `BENCH_EFFECTS_SCALE` (default 1), for a shorter run under a
+/// slow instrument.
+fn scale() -> usize {
+    std::env::var("BENCH_EFFECTS_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(1)
+}
+
 const BATCH: usize = 100;
 
 fn host(h: usize) -> String {
@@ -135,6 +143,9 @@ async fn main() {
     let clock: SharedClock = Arc::new(SystemClock);
     let stats = Arc::new(Stats::new(clock.clone(), 60));
     let ingest = Ingest::new(ledger.clone(), clock.clone(), stats.clone());
+    let scale = scale();
+    let (hosts, claims) = (1_000 / scale, 10_000 / scale);
+    let (heartbeats, traffic_n, mixed_n) = (9_000 / scale, 60_000 / scale, 2_000 / scale);
     let mut id = 0u64;
     let mut total = 0usize;
     println!("# bench_effects: {url}");
@@ -142,11 +153,11 @@ async fn main() {
     println!("|---|---|---|---|");
 
     let t = Instant::now();
-    let regs: Vec<_> = (0..HOSTS)
+    let regs: Vec<_> = (0..hosts)
         .map(|h| note(&mut id, "compute.host.state", host_state(h, 64)))
         .collect();
     let n = batches(&ingest, &regs).await;
-    assert_eq!(n, HOSTS);
+    assert_eq!(n, hosts);
     total += n;
     phase("registration", n, t);
 
@@ -165,13 +176,13 @@ async fn main() {
     .await
     .expect("scheduler");
     let t = Instant::now();
-    let mut placed = Vec::with_capacity(CLAIMS);
-    for i in 0..CLAIMS {
+    let mut placed = Vec::with_capacity(claims);
+    for i in 0..claims {
         let req = RequestContext::with_demand(instance(i), "m1.tiny", tiny());
         let hosts = scheduler.schedule(vec![req]).await.expect("placed");
         placed.push(hosts[0][0].profile.host.to_string());
     }
-    phase("claims", CLAIMS, t);
+    phase("claims", claims, t);
     scheduler.backend().stop();
 
     let t = Instant::now();
@@ -189,21 +200,21 @@ async fn main() {
         );
         ingest.apply(&n).await.expect("build confirmed");
     }
-    total += CLAIMS;
-    phase("builds (single)", CLAIMS, t);
+    total += claims;
+    phase("builds (single)", claims, t);
 
     let t = Instant::now();
-    for k in 0..9_000 {
-        let n = note(&mut id, "compute.host.state", host_state(k % HOSTS, 64));
+    for k in 0..heartbeats {
+        let n = note(&mut id, "compute.host.state", host_state(k % hosts, 64));
         ingest.apply(&n).await.expect("heartbeat");
     }
-    total += 9_000;
-    phase("heartbeats (single)", 9_000, t);
+    total += heartbeats;
+    phase("heartbeats (single)", heartbeats, t);
 
     let t = Instant::now();
-    let traffic: Vec<_> = (0..60_000)
+    let traffic: Vec<_> = (0..traffic_n)
         .map(|k| {
-            let h = (k * 7) % HOSTS;
+            let h = (k * 7) % hosts;
             // One in five changes the host's VCPU total: a re-registration.
             let vcpu = if k % 5 == 0 {
                 64 + (k / 5 % 2) as i64 * 8
@@ -220,8 +231,8 @@ async fn main() {
     // Instance messages among host-state events: the general path. The first 2,000
     // instances resize in place and confirm, info casts list what runs.
     let t = Instant::now();
-    let mut mixed = Vec::with_capacity(10_000);
-    for k in 0..2_000 {
+    let mut mixed = Vec::with_capacity(mixed_n * 5);
+    for k in 0..mixed_n {
         let i = k;
         let on = &placed[i];
         match k % 5 {
@@ -270,7 +281,7 @@ async fn main() {
             )),
         }
         for j in 0..4 {
-            let h = (k * 4 + j) % HOSTS;
+            let h = (k * 4 + j) % hosts;
             mixed.push(note(&mut id, "compute.host.state", host_state(h, 64)));
         }
     }
@@ -294,14 +305,14 @@ async fn main() {
         })
         .collect();
     let n = batches(&ingest, &deletes).await;
-    assert_eq!(n, CLAIMS);
+    assert_eq!(n, claims);
     total += n;
     phase("deletes (general batches)", n, t);
     println!(
-        "# notifications: {total}; claims: {CLAIMS}; now {}",
+        "# notifications: {total}; claims: {claims}; now {}",
         clock.now_ms()
     );
-    assert_eq!(total, 100_000);
+    assert_eq!(total, 100_000 / scale);
     let in_use: i64 = ledger
         .table()
         .snapshot()
