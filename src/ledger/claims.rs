@@ -95,16 +95,16 @@ pub(crate) const INSERT_ALLOCATION: &str = "INSERT INTO allocations (instance_uu
     resources, confirmed, created_ms) VALUES ($1, $2, $3, $4, $5) \
     ON CONFLICT (instance_uuid) DO NOTHING";
 
-/// Records an allocation and adds its usage, unconditionally (the instance is already
+/// Records a confirmed allocation and adds its usage, unconditionally (the instance is already
 /// there), inside `$tx` of engine `$db`; evaluates to whether it was new.
 macro_rules! record_in_tx {
-    ($db:ty, $tx:expr, $uuid:expr, $host:expr, $demand:expr, $confirmed:expr, $now_ms:expr) => {{
+    ($db:ty, $tx:expr, $uuid:expr, $host:expr, $demand:expr, $now_ms:expr) => {{
         let json = $crate::ledger::claims::resources_json($demand);
         let inserted = sqlx::query($crate::ledger::claims::INSERT_ALLOCATION)
             .bind($uuid)
             .bind($host)
             .bind(&json)
-            .bind($confirmed)
+            .bind(true)
             .bind($now_ms)
             .execute(&mut *$tx)
             .await?

@@ -54,7 +54,7 @@ impl Ledger {
                     break;
                 }
             }
-            let new = !rekeyed && record_in_tx!(Db, tx, instance_uuid, host.0, demand, true, now_ms);
+            let new = !rekeyed && record_in_tx!(Db, tx, instance_uuid, host.0, demand, now_ms);
             if new {
                 // Not counted as an instance until an instance message names it (the
                 // consumer may be a migration record holding a move's source), unless the
@@ -207,7 +207,7 @@ impl Ledger {
                     .execute(&mut *tx)
                     .await?;
                 if let Some((host, demand)) = to {
-                    record_in_tx!(Db, tx, &stored.instance_uuid, host.0, demand, true, now_ms);
+                    record_in_tx!(Db, tx, &stored.instance_uuid, host.0, demand, now_ms);
                     sqlx::query(
                         "UPDATE allocations SET imported = $2, instance = $3 \
                          WHERE instance_uuid = $1",

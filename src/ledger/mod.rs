@@ -15,26 +15,34 @@
 //! - `claims`: the grouped conditional claim, the release, and what an allocation holds.
 //! - `hot`: SQLite's hot writer, a thread that commits claims, heartbeats and builds'
 //!   confirmations in groups as direct calls on its own connection.
+//! - `effects`: every write of a host-state input (`notifications` hands typed effects):
+//!   exactly once, coalesced per batch, one implementation per engine.
 //! - `messages`: exactly-once bookkeeping and the dead-letter table.
 //! - `expiry`: releasing claims that nothing confirmed within `[scheduler] claim_ttl_s`.
 //! - `import`: recording allocations made outside Parasol (Placement's).
 //! - `meta`: the ledger's id and the write probe of `/readyz`.
 //! - `follow`: PostgreSQL: loading the hosts other processes changed into this one's table.
 
-pub(crate) mod claims;
-pub(crate) mod dialect;
+mod claims;
+mod dialect;
+mod effects;
 mod expiry;
 mod follow;
-pub(crate) mod hosts;
-pub(crate) mod hot;
+mod hosts;
+mod hot;
 mod import;
 mod lock;
-pub(crate) mod messages;
+mod messages;
 mod meta;
-pub(crate) mod moves;
+mod moves;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use crate::table::{HostRow, HostTable};
 pub use claims::{Allocation, ClaimOutcome};
+#[cfg(test)]
+pub(crate) use effects::heartbeat_of;
+pub use effects::{Applied, ApplyError, Effect, HotAnswer, Message, Outcome, Placed};
 pub use expiry::{run_claim_expiry, sweep_interval_ms, IngestMark};
 pub use hosts::HostRegistration;
 pub use import::StoredAllocation;

@@ -4,10 +4,12 @@
 //! fanout queue with nova-compute's, are recorded as processed in the ledger (so a
 //! redelivery is a duplicate) and applied to the cloud view the request filters read.
 
-use super::apply::{apply_batch, apply_taken, Applied, ApplyError, Outcome};
+use super::effect::message_of;
 use crate::clock::SharedClock;
 use crate::cloud::Cloud;
-use crate::ledger::{JobQueue, Ledger, LedgerError};
+use crate::ledger::{
+    Applied, ApplyError, HotAnswer, JobQueue, Ledger, LedgerError, Message, Outcome,
+};
 use crate::nova::{AggregateCast, HostEvent, Notification};
 use crate::stats::Stats;
 use parking_lot::Mutex;
@@ -17,13 +19,9 @@ use std::sync::Arc;
 
 /// Applies the queued single messages as one batch and answers each (see [`Ingest::apply`]).
 async fn apply_queued(ledger: &Ledger, clock: &SharedClock, queue: &JobQueue<Queued>) {
-    let (jobs, outcomes) = apply_taken(
-        ledger,
-        || queue.take(),
-        |q: &Queued| &q.notification,
-        || clock.now_ms(),
-    )
-    .await;
+    let (jobs, outcomes) = ledger
+        .apply_taken(|| queue.take(), |q: &Queued| &q.message, || clock.now_ms())
+        .await;
     match outcomes {
         Ok(outcomes) => {
             for (job, outcome) in jobs.into_iter().zip(outcomes) {
@@ -64,7 +62,7 @@ pub struct Ingest {
 
 /// A single message waiting for its group.
 struct Queued {
-    notification: Notification,
+    message: Message,
     reply: tokio::sync::oneshot::Sender<Result<Applied, ApplyError>>,
 }
 
@@ -96,9 +94,10 @@ impl Ingest {
     /// affect the others of its group. On SQLite heartbeats and builds' confirmations go to
     /// the ledger's hot writer instead (see `hot`), committed with its next group.
     pub async fn apply(&self, n: &Notification) -> Result<Applied, ApplyError> {
-        let outcome = match self.apply_hot(n).await {
-            Some(outcome) => outcome,
-            None => self.apply_queued(n.clone()).await,
+        let message = message_of(n);
+        let outcome = match self.ledger.apply_hot(message, self.clock.now_ms()).await {
+            HotAnswer::Done(outcome) => outcome,
+            HotAnswer::Elsewhere(message) => self.apply_queued(*message).await,
         }
         .map(|applied| self.to_cloud(n, applied));
         match &outcome {
@@ -109,26 +108,10 @@ impl Ingest {
         outcome
     }
 
-    /// A heartbeat or a build's confirmation, by SQLite's hot writer (see `hot`); `None`
-    /// when the message is for the general path.
-    async fn apply_hot(&self, n: &Notification) -> Option<Result<Applied, ApplyError>> {
-        let writer = self.ledger.hot.as_ref()?;
-        let (job, answer) =
-            super::hot::HotNotification::of(self.ledger.table(), n, self.clock.now_ms())?;
-        writer.submit(Box::new(job)).ok()?;
-        match answer.await {
-            Ok(super::hot::HotAnswer::Done(outcome)) => Some(outcome),
-            Ok(super::hot::HotAnswer::Elsewhere) | Err(_) => None,
-        }
-    }
-
-    /// Applies `n` with the messages queued meanwhile, in one transaction (see `apply`).
-    async fn apply_queued(&self, n: Notification) -> Result<Applied, ApplyError> {
+    /// Applies `message` with the messages queued meanwhile, in one transaction (see [`Self::apply`]).
+    async fn apply_queued(&self, message: Message) -> Result<Applied, ApplyError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let first = self.queue.push(Queued {
-            notification: n,
-            reply,
-        });
+        let first = self.queue.push(Queued { message, reply });
         if first {
             let (ledger, clock, queue) =
                 (self.ledger.clone(), self.clock.clone(), self.queue.clone());
@@ -148,10 +131,10 @@ impl Ingest {
         self.queue.len()
     }
 
-    /// Applies a batch in one transaction (see [`apply_batch`]); the caller counts each
-    /// outcome once it has settled what happens to the rejected ones.
+    /// Applies a batch in one transaction (see [`super::apply_batch`]); the caller counts
+    /// each outcome once it has settled what happens to the rejected ones.
     pub async fn apply_batch(&self, batch: &[&Notification]) -> Result<Vec<Outcome>, LedgerError> {
-        let outcomes = apply_batch(&self.ledger, batch, self.clock.now_ms()).await?;
+        let outcomes = super::apply_batch(&self.ledger, batch, self.clock.now_ms()).await?;
         Ok(batch
             .iter()
             .zip(outcomes)

@@ -35,6 +35,17 @@ pub enum Reserve {
 /// seam (`load_hosts`) until its rewrite lands.
 pub type HostRow = HostState;
 
+/// A host this process re-registered, as the table takes it without reading it back
+/// ([`HostTable::load_profiles`]): its new profile and liveness.
+#[derive(Clone, Debug)]
+pub struct ProfilePatch {
+    pub id: HostId,
+    pub profile: Arc<HostProfile>,
+    pub up: bool,
+    pub disabled: bool,
+    pub last_seen_ms: i64,
+}
+
 /// What Nova's compute-node records (`[nova_db]`) say of one node: the service host the
 /// conductor sends builds to, the facts Nova's filters read and the service's state. Laid
 /// over the ledger's row on every load, so a reload never loses them.
@@ -253,17 +264,21 @@ impl HostTable {
     /// instance counts and forced-down state the table holds, taken as the ledger's row (a
     /// registration changes none of those, so the hosts need not be read back). Hosts the
     /// table does not know are skipped and returned, for the caller to reload.
-    pub fn load_profiles(
-        &self,
-        updates: impl IntoIterator<Item = (HostId, Arc<HostProfile>, bool, bool, i64)>,
-    ) -> Vec<HostId> {
+    pub fn load_profiles(&self, updates: impl IntoIterator<Item = ProfilePatch>) -> Vec<HostId> {
         let mut unknown = Vec::new();
         // One write lock throughout: a claim finalized in between would otherwise be counted
         // from a stale committed usage.
         let mut inner = self.inner.write();
         let rows: Vec<HostState> = updates
             .into_iter()
-            .filter_map(|(id, profile, up, disabled, last_seen_ms)| {
+            .filter_map(|patch| {
+                let ProfilePatch {
+                    id,
+                    profile,
+                    up,
+                    disabled,
+                    last_seen_ms,
+                } = patch;
                 let Some(&slot) = inner.slot_of.get(&id) else {
                     unknown.push(id);
                     return None;

@@ -1,4 +1,7 @@
+use super::effect::registration;
 use super::*;
+use crate::ledger::Ledger;
+use crate::nova::{HostEvent, Notification};
 use serde_json::{json, Value};
 
 /// A fixed UUID per name: the codec takes instance and compute node ids as UUIDs only.
@@ -229,10 +232,7 @@ async fn concurrent_single_messages_are_applied_in_groups_each_with_its_outcome(
     let register = Notification::from_inner(&host_state("r", "a", 64)).unwrap();
     assert_eq!(ingest.apply(&register).await.unwrap(), Applied::Applied);
     // Hold the writer so that every message below queues behind it.
-    let held = match &ledger.pools {
-        Pools::Sqlite { write, .. } => write.lock().await.unwrap(),
-        Pools::Postgres(_) => unreachable!("a SQLite ledger"),
-    };
+    let held = ledger.hold_writer().await;
     let unshelve =
         |id: &str, vm: &str, host| instance_end("instance.unshelve.end", id, vm, host, 1);
     let messages = (0..40).map(|i| match i {
@@ -289,36 +289,8 @@ async fn the_batch_flush_itself_writes_registrations_and_heartbeats() {
     let mut beat = reg(host_state("m2", "a", 8));
     beat.up = false;
     let new = reg(host_state("m3", "b", 16));
-    let Pools::Sqlite { write, .. } = &ledger.pools else {
-        panic!("a SQLite ledger")
-    };
-    let mut conn = write.lock().await.unwrap();
-    let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
-    let mut touched = Touched::default();
-    touched.stage(
-        ledger.table(),
-        std::borrow::Cow::Borrowed(&beat),
-        None,
-        None,
-        7,
-    );
-    touched.stage(
-        ledger.table(),
-        std::borrow::Cow::Owned(new.clone()),
-        None,
-        None,
-        7,
-    );
-    assert_eq!(
-        touched.heartbeats.len(),
-        1,
-        "the same profile is a heartbeat"
-    );
-    flush_sqlite(&mut tx, ledger.table(), &mut touched)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-    drop(conn);
+    let beats = ledger.flush_alone(&[beat, new], 7).await;
+    assert_eq!(beats, 1, "the same profile is a heartbeat");
     // Read back from the database (the live table takes a batch's effects only once it has
     // committed, in `settle_table`).
     ledger.reload_all().await.unwrap();
@@ -353,10 +325,7 @@ async fn heartbeats_and_build_confirmations_are_applied_once_by_the_hot_writer()
         assert_eq!(claimed, crate::ledger::ClaimOutcome::Claimed);
     }
     // Hold the writer: the messages below wait in the hot writer's queue, then commit together.
-    let held = match &ledger.pools {
-        Pools::Sqlite { write, .. } => write.lock().await.unwrap(),
-        Pools::Postgres(_) => unreachable!("a SQLite ledger"),
-    };
+    let held = ledger.hold_writer().await;
     let mut down = host_state("beat", "a", 64);
     down["payload"]["up"] = json!(false);
     let messages = [
@@ -405,27 +374,7 @@ async fn heartbeats_and_build_confirmations_are_applied_once_by_the_hot_writer()
 
 /// Hosts, inventories, allocations and message ids as text lines, in a fixed order.
 async fn dump(ledger: &Ledger) -> Vec<String> {
-    let Pools::Sqlite { read, .. } = &ledger.pools else {
-        panic!("a SQLite ledger")
-    };
-    let mut lines = Vec::new();
-    for sql in [
-        "SELECT 'host ' || id || ' ' || host || ' ' || node || ' ' || uuid || ' ' || \
-         availability_zone || ' ' || up || ' ' || disabled || ' ' || forced_down || ' ' || \
-         last_seen_ms || ' ' || traits || ' ' || aggregates FROM hosts ORDER BY id",
-        "SELECT 'inventory ' || host_id || ' ' || resource_class || ' ' || total || ' ' || \
-         reserved || ' ' || min_unit || ' ' || max_unit || ' ' || step_size || ' ' || \
-         allocation_ratio || ' ' || usable || ' ' || used FROM inventories \
-         ORDER BY host_id, resource_class",
-        "SELECT 'allocation ' || instance_uuid || ' ' || host_id || ' ' || resources \
-         FROM allocations ORDER BY instance_uuid",
-        "SELECT 'message ' || sent_at || ' ' || message_id || ' ' || processed_ms \
-         FROM processed_messages ORDER BY message_id, sent_at",
-    ] {
-        let rows: Vec<String> = sqlx::query_scalar(sql).fetch_all(read).await.unwrap();
-        lines.extend(rows);
-    }
-    lines
+    ledger.dump_sqlite().await
 }
 
 /// A seeded stream of host-state events only (what the hot writer takes as a whole batch):
@@ -489,7 +438,11 @@ async fn the_hot_writer_applies_a_batch_of_host_state_events_as_the_general_path
             let now_ms = 1_000 + k as i64;
             let before = dump(&hot).await;
             hot_outcomes.extend(apply_batch(&hot, &batch, now_ms).await.unwrap());
-            let (_, outcomes) = apply_taken(&general, || batch.clone(), |n| *n, || now_ms).await;
+            // The general path taken directly (`apply_batch` would give it to the hot writer).
+            let taken: Vec<crate::ledger::Message> = batch.iter().map(|n| message_of(n)).collect();
+            let (_, outcomes) = general
+                .apply_taken(|| taken.iter().collect(), |m| *m, || now_ms)
+                .await;
             general_outcomes.extend(outcomes.unwrap());
             assert_eq!(hot_outcomes, general_outcomes, "seed {seed}, batch {k}");
             let applied = dump(&hot).await;
@@ -557,19 +510,7 @@ async fn a_registration_the_database_refuses_is_rejected_alone() {
     let (ledger, _dir) = ledger().await;
     let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
     apply_batch(&ledger, &[&first], 0).await.unwrap();
-    {
-        let Pools::Sqlite { write, .. } = &ledger.pools else {
-            panic!("a SQLite ledger")
-        };
-        let mut conn = write.lock().await.unwrap();
-        sqlx::query(
-            "CREATE TRIGGER refuse BEFORE INSERT ON hosts WHEN NEW.host = 'refused' \
-             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
-        )
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    }
+    ledger.refuse_new_host("refused").await;
     let clash = host_state("m2", "refused", 8);
     let batch: Vec<Notification> = [host_state("m3", "b", 4), clash, host_state("m4", "a", 16)]
         .iter()
@@ -605,7 +546,7 @@ async fn a_registration_the_database_refuses_is_rejected_alone() {
 #[tokio::test]
 async fn an_unchanged_host_with_nova_s_records_is_a_heartbeat() {
     use crate::domain::ComputeFacts;
-    use crate::notifications::effects::heartbeat_of;
+    use crate::ledger::heartbeat_of;
     use crate::table::{NodeRecord, NodeRecords};
     use std::sync::Arc;
     let (ledger, _dir) = ledger().await;
@@ -661,17 +602,7 @@ async fn an_unchanged_host_with_nova_s_records_is_a_heartbeat() {
 
 /// The VCPU row of host `name` in the ledger file: (total, usable).
 async fn vcpu_row(ledger: &Ledger, name: &str) -> (i64, i64) {
-    let Pools::Sqlite { read, .. } = &ledger.pools else {
-        panic!("a SQLite ledger")
-    };
-    sqlx::query_as(
-        "SELECT total, usable FROM inventories JOIN hosts ON hosts.id = host_id \
-         WHERE hosts.host = $1 AND resource_class = 'VCPU'",
-    )
-    .bind(name)
-    .fetch_one(read)
-    .await
-    .unwrap()
+    ledger.vcpu_row(name).await
 }
 
 /// The hot writer remembers the inventory rows it wrote (`known_rows`) and writes a
@@ -686,13 +617,7 @@ async fn rows_another_connection_changed_are_written_again_by_a_re_registration(
     let again = Notification::from_inner(&host_state("m2", "a", 8)).unwrap();
     apply_batch(&ledger, &[&again], 2).await.unwrap();
     assert_eq!(vcpu_row(&ledger, "a").await, (8, 8));
-    let other = rusqlite::Connection::open(dir.path().join("l.db")).unwrap();
-    other
-        .execute(
-            "UPDATE inventories SET total = 999, usable = 999 WHERE resource_class = 'VCPU'",
-            [],
-        )
-        .unwrap();
+    crate::ledger::testing::set_vcpu_elsewhere(&dir.path().join("l.db"), 999);
     assert_eq!(vcpu_row(&ledger, "a").await, (999, 999));
     // A re-registration (its memory grows) with the VCPU row the writer last wrote, which
     // differs in the file.
@@ -709,12 +634,12 @@ async fn rows_another_connection_changed_are_written_again_by_a_re_registration(
 /// once the group failed, is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_group_fails_leaves_no_remembered_rows_behind() {
-    use crate::ledger::hot::tests::{hold_writer, Panics};
+    use crate::ledger::testing::{hold_writer, Panics};
 
     let (ledger, _dir) = ledger().await;
     let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
     apply_batch(&ledger, &[&first], 1).await.unwrap();
-    let hot = ledger.hot.clone().unwrap();
+    let hot = ledger.hot_writer();
     // The writer held in a group of its own; the batch and a job that panics queue behind
     // it and make the next group together.
     let release = hold_writer(&hot);

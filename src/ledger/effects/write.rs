@@ -1,9 +1,11 @@
-//! The effect of one decoded message inside an open transaction (a savepoint of the batch):
-//! record its id, then change the ledger, noting which hosts changed so that the live table
-//! can load them once the batch has committed. Written once, compiled per engine.
+//! The effect of one message inside an open transaction (a savepoint of the batch): record
+//! its id, then change the ledger, noting which hosts changed so that the live table can load
+//! them once the batch has committed. Written once, compiled for each of sqlx's engines; and
+//! the coalesced writes of a batch's host-state events ([`Touched`]), for sqlx and for
+//! SQLite's hot writer.
 
-use super::apply::{Applied, ApplyError};
 use super::known_rows::{InventoryValues, KnownRows};
+use super::{patch, Applied, ApplyError, Beat, Effect, Message, Placed, ProfilePatch};
 use crate::domain::HostId;
 use crate::domain::{Aggregates, ClassId, HostProfile, Resources, Traits};
 use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
@@ -11,7 +13,7 @@ use crate::ledger::hosts::{may_take_over, takeover, takeover_rusqlite, upsert_ho
 use crate::ledger::messages::MARK_PROCESSED;
 use crate::ledger::moves::{release_held_in_tx, restore_source_in_tx, CONFIRM_MOVING, START_MOVE};
 use crate::ledger::{HostRegistration, HostTable};
-use crate::nova::{HostEvent, MoveStep, Notification};
+use crate::nova::MoveStep;
 use crate::table::EventOrder;
 use rusqlite::OptionalExtension;
 use sqlx::Row;
@@ -53,8 +55,8 @@ const REMEMBER_GONE: &str = "INSERT INTO gone_instances (instance_uuid, gone_ms)
 /// notification's flavor knows neither extra specs nor boot-from-volume); only a notification
 /// for another host, or with other VCPU/MEMORY_MB/DISK_GB than held (a resize reverted on the
 /// same host), replaces the allocation.
-fn only_confirms(event_type: &str, held: &Resources, notified: &Resources) -> bool {
-    event_type == "instance.create.end"
+fn only_confirms(step: Placed, held: &Resources, notified: &Resources) -> bool {
+    step == Placed::Built
         || [ClassId::VCPU, ClassId::MEMORY_MB, ClassId::DISK_GB]
             .iter()
             .all(|c| held.get(*c) == notified.get(*c))
@@ -73,16 +75,14 @@ fn only_confirms(event_type: &str, held: &Resources, notified: &Resources) -> bo
 pub(super) struct Touched {
     /// Hosts whose usage, inventory or names changed: reloaded from the ledger.
     pub reload: Vec<HostId>,
-    /// Heartbeats of hosts whose profile did not change: (id, up, disabled, last seen), for
-    /// the table once committed.
-    pub heartbeats: Vec<(HostId, bool, bool, i64)>,
+    /// Heartbeats of hosts whose profile did not change, for the table once committed.
+    pub heartbeats: Vec<Beat>,
     /// Hosts the table knows that were re-registered (and written): the table takes their
     /// new profile and liveness as they are, without reading them back, unless something
-    /// else of the batch changed them too: (id, profile as the ledger would load it, up,
-    /// disabled, last seen).
-    pub patched: Vec<(HostId, Arc<HostProfile>, bool, bool, i64)>,
+    /// else of the batch changed them too (the profile as the ledger would load it).
+    pub patched: Vec<ProfilePatch>,
     /// Heartbeats not yet written to the ledger.
-    unwritten: Vec<(HostId, bool, bool, i64)>,
+    unwritten: Vec<Beat>,
     /// Registrations not yet written, by first appearance (so new hosts are numbered in the
     /// order their first event came), each the last one of its compute node; seen at `.1`.
     staged: Vec<(HostRegistration, i64, Option<Prepared>)>,
@@ -101,8 +101,8 @@ pub(super) struct TouchedMark {
     reload: usize,
     replaced: usize,
     older: u64,
-    heartbeats: Vec<(HostId, bool, bool, i64)>,
-    unwritten: Vec<(HostId, bool, bool, i64)>,
+    heartbeats: Vec<Beat>,
+    unwritten: Vec<Beat>,
 }
 
 impl Touched {
@@ -133,7 +133,12 @@ impl Touched {
     /// Notes a heartbeat (the last one per host wins).
     fn beat(&mut self, id: HostId, reg: &HostRegistration, now_ms: i64) {
         self.forget_beats(id);
-        let beat = (id, reg.up, reg.disabled, now_ms);
+        let beat = Beat {
+            id,
+            up: reg.up,
+            disabled: reg.disabled,
+            seen_ms: now_ms,
+        };
         self.heartbeats.push(beat);
         self.unwritten.push(beat);
     }
@@ -147,12 +152,17 @@ impl Touched {
             self.staged[at].1 = now_ms;
             return;
         }
-        let (up, disabled) = match self.heartbeats.iter().find(|(h, ..)| *h == known.id) {
-            Some((_, up, disabled, _)) => (*up, *disabled),
+        let (up, disabled) = match self.heartbeats.iter().find(|b| b.id == known.id) {
+            Some(b) => (b.up, b.disabled),
             None => (known.up, known.disabled),
         };
         self.forget_beats(known.id);
-        let beat = (known.id, up, disabled, now_ms);
+        let beat = Beat {
+            id: known.id,
+            up,
+            disabled,
+            seen_ms: now_ms,
+        };
         self.heartbeats.push(beat);
         self.unwritten.push(beat);
     }
@@ -170,8 +180,8 @@ impl Touched {
     /// A registration replaces the host's heartbeats of this batch: it writes the same
     /// fields, later.
     fn forget_beats(&mut self, id: HostId) {
-        self.heartbeats.retain(|(h, ..)| *h != id);
-        self.unwritten.retain(|(h, ..)| *h != id);
+        self.heartbeats.retain(|b| b.id != id);
+        self.unwritten.retain(|b| b.id != id);
     }
 
     /// Stages `reg` (fast pass): a heartbeat when the table knows the host with exactly this
@@ -201,7 +211,7 @@ impl Touched {
             return;
         }
         if let Some(id) = heartbeat_of(table, &reg)
-            .filter(|id| !self.reload.contains(id) && !self.patched.iter().any(|p| p.0 == *id))
+            .filter(|id| !self.reload.contains(id) && !self.patched.iter().any(|p| p.id == *id))
         {
             self.beat(id, &reg, now_ms);
             return;
@@ -237,19 +247,6 @@ fn as_loaded(reg: &HostRegistration) -> Option<Arc<HostProfile>> {
     profile.traits = Traits::from_names(reg.traits.iter().map(String::as_str));
     profile.aggregates = Aggregates::from_names(reg.aggregates.iter().map(String::as_str));
     Some(Arc::new(profile))
-}
-
-/// Whether `event` must see the ledger with every earlier message of its batch written:
-/// everything but a host-state event (staged) and what changes no ledger row.
-pub(super) fn needs_flush(event: &HostEvent) -> bool {
-    !matches!(
-        event,
-        HostEvent::HostState(_)
-            | HostEvent::Unknown { .. }
-            | HostEvent::Aggregates(_)
-            | HostEvent::ServiceCreate { .. }
-            | HostEvent::ServiceDelete { .. }
-    )
 }
 
 fn rejected(reason: String) -> ApplyError {
@@ -294,7 +291,7 @@ impl Prepared {
 }
 
 /// A heartbeat: a host-state event whose host the table knows with exactly this profile.
-pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<HostId> {
+pub(crate) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<HostId> {
     let known = table.by_uuid(&reg.uuid)?;
     if known.profile.renamed {
         // The table shows the records' name, the ledger's row another: the event writes its
@@ -314,27 +311,34 @@ pub(super) fn heartbeat_of(table: &HostTable, reg: &HostRegistration) -> Option<
     (*known.profile == profile).then_some(known.id)
 }
 
+/// How a message's effect is applied in its batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pass {
+    /// The fast pass: the batch recorded every message's id in one statement, and a
+    /// host-state event is only staged in [`Touched`] (the caller flushes what is staged
+    /// before any message that `Message::needs_flush` and before committing).
+    Coalesced,
+    /// The savepoint pass: the message records its own id and writes its own host-state
+    /// event, so that it rolls back alone.
+    Alone,
+}
+
 macro_rules! define_effect {
     ($name:ident, $db:ty) => {
-        /// Applies `n` in `tx`, recording its id first when `mark` (else the caller has);
-        /// `Err(Rejected)` leaves the caller to roll the savepoint back. With `coalesce`, a
-        /// host-state event is only staged in `touched` (see [`Touched`]); the caller flushes
-        /// what is staged before any message that [`needs_flush`] and before committing.
-        #[allow(clippy::too_many_arguments)]
+        /// Applies `m` in `tx` (see [`Pass`]); `Err(Rejected)` leaves the caller to roll the
+        /// savepoint back.
         pub(super) async fn $name(
             tx: &mut sqlx::Transaction<'_, $db>,
             table: &HostTable,
-            n: &Notification,
-            reg: Option<&HostRegistration>,
+            m: &Message,
             now_ms: i64,
-            mark: bool,
-            coalesce: bool,
+            pass: Pass,
             touched: &mut Touched,
         ) -> Result<Applied, ApplyError> {
-            if mark {
+            if pass == Pass::Alone {
                 let fresh = sqlx::query(MARK_PROCESSED)
-                    .bind(n.sent_at())
-                    .bind(&n.message_id)
+                    .bind(&m.sent_at)
+                    .bind(&m.id)
                     .bind(now_ms)
                     .execute(&mut **tx)
                     .await?;
@@ -368,14 +372,13 @@ macro_rules! define_effect {
                     }
                 }};
             }
-            match &n.event {
-                HostEvent::HostState(p) => {
-                    let reg = reg.ok_or_else(|| rejected(format!("host {}: not validated", p.host)))?;
-                    if coalesce {
-                        touched.stage(table, std::borrow::Cow::Borrowed(reg), None, n.sent_ms(), now_ms);
+            match &m.effect {
+                Effect::HostState { registration: reg, sent_ms } => {
+                    if pass == Pass::Coalesced {
+                        touched.stage(table, std::borrow::Cow::Borrowed(reg), None, *sent_ms, now_ms);
                         return Ok(Applied::Applied);
                     }
-                    if table.event_order(&reg.uuid, n.sent_ms(), now_ms) == EventOrder::Older {
+                    if table.event_order(&reg.uuid, *sent_ms, now_ms) == EventOrder::Older {
                         if let Some(known) = table.by_uuid(&reg.uuid) {
                             touched.older_beat(&known, &reg.uuid, now_ms);
                             return Ok(Applied::Applied);
@@ -397,11 +400,11 @@ macro_rules! define_effect {
                     touched.forget_beats(id);
                     touched.reload.push(id);
                 }
-                HostEvent::Upsert { instance_uuid, host, node, demand, .. } => {
+                Effect::Place { instance: instance_uuid, host, node, demand, step } => {
                     let Some(id) = host_id!(host.as_str(), node.as_deref()) else {
                         return Err(rejected(format!("unknown host {host:?} for instance {instance_uuid}")));
                     };
-                    if n.event_type == "instance.create.end" {
+                    if *step == Placed::Built {
                         // The build's own claim, on this host and counted as an instance
                         // already: confirmed in one statement, and nothing the table holds
                         // changes (no read back). Anything else takes the path below.
@@ -418,20 +421,18 @@ macro_rules! define_effect {
                     // source back before it is placed there; a finished resize starts the move;
                     // a confirmation, a live migration's end on its destination or an
                     // evacuation's rebuild ends it.
-                    match n.event_type.as_str() {
-                        "instance.resize_revert.end" => {
+                    match step {
+                        Placed::ResizeReverted => {
                             touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid.as_str()));
                         }
-                        "instance.resize_finish.end" => {
+                        Placed::ResizeFinished => {
                             sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
                         }
-                        "instance.resize_confirm.end"
-                        | "instance.live_migration_post_dest.end"
-                        | "instance.rebuild.end" => {
+                        Placed::MoveEnded => {
                             let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
                             touched.reload.extend(held.into_iter().map(|(h, _)| h));
                         }
-                        _ => {}
+                        Placed::Built | Placed::Other => {}
                     }
                     let held = sqlx::query("SELECT host_id, resources, instance FROM allocations WHERE instance_uuid = $1")
                         .bind(instance_uuid)
@@ -439,7 +440,7 @@ macro_rules! define_effect {
                         .await?;
                     if let Some(row) = held {
                         let (on, json): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
-                        if on == id && only_confirms(&n.event_type, &parse_resources(&json)?, demand) {
+                        if on == id && only_confirms(*step, &parse_resources(&json)?, demand) {
                             sqlx::query(CONFIRM_CLAIM).bind(instance_uuid).bind(id).execute(&mut **tx).await?;
                             // The table counts an allocation known as an instance; `confirmed`
                             // it does not hold. A claim (an instance already) confirmed changes
@@ -461,16 +462,16 @@ macro_rules! define_effect {
                         .await?
                         .is_some();
                     if gone {
-                        tracing::debug!(instance = %instance_uuid, event = %n.event_type, "instance deleted already: nothing to apply");
+                        tracing::debug!(instance = %instance_uuid, event = %m.kind, "instance deleted already: nothing to apply");
                         return Ok(Applied::Applied);
                     }
                     if let Some(old) = release_in_tx!($db, *tx, instance_uuid) {
                         touched.reload.push(old.host_id);
                     }
-                    record_in_tx!($db, *tx, instance_uuid.as_str(), id, demand, true, now_ms);
+                    record_in_tx!($db, *tx, instance_uuid.as_str(), id, demand, now_ms);
                     touched.reload.push(HostId(id));
                 }
-                HostEvent::Move { instance_uuid, step } => match step {
+                Effect::Move { instance: instance_uuid, step } => match step {
                     MoveStep::Started => {
                         // The destination took the instance: neither its claim there nor the
                         // source held for it expires any more.
@@ -488,7 +489,7 @@ macro_rules! define_effect {
                         touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid.as_str()));
                     }
                 },
-                HostEvent::Release { instance_uuid, host } => {
+                Effect::Release { instance: instance_uuid, host, deleted } => {
                     let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
                     touched.reload.extend(held.into_iter().map(|(h, _)| h));
                     match release_in_tx!($db, *tx, instance_uuid) {
@@ -503,7 +504,7 @@ macro_rules! define_effect {
                             }
                         }
                     }
-                    if n.event_type == "instance.delete.end" {
+                    if *deleted {
                         // Gone for good: an allocation under its uuid imported later is
                         // not this instance's (the release above remembered it).
                         sqlx::query("DELETE FROM known_instances WHERE instance_uuid = $1")
@@ -518,18 +519,18 @@ macro_rules! define_effect {
                             .await?;
                     }
                 }
-                HostEvent::ServiceCreate { host } => {
+                Effect::ServiceCreated { host } => {
                     // No ledger row: its node comes from Placement and Nova's records, which
                     // the next call waits for (as Nova's scheduler would read them).
                     table.announce_service(host, now_ms);
                     table.want_records();
                 }
-                HostEvent::ServiceDelete { host } => {
+                Effect::ServiceDeleted { host } => {
                     // Its node goes with it (Nova's records say so at their next read).
                     table.forget_service(host);
                     table.want_records();
                 }
-                HostEvent::ServiceUpdate { host, disabled, forced_down } => {
+                Effect::ServiceUpdated { host, disabled, forced_down } => {
                     // Nova's records (when read) say the same sooner than the next refresh.
                     table.want_records();
                     let ids = service_ids!(host.as_str());
@@ -551,7 +552,7 @@ macro_rules! define_effect {
                     }
                     touched.reload.extend(ids.into_iter().map(HostId));
                 }
-                HostEvent::DeleteInstanceInfo { host, instance_uuid } => {
+                Effect::LeftHost { host, instance: instance_uuid } => {
                     let ids = service_ids!(host.as_str());
                     if ids.is_empty() {
                         return Err(rejected(format!("unknown host {host:?}")));
@@ -565,8 +566,7 @@ macro_rules! define_effect {
                         touched.reload.push(HostId(on));
                     }
                 }
-                HostEvent::UpdateInstanceInfo { host, instance_uuids }
-                | HostEvent::SyncInstanceInfo { host, instance_uuids } => {
+                Effect::RunOn { host, instances: instance_uuids } => {
                     let ids = service_ids!(host.as_str());
                     if ids.is_empty() {
                         return Err(rejected(format!("unknown host {host:?}")));
@@ -594,7 +594,7 @@ macro_rules! define_effect {
                         let confirmed: bool = row.try_get(1)?;
                         let instance: bool = row.try_get(2)?;
                         if !ids.contains(&current) {
-                            tracing::debug!(instance = %uuid, host = %host, event = %n.event_type, "instance info names an instance the ledger holds elsewhere; left as it is");
+                            tracing::debug!(instance = %uuid, host = %host, event = %m.kind, "instance info names an instance the ledger holds elsewhere; left as it is");
                             continue;
                         }
                         if !confirmed || !instance {
@@ -603,9 +603,8 @@ macro_rules! define_effect {
                     }
                 }
                 // Aggregates are no ledger state: `Ingest` hands them to the cloud view.
-                HostEvent::Unknown { .. } | HostEvent::Aggregates(_) => {
-                    return Ok(Applied::Unknown)
-                }
+                Effect::RecordOnly => return Ok(Applied::Unknown),
+                Effect::Invalid(reason) => return Err(rejected(reason.clone())),
             }
             Ok(Applied::Applied)
         }
@@ -728,13 +727,11 @@ macro_rules! define_flush {
                     written.push(id);
                     let known = table.by_uuid(&reg.uuid).is_some_and(|h| h.id.0 == id);
                     match as_loaded(reg).filter(|_| known) {
-                        Some(profile) => touched.patched.push((
-                            HostId(id),
-                            profile,
-                            reg.up,
-                            reg.disabled,
-                            now_ms,
-                        )),
+                        Some(profile) => {
+                            touched
+                                .patched
+                                .push(patch(HostId(id), profile, reg, now_ms))
+                        }
                         None => reload.push(HostId(id)),
                     }
                     for (class, inv) in reg.last_reports() {
@@ -761,13 +758,11 @@ macro_rules! define_flush {
             let mut beats = std::mem::take(&mut touched.unwritten);
             if !beats.is_empty() {
                 if $lock_order {
-                    beats.sort_unstable_by_key(|(id, ..)| *id);
+                    beats.sort_unstable_by_key(|b| b.id);
                 }
                 let rows: Vec<_> = beats
                     .iter()
-                    .map(|(id, up, disabled, seen)| {
-                        (id.0, i64::from(*up), i64::from(*disabled), seen)
-                    })
+                    .map(|b| (b.id.0, i64::from(b.up), i64::from(b.disabled), b.seen_ms))
                     .collect();
                 sqlx::query(<D as crate::ledger::dialect::Dialect>::HEARTBEATS)
                     .bind(to_json(&rows)?)
@@ -913,8 +908,8 @@ pub(super) fn flush_rusqlite(
     let beats = std::mem::take(&mut touched.unwritten);
     if !beats.is_empty() {
         let mut beat = db.prepare_cached(HEARTBEAT_ROW)?;
-        for (id, up, disabled, seen) in &beats {
-            beat.execute(rusqlite::params![id.0, up, disabled, seen])?;
+        for b in &beats {
+            beat.execute(rusqlite::params![b.id.0, b.up, b.disabled, b.seen_ms])?;
         }
     }
     Ok(())
@@ -1011,11 +1006,9 @@ fn write_registrations(
         };
         let settled = in_table == Some(id);
         match profile.filter(|_| settled) {
-            Some(profile) => {
-                touched
-                    .patched
-                    .push((HostId(id), profile, reg.up, reg.disabled, now_ms))
-            }
+            Some(profile) => touched
+                .patched
+                .push(patch(HostId(id), profile, reg, now_ms)),
             None => touched.reload.push(HostId(id)),
         }
         let classes = reg.last_reports();

@@ -3,46 +3,26 @@
 //! traffic: heartbeats and re-registrations of the emulated or real hosts), the whole batch is
 //! one job of the writer's next group, in one savepoint, as direct calls of prepared
 //! statements with bound parameters — each message id recorded with its own insert, the
-//! host-state events coalesced as the general path coalesces them (`effects::Touched`) and
-//! written row by row (`effects::flush_rusqlite`) — instead of sqlx's statements with JSON
+//! host-state events coalesced as the general path coalesces them (`write::Touched`) and
+//! written row by row (`write::flush_rusqlite`) — instead of sqlx's statements with JSON
 //! parameters (which SQLite prints back to text and parses again, each statement a round trip
 //! to sqlx's worker thread).
 //!
 //! Exactly-once as on the general path: the ids and the effects commit together, and the
 //! caller acknowledges only after the commit and the live table's update. A batch with any
 //! other message, or one the database refuses something of (the job's savepoint rolls back:
-//! nothing of it is written), takes the general path (`apply`), which says which message is
+//! nothing of it is written), takes the general path (`batch`), which says which message is
 //! at fault and applies the rest; an outage fails the batch as it does there.
 
-use super::apply::{settle_committed, validate, Applied, Outcome};
-use super::effects::{flush_rusqlite, Prepared, Touched};
+use super::batch::settle_committed;
 use super::known_rows::KnownRows;
+use super::write::{flush_rusqlite, Prepared, Touched};
+use super::{Applied, Effect, Message, Outcome};
 use crate::domain::HostId;
 use crate::ledger::hot::{Step, Work};
 use crate::ledger::messages::Marks;
-use crate::ledger::{HostRegistration, HostTable, Ledger, LedgerError};
-use crate::nova::{HostEvent, Notification};
-
-/// A message's key in `processed_messages`: its `Notification::sent_at` and its id.
-type Key = (String, String);
-
-fn key_of(n: &Notification) -> Key {
-    (n.sent_at().to_string(), n.message_id.clone())
-}
-
-/// A message of the batch, as the writer needs it. Most are host-state events: the other
-/// variants' unused room is no waste worth a box per event.
-#[allow(clippy::large_enum_variant)]
-enum Item {
-    /// Rejected before the ledger (its outcome's reason); nothing is written for it.
-    Invalid(String),
-    /// A host-state event: its key, validated registration and, when it is surely a
-    /// re-registration, what writing it takes.
-    HostState(Key, HostRegistration, Option<Prepared>, Option<i64>),
-    /// Recorded as processed and nothing else (an event Parasol does not act on, an
-    /// aggregate cast: `Ingest` hands those to the cloud view).
-    Recorded(Key),
-}
+use crate::ledger::{HostTable, Ledger, LedgerError};
+use std::sync::Arc;
 
 /// What the writer made of the batch.
 enum Answer {
@@ -55,10 +35,13 @@ enum Answer {
 }
 
 struct HotBatch {
-    /// Taken by `write` (the job runs once).
-    items: Vec<Item>,
-    /// Messages of the batch.
-    messages: u64,
+    /// The messages, each a host-state event, one recorded only, or one rejected before the
+    /// ledger (shared with the caller, which applies them by the general path if this job
+    /// does not).
+    batch: Arc<[Message]>,
+    /// Per message, when it is a host-state event surely re-registering its host, what writing
+    /// it takes (made before the writer takes the job, off its thread).
+    prepared: Vec<Option<Prepared>>,
     now_ms: i64,
     touched: Touched,
     outcome: Result<Vec<Outcome>, LedgerError>,
@@ -68,34 +51,24 @@ struct HotBatch {
 /// The batch as a job, when every message of it is one this job applies.
 fn job_of(
     table: &HostTable,
-    batch: &[&Notification],
+    batch: &Arc<[Message]>,
     now_ms: i64,
 ) -> Option<(HotBatch, tokio::sync::oneshot::Receiver<Answer>)> {
     if batch.is_empty() {
         return None;
     }
-    let mut items = Vec::with_capacity(batch.len());
-    for n in batch {
-        let item = match &n.event {
-            HostEvent::HostState(_) => match validate(n) {
-                Ok(Some(reg)) => {
-                    let prepared = Prepared::surely_needed(table, &reg);
-                    Item::HostState(key_of(n), reg, prepared, n.sent_ms())
-                }
-                Ok(None) => return None,
-                Err(reason) => {
-                    Item::Invalid(format!("{} {}: {reason}", n.event_type, n.message_id))
-                }
-            },
-            HostEvent::Unknown { .. } | HostEvent::Aggregates(_) => Item::Recorded(key_of(n)),
+    let mut prepared = Vec::with_capacity(batch.len());
+    for m in batch.iter() {
+        prepared.push(match &m.effect {
+            Effect::HostState { registration, .. } => Prepared::surely_needed(table, registration),
+            Effect::Invalid(_) | Effect::RecordOnly => None,
             _ => return None,
-        };
-        items.push(item);
+        });
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
     let job = HotBatch {
-        messages: items.len() as u64,
-        items,
+        batch: batch.clone(),
+        prepared,
         now_ms,
         touched: Touched::default(),
         outcome: Ok(Vec::new()),
@@ -111,34 +84,35 @@ impl HotBatch {
         table: &HostTable,
     ) -> Result<Vec<Outcome>, LedgerError> {
         let HotBatch {
-            items,
+            batch,
+            prepared,
             now_ms,
             touched,
             ..
         } = self;
-        let mut outcomes = Vec::with_capacity(items.len());
+        let mut outcomes = Vec::with_capacity(batch.len());
         let mut marks = Marks::prepare(db)?;
-        for item in std::mem::take(items) {
-            let outcome = match item {
-                Item::Invalid(reason) => Err(reason),
+        for (m, prepared) in batch.iter().zip(prepared.iter_mut()) {
+            let outcome = match &m.effect {
+                Effect::Invalid(reason) => Err(m.rejection(reason)),
                 // Seen in an earlier batch, or earlier in this one.
-                Item::HostState((ref sent_at, ref id), ..)
-                | Item::Recorded((ref sent_at, ref id))
-                    if !marks.mark((sent_at, id), *now_ms)? =>
-                {
+                _ if !marks.mark((m.sent_at.as_str(), m.id.as_str()), *now_ms)? => {
                     Ok(Applied::Duplicate)
                 }
-                Item::HostState(_, reg, prepared, sent_ms) => {
+                Effect::HostState {
+                    registration,
+                    sent_ms,
+                } => {
                     touched.stage(
                         table,
-                        std::borrow::Cow::Owned(reg),
-                        prepared,
-                        sent_ms,
+                        std::borrow::Cow::Borrowed(registration),
+                        prepared.take(),
+                        *sent_ms,
                         *now_ms,
                     );
                     Ok(Applied::Applied)
                 }
-                Item::Recorded(_) => Ok(Applied::Unknown),
+                _ => Ok(Applied::Unknown),
             };
             outcomes.push(outcome);
         }
@@ -186,7 +160,7 @@ impl Work for HotBatch {
     }
 
     fn writes(&self) -> u64 {
-        self.messages
+        self.batch.len() as u64
     }
 }
 
@@ -195,7 +169,7 @@ impl Work for HotBatch {
 /// refused), with nothing written.
 pub(super) async fn apply_hot(
     ledger: &Ledger,
-    batch: &[&Notification],
+    batch: &Arc<[Message]>,
     now_ms: i64,
 ) -> Option<Result<Vec<Outcome>, LedgerError>> {
     let writer = ledger.hot.as_ref()?;

@@ -3,71 +3,83 @@
 //! this profile, or one sent before the host's newest, which only says the host is alive:
 //! `table::events`) and a build's `instance.create.end` that confirms Parasol's own claim. Each is
 //! committed exactly once with its message id, in the writer's next group, as the general path
-//! (`apply`) would commit it. Any other message, or one of these that turns out to need more
+//! (`batch`) would commit it. Any other message, or one of these that turns out to need more
 //! (an `instance.create.end` whose allocation is not the build's claim on that host), is
 //! handed back untouched and takes the general path.
 
-use super::apply::{validate, Applied, ApplyError};
-use super::effects::{heartbeat_of, CONFIRM_OWN_CLAIM};
+use super::write::{heartbeat_of, CONFIRM_OWN_CLAIM};
+use super::{Applied, ApplyError, Effect, Message, Placed};
 use crate::domain::HostId;
 use crate::ledger::hot::{transaction_lost, Step, Work};
 use crate::ledger::messages::mark_processed_rusqlite;
-use crate::ledger::{HostRegistration, HostTable, LedgerError};
-use crate::nova::{HostEvent, Notification};
+use crate::ledger::{HostTable, LedgerError};
 use crate::table::EventOrder;
 
 const HEARTBEAT: &str = "UPDATE hosts SET up = ?2, disabled = ?3, last_seen_ms = ?4 WHERE id = ?1";
 
-/// What the hot writer made of a message.
+/// What the hot writer made of a message alone (`Ledger::apply_hot`).
 #[derive(Debug)]
-pub(crate) enum HotAnswer {
+pub enum HotAnswer {
     Done(Result<Applied, ApplyError>),
-    /// Not one the hot writer applies: nothing was written.
-    Elsewhere,
+    /// Not one the hot writer applies (PostgreSQL, another kind of message, one that needs
+    /// more than the hot writer does): nothing was written, and the message is handed back
+    /// for the general path (boxed: a message is large, the answer small).
+    Elsewhere(Box<Message>),
 }
 
 /// What a message asks of the hot writer.
+#[derive(Clone, Copy)]
 enum Kind {
-    /// A host-state event of host `.0`, whose profile the table held when it came; `.2`: one
-    /// older than the host's newest (`EventOrder::Older`), whose liveness alone counts (its
-    /// state is the table's, whatever its profile).
-    Heartbeat(HostId, HostRegistration, bool),
-    /// Confirm instance `.1`'s claim on host `.0`.
-    Confirm(HostId, String),
+    /// A heartbeat of host `id`, whose profile the table held when it came, with the liveness
+    /// it writes; `older`: one older than the host's newest (`EventOrder::Older`), whose
+    /// liveness alone counts (its state is the table's, whatever its profile).
+    Heartbeat {
+        id: HostId,
+        up: bool,
+        disabled: bool,
+        older: bool,
+    },
+    /// Confirm the instance's claim on host `.0`.
+    Confirm(HostId),
 }
 
-/// What `n` asks of the hot writer, if it is of a kind it applies, as the table is now.
-fn kind(table: &HostTable, n: &Notification, now_ms: i64) -> Option<Kind> {
-    match &n.event {
-        HostEvent::HostState(_) => {
-            let mut reg = validate(n).ok()??;
-            if table.event_order(&reg.uuid, n.sent_ms(), now_ms) == EventOrder::Older {
+/// What `m` asks of the hot writer, if it is of a kind it applies, as the table is now.
+fn kind(table: &HostTable, m: &Message, now_ms: i64) -> Option<Kind> {
+    match &m.effect {
+        Effect::HostState {
+            registration: reg,
+            sent_ms,
+        } => {
+            if table.event_order(&reg.uuid, *sent_ms, now_ms) == EventOrder::Older {
                 let known = table.by_uuid(&reg.uuid)?;
-                (reg.up, reg.disabled) = (known.up, known.disabled);
-                return Some(Kind::Heartbeat(known.id, reg, true));
+                return Some(Kind::Heartbeat {
+                    id: known.id,
+                    up: known.up,
+                    disabled: known.disabled,
+                    older: true,
+                });
             }
-            let id = heartbeat_of(table, &reg)?;
-            Some(Kind::Heartbeat(id, reg, false))
+            let id = heartbeat_of(table, reg)?;
+            Some(Kind::Heartbeat {
+                id,
+                up: reg.up,
+                disabled: reg.disabled,
+                older: false,
+            })
         }
-        HostEvent::Upsert {
-            instance_uuid,
+        Effect::Place {
             host,
             node,
-            demand,
+            step: Placed::Built,
             ..
-        } if n.event_type == "instance.create.end" && demand.is_non_negative() => {
-            let id = table.by_name(host, node.as_deref())?.id;
-            Some(Kind::Confirm(id, instance_uuid.clone()))
-        }
+        } => Some(Kind::Confirm(table.by_name(host, node.as_deref())?.id)),
         _ => None,
     }
 }
 
 /// A message as a job of the hot writer.
-pub(crate) struct HotNotification {
-    /// The message's envelope timestamp as recorded (`Notification::sent_at`).
-    sent_at: String,
-    message_id: String,
+pub(super) struct HotNotification {
+    message: Message,
     kind: Kind,
     now_ms: i64,
     outcome: Result<Option<Applied>, LedgerError>,
@@ -79,19 +91,20 @@ pub(crate) struct HotNotification {
 }
 
 impl HotNotification {
-    /// The job for `n` and where its answer comes, when `n` is of a kind the hot writer
+    /// The job for `message` and where its answer comes, when it is of a kind the hot writer
     /// applies (as the table is now; the writer checks a heartbeat's profile again, since the
-    /// table may change before the job runs).
-    pub(crate) fn of(
+    /// table may change before the job runs); else the message back.
+    pub(super) fn of(
         table: &HostTable,
-        n: &Notification,
+        message: Message,
         now_ms: i64,
-    ) -> Option<(Self, tokio::sync::oneshot::Receiver<HotAnswer>)> {
-        let kind = kind(table, n, now_ms)?;
+    ) -> Result<(Self, tokio::sync::oneshot::Receiver<HotAnswer>), Box<Message>> {
+        let Some(kind) = kind(table, &message, now_ms) else {
+            return Err(Box::new(message));
+        };
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = HotNotification {
-            sent_at: n.sent_at().to_string(),
-            message_id: n.message_id.clone(),
+            message,
             kind,
             now_ms,
             outcome: Ok(None),
@@ -99,7 +112,7 @@ impl HotNotification {
             marked: false,
             reply,
         };
-        Some((job, answer))
+        Ok((job, answer))
     }
 
     /// `Ok(None)`: not one for the hot writer (the savepoint is rolled back).
@@ -108,27 +121,37 @@ impl HotNotification {
         db: &rusqlite::Connection,
         table: &HostTable,
     ) -> Result<Option<Applied>, LedgerError> {
-        match &self.kind {
-            Kind::Heartbeat(id, reg, true) => {
-                if table.by_uuid(&reg.uuid).map(|h| h.id) != Some(*id) {
+        match (self.kind, &self.message.effect) {
+            (
+                Kind::Heartbeat {
+                    id, older: true, ..
+                },
+                Effect::HostState { registration, .. },
+            ) => {
+                if table.by_uuid(&registration.uuid).map(|h| h.id) != Some(id) {
                     return Ok(None);
                 }
             }
-            Kind::Heartbeat(id, reg, false) => {
-                if heartbeat_of(table, reg) != Some(*id) {
+            (Kind::Heartbeat { id, .. }, Effect::HostState { registration, .. }) => {
+                if heartbeat_of(table, registration) != Some(id) {
                     return Ok(None);
                 }
             }
-            Kind::Confirm(..) => {}
+            (Kind::Confirm(_), Effect::Place { .. }) => {}
+            _ => return Ok(None),
         }
-        let key = (self.sent_at.as_str(), self.message_id.as_str());
+        let key = (self.message.sent_at.as_str(), self.message.id.as_str());
         if !mark_processed_rusqlite(db, key, self.now_ms)? {
             return Ok(Some(Applied::Duplicate));
         }
         self.marked = true;
-        match &self.kind {
-            Kind::Heartbeat(id, reg, _) => {
-                let (id, up, disabled) = (*id, reg.up, reg.disabled);
+        match (self.kind, &self.message.effect) {
+            (
+                Kind::Heartbeat {
+                    id, up, disabled, ..
+                },
+                _,
+            ) => {
                 db.prepare_cached(HEARTBEAT)?.execute(rusqlite::params![
                     id.0,
                     up,
@@ -137,7 +160,7 @@ impl HotNotification {
                 ])?;
                 self.beat = Some((id, up, disabled));
             }
-            Kind::Confirm(id, instance) => {
+            (Kind::Confirm(id), Effect::Place { instance, .. }) => {
                 let confirmed = db
                     .prepare_cached(CONFIRM_OWN_CLAIM)?
                     .execute(rusqlite::params![instance, id.0])?;
@@ -145,6 +168,7 @@ impl HotNotification {
                     return Ok(None);
                 }
             }
+            (Kind::Confirm(_), _) => return Ok(None),
         }
         Ok(Some(Applied::Applied))
     }
@@ -168,9 +192,9 @@ impl Work for HotNotification {
                 if let Some(e) = transaction_lost(db, "during a notification") {
                     return Step::Spoiled(e);
                 }
-                let unmarked = db
-                    .prepare_cached(UNMARK)
-                    .and_then(|mut s| s.execute(rusqlite::params![self.sent_at, self.message_id]));
+                let unmarked = db.prepare_cached(UNMARK).and_then(|mut s| {
+                    s.execute(rusqlite::params![self.message.sent_at, self.message.id])
+                });
                 match unmarked {
                     Ok(1) => Step::Undo,
                     Ok(n) => Step::Spoiled(LedgerError::Invalid(format!(
@@ -187,7 +211,7 @@ impl Work for HotNotification {
     }
 
     fn committed(self: Box<Self>, table: &HostTable) {
-        if let (Some(_), Kind::Heartbeat(_, _, true)) = (self.beat, &self.kind) {
+        if let (Some(_), Kind::Heartbeat { older: true, .. }) = (self.beat, self.kind) {
             table.host_counters().older_events.inc();
         }
         if let Some((id, up, disabled)) = self.beat {
@@ -198,8 +222,8 @@ impl Work for HotNotification {
         let answer = match self.outcome {
             Ok(Some(applied)) => HotAnswer::Done(Ok(applied)),
             // A value the database refused: the general path says why (and rejects alone).
-            Ok(None) => HotAnswer::Elsewhere,
-            Err(e) if !e.is_outage() => HotAnswer::Elsewhere,
+            Ok(None) => HotAnswer::Elsewhere(Box::new(self.message)),
+            Err(e) if !e.is_outage() => HotAnswer::Elsewhere(Box::new(self.message)),
             Err(e) => HotAnswer::Done(Err(ApplyError::Ledger(e))),
         };
         let _ = self.reply.send(answer);

@@ -2,7 +2,7 @@
 //! class and the columns a registration writes (total, reserved, min_unit, max_unit,
 //! step_size, allocation_ratio, usable), as its own connection last committed them.
 //!
-//! `effects::flush_rusqlite` read a host's rows back before writing each re-registration (to
+//! `write::flush_rusqlite` read a host's rows back before writing each re-registration (to
 //! leave the rows it repeats unwritten and to find the classes it no longer reports): stepping
 //! three rows and reading 27 columns was a quarter of the writer's instructions per
 //! re-registration. It reads them only when this memory cannot answer.
