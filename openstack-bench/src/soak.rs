@@ -152,6 +152,7 @@ pub struct SoakReport {
     /// Highest `parasol_oversubscribed_hosts` either process reported while sampled.
     pub oversubscribed_gauge_max: i64,
     pub rss_kb_a_baseline: u64,
+    /// When the calls ended (before the checks).
     pub rss_kb_a_end: u64,
     pub rss_kb_b_end: u64,
     pub rss_growth_pct_a: f64,
@@ -492,6 +493,10 @@ async fn soak(
     ));
     let late = run_phase_from(&ctx, requests, spec.duration_s, spec.concurrency, start).await?;
     let wall_s = start.elapsed().as_secs_f64();
+    // Memory when the calls end: the checks below read `/v1/hosts` (every host, twice a
+    // process) over and over, and the answers' buffers would count in it.
+    let pids = *pair.pids.lock();
+    let (rss_a, rss_b) = (rss_kb(pids[0]).unwrap_or(0), rss_kb(pids[1]).unwrap_or(0));
     let _ = stop_tx.send(true);
     let fault_events = faults.await.unwrap_or_default();
     let (gauge_max, rss_baseline) = sampler.await.unwrap_or((0, 0));
@@ -551,8 +556,6 @@ async fn soak(
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let settle_s = stopped.elapsed().as_secs_f64();
-    let pids = *pair.pids.lock();
-    let (rss_a, rss_b) = (rss_kb(pids[0]).unwrap_or(0), rss_kb(pids[1]).unwrap_or(0));
     let dead_letters_in_ledger = psql(ledger_url, "SELECT count(*) FROM dead_letters")
         .await
         .ok()
