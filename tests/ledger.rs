@@ -383,14 +383,24 @@ async fn claims_behind_a_held_write_lock(
         .unwrap();
     let mut tasks = Vec::new();
     for (host, uuid, now_ms) in claims {
-        let ledger = ledger.clone();
-        tasks.push(tokio::spawn(async move {
-            ledger.claim(host, &uuid, &demand, now_ms).await
-        }));
-        // Arrival order is the order the claims reach the writer's queue.
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let before = ledger.table().pending(host);
+        let claim = {
+            let ledger = ledger.clone();
+            tokio::spawn(async move { ledger.claim(host, &uuid, &demand, now_ms).await })
+        };
+        // The next claim starts only once this one is in the writer's queue: its reservation
+        // shows in the table (a claim reserves and queues in one step, with no await between),
+        // or it was answered without the writer (no room left in the table).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !claim.is_finished() && ledger.table().pending(host) == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a claim neither reserved nor answered"
+            );
+            tokio::task::yield_now().await;
+        }
+        tasks.push(claim);
     }
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     sqlx::query("COMMIT").execute(&mut *blocker).await.unwrap();
     let mut results = Vec::new();
     for t in tasks {

@@ -12,7 +12,7 @@ use helpers::{flavor, request_spec, spawn_with_clock, uuids, TestApp};
 use lapin::options::BasicGetOptions;
 use lapin::types::AMQPValue;
 use parasol::amqp::topology::{REASON_HEADER, ROUTING_KEY_HEADER};
-use parasol::clock::{ManualClock, SharedClock, SystemClock};
+use parasol::clock::{Clock, ManualClock, SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::nova::encode_envelope;
 use parasol::rpc::{run_rpc_server, RpcCounters};
@@ -122,6 +122,21 @@ impl Rpc {
         }
         panic!("{outcome} never reached {n}: {}", self.counters.to_json());
     }
+}
+
+/// Waits (10 s at most) until every one of `deadlines` is pending on `clock`.
+async fn wait_for_deadlines(clock: &ManualClock, deadlines: &[i64]) {
+    for _ in 0..1_000 {
+        let pending = clock.deadlines();
+        if deadlines.iter().all(|d| pending.contains(d)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "{deadlines:?} never pending on the clock: {:?}",
+        clock.deadlines()
+    );
 }
 
 fn failure_class(reply: &CallReply) -> (String, String, String) {
@@ -309,7 +324,10 @@ async fn malformed_messages_are_answered_or_dead_lettered_and_the_server_keeps_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_duplicate_unique_id_is_answered_once() {
-    let rpc = spawn_rpc(0.0).await;
+    // One message handled at a time: the ping below is taken only once the duplicate's
+    // handling has ended, and its reply follows on the reply queue whatever reply the
+    // duplicate got, so that reply has been seen when the ping's arrives.
+    let rpc = spawn_rpc_with(|s| s.amqp.prefetch = 1).await;
     rpc.app.register("c1", 4, 8192, 100).await;
     let m = rpc
         .client
@@ -321,7 +339,15 @@ async fn a_duplicate_unique_id_is_answered_once() {
     let reply = rpc.client.call_with(&rpc.topic, &m, WAIT).await.unwrap();
     assert_eq!(reply.failure, None);
     rpc.wait_count("duplicate", 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ping = rpc.client.call_message(
+        "ping",
+        json!({"arg": "after the duplicate"}),
+        "1.0",
+        Some("baseapi"),
+        None,
+    );
+    let ping = rpc.client.call_with(&rpc.topic, &ping, WAIT).await.unwrap();
+    assert_eq!(ping.result["arg"], "after the duplicate");
     assert_eq!(
         rpc.client.stray_replies(),
         0,
@@ -361,24 +387,21 @@ async fn heartbeats_and_the_debug_delay_follow_the_injected_clock() {
     let call = rpc.client.call_with(&rpc.topic, &m, WAIT);
     let drive = async {
         rpc.wait_count("call", calls + 1).await;
-        // A second apart on the system's clock would have sent one by now, and the delay is
-        // on the injected clock too: it stood still.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // The call's delay and its first heartbeat wait on the injected clock: both deadlines
+        // are armed there (on the system's clock they would never show), and until the clock
+        // moves nothing was sent.
+        let now = clock.now_ms();
+        wait_for_deadlines(&clock, &[now + 1_000, now + 30_000]).await;
         assert_eq!(rpc.counters.get("heartbeat"), 0);
         assert_eq!(rpc.counters.get("reply"), replies);
-        // Moved a second at a time (a step taken before the call's tick began only delays it).
-        for _ in 0..100 {
-            if rpc.counters.get("heartbeat") >= 2 {
-                break;
-            }
-            clock.advance_ms(1000);
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        // A second at a time: each step sends one heartbeat and arms the next.
+        for beat in 1..=2 {
+            clock.advance_ms(1_000);
+            rpc.wait_count("heartbeat", beat).await;
+            let now = clock.now_ms();
+            wait_for_deadlines(&clock, &[now + 1_000]).await;
         }
-        assert!(
-            rpc.counters.get("heartbeat") >= 2,
-            "{}",
-            rpc.counters.to_json()
-        );
+        assert_eq!(rpc.counters.get("reply"), replies, "still delayed");
         clock.advance_ms(30_000);
     };
     let (reply, ()) = tokio::join!(call, drive);

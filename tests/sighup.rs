@@ -49,6 +49,19 @@ async fn active_backend(client: &reqwest::Client, base: &str) -> String {
     stats["active_backend"].as_str().unwrap().to_string()
 }
 
+/// Calls `backend` has answered so far (`/v1/stats`).
+async fn backend_requests(client: &reqwest::Client, base: &str, backend: &str) -> u64 {
+    let stats: Value = client
+        .get(format!("{base}/v1/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    stats["backends"][backend]["requests"].as_u64().unwrap_or(0)
+}
+
 fn body() -> Value {
     let flavor = json!({"nova_object.name": "Flavor", "nova_object.namespace": "nova", "nova_object.version": "1.2",
         "nova_object.data": {"name": "tiny", "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}});
@@ -63,7 +76,14 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
     let file = dir.path().join("parasol.toml");
     let port = free_port();
     std::fs::write(&file, config(port, dir.path(), "filter")).unwrap();
-    let service = start(&file, port).await;
+    let log = dir.path().join("serve.log");
+    let service = start_logging(
+        &file,
+        port,
+        "warn",
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .await;
     let client = reqwest::Client::new();
     for i in 0..20 {
         let event = json!({"message_id": format!("m{i}"), "event_type": "compute.host.state", "priority": "INFO",
@@ -97,7 +117,12 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Mid-load: once filter has answered a tenth of the calls.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while backend_requests(&client, &service.base(), "filter").await < 20 {
+        assert!(Instant::now() < deadline, "the load never reached filter");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     std::fs::write(&file, config(port, dir.path(), "apsr")).unwrap();
     hup(&service);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -111,7 +136,22 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
     // An invalid file is refused; apsr keeps running.
     std::fs::write(&file, "[scheduler]\nbackend = \"no-such-backend\"\n").unwrap();
     hup(&service);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if text.contains("new configuration refused; the old one keeps running") {
+            assert!(
+                text.contains("no-such-backend"),
+                "the refusal names the value: {text}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the invalid file was not refused: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(active_backend(&client, &service.base()).await, "apsr");
 
     let mut ok = 0u64;

@@ -153,7 +153,17 @@ async fn kill_under_load_and_restart(engine: &str) {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The kill comes once the callers have had 30 instances answered (not after a fixed
+    // time, which a slow machine may spend on far fewer calls).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().answered.len() < 30 {
+        assert!(
+            Instant::now() < deadline,
+            "too little load: {}",
+            seen.lock().answered.len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     first.child.kill().expect("SIGKILL");
     first.child.wait().unwrap();
     for c in callers {

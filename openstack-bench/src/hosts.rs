@@ -38,7 +38,7 @@ pub struct FleetCounters {
 /// The running fleet.
 pub struct Fleet {
     senders: Vec<mpsc::UnboundedSender<Command>>,
-    tasks: Vec<JoinHandle<Resources>>,
+    tasks: Vec<JoinHandle<(Resources, Vec<String>)>>,
     stop: watch::Sender<bool>,
     pub counters: Arc<FleetCounters>,
 }
@@ -105,13 +105,23 @@ impl Fleet {
 
     /// Stops every host; returns each host's used resources by its own books.
     pub async fn stop(self) -> Vec<Resources> {
+        self.stop_with_instances()
+            .await
+            .into_iter()
+            .map(|(used, _)| used)
+            .collect()
+    }
+
+    /// Stops every host; returns each host's used resources and the instances it runs, by
+    /// its own books (a deleted instance is no longer among them).
+    pub async fn stop_with_instances(self) -> Vec<(Resources, Vec<String>)> {
         let _ = self.stop.send(true);
         drop(self.senders);
-        let mut used = Vec::with_capacity(self.tasks.len());
+        let mut hosts = Vec::with_capacity(self.tasks.len());
         for t in self.tasks {
-            used.push(t.await.unwrap_or(Resources::ZERO));
+            hosts.push(t.await.unwrap_or((Resources::ZERO, Vec::new())));
         }
-        used
+        hosts
     }
 }
 
@@ -137,7 +147,7 @@ impl Host {
         mut stop: watch::Receiver<bool>,
         heartbeat: Duration,
         phase: Duration,
-    ) -> Resources {
+    ) -> (Resources, Vec<String>) {
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + phase, heartbeat);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -151,7 +161,7 @@ impl Host {
                 _ = beat.tick() => self.announce().await,
             }
         }
-        self.used
+        (self.used, self.running.into_keys().collect())
     }
 
     async fn handle(&mut self, cmd: Command) {

@@ -9,6 +9,9 @@
 //! every placed instance on its host, and reports decisions/s, latency percentiles, decline
 //! ratio, host reads per request and oversubscription violations.
 //!
+//! `soak`: a long run with faults against two `parasol serve` processes on one PostgreSQL
+//! ledger (`soak`; results in docs/failures.md).
+//!
 //! `sim`: the APSR and ASC papers' experiments in virtual time (`openstack_bench::sim`).
 //!
 //! # Layout
@@ -17,6 +20,7 @@
 //! - `notify`, `hosts`: the emulated hosts and how they publish.
 //! - `service`, `driver`, `run`: one service per run, the load, the checks.
 //! - `plan`, `scenarios`, `report`, `plots`: comparisons, named scenarios and their output.
+//! - `soak`: the soak with faults, on the same hosts, wire and services.
 
 /// The driver shares the machine with the service it measures: with glibc's malloc,
 /// allocating and freeing were a third of its CPU, and mimalloc takes 13 % less CPU per
@@ -33,6 +37,7 @@ mod report;
 mod run;
 mod scenarios;
 mod service;
+mod soak;
 mod wire;
 mod workload;
 
@@ -71,6 +76,10 @@ enum Cmd {
     /// Reproduce the APSR and ASC papers' experiments in virtual time.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// A long run with faults: two processes on one PostgreSQL ledger, HTTP and Nova's RPC,
+    /// a SIGKILL, a broker cut, a database cut or a malformed burst every interval; checks
+    /// that nothing answered is lost and the ledger equals the hosts' books (docs/failures.md).
+    Soak(SoakArgs),
     /// Draw the figures BENCHMARKS.md shows beside its tables, from those tables.
     Figures {
         /// The Markdown file holding the tables.
@@ -122,6 +131,75 @@ struct Common {
 }
 
 #[derive(Args, Clone)]
+struct SoakArgs {
+    #[arg(long, default_value_t = 10_000)]
+    hosts: usize,
+    #[arg(long, default_value = "nfv")]
+    dataset: String,
+    /// Decisions per second asked for (Poisson arrivals), unless --find-rates finds one.
+    #[arg(long, default_value_t = 200.0)]
+    rate: f64,
+    /// Rates to try first without faults, --calibrate-s each, highest first: the soak runs at
+    /// the first one sustained (issued ≥ 97 %, released ≤ 100 ms late and answered within 1 s
+    /// at p99, nothing failed), else at the last.
+    #[arg(long, value_delimiter = ',')]
+    find_rates: Vec<f64>,
+    #[arg(long, default_value_t = 60)]
+    calibrate_s: u64,
+    #[arg(long, default_value_t = 1800)]
+    duration_s: u64,
+    #[arg(long, default_value_t = 300)]
+    fault_interval_s: u64,
+    /// Faults in turn; `--faults none` for a run without faults (to find the rate).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kill,broker,postgres,malformed"
+    )]
+    faults: Vec<String>,
+    /// Mean instance lifetime, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    lifetime_s: f64,
+    /// Share of calls over HTTP (the rest over Nova's RPC).
+    #[arg(long, default_value_t = 0.5)]
+    http_share: f64,
+    #[arg(long, default_value_t = 512)]
+    concurrency: usize,
+    #[arg(long, default_value = "filter")]
+    backend: String,
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seconds between two host-state heartbeats of each host.
+    #[arg(long, default_value_t = 30.0)]
+    heartbeat_s: f64,
+    /// `[scheduler] claim_ttl_s` of both processes.
+    #[arg(long, default_value_t = 120)]
+    claim_ttl_s: u64,
+    /// Malformed notifications per burst.
+    #[arg(long, default_value_t = 10_000)]
+    burst: usize,
+    /// When the RSS baseline is taken (default: a sixth of the duration, 5 min of 30).
+    #[arg(long)]
+    rss_baseline_s: Option<u64>,
+    /// PostgreSQL server (no database: the soak creates and drops its own).
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
+    pg: String,
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    amqp_url: String,
+    #[arg(long)]
+    parasol: Option<PathBuf>,
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    #[arg(long)]
+    run: Option<String>,
+    /// Keep the soak's database for inspection.
+    #[arg(long)]
+    keep_database: bool,
+}
+
+#[derive(Args, Clone)]
 struct CompareArgs {
     #[command(flatten)]
     common: Common,
@@ -167,6 +245,7 @@ fn main() -> anyhow::Result<()> {
             }
             return Ok(());
         }
+        Cmd::Soak(a) => return tokio::runtime::Runtime::new()?.block_on(soak(a)),
         Cmd::Compare(a) => (compare_plan(&a)?, a.common),
         Cmd::Scenario {
             name,
@@ -220,6 +299,81 @@ async fn bench(plan: Plan, common: Common) -> anyhow::Result<()> {
         "invariants violated; see {}",
         env.out_dir.join("report.md").display()
     );
+    Ok(())
+}
+
+async fn soak(a: SoakArgs) -> anyhow::Result<()> {
+    let faults = a
+        .faults
+        .iter()
+        .filter(|f| f.as_str() != "none")
+        .map(|f| {
+            <soak::Fault as ValueEnum>::from_str(f, true).map_err(|_| {
+                anyhow::anyhow!(
+                    "--faults: unknown fault {f:?} (kill, broker, postgres, malformed, none)"
+                )
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(
+        a.rate > 0.0 && a.find_rates.iter().all(|r| *r > 0.0),
+        "--rate and --find-rates must be above 0"
+    );
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&a.http_share),
+        "--http-share must be within 0 and 1"
+    );
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let run = a.run.unwrap_or_else(|| format!("soak-{secs}"));
+    // Names of the database, queues and exchanges: letters, digits and `_` only.
+    let run_id: String = run
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let report = soak::run(soak::SoakSpec {
+        hosts: a.hosts,
+        dataset: a.dataset,
+        rate: a.rate,
+        find_rates: a.find_rates,
+        calibrate_s: a.calibrate_s,
+        duration_s: a.duration_s,
+        fault_interval_s: a.fault_interval_s.max(1),
+        faults,
+        lifetime_s: a.lifetime_s,
+        http_share: a.http_share,
+        concurrency: a.concurrency,
+        backend: a.backend,
+        workers: a.workers,
+        seed: a.seed,
+        heartbeat_s: a.heartbeat_s,
+        claim_ttl_s: a.claim_ttl_s,
+        burst: a.burst,
+        rss_baseline_s: a.rss_baseline_s.unwrap_or(a.duration_s / 6),
+        pg: a.pg.trim_end_matches('/').to_string(),
+        amqp_url: a.amqp_url,
+        parasol: service::find_parasol(a.parasol.as_deref())?,
+        out_dir: run::out_dir(&a.out, &run)?,
+        run_id,
+        keep_database: a.keep_database,
+    })
+    .await?;
+    let ok = report.lost == 0
+        && report.http_5xx == 0
+        && report.rpc_failure == 0
+        && report.violations == 0
+        && report.oversubscribed_in_ledger == 0
+        && report.oversubscribed_gauge_max <= 0
+        && report.ledger_equals_books
+        && report.rss_growth_pct_a <= 5.0;
+    anyhow::ensure!(ok, "the soak's checks failed; see the report above");
     Ok(())
 }
 

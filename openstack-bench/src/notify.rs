@@ -165,6 +165,26 @@ impl Notifier {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Publishes `body` as it is, with no oslo envelope (the soak's malformed messages);
+    /// false over HTTP or when the broker refused it. Not counted in `sent`.
+    pub async fn publish_raw(&self, routing_key: &str, body: &[u8]) -> bool {
+        match &self.via {
+            Via::Amqp {
+                channel, exchange, ..
+            } => channel
+                .basic_publish(
+                    exchange,
+                    routing_key,
+                    BasicPublishOptions::default(),
+                    body,
+                    BasicProperties::default().with_content_type("application/json".into()),
+                )
+                .await
+                .is_ok(),
+            Via::Http { .. } => false,
+        }
+    }
+
     /// Deletes the bench's queues and exchange once its service is gone.
     pub async fn cleanup_amqp(url: &str, queues: &[String], exchange: &str) -> anyhow::Result<()> {
         let conn = Connection::connect(url, ConnectionProperties::default()).await?;

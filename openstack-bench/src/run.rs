@@ -214,7 +214,7 @@ pub async fn run_one(
     })
 }
 
-fn mismatches(ledger: &Value, books: &[parasol::domain::Resources]) -> usize {
+pub(crate) fn mismatches(ledger: &Value, books: &[parasol::domain::Resources]) -> usize {
     let Some(list) = ledger["hosts"].as_array() else {
         return books.len();
     };

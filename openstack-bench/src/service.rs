@@ -98,12 +98,17 @@ topic = "{topic}"
 pub struct Service {
     child: Child,
     pub base: String,
+    /// Already waited for: its pid may belong to another process now.
+    reaped: bool,
 }
 
 impl Drop for Service {
     /// Stops the service as systemd would: SIGTERM (it finishes what it has in flight), then
     /// SIGKILL if it is still there after 10 s.
     fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
         // SAFETY: signals our own child, which has not been waited for yet.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -137,7 +142,7 @@ pub fn find_parasol(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     )
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -151,18 +156,45 @@ impl Service {
         process_cpu_seconds(self.child.id())
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, as a crash or the OOM killer would stop it, and reaps it.
+    pub fn kill_hard(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.reaped = true;
+    }
+
     /// Writes the configuration into `dir`, starts the service, waits for `/healthz`.
     pub async fn start(bin: &Path, cfg: &ServiceConfig, dir: &Path) -> anyhow::Result<Service> {
+        Service::start_on(bin, cfg, dir, free_port()?, &[]).await
+    }
+
+    /// [`Service::start`] on `port`, with `env` (`PARASOL__SECTION__KEY` overrides of keys
+    /// the generated file does not set) added to its environment; its log is appended to, so
+    /// that a restarted process (the soak's) keeps what the killed one wrote.
+    pub async fn start_on(
+        bin: &Path,
+        cfg: &ServiceConfig,
+        dir: &Path,
+        port: u16,
+        env: &[(String, String)],
+    ) -> anyhow::Result<Service> {
         std::fs::create_dir_all(dir)?;
-        let port = free_port()?;
         let config_path = dir.join("parasol.toml");
         std::fs::write(&config_path, cfg.to_toml(port, &dir.join("ledger")))?;
-        let log = std::fs::File::create(dir.join("parasol.log"))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("parasol.log"))?;
         let child = Command::new(bin)
             .arg("--config")
             .arg(&config_path)
             .arg("serve")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -170,6 +202,7 @@ impl Service {
         let mut service = Service {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            reaped: false,
         };
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -191,6 +224,17 @@ impl Service {
             dir.display()
         )
     }
+}
+
+/// Resident memory of process `pid` in kB (`VmRSS` of `/proc/<pid>/status`).
+pub fn rss_kb(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS in /proc/<pid>/status")
 }
 
 /// User + system CPU seconds of process `pid` (Linux `/proc/<pid>/stat`).

@@ -118,14 +118,28 @@ async fn asc_shrinks_its_interval_under_a_decline_burst(engine: &str) {
     s.policy.algorithm = Algorithm::FirstFit;
     let text = "th_decline = 0.05\nth_low = 0.03\nstart_interval_s = 0.4\nmin_interval_s = 0.05\nspeed_up_step = 0.5\nslow_down_step = 1.1";
     s.asc = toml::from_str(text).unwrap();
-    let app = spawn_with(s, db).await;
+    // The refresh interval runs on this clock: only the test moves it.
+    let t0 = SystemClock.now_ms();
+    let clock = ManualClock::new(t0);
+    let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
     // Two small hosts ranked first: with max_attempts = 3 each decision is declined twice
     // by the ledger before the big host takes it.
     for i in 0..2 {
         app.register(&format!("c{i}"), 2, 2048, 20).await;
     }
     app.register("big", 512, 524288, 5120).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Rebuilding the backend reads a first snapshot holding the three hosts, and arms the
+    // first interval (0.4 s of the clock).
+    app.scheduler
+        .reconfigure(app.scheduler.settings())
+        .await
+        .unwrap();
+    let end_of_interval = t0 + 400;
+    let armed = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !clock.deadlines().contains(&end_of_interval) {
+        assert!(std::time::Instant::now() < armed, "{:?}", clock.deadlines());
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     // Fill the small hosts behind the cache's back: every decision is declined at least once.
     let ledger = app.scheduler.ledger();
     for i in 0..2 {
@@ -142,38 +156,37 @@ async fn asc_shrinks_its_interval_under_a_decline_burst(engine: &str) {
     for _ in 0..4 {
         let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
         assert_eq!(status, 200, "{body}");
+        assert_eq!(body[0][0]["nova_object.data"]["service_host"], "big");
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
+    // The interval ends: its decline ratio passed th_decline, so τ halves, once.
+    clock.advance_ms(400);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let stats = loop {
         let stats = app.stats("asc").await;
-        let interval = stats["params"]["refresh_interval_s"].as_f64().unwrap();
-        if interval < 0.4 {
-            // Each interval whose decline ratio passed th_decline halved τ (never below the
-            // minimum); a quiet interval on a loaded machine may have grown it by 1.1 first.
-            let history = stats["params"]["interval_history"]
-                .as_array()
-                .unwrap()
-                .clone();
-            let mut previous = 400.0;
-            let mut halved = false;
-            for step in &history {
-                let now = step["interval_ms"].as_f64().unwrap();
-                if step["decline_ratio"].as_f64().is_some_and(|r| r > 0.05) {
-                    let want = (previous * 0.5_f64).max(50.0);
-                    assert!((now - want).abs() <= 1.0, "{now} after {previous}: {stats}");
-                    halved = true;
-                }
-                previous = now;
-            }
-            assert!(halved, "τ shrinks by speed_up_step: {stats}");
-            assert!(stats["decline_ratio"].as_f64().unwrap() > 0.05);
-            break;
+        if stats["params"]["refresh_interval_s"].as_f64() != Some(0.4) {
+            break stats;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "interval never shrank: {stats}"
+            "the interval's end did not adapt τ: {stats}"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(stats["params"]["refresh_interval_s"], 0.2, "{stats}");
+    let history = stats["params"]["interval_history"].as_array().unwrap();
+    let last = history.last().expect("one adapted interval");
+    assert_eq!(last["interval_ms"], 200, "{stats}");
+    assert!(
+        last["decline_ratio"].as_f64().is_some_and(|r| r > 0.05),
+        "{stats}"
+    );
+    assert!(stats["decline_ratio"].as_f64().unwrap() > 0.05);
+    // The next interval ends 0.2 s of the clock later.
+    let next = t0 + 400 + 200;
+    let armed = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !clock.deadlines().contains(&next) {
+        assert!(std::time::Instant::now() < armed, "{:?}", clock.deadlines());
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 on_both_engines!(
