@@ -12,6 +12,7 @@
 //! - `plan_cli`: `parasol apsr plan`, the same planning offline ([`PlanArgs`], [`run_plan`]).
 //! - `history`: the bounded decision history both controllers keep for stats and plots.
 //! - `error`: [`ControlError`], naming the config key or CLI flag at fault.
+//! - `fmu_model`: Fair Maximum Utilization (seed 003 ch. 3): hungry level, U, F, cost C.
 
 mod apsr_controller;
 mod apsr_math;
@@ -23,6 +24,8 @@ mod error;
 mod history;
 mod k_estimator;
 mod plan_cli;
+
+mod fmu_model;
 
 pub use apsr_controller::{ApsrController, ApsrRound};
 pub use apsr_math::{
@@ -36,3 +39,8 @@ pub use error::ControlError;
 pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};
 pub use plan_cli::{run_plan, PlanArgs};
+
+pub use fmu_model::{
+    detect_hungry, evaluate as fmu_evaluate, fmu_cost, hungry_level, jain_index, FmuError,
+    FmuEvaluation, FmuParams, FmuProblem, Normalization, VmState,
+};
