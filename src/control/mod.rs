@@ -12,6 +12,10 @@
 //! - `plan_cli`: `parasol apsr plan`, the same planning offline ([`PlanArgs`], [`run_plan`]).
 //! - `history`: the bounded decision history both controllers keep for stats and plots.
 //! - `error`: [`ControlError`], naming the config key or CLI flag at fault.
+//! - `fmu_model`: Fair Maximum Utilization (seed 003 ch. 3): hungry level, U, F, cost C.
+//! - `fmu_plan`: move rules (ratios, server groups, enabled hosts), feasible move ordering
+//!   and the independent replay checker.
+//! - `fmu_solvers`: the rebalancers BCPU, BCPU2, simulated annealing and Greedy Best Move.
 
 mod apsr_controller;
 mod apsr_math;
@@ -23,6 +27,10 @@ mod error;
 mod history;
 mod k_estimator;
 mod plan_cli;
+
+mod fmu_model;
+mod fmu_plan;
+mod fmu_solvers;
 
 pub use apsr_controller::{ApsrController, ApsrRound};
 pub use apsr_math::{
@@ -36,3 +44,15 @@ pub use error::ControlError;
 pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};
 pub use plan_cli::{run_plan, PlanArgs};
+
+pub use fmu_model::{
+    detect_hungry, evaluate as fmu_evaluate, fmu_cost, hungry_level, jain_index, FmuError,
+    FmuEvaluation, FmuParams, FmuProblem, Normalization, VmState,
+};
+pub use fmu_plan::{
+    order_moves, replay_plan, GroupPolicy, Move, MoveRules, Occupancy, OrderedPlan, PlanLimits,
+    ReplayError, ServerGroup,
+};
+pub use fmu_solvers::{
+    rebalance, GbmParams, RebalanceInput, RebalancePlan, SaParams, Solver, MIGRATION_RESISTANCE,
+};

@@ -26,6 +26,8 @@ pub enum SimCommand {
         #[arg(long, default_value = "docs/results")]
         out: PathBuf,
     },
+    /// McNett's FMU rebalancers on the thesis' hot-spot and general-purpose workloads.
+    Fmu(super::fmu::FmuArgs),
 }
 
 /// Experiment A's policies: the APSR paper's seven and APSR.
@@ -169,6 +171,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         }
         SimCommand::Results(args) => results::generate(&args)?,
         SimCommand::Plots { out } => results::replot(&out)?,
+        SimCommand::Fmu(args) => super::fmu::run(&args)?,
     }
     Ok(())
 }

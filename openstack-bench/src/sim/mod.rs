@@ -15,6 +15,7 @@
 //! - `compare`, `compare_b`: the README's comparisons with the APSR and ASC papers.
 //! - `isolate_b`: experiment B's runs that change one model choice at a time.
 //! - `cli`: the `openstack-bench sim` subcommands.
+//! - `fmu`: McNett's FMU rebalancing experiments (seed 003 ch. 4, docs/fmu.md).
 
 mod apsr;
 pub mod cli;
@@ -32,6 +33,8 @@ mod results;
 mod slots;
 mod stale_runs;
 mod staleness;
+
+pub mod fmu;
 
 pub use apsr::{ApsrScheduler, ApsrSetup};
 pub use parallel::{run_cells, run_parallel, ParallelCell, ParallelOutcome, ParallelSetup};
