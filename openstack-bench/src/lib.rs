@@ -9,10 +9,12 @@
 //! what it measures is what the service runs.
 //!
 //! # Layout
+//! - [`ecsched`]: ECSched's evaluation (seed 004) on the library's batch solver.
 //! - [`sim`]: the papers' experiments in virtual time, their tables and figures.
 //! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
 //! - [`plot`]: every figure's palette, markers, axes and panels.
 
+pub mod ecsched;
 pub mod fonts;
 pub mod plot;
 pub mod sim;
