@@ -11,11 +11,13 @@
 //! # Layout
 //! - [`datasets`]: the papers' workloads (NFV, Google, Amazon; `datasets/*.json` beside this
 //!   crate's manifest), for the simulator and the load driver.
+//! - [`ecsched`]: ECSched's evaluation (seed 004) on the library's batch solver.
 //! - [`sim`]: the papers' experiments in virtual time, their tables and figures.
 //! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
 //! - [`plot`]: every figure's palette, markers, axes and panels.
 
 pub mod datasets;
+pub mod ecsched;
 pub mod fonts;
 pub mod plot;
 pub mod sim;

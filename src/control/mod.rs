@@ -11,6 +11,7 @@
 //! - `asc_controller`: the ASC decision step adapting the cache refresh interval τ.
 //! - `plan_cli`: `parasol apsr plan`, the same planning offline ([`PlanArgs`], [`run_plan`]).
 //! - `history`: the bounded decision history both controllers keep for stats and plots.
+//! - `ecsched`: ECSched's batch placement as a min-cost flow (seed 004).
 //! - `error`: [`ControlError`], naming the config key or CLI flag at fault.
 //! - `fmu_model`: Fair Maximum Utilization (seed 003 ch. 3): hungry level, U, F, cost C.
 //! - `fmu_plan`: move rules (ratios, server groups, enabled hosts), feasible move ordering
@@ -23,6 +24,7 @@ mod apsr_params;
 mod asc_controller;
 mod asc_params;
 mod binomial;
+pub mod ecsched;
 mod error;
 mod history;
 mod k_estimator;

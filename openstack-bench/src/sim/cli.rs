@@ -21,6 +21,9 @@ pub enum SimCommand {
     Staleness(StalenessArgs),
     /// Regenerate every table and plot into a folder (default docs/results).
     Results(ResultsArgs),
+    /// ECSched's experiments (seed 004): Fig. 5's solve times.
+    #[command(subcommand)]
+    Ecsched(crate::ecsched::cli::EcschedCommand),
     /// Redraw experiment A's and B's figures from the tables `results` wrote.
     Plots {
         #[arg(long, default_value = "docs/results")]
@@ -172,6 +175,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         SimCommand::Results(args) => results::generate(&args)?,
         SimCommand::Plots { out } => results::replot(&out)?,
         SimCommand::Fmu(args) => super::fmu::run(&args)?,
+        SimCommand::Ecsched(cmd) => crate::ecsched::cli::run(cmd)?,
     }
     Ok(())
 }

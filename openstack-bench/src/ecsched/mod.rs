@@ -1,0 +1,18 @@
+//! ECSched's evaluation (seed 004, §4) reproduced on the library's own solver
+//! (`parasol::control::ecsched`, docs/architecture.md §12).
+//!
+//! # Layout
+//! - `shapes`: §4.1's 30 ExoGENI VMs, §4.2's EC2 general-purpose clusters.
+//! - `trace`: the task generator fitted to §4.1's published trace statistics; the loader of
+//!   the real `task_events` files.
+//! - `fig5`: solve time per cluster and batch size (the benchmark).
+//! - `table1`: Table 1's utilisation runs (ECSched against queue-based baselines).
+//! - `results`: Table 1 beside the published cells.
+//! - `cli`: `openstack-bench sim ecsched …`.
+
+pub mod cli;
+pub mod fig5;
+mod results;
+pub mod shapes;
+pub mod table1;
+pub mod trace;
