@@ -19,6 +19,8 @@ pub enum SimCommand {
     Parallel(ParallelArgs),
     /// Experiment B: cache staleness and ASC (ASC paper).
     Staleness(StalenessArgs),
+    /// The Flex paper's §5: usage-aware admission against LeastFit and OverSub.
+    Flex(super::flex::cli::FlexArgs),
     /// Regenerate every table and plot into a folder (default docs/results).
     Results(ResultsArgs),
     /// Redraw experiment A's and B's figures from the tables `results` wrote.
@@ -167,6 +169,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
             println!();
             print!("{}", render(&dynamic, args.format));
         }
+        SimCommand::Flex(args) => super::flex::cli::run(&args)?,
         SimCommand::Results(args) => results::generate(&args)?,
         SimCommand::Plots { out } => results::replot(&out)?,
     }
