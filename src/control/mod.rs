@@ -9,6 +9,10 @@
 //! - `apsr_controller`: the per-round APSR re-plan of (s, d) and its history.
 //! - `asc_params`: the `[asc]` config section, validated.
 //! - `asc_controller`: the ASC decision step adapting the cache refresh interval τ.
+//! - `flex_params`: the `[flex]` config section, validated (seed 002, §5.1).
+//! - `flex_controller`: Flex's estimation penalty P following the cluster's QoS (Alg. 3).
+//! - `flex_qos`: §3's fair allocation under contention and eq. 14's QoS Q(t).
+//! - `flex_admission`: Alg. 3's admission test P·L̂ + r ≤ C and its score.
 //! - `plan_cli`: `parasol apsr plan`, the same planning offline ([`PlanArgs`], [`run_plan`]).
 //! - `history`: the bounded decision history both controllers keep for stats and plots.
 //! - `ecsched`: ECSched's batch placement as a min-cost flow (seed 004).
@@ -26,6 +30,10 @@ mod asc_params;
 mod binomial;
 pub mod ecsched;
 mod error;
+mod flex_admission;
+mod flex_controller;
+mod flex_params;
+mod flex_qos;
 mod history;
 mod k_estimator;
 mod plan_cli;
@@ -43,6 +51,12 @@ pub use apsr_params::ApsrParams;
 pub use asc_controller::{AscController, AscInterval};
 pub use asc_params::AscParams;
 pub use error::ControlError;
+pub use flex_admission::{
+    fits as flex_fits, fits_all as flex_fits_all, headroom as flex_headroom, Load,
+};
+pub use flex_controller::{FlexController, FlexPeriod, PenaltyStep};
+pub use flex_params::FlexParams;
+pub use flex_qos::{cluster_qos, fair_allocation, node_qos, served, Share};
 pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};
 pub use plan_cli::{run_plan, PlanArgs};

@@ -19,6 +19,8 @@ pub enum SimCommand {
     Parallel(ParallelArgs),
     /// Experiment B: cache staleness and ASC (ASC paper).
     Staleness(StalenessArgs),
+    /// The Flex paper's §5: usage-aware admission against LeastFit and OverSub.
+    Flex(super::flex::cli::FlexArgs),
     /// Regenerate every table and plot into a folder (default docs/results).
     Results(ResultsArgs),
     /// ECSched's experiments (seed 004): Fig. 5's solve times.
@@ -172,6 +174,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
             println!();
             print!("{}", render(&dynamic, args.format));
         }
+        SimCommand::Flex(args) => super::flex::cli::run(&args)?,
         SimCommand::Results(args) => results::generate(&args)?,
         SimCommand::Plots { out } => results::replot(&out)?,
         SimCommand::Fmu(args) => super::fmu::run(&args)?,

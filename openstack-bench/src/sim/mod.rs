@@ -14,6 +14,7 @@
 //! - `results`: regenerates `docs/results/`, comparing with the published NFV cells.
 //! - `compare`, `compare_b`: the README's comparisons with the APSR and ASC papers.
 //! - `isolate_b`: experiment B's runs that change one model choice at a time.
+//! - `flex`: the Flex paper's §5 (usage-aware admission): LeastFit, OverSub, FlexF, FlexL.
 //! - `cli`: the `openstack-bench sim` subcommands.
 //! - `fmu`: McNett's FMU rebalancing experiments (seed 003 ch. 4, docs/fmu.md).
 
@@ -21,6 +22,7 @@ mod apsr;
 pub mod cli;
 mod compare;
 mod compare_b;
+pub mod flex;
 mod index;
 mod isolate_b;
 mod parallel;
