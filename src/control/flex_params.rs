@@ -66,10 +66,10 @@ impl FlexParams {
                 "must be at least 1 (below 1 Flex would admit past measured usage)",
             ));
         }
-        if !(self.p_max >= self.p_min) {
+        if self.p_max.is_nan() || self.p_max < self.p_min {
             return Err(ControlError::param("p_max", "must be at least p_min"));
         }
-        if !(self.p_start >= self.p_min && self.p_start <= self.p_max) {
+        if !(self.p_min..=self.p_max).contains(&self.p_start) {
             return Err(ControlError::param("p_start", "must be in [p_min, p_max]"));
         }
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
