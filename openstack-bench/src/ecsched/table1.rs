@@ -3,7 +3,7 @@
 //! `control::ecsched::solve` with the paper's rules), Kubernetes (≈ the library's `worst_fit`:
 //! spreading) and Swarm (≈ `best_fit`: packing), each one task at a time from a FIFO queue.
 //!
-//! The simulator's model (docs/bench-new/ecsched.md says why each holds):
+//! The simulator's model (docs/bench-history/2026-12-02-ecsched.md says why each holds):
 //! - A task runs its duration from when it is placed; utilisation is Σ used / Σ capacity per
 //!   class, averaged over time from 0 to the last completion.
 //! - Nova has no pending queue: the queue with retries exists only here. Queue-based schedulers

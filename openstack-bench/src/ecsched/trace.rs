@@ -5,7 +5,7 @@
 //!
 //! Published (§4.1): 83,241 tasks completed in the first 5 h, mean duration 764 s, 10 %
 //! (≈ 8,300) sampled per run, 6 % with container or machine affinity. Not published: the
-//! size distribution. Ours, fixed before any comparison with Table 1 (docs/bench-new/ecsched.md):
+//! size distribution. Ours, fixed before any comparison with Table 1 (docs/bench-history/2026-12-02-ecsched.md):
 //! see [`TraceModel::PUBLISHED`].
 
 use rand::Rng;
