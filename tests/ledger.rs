@@ -629,6 +629,49 @@ async fn batches_taking_the_same_hosts_in_opposite_orders_do_not_deadlock_on_pos
     follow.await.unwrap();
 }
 
+/// Issue 40's soak: PostgreSQL rolling a claim group back to break a deadlock (SQLSTATE 40P01)
+/// is not an outage: the group runs again and the claim is answered, not refused with 503.
+/// The rollback is PostgreSQL's own error, raised twice by a trigger on the allocations (a
+/// sequence counts the runs: it is not rolled back with them).
+#[tokio::test]
+async fn a_claim_group_rolled_back_as_a_deadlock_runs_again_on_postgres() {
+    use sqlx::Connection;
+    let (ledger, db) = ledger("postgres").await;
+    let host = ledger
+        .register_host(&registration("c1", 4, 4096, 40), 1)
+        .await
+        .unwrap();
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE SEQUENCE injected_rollbacks;
+         CREATE FUNCTION inject_rollback() RETURNS trigger AS $$
+         BEGIN
+           IF nextval('injected_rollbacks') <= 2 THEN
+             RAISE EXCEPTION 'injected deadlock' USING ERRCODE = '40P01';
+           END IF;
+           RETURN NEW;
+         END $$ LANGUAGE plpgsql;
+         CREATE TRIGGER inject_rollback BEFORE INSERT ON allocations
+           FOR EACH ROW EXECUTE FUNCTION inject_rollback();",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let demand = Resources::new(2, 2048, 20);
+    assert_eq!(
+        ledger.claim(host, "i1", &demand, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let runs: i64 = sqlx::query_scalar("SELECT last_value FROM injected_rollbacks")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(runs, 3, "two runs rolled back, then the one that committed");
+    assert!(ledger.allocation("i1").await.unwrap().is_some());
+    assert_eq!(ledger.read_hosts().await.unwrap()[0].used, demand);
+    assert_eq!(ledger.table().snapshot()[0].used, demand);
+}
+
 /// Issue 16, item 3: an error is an outage only when the ledger itself failed; what the
 /// database refuses in a message's values is not (the message is dead-lettered, not requeued).
 #[tokio::test]

@@ -449,6 +449,11 @@ const POSTGRES_LOCK_HOSTS: &str = "SELECT 1 FROM (SELECT id FROM hosts \
 /// Most claims one group takes.
 const MAX_GROUP: usize = 64;
 
+/// How many times a claim group PostgreSQL rolled back as a deadlock or a serialization
+/// failure is run again before its claims are answered with the error. Two processes'
+/// groups on the same hosts can collide (issue 40's soak saw it with no fault injected).
+const CONFLICT_RETRIES: usize = 3;
+
 /// A claim reserved in the table and waiting for the database.
 #[derive(Debug)]
 pub(crate) struct PendingClaim {
@@ -606,7 +611,7 @@ impl Ledger {
         let mut queued = self.claims.take();
         while !queued.is_empty() {
             let rest = queued.split_off(queued.len().min(MAX_GROUP));
-            let answers = postgres_group(&mut conn, &queued).await;
+            let answers = postgres_group_retrying(&mut conn, &queued).await;
             self.settle(&mut conn, queued, answers).await;
             queued = rest;
         }
@@ -629,7 +634,7 @@ impl Ledger {
             Err(e) if claims.len() > 1 && !e.is_outage() => {
                 let mut one_by_one = Vec::with_capacity(claims.len());
                 for claim in &claims {
-                    let answer = postgres_group(conn, std::slice::from_ref(claim)).await;
+                    let answer = postgres_group_retrying(conn, std::slice::from_ref(claim)).await;
                     one_by_one.push(answer.map(|mut a| a.pop().unwrap_or(GroupAnswer::Declined)));
                 }
                 one_by_one
@@ -898,6 +903,25 @@ impl Ledger {
 
 /// Runs `claims` as one PostgreSQL transaction: a group of one round (no host twice, the
 /// usual case) is one statement, its own transaction, with no `BEGIN` and `COMMIT` round trips.
+/// [`postgres_group`], run again (up to [`CONFLICT_RETRIES`] times) while PostgreSQL rolls
+/// it back to break a conflict with another session. Each run is its own transaction, so a
+/// rolled-back run leaves nothing behind.
+async fn postgres_group_retrying(
+    conn: &mut sqlx::PgConnection,
+    claims: &[PendingClaim],
+) -> Result<Vec<GroupAnswer>, LedgerError> {
+    let mut retries = 0;
+    loop {
+        match postgres_group(conn, claims).await {
+            Err(e) if e.is_conflict_rollback() && retries < CONFLICT_RETRIES => {
+                retries += 1;
+                tracing::info!(error = %e, retries, "claim group rolled back by a conflict; running it again");
+            }
+            answer => return answer,
+        }
+    }
+}
+
 async fn postgres_group(
     conn: &mut sqlx::PgConnection,
     claims: &[PendingClaim],

@@ -117,6 +117,19 @@ impl LedgerError {
 }
 
 impl LedgerError {
+    /// Whether PostgreSQL rolled the transaction back to break a conflict with another
+    /// session (SQLSTATE `40P01` deadlock_detected, `40001` serialization_failure): the same
+    /// transaction run again may well commit, so it is retried rather than answered as an
+    /// outage.
+    pub fn is_conflict_rollback(&self) -> bool {
+        match self {
+            LedgerError::Database(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("40P01" | "40001"))
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the database is out of space (SQLite `SQLITE_FULL`, PostgreSQL `53100
     /// disk_full`): an outage that says nothing about what was written, and that a write
     /// smaller than the one refused (the write probe) may not see.
