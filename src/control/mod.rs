@@ -1,5 +1,7 @@
-//! The pure control logic of the `asc` and `apsr` backends: no I/O, no async, no clock. The
-//! service, the simulator and the benchmark all drive these same types.
+//! The pure control logic: the `asc` and `apsr` backends' controllers, and the seed systems'
+//! models (Flex's penalty and QoS, ECSched's min-cost flow, Fair Maximum Utilization's
+//! rebalancers): no I/O, no async, no clock. The service, the simulator and the benchmark all
+//! drive these same types.
 //!
 //! # Layout
 //! - `apsr_math`: E[H_s], the expected decline ratio and MaximizeParallelism (s, d) planning.
