@@ -639,19 +639,11 @@ impl Ledger {
                 }
                 one_by_one
             }
-            Err(e) => {
-                let message = format!("claim not made: {e}");
-                let outage = e.is_outage();
-                let mut first = Some(e);
-                claims
-                    .iter()
-                    .map(|_| match first.take() {
-                        Some(e) => Err(e),
-                        None if outage => Err(LedgerError::Unavailable(message.clone())),
-                        None => Err(LedgerError::Invalid(message.clone())),
-                    })
-                    .collect()
-            }
+            Err(e) => e
+                .for_group(claims.len(), "claim not made")
+                .into_iter()
+                .map(Err)
+                .collect(),
         };
         for (claim, answer) in claims.into_iter().zip(answers) {
             let outcome = match answer {

@@ -361,15 +361,8 @@ fn serve(
 /// Answers every job of a group that was not written: the first with the error itself, the
 /// others with its message.
 fn fail(group: Vec<Box<dyn Work>>, table: &HostTable, e: LedgerError) {
-    let message = e.to_string();
-    let outage = e.is_outage();
-    let mut first = Some(e);
-    for job in group {
-        let e = match first.take() {
-            Some(e) => e,
-            None if outage => LedgerError::Unavailable(message.clone()),
-            None => LedgerError::Invalid(message.clone()),
-        };
+    let errors = e.for_group(group.len(), "");
+    for (job, e) in group.into_iter().zip(errors) {
         job.failed(table, e);
     }
 }

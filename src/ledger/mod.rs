@@ -117,6 +117,26 @@ impl LedgerError {
 }
 
 impl LedgerError {
+    /// One error for each of `n` members of a group that failed together (nothing of the
+    /// group was committed): the original for the first, and for the others its message,
+    /// prefixed with `context` when given, still an outage when the original was one.
+    pub fn for_group(self, n: usize, context: &str) -> Vec<LedgerError> {
+        let message = if context.is_empty() {
+            self.to_string()
+        } else {
+            format!("{context}: {self}")
+        };
+        let outage = self.is_outage();
+        let mut first = Some(self);
+        (0..n)
+            .map(|_| match first.take() {
+                Some(e) => e,
+                None if outage => LedgerError::Unavailable(message.clone()),
+                None => LedgerError::Invalid(message.clone()),
+            })
+            .collect()
+    }
+
     /// Whether PostgreSQL rolled the transaction back to break a conflict with another
     /// session (SQLSTATE `40P01` deadlock_detected, `40001` serialization_failure): the same
     /// transaction run again may well commit, so it is retried rather than answered as an
@@ -646,5 +666,29 @@ impl Ledger {
             Pools::Sqlite { read, .. } => read.close().await,
             Pools::Postgres(pool) => pool.close().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod group_error_tests {
+    use super::LedgerError;
+
+    #[test]
+    fn a_group_error_keeps_the_original_first_and_its_kind_for_the_rest() {
+        let errors = LedgerError::Unavailable("disk gone".into()).for_group(3, "claim not made");
+        assert_eq!(errors.len(), 3);
+        assert_eq!(errors[0].to_string(), "ledger unavailable: disk gone");
+        for e in &errors[1..] {
+            assert!(e.is_outage(), "{e}");
+            assert_eq!(
+                e.to_string(),
+                "ledger unavailable: claim not made: ledger unavailable: disk gone"
+            );
+        }
+        let errors = LedgerError::Invalid("bad value".into()).for_group(2, "");
+        assert!(errors
+            .iter()
+            .all(|e| !e.is_outage() && e.to_string() == "bad value"));
+        assert!(LedgerError::Invalid("x".into()).for_group(0, "").is_empty());
     }
 }

@@ -30,15 +30,8 @@ async fn apply_queued(ledger: &Ledger, clock: &SharedClock, queue: &JobQueue<Que
         }
         Err(e) => {
             // Nothing of the group was committed: each message fails with the ledger's error.
-            let message = e.to_string();
-            let outage = e.is_outage();
-            let mut first = Some(e);
-            for job in jobs {
-                let e = match first.take() {
-                    Some(e) => e,
-                    None if outage => LedgerError::Unavailable(message.clone()),
-                    None => LedgerError::Invalid(message.clone()),
-                };
+            let errors = e.for_group(jobs.len(), "");
+            for (job, e) in jobs.into_iter().zip(errors) {
                 let _ = job.reply.send(Err(ApplyError::Ledger(e)));
             }
         }
