@@ -206,28 +206,8 @@ fn parasol_filters_equal_novas_on_seeded_random_cases() {
             "hints": hints, "flavor_name": flavor, "image_id": image, "hosts": host_json,
         }));
     }
-    let venv = venv::nova_venv();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_filters/run.py");
-    let mut child = Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(Value::Array(cases.clone()).to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let nova: Vec<Vec<BTreeMap<String, Value>>> = serde_json::from_slice(&out.stdout).unwrap();
+    let nova: Vec<Vec<BTreeMap<String, Value>>> =
+        serde_json::from_slice(&through_nova("run.py", &cases)).unwrap();
     assert_eq!(nova.len(), parasol.len());
     let (mut compared, mut raised) = (0, 0);
     for (i, (n_case, p_case)) in nova.iter().zip(&parasol).enumerate() {
@@ -349,29 +329,8 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
             "weighers": names, "dest_cell": dest_cell, "cross_cell": cross, "hosts": host_json,
         }));
     }
-    let venv = venv::nova_venv();
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova_filters/weigh.py");
-    let mut child = Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(Value::Array(cases.clone()).to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let nova: Vec<BTreeMap<String, f64>> = serde_json::from_slice(&out.stdout).unwrap();
+    let nova: Vec<BTreeMap<String, f64>> =
+        serde_json::from_slice(&through_nova("weigh.py", &cases)).unwrap();
     let mut compared = 0;
     for (i, (n_case, p_case)) in nova.iter().zip(&parasol).enumerate() {
         for (j, p) in p_case.iter().enumerate() {
@@ -387,4 +346,33 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
         }
     }
     assert!(compared > 300, "{compared}");
+}
+
+/// Runs `tests/nova_filters/<script>` in Nova's virtualenv with `cases` as JSON on its stdin;
+/// returns what it printed.
+fn through_nova(script: &str, cases: &[Value]) -> Vec<u8> {
+    let venv = venv::nova_venv();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/nova_filters")
+        .join(script);
+    let mut child = Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(cases.to_vec()).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }

@@ -37,29 +37,29 @@ fn hup(service: &Service) {
     assert!(status.success());
 }
 
-async fn active_backend(client: &reqwest::Client, base: &str) -> String {
-    let stats: Value = client
+async fn stats(client: &reqwest::Client, base: &str) -> Value {
+    client
         .get(format!("{base}/v1/stats"))
         .send()
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
-    stats["active_backend"].as_str().unwrap().to_string()
+        .unwrap()
+}
+
+async fn active_backend(client: &reqwest::Client, base: &str) -> String {
+    stats(client, base).await["active_backend"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// Calls `backend` has answered so far (`/v1/stats`).
 async fn backend_requests(client: &reqwest::Client, base: &str, backend: &str) -> u64 {
-    let stats: Value = client
-        .get(format!("{base}/v1/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    stats["backends"][backend]["requests"].as_u64().unwrap_or(0)
+    stats(client, base).await["backends"][backend]["requests"]
+        .as_u64()
+        .unwrap_or(0)
 }
 
 fn body() -> Value {
@@ -164,14 +164,7 @@ async fn sighup_switches_backend_mid_load_without_losing_or_double_claiming() {
             ok += (status == 200) as u64;
         }
     }
-    let stats: Value = client
-        .get(format!("{}/v1/stats", service.base()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = stats(&client, &service.base()).await;
     let placed: u64 = ["filter", "apsr"]
         .iter()
         .map(|b| stats["backends"][b]["placed"].as_u64().unwrap_or(0))
