@@ -24,7 +24,7 @@ use crate::configuration::{BackendKind, Settings};
 use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
-use crate::policy::{FilterEnv, Policy, PolicyError, SortedScratch};
+use crate::policy::{FilterEnv, Policy, PolicyError, RankArgs, SortedScratch};
 use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -289,13 +289,16 @@ impl Backend {
         let mut last_reason = String::new();
         while budget > 0 {
             let env = FilterEnv::new(self.deps.clock.now_ms(), &self.deps.settings.policy);
+            let args = RankArgs {
+                req,
+                env: &env,
+                max: budget + extra_alternates,
+            };
             let candidates = match self.source.rank(
                 &self.deps,
                 &self.policy,
                 &mut worker,
-                req,
-                &env,
-                budget + extra_alternates,
+                args,
                 counts,
             ) {
                 Ok(candidates) => candidates,
@@ -413,7 +416,16 @@ impl Backend {
             counts.queries += live.len() as u64;
             let mut order = Vec::new();
             self.policy
-                .rank(live, req, &env, &mut worker.rng, max, &mut order)
+                .rank(
+                    live,
+                    RankArgs {
+                        req,
+                        env: &env,
+                        max,
+                    },
+                    &mut worker.rng,
+                    &mut order,
+                )
                 .map(|()| order.iter().map(|&i| live[i].clone()).collect::<Vec<_>>())
         });
         match ranked {

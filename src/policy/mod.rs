@@ -24,7 +24,8 @@ pub use config::{Algorithm, PolicyConfig, TieBreak, DEFAULT_FILTERS, DEFAULT_WEI
 pub use error::{PolicyError, Rejection};
 pub use filters::{Filter, FilterEnv};
 pub use pipeline::{
-    top_with_random_ties, Policy, RankScratch, Scored, SortKey, SortedIndex, SortedScratch,
+    top_with_random_ties, Policy, RankArgs, RankScratch, ScanView, Scored, SortKey, SortedIndex,
+    SortedScratch,
 };
 pub use registry::NOVA_ALL_WEIGHERS;
 pub use weighers::Weigher;
