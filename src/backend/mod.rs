@@ -9,7 +9,9 @@
 //! - `cache`: the snapshot and its refresh task (fixed τ, or ASC's adaptive τ).
 //! - `sample`: APSR's sampling parameters and its control task.
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
+//! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
 
+mod batch;
 mod cache;
 mod sample;
 mod source;
@@ -20,7 +22,7 @@ pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 
 use crate::clock::SharedClock;
-use crate::configuration::{BackendKind, Settings};
+use crate::configuration::{BackendKind, BatchMode, Settings};
 use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
@@ -142,16 +144,43 @@ impl Backend {
 
     /// Places every request of one call, or none: when one instance cannot be placed, the
     /// claims made for the call are released and the whole call is NoValidHost (as Nova).
+    /// With `[batch] mode = "call"`, a multi-create is first placed as one assignment
+    /// (`batch`); what the batch leaves to it, and every call otherwise, goes one instance at
+    /// a time.
     pub async fn schedule(
         &self,
-        mut requests: Vec<RequestContext>,
+        requests: Vec<RequestContext>,
     ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let started = Instant::now();
-        let deps = &self.deps;
         let mut counts = Counts {
             requests: requests.len() as u64,
             ..Counts::default()
         };
+        if self.deps.settings.batch.mode == BatchMode::Call && requests.len() >= 2 {
+            match self.schedule_batch(&requests, &mut counts, started).await {
+                batch::Batched::Done(answer) => return answer,
+                batch::Batched::Fallback(reason) => {
+                    tracing::info!(
+                        reason = reason.as_str(),
+                        instances = requests.len(),
+                        "multi-create placed one instance at a time instead of as a batch"
+                    );
+                    self.deps.stats.record_batch_fallback(reason);
+                }
+            }
+        }
+        self.schedule_each(requests, started, counts).await
+    }
+
+    /// Today's path: each instance in turn (`place`), the group's members updated for the
+    /// next; `counts` holds what the call counted before (a batch given up).
+    async fn schedule_each(
+        &self,
+        mut requests: Vec<RequestContext>,
+        started: Instant,
+        mut counts: Counts,
+    ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
+        let deps = &self.deps;
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
         // Alternates may not name a host selected for another instance of the call: rank
