@@ -233,3 +233,45 @@ on_both_engines!(
     a_batch_over_max_instances_is_placed_one_at_a_time_and_counted,
     super::a_batch_over_max_instances_is_placed_one_at_a_time_and_counted
 );
+
+async fn a_claim_the_stale_snapshot_made_the_batch_lose_releases_the_batch_and_places_one_at_a_time(
+    engine: &str,
+) {
+    let on = app(engine, BackendKind::Caching, BatchMode::Call).await;
+    on.register("c1", 4, 8192, 80).await;
+    on.register("c2", 4, 8192, 80).await;
+    on.scheduler
+        .reconfigure(on.scheduler.settings())
+        .await
+        .unwrap();
+    // Another process takes c1 whole behind the snapshot's back.
+    let ledger = on.scheduler.ledger();
+    let c1 = ledger.host_id_by_name("c1", None).await.unwrap().unwrap();
+    let full = parasol::domain::Resources::new(4, 8192, 80);
+    ledger.claim(c1, "someone-else", &full, 1).await.unwrap();
+    // The snapshot shows room for eight: the batch sends some of the four to c1, where the
+    // ledger declines them; every claim of the batch is released and the call goes one at
+    // a time, which moves on from c1 to c2.
+    let ids = uuids(4);
+    let (status, body) = call(&on, &ids, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body), vec!["c2"; 4]);
+    let c2 = host_id(&on, "c2").await;
+    assert_eq!(ledger_hosts(&on, &ids).await, vec![Some(c2); 4]);
+    assert_eq!(ledger.allocation_count().await.unwrap(), 5);
+    let stats = on.stats("caching").await;
+    assert_eq!(stats["batch"]["rounds"], 1, "{stats}");
+    assert_eq!(stats["batch"]["fallbacks"]["declined"], 1, "{stats}");
+    assert_eq!(stats["placed"], 4, "{stats}");
+    assert!(
+        stats["declines_by_cause"]["stale_snapshot"]
+            .as_u64()
+            .unwrap()
+            >= 2,
+        "the batch's and the one-at-a-time path's: {stats}"
+    );
+}
+on_both_engines!(
+    a_claim_the_stale_snapshot_made_the_batch_lose_releases_the_batch_and_places_one_at_a_time,
+    super::a_claim_the_stale_snapshot_made_the_batch_lose_releases_the_batch_and_places_one_at_a_time
+);
