@@ -27,7 +27,7 @@ const COUNTING_FILTERS: [&str; 4] = [
 ];
 
 /// As many candidates as any view holds: every host that passes the filters is ranked.
-const EVERY_HOST: usize = u32::MAX as usize;
+pub(super) const EVERY_HOST: usize = u32::MAX as usize;
 
 /// What became of a batch.
 pub(super) enum Batched {
@@ -314,7 +314,10 @@ impl Backend {
 }
 
 /// The candidates as the solver's cluster: per demanded class, usable capacity and free room.
-fn cluster_of(hosts: &[HostState], classes: &[ClassId]) -> Result<Cluster, ecsched::BatchError> {
+pub(super) fn cluster_of(
+    hosts: &[HostState],
+    classes: &[ClassId],
+) -> Result<Cluster, ecsched::BatchError> {
     let mut capacity = Vec::with_capacity(hosts.len() * classes.len());
     let mut free = Vec::with_capacity(hosts.len() * classes.len());
     for h in hosts {

@@ -10,11 +10,13 @@
 //! - `sample`: APSR's sampling parameters and its control task.
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
 //! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
+//! - `window`: `[batch] mode = "window"`, single calls of a short window solved together.
 
 mod batch;
 mod cache;
 mod sample;
 mod source;
+mod window;
 mod workers;
 
 pub use cache::Snapshot;
@@ -115,6 +117,8 @@ pub struct Backend {
     deps: BackendDeps,
     policy: Policy,
     source: HostSource,
+    /// `[batch] mode = "window"`: the calls waiting for the current round.
+    gathering: window::Gathering,
 }
 
 impl Backend {
@@ -135,6 +139,7 @@ impl Backend {
             deps,
             policy,
             source,
+            gathering: window::Gathering::default(),
         })
     }
 
@@ -144,9 +149,10 @@ impl Backend {
 
     /// Places every request of one call, or none: when one instance cannot be placed, the
     /// claims made for the call are released and the whole call is NoValidHost (as Nova).
-    /// With `[batch] mode = "call"`, a multi-create is first placed as one assignment
-    /// (`batch`); what the batch leaves to it, and every call otherwise, goes one instance at
-    /// a time.
+    /// With `[batch] mode = "call"` (or `"window"`), a multi-create is first placed as one
+    /// assignment (`batch`); with `"window"` a single-instance call waits for the others of
+    /// its window (`window`); what the batch leaves to it, and every call otherwise, goes one
+    /// instance at a time.
     pub async fn schedule(
         &self,
         requests: Vec<RequestContext>,
@@ -156,7 +162,12 @@ impl Backend {
             requests: requests.len() as u64,
             ..Counts::default()
         };
-        if self.deps.settings.batch.mode == BatchMode::Call && requests.len() >= 2 {
+        let mode = self.deps.settings.batch.mode;
+        if mode == BatchMode::Window && requests.len() == 1 && !requests[0].rebuild {
+            let request = requests.into_iter().next().expect("one request");
+            return self.schedule_windowed(request).await;
+        }
+        if mode != BatchMode::Off && requests.len() >= 2 {
             match self.schedule_batch(&requests, &mut counts, started).await {
                 batch::Batched::Done(answer) => return answer,
                 batch::Batched::Fallback(reason) => {

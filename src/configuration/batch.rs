@@ -16,8 +16,8 @@ pub enum BatchMode {
     Off,
     /// A multi-create (`num_instances` ≥ 2) solved as one assignment.
     Call,
-    /// `call`, and concurrent single calls gathered within `window_ms` (not built yet:
-    /// refused by the validation, so that `config check` refuses it as `serve` would).
+    /// `call`, and concurrent single calls gathered within `window_ms` and solved together,
+    /// each claimed and answered on its own.
     Window,
 }
 
@@ -61,12 +61,6 @@ impl Default for BatchSettings {
 impl BatchSettings {
     /// Ranges serde cannot check: the key (within `[batch]`) and what is wrong.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if self.mode == BatchMode::Window {
-            return Err((
-                "mode",
-                "\"window\" is not built yet (issue 44): use \"off\" or \"call\"".into(),
-            ));
-        }
         if !(2..=crate::nova::MAX_INSTANCES as usize).contains(&self.max_instances) {
             return Err((
                 "max_instances",
@@ -96,18 +90,20 @@ mod tests {
     use super::super::Settings;
 
     #[test]
-    fn batch_defaults_to_off_and_takes_call() {
+    fn batch_defaults_to_off_and_takes_call_and_window() {
         let s = Settings::from_toml("").unwrap();
         assert_eq!(s.batch.mode, super::BatchMode::Off);
         let s = Settings::from_toml("[batch]\nmode = \"call\"\nmax_instances = 50\n").unwrap();
         assert_eq!(s.batch.mode, super::BatchMode::Call);
         assert_eq!(s.batch.max_instances, 50);
+        let s = Settings::from_toml("[batch]\nmode = \"window\"\nwindow_ms = 100\n").unwrap();
+        assert_eq!(s.batch.mode, super::BatchMode::Window);
+        assert_eq!(s.batch.window_ms, 100);
     }
 
     #[test]
     fn batch_values_out_of_range_are_refused_naming_the_key() {
         for (toml, key) in [
-            ("mode = \"window\"", "batch.mode"),
             ("window_ms = 101", "batch.window_ms"),
             ("window_ms = 0", "batch.window_ms"),
             ("max_instances = 1", "batch.max_instances"),

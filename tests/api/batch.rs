@@ -275,3 +275,73 @@ on_both_engines!(
     a_claim_the_stale_snapshot_made_the_batch_lose_releases_the_batch_and_places_one_at_a_time,
     super::a_claim_the_stale_snapshot_made_the_batch_lose_releases_the_batch_and_places_one_at_a_time
 );
+
+async fn single_calls_of_one_window_are_solved_together_and_answered_each_on_its_own(engine: &str) {
+    let (mut s, db) = settings(engine, BackendKind::Filter).await;
+    s.batch.mode = BatchMode::Window;
+    s.batch.window_ms = 50;
+    // The window sleeps on this clock: only the test moves it.
+    let t0 = parasol::clock::Clock::now_ms(&parasol::clock::SystemClock);
+    let clock = parasol::clock::ManualClock::new(t0);
+    let on = super::helpers::spawn_with_clock(s, db, std::sync::Arc::new(clock.clone())).await;
+    on.register("c1", 4, 8192, 80).await;
+    on.register("c2", 4, 8192, 80).await;
+    let small: Vec<Vec<String>> = (0..3).map(|_| uuids(1)).collect();
+    let huge = uuids(1);
+    let mut bodies: Vec<Value> = small
+        .iter()
+        .map(|ids| call_body(request_spec(flavor(2, 1024, 10), 1, json!({})), ids))
+        .collect();
+    bodies.push(call_body(
+        request_spec(flavor(64, 1024, 10), 1, json!({})),
+        &huge,
+    ));
+    let calls = futures::future::join_all(
+        bodies
+            .iter()
+            .map(|body| on.post("/v1/select_destinations", body)),
+    );
+    let window = async {
+        // All four calls wait for the window's end, then the clock reaches it.
+        let armed = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let end = t0 + 50;
+        while clock.deadlines().iter().filter(|&&d| d == end).count() < 4 {
+            assert!(std::time::Instant::now() < armed, "{:?}", clock.deadlines());
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        clock.advance_ms(50);
+    };
+    let (answers, ()) = tokio::join!(calls, window);
+    let mut statuses = Vec::new();
+    for a in answers {
+        statuses.push(a.status().as_u16());
+    }
+    assert_eq!(
+        statuses,
+        vec![200, 200, 200, 409],
+        "each call answered alone"
+    );
+    let mut held: Vec<i64> = Vec::new();
+    for ids in &small {
+        held.extend(ledger_hosts(&on, ids).await.into_iter().flatten());
+    }
+    assert_eq!(held.len(), 3, "{held:?}");
+    assert_eq!(ledger_hosts(&on, &huge).await, vec![None]);
+    let stats = on.stats("filter").await;
+    assert_eq!(stats["batch"]["rounds"], 1, "{stats}");
+    assert_eq!(stats["batch"]["size"]["max"], 3, "{stats}");
+    assert_eq!(stats["batch"]["fallbacks"]["unscheduled"], 1, "{stats}");
+    assert_eq!(
+        (
+            &stats["requests"],
+            &stats["placed"],
+            &stats["no_valid_host"]
+        ),
+        (&json!(4), &json!(3), &json!(1)),
+        "{stats}"
+    );
+}
+on_both_engines!(
+    single_calls_of_one_window_are_solved_together_and_answered_each_on_its_own,
+    super::single_calls_of_one_window_are_solved_together_and_answered_each_on_its_own
+);
