@@ -13,7 +13,7 @@ use super::{Backend, HostClaim, ScheduleError, MAX_EXTRA_ALTERNATES};
 use crate::control::ecsched::{self, BatchRequest, Cluster, Group, GroupPolicy, SolveOptions};
 use crate::domain::{self, ClassId, HostState, RequestContext};
 use crate::ledger::ClaimOutcome;
-use crate::policy::FilterEnv;
+use crate::policy::{FilterEnv, RankArgs};
 use crate::stats::{BatchFallback, BatchRound, Counts, DeclineCause};
 use std::time::Instant;
 
@@ -61,9 +61,11 @@ impl Backend {
             deps,
             &self.policy,
             &mut worker,
-            first,
-            &env,
-            EVERY_HOST,
+            RankArgs {
+                req: first,
+                env: &env,
+                max: EVERY_HOST,
+            },
             counts,
         ) {
             Ok(ranked) => ranked,

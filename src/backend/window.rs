@@ -14,7 +14,7 @@ use super::{Backend, HostClaim, ScheduleError};
 use crate::control::ecsched::{self, BatchRequest, SolveOptions};
 use crate::domain::{ClassId, HostId, HostState, RequestContext};
 use crate::ledger::ClaimOutcome;
-use crate::policy::FilterEnv;
+use crate::policy::{FilterEnv, RankArgs};
 use crate::stats::{BatchFallback, BatchRound, Counts};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -111,9 +111,11 @@ impl Backend {
                 deps,
                 &self.policy,
                 &mut worker,
-                &waiting.request,
-                &env,
-                EVERY_HOST,
+                RankArgs {
+                    req: &waiting.request,
+                    env: &env,
+                    max: EVERY_HOST,
+                },
                 &mut counts,
             );
             match ranked {
