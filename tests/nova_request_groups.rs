@@ -132,6 +132,11 @@ fn parasol_writes_novas_query_for_every_request_shape() {
     };
     let shapes = doc["shapes"].as_array().expect("shapes");
     assert!(shapes.len() >= 200, "only {} shapes", shapes.len());
+    let refused = shapes
+        .iter()
+        .filter(|s| s["nova_error"].is_string())
+        .count();
+    assert!(refused >= 4, "only {refused} shapes Nova refuses");
     let kinds = [
         "resources1",
         "group_policy=none",

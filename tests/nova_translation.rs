@@ -7,7 +7,7 @@
 //! the PCPU fallback; a request the in-memory decision refuses must still have Nova's whole
 //! query from `resources_from_request_spec`. Malformed extra specs that Nova's API refuses
 //! must be codec errors naming the key. `tests/nova_request_groups.rs` compares the
-//! request groups (numbered, ports, device profiles, PCI) on 250 seeded shapes.
+//! request groups (numbered, ports, device profiles, PCI) on 259 shapes.
 //!
 //! `golden_against_nova_live` runs Nova in the cached virtualenv (see `support/venv.rs`);
 //! `golden_against_the_committed_fixture` reads `tests/fixtures/nova_translation.json`,

@@ -300,6 +300,13 @@ def named_shapes():
     shape('Nova refuses a port whose id is a flavor suffix',
           extra_specs={'resources1:VGPU': '1'},
           ports=[(True, {'resources': {'NET_BW_EGR_KILOBIT_PER_SEC': 1}}, '1')])
+    shape('Nova refuses a port group without a requester',
+          ports=[(True, {'resources': {'NET_BW_EGR_KILOBIT_PER_SEC': 1}}, None)])
+    shape('Nova refuses a port group asking nothing',
+          ports=[(True, {'resources': {}}, str(uuid.UUID(int=15)))])
+    shape('Nova refuses two groups of one requester',
+          ports=[(True, {'resources': {'NET_BW_EGR_KILOBIT_PER_SEC': 1}}, str(uuid.UUID(int=16))),
+                 (True, {'resources': {'NET_BW_IGR_KILOBIT_PER_SEC': 1}}, str(uuid.UUID(int=16)))])
     return out
 
 
