@@ -381,3 +381,34 @@ fn an_unknown_class_or_trait_is_left_for_the_scheduler_to_refuse() {
     assert_eq!(r.resources.get("CUSTOM_NOBODY"), Some(&1));
     assert!(r.required_traits.contains("CUSTOM_NOBODY"));
 }
+
+#[test]
+fn a_class_any_group_asks_is_not_taken_from_the_flavor_sizes() {
+    let cases = [
+        (
+            json!({"resources1:VCPU": "2"}),
+            json!({}),
+            "resources=DISK_GB%3A10%2CMEMORY_MB%3A1024",
+        ),
+        (
+            json!({"resources_p:PCPU": "2"}),
+            json!({}),
+            "resources=DISK_GB%3A10%2CMEMORY_MB%3A1024",
+        ),
+        (
+            json!({"resources1:MEMORY_MB": "0"}),
+            json!({}),
+            "resources=DISK_GB%3A10%2CVCPU%3A2",
+        ),
+        (
+            json!({}),
+            json!({"requested_resources": [group(PORT, json!({"DISK_GB": 5}))]}),
+            "resources=MEMORY_MB%3A1024%2CVCPU%3A2",
+        ),
+    ];
+    for (extra, more, want) in cases {
+        let r = ResourceRequest::from_request_spec(&spec(extra.clone(), more), true, 1000).unwrap();
+        let q = r.to_querystring();
+        assert!(q.split('&').any(|p| p == want), "{extra}: {q}");
+    }
+}
