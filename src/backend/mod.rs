@@ -9,13 +9,16 @@
 //! - `cache`: the snapshot and its refresh task (fixed τ, or ASC's adaptive τ).
 //! - `sample`: APSR's sampling parameters and its control task.
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
+//! - `flex`: [`Flex`], the penalty P of Flex's filter and weigher and its controller's task.
 
 mod cache;
+mod flex;
 mod sample;
 mod source;
 mod workers;
 
 pub use cache::Snapshot;
+pub use flex::Flex;
 pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 
@@ -118,7 +121,7 @@ pub struct Backend {
 impl Backend {
     /// Builds and starts the backend `kind` (background refresh or control tasks included).
     pub async fn start(kind: BackendKind, deps: BackendDeps) -> Result<Backend, BuildError> {
-        let mut policy = Policy::from_config(&deps.settings.policy)?;
+        let mut policy = Policy::from_config(&deps.settings.flex.policy(&deps.settings.policy))?;
         let source = match kind {
             BackendKind::Filter => HostSource::live(&deps),
             BackendKind::Caching => HostSource::snapshot(&deps, false, policy.sorted_keys())?,

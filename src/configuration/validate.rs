@@ -145,7 +145,9 @@ impl Settings {
         self.apsr
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
-        crate::policy::Policy::from_config(&self.policy)
+        self.usage.validate()?;
+        self.flex.validate(&self.policy)?;
+        crate::policy::Policy::from_config(&self.flex.policy(&self.policy))
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
         if self.policy.default_availability_zone.trim().is_empty() {
             return Err(ConfigError::key(

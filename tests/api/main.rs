@@ -3,6 +3,8 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../support/venv.rs"]
+mod venv;
 
 mod apsr;
 mod auth;
@@ -10,6 +12,7 @@ mod backends;
 mod bad_input;
 mod claim_ttl;
 mod concurrency;
+mod flex;
 mod helpers;
 mod host_events;
 mod metrics;
