@@ -1,5 +1,6 @@
 //! The measured usage a message carries, as one reading of the table's soft state
-//! (`table::usage`): the `usage` block of Parasol's host-state event, and the `cpu.percent`
+//! (`table::usage`): the `usage` and `instance_usage` blocks of Parasol's host-state event
+//! (per host and per instance, by class), and the `cpu.percent`
 //! of Nova's `metrics.update` (host CPU only: Nova's `cpu.virt_driver` monitor reports the
 //! node's busy share of its CPU time, an integer percentage).
 
@@ -16,16 +17,28 @@ const CPU_PERCENT: &str = "cpu.percent";
 pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
     match &n.event {
         HostEvent::HostState(p) => {
-            let usage = p.usage.as_ref()?;
+            if p.usage.is_none() && p.instance_usage.is_none() {
+                return None;
+            }
             Some(UsageReading {
                 node: NodeRef::Uuid(p.compute_node_uuid.clone()),
                 source: UsageSource::HostState,
                 at_ms: n.sent_ms(),
-                classes: usage
+                classes: p
+                    .usage
                     .iter()
+                    .flatten()
                     .map(|(class, v)| (class.clone(), Amount::Units(*v)))
                     .collect(),
-                instances: Vec::new(),
+                instances: p
+                    .instance_usage
+                    .iter()
+                    .flatten()
+                    .map(|(uuid, classes)| {
+                        let classes = classes.iter().map(|(c, v)| (c.clone(), *v)).collect();
+                        (uuid.clone(), classes)
+                    })
+                    .collect(),
             })
         }
         HostEvent::Metrics(p) => {

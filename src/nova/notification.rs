@@ -76,6 +76,9 @@ pub struct HostStatePayload {
     pub aggregates: Vec<String>,
     /// Measured usage per class, when reported (`table::usage` judges the values).
     pub usage: Option<BTreeMap<String, f64>>,
+    /// Measured usage per instance uuid and class (`instance_usage`), when reported: the
+    /// host's whole list of instances.
+    pub instance_usage: Option<BTreeMap<String, BTreeMap<String, f64>>>,
 }
 
 /// Nova's `metrics.update` (`MetricsPayload` 1.0, sent by nova-compute with
@@ -193,23 +196,18 @@ impl HostStatePayload {
         }
         let usage = match p.opt_dict("usage")? {
             None => None,
-            Some(u) => Some({
-                check_count(u.path(), u.map().len())?;
-                u.map()
+            Some(u) => Some(usage_block(&u)?),
+        };
+        let instance_usage = match p.opt_dict("instance_usage")? {
+            None => None,
+            Some(list) => Some({
+                check_count(list.path(), list.map().len())?;
+                list.map()
                     .iter()
-                    .map(|(name, v)| {
-                        // A number; its range is the usage table's to judge (a negative
-                        // or too large reading is refused there, counted, while the event's
-                        // heartbeat and inventory still apply).
-                        v.as_f64()
-                            .filter(|x| x.is_finite() && x.abs() <= MAX_SIZE as f64)
-                            .map(|x| (name.clone(), x))
-                            .ok_or_else(|| {
-                                CodecError::invalid(
-                                    u.path_of(name),
-                                    format!("must be a number of at most {MAX_SIZE} in magnitude"),
-                                )
-                            })
+                    .map(|(instance, classes)| {
+                        let path = list.path_of(instance);
+                        let uuid = super::bounds::uuid(&path, instance)?;
+                        Ok((uuid, usage_block(&Fields::new(classes, path)?)?))
                     })
                     .collect::<Result<BTreeMap<_, _>>>()?
             }),
@@ -225,8 +223,31 @@ impl HostStatePayload {
             traits: p.opt_str_list("traits")?.unwrap_or_default(),
             aggregates: p.opt_str_list("aggregates")?.unwrap_or_default(),
             usage,
+            instance_usage,
         })
     }
+}
+
+/// A `usage` block: amounts by class name.
+fn usage_block(u: &Fields<'_>) -> Result<BTreeMap<String, f64>> {
+    check_count(u.path(), u.map().len())?;
+    u.map()
+        .iter()
+        .map(|(name, v)| {
+            // A number; its range is the usage table's to judge (a negative
+            // or too large reading is refused there, counted, while the event's
+            // heartbeat and inventory still apply).
+            v.as_f64()
+                .filter(|x| x.is_finite() && x.abs() <= MAX_SIZE as f64)
+                .map(|x| (name.clone(), x))
+                .ok_or_else(|| {
+                    CodecError::invalid(
+                        u.path_of(name),
+                        format!("must be a number of at most {MAX_SIZE} in magnitude"),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// What a notification or fanout cast means for the scheduler's view of hosts.

@@ -59,7 +59,10 @@ async fn usage_is_soft_state_refused_whole_and_counted(engine: &str) {
     let clock = ManualClock::new(t0());
     let app = spawn(engine, false, &clock).await;
     let usage = json!({"VCPU": 3.5, "MEMORY_MB": 2048});
-    let body = post(&app, &event("u-1", "cmp1", 0, usage)).await;
+    let mut first = event("u-1", "cmp1", 0, usage);
+    first["payload"]["instance_usage"] =
+        json!({"178b0921-8f85-4257-88b6-2e743b5a975c": {"VCPU": 0.5, "MEMORY_MB": 1024}});
+    let body = post(&app, &first).await;
     assert_eq!(body["outcome"], "applied");
     let m = measured(&app, "cmp1").await;
     assert_eq!(m["classes"]["VCPU"]["value"], 3.5, "{m}");
@@ -70,6 +73,11 @@ async fn usage_is_soft_state_refused_whole_and_counted(engine: &str) {
     let stats = app.get_json("/v1/stats").await;
     assert_eq!(stats["usage"]["accepted"]["host_state"], 1, "{stats}");
     assert_eq!(stats["usage"]["hosts"]["fresh"], 1);
+    assert_eq!(
+        stats["usage"]["instances"], 1,
+        "per instance where reported"
+    );
+    assert_eq!(m["instances"], 1);
 
     // Each bad reading is refused whole, with its reason, counted; the event's heartbeat
     // and inventory still apply (the outcome is the registration's), the reading stays.

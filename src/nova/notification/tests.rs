@@ -566,3 +566,17 @@ fn metrics_update_decodes_each_metric_with_its_time() {
         "{err}"
     );
 }
+
+#[test]
+fn instance_usage_is_decoded_per_instance_uuid() {
+    let mut v = host_state();
+    v["payload"]["instance_usage"] = json!({I1: {"VCPU": 0.5, "MEMORY_MB": -1}});
+    let HostEvent::HostState(p) = Notification::from_inner(&v).unwrap().event else {
+        panic!("not a host state")
+    };
+    // Values are the usage table's to judge: a negative one decodes.
+    assert_eq!(p.instance_usage.unwrap()[I1]["MEMORY_MB"], -1.0);
+    v["payload"]["instance_usage"] = json!({"not-a-uuid": {"VCPU": 0.5}});
+    let err = Notification::from_inner(&v).unwrap_err().to_string();
+    assert!(err.contains("payload.instance_usage.not-a-uuid"), "{err}");
+}
