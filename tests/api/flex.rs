@@ -307,3 +307,31 @@ fn nova_message(host: &str, node: &str) -> Value {
     let line = text.lines().next().expect("one notification");
     serde_json::from_str(line).unwrap()
 }
+
+/// Every backend takes Flex's filter: the host measured busy is refused, then taken once a
+/// new reading says it has room. `caching` and `asc` decide on their snapshot, which holds
+/// the readings as they were at its refresh (rebuilt here, as a refresh would).
+async fn every_backend_applies_flex(engine: &str) {
+    for kind in BackendKind::ALL {
+        let clock = ManualClock::new(t0());
+        let (mut s, db) = settings(engine, kind).await;
+        s.usage.max_age_s = 60.0;
+        s.flex.enabled = true;
+        let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
+        post(&app, &event("b-1", "cmp1", 0, json!({"VCPU": 9}))).await;
+        app.scheduler
+            .reconfigure(app.scheduler.settings())
+            .await
+            .unwrap();
+        let (status, body) = app.place(flavor(4, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 409, "{kind:?}: 1.5 × 9 + 4 > 16: {body}");
+        post(&app, &event("b-2", "cmp1", 1_000, json!({"VCPU": 8}))).await;
+        app.scheduler
+            .reconfigure(app.scheduler.settings())
+            .await
+            .unwrap();
+        let (status, body) = app.place(flavor(4, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 200, "{kind:?}: 1.5 × 8 + 4 ≤ 16: {body}");
+    }
+}
+on_both_engines!(every_backend, super::every_backend_applies_flex);
