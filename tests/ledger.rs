@@ -942,6 +942,7 @@ pub(crate) fn host_state_event(
             traits,
             aggregates: Vec::new(),
             usage: None,
+            instance_usage: None,
         }),
     }
 }

@@ -11,15 +11,18 @@
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
 //! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
 //! - `window`: `[batch] mode = "window"`, single calls of a short window solved together.
+//! - `flex`: [`Flex`], the penalty P of Flex's filter and weigher and its controller's task.
 
 mod batch;
 mod cache;
+mod flex;
 mod sample;
 mod source;
 mod window;
 mod workers;
 
 pub use cache::Snapshot;
+pub use flex::Flex;
 pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 
@@ -124,7 +127,7 @@ pub struct Backend {
 impl Backend {
     /// Builds and starts the backend `kind` (background refresh or control tasks included).
     pub async fn start(kind: BackendKind, deps: BackendDeps) -> Result<Backend, BuildError> {
-        let mut policy = Policy::from_config(&deps.settings.policy)?;
+        let mut policy = Policy::from_config(&deps.settings.flex.policy(&deps.settings.policy))?;
         let source = match kind {
             BackendKind::Filter => HostSource::live(&deps),
             BackendKind::Caching => HostSource::snapshot(&deps, false, policy.sorted_keys())?,

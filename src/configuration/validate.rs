@@ -149,7 +149,9 @@ impl Settings {
             key: format!("batch.{k}"),
             message: m,
         })?;
-        crate::policy::Policy::from_config(&self.policy)
+        self.usage.validate()?;
+        self.flex.validate(&self.policy)?;
+        crate::policy::Policy::from_config(&self.flex.policy(&self.policy))
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
         if self.policy.default_availability_zone.trim().is_empty() {
             return Err(ConfigError::key(

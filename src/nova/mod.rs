@@ -64,8 +64,8 @@ pub use features::Features;
 pub use image::{Image, PropValue};
 pub use legacy::decode_legacy;
 pub use notification::{
-    oslo_timestamp, AggregateCast, HostEvent, HostStatePayload, MoveStep, Notification,
-    HOST_STATE_EVENT,
+    oslo_timestamp, time_ms, AggregateCast, HostEvent, HostStatePayload, Metric, MetricsPayload,
+    MoveStep, Notification, HOST_STATE_EVENT, METRICS_UPDATE_EVENT,
 };
 pub use object::{parse_version, FieldValue, Fields, NovaObject};
 pub use oslo::{

@@ -4,7 +4,7 @@
 use super::error::{CodecError, Result};
 
 /// `nova_object.name` → the major version Nova 34 writes (and this codec reads).
-const MAJORS: [(&str, u32); 27] = [
+const MAJORS: [(&str, u32); 29] = [
     ("Aggregate", 1),
     ("RequestSpec", 1),
     ("Flavor", 1),
@@ -32,6 +32,8 @@ const MAJORS: [(&str, u32); 27] = [
     ("InstanceActionVolumeSwapPayload", 1),
     ("InstanceUpdatePayload", 2),
     ("ServiceStatusPayload", 1),
+    ("MetricsPayload", 1),
+    ("MetricPayload", 1),
 ];
 
 /// The major this codec reads for `name`, when it reads that object at all.

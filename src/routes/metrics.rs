@@ -18,6 +18,16 @@ pub async fn metrics(scheduler: web::Data<Scheduler>) -> HttpResponse {
             .count()
     });
     metrics.oversubscribed_hosts.set(over as i64);
+    let usage = ledger
+        .table()
+        .usage_counts(scheduler.clock().now_ms(), scheduler.flex().max_age_ms());
+    for (state, hosts) in [
+        ("fresh", usage.fresh),
+        ("expired", usage.expired),
+        ("none", usage.none),
+    ] {
+        metrics.set_usage_hosts(state, hosts);
+    }
     HttpResponse::Ok()
         .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
         .body(metrics.encode())

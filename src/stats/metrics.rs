@@ -112,6 +112,9 @@ pub struct Metrics {
     /// Hosts whose usage exceeds what they can give in some class (set when `/metrics` is
     /// read): 0 unless an operator lowered an inventory under what runs there.
     pub oversubscribed_hosts: Gauge,
+    /// Hosts by the state of their measured usage, `state` = `fresh`, `expired` (decided on
+    /// their allocations) or `none` (set when `/metrics` is read).
+    pub usage_hosts: Family<Vec<(String, String)>, Gauge>,
 }
 
 impl Default for Metrics {
@@ -142,7 +145,13 @@ impl Default for Metrics {
             placement_claim_seconds: latency_histogram(),
             held_moves: Gauge::default(),
             oversubscribed_hosts: Gauge::default(),
+            usage_hosts: Family::default(),
         };
+        m.register(
+            "usage_hosts",
+            "Hosts by the state of their measured usage (fresh, expired: decided on allocations, none)",
+            m.usage_hosts.clone(),
+        );
         m.register(
             "held_moves",
             "Moves in progress whose source host still holds the instance's allocation",
@@ -400,6 +409,13 @@ impl Metrics {
                 kind: kind.to_string(),
             })
             .inc_by(n);
+    }
+
+    /// Sets the number of hosts whose measured usage is in `state`.
+    pub fn set_usage_hosts(&self, state: &str, hosts: usize) {
+        self.usage_hosts
+            .get_or_create(&vec![("state".to_string(), state.to_string())])
+            .set(hosts as i64);
     }
 
     /// The repair counter of one kind.

@@ -3,6 +3,8 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../support/venv.rs"]
+mod venv;
 
 mod apsr;
 mod auth;
@@ -11,6 +13,7 @@ mod bad_input;
 mod batch;
 mod claim_ttl;
 mod concurrency;
+mod flex;
 mod helpers;
 mod host_events;
 mod metrics;

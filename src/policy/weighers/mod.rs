@@ -10,6 +10,7 @@
 //! row has its own unit test.
 
 mod cross_cell;
+mod flex;
 mod host_name;
 mod idle;
 mod node_record;
@@ -17,6 +18,7 @@ mod resource;
 mod soft_affinity;
 
 pub use cross_cell::CrossCellWeigher;
+pub use flex::FlexWeigher;
 pub use host_name::HostNameWeigher;
 pub use idle::IdleWeigher;
 pub use node_record::{NodeRecordWeigher, NodeRecordWeigherSpec, NODE_RECORD_WEIGHERS};
