@@ -24,6 +24,7 @@ use crate::configuration::{BackendKind, Settings};
 use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
+use crate::plugins::Chains;
 use crate::policy::{FilterEnv, Policy, PolicyError, SortedScratch};
 use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
@@ -55,6 +56,8 @@ pub enum BuildError {
     Control(#[from] crate::control::ControlError),
     #[error(transparent)]
     Placement(#[from] crate::placement::PlacementError),
+    #[error(transparent)]
+    Plugins(#[from] crate::plugins::PluginError),
 }
 
 /// What every backend is built from.
@@ -68,6 +71,9 @@ pub struct BackendDeps {
     pub placement: Option<Arc<PlacementClaims>>,
     /// Asked for a Placement sync when a claim there is refused.
     pub resync: Arc<Resync>,
+    /// The operator's plugin chains; the filter and weigh chains run on each instance's
+    /// candidates before its claims (docs/plugins.md).
+    pub plugins: Arc<Chains>,
 }
 
 /// Private state of one scheduling worker.
@@ -138,6 +144,11 @@ impl Backend {
 
     pub fn kind(&self) -> BackendKind {
         self.kind
+    }
+
+    /// The plugin chains this backend was built with (the `select` chain runs before it).
+    pub fn plugins(&self) -> &Arc<Chains> {
+        &self.deps.plugins
     }
 
     /// Places every request of one call, or none: when one instance cannot be placed, the
@@ -287,15 +298,23 @@ impl Backend {
         let mut budget = max_attempts;
         let mut empty_samples = 0u64;
         let mut last_reason = String::new();
+        let plugins = &self.deps.plugins;
         while budget > 0 {
             let env = FilterEnv::new(self.deps.clock.now_ms(), &self.deps.settings.policy);
+            // Filter and weigh plugins see the top K candidates (more when the call needs
+            // more), and only hosts they saw are claimed.
+            let wanted = if plugins.has_candidate_plugins() {
+                plugins.candidates().max(budget + extra_alternates)
+            } else {
+                budget + extra_alternates
+            };
             let candidates = match self.source.rank(
                 &self.deps,
                 &self.policy,
                 &mut worker,
                 req,
                 &env,
-                budget + extra_alternates,
+                wanted,
                 counts,
             ) {
                 Ok(candidates) => candidates,
@@ -317,6 +336,23 @@ impl Backend {
                     tracing::info!(instance = %req.instance_uuid, %rejection, "no host passed the filters");
                     return Ok(Placement::NoValidHost(rejection.reason()));
                 }
+            };
+            let candidates = if plugins.has_candidate_plugins() {
+                match plugins.review(req, candidates).await {
+                    Ok(kept) if !kept.is_empty() => kept,
+                    Ok(_) => {
+                        counts.decline(DeclineCause::NoValidHost, false);
+                        return Ok(Placement::NoValidHost(
+                            "no candidate host was left by the filter plugins".into(),
+                        ));
+                    }
+                    Err(stopped) => {
+                        counts.decline(DeclineCause::NoValidHost, false);
+                        return Ok(Placement::NoValidHost(stopped.to_string()));
+                    }
+                }
+            } else {
+                candidates
             };
             // APSR claims one host per sample: the rest of the sample are its alternates.
             let tries = if self.source.is_sample() { 1 } else { budget };

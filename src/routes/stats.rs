@@ -1,6 +1,7 @@
 //! `GET /v1/stats`: per-backend counters, latencies, windowed view and live parameters, with
 //! the broker's state, notification outcomes, the RPC server's counters and the Placement
-//! sync's state (its ledger repairs included).
+//! sync's state (its ledger repairs included), the operator's plugin chains and each plugin's
+//! figures.
 
 use crate::amqp::BrokerStatus;
 use crate::notifications::Ingest;
@@ -26,6 +27,8 @@ pub async fn get_stats(
         "expired_claims": scheduler.stats().expired_claims(),
         "placement": placement.to_json(),
         "hosts": hosts_json(ingest.ledger().table()),
+        "plugin_chains": scheduler.backend().plugins().describe(),
+        "plugins": scheduler.stats().plugins_json(),
     }))
 }
 

@@ -251,7 +251,11 @@ impl Scheduler {
             instance_uuids = %args.instance_uuids.join(","),
             backend = self.backend().kind().as_str()
         );
-        let requests = self.requests(&args, true).await?;
+        // The select chain of the backend this call starts on.
+        let plugins = self.backend().plugins().clone();
+        let mut requests = self.requests(&args, true).await?;
+        let additions = self.select_chain(&plugins, &args, &requests).await?;
+        additions.apply(&mut requests);
         if let Some(first) = requests.first() {
             self.refresh_traits(&first.query).await;
         }
@@ -264,7 +268,8 @@ impl Scheduler {
                     && !args.spec.is_rebuild()
                     && self.resource_request(&args, true)?.cpu_pinning_requested =>
             {
-                let requests = self.requests(&args, false).await?;
+                let mut requests = self.requests(&args, false).await?;
+                additions.apply(&mut requests);
                 let demands = requests.iter().map(|r| r.demand).collect();
                 (self.schedule(requests).instrument(span).await?, demands)
             }

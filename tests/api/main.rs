@@ -1,6 +1,8 @@
 //! The HTTP surface against a real ledger: every test on a fresh SQLite file and on its own
 //! database of the running PostgreSQL.
 
+#[path = "../support/plugin_server.rs"]
+mod plugin_server;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -15,6 +17,7 @@ mod host_events;
 mod metrics;
 mod moves;
 mod notifications;
+mod plugins;
 mod ready;
 mod redaction;
 mod regressions;

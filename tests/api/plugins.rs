@@ -1,0 +1,349 @@
+//! Operator plugins (docs/plugins.md) against a real webhook (`support/plugin_server.rs`, an
+//! actix-web server in the test process): each event changes the outcome as documented, a
+//! failing plugin is skipped when ignorable and otherwise ends the call with NoValidHost naming
+//! it, nothing stays claimed after a denial, and every call is counted per plugin.
+
+use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
+use crate::on_both_engines;
+use crate::plugin_server::{PluginServer, DENY_REASON, MAINTENANCE_TRAIT};
+use parasol::configuration::BackendKind;
+use parasol::plugins::{PluginEvent, PluginSpec, Transport};
+use serde_json::{json, Value};
+
+fn plugin(name: &str, event: PluginEvent, url: String) -> PluginSpec {
+    PluginSpec {
+        name: name.into(),
+        event,
+        order: 0,
+        transport: Transport::Http,
+        url,
+        timeout_ms: 5_000,
+        ignorable: false,
+        weight_multiplier: 1.0,
+    }
+}
+
+/// A filter-backend app with `chain`, and three hosts the default (Nova) weighers rank
+/// `big`, `mid`, `small` by free RAM; `big` carries the maintenance trait.
+async fn app_with(engine: &str, chain: Vec<PluginSpec>) -> TestApp {
+    let (mut s, db) = settings(engine, BackendKind::Filter).await;
+    s.plugins.chain = chain;
+    let app = spawn_with(s, db).await;
+    for (host, ram, traits) in [
+        ("big", 16384, json!([MAINTENANCE_TRAIT])),
+        ("mid", 8192, json!([])),
+        ("small", 4096, json!([])),
+    ] {
+        let mut event = host_state_event(&uuid::Uuid::new_v4().to_string(), host, 8, ram, 100);
+        event["payload"]["traits"] = traits;
+        let resp = app.post("/v1/notifications", &event).await;
+        assert_eq!(resp.status(), 200, "registering {host}");
+    }
+    app
+}
+
+/// The hosts of the first instance's Selections, the chosen one first.
+fn hosts_of(body: &Value) -> Vec<String> {
+    body[0]
+        .as_array()
+        .map(|sels| {
+            sels.iter()
+                .map(|s| {
+                    s["nova_object.data"]["service_host"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn figures(app: &TestApp, event: &str, name: &str) -> Value {
+    app.get_json("/v1/stats").await["plugins"][event][name].clone()
+}
+
+async fn nothing_claimed(app: &TestApp) {
+    let used = app.used().await;
+    assert!(
+        used.iter().all(|(_, v, m, d)| (*v, *m, *d) == (0, 0, 0)),
+        "claims left: {used:?}"
+    );
+}
+
+async fn a_select_plugin_that_denies_is_no_valid_host_with_its_reason(engine: &str) {
+    let server = PluginServer::start().await;
+    let app = app_with(
+        engine,
+        vec![plugin(
+            "freeze",
+            PluginEvent::Select,
+            server.url("/select/deny"),
+        )],
+    )
+    .await;
+    let (status, body) = app.place(flavor(1, 512, 1), 2, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["class"], "NoValidHost");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(DENY_REASON), "{message}");
+    assert!(message.contains("freeze"), "{message}");
+    nothing_claimed(&app).await;
+    // The plugin saw the call as Nova asked it.
+    let sent = server.seen("/select/deny");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0]["event"], "select");
+    assert_eq!(sent[0]["request"]["num_instances"], 2);
+    assert_eq!(sent[0]["request"]["flavor"]["memory_mb"], 512);
+    let f = figures(&app, "select", "freeze").await;
+    assert_eq!(
+        (f["calls"].as_u64(), f["denials"].as_u64()),
+        (Some(1), Some(1)),
+        "{f}"
+    );
+    assert_eq!(f["latency_ms"]["count"], 1);
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("parasol_plugin_calls_total{")
+                && l.contains("plugin=\"freeze\"")
+                && l.contains("outcome=\"denied\"")
+                && l.ends_with(" 1")),
+        "{metrics}"
+    );
+    assert!(metrics.contains("parasol_plugin_call_duration_seconds_count{"));
+}
+on_both_engines!(
+    a_select_plugin_that_denies_is_no_valid_host_with_its_reason,
+    super::a_select_plugin_that_denies_is_no_valid_host_with_its_reason
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_select_plugin_forbidding_a_trait_keeps_the_tenant_off_hosts_with_it() {
+    let server = PluginServer::start().await;
+    let app = app_with(
+        "sqlite",
+        vec![plugin(
+            "maintenance",
+            PluginEvent::Select,
+            server.url("/select/maintenance"),
+        )],
+    )
+    .await;
+    // Another tenant: approved, the best host as without the plugin.
+    let (status, body) = app
+        .place(flavor(1, 512, 1), 1, json!({"project_id": "other"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body)[0], "big");
+    // Tenant X: the maintenance trait is forbidden, so `big` is neither chosen nor an alternate.
+    let (status, body) = app
+        .place(flavor(1, 512, 1), 1, json!({"project_id": "tenant-x"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body), ["mid", "small"]);
+    let f = figures(&app, "select", "maintenance").await;
+    assert_eq!(
+        (f["approvals"].as_u64(), f["modifications"].as_u64()),
+        (Some(1), Some(1)),
+        "{f}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_select_plugin_changing_the_flavor_is_refused_and_counted() {
+    let server = PluginServer::start().await;
+    let app = app_with(
+        "sqlite",
+        vec![plugin(
+            "resizer",
+            PluginEvent::Select,
+            server.url("/select/change-flavor"),
+        )],
+    )
+    .await;
+    let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("resizer") && message.contains("flavor"),
+        "{message}"
+    );
+    nothing_claimed(&app).await;
+    let f = figures(&app, "select", "resizer").await;
+    assert_eq!(
+        (f["refused"].as_u64(), f["skipped"].as_u64()),
+        (Some(1), Some(0)),
+        "{f}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_filter_plugin_removing_the_best_host_moves_the_choice_to_the_next() {
+    let server = PluginServer::start().await;
+    let app = app_with(
+        "sqlite",
+        vec![plugin(
+            "keep-best",
+            PluginEvent::Filter,
+            server.url("/filter/remove-best"),
+        )],
+    )
+    .await;
+    let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body), ["mid", "small"]);
+    // It was offered Parasol's ranking: all three hosts (K = 2 × max(3, 1) = 6), best first.
+    let sent = server.seen("/filter/remove-best");
+    assert_eq!(sent.len(), 1);
+    let offered: Vec<&str> = sent[0]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["big", "mid", "small"]);
+    assert_eq!(sent[0]["request"]["resources"]["MEMORY_MB"], 512);
+    let f = figures(&app, "filter", "keep-best").await;
+    assert_eq!(f["modifications"], 1, "{f}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_weigh_plugin_reorders_the_candidates_by_its_weights_times_its_multiplier() {
+    let server = PluginServer::start().await;
+    let prefer = |multiplier: f64| PluginSpec {
+        weight_multiplier: multiplier,
+        ..plugin(
+            "carbon",
+            PluginEvent::Weigh,
+            server.url("/weigh/prefer/small"),
+        )
+    };
+    // Multiplier 2: `small` (Parasol's last, rank score 0) gets 2 and passes `big` (1).
+    let app = app_with("sqlite", vec![prefer(2.0)]).await;
+    let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body), ["small", "big", "mid"]);
+    assert_eq!(figures(&app, "weigh", "carbon").await["modifications"], 1);
+    // Multiplier 0.25: not enough to pass anyone; Parasol's order stands.
+    let app = app_with("sqlite", vec![prefer(0.25)]).await;
+    let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body), ["big", "mid", "small"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_ignorable_plugin_is_skipped_and_counted() {
+    let server = PluginServer::start().await;
+    let slow = PluginSpec {
+        timeout_ms: 100,
+        ignorable: true,
+        ..plugin("slow", PluginEvent::Filter, server.url("/slow"))
+    };
+    let app = app_with("sqlite", vec![slow]).await;
+    let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body)[0], "big");
+    let f = figures(&app, "filter", "slow").await;
+    assert_eq!(
+        (f["timeouts"].as_u64(), f["skipped"].as_u64()),
+        (Some(1), Some(1)),
+        "{f}"
+    );
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics.lines().any(|l| l.contains("plugin=\"slow\"")
+            && l.contains("outcome=\"skipped\"")
+            && l.ends_with(" 1")),
+        "{metrics}"
+    );
+}
+
+/// Each failure of a plugin that is not ignorable: NoValidHost naming the plugin, counted
+/// under its outcome, nothing claimed — and the same plugin made ignorable lets the call on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_plugin_that_is_not_ignorable_is_no_valid_host_naming_it() {
+    let server = PluginServer::start().await;
+    let cases = [
+        (PluginEvent::Weigh, "/fail", "errors", "500"),
+        (PluginEvent::Filter, "/garbage", "errors", "not JSON"),
+        (
+            PluginEvent::Filter,
+            "/filter/remove-unknown",
+            "refused",
+            "not offered",
+        ),
+        (PluginEvent::Select, "/slow", "timeouts", "did not answer"),
+        (PluginEvent::Select, "/nowhere", "errors", "404"),
+    ];
+    for (event, path, counter, detail) in cases {
+        let failing = PluginSpec {
+            timeout_ms: 100,
+            ..plugin("site-rule", event, server.url(path))
+        };
+        let app = app_with("sqlite", vec![failing.clone()]).await;
+        let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 409, "{path}: {body}");
+        assert_eq!(body["error"]["class"], "NoValidHost", "{path}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("plugin site-rule") && message.contains(detail),
+            "{path}: {message}"
+        );
+        nothing_claimed(&app).await;
+        let f = figures(&app, event.as_str(), "site-rule").await;
+        assert_eq!(f[counter], 1, "{path}: {f}");
+        let ignorable = PluginSpec {
+            ignorable: true,
+            ..failing
+        };
+        let app = app_with("sqlite", vec![ignorable]).await;
+        let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 200, "{path} ignorable: {body}");
+        assert_eq!(
+            figures(&app, event.as_str(), "site-rule").await["skipped"],
+            1
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chains_run_in_order_each_plugin_seeing_what_the_previous_passed_on() {
+    let server = PluginServer::start().await;
+    let first = PluginSpec {
+        order: 10,
+        ..plugin(
+            "maintenance",
+            PluginEvent::Select,
+            server.url("/select/maintenance"),
+        )
+    };
+    let second = PluginSpec {
+        order: 20,
+        ..plugin("audit", PluginEvent::Select, server.url("/select/approve"))
+    };
+    // Listed out of order: `order` decides.
+    let app = app_with("sqlite", vec![second, first]).await;
+    let (status, body) = app
+        .place(flavor(1, 512, 1), 1, json!({"project_id": "tenant-x"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let audit = server.seen("/select/approve");
+    assert_eq!(audit.len(), 1);
+    // Nova's own forbidden trait, then the first plugin's addition.
+    assert_eq!(
+        audit[0]["request"]["forbidden_traits"],
+        json!(["COMPUTE_STATUS_DISABLED", MAINTENANCE_TRAIT]),
+        "the second plugin sees the first one's change"
+    );
+    let chains = &app.get_json("/v1/stats").await["plugin_chains"];
+    let names: Vec<&str> = chains["select"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["maintenance", "audit"]);
+    assert_eq!(chains["candidates"], 6);
+}
