@@ -59,6 +59,41 @@ fn hosts_of(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `value` has exactly the keys `etc/plugin-schema.json` requires of definition `def` (every
+/// definition Parasol sends lists all its keys as required and allows no others).
+fn assert_schema_keys(def: &str, value: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/etc/plugin-schema.json"
+        ))
+        .expect("etc/plugin-schema.json"),
+    )
+    .expect("the schema is JSON");
+    let def = &schema["$defs"][def];
+    let mut required: Vec<&str> = def["required"]
+        .as_array()
+        .expect("required keys")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut sent: Vec<&str> = value
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    required.sort();
+    sent.sort();
+    assert_eq!(sent, required, "{value}");
+    for key in &sent {
+        assert!(
+            def["properties"].get(*key).is_some(),
+            "{key} is not described"
+        );
+    }
+}
+
 async fn figures(app: &TestApp, event: &str, name: &str) -> Value {
     app.get_json("/v1/stats").await["plugins"][event][name].clone()
 }
@@ -95,6 +130,7 @@ async fn a_select_plugin_that_denies_is_no_valid_host_with_its_reason(engine: &s
     assert_eq!(sent[0]["event"], "select");
     assert_eq!(sent[0]["request"]["num_instances"], 2);
     assert_eq!(sent[0]["request"]["flavor"]["memory_mb"], 512);
+    assert_schema_keys("SelectRequest", &sent[0]["request"]);
     let f = figures(&app, "select", "freeze").await;
     assert_eq!(
         (f["calls"].as_u64(), f["denials"].as_u64()),
@@ -205,6 +241,13 @@ async fn a_filter_plugin_removing_the_best_host_moves_the_choice_to_the_next() {
         .collect();
     assert_eq!(offered, ["big", "mid", "small"]);
     assert_eq!(sent[0]["request"]["resources"]["MEMORY_MB"], 512);
+    assert_schema_keys("PluginRequest", &{
+        let mut top = sent[0].clone();
+        top.as_object_mut().unwrap().remove("candidates");
+        top
+    });
+    assert_schema_keys("InstanceRequest", &sent[0]["request"]);
+    assert_schema_keys("Candidate", &sent[0]["candidates"][0]);
     let f = figures(&app, "filter", "keep-best").await;
     assert_eq!(f["modifications"], 1, "{f}");
 }
