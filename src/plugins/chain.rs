@@ -1,6 +1,7 @@
 //! The chains of one configuration: per event, its plugins in `order`, each called in turn
 //! with what the previous one passed on (thesis Fig. 2.3), each approving, changing or
-//! denying; a failing plugin skipped when `ignorable`, else the call's end.
+//! denying; a failing plugin skipped when `ignorable`, else the call's end. The `claimed`
+//! chain is told after the fact, by a task of its own fed through a bounded queue.
 
 use super::http::{CallError, HttpHook};
 use super::settings::{PluginEvent, PluginSettings, PluginSpec};
@@ -47,7 +48,15 @@ pub struct Chains {
     select: Vec<Plugin>,
     filter: Vec<Plugin>,
     weigh: Vec<Plugin>,
+    claimed: Option<ClaimedQueue>,
     candidates: usize,
+}
+
+/// The `claimed` chain and the queue its task reads. When the chains are replaced the queue's
+/// sender goes with them: the task tells what is queued to the old plugins, then ends.
+struct ClaimedQueue {
+    plugins: Arc<Vec<Plugin>>,
+    queue: tokio::sync::mpsc::Sender<Value>,
 }
 
 impl std::fmt::Debug for Chains {
@@ -65,12 +74,14 @@ impl Chains {
             select: Vec::new(),
             filter: Vec::new(),
             weigh: Vec::new(),
+            claimed: None,
             candidates: 0,
         }
     }
 
     /// The chains of `settings`, filter and weigh plugins seeing `candidates` hosts, their
-    /// figures kept in `stats`.
+    /// figures kept in `stats`. With `claimed` plugins, starts their task (on the current
+    /// Tokio runtime).
     pub fn build(
         settings: &PluginSettings,
         candidates: usize,
@@ -93,6 +104,7 @@ impl Chains {
         let mut specs: Vec<&PluginSpec> = settings.chain.iter().collect();
         // Stable: equal orders keep the file's order, as Usher's registration order.
         specs.sort_by_key(|s| s.order);
+        let mut claimed = Vec::new();
         for spec in specs {
             let url = reqwest::Url::parse(&spec.url).map_err(|e| PluginError::Build {
                 name: spec.name.clone(),
@@ -107,7 +119,14 @@ impl Chains {
                 PluginEvent::Select => chains.select.push(plugin),
                 PluginEvent::Filter => chains.filter.push(plugin),
                 PluginEvent::Weigh => chains.weigh.push(plugin),
+                PluginEvent::Claimed => claimed.push(plugin),
             }
+        }
+        if !claimed.is_empty() {
+            let (queue, receiver) = tokio::sync::mpsc::channel(settings.claimed_queue.max(1));
+            let plugins = Arc::new(claimed);
+            tokio::spawn(tell_claimed(receiver, plugins.clone()));
+            chains.claimed = Some(ClaimedQueue { plugins, queue });
         }
         Ok(chains)
     }
@@ -147,12 +166,41 @@ impl Chains {
                 })
                 .collect()
         };
+        let claimed = self.claimed.as_ref().map(|c| c.plugins.as_slice());
         json!({
             "select": list(&self.select),
             "filter": list(&self.filter),
             "weigh": list(&self.weigh),
+            "claimed": list(claimed.unwrap_or_default()),
             "candidates": self.candidates,
         })
+    }
+
+    pub fn has_claimed(&self) -> bool {
+        self.claimed.is_some()
+    }
+
+    /// Queues a call's claims for the `claimed` plugins, without waiting: when the queue is
+    /// full the notification is dropped and counted for each of them.
+    pub fn claimed(&self, request: Value, claims: Value) {
+        let Some(claimed) = &self.claimed else {
+            return;
+        };
+        let body = json!({
+            "api_version": wire::API_VERSION,
+            "event": "claimed",
+            "request": request,
+            "claims": claims,
+        });
+        if claimed.queue.try_send(body).is_err() {
+            for plugin in claimed.plugins.iter() {
+                plugin.stats.record_drop();
+            }
+            tracing::warn!(
+                plugins = claimed.plugins.len(),
+                "the claimed plugins' queue is full: a call's claims were not told"
+            );
+        }
     }
 
     /// Walks the `select` chain: each plugin sees the request as the previous one left it.
@@ -267,6 +315,31 @@ impl Chains {
             candidates = reorder(candidates, &added);
         }
         Ok(candidates)
+    }
+}
+
+/// Tells each queued notification to every `claimed` plugin in order; their answers change
+/// nothing, their failures are counted (as skipped: no call waits for them).
+async fn tell_claimed(mut queue: tokio::sync::mpsc::Receiver<Value>, plugins: Arc<Vec<Plugin>>) {
+    while let Some(mut body) = queue.recv().await {
+        for plugin in plugins.iter() {
+            body["plugin"] = json!(plugin.spec.name);
+            let started = Instant::now();
+            let outcome = match plugin.hook.call(&body).await {
+                Ok(_) => PluginOutcome::Approved,
+                Err(e) => {
+                    tracing::warn!(plugin = %plugin.spec.name, event = "claimed", error = %e, "a claimed plugin failed");
+                    match e {
+                        CallError::Timeout(_) => PluginOutcome::Timeout,
+                        CallError::Failed(_) => PluginOutcome::Error,
+                    }
+                }
+            };
+            let failed = outcome != PluginOutcome::Approved;
+            plugin
+                .stats
+                .record(outcome, failed, started.elapsed().as_micros() as u64);
+        }
     }
 }
 

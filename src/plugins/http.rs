@@ -1,6 +1,6 @@
 //! The webhook transport: the request `POST`ed as JSON to the plugin's URL, a 2xx JSON answer
-//! read back within `timeout_ms`. Every other status, a body that is not JSON or one larger
-//! than [`MAX_ANSWER_BYTES`] is an error.
+//! read back within `timeout_ms` (an empty body reads as `null`). Every other status, a body
+//! that is not JSON or one larger than [`MAX_ANSWER_BYTES`] is an error.
 
 use serde_json::Value;
 use std::time::Duration;
@@ -65,6 +65,9 @@ impl HttpHook {
                     "answered {} bytes, more than {MAX_ANSWER_BYTES}",
                     bytes.len()
                 )));
+            }
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Value::Null);
             }
             serde_json::from_slice(&bytes)
                 .map_err(|e| CallError::Failed(format!("answered a body that is not JSON: {e}")))

@@ -15,12 +15,19 @@ pub enum PluginEvent {
     Filter,
     /// Per instance, on the candidates left: add weights (Kubernetes' `prioritize`).
     Weigh,
+    /// After a call's claims hold: told, asynchronously, never on the answer's path.
+    Claimed,
 }
 
 crate::choice_from_string!(PluginEvent);
 
 impl Choice for PluginEvent {
-    const ALL: &'static [Self] = &[PluginEvent::Select, PluginEvent::Filter, PluginEvent::Weigh];
+    const ALL: &'static [Self] = &[
+        PluginEvent::Select,
+        PluginEvent::Filter,
+        PluginEvent::Weigh,
+        PluginEvent::Claimed,
+    ];
     fn as_str(self) -> &'static str {
         PluginEvent::as_str(self)
     }
@@ -32,6 +39,7 @@ impl PluginEvent {
             PluginEvent::Select => "select",
             PluginEvent::Filter => "filter",
             PluginEvent::Weigh => "weigh",
+            PluginEvent::Claimed => "claimed",
         }
     }
 }
@@ -63,6 +71,10 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
 pub const MAX_TIMEOUT_MS: u64 = 30_000;
 /// The most candidates `[plugins] candidates` may ask for.
 pub const MAX_CANDIDATES: usize = 10_000;
+/// The default `[plugins] claimed_queue`.
+pub const DEFAULT_CLAIMED_QUEUE: usize = 1024;
+/// The largest `[plugins] claimed_queue`.
+pub const MAX_CLAIMED_QUEUE: usize = 1_000_000;
 
 /// One plugin registered for one event.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -83,7 +95,8 @@ pub struct PluginSpec {
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     /// On a timeout, an error or a refused answer: `true` skips the plugin (counted), `false`
-    /// fails the call with NoValidHost naming the plugin.
+    /// fails the call with NoValidHost naming the plugin. (`claimed` plugins never stop a
+    /// call: their failures are always skipped.)
     #[serde(default)]
     pub ignorable: bool,
     /// `weigh` only: the plugin's normalised weights are multiplied by this before they are
@@ -101,15 +114,28 @@ fn default_multiplier() -> f64 {
 }
 
 /// The `[plugins]` section.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PluginSettings {
     /// How many of the ranked candidates the `filter` and `weigh` plugins see (at least; a
     /// multi-create ranks more to replace alternates). 0: 2 × max(`[scheduler] max_attempts`,
     /// `[policy] host_subset_size`).
     pub candidates: usize,
+    /// Calls' claims waiting to be told to the `claimed` plugins; past it a call's are
+    /// dropped (counted), never waited for.
+    pub claimed_queue: usize,
     /// The plugins, in any order: each event's chain is ordered by `order`.
     pub chain: Vec<PluginSpec>,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        PluginSettings {
+            candidates: 0,
+            claimed_queue: DEFAULT_CLAIMED_QUEUE,
+            chain: Vec::new(),
+        }
+    }
 }
 
 impl PluginSettings {
@@ -128,6 +154,15 @@ impl PluginSettings {
                 "candidates".into(),
                 format!(
                     "must be at most {MAX_CANDIDATES} (0: 2 × max(max_attempts, host_subset_size))"
+                ),
+            ));
+        }
+        if !(1..=MAX_CLAIMED_QUEUE).contains(&self.claimed_queue) {
+            return Err((
+                "claimed_queue".into(),
+                format!(
+                    "must be from 1 to {MAX_CLAIMED_QUEUE}, not {}",
+                    self.claimed_queue
                 ),
             ));
         }
@@ -255,26 +290,31 @@ mod tests {
         ];
         for (bad, key) in cases {
             let settings = PluginSettings {
-                candidates: 0,
                 chain: vec![ok.clone(), bad.clone()],
+                ..PluginSettings::default()
             };
             let err = settings.validate().expect_err(&format!("{bad:?} accepted"));
             assert_eq!(err.0, key, "{bad:?}: {}", err.1);
         }
         // The same name on another event is another registration.
         let settings = PluginSettings {
-            candidates: 0,
             chain: vec![
                 ok,
                 spec("tenant", PluginEvent::Filter, "https://p.example/f"),
             ],
+            ..PluginSettings::default()
         };
         assert_eq!(settings.validate(), Ok(()));
         let big = PluginSettings {
             candidates: MAX_CANDIDATES + 1,
-            chain: vec![],
+            ..PluginSettings::default()
         };
         assert_eq!(big.validate().unwrap_err().0, "candidates");
+        let none = PluginSettings {
+            claimed_queue: 0,
+            ..PluginSettings::default()
+        };
+        assert_eq!(none.validate().unwrap_err().0, "claimed_queue");
     }
 
     #[test]
@@ -284,7 +324,7 @@ mod tests {
         assert_eq!(s.candidates_for(3, 10), 20);
         let set = PluginSettings {
             candidates: 4,
-            chain: vec![],
+            ..PluginSettings::default()
         };
         assert_eq!(set.candidates_for(3, 10), 4);
     }

@@ -276,6 +276,7 @@ impl Scheduler {
             other => (other?, demands),
         };
         let demands: Vec<Resources> = demands;
+        super::select_chain::tell_claimed(&plugins, &args, &per_instance, &demands);
         let cell = &settings.scheduler.cell_uuid;
         let selections = per_instance
             .iter()

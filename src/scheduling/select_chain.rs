@@ -1,9 +1,10 @@
-//! The `select` plugin chain of a call (docs/plugins.md §3): shown the call as Nova asked it,
+//! The `select` plugin chain of a call (docs/plugins.md §2): shown the call as Nova asked it,
 //! before any decision or claim, it approves, adds constraints, or denies with a reason that
-//! the caller gets as NoValidHost's.
+//! the caller gets as NoValidHost's. And the `claimed` chain, told the call's claims after
+//! they hold.
 
 use super::{Scheduler, SelectError};
-use crate::domain::{GroupPolicy, RequestContext};
+use crate::domain::{GroupPolicy, HostState, RequestContext, Resources};
 use crate::nova::SelectDestinationsArgs;
 use crate::plugins::{additive_view, Additions, Chains, SelectRequest};
 use serde_json::{json, Value};
@@ -31,6 +32,38 @@ impl Scheduler {
                 reason: stopped.to_string(),
             })
     }
+}
+
+/// Queues a placed call's claims for the `claimed` plugins (nothing for a rebuild check, which
+/// claims nothing, or a call without instance uuids); never waits for them.
+pub(super) fn tell_claimed(
+    plugins: &Chains,
+    args: &SelectDestinationsArgs,
+    per_instance: &[Vec<HostState>],
+    demands: &[Resources],
+) {
+    if !plugins.has_claimed() || args.spec.is_rebuild() || args.instance_uuids.is_empty() {
+        return;
+    }
+    let spec = &args.spec;
+    let request = json!({
+        "instance_uuids": args.instance_uuids, "num_instances": spec.num_instances,
+        "project_id": spec.project_id, "user_id": spec.user_id, "flavor_name": spec.flavor.name,
+    });
+    let claims: Vec<Value> = args
+        .instance_uuids
+        .iter()
+        .zip(per_instance)
+        .zip(demands)
+        .filter_map(|((uuid, hosts), demand)| {
+            let host = hosts.first()?;
+            Some(json!({
+                "instance_uuid": uuid, "uuid": &*host.profile.uuid, "host": &**host.host(),
+                "node": &**host.node(), "resources": demand.to_map(),
+            }))
+        })
+        .collect();
+    plugins.claimed(request, Value::Array(claims));
 }
 
 /// The call as a `select` plugin sees it: Nova's RequestSpec in plain JSON (what it may not

@@ -303,7 +303,7 @@ impl Stats {
             "plugin_calls",
             "Calls of each operator plugin by event and outcome (approved, modified, denied, \
              error, timeout, refused; skipped: a failure of an ignorable plugin, also counted \
-             under its outcome)",
+             under its outcome; dropped: a claimed notification the full queue had no room for)",
             families.calls,
         );
         metrics.register(

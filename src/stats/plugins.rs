@@ -1,6 +1,7 @@
 //! Per-plugin figures (docs/plugins.md §6): for each plugin of each event chain, the calls and
 //! what came of them — approved, modified, denied, error, timeout, refused — the failures
-//! skipped because the plugin is `ignorable`, and the latency of its calls. The same counters
+//! skipped because the plugin is `ignorable`, the `claimed` notifications dropped because its
+//! queue was full, and the latency of its calls. The same counters
 //! feed `/v1/stats` (`plugins`) and `/metrics` (`parasol_plugin_calls_total`,
 //! `parasol_plugin_call_duration_seconds`).
 
@@ -85,7 +86,8 @@ pub(super) struct PluginLabel {
 pub(super) struct OutcomeLabel {
     plugin: String,
     event: String,
-    /// A [`PluginOutcome`] name, or `skipped` (a failure of an ignorable plugin).
+    /// A [`PluginOutcome`] name, `skipped` (a failure of an ignorable plugin) or `dropped`
+    /// (a `claimed` notification the full queue had no room for).
     outcome: &'static str,
 }
 
@@ -118,10 +120,12 @@ impl Default for PluginFamilies {
 pub struct PluginStats {
     outcomes: [AtomicU64; PluginOutcome::ALL.len()],
     skipped: AtomicU64,
+    dropped: AtomicU64,
     // parking_lot's lock: held for one histogram record, never across an await.
     latency_us: Mutex<Histogram<u64>>,
     counters: [Counter; PluginOutcome::ALL.len()],
     skipped_counter: Counter,
+    dropped_counter: Counter,
     duration: PromHistogram,
 }
 
@@ -145,13 +149,24 @@ impl PluginStats {
         self.outcomes[outcome as usize].load(Ordering::Relaxed)
     }
 
+    /// Counts a notification this plugin was not told: its queue was full.
+    pub fn record_drop(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        self.dropped_counter.inc();
+    }
+
+    /// Notifications dropped before this plugin was told.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     /// Failures the call went on without.
     pub fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
 
     /// `{"calls", "approvals", "modifications", "denials", "errors", "timeouts", "refused",
-    /// "skipped", "latency_ms": {p50, p90, p99, max, count}}`.
+    /// "skipped", "dropped", "latency_ms": {p50, p90, p99, max, count}}`.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         let calls: u64 = PluginOutcome::ALL.iter().map(|o| self.count(*o)).sum();
@@ -160,6 +175,7 @@ impl PluginStats {
             m.insert(o.json_key().into(), json!(self.count(o)));
         }
         m.insert("skipped".into(), json!(self.skipped()));
+        m.insert("dropped".into(), json!(self.dropped()));
         m.insert(
             "latency_ms".into(),
             super::percentiles(&self.latency_us.lock()),
@@ -193,18 +209,19 @@ impl PluginRegistry {
                     plugin: name.to_string(),
                     event: event.to_string(),
                 };
+                // Each series is cloned out of its family's read guard inside `count`, so no
+                // guard is held when the next `get_or_create` may need the write lock.
+                let count = |outcome| self.families.calls.get_or_create(&label(outcome)).clone();
+                let duration = self.families.duration.get_or_create(&plugin).clone();
                 Arc::new(PluginStats {
                     outcomes: Default::default(),
                     skipped: AtomicU64::new(0),
+                    dropped: AtomicU64::new(0),
                     latency_us: Mutex::new(super::histogram()),
-                    counters: PluginOutcome::ALL.map(|o| {
-                        self.families
-                            .calls
-                            .get_or_create(&label(o.as_str()))
-                            .clone()
-                    }),
-                    skipped_counter: self.families.calls.get_or_create(&label("skipped")).clone(),
-                    duration: self.families.duration.get_or_create(&plugin).clone(),
+                    counters: PluginOutcome::ALL.map(|o| count(o.as_str())),
+                    skipped_counter: count("skipped"),
+                    dropped_counter: count("dropped"),
+                    duration,
                 })
             })
             .clone()

@@ -7,7 +7,7 @@ use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
 use crate::on_both_engines;
 use crate::plugin_server::{PluginServer, DENY_REASON, MAINTENANCE_TRAIT};
 use parasol::configuration::BackendKind;
-use parasol::plugins::{PluginEvent, PluginSpec, Transport};
+use parasol::plugins::{PluginEvent, PluginSettings, PluginSpec, Transport};
 use serde_json::{json, Value};
 
 fn plugin(name: &str, event: PluginEvent, url: String) -> PluginSpec {
@@ -26,8 +26,16 @@ fn plugin(name: &str, event: PluginEvent, url: String) -> PluginSpec {
 /// A filter-backend app with `chain`, and three hosts the default (Nova) weighers rank
 /// `big`, `mid`, `small` by free RAM; `big` carries the maintenance trait.
 async fn app_with(engine: &str, chain: Vec<PluginSpec>) -> TestApp {
+    let plugins = PluginSettings {
+        chain,
+        ..PluginSettings::default()
+    };
+    app_with_plugins(engine, plugins).await
+}
+
+async fn app_with_plugins(engine: &str, plugins: PluginSettings) -> TestApp {
     let (mut s, db) = settings(engine, BackendKind::Filter).await;
-    s.plugins.chain = chain;
+    s.plugins = plugins;
     let app = spawn_with(s, db).await;
     for (host, ram, traits) in [
         ("big", 16384, json!([MAINTENANCE_TRAIT])),
@@ -389,4 +397,87 @@ async fn chains_run_in_order_each_plugin_seeing_what_the_previous_passed_on() {
         .collect();
     assert_eq!(names, ["maintenance", "audit"]);
     assert_eq!(chains["candidates"], 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claimed_plugins_are_told_each_placed_call_s_claims_after_the_answer() {
+    let server = PluginServer::start().await;
+    let app = app_with(
+        "sqlite",
+        vec![plugin(
+            "ledger-audit",
+            PluginEvent::Claimed,
+            server.url("/claimed"),
+        )],
+    )
+    .await;
+    let (status, body) = app.place(flavor(1, 512, 1), 2, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    // A call that claims nothing is not told: the next notification is the next placed call's.
+    let (status, _) = app.place(flavor(64, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 409);
+    let (status, third) = app.place(flavor(2, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 200, "{third}");
+    server.wait_for("/claimed", 2).await;
+    let told = server.seen("/claimed");
+    assert_eq!(told.len(), 2);
+    assert_eq!(told[0]["event"], "claimed");
+    assert_schema_keys("ClaimedRequest", &told[0]["request"]);
+    assert_schema_keys("Claim", &told[0]["claims"][0]);
+    assert_schema_keys("PluginRequest", &{
+        let mut top = told[0].clone();
+        top.as_object_mut().unwrap().remove("claims");
+        top
+    });
+    let claims = told[0]["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 2);
+    let told_hosts: Vec<&str> = claims.iter().map(|c| c["host"].as_str().unwrap()).collect();
+    let chosen: Vec<&str> = (0..2)
+        .map(|i| {
+            body[i][0]["nova_object.data"]["service_host"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(told_hosts, chosen);
+    assert_eq!(told[1]["claims"][0]["resources"]["VCPU"], 2);
+    let chains = &app.get_json("/v1/stats").await["plugin_chains"];
+    assert_eq!(chains["claimed"][0]["name"], "ledger-audit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_claimed_queue_drops_and_counts_without_delaying_calls() {
+    let server = PluginServer::start().await;
+    let gated = PluginSpec {
+        timeout_ms: 30_000,
+        ..plugin("slow-audit", PluginEvent::Claimed, server.url("/gate"))
+    };
+    let app = app_with_plugins(
+        "sqlite",
+        PluginSettings {
+            claimed_queue: 1,
+            chain: vec![gated],
+            ..PluginSettings::default()
+        },
+    )
+    .await;
+    // The plugin answers none of them yet: one notification is in its hands at most, one
+    // waits in the queue, the rest are dropped; every call is answered meanwhile.
+    for _ in 0..3 {
+        let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let f = figures(&app, "claimed", "slow-audit").await;
+    let dropped = f["dropped"].as_u64().unwrap();
+    assert!((1..=2).contains(&dropped), "{f}");
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics.lines().any(|l| l.contains("plugin=\"slow-audit\"")
+            && l.contains("outcome=\"dropped\"")
+            && l.ends_with(&format!(" {dropped}"))),
+        "{metrics}"
+    );
+    server.open_gate(3);
+    server.wait_for("/gate", 3 - dropped as usize).await;
+    assert_eq!(server.seen("/gate").len(), 3 - dropped as usize);
 }

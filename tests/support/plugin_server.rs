@@ -15,16 +15,29 @@ pub const MAINTENANCE_TRAIT: &str = "CUSTOM_MAINTENANCE";
 
 type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
+/// What the handlers share: the requests seen (and a count of them to wait on), and the gate
+/// `/gate` waits at.
+#[derive(Clone)]
+struct Shared {
+    seen: Seen,
+    arrivals: Arc<tokio::sync::watch::Sender<usize>>,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
 pub struct PluginServer {
     pub base: String,
     handle: actix_web::dev::ServerHandle,
-    seen: Seen,
+    shared: Shared,
 }
 
 impl PluginServer {
     pub async fn start() -> PluginServer {
-        let seen: Seen = Arc::default();
-        let data = web::Data::new(seen.clone());
+        let shared = Shared {
+            seen: Arc::default(),
+            arrivals: Arc::new(tokio::sync::watch::channel(0).0),
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        let data = web::Data::new(shared.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
         let port = listener.local_addr().expect("port").port();
         let server = HttpServer::new(move || {
@@ -42,8 +55,21 @@ impl PluginServer {
         PluginServer {
             base: format!("http://127.0.0.1:{port}"),
             handle,
-            seen,
+            shared,
         }
+    }
+
+    /// Returns once `path` has been sent `n` requests (each arrival is an event to wait on).
+    pub async fn wait_for(&self, path: &str, n: usize) {
+        let mut arrivals = self.shared.arrivals.subscribe();
+        while self.seen(path).len() < n {
+            arrivals.changed().await.expect("the server runs");
+        }
+    }
+
+    /// Lets `n` more requests through `/gate`.
+    pub fn open_gate(&self, n: usize) {
+        self.shared.gate.add_permits(n);
     }
 
     /// The URL of behaviour `path`.
@@ -53,7 +79,8 @@ impl PluginServer {
 
     /// The bodies `path` was sent, in order.
     pub fn seen(&self, path: &str) -> Vec<Value> {
-        self.seen
+        self.shared
+            .seen
             .lock()
             .iter()
             .filter(|(p, _)| p == path)
@@ -83,10 +110,15 @@ fn candidate_where(body: &Value, key: &str, value: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-async fn answer(req: HttpRequest, body: web::Json<Value>, seen: web::Data<Seen>) -> HttpResponse {
+async fn answer(
+    req: HttpRequest,
+    body: web::Json<Value>,
+    shared: web::Data<Shared>,
+) -> HttpResponse {
     let path = req.path().to_string();
     let body = body.into_inner();
-    seen.lock().push((path.clone(), body.clone()));
+    shared.seen.lock().push((path.clone(), body.clone()));
+    shared.arrivals.send_modify(|n| *n += 1);
     match path.as_str() {
         "/select/approve" => ok(json!({"decision": "approve"})),
         "/select/deny" => ok(json!({"decision": "deny", "reason": DENY_REASON})),
@@ -117,6 +149,14 @@ async fn answer(req: HttpRequest, body: web::Json<Value>, seen: web::Data<Seen>)
                 Some(uuid) => ok(json!({"weights": {uuid: 1.0}})),
                 None => ok(json!({"weights": {}})),
             }
+        }
+        "/claimed" => HttpResponse::Ok().finish(),
+        // Answers once the test opens the gate for it.
+        "/gate" => {
+            if let Ok(permit) = shared.gate.acquire().await {
+                permit.forget();
+            }
+            ok(json!({}))
         }
         // Never answers: the caller's timeout ends the call.
         "/slow" => std::future::pending().await,
