@@ -34,7 +34,13 @@ async fn app_with(engine: &str, chain: Vec<PluginSpec>) -> TestApp {
 }
 
 async fn app_with_plugins(engine: &str, plugins: PluginSettings) -> TestApp {
-    let (mut s, db) = settings(engine, BackendKind::Filter).await;
+    app_on(engine, BackendKind::Filter, plugins).await
+}
+
+/// [`app_with_plugins`] on `backend`; a snapshot backend is rebuilt once the hosts are
+/// registered, so that its first snapshot holds them.
+async fn app_on(engine: &str, backend: BackendKind, plugins: PluginSettings) -> TestApp {
+    let (mut s, db) = settings(engine, backend).await;
     s.plugins = plugins;
     let app = spawn_with(s, db).await;
     for (host, ram, traits) in [
@@ -47,6 +53,10 @@ async fn app_with_plugins(engine: &str, plugins: PluginSettings) -> TestApp {
         let resp = app.post("/v1/notifications", &event).await;
         assert_eq!(resp.status(), 200, "registering {host}");
     }
+    app.scheduler
+        .reconfigure(app.scheduler.settings())
+        .await
+        .expect("rebuild the backend");
     app
 }
 
@@ -480,4 +490,41 @@ async fn a_full_claimed_queue_drops_and_counts_without_delaying_calls() {
     server.open_gate(3);
     server.wait_for("/gate", 3 - dropped as usize).await;
     assert_eq!(server.seen("/gate").len(), 3 - dropped as usize);
+}
+
+/// The hook is the placement loop every backend shares: on each, the host a filter plugin
+/// removes is neither chosen nor an alternate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_filter_plugin_removes_its_host_on_every_backend() {
+    let server = PluginServer::start().await;
+    for backend in BackendKind::ALL {
+        let plugins = PluginSettings {
+            chain: vec![plugin(
+                "keep-best",
+                PluginEvent::Filter,
+                server.url("/filter/remove-best"),
+            )],
+            ..PluginSettings::default()
+        };
+        let app = app_on("sqlite", backend, plugins).await;
+        let before = server.seen("/filter/remove-best").len();
+        let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+        assert_eq!(status, 200, "{backend:?}: {body}");
+        let sent = server.seen("/filter/remove-best");
+        assert_eq!(sent.len(), before + 1, "{backend:?}");
+        let removed = sent[before]["candidates"][0]["host"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let chosen = hosts_of(&body);
+        assert!(
+            !chosen.contains(&removed),
+            "{backend:?}: {removed} in {chosen:?}"
+        );
+        assert_eq!(
+            chosen.len(),
+            sent[before]["candidates"].as_array().unwrap().len() - 1,
+            "{backend:?}: every other candidate is the pick or an alternate"
+        );
+    }
 }
