@@ -20,6 +20,11 @@ pub enum SelectError {
     /// Nova's NoValidHost: nothing in the cloud could take every instance of the call.
     #[error("No valid host was found. {reason}")]
     NoValidHost { reason: String },
+    /// An operator's `select` plugin denied the call, or failed and is not ignorable: Nova's
+    /// NoValidHost whose reason, the plugin's, is the caller's to read as it is, over Nova's
+    /// RPC too (docs/plugins.md §4). Not retried after a Placement sync.
+    #[error("No valid host was found. {reason}")]
+    Denied { reason: String },
     /// The call itself is wrong (the caller's fault).
     #[error("{0}")]
     Invalid(String),

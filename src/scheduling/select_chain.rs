@@ -28,7 +28,7 @@ impl Scheduler {
         plugins
             .select(select_view(args, first))
             .await
-            .map_err(|stopped| SelectError::NoValidHost {
+            .map_err(|stopped| SelectError::Denied {
                 reason: stopped.to_string(),
             })
     }
