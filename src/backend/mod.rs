@@ -9,10 +9,14 @@
 //! - `cache`: the snapshot and its refresh task (fixed τ, or ASC's adaptive τ).
 //! - `sample`: APSR's sampling parameters and its control task.
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
+//! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
+//! - `window`: `[batch] mode = "window"`, single calls of a short window solved together.
 
+mod batch;
 mod cache;
 mod sample;
 mod source;
+mod window;
 mod workers;
 
 pub use cache::Snapshot;
@@ -20,12 +24,12 @@ pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 
 use crate::clock::SharedClock;
-use crate::configuration::{BackendKind, Settings};
+use crate::configuration::{BackendKind, BatchMode, Settings};
 use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
 use crate::plugins::Chains;
-use crate::policy::{FilterEnv, Policy, PolicyError, SortedScratch};
+use crate::policy::{FilterEnv, Policy, PolicyError, RankArgs, SortedScratch};
 use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -119,6 +123,8 @@ pub struct Backend {
     deps: BackendDeps,
     policy: Policy,
     source: HostSource,
+    /// `[batch] mode = "window"`: the calls waiting for the current round.
+    gathering: window::Gathering,
 }
 
 impl Backend {
@@ -139,6 +145,7 @@ impl Backend {
             deps,
             policy,
             source,
+            gathering: window::Gathering::default(),
         })
     }
 
@@ -153,16 +160,55 @@ impl Backend {
 
     /// Places every request of one call, or none: when one instance cannot be placed, the
     /// claims made for the call are released and the whole call is NoValidHost (as Nova).
+    /// With `[batch] mode = "call"` (or `"window"`), a multi-create is first placed as one
+    /// assignment (`batch`); with `"window"` a single-instance call waits for the others of
+    /// its window (`window`); what the batch leaves to it, and every call otherwise, goes one
+    /// instance at a time.
     pub async fn schedule(
         &self,
-        mut requests: Vec<RequestContext>,
+        requests: Vec<RequestContext>,
     ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let started = Instant::now();
-        let deps = &self.deps;
         let mut counts = Counts {
             requests: requests.len() as u64,
             ..Counts::default()
         };
+        // Filter and weigh plugins judge one instance's ranked candidates at a time
+        // (docs/plugins.md §2): with such plugins every call goes one instance at a time.
+        let mode = if self.deps.plugins.has_candidate_plugins() {
+            BatchMode::Off
+        } else {
+            self.deps.settings.batch.mode
+        };
+        if mode == BatchMode::Window && requests.len() == 1 && !requests[0].rebuild {
+            let request = requests.into_iter().next().expect("one request");
+            return self.schedule_windowed(request).await;
+        }
+        if mode != BatchMode::Off && requests.len() >= 2 {
+            match self.schedule_batch(&requests, &mut counts, started).await {
+                batch::Batched::Done(answer) => return answer,
+                batch::Batched::Fallback(reason) => {
+                    tracing::info!(
+                        reason = reason.as_str(),
+                        instances = requests.len(),
+                        "multi-create placed one instance at a time instead of as a batch"
+                    );
+                    self.deps.stats.record_batch_fallback(reason);
+                }
+            }
+        }
+        self.schedule_each(requests, started, counts).await
+    }
+
+    /// Today's path: each instance in turn (`place`), the group's members updated for the
+    /// next; `counts` holds what the call counted before (a batch given up).
+    async fn schedule_each(
+        &self,
+        mut requests: Vec<RequestContext>,
+        started: Instant,
+        mut counts: Counts,
+    ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
+        let deps = &self.deps;
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
         // Alternates may not name a host selected for another instance of the call: rank
@@ -308,13 +354,16 @@ impl Backend {
             } else {
                 budget + extra_alternates
             };
+            let args = RankArgs {
+                req,
+                env: &env,
+                max: wanted,
+            };
             let candidates = match self.source.rank(
                 &self.deps,
                 &self.policy,
                 &mut worker,
-                req,
-                &env,
-                wanted,
+                args,
                 counts,
             ) {
                 Ok(candidates) => candidates,
@@ -449,7 +498,16 @@ impl Backend {
             counts.queries += live.len() as u64;
             let mut order = Vec::new();
             self.policy
-                .rank(live, req, &env, &mut worker.rng, max, &mut order)
+                .rank(
+                    live,
+                    RankArgs {
+                        req,
+                        env: &env,
+                        max,
+                    },
+                    &mut worker.rng,
+                    &mut order,
+                )
                 .map(|()| order.iter().map(|&i| live[i].clone()).collect::<Vec<_>>())
         });
         match ranked {

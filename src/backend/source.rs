@@ -6,9 +6,9 @@
 use super::cache::CacheShared;
 use super::sample::SampleShared;
 use super::{worker_states, BackendDeps, BuildError, Snapshot, Worker, WorkerPool, WorkerState};
-use crate::domain::{HostState, RequestContext, Resources};
+use crate::domain::{HostState, Resources};
 use crate::policy::SortKey;
-use crate::policy::{FilterEnv, Policy, Rejection};
+use crate::policy::{Policy, RankArgs, Rejection, ScanView};
 use crate::stats::{Counts, DeclineCause};
 use std::sync::Arc;
 
@@ -61,6 +61,10 @@ impl HostSource {
         matches!(self, HostSource::Sample(_))
     }
 
+    pub(super) fn is_live(&self) -> bool {
+        matches!(self, HostSource::Live { .. })
+    }
+
     pub(super) fn is_snapshot(&self) -> bool {
         matches!(self, HostSource::Snapshot(_))
     }
@@ -73,17 +77,14 @@ impl HostSource {
         }
     }
 
-    /// Reads host states, counting the queries, and ranks them for `req`: the candidates in
-    /// order (the pick first), at most `max`, or why none passed the filters.
-    #[allow(clippy::too_many_arguments)]
+    /// Reads host states, counting the queries, and ranks them for `args`: the candidates in
+    /// order (the pick first), at most `args.max`, or why none passed the filters.
     pub(super) fn rank(
         &self,
         deps: &BackendDeps,
         policy: &Policy,
         worker: &mut WorkerState,
-        req: &RequestContext,
-        env: &FilterEnv,
-        max: usize,
+        args: RankArgs,
         counts: &mut Counts,
     ) -> Result<Vec<HostState>, Rejection> {
         let WorkerState {
@@ -97,13 +98,14 @@ impl HostSource {
         match self {
             HostSource::Live { .. } => deps.ledger.table().with_scan(|live, rows| {
                 counts.queries += live.len() as u64;
-                policy.rank_scan(live, rows, req, env, rng, max, ranked)?;
+                policy.rank_scan(ScanView::new(live, rows), args, rng, ranked)?;
                 Ok(ranked.iter().map(|&i| live[i].clone()).collect())
             }),
             HostSource::Snapshot(cache) => {
                 cache.refresh_copy(deps, cache_epoch, snapshot, counts);
                 let Snapshot { hosts, rows, index } = &*snapshot;
-                policy.rank_sorted(hosts, rows, index, sorted, req, env, rng, max, ranked)?;
+                let view = ScanView::new(hosts, rows);
+                policy.rank_sorted(view, index, sorted, args, rng, ranked)?;
                 Ok(ranked.iter().map(|&i| hosts[i].clone()).collect())
             }
             // The sampled hosts are read where they are, under the table's read lock, through
@@ -111,9 +113,10 @@ impl HostSource {
             // the candidates are copied.
             HostSource::Sample(sample) => deps.ledger.table().with_scan(|live, rows| {
                 sample.draw(live, rng, slots, counts);
-                let fitting = policy.rank_uniform_at(live, rows, slots, req, env, rng, max, ranked);
+                let view = ScanView::new(live, rows);
+                let fitting = policy.rank_uniform_at(view, slots, args, rng, ranked);
                 let passed = fitting.as_ref().map_or(0, |n| *n);
-                sample.record(&req.flavor, slots.len() as u64, passed as u64);
+                sample.record(&args.req.flavor, slots.len() as u64, passed as u64);
                 fitting?;
                 Ok(ranked.iter().map(|&i| live[i].clone()).collect())
             }),

@@ -8,6 +8,7 @@
 //! - `choice`: enums chosen by name, whose errors list the valid names.
 //! - `nova_conf`, `from_nova`: `parasol config from-nova`, nova.conf to parasol.toml.
 
+mod batch;
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
@@ -15,6 +16,7 @@ mod reload;
 mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
+pub use batch::{BatchMode, BatchSettings, MAX_WINDOW_MS};
 pub use load::{ConfigError, Source};
 
 use crate::control::{ApsrParams, AscParams};
@@ -85,6 +87,7 @@ pub struct Settings {
     pub caching: CachingSettings,
     pub asc: AscParams,
     pub apsr: ApsrParams,
+    pub batch: BatchSettings,
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,

@@ -149,6 +149,10 @@ impl Settings {
         self.apsr
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
+        self.batch.validate().map_err(|(k, m)| ConfigError::Key {
+            key: format!("batch.{k}"),
+            message: m,
+        })?;
         crate::policy::Policy::from_config(&self.policy)
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
         if self.policy.default_availability_zone.trim().is_empty() {

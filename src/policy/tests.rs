@@ -27,6 +27,11 @@ fn policy(algorithm: Algorithm, host_subset_size: usize) -> Policy {
     Policy::from_config(&cfg).unwrap()
 }
 
+/// The ranking of `r` in `env` for at most `max` candidates.
+fn args<'a>(r: &'a RequestContext, env: &'a FilterEnv, max: usize) -> RankArgs<'a> {
+    RankArgs { req: r, env, max }
+}
+
 fn rank(
     p: &Policy,
     hosts: &[HostState],
@@ -38,7 +43,7 @@ fn rank(
     let mut out = Vec::new();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let got = p
-        .rank(hosts, r, &env, &mut rng, max, &mut out)
+        .rank(hosts, args(r, &env, max), &mut rng, &mut out)
         .map(|()| out);
     // The scan over the table's dense rows answers the same, every time.
     assert_eq!(scan(p, hosts, r, &env, seed, max), got, "rank_scan");
@@ -57,8 +62,13 @@ fn scan(
     let rows: Vec<HostScan> = hosts.iter().map(HostScan::of).collect();
     let mut out = Vec::new();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    p.rank_scan(hosts, &rows, r, env, &mut rng, max, &mut out)
-        .map(|()| out)
+    p.rank_scan(
+        ScanView::new(hosts, &rows),
+        args(r, env, max),
+        &mut rng,
+        &mut out,
+    )
+    .map(|()| out)
 }
 
 /// The scan over dense rows and the generic pipeline agree on varied hosts (down, disabled,
@@ -155,7 +165,7 @@ fn the_scan_over_rows_answers_as_the_pipeline_does() {
                             let mut out = Vec::new();
                             let mut rng = ChaCha8Rng::seed_from_u64(seed);
                             let want = p
-                                .rank(&hosts, &r, env, &mut rng, max, &mut out)
+                                .rank(&hosts, args(&r, env, max), &mut rng, &mut out)
                                 .map(|()| out);
                             let got = scan(&p, &hosts, &r, env, seed, max);
                             assert_eq!(
@@ -232,15 +242,9 @@ fn pick_is_uniform_among_the_top_host_subset_size() {
     let mut counts = [0u32; 5];
     let mut out = Vec::new();
     for _ in 0..3000 {
-        p.rank(
-            &hosts,
-            &req(1),
-            &FilterEnv::without_heartbeats(),
-            &mut rng,
-            3,
-            &mut out,
-        )
-        .unwrap();
+        let env = FilterEnv::without_heartbeats();
+        p.rank(&hosts, args(&req(1), &env, 3), &mut rng, &mut out)
+            .unwrap();
         counts[out[0]] += 1;
         let mut rest = [4, 3, 2, 1, 0].into_iter().filter(|i| *i != out[0]);
         assert_eq!(
@@ -273,15 +277,9 @@ fn random_is_uniform_among_hosts_that_pass() {
     let mut counts = [0u32; 4];
     let mut out = Vec::new();
     for _ in 0..3000 {
-        p.rank(
-            &hosts,
-            &req(10),
-            &FilterEnv::without_heartbeats(),
-            &mut rng,
-            3,
-            &mut out,
-        )
-        .unwrap();
+        let env = FilterEnv::without_heartbeats();
+        p.rank(&hosts, args(&req(10), &env, 3), &mut rng, &mut out)
+            .unwrap();
         counts[out[0]] += 1;
         let mut sorted = out.clone();
         sorted.sort_unstable();
@@ -440,11 +438,23 @@ fn ranking_a_thousand_hosts_reuses_its_buffers() {
     let mut out = Vec::with_capacity(3);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let env = FilterEnv::without_heartbeats();
-    p.rank_with(&mut scratch, &hosts, &req(1), &env, &mut rng, 3, &mut out)
-        .unwrap();
+    p.rank_with(
+        &mut scratch,
+        &hosts,
+        args(&req(1), &env, 3),
+        &mut rng,
+        &mut out,
+    )
+    .unwrap();
     let capacities = scratch.capacities();
-    p.rank_with(&mut scratch, &hosts, &req(2), &env, &mut rng, 3, &mut out)
-        .unwrap();
+    p.rank_with(
+        &mut scratch,
+        &hosts,
+        args(&req(2), &env, 3),
+        &mut rng,
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(scratch.capacities(), capacities);
     assert_eq!(out.capacity(), 3);
 }
@@ -614,7 +624,7 @@ fn appearances(
     let mut out = Vec::new();
     let env = FilterEnv::without_heartbeats();
     for _ in 0..draws {
-        p.rank(hosts, &req(1), &env, &mut rng, max, &mut out)
+        p.rank(hosts, args(&req(1), &env, max), &mut rng, &mut out)
             .unwrap();
         check(&out);
         for &i in &out[range.clone()] {
@@ -717,18 +727,15 @@ fn ranking_a_sample_in_place_answers_as_ranking_its_copy() {
             let mut copied = Vec::new();
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let want = p
-                .rank(&copy, &r, &env, &mut rng, max, &mut copied)
+                .rank(&copy, args(&r, &env, max), &mut rng, &mut copied)
                 .map(|()| copied.iter().map(|&i| slots[i]).collect::<Vec<_>>());
             let mut in_place = Vec::new();
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let got = p.rank_uniform_at(
-                &table,
-                &rows,
+                ScanView::new(&table, &rows),
                 &slots,
-                &r,
-                &env,
+                args(&r, &env, max),
                 &mut rng,
-                max,
                 &mut in_place,
             );
             let passing = copy.iter().filter(|h| p.fits_any(h, &r, &env)).count();

@@ -6,11 +6,14 @@
 //! - `window`: the sliding window of recent counters and latencies.
 //! - `metrics`: the Prometheus registry the counters live in.
 //! - `plugins`: the figures of each operator plugin (docs/plugins.md).
+//! - `batch`: batch placement's rounds, sizes, solve times and fallbacks (`[batch]`).
 
+mod batch;
 mod metrics;
 mod plugins;
 mod window;
 
+pub use batch::{BatchFallback, BatchRound};
 pub use metrics::Metrics;
 pub use plugins::{PluginOutcome, PluginStats};
 /// Re-exported so that other parts can build the metrics they register in [`Metrics`].
@@ -151,6 +154,7 @@ struct Inner {
     /// Per claim.
     claim_us: Histogram<u64>,
     window: Window,
+    batch: batch::BatchTotals,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -179,6 +183,18 @@ impl BackendStats {
                 .record(us.saturating_sub(delta.claim_us).max(1));
         }
         inner.window.record(now, &delta, latency_us);
+    }
+
+    /// Records one solved batch (`[batch]`).
+    pub fn record_batch_round(&self, round: BatchRound) {
+        self.metrics.batch_round(&round);
+        self.inner.lock().batch.round(round);
+    }
+
+    /// Records a call placed one instance at a time although `[batch]` asked for a batch.
+    pub fn record_batch_fallback(&self, reason: BatchFallback) {
+        self.metrics.batch_fallback(reason);
+        self.inner.lock().batch.fallback(reason);
     }
 
     /// Records the duration of one ledger claim.
@@ -236,6 +252,7 @@ impl BackendStats {
         obj.insert("window".into(), Value::Object(window));
         obj.insert("decide_latency_ms".into(), percentiles(&inner.decide_us));
         obj.insert("claim_latency_ms".into(), percentiles(&inner.claim_us));
+        obj.insert("batch".into(), inner.batch.to_json());
         obj.insert("params".into(), Value::Object(self.params.lock().clone()));
         Value::Object(obj)
     }
@@ -347,6 +364,7 @@ impl Stats {
                         decide_us: histogram(),
                         claim_us: histogram(),
                         window: Window::new(self.window_ms),
+                        batch: batch::BatchTotals::default(),
                     }),
                     params: Mutex::new(Map::new()),
                 })

@@ -10,6 +10,7 @@ mod apsr;
 mod auth;
 mod backends;
 mod bad_input;
+mod batch;
 mod claim_ttl;
 mod concurrency;
 mod helpers;

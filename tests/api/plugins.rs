@@ -528,3 +528,33 @@ async fn a_filter_plugin_removes_its_host_on_every_backend() {
         );
     }
 }
+
+/// Batch placement solves a multi-create as one assignment, where no instance's candidates
+/// are shown to a filter plugin: with filter or weigh plugins every call goes one instance
+/// at a time, so the plugin's removal holds for each instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_candidate_plugins_a_batch_multi_create_is_placed_one_instance_at_a_time() {
+    let server = PluginServer::start().await;
+    let (mut s, db) = settings("sqlite", BackendKind::Filter).await;
+    s.batch.mode = parasol::configuration::BatchMode::Call;
+    s.plugins.chain = vec![plugin(
+        "no-big",
+        PluginEvent::Filter,
+        server.url("/filter/remove-best"),
+    )];
+    let app = spawn_with(s, db).await;
+    for (host, ram) in [("big", 16384), ("mid", 8192), ("small", 4096)] {
+        app.register(host, 8, ram, 100).await;
+    }
+    let (status, body) = app.place(flavor(1, 512, 1), 2, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = server.seen("/filter/remove-best");
+    assert_eq!(sent.len(), 2, "one filter call per instance");
+    for (i, call) in sent.iter().enumerate() {
+        let removed = call["candidates"][0]["host"].as_str().unwrap();
+        let chosen = body[i][0]["nova_object.data"]["service_host"]
+            .as_str()
+            .unwrap();
+        assert_ne!(chosen, removed, "instance {i}");
+    }
+}

@@ -5,7 +5,7 @@
 use super::policy;
 use parasol::control::{ApsrController, ApsrParams, ControlError, Plan};
 use parasol::domain::{HostState, RequestContext};
-use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
+use parasol::policy::{Algorithm, FilterEnv, Policy, RankArgs, TieBreak};
 use rand::Rng;
 
 /// APSR in the simulator: the library's parameters (ε, B, α, cap) and the round length in
@@ -86,7 +86,10 @@ impl ApsrScheduler {
             .count();
         self.controller
             .record(&req.flavor, self.sample.len() as u64, fitting as u64);
-        let pick = match self.policy.rank(&self.sample, req, env, rng, 1, out) {
+        let pick = match self
+            .policy
+            .rank(&self.sample, RankArgs { req, env, max: 1 }, rng, out)
+        {
             Ok(()) => out.first().map(|j| self.sampled_ids[*j]),
             Err(_) => None,
         };

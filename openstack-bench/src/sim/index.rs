@@ -203,9 +203,9 @@ impl RankIndex {
         }
     }
 
-    /// `Policy::rank(hosts, contexts[flavor], …, max = 1)`'s pick, drawing from `rng` as it
-    /// does, where `hosts` is the table the index is up to date with (the index reads none of
-    /// it).
+    /// The pick of `Policy::rank` over `hosts` for `contexts[flavor]` and `max` 1, drawing from
+    /// `rng` as it does, where `hosts` is the table the index is up to date with (the index
+    /// reads none of it).
     pub fn pick(&mut self, flavor: usize, rng: &mut impl Rng) -> Option<usize> {
         let fl = &self.flavors[flavor];
         let n = fl.fitting;
@@ -310,6 +310,7 @@ mod tests {
     use crate::datasets::DatasetKind;
     use crate::sim::policy;
     use crate::sim::random::{stream, Stream};
+    use parasol::policy::RankArgs;
 
     #[test]
     fn ordered_sorts_as_total_cmp_and_round_trips() {
@@ -346,7 +347,16 @@ mod tests {
                 let env = FilterEnv::without_heartbeats();
                 for (t, f) in workload.requests.iter().enumerate() {
                     let req = &contexts[*f as usize];
-                    let want = match scan.rank(&table, req, &env, &mut a, 1, &mut out) {
+                    let want = match scan.rank(
+                        &table,
+                        RankArgs {
+                            req,
+                            env: &env,
+                            max: 1,
+                        },
+                        &mut a,
+                        &mut out,
+                    ) {
                         Ok(()) => out.first().copied(),
                         Err(_) => None,
                     };

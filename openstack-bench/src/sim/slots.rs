@@ -7,7 +7,7 @@ use super::apsr::ApsrScheduler;
 use super::index::RankIndex;
 use super::policy;
 use parasol::domain::{HostState, RequestContext};
-use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
+use parasol::policy::{Algorithm, FilterEnv, Policy, RankArgs, TieBreak};
 use rand::seq::SliceRandom;
 use rand::Rng;
 
@@ -39,7 +39,16 @@ impl Decider {
         match self {
             Decider::Indexed(index) => (index.pick(flavor, rng), hosts.len() as u64),
             Decider::Snapshot(policy) => {
-                let pick = match policy.rank(hosts, req, &env, rng, 1, out) {
+                let pick = match policy.rank(
+                    hosts,
+                    RankArgs {
+                        req,
+                        env: &env,
+                        max: 1,
+                    },
+                    rng,
+                    out,
+                ) {
                     Ok(()) => out.first().copied(),
                     Err(_) => None,
                 };

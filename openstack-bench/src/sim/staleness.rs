@@ -16,7 +16,7 @@ use super::random::{exponential, stream, Stream};
 use crate::datasets::DatasetKind;
 use parasol::control::{AscController, AscParams};
 use parasol::domain::{HostState, RequestContext};
-use parasol::policy::{Algorithm, FilterEnv, Policy, TieBreak};
+use parasol::policy::{Algorithm, FilterEnv, Policy, RankArgs, TieBreak};
 use rand::Rng;
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -112,7 +112,16 @@ impl Cache {
             None => {
                 let env = FilterEnv::without_heartbeats();
                 self.policy
-                    .rank(&self.view, req, &env, rng, 1, &mut self.ranked)
+                    .rank(
+                        &self.view,
+                        RankArgs {
+                            req,
+                            env: &env,
+                            max: 1,
+                        },
+                        rng,
+                        &mut self.ranked,
+                    )
                     .ok()?;
                 *self.ranked.first()?
             }

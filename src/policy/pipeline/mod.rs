@@ -24,6 +24,62 @@ pub struct Policy {
     weighers: Vec<Box<dyn Weigher>>,
 }
 
+/// What one ranking is asked: the request, what its filters read besides the hosts, and how
+/// many candidates to answer (the pick, then alternates). Built once per ranking by the caller
+/// and passed by value (three words).
+#[derive(Clone, Copy, Debug)]
+pub struct RankArgs<'a> {
+    pub req: &'a RequestContext,
+    pub env: &'a FilterEnv,
+    /// At most this many candidates.
+    pub max: usize,
+}
+
+/// Hosts with their scan rows, `rows[i]` being `HostScan::of(&hosts[i])`: the live table's or a
+/// snapshot's, as the rankings that read rows take them.
+#[derive(Clone, Copy)]
+pub struct ScanView<'a> {
+    hosts: &'a [HostState],
+    rows: &'a [HostScan],
+}
+
+impl<'a> ScanView<'a> {
+    /// `hosts` and their rows, one row per host.
+    pub fn new(hosts: &'a [HostState], rows: &'a [HostScan]) -> Self {
+        debug_assert_eq!(hosts.len(), rows.len());
+        ScanView { hosts, rows }
+    }
+}
+
+/// A request's filter tests of scan rows (see [`Policy::scan_steps`]), with what they read:
+/// built once per scan.
+struct RowTest<'a> {
+    policy: &'a Policy,
+    /// The request's demand, hoisted for the capacity step.
+    demand: Demand,
+    hosts: &'a [HostState],
+    req: &'a RequestContext,
+    env: &'a FilterEnv,
+}
+
+impl RowTest<'_> {
+    /// Filter `k`'s test of host `i` (its scan row `row`), made as `step` says.
+    /// Inlined into the scans: as a call it was a third of `filter`'s instructions per host.
+    #[inline(always)]
+    fn passes(&self, k: usize, step: Step, row: &HostScan, i: usize) -> bool {
+        match step {
+            Step::Compute => service_up(row, self.env),
+            Step::Capacity { query } => {
+                self.demand.fits(row)
+                    && (row.flags & HostScan::UNIT_RULES == 0
+                        || self.hosts[i].profile.admits(&self.req.demand))
+                    && query.passes(row.traits, || self.req.query.accepts(&self.hosts[i]))
+            }
+            Step::Passes => self.policy.filters[k].passes(&self.hosts[i], self.req, self.env),
+        }
+    }
+}
+
 /// Reusable buffers for [`Policy::rank_with`]: after the first calls have grown them, ranking
 /// allocates nothing per host (or at all, on the success path).
 #[derive(Debug, Default)]
@@ -335,40 +391,35 @@ impl Policy {
             .all(|f| !super::filters::applies(f.as_ref(), req) || f.passes(host, req, env))
     }
 
-    /// Ranks `hosts` for `req` with this thread's scratch buffers; see [`Policy::rank_with`].
+    /// Ranks `hosts` for `args` with this thread's scratch buffers; see [`Policy::rank_with`].
     pub fn rank(
         &self,
         hosts: &[HostState],
-        req: &RequestContext,
-        env: &FilterEnv,
+        args: RankArgs,
         rng: &mut impl Rng,
-        max: usize,
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
-        with_scratch(|scratch| self.rank_with(scratch, hosts, req, env, rng, max, out))
+        with_scratch(|scratch| self.rank_with(scratch, hosts, args, rng, out))
     }
 
-    /// [`Policy::rank`] over the live table's hosts and their scan rows (`rows[i]` is
-    /// `HostScan::of(&hosts[i])`): the same answer, but the built-in capacity and compute
-    /// filters and the resource weighers read each host's dense row instead of its state,
-    /// and filtering and weighing are one pass. Every host is still read.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Policy::rank`] over the live table's hosts and their scan rows: the same answer, but
+    /// the built-in capacity and compute filters and the resource weighers read each host's
+    /// dense row instead of its state, and filtering and weighing are one pass. Every host is
+    /// still read.
     pub fn rank_scan(
         &self,
-        hosts: &[HostState],
-        rows: &[HostScan],
-        req: &RequestContext,
-        env: &FilterEnv,
+        view: ScanView,
+        args: RankArgs,
         rng: &mut impl Rng,
-        max: usize,
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
-        debug_assert_eq!(hosts.len(), rows.len());
-        with_scratch(|scratch| self.rank_inner(scratch, hosts, Some(rows), req, env, rng, max, out))
+        with_scratch(|scratch| {
+            self.rank_inner(scratch, view.hosts, Some(view.rows), args, rng, out)
+        })
     }
 
-    /// Fills `out` with at most `max` indices into `hosts`: first the pick (uniform among the
-    /// top ℓ by weight — ℓ = `host_subset_size`, or the algorithm's own; for `random`
+    /// Fills `out` with at most `args.max` indices into `hosts`: first the pick (uniform among
+    /// the top ℓ by weight — ℓ = `host_subset_size`, or the algorithm's own; for `random`
     /// uniform among all that pass), then the alternates in descending weight (for `random`,
     /// further uniform draws). Ties keep host order (`tie_break = "host_order"`) or are
     /// ordered uniformly at random (`"random"`); either way a seeded `rng` reproduces the
@@ -380,42 +431,36 @@ impl Policy {
     /// a partial sort of the top `max(ℓ, max)`; nothing is boxed or allocated on the success
     /// path. Errs with the per-filter removals when no host passes (even when
     /// `max` is 0).
-    #[allow(clippy::too_many_arguments)]
     pub fn rank_with(
         &self,
         scratch: &mut RankScratch,
         hosts: &[HostState],
-        req: &RequestContext,
-        env: &FilterEnv,
+        args: RankArgs,
         rng: &mut impl Rng,
-        max: usize,
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
-        self.rank_inner(scratch, hosts, None, req, env, rng, max, out)
+        self.rank_inner(scratch, hosts, None, args, rng, out)
     }
 
-    /// [`Algorithm::Random`]'s ranking (`apsr`'s) of the hosts at `slots` of `hosts`, each read
-    /// in place through its scan row as [`Policy::rank_scan`] reads it: at most `max` of those
-    /// every filter passes, in a uniform random order, into `out` as indices of `hosts` — what
-    /// [`Policy::rank`] answers over a copy of those hosts in slot order, with the same random
-    /// draws. Answers how many passed.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Algorithm::Random`]'s ranking (`apsr`'s) of the hosts at `slots` of the view, each
+    /// read in place through its scan row as [`Policy::rank_scan`] reads it: at most
+    /// `args.max` of those every filter passes, in a uniform random order, into `out` as
+    /// indices of the view's hosts — what [`Policy::rank`] answers over a copy of those hosts
+    /// in slot order, with the same random draws. Answers how many passed.
     pub fn rank_uniform_at(
         &self,
-        hosts: &[HostState],
-        rows: &[HostScan],
+        view: ScanView,
         slots: &[usize],
-        req: &RequestContext,
-        env: &FilterEnv,
+        args: RankArgs,
         rng: &mut impl Rng,
-        max: usize,
         out: &mut Vec<usize>,
     ) -> Result<usize, Rejection> {
         debug_assert!(matches!(self.algorithm, Algorithm::Random));
-        debug_assert_eq!(hosts.len(), rows.len());
+        let ScanView { hosts, rows } = view;
+        let max = args.max;
         out.clear();
         with_scratch(|scratch| {
-            let demand = self.begin_scan(scratch, req);
+            let test = self.row_test(self.begin_scan(scratch, args.req), hosts, args);
             let RankScratch {
                 scored,
                 removed,
@@ -433,7 +478,7 @@ impl Policy {
                     prefetch(&rows[ahead]);
                 }
                 for (&step, &k) in steps.iter().zip(active.iter()) {
-                    if !self.scan_passes(k, step, &demand, hosts, &rows[i], i, req, env) {
+                    if !test.passes(k, step, &rows[i], i) {
                         removed[k] += 1;
                         continue 'slots;
                     }
@@ -452,23 +497,21 @@ impl Policy {
     }
 
     /// [`Policy::rank_with`], reading the scan rows when given.
-    #[allow(clippy::too_many_arguments)]
     fn rank_inner(
         &self,
         scratch: &mut RankScratch,
         hosts: &[HostState],
         rows: Option<&[HostScan]>,
-        req: &RequestContext,
-        env: &FilterEnv,
+        args: RankArgs,
         rng: &mut impl Rng,
-        max: usize,
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
+        let RankArgs { req, max, .. } = args;
         out.clear();
         let weighed = match rows {
-            Some(rows) => self.scan_into(scratch, hosts, rows, req, env, max)?,
+            Some(rows) => self.scan_into(scratch, ScanView { hosts, rows }, args)?,
             None => {
-                self.filter_into(scratch, hosts, req, env)?;
+                self.filter_into(scratch, hosts, req, args.env)?;
                 false
             }
         };
@@ -551,31 +594,19 @@ impl Policy {
         demand.unwrap_or_default()
     }
 
-    /// Filter `k`'s test of host `i` (its scan row `row`), made as `step` says (see
-    /// [`Policy::scan_steps`]).
-    /// Inlined into the scans: as a call it was a third of `filter`'s instructions per host.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn scan_passes(
-        &self,
-        k: usize,
-        step: Step,
-        demand: &Demand,
-        hosts: &[HostState],
-        row: &HostScan,
-        i: usize,
-        req: &RequestContext,
-        env: &FilterEnv,
-    ) -> bool {
-        match step {
-            Step::Compute => service_up(row, env),
-            Step::Capacity { query } => {
-                demand.fits(row)
-                    && (row.flags & HostScan::UNIT_RULES == 0
-                        || hosts[i].profile.admits(&req.demand))
-                    && query.passes(row.traits, || req.query.accepts(&hosts[i]))
-            }
-            Step::Passes => self.filters[k].passes(&hosts[i], req, env),
+    /// The request's row tests over `hosts`, with the demand [`Policy::begin_scan`] hoisted.
+    fn row_test<'a>(
+        &'a self,
+        demand: Demand,
+        hosts: &'a [HostState],
+        args: RankArgs<'a>,
+    ) -> RowTest<'a> {
+        RowTest {
+            policy: self,
+            demand,
+            hosts,
+            req: args.req,
+            env: args.env,
         }
     }
 
@@ -614,13 +645,11 @@ impl Policy {
     fn scan_into(
         &self,
         scratch: &mut RankScratch,
-        hosts: &[HostState],
-        rows: &[HostScan],
-        req: &RequestContext,
-        env: &FilterEnv,
-        max: usize,
+        view: ScanView,
+        args: RankArgs,
     ) -> Result<bool, Rejection> {
-        let demand = self.begin_scan(scratch, req);
+        let ScanView { hosts, rows } = view;
+        let test = self.row_test(self.begin_scan(scratch, args.req), hosts, args);
         let RankScratch {
             scored,
             raw,
@@ -629,12 +658,9 @@ impl Policy {
             steps,
             ..
         } = scratch;
-        let passes = |k: usize, step: Step, row: &HostScan, i: usize| -> bool {
-            self.scan_passes(k, step, &demand, hosts, row, i, req, env)
-        };
         // The weighers, when every one that matters reads the row and the policy ranks by
         // them: (value, multiplier) per column, in the configured order.
-        let (columns, width, fused) = match self.scan_columns(req, max) {
+        let (columns, width, fused) = match self.scan_columns(args.req, args.max) {
             Some((columns, width)) => (columns, width, true),
             None => ([(HostValue::Instances, 0.0); SCAN_WEIGHERS], 0, false),
         };
@@ -648,7 +674,7 @@ impl Policy {
         // weigher values inline, the values of a host kept in one slice.
         'rows: for (i, row) in rows.iter().enumerate() {
             for (&step, &k) in steps.iter().zip(active.iter()) {
-                if !passes(k, step, row, i) {
+                if !test.passes(k, step, row, i) {
                     removed[k] += 1;
                     continue 'rows;
                 }
@@ -674,8 +700,10 @@ impl Policy {
         // (column, min, range, multiplier).
         let mut used = [(0, 0.0, 1.0, 0.0); SCAN_WEIGHERS];
         let mut n_used = 0;
-        for (c, &(_, multiplier)) in columns.iter().enumerate() {
-            let (min, range) = (lo[c], hi[c] - lo[c]);
+        for (c, &(value, multiplier)) in columns.iter().enumerate() {
+            // Nova's `minval` when the weigher has one, else the least value.
+            let min = value.minval().unwrap_or(lo[c]);
+            let range = hi[c] - min;
             if range.is_nan() || range <= 0.0 || range.is_infinite() {
                 continue;
             }
@@ -753,7 +781,12 @@ impl Policy {
         }
         for (column, &k) in active.iter().enumerate() {
             let values = &raw[column * n..(column + 1) * n];
-            add_normalised(values, self.weighers[k].multiplier(), weights);
+            add_normalised(
+                values,
+                self.weighers[k].multiplier(),
+                self.weighers[k].minval(),
+                weights,
+            );
         }
         for (s, w) in scored.iter_mut().zip(weights.iter()) {
             s.score = canonical(*w);

@@ -5,7 +5,7 @@
 //! the score of the cursors' values bounds its score).
 //!
 //! The answer is the one [`Policy::rank_scan`] gives, bit for bit: scores are computed with the
-//! scan's own arithmetic (Nova's min–max normalisation over the hosts that pass, column after
+//! scan's own arithmetic (Nova's normalisation over the hosts that pass (`minval` or the least value to the greatest), column after
 //! column), the bound with the same arithmetic (each step is monotone in the value, so the
 //! bound is exact, not approximate), ties are broken by host order as the scan breaks them,
 //! and the pick draws from the RNG exactly as the scan draws. When the proof does not close
@@ -13,11 +13,12 @@
 //! the request is ranked otherwise (another algorithm, random tie-break, a weigher the rows do
 //! not hold), the decision is the scan.
 
-use super::{by_rank, canonical, emit, Demand, Policy, Scored, Step, SCAN_WEIGHERS};
-use crate::domain::{ClassId, HostScan, HostState, RequestContext};
+use super::{
+    by_rank, canonical, emit, Policy, RankArgs, RowTest, ScanView, Scored, Step, SCAN_WEIGHERS,
+};
+use crate::domain::{ClassId, HostScan, RequestContext};
 use crate::policy::config::TieBreak;
 use crate::policy::error::Rejection;
-use crate::policy::filters::FilterEnv;
 use crate::policy::weighers::HostValue;
 use rand::Rng;
 use std::cmp::Ordering;
@@ -502,111 +503,125 @@ impl Policy {
     }
 
     /// [`Policy::rank_scan`]'s answer over a snapshot's hosts and rows, found by walking
-    /// `index` (which must index exactly `rows`) when that proves the top k before reading
-    /// every host, by the scan otherwise.
-    #[allow(clippy::too_many_arguments)]
+    /// `index` (which must index exactly the view's rows) when that proves the top k before
+    /// reading every host, by the scan otherwise.
     pub fn rank_sorted(
         &self,
-        hosts: &[HostState],
-        rows: &[HostScan],
+        view: ScanView,
         index: &SortedIndex,
         scratch: &mut SortedScratch,
-        req: &RequestContext,
-        env: &FilterEnv,
+        args: RankArgs,
         rng: &mut impl Rng,
-        max: usize,
         out: &mut Vec<usize>,
     ) -> Result<(), Rejection> {
         out.clear();
-        if self.walk(hosts, rows, index, scratch, req, env, max) {
+        if self.walk(view, index, scratch, args) {
             let n = scratch.best.len();
             let subset = self.host_subset_size.clamp(1, n);
-            emit(&scratch.best, subset, max, rng, out);
+            emit(&scratch.best, subset, args.max, rng, out);
             scratch.walked += 1;
             return Ok(());
         }
         scratch.scanned += 1;
-        self.rank_scan(hosts, rows, req, env, rng, max, out)
+        self.rank_scan(view, args, rng, out)
     }
 
     /// Leaves in `scratch.best` the top `max(max, host_subset_size)` hosts by rank (all that
     /// pass, when fewer), exactly as the scan ranks them, and returns true; false when the
     /// walk cannot answer (then `scratch.best` means nothing).
-    #[allow(clippy::too_many_arguments)]
     fn walk(
         &self,
-        hosts: &[HostState],
-        rows: &[HostScan],
+        view: ScanView,
         index: &SortedIndex,
         scratch: &mut SortedScratch,
-        req: &RequestContext,
-        env: &FilterEnv,
-        max: usize,
+        args: RankArgs,
     ) -> bool {
+        let ScanView { hosts, rows } = view;
         let n = rows.len();
         if n == 0 || hosts.len() != n || index.len() != n || self.tie_break != TieBreak::HostOrder {
             return false;
         }
-        let Some((wanted, width)) = self.scan_columns(req, max) else {
+        let Some((wanted, width)) = self.scan_columns(args.req, args.max) else {
             return false;
         };
-        let k = max.max(self.host_subset_size);
         scratch.begin(n);
         let mut active = std::mem::take(&mut scratch.active);
         let mut steps = std::mem::take(&mut scratch.steps);
-        let demand = self.scan_steps(req, &mut active, &mut steps);
-        let found = self.walk_inner(
-            hosts,
+        let demand = self.scan_steps(args.req, &mut active, &mut steps);
+        let walk = Walk {
+            test: self.row_test(demand, hosts, args),
             rows,
-            index,
-            scratch,
-            req,
-            env,
-            &wanted[..width],
-            k,
-            &demand,
-            &active,
-            &steps,
-        );
+            active: &active,
+            steps: &steps,
+            k: args.max.max(self.host_subset_size),
+            // Hosts whose filters may be evaluated before the scan is the cheaper way.
+            budget: n / 4 + 64,
+        };
+        let found = walk.run(index, scratch, &wanted[..width]);
         scratch.active = active;
         scratch.steps = steps;
         found
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn walk_inner(
+/// One walk's fixed inputs: the request's row tests (those that matter, `steps` of the filters
+/// at `active`) over the snapshot's rows, how many hosts it must rank, and how many hosts' filters
+/// it may evaluate before it gives up for the scan.
+struct Walk<'a> {
+    test: RowTest<'a>,
+    rows: &'a [HostScan],
+    active: &'a [usize],
+    steps: &'a [Step],
+    k: usize,
+    budget: usize,
+}
+
+impl<'a> Walk<'a> {
+    /// The walk over `index`'s orders of the `wanted` weigher columns; see [`Policy::walk`].
+    fn run(
         &self,
-        hosts: &[HostState],
-        rows: &[HostScan],
-        index: &SortedIndex,
+        index: &'a SortedIndex,
         scratch: &mut SortedScratch,
-        req: &RequestContext,
-        env: &FilterEnv,
         wanted: &[(HostValue, f64)],
-        k: usize,
-        demand: &Demand,
-        active: &[usize],
-        steps: &[Step],
     ) -> bool {
-        let n = rows.len();
-        // Hosts whose filters may be evaluated before the scan is the cheaper way.
-        let budget = n / 4 + 64;
-        let passes = |scratch: &mut SortedScratch, i: usize| -> bool {
-            let f = scratch.flags(i);
-            if f & EVALUATED != 0 {
-                return f & PASSES != 0;
-            }
-            scratch.evaluated += 1;
-            let row = &rows[i];
-            let ok = steps
-                .iter()
-                .zip(active)
-                .all(|(&step, &k)| self.scan_passes(k, step, demand, hosts, row, i, req, env));
-            scratch.set(i, f | EVALUATED | if ok { PASSES } else { 0 });
-            ok
+        let Some((columns, width)) = self.columns(index, scratch, wanted) else {
+            return false;
         };
-        // Nova's normalisation bounds: the highest and lowest value among the hosts that pass,
-        // the first passing host from each end of the column's order.
+        let columns = &columns[..width];
+        if columns.is_empty() {
+            self.first_passing(scratch)
+        } else {
+            self.threshold(scratch, columns)
+        }
+    }
+
+    /// Whether host `i` passes the request's filters, evaluated once per request.
+    fn passes(&self, scratch: &mut SortedScratch, i: usize) -> bool {
+        let f = scratch.flags(i);
+        if f & EVALUATED != 0 {
+            return f & PASSES != 0;
+        }
+        scratch.evaluated += 1;
+        let row = &self.rows[i];
+        let ok = self
+            .steps
+            .iter()
+            .zip(self.active)
+            .all(|(&step, &k)| self.test.passes(k, step, row, i));
+        scratch.set(i, f | EVALUATED | if ok { PASSES } else { 0 });
+        ok
+    }
+
+    /// The columns that add to a score, with Nova's normalisation bounds (the highest value
+    /// among the hosts that pass, and the weigher's `minval` or else the lowest), and their
+    /// number; `None` when the walk gives
+    /// up (an order the index does not hold, no host passes, or the budget is spent).
+    fn columns(
+        &self,
+        index: &'a SortedIndex,
+        scratch: &mut SortedScratch,
+        wanted: &[(HostValue, f64)],
+    ) -> Option<([Column<'a>; SCAN_WEIGHERS], usize)> {
         let mut columns = [Column {
             value: HostValue::Instances,
             multiplier: 0.0,
@@ -620,47 +635,19 @@ impl Policy {
                 value,
                 descending: multiplier > 0.0,
             };
-            let Some(mut order) = index.column(key) else {
-                return false;
-            };
-            // Hosts with less room in a demanded class than the demand fail the capacity
-            // test: they are one end of this column's order, and need not be met.
-            if let Some(amount) = self.room_needed(value, req, steps) {
-                let amount = amount as f64;
-                let room = |j: u32| value.of_scan(&rows[j as usize]) >= amount;
-                order = if key.descending {
-                    order.head(order.partition_point_from(0, room))
-                } else {
-                    order.tail(order.partition_point_from(0, |j| !room(j)))
-                };
-            }
-            let mut best = None;
-            for j in order.iter() {
-                if passes(scratch, j as usize) {
-                    best = Some(value.of_scan(&rows[j as usize]));
-                    break;
-                }
-                if scratch.evaluated > budget {
-                    return false;
-                }
-            }
-            // No host passes: the scan says which filter removed how many.
-            let Some(best) = best else { return false };
-            let mut worst = best;
-            for j in order.iter().rev() {
-                if passes(scratch, j as usize) {
-                    worst = value.of_scan(&rows[j as usize]);
-                    break;
-                }
-                if scratch.evaluated > budget {
-                    return false;
-                }
-            }
+            let order = self.with_room(index.column(key)?, key);
+            // The first passing host from each end of the column's order. When no host passes,
+            // the scan says which filter removed how many.
+            let best = self.first_value(scratch, order.iter(), value)?;
+            // A host passed from the best end: this end meets it at the latest.
+            let worst = self.first_value(scratch, order.iter().rev(), value)?;
             let (lo, hi) = if key.descending {
                 (worst, best)
             } else {
                 (best, worst)
             };
+            // Nova's `minval` when the weigher has one, else the least value.
+            let lo = value.minval().unwrap_or(lo);
             let range = hi - lo;
             // The scan skips such a column: it adds nothing to any score.
             if range.is_nan() || range <= 0.0 || range.is_infinite() {
@@ -675,33 +662,81 @@ impl Policy {
             };
             width += 1;
         }
-        let columns = &columns[..width];
-        let meet = |scratch: &mut SortedScratch, i: usize| {
-            let f = scratch.flags(i);
-            if f & MET != 0 {
-                return;
-            }
-            let ok = passes(scratch, i);
-            let f = scratch.flags(i);
-            scratch.set(i, f | MET);
-            if ok {
-                let s = Scored {
-                    score: score(columns, &rows[i]),
-                    idx: i,
-                };
-                offer(&mut scratch.best, k, s);
-            }
+        Some((columns, width))
+    }
+
+    /// The part of a column's `order` that may pass: hosts with less room in a demanded class
+    /// than the demand fail the capacity test; they are one end of the order, and need not be
+    /// met.
+    fn with_room(&self, order: View<'a>, key: SortKey) -> View<'a> {
+        let (value, rows) = (key.value, self.rows);
+        let test = &self.test;
+        let Some(amount) = test.policy.room_needed(value, test.req, self.steps) else {
+            return order;
         };
-        if columns.is_empty() {
-            // Every passing host scores 0: the top k are the first k that pass, in host order.
-            for i in 0..n {
-                meet(scratch, i);
-                if scratch.best.len() == k {
-                    break;
-                }
-            }
-            return !scratch.best.is_empty();
+        let amount = amount as f64;
+        let room = |j: u32| value.of_scan(&rows[j as usize]) >= amount;
+        if key.descending {
+            order.head(order.partition_point_from(0, room))
+        } else {
+            order.tail(order.partition_point_from(0, |j| !room(j)))
         }
+    }
+
+    /// The `value` of the first of `hosts` that passes; `None` when none does or the budget is
+    /// spent first.
+    fn first_value(
+        &self,
+        scratch: &mut SortedScratch,
+        hosts: impl Iterator<Item = u32>,
+        value: HostValue,
+    ) -> Option<f64> {
+        for j in hosts {
+            if self.passes(scratch, j as usize) {
+                return Some(value.of_scan(&self.rows[j as usize]));
+            }
+            if scratch.evaluated > self.budget {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Scores host `i` for the top k the first time the walk meets it, when it passes.
+    fn meet(&self, scratch: &mut SortedScratch, columns: &[Column], i: usize) {
+        let f = scratch.flags(i);
+        if f & MET != 0 {
+            return;
+        }
+        let ok = self.passes(scratch, i);
+        let f = scratch.flags(i);
+        scratch.set(i, f | MET);
+        if ok {
+            let s = Scored {
+                score: score(columns, &self.rows[i]),
+                idx: i,
+            };
+            offer(&mut scratch.best, self.k, s);
+        }
+    }
+
+    /// No column adds to a score, so every passing host scores 0: the top k are the first k
+    /// that pass, in host order.
+    fn first_passing(&self, scratch: &mut SortedScratch) -> bool {
+        for i in 0..self.rows.len() {
+            self.meet(scratch, &[], i);
+            if scratch.best.len() == self.k {
+                break;
+            }
+        }
+        !scratch.best.is_empty()
+    }
+
+    /// Fagin's threshold algorithm: meets the hosts of every column's order position by
+    /// position until no host left unmet can enter the top k; false when the budget is spent
+    /// first.
+    fn threshold(&self, scratch: &mut SortedScratch, columns: &[Column]) -> bool {
+        let (rows, k) = (self.rows, self.k);
         // Every host that may pass is in every column's order.
         let end = columns.iter().map(|c| c.order.len()).min().unwrap_or(0);
         let mut pos = 0;
@@ -711,17 +746,12 @@ impl Policy {
                 return !scratch.best.is_empty();
             }
             for c in columns {
-                meet(scratch, c.at(pos) as usize);
+                self.meet(scratch, columns, c.at(pos) as usize);
             }
             pos += 1;
             if scratch.best.len() == k && pos < end {
                 // No host left unmet scores above the cursors' values.
-                let mut bound = 0.0;
-                for c in columns {
-                    let v = c.value.of_scan(&rows[c.at(pos) as usize]);
-                    bound += c.multiplier * ((v - c.min) / c.range);
-                }
-                let bound = canonical(bound);
+                let bound = cursor_bound(columns, rows, pos);
                 let last = scratch.best[k - 1];
                 match last.score.total_cmp(&bound) {
                     Ordering::Greater => return true,
@@ -730,7 +760,7 @@ impl Policy {
                         // Only an unmet host scoring exactly the bound with a lower index
                         // could still enter: meet every host before the k-th.
                         for i in 0..last.idx {
-                            meet(scratch, i);
+                            self.meet(scratch, columns, i);
                         }
                         return true;
                     }
@@ -738,17 +768,29 @@ impl Policy {
                     Ordering::Less => {}
                 }
             }
-            if scratch.evaluated > budget {
+            if scratch.evaluated > self.budget {
                 return false;
             }
         }
     }
 }
 
+/// The score of a host holding every column's value at position `pos` of its order: no host
+/// past the cursors scores above it.
+fn cursor_bound(columns: &[Column], rows: &[HostScan], pos: usize) -> f64 {
+    let mut bound = 0.0;
+    for c in columns {
+        let v = c.value.of_scan(&rows[c.at(pos) as usize]);
+        bound += c.multiplier * ((v - c.min) / c.range);
+    }
+    canonical(bound)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Inventory, Resources};
+    use crate::domain::{HostState, Inventory, Resources};
+    use crate::policy::filters::FilterEnv;
     use crate::policy::{Algorithm, PolicyConfig};
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
@@ -864,26 +906,28 @@ mod tests {
                 let mut sorted = Vec::new();
                 let got = policy
                     .rank_sorted(
-                        &hosts,
-                        &rows,
+                        ScanView::new(&hosts, &rows),
                         &index,
                         &mut scratch,
-                        &r,
-                        &env,
+                        RankArgs {
+                            req: &r,
+                            env: &env,
+                            max,
+                        },
                         &mut ChaCha8Rng::seed_from_u64(seed),
-                        max,
                         &mut sorted,
                     )
                     .map(|()| sorted.clone());
                 let mut scan = Vec::new();
                 let want = policy
                     .rank_scan(
-                        &hosts,
-                        &rows,
-                        &r,
-                        &env,
+                        ScanView::new(&hosts, &rows),
+                        RankArgs {
+                            req: &r,
+                            env: &env,
+                            max,
+                        },
                         &mut ChaCha8Rng::seed_from_u64(seed),
-                        max,
                         &mut scan,
                     )
                     .map(|()| scan.clone());
@@ -891,10 +935,12 @@ mod tests {
                 let old = policy
                     .rank(
                         &hosts,
-                        &r,
-                        &env,
+                        RankArgs {
+                            req: &r,
+                            env: &env,
+                            max,
+                        },
                         &mut ChaCha8Rng::seed_from_u64(seed),
-                        max,
                         &mut generic,
                     )
                     .map(|()| generic.clone());
@@ -989,21 +1035,31 @@ mod tests {
             let mut rng = ChaCha8Rng::seed_from_u64(i);
             policy
                 .rank_sorted(
-                    &hosts,
-                    &rows,
+                    ScanView::new(&hosts, &rows),
                     &index,
                     &mut scratch,
-                    &r,
-                    &env,
+                    RankArgs {
+                        req: &r,
+                        env: &env,
+                        max: 3,
+                    },
                     &mut rng,
-                    3,
                     &mut a,
                 )
                 .unwrap();
             let met = scratch.evaluated;
             let mut rng = ChaCha8Rng::seed_from_u64(i);
             policy
-                .rank_scan(&hosts, &rows, &r, &env, &mut rng, 3, &mut b)
+                .rank_scan(
+                    ScanView::new(&hosts, &rows),
+                    RankArgs {
+                        req: &r,
+                        env: &env,
+                        max: 3,
+                    },
+                    &mut rng,
+                    &mut b,
+                )
                 .unwrap();
             assert_eq!(a, b, "decision {i}");
             assert!(met < 100, "decision {i} evaluated {met} hosts");
