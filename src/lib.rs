@@ -19,6 +19,7 @@
 //! - [`nova`]: Nova's wire contract: RequestSpec, Selection, oslo envelopes, notifications.
 //! - [`nova_db`]: Nova's compute-node and service records, read from its cell databases.
 //! - [`policy`]: filters, weighers and the named placement algorithms.
+//! - [`plugins`]: operators' plugin chains (select, filter, weigh) reached as HTTP webhooks.
 //! - [`control`]: the pure control logic of ASC (adaptive interval) and APSR (planning s, d).
 //! - [`backend`]: the four backends and their worker pools.
 //! - [`scheduling`]: the transport-neutral `select` use case and the switch between backends.
@@ -50,6 +51,7 @@ pub mod notifications;
 pub mod nova;
 pub mod nova_db;
 pub mod placement;
+pub mod plugins;
 pub mod policy;
 pub mod redact;
 pub mod routes;

@@ -1,5 +1,6 @@
 //! Parasol's oslo.messaging RPC server against the real RabbitMQ, driven by Parasol's own
-//! oslo client: dispatcher errors, malformed input, duplicates, heartbeats, ping, placement.
+//! oslo client: dispatcher errors, malformed input, duplicates, heartbeats, ping, placement,
+//! an operator plugin's denial as Nova's NoValidHost.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -7,6 +8,9 @@ mod support;
 #[path = "api/helpers.rs"]
 #[allow(dead_code)]
 mod helpers;
+
+#[path = "support/plugin_server.rs"]
+mod plugin_server;
 
 use helpers::{flavor, request_spec, spawn_with_clock, uuids, TestApp};
 use lapin::options::BasicGetOptions;
@@ -508,4 +512,42 @@ async fn take_dead_letters(queue: &str, n: usize) -> Vec<(String, String, String
     let _ = ch.exchange_delete(queue, Default::default()).await;
     let _ = conn.close(200, "test done").await;
     out
+}
+
+/// A `select` plugin's denial reaches nova-conductor as Nova's own NoValidHost failure with the
+/// plugin's reason (docs/plugins.md §4), and a plugin that fails is NoValidHost too, not an
+/// error of the RPC server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plugin_denial_is_nova_s_no_valid_host_over_rpc() {
+    use parasol::plugins::{PluginEvent, PluginSpec, Transport};
+    let server = plugin_server::PluginServer::start().await;
+    let spec = |name: &str, path: &str| PluginSpec {
+        name: name.into(),
+        event: PluginEvent::Select,
+        order: 0,
+        transport: Transport::Http,
+        url: server.url(path),
+        timeout_ms: 5_000,
+        ignorable: false,
+        weight_multiplier: 1.0,
+    };
+    for (plugin, path, expected) in [
+        ("freeze", "/select/deny", plugin_server::DENY_REASON),
+        ("broken", "/fail", "plugin broken (select) failed"),
+    ] {
+        let rpc = spawn_rpc_with(|s| s.plugins.chain = vec![spec(plugin, path)]).await;
+        rpc.app.register("c1", 4, 8192, 100).await;
+        let reply = rpc
+            .call("select_destinations", select_args(1, 1), "4.5")
+            .await;
+        let (class, module, message) = failure_class(&reply);
+        assert_eq!(
+            (class.as_str(), module.as_str()),
+            ("NoValidHost", "nova.exception"),
+            "{path}"
+        );
+        assert!(message.contains(expected), "{path}: {message}");
+        let used: i64 = rpc.app.used().await.iter().map(|h| h.1).sum();
+        assert_eq!(used, 0, "{path}: nothing claimed");
+    }
 }

@@ -1,12 +1,14 @@
 //! `parasol serve` as operators run it: SIGHUP switches the backend mid-load without losing a
 //! request or claiming twice, and an invalid file is refused while the old config keeps running;
 //! a reload says what it applied and what waits for a restart; a second `serve` on the same
-//! SQLite ledger is refused.
+//! SQLite ledger is refused; a reload changes the operator's plugin chains.
 
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/plugin_server.rs"]
+mod plugin_server;
 #[path = "support/service.rs"]
 mod service;
 use service::{free_port, ServiceProcess as Service};
@@ -387,4 +389,147 @@ async fn a_reload_names_what_it_applied_and_what_waits_for_a_restart() {
         .await
         .unwrap();
     assert_eq!(hosts.status(), 200, "authentication changes at a restart");
+}
+
+/// The `[[plugins.chain]]` table of one plugin.
+fn plugin_table(name: &str, event: &str, url: &str) -> String {
+    format!("[[plugins.chain]]\nname = \"{name}\"\nevent = \"{event}\"\nurl = \"{url}\"\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sighup_replaces_the_plugin_chains_for_new_calls() {
+    let plugins = plugin_server::PluginServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("parasol.toml");
+    let port = free_port();
+    let base_config = config(port, dir.path(), "filter");
+    let deny = plugin_table("freeze", "select", &plugins.url("/select/deny"));
+    std::fs::write(&file, format!("{base_config}{deny}")).unwrap();
+    let service = start(&file, port).await;
+    let client = reqwest::Client::new();
+    let event = json!({"message_id": "h1", "event_type": "compute.host.state", "priority": "INFO",
+        "payload": {"host": "c1", "compute_node_uuid": uuid::Uuid::new_v4().to_string(),
+            "inventory": {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 4096}, "DISK_GB": {"total": 40}}}});
+    let r = client
+        .post(format!("{}/v1/notifications", service.base()))
+        .json(&event)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let place = || async {
+        let r = client
+            .post(format!("{}/v1/select_destinations", service.base()))
+            .json(&body())
+            .send()
+            .await
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+    let (status, answer) = place().await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains(plugin_server::DENY_REASON)));
+    // The file now registers an approving plugin instead: after SIGHUP new calls walk it.
+    let approve = plugin_table("audit", "select", &plugins.url("/select/approve"));
+    std::fs::write(&file, format!("{base_config}{approve}")).unwrap();
+    hup(&service);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let chain = stats(&client, &service.base()).await["plugin_chains"]["select"].clone();
+        if chain[0]["name"] == "audit" {
+            assert_eq!(chain.as_array().map(Vec::len), Some(1), "{chain}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reload never changed the chain: {chain}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, answer) = place().await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(plugins.seen("/select/approve").len(), 1);
+    assert_eq!(
+        plugins.seen("/select/deny").len(),
+        1,
+        "the old chain is not called"
+    );
+    // Figures of both stay: the old plugin's denial and the new one's approval.
+    let figures = stats(&client, &service.base()).await["plugins"]["select"].clone();
+    assert_eq!(figures["freeze"]["denials"], 1, "{figures}");
+    assert_eq!(figures["audit"]["approvals"], 1, "{figures}");
+    // An invalid chain is refused and the running one keeps working.
+    let bad = plugin_table("broken", "select", "ftp://nowhere/");
+    std::fs::write(&file, format!("{base_config}{bad}")).unwrap();
+    hup(&service);
+    let (status, answer) = place().await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[test]
+fn config_check_refuses_a_bad_plugin_entry_naming_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            plugin_table("p", "select", "ftp://nowhere/"),
+            "plugins.chain[0].url",
+        ),
+        (
+            plugin_table("p", "bind", "http://127.0.0.1:1/"),
+            "plugins.chain[0].event",
+        ),
+        (
+            format!(
+                "{}timeout_ms = 0\n",
+                plugin_table("p", "filter", "http://127.0.0.1:1/")
+            ),
+            "plugins.chain[0].timeout_ms",
+        ),
+        (
+            format!(
+                "{}weight = 2\n",
+                plugin_table("p", "weigh", "http://127.0.0.1:1/")
+            ),
+            "weight",
+        ),
+        (
+            format!(
+                "{}{}",
+                plugin_table("p", "filter", "http://127.0.0.1:1/"),
+                plugin_table("p", "filter", "http://127.0.0.1:2/")
+            ),
+            "plugins.chain[1].name",
+        ),
+    ];
+    let ledger = format!(
+        "[ledger]\nurl = \"sqlite://{}/ledger.db\"\n[amqp]\nurl = \"\"\n",
+        dir.path().display()
+    );
+    let file = dir.path().join("parasol.toml");
+    for (table, key) in cases {
+        std::fs::write(&file, format!("{ledger}{table}")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_parasol"))
+            .args(["config", "check", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{table} accepted");
+        assert!(stderr.contains(key), "{table}: {stderr}");
+    }
+    let good = plugin_table("p", "weigh", "https://plugins.example/carbon");
+    std::fs::write(&file, format!("{ledger}[plugins]\ncandidates = 8\n{good}")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["config", "check", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -31,6 +31,7 @@ use crate::configuration::{BackendKind, BatchMode, Settings};
 use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
+use crate::plugins::Chains;
 use crate::policy::{FilterEnv, Policy, PolicyError, RankArgs, SortedScratch};
 use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
@@ -62,6 +63,8 @@ pub enum BuildError {
     Control(#[from] crate::control::ControlError),
     #[error(transparent)]
     Placement(#[from] crate::placement::PlacementError),
+    #[error(transparent)]
+    Plugins(#[from] crate::plugins::PluginError),
 }
 
 /// What every backend is built from.
@@ -75,6 +78,9 @@ pub struct BackendDeps {
     pub placement: Option<Arc<PlacementClaims>>,
     /// Asked for a Placement sync when a claim there is refused.
     pub resync: Arc<Resync>,
+    /// The operator's plugin chains; the filter and weigh chains run on each instance's
+    /// candidates before its claims (docs/plugins.md).
+    pub plugins: Arc<Chains>,
 }
 
 /// Private state of one scheduling worker.
@@ -150,6 +156,11 @@ impl Backend {
         self.kind
     }
 
+    /// The plugin chains this backend was built with (the `select` chain runs before it).
+    pub fn plugins(&self) -> &Arc<Chains> {
+        &self.deps.plugins
+    }
+
     /// Places every request of one call, or none: when one instance cannot be placed, the
     /// claims made for the call are released and the whole call is NoValidHost (as Nova).
     /// With `[batch] mode = "call"` (or `"window"`), a multi-create is first placed as one
@@ -165,7 +176,13 @@ impl Backend {
             requests: requests.len() as u64,
             ..Counts::default()
         };
-        let mode = self.deps.settings.batch.mode;
+        // Filter and weigh plugins judge one instance's ranked candidates at a time
+        // (docs/plugins.md §2): with such plugins every call goes one instance at a time.
+        let mode = if self.deps.plugins.has_candidate_plugins() {
+            BatchMode::Off
+        } else {
+            self.deps.settings.batch.mode
+        };
         if mode == BatchMode::Window && requests.len() == 1 && !requests[0].rebuild {
             let request = requests.into_iter().next().expect("one request");
             return self.schedule_windowed(request).await;
@@ -330,12 +347,20 @@ impl Backend {
         let mut budget = max_attempts;
         let mut empty_samples = 0u64;
         let mut last_reason = String::new();
+        let plugins = &self.deps.plugins;
         while budget > 0 {
             let env = FilterEnv::new(self.deps.clock.now_ms(), &self.deps.settings.policy);
+            // Filter and weigh plugins see the top K candidates (more when the call needs
+            // more), and only hosts they saw are claimed.
+            let wanted = if plugins.has_candidate_plugins() {
+                plugins.candidates().max(budget + extra_alternates)
+            } else {
+                budget + extra_alternates
+            };
             let args = RankArgs {
                 req,
                 env: &env,
-                max: budget + extra_alternates,
+                max: wanted,
             };
             let candidates = match self.source.rank(
                 &self.deps,
@@ -363,6 +388,23 @@ impl Backend {
                     tracing::info!(instance = %req.instance_uuid, %rejection, "no host passed the filters");
                     return Ok(Placement::NoValidHost(rejection.reason()));
                 }
+            };
+            let candidates = if plugins.has_candidate_plugins() {
+                match plugins.review(req, candidates).await {
+                    Ok(kept) if !kept.is_empty() => kept,
+                    Ok(_) => {
+                        counts.decline(DeclineCause::NoValidHost, false);
+                        return Ok(Placement::NoValidHost(
+                            "no candidate host was left by the filter plugins".into(),
+                        ));
+                    }
+                    Err(stopped) => {
+                        counts.decline(DeclineCause::NoValidHost, false);
+                        return Ok(Placement::NoValidHost(stopped.to_string()));
+                    }
+                }
+            } else {
+                candidates
             };
             // APSR claims one host per sample: the rest of the sample are its alternates.
             let tries = if self.source.is_sample() { 1 } else { budget };

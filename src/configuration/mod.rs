@@ -99,6 +99,7 @@ pub struct Settings {
     pub nova_db: crate::nova_db::NovaDbSettings,
     pub log: LogSettings,
     pub auth: crate::auth::AuthSettings,
+    pub plugins: crate::plugins::PluginSettings,
 }
 
 /// The most HTTP worker threads the HTTP server runs (actix-server panics past it).

@@ -112,6 +112,10 @@ impl Settings {
                 key: format!("placement.{k}"),
                 message: m,
             })?;
+        self.plugins.validate().map_err(|(k, m)| ConfigError::Key {
+            key: format!("plugins.{k}"),
+            message: m,
+        })?;
         self.nova_db.validate().map_err(|(k, m)| ConfigError::Key {
             key: format!("nova_db.{k}"),
             message: m,

@@ -19,11 +19,12 @@ pub async fn select_destinations(
         .body(answer.to_body()))
 }
 
-/// The HTTP form of a failed call: NoValidHost is 409 with Nova's message and the reason,
+/// The HTTP form of a failed call: NoValidHost (a plugin's denial too) is 409 with Nova's
+/// message and the reason,
 /// a wrong call 400, an unavailable ledger 503.
 fn select_error(e: SelectError) -> ApiError {
     match e {
-        SelectError::NoValidHost { reason } => ApiError {
+        SelectError::NoValidHost { reason } | SelectError::Denied { reason } => ApiError {
             status: StatusCode::CONFLICT,
             class: "NoValidHost",
             message: crate::nova::no_valid_host_message(&reason),

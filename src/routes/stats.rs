@@ -1,6 +1,7 @@
 //! `GET /v1/stats`: per-backend counters, latencies, windowed view and live parameters, with
 //! the broker's state, notification outcomes, the RPC server's counters and the Placement
-//! sync's state (its ledger repairs included).
+//! sync's state (its ledger repairs included), the operator's plugin chains and each plugin's
+//! figures.
 
 use crate::amqp::BrokerStatus;
 use crate::notifications::Ingest;
@@ -28,6 +29,8 @@ pub async fn get_stats(
         "hosts": hosts_json(ingest.ledger().table()),
         "usage": usage_json(&scheduler),
         "flex": scheduler.flex().to_json(),
+        "plugin_chains": scheduler.backend().plugins().describe(),
+        "plugins": scheduler.stats().plugins_json(),
     }))
 }
 

@@ -341,6 +341,14 @@ async fn run(
                         reason: message,
                     })
                 }
+                Err(SelectError::Denied { reason }) => {
+                    server.deps.counters.count("no_valid_host");
+                    // An operator's plugin said why: its reason is for the user to read.
+                    Err(Failure {
+                        reply: no_valid_host_failure(&reason),
+                        reason: crate::nova::no_valid_host_message(&reason),
+                    })
+                }
                 Err(e @ SelectError::Invalid(_)) => {
                     Err(Failure::builtin("ValueError", e.to_string()))
                 }

@@ -6,9 +6,11 @@
 //! # Layout
 //! - `scheduler`: [`Scheduler`], the active backend and its replacement on SIGHUP.
 //! - `select`: [`Scheduler::select`], its [`Answer`] and [`SelectError`].
+//! - `select_chain`: the operator's `select` plugins, before the decision (docs/plugins.md).
 
 mod scheduler;
 mod select;
+mod select_chain;
 #[cfg(test)]
 mod tests;
 

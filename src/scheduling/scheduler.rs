@@ -8,6 +8,7 @@ use crate::configuration::Settings;
 use crate::domain::{HostState, RequestContext};
 use crate::ledger::Ledger;
 use crate::placement::{PlacementClaims, Resync};
+use crate::plugins::Chains;
 use crate::stats::Stats;
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -33,6 +34,16 @@ pub struct Scheduler {
 fn set_event_clock_reset(ledger: &Ledger, settings: &Settings) {
     let ms = i64::try_from(settings.policy.host_timeout_s.saturating_mul(1000)).unwrap_or(i64::MAX);
     ledger.table().set_event_clock_reset_after_ms(ms);
+}
+
+/// The plugin chains of `settings` (rebuilt with the backend on every reload, so a SIGHUP
+/// changes them for new calls while running calls finish on the old ones).
+fn chains(settings: &Settings, stats: &Stats) -> Result<Arc<Chains>, BuildError> {
+    let k = settings.plugins.candidates_for(
+        settings.scheduler.max_attempts,
+        settings.policy.host_subset_size,
+    );
+    Ok(Arc::new(Chains::build(&settings.plugins, k, stats)?))
 }
 
 impl Scheduler {
@@ -62,6 +73,7 @@ impl Scheduler {
             clock: clock.clone(),
             placement: claims.clone(),
             resync: resync.clone(),
+            plugins: chains(&settings, &stats)?,
         };
         let backend = Backend::start(kind, deps).await?;
         set_event_clock_reset(&ledger, &settings);
@@ -87,6 +99,7 @@ impl Scheduler {
             clock: self.clock.clone(),
             placement: self.claims.clone(),
             resync: self.resync.clone(),
+            plugins: chains(settings, &self.stats)?,
         };
         Backend::start(kind, deps).await
     }

@@ -20,6 +20,11 @@ pub enum SelectError {
     /// Nova's NoValidHost: nothing in the cloud could take every instance of the call.
     #[error("No valid host was found. {reason}")]
     NoValidHost { reason: String },
+    /// An operator's `select` plugin denied the call, or failed and is not ignorable: Nova's
+    /// NoValidHost whose reason, the plugin's, is the caller's to read as it is, over Nova's
+    /// RPC too (docs/plugins.md §4). Not retried after a Placement sync.
+    #[error("No valid host was found. {reason}")]
+    Denied { reason: String },
     /// The call itself is wrong (the caller's fault).
     #[error("{0}")]
     Invalid(String),
@@ -251,7 +256,11 @@ impl Scheduler {
             instance_uuids = %args.instance_uuids.join(","),
             backend = self.backend().kind().as_str()
         );
-        let requests = self.requests(&args, true).await?;
+        // The select chain of the backend this call starts on.
+        let plugins = self.backend().plugins().clone();
+        let mut requests = self.requests(&args, true).await?;
+        let additions = self.select_chain(&plugins, &args, &requests).await?;
+        additions.apply(&mut requests);
         if let Some(first) = requests.first() {
             self.refresh_traits(&first.query).await;
         }
@@ -264,13 +273,15 @@ impl Scheduler {
                     && !args.spec.is_rebuild()
                     && self.resource_request(&args, true)?.cpu_pinning_requested =>
             {
-                let requests = self.requests(&args, false).await?;
+                let mut requests = self.requests(&args, false).await?;
+                additions.apply(&mut requests);
                 let demands = requests.iter().map(|r| r.demand).collect();
                 (self.schedule(requests).instrument(span).await?, demands)
             }
             other => (other?, demands),
         };
         let demands: Vec<Resources> = demands;
+        super::select_chain::tell_claimed(&plugins, &args, &per_instance, &demands);
         let cell = &settings.scheduler.cell_uuid;
         let selections = per_instance
             .iter()

@@ -5,14 +5,17 @@
 //! # Layout
 //! - `window`: the sliding window of recent counters and latencies.
 //! - `metrics`: the Prometheus registry the counters live in.
+//! - `plugins`: the figures of each operator plugin (docs/plugins.md).
 //! - `batch`: batch placement's rounds, sizes, solve times and fallbacks (`[batch]`).
 
 mod batch;
 mod metrics;
+mod plugins;
 mod window;
 
 pub use batch::{BatchFallback, BatchRound};
 pub use metrics::Metrics;
+pub use plugins::{PluginOutcome, PluginStats};
 /// Re-exported so that other parts can build the metrics they register in [`Metrics`].
 pub use prometheus_client;
 
@@ -303,19 +306,47 @@ pub struct Stats {
     window_ms: i64,
     metrics: Metrics,
     backends: Mutex<BTreeMap<String, Arc<BackendStats>>>,
+    plugins: plugins::PluginRegistry,
     /// Claims released because nothing confirmed them within `[scheduler] claim_ttl_s`.
     expired_claims: std::sync::atomic::AtomicU64,
 }
 
 impl Stats {
     pub fn new(clock: SharedClock, window_s: u64) -> Self {
+        let metrics = Metrics::default();
+        let plugins = plugins::PluginRegistry::default();
+        let families = plugins.families().clone();
+        metrics.register(
+            "plugin_calls",
+            "Calls of each operator plugin by event and outcome (approved, modified, denied, \
+             error, timeout, refused; skipped: a failure of an ignorable plugin, also counted \
+             under its outcome; dropped: a claimed notification the full queue had no room for)",
+            families.calls,
+        );
+        metrics.register(
+            "plugin_call_duration_seconds",
+            "Duration of each call of an operator plugin",
+            families.duration,
+        );
         Stats {
             clock,
             window_ms: (window_s.max(1) * 1000) as i64,
-            metrics: Metrics::default(),
+            metrics,
             backends: Mutex::new(BTreeMap::new()),
+            plugins,
             expired_claims: Default::default(),
         }
+    }
+
+    /// The figures of plugin `name` in the chain of `event`, created on first use; they
+    /// survive reloads of the chains.
+    pub fn plugin(&self, event: &str, name: &str) -> Arc<PluginStats> {
+        self.plugins.get(event, name)
+    }
+
+    /// `{"<event>": {"<plugin>": {...}}}` for every plugin called or configured since start.
+    pub fn plugins_json(&self) -> Value {
+        self.plugins.to_json()
     }
 
     /// The statistics of `backend`, created on first use; they survive backend switches.

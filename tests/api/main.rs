@@ -1,6 +1,8 @@
 //! The HTTP surface against a real ledger: every test on a fresh SQLite file and on its own
 //! database of the running PostgreSQL.
 
+#[path = "../support/plugin_server.rs"]
+mod plugin_server;
 #[path = "../support/mod.rs"]
 mod support;
 #[path = "../support/venv.rs"]
@@ -19,6 +21,7 @@ mod host_events;
 mod metrics;
 mod moves;
 mod notifications;
+mod plugins;
 mod ready;
 mod redaction;
 mod regressions;

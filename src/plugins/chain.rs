@@ -1,0 +1,470 @@
+//! The chains of one configuration: per event, its plugins in `order`, each called in turn
+//! with what the previous one passed on (thesis Fig. 2.3), each approving, changing or
+//! denying; a failing plugin skipped when `ignorable`, else the call's end. The `claimed`
+//! chain is told after the fact, by a task of its own fed through a bounded queue.
+
+use super::http::{CallError, HttpHook};
+use super::settings::{PluginEvent, PluginSettings, PluginSpec};
+use super::wire::{self, AnswerError, SelectRequest, Verdict};
+use super::Additions;
+use crate::domain::{HostState, RequestContext};
+use crate::stats::{PluginOutcome, PluginStats, Stats};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why plugins could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("plugin {name}: {message}")]
+    Build { name: String, message: String },
+}
+
+/// How a call ends when a chain stops it: Nova's NoValidHost, with the plugin named.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Stopped {
+    #[error("denied by plugin {plugin} ({event}): {reason}")]
+    Denied {
+        plugin: String,
+        event: &'static str,
+        reason: String,
+    },
+    #[error("plugin {plugin} ({event}) failed and is not ignorable: {detail}")]
+    Failed {
+        plugin: String,
+        event: &'static str,
+        detail: String,
+    },
+}
+
+struct Plugin {
+    spec: PluginSpec,
+    hook: HttpHook,
+    stats: Arc<PluginStats>,
+}
+
+/// Every event's chain, built from `[plugins]` at start and on each reload.
+pub struct Chains {
+    select: Vec<Plugin>,
+    filter: Vec<Plugin>,
+    weigh: Vec<Plugin>,
+    claimed: Option<ClaimedQueue>,
+    candidates: usize,
+}
+
+/// The `claimed` chain and the queue its task reads. When the chains are replaced the queue's
+/// sender goes with them: the task tells what is queued to the old plugins, then ends.
+struct ClaimedQueue {
+    plugins: Arc<Vec<Plugin>>,
+    queue: tokio::sync::mpsc::Sender<Value>,
+}
+
+impl std::fmt::Debug for Chains {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chains")
+            .field("chains", &self.describe())
+            .finish()
+    }
+}
+
+impl Chains {
+    /// No plugin at all.
+    pub fn none() -> Chains {
+        Chains {
+            select: Vec::new(),
+            filter: Vec::new(),
+            weigh: Vec::new(),
+            claimed: None,
+            candidates: 0,
+        }
+    }
+
+    /// The chains of `settings`, filter and weigh plugins seeing `candidates` hosts, their
+    /// figures kept in `stats`. With `claimed` plugins, starts their task (on the current
+    /// Tokio runtime).
+    pub fn build(
+        settings: &PluginSettings,
+        candidates: usize,
+        stats: &Stats,
+    ) -> Result<Chains, PluginError> {
+        let mut chains = Chains {
+            candidates,
+            ..Chains::none()
+        };
+        if settings.chain.is_empty() {
+            return Ok(chains);
+        }
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("parasol/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| PluginError::Build {
+                name: "*".into(),
+                message: format!("cannot build the HTTP client: {e}"),
+            })?;
+        let mut specs: Vec<&PluginSpec> = settings.chain.iter().collect();
+        // Stable: equal orders keep the file's order, as Usher's registration order.
+        specs.sort_by_key(|s| s.order);
+        let mut claimed = Vec::new();
+        for spec in specs {
+            let url = reqwest::Url::parse(&spec.url).map_err(|e| PluginError::Build {
+                name: spec.name.clone(),
+                message: format!("url: {e}"),
+            })?;
+            let plugin = Plugin {
+                hook: HttpHook::new(client.clone(), url, spec.timeout_ms),
+                stats: stats.plugin(spec.event.as_str(), &spec.name),
+                spec: spec.clone(),
+            };
+            match spec.event {
+                PluginEvent::Select => chains.select.push(plugin),
+                PluginEvent::Filter => chains.filter.push(plugin),
+                PluginEvent::Weigh => chains.weigh.push(plugin),
+                PluginEvent::Claimed => claimed.push(plugin),
+            }
+        }
+        if !claimed.is_empty() {
+            let (queue, receiver) = tokio::sync::mpsc::channel(settings.claimed_queue.max(1));
+            let plugins = Arc::new(claimed);
+            tokio::spawn(tell_claimed(receiver, plugins.clone()));
+            chains.claimed = Some(ClaimedQueue { plugins, queue });
+        }
+        Ok(chains)
+    }
+
+    pub fn has_select(&self) -> bool {
+        !self.select.is_empty()
+    }
+
+    /// Whether some plugin sees the candidates of each instance.
+    pub fn has_candidate_plugins(&self) -> bool {
+        !(self.filter.is_empty() && self.weigh.is_empty())
+    }
+
+    /// How many ranked candidates the filter and weigh plugins see (at least).
+    pub fn candidates(&self) -> usize {
+        self.candidates
+    }
+
+    /// `{"select": [{"name", "order", "url", "timeout_ms", "ignorable"}, …], "filter": …,
+    /// "weigh": …, "candidates": K}`, for `/v1/stats` (the URL without its credentials).
+    pub fn describe(&self) -> Value {
+        let list = |chain: &[Plugin]| -> Vec<Value> {
+            chain
+                .iter()
+                .map(|p| {
+                    let mut url = p.hook.url().clone();
+                    let _ = url.set_password(None);
+                    let _ = url.set_username("");
+                    let mut v = json!({
+                        "name": p.spec.name, "order": p.spec.order, "url": url.as_str(),
+                        "timeout_ms": p.spec.timeout_ms, "ignorable": p.spec.ignorable,
+                    });
+                    if p.spec.event == PluginEvent::Weigh {
+                        v["weight_multiplier"] = json!(p.spec.weight_multiplier);
+                    }
+                    v
+                })
+                .collect()
+        };
+        let claimed = self.claimed.as_ref().map(|c| c.plugins.as_slice());
+        json!({
+            "select": list(&self.select),
+            "filter": list(&self.filter),
+            "weigh": list(&self.weigh),
+            "claimed": list(claimed.unwrap_or_default()),
+            "candidates": self.candidates,
+        })
+    }
+
+    pub fn has_claimed(&self) -> bool {
+        self.claimed.is_some()
+    }
+
+    /// Queues a call's claims for the `claimed` plugins, without waiting: when the queue is
+    /// full the notification is dropped and counted for each of them.
+    pub fn claimed(&self, request: Value, claims: Value) {
+        let Some(claimed) = &self.claimed else {
+            return;
+        };
+        let body = json!({
+            "api_version": wire::API_VERSION,
+            "event": "claimed",
+            "request": request,
+            "claims": claims,
+        });
+        if claimed.queue.try_send(body).is_err() {
+            for plugin in claimed.plugins.iter() {
+                plugin.stats.record_drop();
+            }
+            tracing::warn!(
+                plugins = claimed.plugins.len(),
+                "the claimed plugins' queue is full: a call's claims were not told"
+            );
+        }
+    }
+
+    /// Walks the `select` chain: each plugin sees the request as the previous one left it.
+    /// The constraints the chain added, or why the call stops.
+    pub async fn select(&self, request: SelectRequest) -> Result<Additions, Stopped> {
+        let mut current = request.clone();
+        for plugin in &self.select {
+            let body = json!({
+                "api_version": wire::API_VERSION,
+                "event": "select",
+                "plugin": plugin.spec.name,
+                "request": Value::Object(current.0.clone()),
+            });
+            let started = Instant::now();
+            let verdict = match plugin.hook.call(&body).await {
+                Ok(answer) => wire::read_select(&current, answer).map_err(Failure::Answer),
+                Err(e) => Err(Failure::Call(e)),
+            };
+            match verdict {
+                Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
+                Ok(Verdict::Modified(next)) => {
+                    plugin.record(PluginOutcome::Modified, started);
+                    current = next;
+                }
+                Ok(Verdict::Denied(reason)) => {
+                    plugin.record(PluginOutcome::Denied, started);
+                    tracing::info!(plugin = %plugin.spec.name, event = "select", %reason, "a plugin denied the call");
+                    return Err(Stopped::Denied {
+                        plugin: plugin.spec.name.clone(),
+                        event: "select",
+                        reason,
+                    });
+                }
+                Err(failure) => plugin.failed(failure, started)?,
+            }
+        }
+        Ok(wire::additions(&request, &current))
+    }
+
+    /// Runs the `filter` chain, then the `weigh` chain, over the ranked `candidates` of one
+    /// instance: what is left, in the new order (see [`reorder`]).
+    pub async fn review(
+        &self,
+        req: &RequestContext,
+        mut candidates: Vec<HostState>,
+    ) -> Result<Vec<HostState>, Stopped> {
+        let instance = wire::instance_view(req);
+        for plugin in &self.filter {
+            if candidates.is_empty() {
+                break;
+            }
+            let started = Instant::now();
+            let verdict = match plugin
+                .hook
+                .call(&offer(plugin, &instance, &candidates))
+                .await
+            {
+                Ok(answer) => wire::read_filter(&candidates, answer).map_err(Failure::Answer),
+                Err(e) => Err(Failure::Call(e)),
+            };
+            match verdict {
+                Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
+                Ok(Verdict::Modified(removed)) => {
+                    plugin.record(PluginOutcome::Modified, started);
+                    for (uuid, reason) in &removed {
+                        tracing::debug!(plugin = %plugin.spec.name, host = %uuid, %reason, instance = %req.instance_uuid, "a plugin removed a candidate");
+                    }
+                    candidates.retain(|h| !removed.contains_key(&*h.profile.uuid));
+                }
+                Ok(Verdict::Denied(reason)) => {
+                    plugin.record(PluginOutcome::Denied, started);
+                    tracing::info!(plugin = %plugin.spec.name, event = "filter", %reason, instance = %req.instance_uuid, "a plugin removed every candidate");
+                    return Err(Stopped::Denied {
+                        plugin: plugin.spec.name.clone(),
+                        event: "filter",
+                        reason,
+                    });
+                }
+                Err(failure) => plugin.failed(failure, started)?,
+            }
+        }
+        let mut added: Vec<f64> = vec![0.0; candidates.len()];
+        let mut weighed = false;
+        for plugin in &self.weigh {
+            if candidates.is_empty() {
+                break;
+            }
+            let started = Instant::now();
+            let verdict = match plugin
+                .hook
+                .call(&offer(plugin, &instance, &candidates))
+                .await
+            {
+                Ok(answer) => wire::read_weigh(&candidates, answer).map_err(Failure::Answer),
+                Err(e) => Err(Failure::Call(e)),
+            };
+            match verdict {
+                Ok(Verdict::Modified(weights)) => {
+                    plugin.record(PluginOutcome::Modified, started);
+                    for (sum, w) in added.iter_mut().zip(normalise(&weights)) {
+                        *sum += plugin.spec.weight_multiplier * w;
+                    }
+                    weighed = true;
+                }
+                Ok(Verdict::Approved | Verdict::Denied(_)) => {
+                    plugin.record(PluginOutcome::Approved, started)
+                }
+                Err(failure) => plugin.failed(failure, started)?,
+            }
+        }
+        if weighed {
+            candidates = reorder(candidates, &added);
+        }
+        Ok(candidates)
+    }
+}
+
+/// Tells each queued notification to every `claimed` plugin in order; their answers change
+/// nothing, their failures are counted (as skipped: no call waits for them).
+async fn tell_claimed(mut queue: tokio::sync::mpsc::Receiver<Value>, plugins: Arc<Vec<Plugin>>) {
+    while let Some(mut body) = queue.recv().await {
+        for plugin in plugins.iter() {
+            body["plugin"] = json!(plugin.spec.name);
+            let started = Instant::now();
+            let outcome = match plugin.hook.call(&body).await {
+                Ok(_) => PluginOutcome::Approved,
+                Err(e) => {
+                    tracing::warn!(plugin = %plugin.spec.name, event = "claimed", error = %e, "a claimed plugin failed");
+                    match e {
+                        CallError::Timeout(_) => PluginOutcome::Timeout,
+                        CallError::Failed(_) => PluginOutcome::Error,
+                    }
+                }
+            };
+            let failed = outcome != PluginOutcome::Approved;
+            plugin
+                .stats
+                .record(outcome, failed, started.elapsed().as_micros() as u64);
+        }
+    }
+}
+
+/// The request of a `filter` or `weigh` call.
+fn offer(plugin: &Plugin, instance: &Value, candidates: &[HostState]) -> Value {
+    let hosts: Vec<Value> = candidates
+        .iter()
+        .enumerate()
+        .map(|(rank, h)| wire::candidate_view(h, rank))
+        .collect();
+    json!({
+        "api_version": wire::API_VERSION,
+        "event": plugin.spec.event.as_str(),
+        "plugin": plugin.spec.name,
+        "request": instance,
+        "candidates": hosts,
+    })
+}
+
+/// Nova's normalisation of one weigher's values to [0, 1] (all equal: all 0).
+fn normalise(values: &[f64]) -> Vec<f64> {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if hi <= lo {
+        return vec![0.0; values.len()];
+    }
+    values.iter().map(|v| (v - lo) / (hi - lo)).collect()
+}
+
+/// The candidates by Parasol's rank score plus the plugins' weights, best first. Parasol's
+/// own scores stay inside the policy pipeline; its order enters as a rank score from 1 (its
+/// first) down to 0 (its last), with a multiplier of 1, so a plugin with a multiplier of 1
+/// weighs as much as Parasol's whole ranking. Equal totals keep Parasol's order.
+pub fn reorder(candidates: Vec<HostState>, added: &[f64]) -> Vec<HostState> {
+    let n = candidates.len();
+    let mut scored: Vec<(f64, HostState)> = candidates
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let rank = if n > 1 {
+                1.0 - i as f64 / (n - 1) as f64
+            } else {
+                1.0
+            };
+            (rank + added.get(i).copied().unwrap_or(0.0), h)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().map(|(_, h)| h).collect()
+}
+
+/// Why a plugin's call did not count.
+enum Failure {
+    Call(CallError),
+    Answer(AnswerError),
+}
+
+impl Plugin {
+    fn record(&self, outcome: PluginOutcome, started: Instant) {
+        self.stats
+            .record(outcome, false, started.elapsed().as_micros() as u64);
+    }
+
+    /// Counts a failure; `Ok` when the plugin is ignorable (the chain goes on without it).
+    fn failed(&self, failure: Failure, started: Instant) -> Result<(), Stopped> {
+        let (outcome, detail) = match failure {
+            Failure::Call(e @ CallError::Timeout(_)) => (PluginOutcome::Timeout, e.to_string()),
+            Failure::Call(e) => (PluginOutcome::Error, e.to_string()),
+            Failure::Answer(e @ AnswerError::Refused(_)) => (PluginOutcome::Refused, e.to_string()),
+            Failure::Answer(e) => (PluginOutcome::Error, e.to_string()),
+        };
+        let us = started.elapsed().as_micros() as u64;
+        self.stats.record(outcome, self.spec.ignorable, us);
+        let event = self.spec.event.as_str();
+        if self.spec.ignorable {
+            tracing::warn!(plugin = %self.spec.name, event, %detail, "an ignorable plugin failed: skipped");
+            return Ok(());
+        }
+        tracing::warn!(plugin = %self.spec.name, event, %detail, "a plugin failed: the call fails");
+        Err(Stopped::Failed {
+            plugin: self.spec.name.clone(),
+            event,
+            detail,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Resources;
+
+    fn hosts(n: i64) -> Vec<HostState> {
+        (1..=n)
+            .map(|i| HostState::synthetic(i, Resources::new(8, 8192, 80), Resources::ZERO))
+            .collect()
+    }
+
+    fn names(hosts: &[HostState]) -> Vec<String> {
+        hosts.iter().map(|h| h.host().to_string()).collect()
+    }
+
+    #[test]
+    fn weights_reorder_the_ranking_and_ties_keep_parasol_s_order() {
+        // No weights: Parasol's order.
+        assert_eq!(
+            names(&reorder(hosts(3), &[0.0; 3])),
+            ["host1", "host2", "host3"]
+        );
+        // A weight of 1 on the last host ties it with the first (1 + 0 vs 1 + 0 … ): the
+        // first keeps its place; 1.5 takes it.
+        assert_eq!(
+            names(&reorder(hosts(3), &[0.0, 0.0, 1.0])),
+            ["host1", "host3", "host2"]
+        );
+        assert_eq!(
+            names(&reorder(hosts(3), &[0.0, 0.0, 1.5])),
+            ["host3", "host1", "host2"]
+        );
+    }
+
+    #[test]
+    fn normalisation_is_nova_s_and_equal_values_weigh_nothing() {
+        assert_eq!(normalise(&[2.0, 4.0, 3.0]), [0.0, 1.0, 0.5]);
+        assert_eq!(normalise(&[5.0, 5.0]), [0.0, 0.0]);
+        assert_eq!(normalise(&[-1.0, 1.0]), [0.0, 1.0]);
+    }
+}

@@ -1,0 +1,30 @@
+//! Operator plugins (issue 47; docs/plugins.md): ordered chains per event, as Usher's (thesis
+//! ch. 2, §2.4.4 and Fig. 2.3) and Kubernetes' scheduler extenders, reached as HTTP/JSON
+//! webhooks. A `select` chain sees each call before its decision and approves it, adds
+//! constraints (traits, aggregates, hosts to ignore) or denies it; `filter` and `weigh`
+//! chains see each instance's top-ranked candidates and remove hosts or add weights; a
+//! `claimed` chain is told each call's claims afterwards, through a bounded queue. Hooked in
+//! by `scheduling` (select, claimed) and `backend` (filter, weigh), around the policy
+//! pipeline, not inside it.
+//!
+//! # Layout
+//! - `settings`: `[plugins]` and its `[[plugins.chain]]` entries, with their checks.
+//! - `wire`: what a plugin is sent and answers, and the checks on an answer.
+//! - `http`: the webhook transport.
+//! - `chain`: [`Chains`], the chains of one configuration, and how a call walks them.
+
+mod chain;
+mod http;
+mod settings;
+mod wire;
+
+pub use chain::{reorder, Chains, PluginError, Stopped};
+pub use http::{CallError, HttpHook, MAX_ANSWER_BYTES};
+pub use settings::{
+    PluginEvent, PluginSettings, PluginSpec, Transport, DEFAULT_CLAIMED_QUEUE, DEFAULT_TIMEOUT_MS,
+    MAX_CANDIDATES, MAX_CLAIMED_QUEUE, MAX_TIMEOUT_MS,
+};
+pub use wire::{
+    additions, additive_view, candidate_view, instance_view, read_filter, read_select, read_weigh,
+    Additions, AnswerError, SelectRequest, Verdict, ADDITIVE_KEYS, API_VERSION,
+};

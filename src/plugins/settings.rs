@@ -1,0 +1,331 @@
+//! `[plugins]`: how many candidates the `filter` and `weigh` chains see, and the plugins
+//! themselves, one `[[plugins.chain]]` table each (docs/plugins.md §4). TOML cannot hold a
+//! `[plugins]` table and a `[[plugins]]` array at once, hence `plugins.chain`.
+
+use crate::choice::Choice;
+use serde::{Deserialize, Serialize};
+
+/// The events a plugin can be registered for (Usher's event chains, thesis §2.4.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum PluginEvent {
+    /// Before a decision, once per call: approve, add constraints, or deny.
+    Select,
+    /// Per instance, on the ranked candidates: remove hosts (Kubernetes' extender `filter`).
+    Filter,
+    /// Per instance, on the candidates left: add weights (Kubernetes' `prioritize`).
+    Weigh,
+    /// After a call's claims hold: told, asynchronously, never on the answer's path.
+    Claimed,
+}
+
+crate::choice_from_string!(PluginEvent);
+
+impl Choice for PluginEvent {
+    const ALL: &'static [Self] = &[
+        PluginEvent::Select,
+        PluginEvent::Filter,
+        PluginEvent::Weigh,
+        PluginEvent::Claimed,
+    ];
+    fn as_str(self) -> &'static str {
+        PluginEvent::as_str(self)
+    }
+}
+
+impl PluginEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginEvent::Select => "select",
+            PluginEvent::Filter => "filter",
+            PluginEvent::Weigh => "weigh",
+            PluginEvent::Claimed => "claimed",
+        }
+    }
+}
+
+/// How Parasol reaches a plugin.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum Transport {
+    /// A JSON `POST` to `url` (docs/plugins.md §5, `etc/plugin-schema.json`).
+    #[default]
+    Http,
+}
+
+crate::choice_from_string!(Transport);
+
+impl Choice for Transport {
+    const ALL: &'static [Self] = &[Transport::Http];
+    fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// The default `timeout_ms`: a plugin on the same site answers in milliseconds; a second is
+/// what one decision can afford to wait before it is a failure.
+pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
+/// The longest `timeout_ms`: Nova's RPC caller waits 60 s for the whole call.
+pub const MAX_TIMEOUT_MS: u64 = 30_000;
+/// The most candidates `[plugins] candidates` may ask for.
+pub const MAX_CANDIDATES: usize = 10_000;
+/// The default `[plugins] claimed_queue`.
+pub const DEFAULT_CLAIMED_QUEUE: usize = 1024;
+/// The largest `[plugins] claimed_queue`.
+pub const MAX_CLAIMED_QUEUE: usize = 1_000_000;
+
+/// One plugin registered for one event.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSpec {
+    /// Names the plugin in errors, logs, `/v1/stats` and `/metrics`; unique per event.
+    pub name: String,
+    pub event: PluginEvent,
+    /// Place in the event's chain: lower first; equal orders keep the file's order (Usher's
+    /// `order` parameter, thesis §2.4.4).
+    #[serde(default)]
+    pub order: i64,
+    #[serde(default)]
+    pub transport: Transport,
+    /// `http://` or `https://` URL the request is `POST`ed to.
+    pub url: String,
+    /// How long a call may take before it is a timeout.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// On a timeout, an error or a refused answer: `true` skips the plugin (counted), `false`
+    /// fails the call with NoValidHost naming the plugin. (`claimed` plugins never stop a
+    /// call: their failures are always skipped.)
+    #[serde(default)]
+    pub ignorable: bool,
+    /// `weigh` only: the plugin's normalised weights are multiplied by this before they are
+    /// added to the ranking (Nova's `*_weight_multiplier`, Kubernetes' extender `weight`).
+    #[serde(default = "default_multiplier")]
+    pub weight_multiplier: f64,
+}
+
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+fn default_multiplier() -> f64 {
+    1.0
+}
+
+/// The `[plugins]` section.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginSettings {
+    /// How many of the ranked candidates the `filter` and `weigh` plugins see (at least; a
+    /// multi-create ranks more to replace alternates). 0: 2 × max(`[scheduler] max_attempts`,
+    /// `[policy] host_subset_size`).
+    pub candidates: usize,
+    /// Calls' claims waiting to be told to the `claimed` plugins; past it a call's are
+    /// dropped (counted), never waited for.
+    pub claimed_queue: usize,
+    /// The plugins, in any order: each event's chain is ordered by `order`.
+    pub chain: Vec<PluginSpec>,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        PluginSettings {
+            candidates: 0,
+            claimed_queue: DEFAULT_CLAIMED_QUEUE,
+            chain: Vec::new(),
+        }
+    }
+}
+
+impl PluginSettings {
+    /// The candidates plugins see for these `max_attempts` and `host_subset_size`.
+    pub fn candidates_for(&self, max_attempts: usize, host_subset_size: usize) -> usize {
+        match self.candidates {
+            0 => 2 * max_attempts.max(host_subset_size).max(1),
+            k => k,
+        }
+    }
+
+    /// Checks serde cannot make; the error is `(key under [plugins], message)`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.candidates > MAX_CANDIDATES {
+            return Err((
+                "candidates".into(),
+                format!(
+                    "must be at most {MAX_CANDIDATES} (0: 2 × max(max_attempts, host_subset_size))"
+                ),
+            ));
+        }
+        if !(1..=MAX_CLAIMED_QUEUE).contains(&self.claimed_queue) {
+            return Err((
+                "claimed_queue".into(),
+                format!(
+                    "must be from 1 to {MAX_CLAIMED_QUEUE}, not {}",
+                    self.claimed_queue
+                ),
+            ));
+        }
+        for (i, p) in self.chain.iter().enumerate() {
+            let key = |field: &str| format!("chain[{i}].{field}");
+            let named = |message: String| format!("{message} (plugin {:?})", p.name);
+            if p.name.is_empty()
+                || p.name.len() > 64
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err((
+                    key("name"),
+                    format!(
+                        "{:?} must be 1 to 64 letters, digits, '-', '_' or '.' (it names the \
+                         plugin in errors and metrics)",
+                        p.name
+                    ),
+                ));
+            }
+            if let Some(j) = self.chain[..i]
+                .iter()
+                .position(|q| q.name == p.name && q.event == p.event)
+            {
+                return Err((
+                    key("name"),
+                    named(format!(
+                        "is registered twice for event {:?} (also chain[{j}]): give each its own name",
+                        p.event.as_str()
+                    )),
+                ));
+            }
+            match reqwest::Url::parse(&p.url) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
+                Ok(url) => {
+                    return Err((
+                        key("url"),
+                        named(format!(
+                            "has scheme {:?}: a plugin is reached at http:// or https://",
+                            url.scheme()
+                        )),
+                    ))
+                }
+                Err(e) => {
+                    return Err((key("url"), named(format!("{:?} is not a URL: {e}", p.url))))
+                }
+            }
+            if !(1..=MAX_TIMEOUT_MS).contains(&p.timeout_ms) {
+                return Err((
+                    key("timeout_ms"),
+                    named(format!(
+                        "must be from 1 to {MAX_TIMEOUT_MS}, not {}",
+                        p.timeout_ms
+                    )),
+                ));
+            }
+            if !p.weight_multiplier.is_finite() {
+                return Err((
+                    key("weight_multiplier"),
+                    named("must be a finite number".into()),
+                ));
+            }
+            if p.event != PluginEvent::Weigh && p.weight_multiplier != 1.0 {
+                return Err((
+                    key("weight_multiplier"),
+                    named(format!(
+                        "is for weigh plugins; this one is registered for {:?}",
+                        p.event.as_str()
+                    )),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, event: PluginEvent, url: &str) -> PluginSpec {
+        PluginSpec {
+            name: name.into(),
+            event,
+            order: 0,
+            transport: Transport::Http,
+            url: url.into(),
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            ignorable: false,
+            weight_multiplier: 1.0,
+        }
+    }
+
+    #[test]
+    fn bad_entries_are_refused_naming_their_key() {
+        let ok = spec("tenant", PluginEvent::Select, "http://127.0.0.1:9/x");
+        let cases: Vec<(PluginSpec, &str)> = vec![
+            (spec("", PluginEvent::Select, "http://a/"), "chain[1].name"),
+            (
+                spec("a b", PluginEvent::Select, "http://a/"),
+                "chain[1].name",
+            ),
+            (
+                spec("tenant", PluginEvent::Select, "http://a/"),
+                "chain[1].name",
+            ),
+            (spec("x", PluginEvent::Filter, "ftp://a/"), "chain[1].url"),
+            (spec("x", PluginEvent::Filter, "not a url"), "chain[1].url"),
+            (
+                PluginSpec {
+                    timeout_ms: 0,
+                    ..spec("x", PluginEvent::Filter, "http://a/")
+                },
+                "chain[1].timeout_ms",
+            ),
+            (
+                PluginSpec {
+                    weight_multiplier: 2.0,
+                    ..spec("x", PluginEvent::Filter, "http://a/")
+                },
+                "chain[1].weight_multiplier",
+            ),
+        ];
+        for (bad, key) in cases {
+            let settings = PluginSettings {
+                chain: vec![ok.clone(), bad.clone()],
+                ..PluginSettings::default()
+            };
+            let err = settings.validate().expect_err(&format!("{bad:?} accepted"));
+            assert_eq!(err.0, key, "{bad:?}: {}", err.1);
+        }
+        // The same name on another event is another registration.
+        let settings = PluginSettings {
+            chain: vec![
+                ok,
+                spec("tenant", PluginEvent::Filter, "https://p.example/f"),
+            ],
+            ..PluginSettings::default()
+        };
+        assert_eq!(settings.validate(), Ok(()));
+        let big = PluginSettings {
+            candidates: MAX_CANDIDATES + 1,
+            ..PluginSettings::default()
+        };
+        assert_eq!(big.validate().unwrap_err().0, "candidates");
+        let none = PluginSettings {
+            claimed_queue: 0,
+            ..PluginSettings::default()
+        };
+        assert_eq!(none.validate().unwrap_err().0, "claimed_queue");
+    }
+
+    #[test]
+    fn candidates_default_to_twice_the_larger_of_attempts_and_subset() {
+        let s = PluginSettings::default();
+        assert_eq!(s.candidates_for(3, 1), 6);
+        assert_eq!(s.candidates_for(3, 10), 20);
+        let set = PluginSettings {
+            candidates: 4,
+            ..PluginSettings::default()
+        };
+        assert_eq!(set.candidates_for(3, 10), 4);
+    }
+}

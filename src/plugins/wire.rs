@@ -1,0 +1,366 @@
+//! The JSON a plugin is sent and answers (docs/plugins.md §5; the JSON Schema is
+//! `etc/plugin-schema.json`), and the checks an answer must pass before it counts.
+
+use crate::domain::{AggregateId, HostState, Mark, RequestContext, TraitId};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// The version of the request and response schema, sent as `api_version`.
+pub const API_VERSION: u32 = 1;
+
+/// The keys of a `select` request a plugin may change, and only by adding to them.
+pub const ADDITIVE_KEYS: [&str; 4] = [
+    "required_traits",
+    "forbidden_traits",
+    "member_of",
+    "ignore_hosts",
+];
+
+/// What a `select` plugin is shown: the call as Nova asked it (built by `scheduling`, the
+/// layer that reads Nova's RequestSpec), a JSON object whose [`ADDITIVE_KEYS`] are lists.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SelectRequest(pub Map<String, Value>);
+
+/// The constraints a `select` chain added to a call (plugins may only add).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Additions {
+    pub required_traits: Vec<String>,
+    pub forbidden_traits: Vec<String>,
+    /// Each a group of aggregate uuids of which the host must be in at least one.
+    pub member_of: Vec<Vec<String>>,
+    pub ignore_hosts: Vec<String>,
+}
+
+impl Additions {
+    pub fn is_empty(&self) -> bool {
+        self.required_traits.is_empty()
+            && self.forbidden_traits.is_empty()
+            && self.member_of.is_empty()
+            && self.ignore_hosts.is_empty()
+    }
+
+    /// Adds these constraints to every instance of the call.
+    pub fn apply(&self, requests: &mut [RequestContext]) {
+        if self.is_empty() {
+            return;
+        }
+        for req in requests {
+            let q = &mut req.query;
+            q.required_traits
+                .extend(self.required_traits.iter().map(|t| TraitId::intern(t)));
+            q.required_traits.sort();
+            q.required_traits.dedup();
+            q.forbidden_traits
+                .extend(self.forbidden_traits.iter().map(|t| TraitId::intern(t)));
+            q.forbidden_traits.sort();
+            q.forbidden_traits.dedup();
+            for any in &self.member_of {
+                let group: Vec<AggregateId> = any.iter().map(|a| AggregateId::intern(a)).collect();
+                if !q.member_of.contains(&group) {
+                    q.member_of.push(group);
+                }
+            }
+            for host in &self.ignore_hosts {
+                if !req.ignore_hosts.contains(host) {
+                    req.ignore_hosts.push(host.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The [`ADDITIVE_KEYS`] of a request's first instance, as a `select` plugin sees them.
+pub fn additive_view(req: &RequestContext) -> Map<String, Value> {
+    let names =
+        |ids: &[TraitId]| -> Vec<String> { ids.iter().map(|t| t.name().to_string()).collect() };
+    let mut m = Map::new();
+    m.insert(
+        "required_traits".into(),
+        json!(names(&req.query.required_traits)),
+    );
+    m.insert(
+        "forbidden_traits".into(),
+        json!(names(&req.query.forbidden_traits)),
+    );
+    let member_of: Vec<Vec<String>> = req
+        .query
+        .member_of
+        .iter()
+        .map(|any| any.iter().map(|a| a.name().to_string()).collect())
+        .collect();
+    m.insert("member_of".into(), json!(member_of));
+    m.insert("ignore_hosts".into(), json!(req.ignore_hosts));
+    m
+}
+
+/// What a `filter` or `weigh` plugin is shown of the instance being placed.
+pub fn instance_view(req: &RequestContext) -> Value {
+    let mut m = additive_view(req);
+    m.insert("instance_uuid".into(), json!(req.instance_uuid));
+    m.insert("project_id".into(), json!(req.project_id));
+    m.insert("flavor_name".into(), json!(req.flavor_name));
+    m.insert("resources".into(), json!(req.demand.to_map()));
+    m.insert("availability_zone".into(), json!(req.availability_zone));
+    Value::Object(m)
+}
+
+/// One candidate host as a plugin sees it; `rank` is its place in Parasol's ranking (0 best).
+pub fn candidate_view(host: &HostState, rank: usize) -> Value {
+    json!({
+        "uuid": &*host.profile.uuid,
+        "host": &**host.host(),
+        "node": &**host.node(),
+        "availability_zone": &**host.availability_zone(),
+        "rank": rank,
+        "usable": host.usable().to_map(),
+        "used": host.used.to_map(),
+        "free": host.free().to_map(),
+        "num_instances": host.num_instances,
+        "traits": host.profile.traits.names(),
+        "aggregates": host.profile.aggregates.names(),
+    })
+}
+
+/// A `select` plugin's answer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SelectAnswer {
+    decision: Decision,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    request: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Decision {
+    Approve,
+    Modify,
+    Deny,
+}
+
+/// What a plugin's answer came to, once checked.
+#[derive(Debug, PartialEq)]
+pub enum Verdict<T> {
+    Approved,
+    Modified(T),
+    Denied(String),
+}
+
+/// Why an answer does not count: it is not the schema (`Malformed`), or it makes a change
+/// the plugin may not make (`Refused`).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum AnswerError {
+    #[error("answered a body that is not the plugin schema: {0}")]
+    Malformed(String),
+    #[error("answered a change it may not make: {0}")]
+    Refused(String),
+}
+
+/// Checks a `select` answer against the request it was sent (`sent`): a modification may
+/// only add to [`ADDITIVE_KEYS`]; a key it leaves out is unchanged. The modified request
+/// is returned whole, for the next plugin of the chain.
+pub fn read_select(
+    sent: &SelectRequest,
+    answer: Value,
+) -> Result<Verdict<SelectRequest>, AnswerError> {
+    let answer: SelectAnswer =
+        serde_json::from_value(answer).map_err(|e| AnswerError::Malformed(e.to_string()))?;
+    match answer.decision {
+        Decision::Approve => Ok(Verdict::Approved),
+        Decision::Deny => Ok(Verdict::Denied(
+            answer
+                .reason
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| "no reason given".into()),
+        )),
+        Decision::Modify => {
+            let changed = answer.request.ok_or_else(|| {
+                AnswerError::Malformed("decision \"modify\" without \"request\"".into())
+            })?;
+            let mut next = sent.clone();
+            let mut grew = false;
+            for (key, value) in changed {
+                let Some(before) = sent.0.get(&key) else {
+                    return Err(AnswerError::Refused(format!(
+                        "\"{key}\" is not a key of the request"
+                    )));
+                };
+                if *before == value {
+                    continue;
+                }
+                if !ADDITIVE_KEYS.contains(&key.as_str()) {
+                    return Err(AnswerError::Refused(format!(
+                        "\"{key}\" may not be changed (only {} may be added to)",
+                        ADDITIVE_KEYS.join(", ")
+                    )));
+                }
+                check_addition(&key, before, &value)?;
+                grew = true;
+                next.0.insert(key, value);
+            }
+            Ok(if grew {
+                Verdict::Modified(next)
+            } else {
+                Verdict::Approved
+            })
+        }
+    }
+}
+
+/// `after` keeps every item of `before` and each added item is well-formed for `key`.
+fn check_addition(key: &str, before: &Value, after: &Value) -> Result<(), AnswerError> {
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let (before, after) = (
+        list(before),
+        after
+            .as_array()
+            .cloned()
+            .ok_or_else(|| AnswerError::Malformed(format!("\"{key}\" must be a list")))?,
+    );
+    if let Some(gone) = before.iter().find(|b| !after.contains(b)) {
+        return Err(AnswerError::Refused(format!(
+            "\"{key}\" lost {gone}: constraints may be added, not removed"
+        )));
+    }
+    for item in after.iter().filter(|a| !before.contains(a)) {
+        let ok = match key {
+            "required_traits" | "forbidden_traits" => item.as_str().is_some_and(is_trait_name),
+            "member_of" => item.as_array().is_some_and(|any| {
+                !any.is_empty()
+                    && any
+                        .iter()
+                        .all(|a| a.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok()))
+            }),
+            _ => item.as_str().is_some_and(|h| !h.trim().is_empty()),
+        };
+        if !ok {
+            let what = match key {
+                "required_traits" | "forbidden_traits" => {
+                    "a trait name (A-Z, 0-9 and _, as Placement's)"
+                }
+                "member_of" => "a non-empty list of aggregate uuids",
+                _ => "a host name",
+            };
+            return Err(AnswerError::Malformed(format!(
+                "\"{key}\" item {item} is not {what}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Placement's trait names: 1 to 255 of A-Z, 0-9 and `_`.
+fn is_trait_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The [`Additions`] between the request first sent and the one the chain ended with.
+pub fn additions(first: &SelectRequest, last: &SelectRequest) -> Additions {
+    let added = |key: &str| -> Vec<Value> {
+        let before = first.0.get(key).and_then(Value::as_array);
+        last.0
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|after| {
+                after
+                    .iter()
+                    .filter(|a| !before.is_some_and(|b| b.contains(a)))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let strings = |items: Vec<Value>| -> Vec<String> {
+        items
+            .into_iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    Additions {
+        required_traits: strings(added("required_traits")),
+        forbidden_traits: strings(added("forbidden_traits")),
+        member_of: added("member_of")
+            .into_iter()
+            .map(|any| strings(any.as_array().cloned().unwrap_or_default()))
+            .collect(),
+        ignore_hosts: strings(added("ignore_hosts")),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilterAnswer {
+    /// Candidate uuid → why it is removed (Kubernetes' `FailedNodes`).
+    #[serde(default)]
+    remove: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WeighAnswer {
+    /// Candidate uuid → weight; a candidate left out weighs 0.
+    #[serde(default)]
+    weights: BTreeMap<String, f64>,
+}
+
+/// The candidates a `filter` answer removes, with their reasons; a uuid that was not offered
+/// is refused. Removing every candidate is `Denied`.
+pub fn read_filter(
+    offered: &[HostState],
+    answer: Value,
+) -> Result<Verdict<BTreeMap<String, String>>, AnswerError> {
+    let answer: FilterAnswer =
+        serde_json::from_value(answer).map_err(|e| AnswerError::Malformed(e.to_string()))?;
+    if let Some(unknown) = answer
+        .remove
+        .keys()
+        .find(|u| !offered.iter().any(|h| *h.profile.uuid == ***u))
+    {
+        return Err(AnswerError::Refused(format!(
+            "removed host {unknown:?}, which it was not offered"
+        )));
+    }
+    Ok(if answer.remove.is_empty() {
+        Verdict::Approved
+    } else if answer.remove.len() == offered.len() {
+        let reasons: Vec<String> = answer.remove.values().cloned().collect();
+        Verdict::Denied(reasons.join("; "))
+    } else {
+        Verdict::Modified(answer.remove)
+    })
+}
+
+/// The weight a `weigh` answer gives each offered candidate (0 when left out); a uuid that
+/// was not offered is refused.
+pub fn read_weigh(offered: &[HostState], answer: Value) -> Result<Verdict<Vec<f64>>, AnswerError> {
+    let answer: WeighAnswer =
+        serde_json::from_value(answer).map_err(|e| AnswerError::Malformed(e.to_string()))?;
+    if let Some(unknown) = answer
+        .weights
+        .keys()
+        .find(|u| !offered.iter().any(|h| *h.profile.uuid == ***u))
+    {
+        return Err(AnswerError::Refused(format!(
+            "weighed host {unknown:?}, which it was not offered"
+        )));
+    }
+    if answer.weights.is_empty() {
+        return Ok(Verdict::Approved);
+    }
+    Ok(Verdict::Modified(
+        offered
+            .iter()
+            .map(|h| answer.weights.get(&*h.profile.uuid).copied().unwrap_or(0.0))
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

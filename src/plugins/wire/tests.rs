@@ -1,0 +1,179 @@
+use super::*;
+use crate::domain::Resources;
+
+fn sent() -> SelectRequest {
+    let Value::Object(m) = json!({
+        "instance_uuids": ["a"], "num_instances": 1,
+        "flavor": {"name": "small", "vcpus": 1},
+        "image": null, "group": null,
+        "required_traits": ["HW_CPU_X86_AVX2"], "forbidden_traits": [],
+        "member_of": [], "ignore_hosts": [],
+    }) else {
+        unreachable!()
+    };
+    SelectRequest(m)
+}
+
+#[test]
+fn select_answers_approve_deny_or_add_and_nothing_else_counts() {
+    let req = sent();
+    assert_eq!(
+        read_select(&req, json!({"decision": "approve"})),
+        Ok(Verdict::Approved)
+    );
+    assert_eq!(
+        read_select(
+            &req,
+            json!({"decision": "deny", "reason": "tenant X is in maintenance"})
+        ),
+        Ok(Verdict::Denied("tenant X is in maintenance".into()))
+    );
+    assert_eq!(
+        read_select(&req, json!({"decision": "deny"})),
+        Ok(Verdict::Denied("no reason given".into()))
+    );
+    // Echoing the request unchanged is an approval.
+    assert_eq!(
+        read_select(
+            &req,
+            json!({"decision": "modify", "request": Value::Object(req.0.clone())})
+        ),
+        Ok(Verdict::Approved)
+    );
+    let Ok(Verdict::Modified(next)) = read_select(
+        &req,
+        json!({"decision": "modify", "request": {
+            "forbidden_traits": ["CUSTOM_MAINTENANCE"],
+            "member_of": [["6f1a2e4b-0000-4000-8000-000000000001"]],
+            "ignore_hosts": ["compute3"],
+        }}),
+    ) else {
+        panic!("an addition is a modification")
+    };
+    let added = additions(&req, &next);
+    assert_eq!(added.forbidden_traits, ["CUSTOM_MAINTENANCE"]);
+    assert_eq!(added.member_of, [["6f1a2e4b-0000-4000-8000-000000000001"]]);
+    assert_eq!(added.ignore_hosts, ["compute3"]);
+    assert!(added.required_traits.is_empty());
+}
+
+#[test]
+fn select_answers_that_change_what_they_may_not_are_refused_naming_the_key() {
+    let req = sent();
+    let refused = |answer: Value, key: &str| match read_select(&req, answer.clone()) {
+        Err(AnswerError::Refused(m)) => assert!(m.contains(key), "{m}"),
+        other => panic!("{answer} → {other:?}"),
+    };
+    let modify = |request: Value| json!({"decision": "modify", "request": request});
+    refused(
+        modify(json!({"flavor": {"name": "large", "vcpus": 8}})),
+        "flavor",
+    );
+    refused(modify(json!({"num_instances": 2})), "num_instances");
+    refused(modify(json!({"instance_uuids": ["b"]})), "instance_uuids");
+    refused(modify(json!({"image": {"id": "x"}})), "image");
+    refused(modify(json!({"group": {"policy": "affinity"}})), "group");
+    refused(modify(json!({"required_traits": []})), "required_traits");
+    refused(modify(json!({"colour": "blue"})), "colour");
+    let malformed = |answer: Value| {
+        assert!(
+            matches!(
+                read_select(&req, answer.clone()),
+                Err(AnswerError::Malformed(_))
+            ),
+            "{answer}"
+        )
+    };
+    malformed(json!({"decision": "modify"}));
+    malformed(json!({"decision": "maybe"}));
+    malformed(json!({"decision": "approve", "extra": 1}));
+    malformed(modify(json!({"forbidden_traits": ["lower_case"]})));
+    malformed(modify(json!({"member_of": [["not-a-uuid"]]})));
+    malformed(modify(json!({"member_of": [[]]})));
+    malformed(modify(json!({"ignore_hosts": "compute1"})));
+    malformed(json!([]));
+}
+
+fn three() -> Vec<HostState> {
+    (1..=3)
+        .map(|i| HostState::synthetic(i, Resources::new(8, 8192, 80), Resources::ZERO))
+        .collect()
+}
+
+#[test]
+fn filter_answers_remove_offered_hosts_and_naming_another_is_refused() {
+    let hosts = three();
+    let uuid = |i: usize| hosts[i].profile.uuid.to_string();
+    assert_eq!(read_filter(&hosts, json!({})), Ok(Verdict::Approved));
+    assert_eq!(
+        read_filter(&hosts, json!({"remove": {}})),
+        Ok(Verdict::Approved)
+    );
+    let Ok(Verdict::Modified(removed)) =
+        read_filter(&hosts, json!({"remove": {uuid(0): "maintenance"}}))
+    else {
+        panic!("a removal is a modification")
+    };
+    assert_eq!(
+        removed.get(&uuid(0)).map(String::as_str),
+        Some("maintenance")
+    );
+    let all = json!({"remove": {uuid(0): "a", uuid(1): "b", uuid(2): "c"}});
+    assert_eq!(
+        read_filter(&hosts, all),
+        Ok(Verdict::Denied("a; b; c".into()))
+    );
+    assert!(matches!(
+        read_filter(&hosts, json!({"remove": {"elsewhere": "x"}})),
+        Err(AnswerError::Refused(m)) if m.contains("elsewhere")
+    ));
+    assert!(matches!(
+        read_filter(&hosts, json!({"keep": []})),
+        Err(AnswerError::Malformed(_))
+    ));
+}
+
+#[test]
+fn weigh_answers_give_each_offered_host_a_weight_and_others_are_refused() {
+    let hosts = three();
+    let uuid = |i: usize| hosts[i].profile.uuid.to_string();
+    assert_eq!(
+        read_weigh(&hosts, json!({"weights": {}})),
+        Ok(Verdict::Approved)
+    );
+    assert_eq!(
+        read_weigh(&hosts, json!({"weights": {uuid(2): 5.0, uuid(0): -1}})),
+        Ok(Verdict::Modified(vec![-1.0, 0.0, 5.0]))
+    );
+    assert!(matches!(
+        read_weigh(&hosts, json!({"weights": {"elsewhere": 1.0}})),
+        Err(AnswerError::Refused(_))
+    ));
+    assert!(matches!(
+        read_weigh(&hosts, json!({"weights": {uuid(0): "high"}})),
+        Err(AnswerError::Malformed(_))
+    ));
+}
+
+#[test]
+fn additions_reach_every_instance_once() {
+    let mut reqs = vec![
+        RequestContext::with_demand("a", "f", Resources::new(1, 512, 1)),
+        RequestContext::with_demand("b", "f", Resources::new(1, 512, 1)),
+    ];
+    let added = Additions {
+        required_traits: vec!["CUSTOM_GPU".into()],
+        forbidden_traits: vec!["CUSTOM_MAINTENANCE".into()],
+        member_of: vec![vec!["6f1a2e4b-0000-4000-8000-000000000001".into()]],
+        ignore_hosts: vec!["compute3".into()],
+    };
+    added.apply(&mut reqs);
+    added.apply(&mut reqs[..1]);
+    for r in &reqs {
+        let view = additive_view(r);
+        assert_eq!(view["required_traits"], json!(["CUSTOM_GPU"]));
+        assert_eq!(view["forbidden_traits"], json!(["CUSTOM_MAINTENANCE"]));
+        assert_eq!(view["ignore_hosts"], json!(["compute3"]));
+    }
+    assert!(reqs.iter().all(|r| r.query.member_of.len() == 1));
+}

@@ -1,0 +1,169 @@
+//! A real plugin webhook for the plugin tests: an actix-web server on a loopback port in the
+//! test process, whose paths are the plugin behaviours the tests register (docs/plugins.md
+//! §5's schema), and which records every request it is sent. Stopped when dropped.
+#![allow(dead_code)]
+
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The reason `/select/deny` gives.
+pub const DENY_REASON: &str = "tenant p is frozen during the maintenance window";
+/// The trait `/select/maintenance` forbids to tenant `tenant-x`.
+pub const MAINTENANCE_TRAIT: &str = "CUSTOM_MAINTENANCE";
+
+type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// What the handlers share: the requests seen (and a count of them to wait on), and the gate
+/// `/gate` waits at.
+#[derive(Clone)]
+struct Shared {
+    seen: Seen,
+    arrivals: Arc<tokio::sync::watch::Sender<usize>>,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+pub struct PluginServer {
+    pub base: String,
+    handle: actix_web::dev::ServerHandle,
+    shared: Shared,
+}
+
+impl PluginServer {
+    pub async fn start() -> PluginServer {
+        let shared = Shared {
+            seen: Arc::default(),
+            arrivals: Arc::new(tokio::sync::watch::channel(0).0),
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        let data = web::Data::new(shared.clone());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+        let port = listener.local_addr().expect("port").port();
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .default_service(web::to(answer))
+        })
+        .workers(2)
+        .disable_signals()
+        .listen(listener)
+        .expect("listen")
+        .run();
+        let handle = server.handle();
+        tokio::spawn(server);
+        PluginServer {
+            base: format!("http://127.0.0.1:{port}"),
+            handle,
+            shared,
+        }
+    }
+
+    /// Returns once `path` has been sent `n` requests (each arrival is an event to wait on).
+    pub async fn wait_for(&self, path: &str, n: usize) {
+        let mut arrivals = self.shared.arrivals.subscribe();
+        while self.seen(path).len() < n {
+            arrivals.changed().await.expect("the server runs");
+        }
+    }
+
+    /// Lets `n` more requests through `/gate`.
+    pub fn open_gate(&self, n: usize) {
+        self.shared.gate.add_permits(n);
+    }
+
+    /// The URL of behaviour `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The bodies `path` was sent, in order.
+    pub fn seen(&self, path: &str) -> Vec<Value> {
+        self.shared
+            .seen
+            .lock()
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
+impl Drop for PluginServer {
+    fn drop(&mut self) {
+        // The stop command is sent now; the future only waits for it to finish.
+        drop(self.handle.stop(false));
+    }
+}
+
+fn ok(body: Value) -> HttpResponse {
+    HttpResponse::Ok().json(body)
+}
+
+/// The candidate whose `key` is `value`, by uuid.
+fn candidate_where(body: &Value, key: &str, value: &Value) -> Option<String> {
+    body["candidates"]
+        .as_array()?
+        .iter()
+        .find(|c| c[key] == *value)
+        .and_then(|c| c["uuid"].as_str())
+        .map(str::to_string)
+}
+
+async fn answer(
+    req: HttpRequest,
+    body: web::Json<Value>,
+    shared: web::Data<Shared>,
+) -> HttpResponse {
+    let path = req.path().to_string();
+    let body = body.into_inner();
+    shared.seen.lock().push((path.clone(), body.clone()));
+    shared.arrivals.send_modify(|n| *n += 1);
+    match path.as_str() {
+        "/select/approve" => ok(json!({"decision": "approve"})),
+        "/select/deny" => ok(json!({"decision": "deny", "reason": DENY_REASON})),
+        // Keeps tenant X off hosts in maintenance (issue 47's first example).
+        "/select/maintenance" => {
+            if body["request"]["project_id"] != "tenant-x" {
+                return ok(json!({"decision": "approve"}));
+            }
+            let mut forbidden = body["request"]["forbidden_traits"].clone();
+            if let Some(list) = forbidden.as_array_mut() {
+                list.push(json!(MAINTENANCE_TRAIT));
+            }
+            ok(json!({"decision": "modify", "request": {"forbidden_traits": forbidden}}))
+        }
+        "/select/change-flavor" => {
+            let mut request = body["request"].clone();
+            request["flavor"]["vcpus"] = json!(64);
+            ok(json!({"decision": "modify", "request": request}))
+        }
+        "/filter/remove-best" => match candidate_where(&body, "rank", &json!(0)) {
+            Some(uuid) => ok(json!({"remove": {uuid: "the best host is kept for tenant Y"}})),
+            None => ok(json!({})),
+        },
+        "/filter/remove-unknown" => ok(json!({"remove": {"not-offered": "x"}})),
+        p if p.starts_with("/weigh/prefer/") => {
+            let host = json!(&p["/weigh/prefer/".len()..]);
+            match candidate_where(&body, "host", &host) {
+                Some(uuid) => ok(json!({"weights": {uuid: 1.0}})),
+                None => ok(json!({"weights": {}})),
+            }
+        }
+        "/claimed" => HttpResponse::Ok().finish(),
+        // Answers once the test opens the gate for it.
+        "/gate" => {
+            if let Ok(permit) = shared.gate.acquire().await {
+                permit.forget();
+            }
+            ok(json!({}))
+        }
+        // Never answers: the caller's timeout ends the call.
+        "/slow" => std::future::pending().await,
+        "/fail" => HttpResponse::InternalServerError().body("the plugin crashed"),
+        "/garbage" => HttpResponse::Ok()
+            .content_type("application/json")
+            .body("{not json"),
+        _ => HttpResponse::NotFound().finish(),
+    }
+}
