@@ -20,7 +20,7 @@ pub const ADMIN_PASSWORD: &str = "bootstrap-admin-pw";
 
 /// The cached virtualenv with Keystone, created on first use (its pins name every
 /// dependency: `--no-deps`).
-fn venv() -> &'static Path {
+pub fn venv() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
     VENV.get_or_init(|| venv::cached_venv("keystone-venv", REQUIREMENTS, &["--no-deps"]))
 }
