@@ -7,7 +7,7 @@
 //! git repositories it installs the services from) cannot be fetched on this project's
 //! machines, where only the package registries are reachable. So in the docs' sandbox:
 //! - real: Parasol (the binary built here, run by the plugin's unit), RabbitMQ (a private
-//!   broker), Keystone (`keystone` from PyPI, the virtualenv `tests/keystone` caches, serving
+//!   broker), Keystone (`keystone` from PyPI, the virtualenv `tests/keystone` uses, serving
 //!   `http://127.0.0.1/identity` as DevStack's does, initialised and bootstrapped as DevStack's
 //!   `lib/keystone` does, with DevStack's `ADMIN_PASSWORD`) and the `openstack` client
 //!   (`python-openstackclient` from PyPI, pinned in `tests/devstack/openstackclient-requirements.txt`):
@@ -31,9 +31,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "keystone/mod.rs"]
-#[allow(dead_code)] // only its virtualenv is used here
-mod keystone;
 #[path = "support/venv.rs"]
 mod venv;
 
@@ -351,15 +348,6 @@ fn host_state() -> Vec<(&'static str, Option<Vec<u8>>)> {
     .collect()
 }
 
-/// The cached virtualenv of python-openstackclient (every dependency pinned: `--no-deps`).
-fn openstackclient_venv() -> PathBuf {
-    venv::cached_venv(
-        "openstackclient-venv",
-        include_str!("devstack/openstackclient-requirements.txt"),
-        &["--no-deps"],
-    )
-}
-
 /// Runs `docs.sh SCENARIO` and checks that it ran every block of the scenario's doc and left
 /// the host as it found it.
 fn run_docs_scenario(scenario: &str) {
@@ -371,8 +359,8 @@ fn run_docs_scenario(scenario: &str) {
     // ones, from the cached virtualenvs (built here, outside the sandbox, which has no network).
     let venvs: Vec<PathBuf> = if scenario == "devstack" {
         vec![
-            keystone::venv().to_path_buf(),
-            openstackclient_venv(),
+            venv::keystone_venv(),
+            venv::openstackclient_venv(),
             venv::nova_venv(),
         ]
     } else {

@@ -78,6 +78,20 @@ pub fn nova_venv() -> PathBuf {
     cached_venv("nova-venv", &text, &[])
 }
 
+/// The virtualenv of Keystone (`tests/keystone/requirements.txt`: its pins name every
+/// dependency, `--no-deps`), for tests/keystone and the fake DevStack of tests/devstack.
+pub fn keystone_venv() -> PathBuf {
+    let requirements = include_str!("../keystone/requirements.txt");
+    cached_venv("keystone-venv", requirements, &["--no-deps"])
+}
+
+/// The virtualenv of python-openstackclient (`tests/devstack/openstackclient-requirements.txt`,
+/// every dependency pinned: `--no-deps`), the `openstack` of tests/devstack's sandbox.
+pub fn openstackclient_venv() -> PathBuf {
+    let requirements = include_str!("../devstack/openstackclient-requirements.txt");
+    cached_venv("openstackclient-venv", requirements, &["--no-deps"])
+}
+
 /// Runs `cmd`, failing the test with its output when it fails; its standard output.
 pub fn run(cmd: &mut Command) -> String {
     let out = cmd.output().expect("spawn");
