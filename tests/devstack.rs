@@ -3,16 +3,36 @@
 //! (`tests/devstack/docs.sh`): every ```sh block of README.md's "Replacing nova-scheduler" and
 //! of devstack/README.md.
 //!
-//! What runs here is not DevStack: DevStack itself (its git repository and `stack.sh`) cannot
-//! be fetched on this project's machines (only the package registries are reachable), so the
-//! plugin's phases run against stubs of DevStack's functions (`tests/devstack/stubs.sh`,
-//! `fake-devstack/`), services that only sleep and a stubbed `systemctl` (`sbin/`). What these
-//! tests show is what the plugin writes and calls; that real DevStack accepts it is shown only
-//! where a real reader checks it here (`systemd-analyze verify` on the unit, `parasol config
-//! check` on the configuration, shellcheck on the scripts).
+//! What runs here is not DevStack: DevStack itself (its git repository and `stack.sh`, and the
+//! git repositories it installs the services from) cannot be fetched on this project's
+//! machines, where only the package registries are reachable. So in the docs' sandbox:
+//! - real: Parasol (the binary built here, run by the plugin's unit), RabbitMQ (a private
+//!   broker), Keystone (`keystone` from PyPI, the virtualenv `tests/keystone` uses, serving
+//!   `http://127.0.0.1/identity` as DevStack's does, initialised and bootstrapped as DevStack's
+//!   `lib/keystone` does, with DevStack's `ADMIN_PASSWORD`) and the `openstack` client
+//!   (`python-openstackclient` from PyPI, pinned in `tests/devstack/openstackclient-requirements.txt`):
+//!   the accounts the fake DevStack and the plugin's `create_service_user` create are real
+//!   Keystone users, projects and role assignments, the docs' `openstack token issue` gets a
+//!   real token, and Parasol validates it with Keystone (200 for the admin, 403 for a member,
+//!   401 for a token Keystone never issued or none);
+//! - stubbed: DevStack itself (`fake-devstack/`: its `stack.sh`, `unstack.sh`, `clean.sh`,
+//!   `functions` and `openrc` do what DevStack's do for the plugin), systemd (`sbin/systemctl`
+//!   and `sbin/journalctl`: no systemd runs in the sandbox), `sudo`, `sudoedit`, `cargo` (copies
+//!   the binary built here), and the Nova services, which only sleep (Nova needs a database,
+//!   Placement and libvirt that the sandbox does not have; Placement is not run, so `/healthz`
+//!   says Placement `stale`). The phase harness stubs every DevStack function it calls
+//!   (`tests/devstack/stubs.sh`) and only records the calls.
+//!
+//! What DevStack would read of what the plugin writes is checked by the real readers where one
+//! runs here: `systemd-analyze verify` on the units, Nova's own oslo.config options (in the Nova
+//! test virtualenv) on the nova.conf keys, `parasol config check` on the configuration,
+//! shellcheck on the scripts. That real DevStack runs the plugin is not shown here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "support/venv.rs"]
+mod venv;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const PARASOL: &str = env!("CARGO_BIN_EXE_parasol");
@@ -55,13 +75,13 @@ fn plugin_and_harness_pass_shellcheck() {
         "tests/devstack/docs.sh",
         "tests/devstack/sbin/cargo",
         "tests/devstack/sbin/journalctl",
-        "tests/devstack/sbin/openstack",
         "tests/devstack/sbin/sudo",
         "tests/devstack/sbin/sudoedit",
         "tests/devstack/sbin/systemctl",
         "tests/devstack/fake-devstack/functions",
         "tests/devstack/fake-devstack/openrc",
         "tests/devstack/fake-devstack/lib/rabbit",
+        "tests/devstack/fake-devstack/lib/keystone",
         "tests/devstack/fake-devstack/stack.sh",
         "tests/devstack/fake-devstack/unstack.sh",
         "tests/devstack/fake-devstack/clean.sh",
@@ -302,7 +322,8 @@ fn host_state() -> Vec<(&'static str, Option<Vec<u8>>)> {
         "/usr/local/bin/parasol",
         "/usr/local/sbin/systemctl",
         "/usr/local/sbin/sudo",
-        "/usr/local/sbin/openstack",
+        "/usr/local/bin/openstack",
+        "/etc/keystone",
         "/etc/systemd/system/parasol.service",
         "/etc/systemd/system/devstack@parasol.service",
         "/etc/systemd/system/nova-scheduler.service",
@@ -334,11 +355,23 @@ fn run_docs_scenario(scenario: &str) {
         .into_iter()
         .find(|(_, s, _)| *s == scenario)
         .expect("scenario");
+    // DevStack's Keystone and openstack client, and Nova's code to read nova.conf: the real
+    // ones, from the cached virtualenvs (built here, outside the sandbox, which has no network).
+    let venvs: Vec<PathBuf> = if scenario == "devstack" {
+        vec![
+            venv::keystone_venv(),
+            venv::openstackclient_venv(),
+            venv::nova_venv(),
+        ]
+    } else {
+        Vec::new()
+    };
     let before = host_state();
     let out = run(Command::new("bash")
         .arg(Path::new(REPO).join("tests/devstack/docs.sh"))
         .arg(scenario)
-        .arg(PARASOL));
+        .arg(PARASOL)
+        .args(&venvs));
     assert!(
         out.contains(&format!("docs sandbox: {scenario} ok")),
         "{out}"

@@ -2,7 +2,11 @@
 # Runs the operator commands of the docs verbatim, as root, in a sandbox, and checks what each
 # block of them does:
 #   docs.sh cloud PARASOL_BINARY      README.md, "Replacing nova-scheduler": an existing cloud
-#   docs.sh devstack PARASOL_BINARY   devstack/README.md, on a fake DevStack (fake-devstack/)
+#   docs.sh devstack PARASOL_BINARY KEYSTONE_VENV OPENSTACKCLIENT_VENV NOVA_VENV
+#                                     devstack/README.md, on a fake DevStack (fake-devstack/)
+#                                     with the real Keystone and openstack client of those
+#                                     virtualenvs, and Nova's code reading the nova.conf keys
+#                                     the plugin sets (tests/devstack.rs caches them)
 # Each ```sh block of those docs follows a line `<!-- docs-test: NAME -->`; the scenario below
 # runs block NAME, as an operator pasting it into bash (errexit), at its step, prints
 # `ran block NAME in N s` (tests/devstack.rs checks that every block of the docs ran) and
@@ -13,13 +17,17 @@
 # writes land in a tmpfs on /run (itself fresh), and all of it vanishes with the namespaces:
 # the real machine is never modified. No systemd runs there: systemctl, journalctl, sudo,
 # sudoedit and cargo are stubs (sbin/) installed in /usr/local/sbin, first on the PATH and on
-# sudo's secure_path; RabbitMQ is a private broker (fake-devstack/lib/rabbit).
+# sudo's secure_path; RabbitMQ is a private broker (fake-devstack/lib/rabbit). What is real and
+# what is stubbed is listed in tests/devstack.rs's header.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 SCENARIO=${1:?usage: docs.sh cloud|devstack PARASOL_BINARY}
 PARASOL_BIN=$(realpath "${2:?usage: docs.sh cloud|devstack PARASOL_BINARY}")
+KEYSTONE_VENV=${3:-}
+OPENSTACKCLIENT_VENV=${4:-}
+NOVA_VENV=${5:-}
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 check() { local what=$1; shift; "$@" >/dev/null || fail "$what"; echo "ok - $what"; }
@@ -42,6 +50,12 @@ if (($$ != 1)); then
         type -P "$tool" >/dev/null || fail "docs.sh needs $tool on the PATH"
     done
     [[ $SCENARIO == cloud || $SCENARIO == devstack ]] || fail "unknown scenario $SCENARIO"
+    if [[ $SCENARIO == devstack ]]; then
+        [[ -x $KEYSTONE_VENV/bin/keystone-manage && -x $OPENSTACKCLIENT_VENV/bin/openstack &&
+            -x $NOVA_VENV/bin/python ]] ||
+            fail "usage: docs.sh devstack PARASOL_BINARY KEYSTONE_VENV OPENSTACKCLIENT_VENV NOVA_VENV (virtualenvs of keystone, python-openstackclient and nova)"
+        type -P systemd-analyze >/dev/null || fail "docs.sh devstack needs systemd-analyze on the PATH"
+    fi
     # A clean operator environment: nothing of the caller's (PARASOL__*, CARGO_*) leaks in.
     exec unshare --mount --propagation private --pid --fork --mount-proc --net -- \
         env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -68,10 +82,12 @@ enter_sandbox() {
 }
 
 # make_checkout DIR: a git clone of Parasol as the operator has it, made from this working
-# tree (uncommitted edits included) on this branch; only what the docs' commands read.
+# tree (uncommitted edits included) on the branch local.conf.sample's enable_plugin names
+# (whatever branch this tree is on); only what the docs' commands read.
 make_checkout() {
     local branch
-    branch=$(git -C "$REPO" branch --show-current 2>/dev/null || true)
+    branch=$(awk '$1 == "enable_plugin" && $2 == "parasol" { print $4 }' \
+        "$REPO/devstack/local.conf.sample")
     mkdir -p "$1"
     cp -r "$REPO/Cargo.toml" "$REPO/Cargo.lock" "$REPO/etc" "$REPO/devstack" "$1/"
     git -C "$1" init -q -b "${branch:-main}"
@@ -219,15 +235,53 @@ scenario_cloud() {
     check "nothing answers on 8790" not curl -s localhost:8790/healthz
 }
 
+# hosts_status [TOKEN]: the HTTP status of GET /v1/hosts with TOKEN (none if not given).
+hosts_status() {
+    local header=()
+    if (($#)); then header=(-H "X-Auth-Token: $1"); fi
+    curl -s -o /dev/null -w '%{http_code}' "${header[@]}" localhost:8790/v1/hosts
+}
+# openstack_as USER PROJECT ARGS...: the openstack client with DevStack's openrc for USER.
+openstack_as() {
+    # shellcheck source=tests/devstack/fake-devstack/openrc
+    (source /opt/stack/devstack/openrc "$1" "$2" && openstack "${@:3}")
+}
+token_of() { openstack_as "$1" "$2" token issue -f value -c id; }
+# keystone_knows TOKEN: Keystone itself validates TOKEN (with TOKEN as its own credential).
+keystone_knows() {
+    curl -sf -o /dev/null -H "X-Auth-Token: $1" -H "X-Subject-Token: $1" \
+        http://127.0.0.1/identity/v3/auth/tokens
+}
+
+# nova_reads CONF: Nova's own options read CONF's [notifications] notification_format as
+# versioned and [oslo_messaging_notifications] driver as messagingv2, a driver oslo.messaging has.
+nova_reads() {
+    "$NOVA_VENV/bin/python" "$HERE/nova-reads.py" "$1" | jq -e '
+        .["notifications.notification_format"] == "versioned" and
+        .["oslo_messaging_notifications.driver"] == ["messagingv2"] and
+        .known_drivers == ["messagingv2"]'
+}
+# unit_verifies UNIT: systemd's own parser finds nothing wrong in the installed UNIT.
+unit_verifies() {
+    local problems
+    problems=$(systemd-analyze verify --man=no "/etc/systemd/system/$1" 2>&1 | grep -F "$1:") || true
+    [[ -z $problems ]] || { echo "$problems" >&2; return 1; }
+}
+
 # devstack/README.md, on a fake DevStack (fake-devstack/) whose stack.sh, unstack.sh and
 # clean.sh run devstack/plugin.sh as DevStack's do, with Parasol cloned where
-# local.conf.sample's enable_plugin points.
+# local.conf.sample's enable_plugin points. Keystone and the openstack client are the real
+# ones: where DevStack would have installed them, the cached virtualenvs are linked (Keystone's
+# at fake-devstack's $KEYSTONE_VENV, `openstack` in /usr/local/bin as DevStack links it).
 scenario_devstack() {
-    local doc=devstack/README.md backend pid new restack config=/etc/parasol/parasol.toml
+    local doc=devstack/README.md backend pid new restack token config=/etc/parasol/parasol.toml
     make_checkout /opt/stack/parasol-src
-    mkdir -p /opt/stack/devstack
+    mkdir -p /opt/stack/devstack /opt/stack/data
     cp -r "$HERE"/fake-devstack/. /opt/stack/devstack/
     install -D -m 0644 "$HERE/ini.py" /opt/stack/devstack/tools/ini.py
+    install -m 0644 "$REPO/tests/keystone/launcher.py" /opt/stack/devstack/tools/keystone-launcher.py
+    ln -s "$KEYSTONE_VENV" /opt/stack/data/keystone-venv
+    ln -s "$OPENSTACKCLIENT_VENV/bin/openstack" /usr/local/bin/openstack
     cd /opt/stack/devstack
 
     run_block "$doc" devstack-stack
@@ -238,13 +292,20 @@ scenario_devstack() {
     check "the config has local.conf's backend" grep -qx "backend = \"$backend\"" "$config"
     check "the config has DevStack's RabbitMQ" grep -qx 'url = "amqp://stackrabbit:secret@127.0.0.1:5672/%2f"' "$config"
     check "devstack@parasol active" systemctl is-active -q devstack@parasol
+    check "devstack@keystone active" systemctl is-active -q devstack@keystone
+    check "the parasol service user is in Keystone, service role in project service" \
+        grep -qx 'service' <(openstack_as admin admin role assignment list \
+            --user parasol --user-domain Default --project service --project-domain Default \
+            --names -f value -c Role)
     check "devstack@parasol enabled" systemctl is-enabled -q devstack@parasol
     check "n-sch is not run" test ! -e /etc/systemd/system/devstack@n-sch.service
     check "n-cond is run" systemctl is-active -q devstack@n-cond
     for conf in /etc/nova/nova.conf /etc/nova/nova-cpu.conf; do
         check "$conf: versioned notifications" grep -qx 'notification_format = versioned' "$conf"
         check "$conf: messagingv2" grep -qx 'driver = messagingv2' "$conf"
+        check "$conf: Nova's own options read both keys so" nova_reads "$conf"
     done
+    check "devstack@parasol.service passes systemd-analyze verify" unit_verifies devstack@parasol.service
 
     # The operator checks once stack.sh is done, which on a real DevStack is long after
     # Parasol started; this fake finishes at once.
@@ -256,12 +317,20 @@ scenario_devstack() {
         <(output_of devstack-check "journalctl -u devstack@parasol")
     check "/healthz: ok, local.conf's backend" jq -e --arg b "$backend" ".status == \"ok\" and .backend == \$b" \
         <(output_of devstack-check "curl -s localhost:8790/healthz")
+    # /v1/hosts: Parasol asks Keystone about each token, with the parasol service user's own.
     # shellcheck disable=SC2016 # the block's command as written, not expanded
-    check "/v1/hosts with the block's token: 503 naming Keystone, which the fake lacks" \
-        jq -e '.error.class == "ServiceUnavailable" and (.error.message | test("Keystone is unreachable"))' \
+    check "/v1/hosts with the block's admin token: the host list" jq -e '.hosts | type == "array"' \
         <(output_of devstack-check 'curl -s -H "X-Auth-Token: $(openstack token issue -f value -c id)" localhost:8790/v1/hosts')
-    check "/v1/hosts without a token: 401" test "$(curl -s -o /dev/null -w '%{http_code}' localhost:8790/v1/hosts)" = 401
     check "the config asks Keystone" grep -qx 'strategy = "keystone"' "$config"
+    token=$(token_of admin admin) || fail "openstack token issue failed for admin"
+    check "Keystone issued and knows the admin's token" keystone_knows "$token"
+    check "/v1/hosts with the admin's token: 200" test "$(hosts_status "$token")" = 200
+    check "/v1/hosts with a token Keystone never issued: 401" \
+        test "$(hosts_status gAAAAABrB9oSO_hwhj7-not-a-real-fernet-token)" = 401
+    check "/v1/hosts without a token: 401" test "$(hosts_status)" = 401
+    token=$(token_of demo demo) || fail "openstack token issue failed for demo"
+    check "/v1/hosts with the demo user's token (member, not admin): 403" \
+        test "$(hosts_status "$token")" = 403
     eventually "/healthz: broker connected" healthz '.broker.connected == true'
     eventually "Parasol consumes the scheduler topic" scheduler_consumers
 

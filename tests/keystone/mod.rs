@@ -14,15 +14,13 @@ use std::time::{Duration, Instant};
 mod venv;
 use venv::run;
 
-const REQUIREMENTS: &str = include_str!("requirements.txt");
 const LAUNCHER: &str = include_str!("launcher.py");
 pub const ADMIN_PASSWORD: &str = "bootstrap-admin-pw";
 
-/// The cached virtualenv with Keystone, created on first use (its pins name every
-/// dependency: `--no-deps`).
+/// The cached virtualenv with Keystone, created on first use.
 fn venv() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| venv::cached_venv("keystone-venv", REQUIREMENTS, &["--no-deps"]))
+    VENV.get_or_init(venv::keystone_venv)
 }
 
 fn write_conf(dir: &Path) {

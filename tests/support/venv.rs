@@ -33,17 +33,36 @@ pub fn cached_venv(name: &str, requirements: &str, pip_args: &[&str]) -> PathBuf
         .args(pip_args)
         .arg("-r")
         .arg(&file));
+    name_the_final_path(&building, &venv);
     std::fs::write(building.join(".complete"), b"").expect("marker");
     if std::fs::rename(&building, &venv).is_err() {
         let _ = std::fs::remove_dir_all(&building); // another run finished first
     }
-    // A venv's scripts name their own path: python runs through the final path only.
     assert!(
         venv.join(".complete").exists(),
         "venv at {}",
         venv.display()
     );
     venv
+}
+
+/// A venv's scripts (`bin/keystone-manage`, `bin/openstack`, `bin/activate`) name the folder
+/// they were installed in: rewritten to the final path before the rename, so that they run
+/// there (a script naming the `building-*` folder fails with "required file not found").
+fn name_the_final_path(building: &Path, venv: &Path) {
+    let (from, to) = (building.display().to_string(), venv.display().to_string());
+    let bin = std::fs::read_dir(building.join("bin")).expect("venv bin");
+    for entry in bin.map(|e| e.expect("bin entry").path()) {
+        if entry.is_symlink() || !entry.is_file() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&entry) else {
+            continue; // not a script
+        };
+        if text.contains(&from) {
+            std::fs::write(&entry, text.replace(&from, &to)).expect("rewrite venv script");
+        }
+    }
 }
 
 /// The virtualenv of Nova's own code (`tests/nova_compat/requirements.txt`, pinned).
@@ -57,6 +76,20 @@ pub fn nova_venv() -> PathBuf {
         .expect("tests/nova_compat/requirements.txt in the repository");
     let text = std::fs::read_to_string(&reqs).expect("requirements.txt");
     cached_venv("nova-venv", &text, &[])
+}
+
+/// The virtualenv of Keystone (`tests/keystone/requirements.txt`: its pins name every
+/// dependency, `--no-deps`), for tests/keystone and the fake DevStack of tests/devstack.
+pub fn keystone_venv() -> PathBuf {
+    let requirements = include_str!("../keystone/requirements.txt");
+    cached_venv("keystone-venv", requirements, &["--no-deps"])
+}
+
+/// The virtualenv of python-openstackclient (`tests/devstack/openstackclient-requirements.txt`,
+/// every dependency pinned: `--no-deps`), the `openstack` of tests/devstack's sandbox.
+pub fn openstackclient_venv() -> PathBuf {
+    let requirements = include_str!("../devstack/openstackclient-requirements.txt");
+    cached_venv("openstackclient-venv", requirements, &["--no-deps"])
 }
 
 /// Runs `cmd`, failing the test with its output when it fails; its standard output.

@@ -12,4 +12,8 @@ for service in "${NOVA_SERVICES[@]}"; do
         sudo rm -f "$SYSTEMD_DIR/devstack@$service.service"
     fi
 done
+if is_service_enabled key; then
+    $SYSTEMCTL disable devstack@keystone.service >/dev/null
+    sudo rm -rf "$SYSTEMD_DIR/devstack@keystone.service" "$KEYSTONE_CONF_DIR" "$KEYSTONE_DATA_DIR"
+fi
 rm -f "$TOP_DIR/.stackenv"

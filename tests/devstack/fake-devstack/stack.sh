@@ -10,6 +10,16 @@ if is_service_enabled rabbit; then
     rabbitmq_user "$RABBIT_USERID" "$RABBIT_PASSWORD"
 fi
 run_phase stack install
+if is_service_enabled key; then
+    echo_summary "Starting Keystone"
+    configure_keystone
+    init_keystone
+    start_keystone
+    bootstrap_keystone
+    admin_credentials
+    create_keystone_accounts
+    if is_service_enabled n-api; then create_nova_accounts; fi
+fi
 echo_summary "Configuring Nova"
 sudo install -d "$(dirname "$NOVA_CONF")" "$DATA_DIR"
 for conf in "$NOVA_CONF" "$NOVA_CPU_CONF"; do
