@@ -118,6 +118,16 @@ impl Default for Metrics {
             held_moves: Gauge::default(),
             oversubscribed_hosts: Gauge::default(),
         };
+        m.register_scheduling();
+        m.register_placement();
+        m
+    }
+}
+
+impl Metrics {
+    /// Registers the series of scheduling, host state and notifications.
+    fn register_scheduling(&self) {
+        let m = self;
         m.register(
             "held_moves",
             "Moves in progress whose source host still holds the instance's allocation",
@@ -178,6 +188,11 @@ impl Default for Metrics {
             "1 while connected to RabbitMQ",
             m.broker_connected.clone(),
         );
+    }
+
+    /// Registers the series of Placement's syncs and claims, and of expired claims.
+    fn register_placement(&self) {
+        let m = self;
         m.register(
             "placement_sync_duration_seconds",
             "Duration of each Placement inventory sync",
@@ -213,7 +228,6 @@ impl Default for Metrics {
             "Duration of each claim in Placement (GET and PUT /allocations/{instance})",
             m.placement_claim_seconds.clone(),
         );
-        m
     }
 }
 
