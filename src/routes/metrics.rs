@@ -1,11 +1,11 @@
 //! `GET /metrics`: the Prometheus text exposition.
 
-use crate::scheduling::Scheduler;
+use crate::ledger::Ledger;
+use crate::stats::Stats;
 use actix_web::{web, HttpResponse};
 
-pub async fn metrics(scheduler: web::Data<Scheduler>) -> HttpResponse {
-    let ledger = scheduler.ledger();
-    let metrics = scheduler.stats().metrics();
+pub async fn metrics(ledger: web::Data<Ledger>, stats: web::Data<Stats>) -> HttpResponse {
+    let metrics = stats.metrics();
     // Read at scrape time: the moves from the ledger (one read; kept as it was if the ledger
     // cannot answer now), the oversubscribed hosts from the live table.
     if let Ok(held) = ledger.held_moves().await {
