@@ -69,6 +69,7 @@ impl Handles {
     pub fn rpc_deps(&self) -> RpcDeps {
         RpcDeps {
             scheduler: self.scheduler.clone(),
+            cloud: self.scheduler.cloud().clone(),
             ingest: self.ingest.clone(),
             broker: self.broker.clone(),
             counters: self.rpc.clone(),
