@@ -156,6 +156,11 @@ impl Application {
             "Host-state events older than their host's newest: heartbeats only",
             hosts.older_events,
         );
+        metrics.register(
+            "usage_readings",
+            "Measured usage readings by outcome (accepted, or the reason refused) and source",
+            ledger.table().usage_counters().readings.clone(),
+        );
         let settings = Arc::new(settings);
         let ingest = Ingest::new(ledger.clone(), clock.clone(), stats.clone());
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));
@@ -164,6 +169,11 @@ impl Application {
         // nova-api's aggregate casts come on the fanout queue the notification consumer reads.
         let ingest = Arc::new(ingest.with_cloud(scheduler.cloud().clone()));
         let placement = Arc::new(PlacementStatus::default());
+        scheduler.stats().metrics().register(
+            "flex_penalty",
+            "Flex's estimation penalty P (stays at p_start while no QoS signal exists)",
+            scheduler.flex().penalty_gauge(),
+        );
         let rpc = Arc::new(RpcCounters::registered(scheduler.stats().metrics()));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let data = HttpData {

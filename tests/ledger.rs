@@ -672,6 +672,54 @@ async fn a_claim_group_rolled_back_as_a_deadlock_runs_again_on_postgres() {
     assert_eq!(ledger.table().snapshot()[0].used, demand);
 }
 
+/// Issue 40's soak (medium3): PostgreSQL ending the claim's session mid-statement (an operator's
+/// `pg_terminate_backend`, SQLSTATE 57P01) aborts the group's transaction: nothing committed,
+/// and the group runs again on a new connection instead of answering the caller 503. The
+/// trigger terminates its own session the first time an allocation is inserted (a sequence
+/// counts the runs: it is not rolled back with them).
+#[tokio::test]
+async fn a_claim_group_whose_session_is_terminated_runs_again_on_postgres() {
+    use sqlx::Connection;
+    let (ledger, db) = ledger("postgres").await;
+    let host = ledger
+        .register_host(&registration("c1", 4, 4096, 40), 1)
+        .await
+        .unwrap();
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE SEQUENCE injected_terminations;
+         CREATE FUNCTION inject_termination() RETURNS trigger AS $$
+         BEGIN
+           IF nextval('injected_terminations') = 1 THEN
+             PERFORM pg_terminate_backend(pg_backend_pid());
+             PERFORM pg_sleep(5);
+           END IF;
+           RETURN NEW;
+         END $$ LANGUAGE plpgsql;
+         CREATE TRIGGER inject_termination BEFORE INSERT ON allocations
+           FOR EACH ROW EXECUTE FUNCTION inject_termination();",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let demand = Resources::new(2, 2048, 20);
+    assert_eq!(
+        ledger.claim(host, "i1", &demand, 1).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let runs: i64 = sqlx::query_scalar("SELECT last_value FROM injected_terminations")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        runs, 2,
+        "the run whose session was ended, then the one that committed"
+    );
+    assert!(ledger.allocation("i1").await.unwrap().is_some());
+    assert_eq!(ledger.read_hosts().await.unwrap()[0].used, demand);
+    assert_eq!(ledger.table().snapshot()[0].used, demand);
+}
+
 /// Issue 16, item 3: an error is an outage only when the ledger itself failed; what the
 /// database refuses in a message's values is not (the message is dead-lettered, not requeued).
 #[tokio::test]
@@ -894,6 +942,7 @@ pub(crate) fn host_state_event(
             traits,
             aggregates: Vec::new(),
             usage: None,
+            instance_usage: None,
         }),
     }
 }
@@ -1507,4 +1556,96 @@ async fn a_first_run_writes_out_a_small_log_not_the_working_size() {
     let total: u64 = sizes.iter().map(|(_, len)| len).sum();
     assert!(total < 2 << 20, "the data folder after start: {sizes:?}");
     drop(app);
+}
+
+/// Issue 40 (soak short1: 23 boots found their host given away): two processes consume one
+/// notification queue and share a PostgreSQL ledger. A claim's confirmation may be in the other
+/// process's hands or behind its backlog: one process's own mark having passed the claim's
+/// deadline must not expire it while the other's has not.
+#[tokio::test]
+async fn a_claim_does_not_expire_while_another_process_on_the_ledger_lags_on_postgres() {
+    const T0: i64 = 1_800_000_000_000;
+    const TTL_MS: u64 = 600_000;
+    let (a, db) = ledger("postgres").await;
+    let b = Ledger::open(&db.url, 4).await.expect("second process");
+    a.ingest_mark().watch();
+    b.ingest_mark().watch();
+    let host = a
+        .register_host(&registration("c1", 8, 8192, 80), T0)
+        .await
+        .unwrap();
+    let size = Resources::new(1, 1024, 10);
+    assert_eq!(
+        a.claim(host, "i1", &size, T0).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let now = T0 + 10 * TTL_MS as i64;
+    // a has caught up; b still works through a backlog sent a second after the claim.
+    a.ingest_mark().idle_since(now);
+    b.ingest_mark().taken(1);
+    b.ingest_mark().applied(1, Some(T0 + 1_000));
+    assert!(b
+        .sweep_expired_claims(now, TTL_MS)
+        .await
+        .unwrap()
+        .is_empty());
+    let swept = a.sweep_expired_claims(now, TTL_MS).await.unwrap();
+    assert!(swept.is_empty(), "a expired {swept:?} while b lags");
+    assert!(a.allocation("i1").await.unwrap().is_some());
+    // b catches up: both marks have passed the deadline, and the claim nothing confirmed goes.
+    b.ingest_mark().idle_since(now);
+    let swept = b.sweep_expired_claims(now, TTL_MS).await.unwrap();
+    let swept: Vec<&str> = swept.iter().map(|x| x.instance_uuid.as_str()).collect();
+    assert_eq!(swept, vec!["i1"]);
+}
+
+/// A process killed mid-backlog holds the others' expiry back only while its word holds (three
+/// of its sweep intervals: its unapplied messages went back to the queue); one stopped cleanly
+/// withdraws its mark at once.
+#[tokio::test]
+async fn a_lagging_process_holds_expiry_back_only_while_its_mark_holds_on_postgres() {
+    const T0: i64 = 1_800_000_000_000;
+    const TTL_MS: u64 = 600_000;
+    let interval = parasol::ledger::sweep_interval_ms(TTL_MS) as i64;
+    let (a, db) = ledger("postgres").await;
+    let b = Ledger::open(&db.url, 4).await.expect("second process");
+    let c = Ledger::open(&db.url, 4).await.expect("third process");
+    for l in [&a, &b, &c] {
+        l.ingest_mark().watch();
+    }
+    let host = a
+        .register_host(&registration("c1", 8, 8192, 80), T0)
+        .await
+        .unwrap();
+    let size = Resources::new(1, 1024, 10);
+    for id in ["i1", "i2"] {
+        a.claim(host, id, &size, T0).await.unwrap();
+    }
+    let now = T0 + 10 * TTL_MS as i64;
+    a.ingest_mark().idle_since(now + 10 * interval);
+    // b lags, publishes its mark, then dies (publishes nothing more).
+    b.ingest_mark().applied(0, Some(T0 + 1_000));
+    b.sweep_expired_claims(now, TTL_MS).await.unwrap();
+    assert!(a
+        .sweep_expired_claims(now + 2 * interval, TTL_MS)
+        .await
+        .unwrap()
+        .is_empty());
+    // c lags and stops cleanly.
+    c.ingest_mark().applied(0, Some(T0 + 1_000));
+    c.sweep_expired_claims(now + 2 * interval, TTL_MS)
+        .await
+        .unwrap();
+    // Past b's word, c still holds a back; once c withdraws, both claims go.
+    assert!(a
+        .sweep_expired_claims(now + 3 * interval, TTL_MS)
+        .await
+        .unwrap()
+        .is_empty());
+    c.withdraw_mark().await.unwrap();
+    let swept = a
+        .sweep_expired_claims(now + 3 * interval, TTL_MS)
+        .await
+        .unwrap();
+    assert_eq!(swept.len(), 2, "{swept:?}");
 }

@@ -235,7 +235,11 @@ fn parasol_filters_equal_novas_on_seeded_random_cases() {
     assert!(raised > 0, "the cases reach queries Nova raises on");
 }
 
-const WEIGHERS: [&str; 7] = [
+const WEIGHERS: [&str; 11] = [
+    "RAMWeigher",
+    "CPUWeigher",
+    "DiskWeigher",
+    "IoOpsWeigher",
     "BuildFailureWeigher",
     "CrossCellWeigher",
     "HypervisorVersionWeigher",
@@ -246,9 +250,10 @@ const WEIGHERS: [&str; 7] = [
 ];
 
 /// Nova's weight handler (normalise each weigher, multiply, sum) with Nova's own weighers
-/// against Parasol's on seeded random hosts (failed builds, hypervisor versions, free PCI
-/// devices, instances, cells) and requests (cross-cell moves), random multipliers: the
-/// final weight of every host equal.
+/// against Parasol's on seeded random hosts (free memory, VCPU and disk — over capacity
+/// too, where Nova's `minval = 0` counts — I/O operations, failed builds, hypervisor
+/// versions, free PCI devices, instances, cells) and requests (cross-cell moves), random
+/// multipliers: the final weight of every host equal.
 #[test]
 fn parasol_weighers_equal_novas_on_seeded_random_cases() {
     use parasol::domain::{ComputeFacts, Destination};
@@ -264,6 +269,10 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
             hypervisor_version_weight_multiplier: m(&mut rng),
             num_instances_weight_multiplier: m(&mut rng),
             pci_weight_multiplier: m(&mut rng).abs(),
+            ram_weight_multiplier: m(&mut rng),
+            cpu_weight_multiplier: m(&mut rng),
+            disk_weight_multiplier: m(&mut rng),
+            io_ops_weight_multiplier: m(&mut rng),
             ..PolicyConfig::default()
         };
         let n = rng.gen_range(1..6);
@@ -295,12 +304,29 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
                 cell_uuid: Some(pick(&mut rng, &["cell-a", "cell-b"]).to_string()),
                 ..ComputeFacts::default()
             };
-            let mut h = HostState::synthetic(id, Resources::new(8, 4096, 40), Resources::ZERO);
+            // Capacity with allocation ratios of 1 and nothing reserved (where Nova's free
+            // memory and disk, which ignore both, equal Parasol's); used up to past capacity.
+            let total = Resources::new(
+                *pick(&mut rng, &[4, 8, 16]),
+                *pick(&mut rng, &[2048, 4096, 8192]),
+                *pick(&mut rng, &[20, 40, 80]),
+            );
+            let used = Resources::new(
+                rng.gen_range(0..=total.vcpu() + 2),
+                rng.gen_range(0..=total.memory_mb() / 512 + 2) * 512,
+                rng.gen_range(0..=total.disk_gb() + 5),
+            );
+            let mut h = HostState::synthetic(id, total, used);
             h.num_instances = rng.gen_range(0..5);
+            h.num_io_ops = rng.gen_range(0..4);
             host_json.push(json!({
                 "host": format!("host{id}"), "failed_builds": facts.failed_builds,
                 "hypervisor_version": facts.hypervisor_version, "pci_free": facts.pci_free,
                 "cell_uuid": facts.cell_uuid, "num_instances": h.num_instances,
+                "num_io_ops": h.num_io_ops,
+                "free_ram_mb": total.memory_mb() - used.memory_mb(),
+                "vcpus_total": total.vcpu(), "vcpus_used": used.vcpu(),
+                "free_disk_mb": (total.disk_gb() - used.disk_gb()) * 1024,
             }));
             h.profile_mut().facts = Some(Arc::new(facts));
             hosts.push(h);
@@ -314,7 +340,7 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
                     continue;
                 }
                 let raw: Vec<f64> = hosts.iter().map(|h| w.weigh(h, &req)).collect();
-                add_normalised(&raw, w.multiplier(), &mut scores);
+                add_normalised(&raw, w.multiplier(), w.minval(), &mut scores);
             }
         }
         parasol.push(scores);
@@ -325,6 +351,10 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
                 "hypervisor_version_weight_multiplier": cfg.hypervisor_version_weight_multiplier,
                 "num_instances_weight_multiplier": cfg.num_instances_weight_multiplier,
                 "pci_weight_multiplier": cfg.pci_weight_multiplier,
+                "ram_weight_multiplier": cfg.ram_weight_multiplier,
+                "cpu_weight_multiplier": cfg.cpu_weight_multiplier,
+                "disk_weight_multiplier": cfg.disk_weight_multiplier,
+                "io_ops_weight_multiplier": cfg.io_ops_weight_multiplier,
             },
             "weighers": names, "dest_cell": dest_cell, "cross_cell": cross, "hosts": host_json,
         }));

@@ -4,8 +4,10 @@
 //! compute nodes, services and aggregates), and emits each spec's primitive with Nova's
 //! result. Each primitive is decoded with Parasol's codec, translated with
 //! `parasol::nova::translate`, and compared field by field, for the pinned request and for
-//! the PCPU fallback. Malformed extra specs that Nova's API refuses must be codec errors
-//! naming the key.
+//! the PCPU fallback; a request the in-memory decision refuses must still have Nova's whole
+//! query from `resources_from_request_spec`. Malformed extra specs that Nova's API refuses
+//! must be codec errors naming the key. `tests/nova_request_groups.rs` compares the
+//! request groups (numbered, ports, device profiles, PCI) on 259 shapes.
 //!
 //! `golden_against_nova_live` runs Nova in the cached virtualenv (see `support/venv.rs`);
 //! `golden_against_the_committed_fixture` reads `tests/fixtures/nova_translation.json`,
@@ -15,8 +17,8 @@
 mod venv;
 
 use parasol::nova::{
-    translate, Aggregate, CloudView, ComputeNodeRef, Refusal, RequestFilterOptions, RequestSpec,
-    ResourceRequest,
+    resources_from_request_spec, translate, Aggregate, CloudView, ComputeNodeRef, Refusal,
+    RequestFilterOptions, RequestSpec, ResourceRequest,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -58,9 +60,23 @@ fn compare_case(case: &Value, cloud: &CloudView<'_>) -> Result<(), Vec<String>> 
     let nova = &case["nova"];
     let pinned = translate(&spec, &options, cloud, true);
     if let Some(word) = case["parasol_unsupported"].as_str() {
-        return match pinned {
-            Err(Refusal::Unsupported(reason)) if reason.contains(word) => Ok(()),
-            other => Err(vec![format!("want Unsupported({word}…), got {other:?}")]),
+        let mut problems = match pinned {
+            Err(Refusal::Unsupported(reason)) if reason.contains(word) => Vec::new(),
+            other => vec![format!("want Unsupported({word}…), got {other:?}")],
+        };
+        // Refused by the in-memory decision, the whole request is still Nova's.
+        for (pinning, key) in [(true, "request"), (false, "fallback")] {
+            let want = nova[key]["querystring"].as_str().unwrap_or_default();
+            match resources_from_request_spec(&spec, &options, cloud, pinning) {
+                Ok(whole) if whole.to_querystring() == want => {}
+                Err(Refusal::Unsupported(reason)) if reason.contains(word) => {}
+                other => problems.push(format!("{key}: Nova asks {want}, Parasol {other:?}")),
+            }
+        }
+        return if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
         };
     }
     if let Some(reason) = nova.get("no_valid_host") {

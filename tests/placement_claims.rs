@@ -78,6 +78,16 @@ impl std::ops::Deref for Parasol {
 
 impl Parasol {
     async fn start(placement: &PlacementServer, ledger_url: &str, sync_interval_s: f64) -> Self {
+        Self::start_with(placement, ledger_url, sync_interval_s, |_| {}).await
+    }
+
+    /// [`Parasol::start`] with `configure` applied to its settings last.
+    async fn start_with(
+        placement: &PlacementServer,
+        ledger_url: &str,
+        sync_interval_s: f64,
+        configure: impl FnOnce(&mut Settings),
+    ) -> Self {
         let mut settings = Settings::default();
         // No log written out per test service (the binary's tests keep the default).
         settings.ledger.wal_prewrite_mib = 0;
@@ -94,6 +104,7 @@ impl Parasol {
             resync_min_interval_s: 0.0,
             ..Default::default()
         };
+        configure(&mut settings);
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let app = Application::build_with(settings, listener, Arc::new(SystemClock))
             .await
@@ -788,6 +799,78 @@ async fn a_multi_create_that_cannot_place_every_instance_removes_its_claims_in_p
         before,
         "the ledger's claim is released"
     );
+    parasol.shutdown.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_affinity_multi_create_one_at_a_time_refuses_is_claimed_whole_in_placement_as_a_batch() {
+    // Issue 44's acceptance (a): P1 is the host Nova's weighers rank first (most free RAM and
+    // disk) and holds 4 instances of the flavor; P2 holds all 10.
+    let placement = PlacementServer::start().await;
+    let big =
+        json!({"VCPU": {"total": 4}, "MEMORY_MB": {"total": 65536}, "DISK_GB": {"total": 400}});
+    let roomy =
+        json!({"VCPU": {"total": 16}, "MEMORY_MB": {"total": 32768}, "DISK_GB": {"total": 200}});
+    placement.provider("big", P1, big, &[], &[]).await;
+    placement.provider("roomy", P2, roomy, &[], &[]).await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 2
+    })
+    .await;
+    let group = |n: u32| json!({"uuid": format!("6a000000-0000-4000-8000-00000000000{n}"), "policy": "affinity"});
+    let first: Vec<String> = (1..=10).map(instance).collect();
+    let second: Vec<String> = (11..=20).map(instance).collect();
+    let specs = specs(vec![
+        json!({"instance_uuids": first, "num_instances": 10, "vcpus": 1, "memory_mb": 1024,
+               "root_gb": 1, "group": group(1)}),
+        json!({"instance_uuids": second, "num_instances": 10, "vcpus": 1, "memory_mb": 1024,
+               "root_gb": 1, "group": group(2)}),
+    ])
+    .await;
+
+    // off: the first member goes to P1, the fifth finds no room there: NoValidHost, and the
+    // four claims made in Placement are deleted.
+    let (status, answer) = parasol.select(&specs[0], &first).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["error"]["class"], "NoValidHost", "{answer}");
+    for p in [P1, P2] {
+        assert!(nonzero(&placement.usages(p).await).is_empty(), "{p}");
+    }
+
+    // call: one assignment, all 10 on P2, claimed in the ledger and in Placement.
+    let scheduler = &parasol.handles.scheduler;
+    let mut settings = (*scheduler.settings()).clone();
+    settings.batch.mode = parasol::configuration::BatchMode::Call;
+    scheduler.reconfigure(Arc::new(settings)).await.unwrap();
+    let (status, answer) = parasol.select(&specs[1], &second).await;
+    assert_eq!(status, 200, "{answer}");
+    let chosen: Vec<&str> = answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| nodes(l)[0])
+        .collect();
+    assert_eq!(chosen, vec![P2; 10], "{answer}");
+    let one = demand(&[("VCPU", 1), ("MEMORY_MB", 1024), ("DISK_GB", 1)]);
+    for uuid in &second {
+        assert_eq!(
+            held(&placement, uuid).await,
+            (one.clone(), vec![P2.to_string()]),
+            "{uuid}"
+        );
+    }
+    assert!(nonzero(&placement.usages(P1).await).is_empty());
+    assert_eq!(
+        nonzero(&placement.usages(P2).await),
+        demand(&[("VCPU", 10), ("MEMORY_MB", 10240), ("DISK_GB", 10)]),
+        "exactly the 10 allocations"
+    );
+    assert!(placement_matches_ledger(&placement, &parasol).await);
+    let stats = parasol.get("/v1/stats").await;
+    assert_eq!(stats["backends"]["filter"]["batch"]["rounds"], 1, "{stats}");
     parasol.shutdown.stop().await;
 }
 

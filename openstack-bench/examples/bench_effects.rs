@@ -89,6 +89,7 @@ fn host_state(h: usize, vcpu: i64) -> HostEvent {
         traits: vec!["HW_CPU_X86_AVX2".into()],
         aggregates: Vec::new(),
         usage: None,
+        instance_usage: None,
     })
 }
 

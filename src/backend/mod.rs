@@ -9,18 +9,25 @@
 //! - `cache`: the snapshot and its refresh task (fixed τ, or ASC's adaptive τ).
 //! - `sample`: APSR's sampling parameters and its control task.
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
+//! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
+//! - `window`: `[batch] mode = "window"`, single calls of a short window solved together.
+//! - `flex`: [`Flex`], the penalty P of Flex's filter and weigher and its controller's task.
 
+mod batch;
 mod cache;
+mod flex;
 mod sample;
 mod source;
+mod window;
 mod workers;
 
 pub use cache::Snapshot;
+pub use flex::Flex;
 pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 
 use crate::clock::SharedClock;
-use crate::configuration::{BackendKind, Settings};
+use crate::configuration::{BackendKind, BatchMode, Settings};
 use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
@@ -113,12 +120,14 @@ pub struct Backend {
     deps: BackendDeps,
     policy: Policy,
     source: HostSource,
+    /// `[batch] mode = "window"`: the calls waiting for the current round.
+    gathering: window::Gathering,
 }
 
 impl Backend {
     /// Builds and starts the backend `kind` (background refresh or control tasks included).
     pub async fn start(kind: BackendKind, deps: BackendDeps) -> Result<Backend, BuildError> {
-        let mut policy = Policy::from_config(&deps.settings.policy)?;
+        let mut policy = Policy::from_config(&deps.settings.flex.policy(&deps.settings.policy))?;
         let source = match kind {
             BackendKind::Filter => HostSource::live(&deps),
             BackendKind::Caching => HostSource::snapshot(&deps, false, policy.sorted_keys())?,
@@ -133,6 +142,7 @@ impl Backend {
             deps,
             policy,
             source,
+            gathering: window::Gathering::default(),
         })
     }
 
@@ -142,16 +152,49 @@ impl Backend {
 
     /// Places every request of one call, or none: when one instance cannot be placed, the
     /// claims made for the call are released and the whole call is NoValidHost (as Nova).
+    /// With `[batch] mode = "call"` (or `"window"`), a multi-create is first placed as one
+    /// assignment (`batch`); with `"window"` a single-instance call waits for the others of
+    /// its window (`window`); what the batch leaves to it, and every call otherwise, goes one
+    /// instance at a time.
     pub async fn schedule(
         &self,
-        mut requests: Vec<RequestContext>,
+        requests: Vec<RequestContext>,
     ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let started = Instant::now();
-        let deps = &self.deps;
         let mut counts = Counts {
             requests: requests.len() as u64,
             ..Counts::default()
         };
+        let mode = self.deps.settings.batch.mode;
+        if mode == BatchMode::Window && requests.len() == 1 && !requests[0].rebuild {
+            let request = requests.into_iter().next().expect("one request");
+            return self.schedule_windowed(request).await;
+        }
+        if mode != BatchMode::Off && requests.len() >= 2 {
+            match self.schedule_batch(&requests, &mut counts, started).await {
+                batch::Batched::Done(answer) => return answer,
+                batch::Batched::Fallback(reason) => {
+                    tracing::info!(
+                        reason = reason.as_str(),
+                        instances = requests.len(),
+                        "multi-create placed one instance at a time instead of as a batch"
+                    );
+                    self.deps.stats.record_batch_fallback(reason);
+                }
+            }
+        }
+        self.schedule_each(requests, started, counts).await
+    }
+
+    /// Today's path: each instance in turn (`place`), the group's members updated for the
+    /// next; `counts` holds what the call counted before (a batch given up).
+    async fn schedule_each(
+        &self,
+        mut requests: Vec<RequestContext>,
+        started: Instant,
+        mut counts: Counts,
+    ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
+        let deps = &self.deps;
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
         // Alternates may not name a host selected for another instance of the call: rank

@@ -61,6 +61,10 @@ impl HostSource {
         matches!(self, HostSource::Sample(_))
     }
 
+    pub(super) fn is_live(&self) -> bool {
+        matches!(self, HostSource::Live { .. })
+    }
+
     pub(super) fn is_snapshot(&self) -> bool {
         matches!(self, HostSource::Snapshot(_))
     }

@@ -14,13 +14,14 @@ const ENVIRONMENT: &str = "the environment";
 /// Nova's section whose options Parasol keeps under `[policy]` with the same names.
 pub const NOVA_SECTION: &str = "filter_scheduler";
 /// `[policy]` keys that are not Nova options (so not accepted in `[filter_scheduler]`).
-const PARASOL_ONLY_POLICY_KEYS: [&str; 5] = [
+const PARASOL_ONLY_POLICY_KEYS: [&str; 6] = [
     "algorithm",
     // Nova's is in [DEFAULT], carried by `parasol config from-nova`.
     "default_availability_zone",
     "host_timeout_s",
     "host_name_weights",
     "host_name_weight_multiplier",
+    "flex_weight_multiplier",
 ];
 
 /// Why a configuration was refused.

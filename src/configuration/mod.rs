@@ -7,7 +7,10 @@
 //! - `validate`: what serde cannot check (ranges, URL schemes, paths), each error naming its key.
 //! - `choice`: enums chosen by name, whose errors list the valid names.
 //! - `nova_conf`, `from_nova`: `parasol config from-nova`, nova.conf to parasol.toml.
+//! - `flex`: `[usage]` and `[flex]` (issue 45), and the policy with Flex's plugins added.
 
+mod batch;
+mod flex;
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
@@ -15,6 +18,8 @@ mod reload;
 mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
+pub use batch::{BatchMode, BatchSettings, MAX_WINDOW_MS};
+pub use flex::{FlexSettings, UsageSettings};
 pub use load::{ConfigError, Source};
 
 use crate::control::{ApsrParams, AscParams};
@@ -85,6 +90,9 @@ pub struct Settings {
     pub caching: CachingSettings,
     pub asc: AscParams,
     pub apsr: ApsrParams,
+    pub batch: BatchSettings,
+    pub usage: UsageSettings,
+    pub flex: FlexSettings,
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,

@@ -17,6 +17,8 @@ pub const READ_AT_START: &[&str] = &[
     "rpc",
     "placement",
     "nova_db",
+    "usage",
+    "flex",
 ];
 
 /// Keys of the other sections read only at start.

@@ -179,7 +179,13 @@ impl Settings {
         self.apsr
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("[apsr] {e}")))?;
-        crate::policy::Policy::from_config(&self.policy)
+        self.batch.validate().map_err(|(k, m)| ConfigError::Key {
+            key: format!("batch.{k}"),
+            message: m,
+        })?;
+        self.usage.validate()?;
+        self.flex.validate(&self.policy)?;
+        crate::policy::Policy::from_config(&self.flex.policy(&self.policy))
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
         if self.policy.default_availability_zone.trim().is_empty() {
             return Err(ConfigError::key(

@@ -5,6 +5,7 @@
 use super::classes::ClassId;
 use super::markers::{Aggregates, Traits};
 use super::resources::{Inventory, Resources};
+use super::usage::MeasuredUsage;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -130,6 +131,8 @@ pub struct HostState {
     pub forced_down: bool,
     /// When the host last reported, in milliseconds since the Unix epoch.
     pub last_seen_ms: i64,
+    /// Measured usage (soft state, `table::usage`); `None` until a source reports one.
+    pub measured: Option<Arc<MeasuredUsage>>,
 }
 
 impl HostState {
@@ -145,6 +148,7 @@ impl HostState {
             disabled: false,
             forced_down: false,
             last_seen_ms: 0,
+            measured: None,
         }
     }
 
@@ -219,6 +223,9 @@ impl HostState {
         self.used = self.used + *demand;
         self.num_instances += 1;
         self.num_io_ops += 1;
+        if let Some(measured) = &mut self.measured {
+            Arc::make_mut(measured).add_placed(demand);
+        }
     }
 
     /// A host with the given capacity (VCPU, MEMORY_MB, DISK_GB with ratio 1, or whatever

@@ -14,6 +14,8 @@
 //! - `zones`: [`HostZones`], each host's availability zone as Nova defines it (aggregates).
 //! - `host_aggregates`: [`HostAggregateMetadata`], each host's aggregate metadata merged.
 //! - `hints`: [`SchedulerHints`], what Nova's hint filters read from `scheduler_hints`.
+//! - `usage`: [`MeasuredUsage`], a host's measured usage (soft state, expiring), and
+//!   [`FlexContext`], what Flex's filter and weigher read of a request.
 
 pub mod capabilities;
 mod classes;
@@ -24,6 +26,7 @@ pub mod host_aggregates;
 mod markers;
 mod request;
 mod resources;
+mod usage;
 pub mod zones;
 
 pub use capabilities::CapabilitySpecs;
@@ -39,4 +42,8 @@ pub use request::{
     ConsumerOwner, Destination, GroupPolicy, PlacementQuery, QueryTest, RequestContext, ServerGroup,
 };
 pub use resources::{Inventory, Resources};
+pub use usage::{
+    check_value as check_usage_value, ClassUsage, FlexContext, InstanceUsage, MeasuredUsage,
+    UsageError, UsageRefusal, UsageSource,
+};
 pub use zones::HostZones;

@@ -262,6 +262,9 @@ pub struct RequestContext {
     /// The conductor allows this move across cells (`requested_destination
     /// .allow_cross_cell_move`, `CrossCellWeigher`).
     pub cross_cell_move: bool,
+    /// Flex's penalty and classes (`[flex] enabled`); `None`: Flex is off.
+    #[serde(skip)]
+    pub flex: Option<Arc<super::usage::FlexContext>>,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -301,6 +304,7 @@ impl RequestContext {
             image_id: None,
             flavor_name: None,
             cross_cell_move: false,
+            flex: None,
         }
     }
 }

@@ -611,7 +611,20 @@ impl Ledger {
         let mut queued = self.claims.take();
         while !queued.is_empty() {
             let rest = queued.split_off(queued.len().min(MAX_GROUP));
-            let answers = postgres_group_retrying(&mut conn, &queued).await;
+            let mut answers = postgres_group_retrying(&mut conn, &queued).await;
+            if answers
+                .as_ref()
+                .is_err_and(LedgerError::is_session_terminated)
+            {
+                // The server ended the session (an operator's `pg_terminate_backend`, a
+                // restart) before the group committed: it wrote nothing. Once more on a new
+                // connection, rather than answering the callers with an outage.
+                if let Ok(fresh) = pool.acquire().await {
+                    tracing::info!("claim group's database session was terminated before it committed; running it again on a new connection");
+                    conn = fresh;
+                    answers = postgres_group_retrying(&mut conn, &queued).await;
+                }
+            }
             self.settle(&mut conn, queued, answers).await;
             queued = rest;
         }

@@ -58,18 +58,80 @@ impl Ledger {
 
 impl Ledger {
     /// One sweep at `now_ms`: releases the claims unconfirmed for `ttl_ms`, counted up to where
-    /// the notification consumer has caught up (what is queued is applied first, see
-    /// [`IngestMark`]).
+    /// every process consuming the notification queue has caught up (what is queued is applied
+    /// first, see [`IngestMark`]; with several processes on one ledger, the least of their marks,
+    /// see [`Ledger::shared_mark`]).
     pub async fn sweep_expired_claims(
         &self,
         now_ms: i64,
         ttl_ms: u64,
     ) -> Result<Vec<Allocation>, LedgerError> {
-        let upto = self.ingest_mark().caught_up_to(now_ms);
+        let own = self.ingest_mark().caught_up_to(now_ms);
+        let word = i64::try_from(MARK_HOLDS_SWEEPS * sweep_interval_ms(ttl_ms)).unwrap_or(i64::MAX);
+        let upto = self
+            .shared_mark(own, now_ms, now_ms.saturating_add(word))
+            .await?;
         let before = upto.saturating_sub(i64::try_from(ttl_ms).unwrap_or(i64::MAX));
         self.expire_claims(before).await
     }
+
+    /// Publishes this process' mark `own` (valid until `holds_until_ms`) in the ledger, drops the
+    /// marks whose word has lapsed at `now_ms` (processes killed or cut off), and answers the least
+    /// mark of all: a claim's confirmation may wait in another process's prefetch or backlog, and
+    /// a FIFO queue whose every consumer has applied what it took up to `m` has applied every
+    /// message sent before `m`.
+    pub async fn shared_mark(
+        &self,
+        own: i64,
+        now_ms: i64,
+        holds_until_ms: i64,
+    ) -> Result<i64, LedgerError> {
+        let least: Option<i64> = write_tx!(self, Db, tx => {
+            sqlx::query(
+                "INSERT INTO ingest_marks (process, caught_up_ms, holds_until_ms) \
+                 VALUES ($1, $2, $3) ON CONFLICT (process) DO UPDATE \
+                 SET caught_up_ms = excluded.caught_up_ms, holds_until_ms = excluded.holds_until_ms",
+            )
+            .bind(&*self.process)
+            .bind(own)
+            .bind(holds_until_ms)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("DELETE FROM ingest_marks WHERE holds_until_ms <= $1")
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query_scalar("SELECT MIN(caught_up_ms) FROM ingest_marks")
+                .fetch_one(&mut *tx)
+                .await?
+        });
+        let least = least.map_or(own, |m| m.min(own));
+        if least < own {
+            tracing::debug!(
+                own,
+                least,
+                "claim expiry waits for another process to catch up"
+            );
+        }
+        Ok(least)
+    }
+
+    /// Withdraws this process' mark (a clean stop): the others no longer wait for it.
+    pub async fn withdraw_mark(&self) -> Result<(), LedgerError> {
+        write_tx!(self, Db, tx => {
+            sqlx::query("DELETE FROM ingest_marks WHERE process = $1")
+                .bind(&*self.process)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
 }
+
+/// For how many of its sweep intervals a process's published mark holds: past that, a process
+/// that stopped sweeping (killed, cut off from the ledger) no longer holds the others' expiry
+/// back (its unapplied messages went back to the queue when its connection closed).
+const MARK_HOLDS_SWEEPS: u64 = 3;
 
 /// How far the notification consumer has caught up, so that the sweep never expires a claim
 /// whose confirmation is already waiting in the broker's queue (issue 40, item 6: after a
@@ -174,7 +236,12 @@ pub async fn run_claim_expiry(
         }
         tokio::select! {
             _ = clock.sleep_ms(sweep_interval_ms(ttl_ms)) => {}
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                if let Err(e) = ledger.withdraw_mark().await {
+                    tracing::warn!(error = %e, "this process' ingest mark stays in the ledger until its word lapses");
+                }
+                return;
+            }
         }
     }
 }

@@ -461,6 +461,8 @@ fn join(
             disabled: h.disabled,
             forced_down: h.forced_down,
             last_seen_ms: h.last_seen_ms,
+            // Soft state: never in the ledger; a reload keeps the table's.
+            measured: None,
         });
     }
     rows.sort_by_key(|r| r.id);

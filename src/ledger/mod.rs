@@ -150,6 +150,19 @@ impl LedgerError {
         }
     }
 
+    /// Whether PostgreSQL ended the session while the statement ran or before it did (57P01
+    /// `admin_shutdown`: `pg_terminate_backend` or a fast shutdown; 57P02 `crash_shutdown`):
+    /// the transaction was aborted, nothing of it committed, and a new connection may run it
+    /// again. A bare I/O error says nothing of whether a commit happened, and is not one.
+    pub fn is_session_terminated(&self) -> bool {
+        match self {
+            LedgerError::Database(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("57P01" | "57P02"))
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the database is out of space (SQLite `SQLITE_FULL`, PostgreSQL `53100
     /// disk_full`): an outage that says nothing about what was written, and that a write
     /// smaller than the one refused (the write probe) may not see.

@@ -108,8 +108,11 @@ fn effect_of(n: &Notification) -> Effect {
             host: host.clone(),
             instances: instance_uuids.clone(),
         },
-        // Aggregates are no ledger state: `Ingest` hands them to the cloud view.
-        HostEvent::Unknown { .. } | HostEvent::Aggregates(_) => Effect::RecordOnly,
+        // Aggregates and measured usage are no ledger state either: `Ingest` hands them
+        // to the cloud view and to the table's usage.
+        HostEvent::Unknown { .. } | HostEvent::Aggregates(_) | HostEvent::Metrics(_) => {
+            Effect::RecordOnly
+        }
     }
 }
 

@@ -92,7 +92,7 @@ impl Ingest {
             HotAnswer::Done(outcome) => outcome,
             HotAnswer::Elsewhere(message) => self.apply_queued(*message).await,
         }
-        .map(|applied| self.to_cloud(n, applied));
+        .map(|applied| self.to_usage(n, self.to_cloud(n, applied)));
         match &outcome {
             Ok(applied) => self.count(applied.as_str()),
             Err(ApplyError::Rejected(_)) => self.count("rejected"),
@@ -131,7 +131,7 @@ impl Ingest {
         Ok(batch
             .iter()
             .zip(outcomes)
-            .map(|(n, outcome)| outcome.map(|applied| self.to_cloud(n, applied)))
+            .map(|(n, outcome)| outcome.map(|applied| self.to_usage(n, self.to_cloud(n, applied))))
             .collect())
     }
 
@@ -155,6 +155,27 @@ impl Ingest {
             }
         }
         Applied::Applied
+    }
+
+    /// After the ledger recorded `n` (once per message id): its measured usage, if it
+    /// carries any, goes to the table's soft state (`table::usage`), which takes or refuses
+    /// it whole and counts either. A `metrics.update` taken counts as applied.
+    fn to_usage(&self, n: &Notification, applied: Applied) -> Applied {
+        if applied == Applied::Duplicate {
+            return applied;
+        }
+        let Some(reading) = super::usage::reading_of(n) else {
+            return applied;
+        };
+        let table = self.ledger.table();
+        match table.record_usage(&reading, self.clock.now_ms()) {
+            Ok(_) if matches!(n.event, HostEvent::Metrics(_)) => Applied::Applied,
+            Ok(_) => applied,
+            Err(e) => {
+                tracing::warn!(message_id = %n.message_id, event_type = %n.event_type, reason = e.reason.as_str(), error = %e, "measured usage refused; decisions keep the allocations");
+                applied
+            }
+        }
     }
 
     /// Whether the ledger takes a write now (the write probe of `/readyz`): tells an outage

@@ -8,9 +8,11 @@
 //! # Layout
 //! - `effect`: validation, and what each [`crate::nova::HostEvent`] asks of the ledger.
 //! - `ingest`: [`Ingest`], the handle every transport applies through, with outcome counts.
+//! - `usage`: the measured usage a message carries, as a reading of the table's soft state.
 
 mod effect;
 mod ingest;
+mod usage;
 
 pub use crate::ledger::{Applied, ApplyError, Outcome};
 pub use effect::{apply, apply_batch, message_of};

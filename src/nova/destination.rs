@@ -1,13 +1,12 @@
-//! The RequestSpec's `requested_destination` (Destination 1.x), `requested_resources`
-//! (RequestGroup 1.x, from ports and device profiles) and `request_level_params`
-//! (RequestLevelParams 1.x).
+//! The RequestSpec's `requested_destination` (Destination 1.x) and `request_level_params`
+//! (RequestLevelParams 1.x); its `requested_resources` are [`super::request_group`]'s.
 
-use super::bounds::{check_count, check_len, strings, MAX_NAME_BYTES};
+use super::bounds::strings;
 use super::error::Result;
-use super::object::{Fields, NovaObject};
+use super::object::Fields;
 use crate::domain::Destination;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Destination 1.4: where a move or a forced boot must go. Its `cell` is not read: Parasol
 /// sees the compute nodes of every cell as one set.
@@ -46,55 +45,6 @@ impl RequestedDestination {
             node: self.node.clone(),
             cell: None,
         }
-    }
-}
-
-/// A RequestGroup from outside the flavor (a port's or device profile's resource request).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct RequestGroup {
-    pub requester_id: Option<String>,
-    pub resources: BTreeMap<String, u64>,
-    pub required_traits: BTreeSet<String>,
-    pub forbidden_traits: BTreeSet<String>,
-}
-
-impl RequestGroup {
-    /// Reads `requested_resources`, a list of RequestGroup objects.
-    pub fn list(d: &Fields<'_>, key: &str) -> Result<Vec<Self>> {
-        let Some(items) = d.opt_list(key)? else {
-            return Ok(Vec::new());
-        };
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let g =
-                    NovaObject::parse(item, "RequestGroup", format!("{}[{i}]", d.path_of(key)))?
-                        .data;
-                let mut resources = BTreeMap::new();
-                if let Some(r) = g.opt_dict("resources")? {
-                    check_count(r.path(), r.map().len())?;
-                    for name in r.map().keys() {
-                        check_len(&r.path_of(name), name, MAX_NAME_BYTES)?;
-                        resources.insert(name.clone(), r.req_size(name)? as u64);
-                    }
-                }
-                Ok(RequestGroup {
-                    requester_id: g.opt_str("requester_id")?,
-                    resources,
-                    required_traits: g
-                        .opt_str_list("required_traits")?
-                        .unwrap_or_default()
-                        .into_iter()
-                        .collect(),
-                    forbidden_traits: g
-                        .opt_str_list("forbidden_traits")?
-                        .unwrap_or_default()
-                        .into_iter()
-                        .collect(),
-                })
-            })
-            .collect()
     }
 }
 

@@ -120,8 +120,11 @@ pub struct Features {
     /// The traits of `transform_image_metadata`; `None` when one of them is not an
     /// os-traits trait (Nova then adds none).
     pub image_metadata_traits: Option<Vec<String>>,
-    /// Why Parasol cannot express this request (memory encryption, device profiles).
-    pub unsupported: Vec<String>,
+    /// `accel:device_profile`: its groups come in `requested_resources`; the request
+    /// filters ask the root for `COMPUTE_ACCELERATORS`.
+    pub device_profile: Option<String>,
+    /// What Parasol cannot translate into Nova's request (memory encryption).
+    pub untranslatable: Vec<String>,
 }
 
 impl Features {
@@ -195,18 +198,14 @@ impl Features {
             .map(|t| format!("COMPUTE_IMAGE_TYPE_{t}"));
         f.image_metadata_traits = image_metadata_traits(s);
         if s.agreeing_bools("mem_encryption")? {
-            f.unsupported.push(
+            f.untranslatable.push(
                 "memory encryption (hw:mem_encryption / hw_mem_encryption) is not translated by Parasol".into(),
             );
         }
-        if s.spec("accel:device_profile")
-            .is_some_and(|p| !p.is_empty())
-        {
-            f.unsupported.push(
-                "accelerator device profiles (accel:device_profile) need Cyborg's request groups"
-                    .into(),
-            );
-        }
+        f.device_profile = s
+            .spec("accel:device_profile")
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
         Ok(f)
     }
 }

@@ -106,6 +106,7 @@ pub fn decode_legacy(
         image_id: image.as_ref().and_then(|i| i.id.clone()),
         image,
         requested_resources: Vec::new(),
+        pci_request_ids: Default::default(),
         request_level: RequestLevelParams::default(),
         resource_specs,
     };

@@ -7,9 +7,11 @@
 //!   `image`, `destination`, `group` read its nested objects.
 //! - `specs`, `settings`, `cpu`, `features`: the flavor's extra specs and the image's
 //!   properties that shape the resource request, checked at decode ([`ResourceSpecs`]).
-//! - `resource_request`: [`translate`] → Nova's [`ResourceRequest`] (or a [`Refusal`]), with
-//!   the request filters of `request_filters` ([`RequestFilterOptions`], [`CloudView`]);
-//!   `querystring` writes it as Nova's `GET /allocation_candidates` query.
+//! - `resource_request`: [`resources_from_request_spec`] → Nova's whole [`ResourceRequest`]
+//!   (every request group, `request_group`'s [`RequestGroup`]s), with the request filters of
+//!   `request_filters` ([`RequestFilterOptions`], [`CloudView`]); [`translate`] refuses what
+//!   needs nested providers ([`Refusal`]); `querystring` writes the request as Nova's
+//!   `GET /allocation_candidates` query.
 //! - `bounds`, `versions`: the bounds on every input and the major of every object read.
 //! - `legacy`: RPC 4.0's `request_spec` / `filter_properties` dicts → the same [`RequestSpec`].
 //! - `select`: [`SelectDestinationsArgs`] from an RPC call of any 4.x version or the HTTP body.
@@ -36,6 +38,7 @@ mod object;
 mod oslo;
 mod querystring;
 mod request_filters;
+mod request_group;
 mod request_spec;
 mod resource_request;
 mod select;
@@ -54,15 +57,15 @@ mod robustness_tests;
 pub use aggregate::{decode_aggregate, decode_aggregates};
 pub use bounds::{MAX_ITEMS, MAX_NAME_BYTES, MAX_SIZE, MAX_TEXT_BYTES};
 pub use cpu::{CpuPolicy, CpuSpecs};
-pub use destination::{RequestGroup, RequestLevelParams, RequestedDestination};
+pub use destination::{RequestLevelParams, RequestedDestination};
 pub use error::CodecError;
 pub use failure::{http_error_body, no_valid_host_failure, no_valid_host_message, oslo_failure};
 pub use features::Features;
 pub use image::{Image, PropValue};
 pub use legacy::decode_legacy;
 pub use notification::{
-    oslo_timestamp, AggregateCast, HostEvent, HostStatePayload, MoveStep, Notification,
-    HOST_STATE_EVENT,
+    oslo_timestamp, time_ms, AggregateCast, HostEvent, HostStatePayload, Metric, MetricsPayload,
+    MoveStep, Notification, HOST_STATE_EVENT, METRICS_UPDATE_EVENT,
 };
 pub use object::{parse_version, FieldValue, Fields, NovaObject};
 pub use oslo::{
@@ -70,9 +73,10 @@ pub use oslo::{
     OSLO_VERSION,
 };
 pub use request_filters::{Aggregate, CloudView, ComputeNodeRef, RequestFilterOptions};
+pub use request_group::{GroupOrigin, RequestGroup};
 pub use request_spec::{Flavor, InstanceGroup, Limits, RequestSpec, MAX_INSTANCES};
 pub use resource_request::{
-    translate, unsupported, Refusal, ResourceRequest, COMPUTE_STATUS_DISABLED,
+    resources_from_request_spec, translate, Refusal, ResourceRequest, COMPUTE_STATUS_DISABLED,
 };
 pub use select::SelectDestinationsArgs;
 pub use selection::{

@@ -74,8 +74,84 @@ pub struct HostStatePayload {
     pub traits: Vec<String>,
     /// Placement aggregate uuids the host is a member of (optional).
     pub aggregates: Vec<String>,
-    /// Measured usage per class, when reported.
+    /// Measured usage per class, when reported (`table::usage` judges the values).
     pub usage: Option<BTreeMap<String, f64>>,
+    /// Measured usage per instance uuid and class (`instance_usage`), when reported: the
+    /// host's whole list of instances.
+    pub instance_usage: Option<BTreeMap<String, BTreeMap<String, f64>>>,
+}
+
+/// Nova's `metrics.update` (`MetricsPayload` 1.0, sent by nova-compute with
+/// `[DEFAULT] compute_monitors`): the node's monitor metrics, integers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricsPayload {
+    /// The nova-compute service's host.
+    pub host: String,
+    pub nodename: String,
+    pub metrics: Vec<Metric>,
+}
+
+/// One `MetricPayload`: `cpu.percent`, `cpu.user.time`, … with its value and time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metric {
+    pub name: String,
+    pub value: f64,
+    /// Its `timestamp` as milliseconds since the epoch, when it is a time.
+    pub at_ms: Option<i64>,
+}
+
+/// Nova's versioned notification of a node's monitor metrics.
+pub const METRICS_UPDATE_EVENT: &str = "metrics.update";
+
+impl MetricsPayload {
+    fn from_payload(payload: &Value) -> Result<Self> {
+        let p = NovaObject::parse(payload, "MetricsPayload", "payload")?.data;
+        let path = p.path_of("metrics");
+        let list = match p.required("metrics")? {
+            Value::Array(list) => list,
+            _ => return Err(CodecError::invalid(path, "must be a list")),
+        };
+        check_count(&path, list.len())?;
+        let mut metrics = Vec::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            let m = NovaObject::parse(item, "MetricPayload", format!("{path}[{i}]"))?.data;
+            let value = m
+                .required("value")?
+                .as_f64()
+                .ok_or_else(|| CodecError::invalid(m.path_of("value"), "must be a number"))?;
+            metrics.push(Metric {
+                name: m.req_str("name")?,
+                value,
+                at_ms: m.opt_str("timestamp")?.as_deref().and_then(time_ms),
+            });
+        }
+        Ok(MetricsPayload {
+            host: p.req_str("host")?,
+            nodename: p.req_str("nodename")?,
+            metrics,
+        })
+    }
+
+    /// The metric `name`, when sent.
+    pub fn metric(&self, name: &str) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+}
+
+/// A time as oslo and Nova write them ("2026-11-27 18:00:00.123456", the same with a `T`,
+/// or ISO 8601 with an offset or `Z`) as milliseconds since the epoch (UTC).
+pub fn time_ms(t: &str) -> Option<i64> {
+    use chrono::{DateTime, NaiveDateTime};
+    let t = t.trim();
+    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+        .map(|at| at.and_utc().timestamp_millis())
+        .or_else(|| {
+            DateTime::parse_from_rfc3339(t)
+                .ok()
+                .map(|at| at.timestamp_millis())
+        })
 }
 
 impl HostStatePayload {
@@ -120,20 +196,18 @@ impl HostStatePayload {
         }
         let usage = match p.opt_dict("usage")? {
             None => None,
-            Some(u) => Some({
-                check_count(u.path(), u.map().len())?;
-                u.map()
+            Some(u) => Some(usage_block(&u)?),
+        };
+        let instance_usage = match p.opt_dict("instance_usage")? {
+            None => None,
+            Some(list) => Some({
+                check_count(list.path(), list.map().len())?;
+                list.map()
                     .iter()
-                    .map(|(name, v)| {
-                        v.as_f64()
-                            .filter(|x| x.is_finite() && *x >= 0.0 && *x <= MAX_SIZE as f64)
-                            .map(|x| (name.clone(), x))
-                            .ok_or_else(|| {
-                                CodecError::invalid(
-                                    u.path_of(name),
-                                    format!("must be a non-negative number of at most {MAX_SIZE}"),
-                                )
-                            })
+                    .map(|(instance, classes)| {
+                        let path = list.path_of(instance);
+                        let uuid = super::bounds::uuid(&path, instance)?;
+                        Ok((uuid, usage_block(&Fields::new(classes, path)?)?))
                     })
                     .collect::<Result<BTreeMap<_, _>>>()?
             }),
@@ -149,8 +223,31 @@ impl HostStatePayload {
             traits: p.opt_str_list("traits")?.unwrap_or_default(),
             aggregates: p.opt_str_list("aggregates")?.unwrap_or_default(),
             usage,
+            instance_usage,
         })
     }
+}
+
+/// A `usage` block: amounts by class name.
+fn usage_block(u: &Fields<'_>) -> Result<BTreeMap<String, f64>> {
+    check_count(u.path(), u.map().len())?;
+    u.map()
+        .iter()
+        .map(|(name, v)| {
+            // A number; its range is the usage table's to judge (a negative
+            // or too large reading is refused there, counted, while the event's
+            // heartbeat and inventory still apply).
+            v.as_f64()
+                .filter(|x| x.is_finite() && x.abs() <= MAX_SIZE as f64)
+                .map(|x| (name.clone(), x))
+                .ok_or_else(|| {
+                    CodecError::invalid(
+                        u.path_of(name),
+                        format!("must be a number of at most {MAX_SIZE} in magnitude"),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// What a notification or fanout cast means for the scheduler's view of hosts.
@@ -158,6 +255,8 @@ impl HostStatePayload {
 pub enum HostEvent {
     /// A host's inventory and status (`compute.host.state`).
     HostState(HostStatePayload),
+    /// A node's monitor metrics (Nova's `metrics.update`): measured usage, no ledger state.
+    Metrics(MetricsPayload),
     /// The instance now holds `demand` on `host` (create, resize, move, unshelve, rebuild).
     Upsert {
         instance_uuid: String,
@@ -277,17 +376,7 @@ impl Notification {
     /// oslo's `str(utcnow())` ("2026-11-27 18:00:00.123456"), the same with a `T`, or ISO 8601
     /// with an offset. The order of a host's host-state events (`HostTable::event_order`).
     pub fn sent_ms(&self) -> Option<i64> {
-        use chrono::{DateTime, NaiveDateTime};
-        let t = self.timestamp.as_deref()?.trim();
-        ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
-            .iter()
-            .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
-            .map(|at| at.and_utc().timestamp_millis())
-            .or_else(|| {
-                DateTime::parse_from_rfc3339(t)
-                    .ok()
-                    .map(|at| at.timestamp_millis())
-            })
+        time_ms(self.timestamp.as_deref()?)
     }
 
     /// Unwraps the envelope and decodes either a notification (`event_type`) or a fanout
@@ -414,6 +503,9 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
     if event_type == HOST_STATE_EVENT {
         return HostStatePayload::from_fields(&Fields::new(payload, "payload")?)
             .map(HostEvent::HostState);
+    }
+    if event_type == METRICS_UPDATE_EVENT {
+        return MetricsPayload::from_payload(payload).map(HostEvent::Metrics);
     }
     let upsert = UPSERT_EVENTS.contains(&event_type);
     let release = RELEASE_EVENTS.contains(&event_type);

@@ -10,8 +10,8 @@
 //! | `isolate_aggregates` (`enable_isolated_aggregate_filtering`) | yes |
 //! | `transform_image_metadata` (`image_metadata_prefilter`) | yes |
 //! | `packed_virtqueue_filter`, `ephemeral_encryption_filter`, `virtio_sound_filter`, `tpm_secret_security_filter` | yes (read flavor and image only) |
-//! | `owner_nova_filter` (`OWNER_NOVA` once every nova-compute is at service version ≥ 73) | yes, from the minimum version the caller passes |
-//! | `accelerators_filter` | no: device profiles need Cyborg's request groups; such requests are unsupported |
+//! | `owner_nova_filter` (`OWNER_NOVA` once every nova-compute is at service version ≥ 73) | yes, on the root and on the flavor's PCI groups, from the minimum version the caller passes |
+//! | `accelerators_filter` (`COMPUTE_ACCELERATORS` on the root for `accel:device_profile`) | yes |
 //! | `routed_networks_filter` (`query_placement_for_routed_network_aggregates`) | no: needs Neutron's segments; the option is not offered |
 //! | `remote_managed_ports_filter` | no: needs Neutron's port details; `COMPUTE_REMOTE_MANAGED_PORTS` is not added |
 

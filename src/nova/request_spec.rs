@@ -1,11 +1,12 @@
 //! Decoding Nova's RequestSpec 1.x primitive into the parts a scheduler acts on.
 
 use super::bounds::{check_count, check_len, MAX_NAME_BYTES, MAX_TEXT_BYTES};
-use super::destination::{RequestGroup, RequestLevelParams, RequestedDestination};
+use super::destination::{RequestLevelParams, RequestedDestination};
 use super::error::{CodecError, Result};
 pub use super::group::{InstanceGroup, Limits};
 use super::image::Image;
 use super::object::{Fields, NovaObject};
+use super::request_group::RequestGroup;
 use super::specs::{settings, ResourceSpecs};
 use crate::domain::{Destination, RequestContext, Resources};
 use serde::Serialize;
@@ -111,8 +112,11 @@ pub struct RequestSpec {
     pub user_id: Option<String>,
     pub image_id: Option<String>,
     pub image: Option<Image>,
-    /// Resource requests from outside the flavor (ports, device profiles).
+    /// Resource requests from outside the flavor (ports, device profiles, PCI devices).
     pub requested_resources: Vec<RequestGroup>,
+    /// `request_id`s of the flavor's PCI requests (`pci_requests` whose `alias_name` is
+    /// set): their groups in `requested_resources` are `<request_id>-<n>`.
+    pub pci_request_ids: std::collections::BTreeSet<String>,
     pub request_level: RequestLevelParams,
     /// The extra specs and image properties that shape the resource request, checked.
     pub resource_specs: ResourceSpecs,
@@ -191,7 +195,8 @@ impl RequestSpec {
             user_id: d.opt_str("user_id")?,
             image_id: image.as_ref().and_then(|i| i.id.clone()),
             image,
-            requested_resources: RequestGroup::list(d, "requested_resources")?,
+            requested_resources: requested_resources(d, &resource_specs)?,
+            pci_request_ids: pci_request_ids(d)?,
             request_level,
             resource_specs,
         })
@@ -241,6 +246,42 @@ impl RequestSpec {
             })
             .collect()
     }
+}
+
+/// `requested_resources`, none of whose requesters is also a suffix of the flavor's
+/// groups (Nova's `RequestGroupSuffixConflict`).
+fn requested_resources(d: &Fields<'_>, specs: &ResourceSpecs) -> Result<Vec<RequestGroup>> {
+    let groups = RequestGroup::list(d, "requested_resources")?;
+    for (i, g) in groups.iter().enumerate() {
+        if specs.numbered.contains_key(g.suffix()) {
+            return Err(CodecError::invalid(
+                format!("{}[{i}]", d.path_of("requested_resources")),
+                format!(
+                    "has requester_id {:?}, a suffix the flavor's extra specs already use",
+                    g.suffix()
+                ),
+            ));
+        }
+    }
+    Ok(groups)
+}
+
+/// The `request_id`s of `pci_requests` that come from a flavor alias (Nova's
+/// `request_filter._get_pci_request_ids`).
+fn pci_request_ids(d: &Fields<'_>) -> Result<std::collections::BTreeSet<String>> {
+    let mut ids = std::collections::BTreeSet::new();
+    let Some(requests) = d.opt_object("pci_requests", "InstancePCIRequests")? else {
+        return Ok(ids);
+    };
+    let list = requests.data.opt_list("requests")?.into_iter().flatten();
+    for (i, item) in list.enumerate() {
+        let path = format!("{}[{i}]", requests.data.path_of("requests"));
+        let r = NovaObject::parse(item, "InstancePCIRequest", path)?.data;
+        if r.opt_str("alias_name")?.is_some() {
+            ids.extend(r.opt_str("request_id")?);
+        }
+    }
+    Ok(ids)
 }
 
 /// `num_instances`: 1 when unset, otherwise between 1 and [`MAX_INSTANCES`].

@@ -1,30 +1,36 @@
 //! Nova's resource request for a RequestSpec, transport-neutral: what nova-scheduler asks
 //! Placement (`GET /allocation_candidates`) before it picks a host.
 //!
-//! [`translate`] does what `SchedulerManager.select_destinations` does before that query:
-//! the request filters (`request_filter.process_reqspec`, see [`super::request_filters`]),
-//! then `utils.resources_from_request_spec` (`ResourceRequest.from_request_spec` plus the
-//! destination's aggregates, `in_tree` for a forced host or node, and the `limit`).
-//! Names stay strings here; the caller maps them to its own class and trait tables.
+//! [`resources_from_request_spec`] does what `SchedulerManager.select_destinations` does
+//! before that query: the request filters (`request_filter.process_reqspec`, see
+//! [`super::request_filters`]), then `utils.resources_from_request_spec`
+//! (`ResourceRequest.from_request_spec`, in `from_spec`, plus the destination's aggregates,
+//! `in_tree` for a forced host or node, the `limit` and the default `group_policy`). The
+//! result holds every request group: the unnumbered one, the flavor's suffixed ones and
+//! those of `requested_resources` (ports, device profiles, PCI devices); names stay
+//! strings, the caller maps them to its own class and trait tables.
 //!
-//! The result is the unnumbered request group and the request-level parameters. A request
-//! that needs more (numbered groups, port or device-profile groups, `same_subtree`, memory
-//! encryption) is [`Refusal::Unsupported`] with the reason: nested providers are out of
-//! Parasol's scope, and such a request must get NoValidHost, never a wrong placement.
-//! Names no provider has (an unknown `CUSTOM_` class or trait) are *not* refused here: the
-//! scheduler finds no candidate and answers NoValidHost, as Nova does.
+//! [`translate`] is what the in-memory decision takes: the same request, or
+//! [`Refusal::Unsupported`] naming each part that needs nested providers (a suffixed
+//! group, `same_subtree`), so that such a request gets NoValidHost with that reason, never
+//! a wrong placement nor a capacity shortage. Names no provider has (an unknown `CUSTOM_`
+//! class or trait) are *not* refused here: the scheduler finds no candidate and answers
+//! NoValidHost, as Nova does.
 
+use super::destination::RequestedDestination;
 use super::request_filters::{
     compute_nodes, isolated_aggregates, tenant_aggregates, zone_aggregates, CloudView,
     RequestFilterOptions, MIN_COMPUTE_VERSION_OWNER_TRAIT,
 };
+use super::request_group::{GroupOrigin, RequestGroup};
 use super::request_spec::RequestSpec;
-use super::specs::ResourceSpecs;
-use crate::nova::cpu::CpuPolicy;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What Nova's `ResourceRequest` holds for the unnumbered group and the request as a whole.
+mod from_spec;
+
+/// What Nova's `ResourceRequest` holds: the unnumbered group (its fields first), the
+/// suffixed groups and the request as a whole.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ResourceRequest {
     /// Resource class → amount (no zeros).
@@ -40,7 +46,13 @@ pub struct ResourceRequest {
     /// Traits the root provider must have / must not have.
     pub root_required: BTreeSet<String>,
     pub root_forbidden: BTreeSet<String>,
-    /// `group_policy` (`none` or `isolate`), when the flavor sets it.
+    /// The suffixed groups, the flavor's (by suffix) then `requested_resources` in their
+    /// order; no zeros, no empty group.
+    pub groups: Vec<RequestGroup>,
+    /// Lists of group suffixes each of which must come from one provider subtree.
+    pub same_subtree: Vec<Vec<String>>,
+    /// `group_policy` (`none` or `isolate`): the flavor's, or `none` when two suffixed
+    /// groups exist and at most one came from the flavor.
     pub group_policy: Option<String>,
     /// Most candidates to ask for; `None` for no limit (several nodes for a forced host,
     /// affinity hints).
@@ -66,20 +78,103 @@ pub enum Refusal {
 /// The trait every request forbids on the root (`compute_status_filter`).
 pub use crate::domain::COMPUTE_STATUS_DISABLED;
 const OWNER_NOVA: &str = "OWNER_NOVA";
+/// The root trait `accelerators_filter` asks when the flavor names a device profile.
+const COMPUTE_ACCELERATORS: &str = "COMPUTE_ACCELERATORS";
 
-/// Nova's resource request for `spec`: the request filters of `options` with what `cloud`
-/// knows, then `resources_from_request_spec`. `pinning_translate = false` is Nova's PCPU
-/// fallback query (see [`ResourceRequest::cpu_pinning_requested`]); the request filters
-/// always see the pinned request, as in Nova, where they run once before both queries.
+/// Nova's resource request for `spec` as the in-memory decision takes it: that of
+/// [`resources_from_request_spec`], or [`Refusal::Unsupported`] naming each request group
+/// and `same_subtree` it would need nested providers for.
 pub fn translate(
     spec: &RequestSpec,
     options: &RequestFilterOptions,
     cloud: &CloudView<'_>,
     pinning_translate: bool,
 ) -> Result<ResourceRequest, Refusal> {
-    if let Some(reason) = unsupported(spec) {
-        return Err(Refusal::Unsupported(reason));
+    let request = resources_from_request_spec(spec, options, cloud, pinning_translate)?;
+    match request.needs_nested_providers() {
+        Some(reason) => Err(Refusal::Unsupported(reason)),
+        None => Ok(request),
     }
+}
+
+impl ResourceRequest {
+    /// What of this request only nested providers can answer, each part named: every
+    /// suffixed group with where it comes from, and every `same_subtree`.
+    pub fn needs_nested_providers(&self) -> Option<String> {
+        let mut reasons: Vec<String> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let s = g.suffix();
+                match g.origin {
+                    GroupOrigin::Flavor => format!(
+                        "request group '{s}' (from the flavor's resources{s}/trait{s} extra specs) needs nested providers"
+                    ),
+                    origin => format!(
+                        "request group '{s}' ({}, in requested_resources) needs nested providers",
+                        origin.describe()
+                    ),
+                }
+            })
+            .collect();
+        for suffixes in &self.same_subtree {
+            reasons.push(format!(
+                "same_subtree ({}) needs nested providers",
+                suffixes.join(",")
+            ));
+        }
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+}
+
+/// The host or node a request forces or names as its destination: the request is limited to
+/// its tree, to none when it names several nodes, or refused when it names none that exists.
+fn target_tree(
+    spec: &RequestSpec,
+    dest: &RequestedDestination,
+    cloud: &CloudView<'_>,
+    request: &mut ResourceRequest,
+) -> Result<(), Refusal> {
+    let target_host = dest
+        .host
+        .clone()
+        .filter(|h| !h.is_empty())
+        .or_else(|| spec.force_hosts.first().cloned().filter(|h| !h.is_empty()));
+    let target_node = dest
+        .node
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| spec.force_nodes.first().cloned().filter(|n| !n.is_empty()));
+    if target_host.is_some() || target_node.is_some() {
+        let nodes = compute_nodes(cloud, target_host.as_deref(), target_node.as_deref());
+        match nodes.as_slice() {
+            [] => {
+                return Err(Refusal::NoValidHost(format!(
+                    "No such host - host: {} node: {} ",
+                    target_host.as_deref().unwrap_or("None"),
+                    target_node.as_deref().unwrap_or("None")
+                )))
+            }
+            [one] => request.in_tree = Some(one.uuid.clone()),
+            _ => request.limit = None,
+        }
+    }
+    Ok(())
+}
+
+/// Nova's resource request for `spec`: the request filters of `options` with what `cloud`
+/// knows, then `resources_from_request_spec`, every group included. `pinning_translate =
+/// false` is Nova's PCPU fallback query (see [`ResourceRequest::cpu_pinning_requested`]);
+/// the request filters always see the pinned request, as in Nova, where they run once
+/// before both queries.
+pub fn resources_from_request_spec(
+    spec: &RequestSpec,
+    options: &RequestFilterOptions,
+    cloud: &CloudView<'_>,
+    pinning_translate: bool,
+) -> Result<ResourceRequest, Refusal> {
+    let mut request =
+        ResourceRequest::from_request_spec(spec, pinning_translate, options.max_placement_results)?;
     let specs = &spec.resource_specs;
     let dest = spec.destination.clone().unwrap_or_default();
     let mut aggregates = dest.aggregates.clone();
@@ -108,7 +203,7 @@ pub fn translate(
     }
     root_forbidden.insert(COMPUTE_STATUS_DISABLED.into());
     if options.enable_isolated_aggregate_filtering {
-        let required = unnumbered_group(spec, true).required_traits;
+        let required = from_spec::build(spec, true).all_required_traits();
         forbidden.extend(isolated_aggregates(cloud, &required));
     }
     if options.image_metadata_prefilter {
@@ -121,128 +216,46 @@ pub fn translate(
                 .cloned(),
         );
     }
+    if specs.features.device_profile.is_some() {
+        root_required.insert(COMPUTE_ACCELERATORS.into());
+    }
     root_required.extend(specs.features.root_traits.iter().cloned());
-    let owner_ok = cloud
-        .min_compute_service_version
-        .is_some_and(|v| v >= MIN_COMPUTE_VERSION_OWNER_TRAIT);
+    // owner_nova_filter: nothing more when the caller already requires OWNER_NOVA.
+    let owner_ok = !root_required.contains(OWNER_NOVA)
+        && cloud
+            .min_compute_service_version
+            .is_some_and(|v| v >= MIN_COMPUTE_VERSION_OWNER_TRAIT);
     if owner_ok {
         root_required.insert(OWNER_NOVA.into());
-    }
-
-    let mut request = unnumbered_group(spec, pinning_translate);
-    request.member_of = aggregates
-        .iter()
-        .map(|ored| ored.split(',').map(str::to_string).collect())
-        .collect();
-    request.forbidden_aggregates = forbidden;
-    request.root_required = root_required;
-    request.root_forbidden = root_forbidden;
-    request.group_policy = specs.group_policy.clone();
-    request.limit = Some(options.max_placement_results);
-
-    let target_host = dest
-        .host
-        .clone()
-        .filter(|h| !h.is_empty())
-        .or_else(|| spec.force_hosts.first().cloned().filter(|h| !h.is_empty()));
-    let target_node = dest
-        .node
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or_else(|| spec.force_nodes.first().cloned().filter(|n| !n.is_empty()));
-    if target_host.is_some() || target_node.is_some() {
-        let nodes = compute_nodes(cloud, target_host.as_deref(), target_node.as_deref());
-        match nodes.as_slice() {
-            [] => {
-                return Err(Refusal::NoValidHost(format!(
-                    "No such host - host: {} node: {} ",
-                    target_host.as_deref().unwrap_or("None"),
-                    target_node.as_deref().unwrap_or("None")
-                )))
+        for g in &mut request.groups {
+            let prefix = g.suffix().rsplit_once('-').map_or(g.suffix(), |(p, _)| p);
+            if g.origin != GroupOrigin::Flavor && spec.pci_request_ids.contains(prefix) {
+                g.required_traits.insert(OWNER_NOVA.into());
             }
-            [one] => request.in_tree = Some(one.uuid.clone()),
-            _ => request.limit = None,
         }
     }
+
+    if !aggregates.is_empty() {
+        request.member_of = aggregates
+            .iter()
+            .map(|ored| ored.split(',').map(str::to_string).collect())
+            .collect();
+    }
+    request.forbidden_aggregates.extend(forbidden);
+    request.root_required = root_required;
+    request.root_forbidden = root_forbidden;
+
+    target_tree(spec, &dest, cloud, &mut request)?;
     if ["group", "same_host", "different_host"]
         .iter()
         .any(|h| spec.scheduler_hints.contains_key(*h))
     {
         request.limit = None;
     }
+    if request.groups.len() >= 2 && request.group_policy.is_none() && specs.numbered.len() <= 1 {
+        request.group_policy = Some("none".into());
+    }
     Ok(request)
-}
-
-/// Why Parasol cannot translate `spec`, if it cannot.
-pub fn unsupported(spec: &RequestSpec) -> Option<String> {
-    let mut reasons: Vec<String> = spec.resource_specs.unsupported().into_iter().collect();
-    if !spec.requested_resources.is_empty() {
-        reasons.push(
-            "requested_resources (port or device-profile request groups) need nested providers"
-                .into(),
-        );
-    }
-    if !spec.request_level.same_subtree.is_empty() {
-        reasons.push("same_subtree needs nested providers".into());
-    }
-    (!reasons.is_empty()).then(|| reasons.join("; "))
-}
-
-/// `ResourceRequest.from_request_spec` for the unnumbered group: extra specs, image
-/// traits, CPU pinning, the flavor's sizes where no extra spec set them, features; zeros
-/// stripped.
-fn unnumbered_group(spec: &RequestSpec, pinning_translate: bool) -> ResourceRequest {
-    let specs: &ResourceSpecs = &spec.resource_specs;
-    let flavor = &spec.flavor;
-    let vcpus = flavor.vcpus as u64;
-    let mut r = ResourceRequest {
-        resources: specs.resources.clone(),
-        required_traits: specs.required_traits.clone(),
-        forbidden_traits: specs.forbidden_traits.clone(),
-        ..ResourceRequest::default()
-    };
-    r.required_traits.extend(specs.image_traits.iter().cloned());
-    if pinning_translate {
-        let cpu = &specs.cpu;
-        let pcpus = match cpu.policy {
-            Some(CpuPolicy::Dedicated) => {
-                r.cpu_pinning_requested = true;
-                Some(vcpus)
-            }
-            Some(CpuPolicy::Mixed) => {
-                r.resources
-                    .insert("VCPU".into(), vcpus - cpu.mixed_dedicated.min(vcpus));
-                Some(cpu.mixed_dedicated)
-            }
-            _ => None,
-        };
-        if let Some(pcpus) = pcpus {
-            r.resources
-                .insert("PCPU".into(), pcpus + u64::from(cpu.emulator_isolate));
-        }
-        match cpu.hyperthreading {
-            Some(true) => r.required_traits.insert("HW_CPU_HYPERTHREADING".into()),
-            Some(false) => r.forbidden_traits.insert("HW_CPU_HYPERTHREADING".into()),
-            None => false,
-        };
-    }
-    if !r.resources.contains_key("VCPU") && !r.resources.contains_key("PCPU") {
-        r.resources.insert("VCPU".into(), vcpus);
-    }
-    r.resources
-        .entry("MEMORY_MB".into())
-        .or_insert(flavor.memory_mb as u64);
-    let disk = flavor.disk_gb(spec.is_bfv) as u64;
-    if !r.resources.contains_key("DISK_GB") && disk > 0 {
-        r.resources.insert("DISK_GB".into(), disk);
-    }
-    for (class, n) in &specs.features.pmem {
-        r.resources.insert(class.clone(), *n);
-    }
-    r.required_traits
-        .extend(specs.features.traits.iter().cloned());
-    r.resources.retain(|_, n| *n > 0);
-    r
 }
 
 #[cfg(test)]

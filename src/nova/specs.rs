@@ -12,6 +12,7 @@ use super::cpu::CpuSpecs;
 use super::error::{CodecError, Result};
 use super::features::Features;
 use super::image::Image;
+use super::request_group::RequestGroup;
 use super::settings::{amount, one_of, Settings};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,8 +26,9 @@ pub struct ResourceSpecs {
     pub required_traits: BTreeSet<String>,
     /// `trait:NAME=forbidden`.
     pub forbidden_traits: BTreeSet<String>,
-    /// Suffixes of numbered groups (`resources1:…`, `trait_gpu:…`); out of Parasol's scope.
-    pub numbered_groups: BTreeSet<String>,
+    /// The flavor's numbered or suffixed groups (`resources1:…`, `trait_gpu:…`) by suffix,
+    /// zeros kept (Nova counts a group of zeros among the flavor's suffixed groups).
+    pub numbered: BTreeMap<String, RequestGroup>,
     /// `group_policy` (`none` or `isolate`).
     pub group_policy: Option<String>,
     /// The image's `traits_required`.
@@ -56,46 +58,39 @@ impl ResourceSpecs {
             let Some((prefix, suffix, name)) = split_key(key) else {
                 continue;
             };
-            if let Some(suffix) = suffix {
-                specs.numbered_groups.insert(suffix.to_string());
-            }
-            match prefix {
-                "resources" => {
-                    check_class(&path, name)?;
-                    let n = amount(&path, value)?;
-                    if suffix.is_none() {
-                        specs.resources.insert(name.to_string(), n);
-                    }
+            let (resources, required, forbidden) = match suffix {
+                None => (
+                    &mut specs.resources,
+                    &mut specs.required_traits,
+                    &mut specs.forbidden_traits,
+                ),
+                Some(suffix) => {
+                    let g = specs
+                        .numbered
+                        .entry(suffix.to_string())
+                        .or_insert_with(|| RequestGroup::flavor(suffix));
+                    (
+                        &mut g.resources,
+                        &mut g.required_traits,
+                        &mut g.forbidden_traits,
+                    )
                 }
-                _ => {
-                    let required = one_of(&path, value, &["required", "forbidden"])? == "required";
-                    if suffix.is_none() {
-                        let set = if required {
-                            &mut specs.required_traits
-                        } else {
-                            &mut specs.forbidden_traits
-                        };
-                        set.insert(name.to_string());
-                    }
-                }
+            };
+            if prefix == "resources" {
+                check_class(&path, name)?;
+                resources.insert(name.to_string(), amount(&path, value)?);
+            } else if one_of(&path, value, &["required", "forbidden"])? == "required" {
+                required.insert(name.to_string());
+            } else {
+                forbidden.insert(name.to_string());
             }
         }
         Ok(specs)
     }
 
-    /// Why Parasol cannot express this request, if it cannot.
-    pub fn unsupported(&self) -> Option<String> {
-        let mut reasons = self.features.unsupported.clone();
-        if !self.numbered_groups.is_empty() {
-            let groups: Vec<&str> = self.numbered_groups.iter().map(String::as_str).collect();
-            reasons.insert(
-                0,
-                format!(
-                    "numbered request groups ({}) need nested providers",
-                    groups.join(", ")
-                ),
-            );
-        }
+    /// What Parasol cannot translate into Nova's request (memory encryption), if anything.
+    pub fn untranslatable(&self) -> Option<String> {
+        let reasons = &self.features.untranslatable;
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 }

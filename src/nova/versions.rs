@@ -4,7 +4,7 @@
 use super::error::{CodecError, Result};
 
 /// `nova_object.name` → the major version Nova 34 writes (and this codec reads).
-const MAJORS: [(&str, u32); 25] = [
+const MAJORS: [(&str, u32); 29] = [
     ("Aggregate", 1),
     ("RequestSpec", 1),
     ("Flavor", 1),
@@ -16,6 +16,8 @@ const MAJORS: [(&str, u32); 25] = [
     ("SchedulerLimits", 1),
     ("RequestGroup", 1),
     ("RequestLevelParams", 1),
+    ("InstancePCIRequests", 1),
+    ("InstancePCIRequest", 1),
     ("Instance", 2),
     ("InstanceList", 2),
     ("FlavorPayload", 1),
@@ -30,6 +32,8 @@ const MAJORS: [(&str, u32); 25] = [
     ("InstanceActionVolumeSwapPayload", 1),
     ("InstanceUpdatePayload", 2),
     ("ServiceStatusPayload", 1),
+    ("MetricsPayload", 1),
+    ("MetricPayload", 1),
 ];
 
 /// The major this codec reads for `name`, when it reads that object at all.

@@ -411,6 +411,7 @@ mod tests {
             disabled: false,
             forced_down: false,
             last_seen_ms: 0,
+            measured: None,
         }
     }
 

@@ -149,6 +149,9 @@ pub struct PolicyConfig {
     pub host_name_weights: BTreeMap<String, f64>,
     /// `HostNameWeigher` multiplier (1.0).
     pub host_name_weight_multiplier: f64,
+    /// `FlexWeigher` multiplier (1.0: prefer the host with the most room under Flex's
+    /// estimate; the weigher runs only with `[flex] enabled`).
+    pub flex_weight_multiplier: f64,
     /// `AggregateImagePropertiesIsolation`: only aggregate metadata keys starting with this
     /// namespace and the separator are compared with the image's properties; empty (Nova's
     /// unset default) compares every key. Nova's `[filter_scheduler]` option.
@@ -235,6 +238,7 @@ impl Default for PolicyConfig {
             soft_anti_affinity_weight_multiplier: 1.0,
             host_name_weights: BTreeMap::new(),
             host_name_weight_multiplier: 1.0,
+            flex_weight_multiplier: 1.0,
             aggregate_image_properties_isolation_namespace: String::new(),
             aggregate_image_properties_isolation_separator: ".".into(),
             image_properties_default_architecture: String::new(),

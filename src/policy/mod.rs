@@ -5,7 +5,7 @@
 //! # Layout
 //! - `config`: [`PolicyConfig`] and [`Algorithm`], with Nova's option names and defaults.
 //! - `filters`: the [`Filter`] trait, [`FilterEnv`], and one file per filter.
-//! - `weighers`: the [`Weigher`] trait, Nova's min–max normalisation, and two weighers
+//! - `weighers`: the [`Weigher`] trait, Nova's normalisation (`minval` or the least value to the greatest), and two weighers
 //!   driven by tables (resources; soft server groups with a sign).
 //! - `algorithms`: the papers' placement rules as ranking keys, one file per rule.
 //! - `registry`: name → factory maps that refuse unknown or duplicate names.

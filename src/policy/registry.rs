@@ -208,6 +208,11 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
         r.register(name, factory)
             .expect("built-in filter names are distinct");
     }
+    // Not one of Nova's filters: `all_filters` does not load it; `[flex] enabled` adds it.
+    r.register_outside_alias(filters::FlexFilter::NAME, |_| -> Box<dyn Filter> {
+        Box::new(filters::FlexFilter)
+    })
+    .expect("built-in filter names are distinct");
     r
 }
 
@@ -249,6 +254,11 @@ pub fn builtin_weighers() -> Registry<dyn Weigher> {
     // Not one of Nova's weighers: `all_weighers` does not load it.
     r.register_outside_alias(HostNameWeigher::NAME, |c| -> Box<dyn Weigher> {
         Box::new(HostNameWeigher::new(c))
+    })
+    .expect("built-in weigher names are distinct");
+    // Not one of Nova's either; `[flex] enabled` adds it.
+    r.register_outside_alias(FlexWeigher::NAME, |c| -> Box<dyn Weigher> {
+        Box::new(FlexWeigher::new(c))
     })
     .expect("built-in weigher names are distinct");
     r

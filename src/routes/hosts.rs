@@ -39,6 +39,33 @@ fn placement_view(placement: &PlacementStatus, uuid: &str, used: &Resources) -> 
     (ledger != theirs).then_some(Value::Object(theirs))
 }
 
+/// The host's measured usage (soft state, `table::usage`) per class: the reading, what was
+/// claimed since, when and where from, and whether it still decides (`fresh`); and the
+/// instances with a reading. `null` when no source reported any.
+fn measured_view(host: Option<crate::domain::HostState>, now_ms: i64, max_age_ms: i64) -> Value {
+    let Some(measured) = host.and_then(|h| h.measured) else {
+        return Value::Null;
+    };
+    let classes: Map<String, Value> = measured
+        .classes
+        .iter()
+        .map(|c| {
+            (
+                c.class.name().to_string(),
+                json!({
+                    "value": c.value,
+                    "placed_since": c.placed,
+                    "at_ms": c.at_ms,
+                    "received_ms": c.received_ms,
+                    "source": c.source,
+                    "fresh": c.fresh(now_ms, max_age_ms),
+                }),
+            )
+        })
+        .collect();
+    json!({"classes": classes, "instances": measured.instances.len()})
+}
+
 pub async fn list_hosts(
     scheduler: web::Data<Scheduler>,
     ledger: web::Data<Ledger>,
@@ -58,6 +85,7 @@ pub async fn list_hosts(
     }
     let timeout_ms = scheduler.settings().policy.host_timeout_s as i64 * 1000;
     let now = clock.now_ms();
+    let max_age_ms = scheduler.flex().max_age_ms();
     let list: Vec<Value> = hosts
         .iter()
         .map(|h| {
@@ -100,6 +128,7 @@ pub async fn list_hosts(
                 "num_instances": h.num_instances,
                 "held_moves": held.remove(&h.id.0).unwrap_or_default(),
                 "placement_used": placement_view(&placement, h.uuid(), &h.used),
+                "measured": measured_view(ledger.table().get(h.id), now, max_age_ms),
             })
         })
         .collect();

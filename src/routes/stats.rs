@@ -28,7 +28,35 @@ pub async fn get_stats(
         "expired_claims": stats.expired_claims(),
         "placement": placement.to_json(),
         "hosts": hosts_json(ingest.ledger().table()),
+        "usage": usage_json(&scheduler),
+        "flex": scheduler.flex().to_json(),
     }))
+}
+
+/// Measured usage (soft state): how many hosts have a fresh reading, only expired ones
+/// (decided on their allocations) or none, and the readings taken by source and refused by
+/// reason.
+fn usage_json(scheduler: &Scheduler) -> serde_json::Value {
+    use crate::domain::{UsageRefusal, UsageSource};
+    let table = scheduler.ledger().table();
+    let max_age_ms = scheduler.flex().max_age_ms();
+    let counts = table.usage_counts(scheduler.clock().now_ms(), max_age_ms);
+    let counters = table.usage_counters();
+    let accepted: serde_json::Map<_, _> = UsageSource::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), json!(counters.accepted(*s))))
+        .collect();
+    let refused: serde_json::Map<_, _> = UsageRefusal::ALL
+        .iter()
+        .map(|r| (r.as_str().to_string(), json!(counters.refused(*r))))
+        .collect();
+    json!({
+        "max_age_s": max_age_ms as f64 / 1_000.0,
+        "hosts": {"fresh": counts.fresh, "expired": counts.expired, "none": counts.none},
+        "instances": counts.instances,
+        "accepted": accepted,
+        "refused": refused,
+    })
 }
 
 /// What host registration did beside the usual: compute nodes re-created under a new uuid

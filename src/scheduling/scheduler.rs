@@ -22,6 +22,8 @@ pub struct Scheduler {
     claims: Option<Arc<PlacementClaims>>,
     /// Syncs asked for by requests that found no candidate.
     resync: Arc<Resync>,
+    /// Flex's penalty and classes (`[flex]`, read at start), shared by every backend.
+    flex: Arc<crate::backend::Flex>,
     // Read on every call, written on SIGHUP only; never held across an await.
     active: RwLock<(Arc<Settings>, Arc<Backend>)>,
 }
@@ -63,6 +65,7 @@ impl Scheduler {
         };
         let backend = Backend::start(kind, deps).await?;
         set_event_clock_reset(&ledger, &settings);
+        let flex = crate::backend::Flex::start(&settings, clock.clone())?;
         Ok(Scheduler {
             ledger,
             cloud: Arc::new(crate::cloud::Cloud::new()),
@@ -70,6 +73,7 @@ impl Scheduler {
             clock,
             claims,
             resync,
+            flex,
             active: RwLock::new((settings, Arc::new(backend))),
         })
     }
@@ -90,6 +94,11 @@ impl Scheduler {
     /// Syncs asked for out of turn (the Placement sync loop waits on it).
     pub fn resync(&self) -> &Arc<Resync> {
         &self.resync
+    }
+
+    /// Flex's penalty and classes (`[flex]`).
+    pub fn flex(&self) -> &Arc<crate::backend::Flex> {
+        &self.flex
     }
 
     /// Whether placed instances are claimed in Placement.

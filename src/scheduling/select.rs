@@ -517,6 +517,7 @@ impl Scheduler {
         .map(std::sync::Arc::new);
         let capability_specs =
             CapabilitySpecs::new(&args.spec.flavor.extra_specs).map(std::sync::Arc::new);
+        let flex = self.flex().context(self.clock().now_ms());
         args.spec
             .contexts(&args.instance_uuids)
             .into_iter()
@@ -529,6 +530,7 @@ impl Scheduler {
                 r.image_props = image_props.clone();
                 r.image_id = args.spec.image.as_ref().and_then(|i| i.id.clone());
                 r.flavor_name = args.spec.flavor.name.clone();
+                r.flex = flex.clone();
                 r
             })
             .collect()

@@ -11,11 +11,14 @@
 //! - `parasol_placement_attempts_total{backend}`, `parasol_declines_total{backend,cause}`,
 //!   `parasol_avoidable_declines_total{backend}`: the papers' attempts and declines, by cause.
 //! - `parasol_queries_total{backend}`: host states read.
+//! - `parasol_batch_rounds_total{backend}`, `parasol_batch_size{backend}`,
+//!   `parasol_batch_solve_duration_seconds{backend}`, `parasol_batch_unscheduled_total{backend}`,
+//!   `parasol_batch_fallbacks_total{backend,reason}`: batch placement (`[batch]`).
 //! - `parasol_notifications_total{kind}`, the broker and Placement sync series, and what the
 //!   service registers at start: the RPC server's `parasol_rpc_messages_total{outcome}` and
 //!   the ledger's commits.
 
-use super::{Counts, DeclineCause};
+use super::{BatchFallback, BatchRound, Counts, DeclineCause};
 use parking_lot::Mutex;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -45,6 +48,13 @@ pub struct CauseLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub backend: String,
+    /// A [`BatchFallback`] name.
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     pub kind: String,
 }
@@ -53,6 +63,11 @@ pub struct KindLabel {
 /// PostgreSQL or Placement up to seconds.
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.00005, 2.0, 18))
+}
+
+/// 2 … 8,192 instances, doubling.
+fn size_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(2.0, 2.0, 13))
 }
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -69,6 +84,11 @@ pub struct Metrics {
     declines: Family<CauseLabel, Counter>,
     avoidable_declines: Family<BackendLabel, Counter>,
     queries: Family<BackendLabel, Counter>,
+    batch_rounds: Family<BackendLabel, Counter>,
+    batch_size: Histograms<BackendLabel>,
+    batch_solve: Histograms<BackendLabel>,
+    batch_unscheduled: Family<BackendLabel, Counter>,
+    batch_fallbacks: Family<ReasonLabel, Counter>,
     /// Notifications by outcome (applied, duplicate, dead_letter, unknown).
     pub notifications: Family<KindLabel, Counter>,
     /// 1 while the broker connection is up.
@@ -92,6 +112,9 @@ pub struct Metrics {
     /// Hosts whose usage exceeds what they can give in some class (set when `/metrics` is
     /// read): 0 unless an operator lowered an inventory under what runs there.
     pub oversubscribed_hosts: Gauge,
+    /// Hosts by the state of their measured usage, `state` = `fresh`, `expired` (decided on
+    /// their allocations) or `none` (set when `/metrics` is read).
+    pub usage_hosts: Family<Vec<(String, String)>, Gauge>,
 }
 
 impl Default for Metrics {
@@ -106,6 +129,11 @@ impl Default for Metrics {
             declines: Family::default(),
             avoidable_declines: Family::default(),
             queries: Family::default(),
+            batch_rounds: Family::default(),
+            batch_size: Family::new_with_constructor(size_histogram),
+            batch_solve: Family::new_with_constructor(latency_histogram),
+            batch_unscheduled: Family::default(),
+            batch_fallbacks: Family::default(),
             notifications: Family::default(),
             broker_connected: Gauge::default(),
             placement_sync_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
@@ -117,6 +145,7 @@ impl Default for Metrics {
             placement_claim_seconds: latency_histogram(),
             held_moves: Gauge::default(),
             oversubscribed_hosts: Gauge::default(),
+            usage_hosts: Family::default(),
         };
         m.register_scheduling();
         m.register_placement();
@@ -128,6 +157,11 @@ impl Metrics {
     /// Registers the series of scheduling, host state and notifications.
     fn register_scheduling(&self) {
         let m = self;
+        m.register(
+            "usage_hosts",
+            "Hosts by the state of their measured usage (fresh, expired: decided on allocations, none)",
+            m.usage_hosts.clone(),
+        );
         m.register(
             "held_moves",
             "Moves in progress whose source host still holds the instance's allocation",
@@ -177,6 +211,31 @@ impl Metrics {
             "queries",
             "Host states read (ledger, snapshot or sample)",
             m.queries.clone(),
+        );
+        m.register(
+            "batch_rounds",
+            "Batches solved as one min-cost-flow assignment ([batch])",
+            m.batch_rounds.clone(),
+        );
+        m.register(
+            "batch_size",
+            "Instances per solved batch",
+            m.batch_size.clone(),
+        );
+        m.register(
+            "batch_solve_duration_seconds",
+            "Duration of each batch solve (network built and solved)",
+            m.batch_solve.clone(),
+        );
+        m.register(
+            "batch_unscheduled",
+            "Instances a batch solve left unscheduled",
+            m.batch_unscheduled.clone(),
+        );
+        m.register(
+            "batch_fallbacks",
+            "Calls placed one instance at a time although [batch] asked for a batch, by reason (too_large, solve_timeout, unscheduled, declined, unsupported)",
+            m.batch_fallbacks.clone(),
         );
         m.register(
             "notifications",
@@ -246,6 +305,11 @@ pub(super) struct BackendMetrics {
     avoidable_declines: Counter,
     queries: Counter,
     pub(super) placement_claim: Histogram,
+    batch_rounds: Counter,
+    batch_size: Histogram,
+    batch_solve: Histogram,
+    batch_unscheduled: Counter,
+    batch_fallbacks: [Counter; BatchFallback::ALL.len()],
 }
 
 impl BackendMetrics {
@@ -275,6 +339,17 @@ impl BackendMetrics {
 
     pub(super) fn claim(&self, us: u64) {
         self.claim_duration.observe(us as f64 / 1e6);
+    }
+
+    pub(super) fn batch_round(&self, r: &BatchRound) {
+        self.batch_rounds.inc();
+        self.batch_size.observe(r.size as f64);
+        self.batch_solve.observe(r.solve_us as f64 / 1e6);
+        self.batch_unscheduled.inc_by(r.unscheduled);
+    }
+
+    pub(super) fn batch_fallback(&self, reason: BatchFallback) {
+        self.batch_fallbacks[reason as usize].inc();
     }
 }
 
@@ -316,6 +391,17 @@ impl Metrics {
             avoidable_declines: get(&self.avoidable_declines, &b),
             queries: get(&self.queries, &b),
             placement_claim: self.placement_claim_seconds.clone(),
+            batch_rounds: get(&self.batch_rounds, &b),
+            batch_size: get(&self.batch_size, &b),
+            batch_solve: get(&self.batch_solve, &b),
+            batch_unscheduled: get(&self.batch_unscheduled, &b),
+            batch_fallbacks: BatchFallback::ALL.map(|reason| {
+                let label = ReasonLabel {
+                    backend: backend.to_string(),
+                    reason: reason.as_str(),
+                };
+                get(&self.batch_fallbacks, &label)
+            }),
         }
     }
 
@@ -337,6 +423,13 @@ impl Metrics {
                 kind: kind.to_string(),
             })
             .inc_by(n);
+    }
+
+    /// Sets the number of hosts whose measured usage is in `state`.
+    pub fn set_usage_hosts(&self, state: &str, hosts: usize) {
+        self.usage_hosts
+            .get_or_create(&vec![("state".to_string(), state.to_string())])
+            .set(hosts as i64);
     }
 
     /// The repair counter of one kind.

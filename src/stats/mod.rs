@@ -5,10 +5,13 @@
 //! # Layout
 //! - `window`: the sliding window of recent counters and latencies.
 //! - `metrics`: the Prometheus registry the counters live in.
+//! - `batch`: batch placement's rounds, sizes, solve times and fallbacks (`[batch]`).
 
+mod batch;
 mod metrics;
 mod window;
 
+pub use batch::{BatchFallback, BatchRound};
 pub use metrics::Metrics;
 /// Re-exported so that other parts can build the metrics they register in [`Metrics`].
 pub use prometheus_client;
@@ -148,6 +151,7 @@ struct Inner {
     /// Per claim.
     claim_us: Histogram<u64>,
     window: Window,
+    batch: batch::BatchTotals,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -176,6 +180,18 @@ impl BackendStats {
                 .record(us.saturating_sub(delta.claim_us).max(1));
         }
         inner.window.record(now, &delta, latency_us);
+    }
+
+    /// Records one solved batch (`[batch]`).
+    pub fn record_batch_round(&self, round: BatchRound) {
+        self.metrics.batch_round(&round);
+        self.inner.lock().batch.round(round);
+    }
+
+    /// Records a call placed one instance at a time although `[batch]` asked for a batch.
+    pub fn record_batch_fallback(&self, reason: BatchFallback) {
+        self.metrics.batch_fallback(reason);
+        self.inner.lock().batch.fallback(reason);
     }
 
     /// Records the duration of one ledger claim.
@@ -233,6 +249,7 @@ impl BackendStats {
         obj.insert("window".into(), Value::Object(window));
         obj.insert("decide_latency_ms".into(), percentiles(&inner.decide_us));
         obj.insert("claim_latency_ms".into(), percentiles(&inner.claim_us));
+        obj.insert("batch".into(), inner.batch.to_json());
         obj.insert("params".into(), Value::Object(self.params.lock().clone()));
         Value::Object(obj)
     }
@@ -316,6 +333,7 @@ impl Stats {
                         decide_us: histogram(),
                         claim_us: histogram(),
                         window: Window::new(self.window_ms),
+                        batch: batch::BatchTotals::default(),
                     }),
                     params: Mutex::new(Map::new()),
                 })

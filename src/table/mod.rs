@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod events;
+mod usage;
 pub use events::{EventOrder, HostCounters};
+pub use usage::{Amount, NodeRef, UsageCounters, UsageCounts, UsageReading};
 
 /// What a reserve came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,6 +167,8 @@ pub struct HostTable {
     announced: parking_lot::Mutex<HashMap<String, i64>>,
     /// The order of each host's host-state events, and the registration counters.
     events: events::EventClocks,
+    /// What became of the usage readings (`table::usage`).
+    usage: UsageCounters,
 }
 
 impl std::fmt::Debug for HostTable {
@@ -295,6 +299,7 @@ impl HostTable {
                     disabled,
                     forced_down: h.forced_down,
                     last_seen_ms,
+                    measured: None,
                 })
             })
             .collect();
@@ -501,6 +506,9 @@ impl HostTable {
             h.used = h.used - *demand;
             h.num_instances = (h.num_instances - 1).max(0);
             h.num_io_ops = (h.num_io_ops - 1).max(0);
+            if let Some(measured) = &mut h.measured {
+                Arc::make_mut(measured).remove_placed(demand);
+            }
             inner.touch(slot);
         }
     }

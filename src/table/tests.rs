@@ -23,6 +23,7 @@ fn row(id: i64, name: &str, vcpu: i64, used_vcpu: i64) -> HostState {
         disabled: false,
         forced_down: false,
         last_seen_ms: 0,
+        measured: None,
     }
 }
 

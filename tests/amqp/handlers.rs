@@ -448,3 +448,59 @@ on_both_engines!(
     nova_api_s_aggregate_fanouts_reach_the_scheduler_s_aggregates,
     super::nova_api_s_aggregate_fanouts_reach_the_scheduler_s_aggregates
 );
+
+/// Measured usage through the consumer (issue 45): the host-state event's `usage` block and
+/// Nova's `metrics.update` reach the table's soft state; a reading above the class's total
+/// is refused and counted while its event's registration applies.
+async fn measured_usage_reaches_the_table_and_a_bad_reading_is_refused(engine: &str) {
+    use parasol::domain::{ClassId, UsageSource};
+    let (s, p) = start(engine).await;
+    p.notify(&host_state("compute1", 8, 16384, 100, true, false))
+        .await;
+    s.wait_settled(1).await;
+    let vcpu = |s: &Service| {
+        let h = s.ledger().table().by_name("compute1", None).expect("host");
+        let m = h.measured.expect("a reading");
+        let c = m.class(ClassId::VCPU).expect("VCPU").clone();
+        (c.value, c.source)
+    };
+    assert_eq!(vcpu(&s), (0.5, UsageSource::HostState));
+
+    let mut too_much = host_state("compute1", 8, 16384, 100, true, false);
+    too_much["timestamp"] = serde_json::json!("2026-11-25 21:13:17.000000");
+    too_much["payload"]["usage"] = serde_json::json!({"VCPU": 9});
+    p.notify(&too_much).await;
+    s.wait_settled(2).await;
+    assert_eq!(
+        s.count("applied"),
+        2,
+        "the registration applies: {}",
+        s.counts()
+    );
+    assert_eq!(vcpu(&s), (0.5, UsageSource::HostState), "the reading stays");
+    let (_, stats) = s.get_json("/v1/stats").await;
+    assert_eq!(stats["usage"]["refused"]["above_total"], 1, "{stats}");
+
+    let metric = serde_json::json!({"nova_object.name": "MetricPayload",
+        "nova_object.namespace": "nova", "nova_object.version": "1.0",
+        "nova_object.data": {"name": "cpu.percent", "value": 50, "numa_membw_values": null,
+                             "timestamp": "2026-11-25T21:13:18Z", "source": "fake.FakeDriver"}});
+    let metrics_update = serde_json::json!({"message_id": new_id(),
+        "publisher_id": "nova-compute:compute1", "event_type": "metrics.update",
+        "priority": "INFO", "timestamp": "2026-11-25 21:13:18.000000",
+        "payload": {"nova_object.name": "MetricsPayload", "nova_object.namespace": "nova",
+            "nova_object.version": "1.0",
+            "nova_object.data": {"host": "compute1", "host_ip": "10.0.0.2",
+                                 "nodename": "compute1", "metrics": [metric]}}});
+    p.notify(&metrics_update).await;
+    s.wait_settled(3).await;
+    assert_eq!(vcpu(&s), (4.0, UsageSource::NovaMetrics), "50 % of 8 VCPU");
+    assert_eq!(s.count("applied"), 3, "{}", s.counts());
+    let (_, stats) = s.get_json("/v1/stats").await;
+    assert_eq!(stats["usage"]["accepted"]["nova_metrics"], 1, "{stats}");
+    assert_eq!(stats["usage"]["accepted"]["host_state"], 1, "{stats}");
+}
+on_both_engines!(
+    measured_usage_reaches_the_table_and_a_bad_reading_is_refused,
+    super::measured_usage_reaches_the_table_and_a_bad_reading_is_refused
+);

@@ -3,13 +3,17 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../support/venv.rs"]
+mod venv;
 
 mod apsr;
 mod auth;
 mod backends;
 mod bad_input;
+mod batch;
 mod claim_ttl;
 mod concurrency;
+mod flex;
 mod helpers;
 mod host_events;
 mod metrics;

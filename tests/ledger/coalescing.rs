@@ -69,6 +69,7 @@ fn host_state(rng: &mut impl Rng, h: usize) -> HostEvent {
         traits,
         aggregates: Vec::new(),
         usage: None,
+        instance_usage: None,
     })
 }
 

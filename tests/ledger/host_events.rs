@@ -56,6 +56,7 @@ fn state(host: &str, uuid: &str, vcpu: i64, at: Option<&str>) -> Notification {
             traits: Vec::new(),
             aggregates: Vec::new(),
             usage: None,
+            instance_usage: None,
         }),
     }
 }

@@ -6,14 +6,18 @@ import sys
 import nova.conf
 from nova import objects
 from nova.scheduler import weights
-from nova.scheduler.weights import compute, cross_cell, hypervisor_version, image_props
-from nova.scheduler.weights import metrics, num_instances, pci
+from nova.scheduler.weights import compute, cpu, cross_cell, disk, hypervisor_version
+from nova.scheduler.weights import image_props, io_ops, metrics, num_instances, pci, ram
 from nova.tests.unit.scheduler import fakes
 
 objects.register_all()
 CONF = nova.conf.CONF
 
 WEIGHERS = {
+    "RAMWeigher": ram.RAMWeigher,
+    "CPUWeigher": cpu.CPUWeigher,
+    "DiskWeigher": disk.DiskWeigher,
+    "IoOpsWeigher": io_ops.IoOpsWeigher,
     "BuildFailureWeigher": compute.BuildFailureWeigher,
     "CrossCellWeigher": cross_cell.CrossCellWeigher,
     "HypervisorVersionWeigher": hypervisor_version.HypervisorVersionWeigher,
@@ -47,6 +51,12 @@ def main():
                 "hypervisor_version": h["hypervisor_version"],
                 "num_instances": h["num_instances"],
                 "cell_uuid": h["cell_uuid"],
+                "num_io_ops": h["num_io_ops"],
+                "free_ram_mb": h["free_ram_mb"],
+                "vcpus_total": h["vcpus_total"],
+                "vcpus_used": h["vcpus_used"],
+                "cpu_allocation_ratio": 1.0,
+                "free_disk_mb": h["free_disk_mb"],
             })
             host.pci_stats = Pools(h["pci_free"])
             host.aggregates = []

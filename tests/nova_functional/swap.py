@@ -139,6 +139,10 @@ class ExternalScheduler:
                           "repair_grace_s": REPAIR_GRACE_S},
             "nova_db": nova_db_section(self._test),
         }
+        # `[batch] mode` to run the tests with (issue 44: they must pass with "call" too).
+        batch_mode = os.environ.get("PARASOL_NF_BATCH_MODE")
+        if batch_mode:
+            sections["batch"] = {"mode": batch_mode}
         return parasol_config.toml(sections), record
 
     def start(self):

@@ -398,7 +398,7 @@ def cases():
         ('a numbered request group is out of scope', {},
          spec(F(extra_specs={'resources1:CUSTOM_FPGA': '1',
                              'trait1:CUSTOM_FAST': 'required'})),
-         'numbered request group'),
+         "request group '1'"),
         ('a port resource request is out of scope', {},
          spec(requested_resources=[port_group()]), 'requested_resources'),
         ('same_subtree is out of scope', {},

@@ -291,10 +291,10 @@ fn malformed_notifications() -> Vec<(&'static str, Value, &'static str)> {
             "payload.inventory.VCPU.allocation_ratio",
         ),
         (
-            "negative usage",
+            "usage not a number",
             notification(
                 HOST_STATE_EVENT,
-                json!({"host": "h", "compute_node_uuid": NODE, "usage": {"VCPU": -1}}),
+                json!({"host": "h", "compute_node_uuid": NODE, "usage": {"VCPU": "1"}}),
             ),
             "payload.usage.VCPU",
         ),
@@ -526,4 +526,62 @@ fn a_message_is_recorded_under_its_oslo_timestamp_or_none() {
     ] {
         assert_eq!(with(odd).sent_at(), "", "{odd:?}");
     }
+}
+
+/// The shape of Nova's `metrics-update.json` sample (the real payload, made by Nova's own
+/// objects, is decoded in `tests/api/flex.rs`).
+fn metrics_update(value: Value) -> Value {
+    let metric = |name: &str, value: Value| {
+        json!({"nova_object.name": "MetricPayload", "nova_object.namespace": "nova",
+               "nova_object.version": "1.0",
+               "nova_object.data": {"name": name, "value": value, "numa_membw_values": null,
+                                    "timestamp": "2026-12-02T07:50:00Z",
+                                    "source": "fake.FakeDriver"}})
+    };
+    notification(
+        "metrics.update",
+        json!({"nova_object.name": "MetricsPayload", "nova_object.namespace": "nova",
+               "nova_object.version": "1.0",
+               "nova_object.data": {"host": "compute", "host_ip": "10.0.0.2",
+                                    "nodename": "fake-mini",
+                                    "metrics": [metric("cpu.frequency", json!(800)),
+                                                metric("cpu.percent", value)]}}),
+    )
+}
+
+#[test]
+fn metrics_update_decodes_each_metric_with_its_time() {
+    let n = Notification::from_inner(&metrics_update(json!(7))).unwrap();
+    let HostEvent::Metrics(p) = n.event else {
+        panic!("not metrics: {:?}", n.event)
+    };
+    assert_eq!(
+        (p.host.as_str(), p.nodename.as_str()),
+        ("compute", "fake-mini")
+    );
+    assert_eq!(p.metrics.len(), 2);
+    let cpu = p.metric("cpu.percent").unwrap();
+    assert_eq!(cpu.value, 7.0);
+    assert_eq!(cpu.at_ms, crate::nova::time_ms("2026-12-02 07:50:00"));
+    assert!(cpu.at_ms.is_some());
+    // A value that is no number is a decode error naming the field.
+    let err = Notification::from_inner(&metrics_update(json!("x"))).unwrap_err();
+    assert!(
+        err.to_string().contains("payload.metrics[1].value"),
+        "{err}"
+    );
+}
+
+#[test]
+fn instance_usage_is_decoded_per_instance_uuid() {
+    let mut v = host_state();
+    v["payload"]["instance_usage"] = json!({I1: {"VCPU": 0.5, "MEMORY_MB": -1}});
+    let HostEvent::HostState(p) = Notification::from_inner(&v).unwrap().event else {
+        panic!("not a host state")
+    };
+    // Values are the usage table's to judge: a negative one decodes.
+    assert_eq!(p.instance_usage.unwrap()[I1]["MEMORY_MB"], -1.0);
+    v["payload"]["instance_usage"] = json!({"not-a-uuid": {"VCPU": 0.5}});
+    let err = Notification::from_inner(&v).unwrap_err().to_string();
+    assert!(err.contains("payload.instance_usage.not-a-uuid"), "{err}");
 }

@@ -16,6 +16,7 @@ mod capacity;
 mod compute;
 mod compute_capabilities;
 mod different_host;
+mod flex;
 mod force_hosts;
 mod ignore_hosts;
 mod image_properties;
@@ -46,6 +47,9 @@ pub use compute::heard_from_recently;
 pub use compute::ComputeFilter;
 pub use compute_capabilities::ComputeCapabilitiesFilter;
 pub use different_host::DifferentHostFilter;
+#[cfg(test)]
+pub(crate) use flex::tests as flex_testing;
+pub use flex::FlexFilter;
 pub use force_hosts::ForceHostsFilter;
 pub use ignore_hosts::IgnoreHostsFilter;
 pub use image_properties::ImagePropertiesFilter;

@@ -700,8 +700,10 @@ impl Policy {
         // (column, min, range, multiplier).
         let mut used = [(0, 0.0, 1.0, 0.0); SCAN_WEIGHERS];
         let mut n_used = 0;
-        for (c, &(_, multiplier)) in columns.iter().enumerate() {
-            let (min, range) = (lo[c], hi[c] - lo[c]);
+        for (c, &(value, multiplier)) in columns.iter().enumerate() {
+            // Nova's `minval` when the weigher has one, else the least value.
+            let min = value.minval().unwrap_or(lo[c]);
+            let range = hi[c] - min;
             if range.is_nan() || range <= 0.0 || range.is_infinite() {
                 continue;
             }
@@ -779,7 +781,12 @@ impl Policy {
         }
         for (column, &k) in active.iter().enumerate() {
             let values = &raw[column * n..(column + 1) * n];
-            add_normalised(values, self.weighers[k].multiplier(), weights);
+            add_normalised(
+                values,
+                self.weighers[k].multiplier(),
+                self.weighers[k].minval(),
+                weights,
+            );
         }
         for (s, w) in scored.iter_mut().zip(weights.iter()) {
             s.score = canonical(*w);

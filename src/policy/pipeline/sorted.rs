@@ -5,7 +5,7 @@
 //! the score of the cursors' values bounds its score).
 //!
 //! The answer is the one [`Policy::rank_scan`] gives, bit for bit: scores are computed with the
-//! scan's own arithmetic (Nova's min–max normalisation over the hosts that pass, column after
+//! scan's own arithmetic (Nova's normalisation over the hosts that pass (`minval` or the least value to the greatest), column after
 //! column), the bound with the same arithmetic (each step is monotone in the value, so the
 //! bound is exact, not approximate), ties are broken by host order as the scan breaks them,
 //! and the pick draws from the RNG exactly as the scan draws. When the proof does not close
@@ -612,8 +612,9 @@ impl<'a> Walk<'a> {
         ok
     }
 
-    /// The columns that add to a score, with Nova's normalisation bounds (the highest and
-    /// lowest value among the hosts that pass), and their number; `None` when the walk gives
+    /// The columns that add to a score, with Nova's normalisation bounds (the highest value
+    /// among the hosts that pass, and the weigher's `minval` or else the lowest), and their
+    /// number; `None` when the walk gives
     /// up (an order the index does not hold, no host passes, or the budget is spent).
     fn columns(
         &self,
@@ -645,6 +646,8 @@ impl<'a> Walk<'a> {
             } else {
                 (best, worst)
             };
+            // Nova's `minval` when the weigher has one, else the least value.
+            let lo = value.minval().unwrap_or(lo);
             let range = hi - lo;
             // The scan skips such a column: it adds nothing to any score.
             if range.is_nan() || range <= 0.0 || range.is_infinite() {

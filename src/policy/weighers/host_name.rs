@@ -128,7 +128,7 @@ mod tests {
         let req = request();
         let raw: Vec<f64> = (1..=3).map(|id| w.weigh(&host(id), &req)).collect();
         let mut scores = vec![0.0; 3];
-        add_normalised(&raw, w.multiplier(), &mut scores);
+        add_normalised(&raw, w.multiplier(), w.minval(), &mut scores);
         assert_eq!(scores, [1.0, 40.0 / 90.0, 0.0]);
     }
 }

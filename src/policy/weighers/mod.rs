@@ -10,6 +10,7 @@
 //! row has its own unit test.
 
 mod cross_cell;
+mod flex;
 mod host_name;
 mod idle;
 mod node_record;
@@ -17,6 +18,7 @@ mod resource;
 mod soft_affinity;
 
 pub use cross_cell::CrossCellWeigher;
+pub use flex::FlexWeigher;
 pub use host_name::HostNameWeigher;
 pub use idle::IdleWeigher;
 pub use node_record::{NodeRecordWeigher, NodeRecordWeigherSpec, NODE_RECORD_WEIGHERS};
@@ -45,16 +47,23 @@ pub trait Weigher: Send + Sync {
     fn scan_value(&self) -> Option<HostValue> {
         None
     }
+    /// Nova's `minval` of the weigher (`None`: the least raw value among the hosts is the low
+    /// end of the normalisation); raw values are already at least this much.
+    fn minval(&self) -> Option<f64> {
+        None
+    }
 }
 
-/// Nova's handler for one weigher: min–max normalises `raw` to [0, 1] (all equal → 0),
+/// Nova's handler for one weigher: normalises `raw` to [0, 1] between `minval` (when the
+/// weigher sets one, else the least raw value) and the greatest raw value (all equal → 0),
 /// multiplies by `multiplier` and adds the result to `scores`, element by element.
-pub fn add_normalised(raw: &[f64], multiplier: f64, scores: &mut [f64]) {
+pub fn add_normalised(raw: &[f64], multiplier: f64, minval: Option<f64>, scores: &mut [f64]) {
     let (min, max) = raw
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
             (lo.min(v), hi.max(v))
         });
+    let min = minval.unwrap_or(min);
     let range = max - min;
     if range.is_nan() || range <= 0.0 || range.is_infinite() {
         return;
@@ -90,7 +99,7 @@ mod tests {
         ];
         for (name, raw, multiplier, want) in cases {
             let mut scores = vec![0.0; raw.len()];
-            add_normalised(raw, multiplier, &mut scores);
+            add_normalised(raw, multiplier, None, &mut scores);
             assert_eq!(scores, want, "{name}");
         }
     }
@@ -98,7 +107,7 @@ mod tests {
     #[test]
     fn normalisation_adds_to_existing_scores() {
         let mut scores = vec![1.0, 1.0];
-        add_normalised(&[0.0, 1.0], 2.0, &mut scores);
+        add_normalised(&[0.0, 1.0], 2.0, None, &mut scores);
         assert_eq!(scores, [1.0, 3.0]);
     }
 }

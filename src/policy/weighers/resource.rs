@@ -24,29 +24,47 @@ pub enum HostValue {
 }
 
 impl HostValue {
-    /// The value of `host`.
+    /// Nova's `minval` of the weigher that reads this value (`RAMWeigher`, `CPUWeigher`,
+    /// `DiskWeigher` and `IoOpsWeigher` set `minval = 0`; `NumInstancesWeigher` none): a raw
+    /// value below it counts as it, and it is the low end of the normalisation instead of the
+    /// least value among the hosts (`nova/weights.py`, `normalize`). A host over its capacity
+    /// (negative free memory) weighs as an empty one would not: as 0.
+    #[inline]
+    pub const fn minval(self) -> Option<f64> {
+        match self {
+            HostValue::FreeMemoryMb
+            | HostValue::FreeVcpu
+            | HostValue::FreeDiskGb
+            | HostValue::IoOps => Some(0.0),
+            HostValue::Instances => None,
+        }
+    }
+
+    /// The value of `host`, raised to [`HostValue::minval`].
     #[inline]
     pub fn of(self, host: &HostState) -> f64 {
-        match self {
+        let v = match self {
             HostValue::FreeMemoryMb => host.free().memory_mb() as f64,
             HostValue::FreeVcpu => host.free().vcpu() as f64,
             HostValue::FreeDiskGb => host.free().disk_gb() as f64,
             HostValue::IoOps => host.num_io_ops as f64,
-            HostValue::Instances => host.num_instances as f64,
-        }
+            HostValue::Instances => return host.num_instances as f64,
+        };
+        v.max(0.0)
     }
 
     /// The same value read from the host's scan row (equal to [`HostValue::of`] for a row
     /// built from that host).
     #[inline]
     pub fn of_scan(self, row: &HostScan) -> f64 {
-        match self {
+        let v = match self {
             HostValue::FreeMemoryMb => row.free(ClassId::MEMORY_MB.index()) as f64,
             HostValue::FreeVcpu => row.free(ClassId::VCPU.index()) as f64,
             HostValue::FreeDiskGb => row.free(ClassId::DISK_GB.index()) as f64,
             HostValue::IoOps => row.num_io_ops as f64,
-            HostValue::Instances => row.num_instances as f64,
-        }
+            HostValue::Instances => return row.num_instances as f64,
+        };
+        v.max(0.0)
     }
 }
 
@@ -143,6 +161,10 @@ impl Weigher for ResourceWeigher {
 
     fn scan_value(&self) -> Option<HostValue> {
         Some(self.spec.value)
+    }
+
+    fn minval(&self) -> Option<f64> {
+        self.spec.value.minval()
     }
 }
 

@@ -1,0 +1,265 @@
+//! `[usage]` (measured usage as soft state) and `[flex]` (usage-aware admission, Flex, seed
+//! 002; issue 45): the service's keys around the controller's constants of
+//! `control::FlexParams`, whose defaults and checks they use.
+
+use super::ConfigError;
+use crate::control::FlexParams;
+use crate::domain::{is_valid_class_name, ClassId};
+use crate::policy::{filters::FlexFilter, weighers::FlexWeigher, PolicyConfig};
+use serde::{Deserialize, Serialize};
+
+/// The longest `[usage] max_age_s` (a day).
+const MAX_AGE_S: f64 = 86_400.0;
+
+/// `[usage]`: how long a measured reading decides anything.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageSettings {
+    /// Seconds after which a reading is expired: decisions fall back to the allocations.
+    /// 180 s: three of nova-compute's resource updates (60 s each).
+    pub max_age_s: f64,
+}
+
+impl Default for UsageSettings {
+    fn default() -> Self {
+        UsageSettings { max_age_s: 180.0 }
+    }
+}
+
+impl UsageSettings {
+    /// `max_age_s` in ms.
+    pub fn max_age_ms(&self) -> i64 {
+        (self.max_age_s * 1_000.0).round() as i64
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.max_age_s.is_finite() && self.max_age_s >= 0.001 && self.max_age_s <= MAX_AGE_S) {
+            return Err(ConfigError::key(
+                "usage.max_age_s",
+                format!(
+                    "must be a number of seconds from 0.001 to {MAX_AGE_S}, not {}",
+                    self.max_age_s
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `[flex]`: Flex's filter, weigher and penalty controller.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlexSettings {
+    /// Adds `FlexFilter` and `FlexWeigher` to the pipeline (unless named there) and runs the
+    /// penalty controller. Off by default: decisions on allocations only, as Nova.
+    pub enabled: bool,
+    /// The classes Flex judges, each on its own measured usage.
+    pub classes: Vec<String>,
+    pub p_start: f64,
+    pub p_min: f64,
+    pub p_max: f64,
+    pub alpha: f64,
+    pub beta: f64,
+    pub qos_target: f64,
+    pub update_period_s: f64,
+}
+
+impl Default for FlexSettings {
+    fn default() -> Self {
+        let p = FlexParams::default();
+        FlexSettings {
+            enabled: false,
+            classes: vec!["VCPU".into(), "MEMORY_MB".into()],
+            p_start: p.p_start,
+            p_min: p.p_min,
+            p_max: p.p_max,
+            alpha: p.alpha,
+            beta: p.beta,
+            qos_target: p.qos_target,
+            update_period_s: p.update_period_ms as f64 / 1_000.0,
+        }
+    }
+}
+
+impl FlexSettings {
+    /// The controller's constants, checked by `control::FlexParams` (the error names the key).
+    pub fn params(&self) -> Result<FlexParams, ConfigError> {
+        let section = serde_json::json!({
+            "p_start": self.p_start,
+            "p_min": self.p_min,
+            "p_max": self.p_max,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "qos_target": self.qos_target,
+            "update_period_s": self.update_period_s,
+        });
+        // A non-finite number is no JSON number (serde_json writes null): name it here.
+        for (name, value) in section.as_object().into_iter().flatten() {
+            if value.is_null() {
+                return Err(ConfigError::key(
+                    format!("flex.{name}"),
+                    "must be a finite number",
+                ));
+            }
+        }
+        serde_json::from_value(section).map_err(|e| ConfigError::Invalid(format!("[flex] {e}")))
+    }
+
+    /// The classes, interned (valid names: checked by [`Self::validate`]).
+    pub fn class_ids(&self) -> Vec<ClassId> {
+        self.classes
+            .iter()
+            .filter_map(|name| ClassId::intern(name).ok())
+            .collect()
+    }
+
+    pub fn validate(&self, policy: &PolicyConfig) -> Result<(), ConfigError> {
+        self.params()?;
+        if self.classes.is_empty() {
+            return Err(ConfigError::key(
+                "flex.classes",
+                "must name at least one class",
+            ));
+        }
+        for (i, name) in self.classes.iter().enumerate() {
+            if !is_valid_class_name(name) {
+                return Err(ConfigError::key(
+                    "flex.classes",
+                    format!(
+                        "{name:?} is not a resource class (a standard class or CUSTOM_[A-Z0-9_]+)"
+                    ),
+                ));
+            }
+            if self.classes[..i].contains(name) {
+                return Err(ConfigError::key(
+                    "flex.classes",
+                    format!("names {name} twice"),
+                ));
+            }
+        }
+        if !self.enabled {
+            let named = |list: &[String], name: &str| {
+                list.iter().any(|n| n.rsplit('.').next() == Some(name))
+            };
+            for (key, list, name) in [
+                (
+                    "policy.enabled_filters",
+                    &policy.enabled_filters,
+                    FlexFilter::NAME,
+                ),
+                (
+                    "policy.weight_classes",
+                    &policy.weight_classes,
+                    FlexWeigher::NAME,
+                ),
+            ] {
+                if named(list, name) {
+                    return Err(ConfigError::key(
+                        key,
+                        format!("names {name}, which needs [flex] enabled = true"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `policy` with Flex's filter and weigher added when Flex is on and they are not
+    /// named: the filter after the others, the weigher last.
+    pub fn policy(&self, policy: &PolicyConfig) -> PolicyConfig {
+        let mut policy = policy.clone();
+        if self.enabled {
+            for (list, name) in [
+                (&mut policy.enabled_filters, FlexFilter::NAME),
+                (&mut policy.weight_classes, FlexWeigher::NAME),
+            ] {
+                if !list.iter().any(|n| n.rsplit('.').next() == Some(name)) {
+                    list.push(name.to_string());
+                }
+            }
+        }
+        policy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flex(toml_text: &str) -> FlexSettings {
+        toml::from_str(toml_text).expect("a [flex] section")
+    }
+
+    #[test]
+    fn defaults_are_off_with_the_controllers_service_constants() {
+        let f = FlexSettings::default();
+        assert!(!f.enabled);
+        assert_eq!(f.params().unwrap(), FlexParams::default());
+        assert_eq!(f.class_ids(), [ClassId::VCPU, ClassId::MEMORY_MB]);
+        f.validate(&PolicyConfig::default()).unwrap();
+        UsageSettings::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_their_key() {
+        let policy = PolicyConfig::default();
+        for (text, key) in [
+            ("p_min = 0.9", "p_min"),
+            ("alpha = 1.0", "alpha"),
+            ("update_period_s = 0", "update_period_s"),
+            ("classes = []", "flex.classes"),
+            ("classes = [\"vcpu\"]", "flex.classes"),
+            ("classes = [\"VCPU\", \"VCPU\"]", "flex.classes"),
+        ] {
+            let err = flex(text).validate(&policy).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        let nan = FlexSettings {
+            beta: f64::NAN,
+            ..FlexSettings::default()
+        };
+        assert!(nan
+            .validate(&policy)
+            .unwrap_err()
+            .to_string()
+            .contains("flex.beta"));
+        for bad in [0.0, -1.0, f64::NAN, 86_401.0] {
+            let err = UsageSettings { max_age_s: bad }.validate().unwrap_err();
+            assert!(err.to_string().contains("usage.max_age_s"), "{err}");
+        }
+    }
+
+    #[test]
+    fn enabled_adds_the_filter_and_the_weigher_once_and_naming_them_needs_it() {
+        let mut policy = PolicyConfig::default();
+        let on = flex("enabled = true");
+        let with = on.policy(&policy);
+        assert_eq!(
+            with.enabled_filters.last().map(String::as_str),
+            Some("FlexFilter")
+        );
+        assert_eq!(
+            with.weight_classes.last().map(String::as_str),
+            Some("FlexWeigher")
+        );
+        assert_eq!(
+            on.policy(&with).enabled_filters,
+            with.enabled_filters,
+            "not twice"
+        );
+        assert_eq!(
+            FlexSettings::default().policy(&policy).enabled_filters,
+            policy.enabled_filters
+        );
+        policy.enabled_filters.push("FlexFilter".into());
+        let err = FlexSettings::default()
+            .validate(&policy)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("policy.enabled_filters") && err.contains("[flex] enabled"),
+            "{err}"
+        );
+        on.validate(&policy).unwrap();
+    }
+}

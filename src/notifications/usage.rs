@@ -1,0 +1,61 @@
+//! The measured usage a message carries, as one reading of the table's soft state
+//! (`table::usage`): the `usage` and `instance_usage` blocks of Parasol's host-state event
+//! (per host and per instance, by class), and the `cpu.percent`
+//! of Nova's `metrics.update` (host CPU only: Nova's `cpu.virt_driver` monitor reports the
+//! node's busy share of its CPU time, an integer percentage).
+
+use crate::domain::UsageSource;
+use crate::nova::{HostEvent, Notification};
+use crate::table::{Amount, NodeRef, UsageReading};
+
+/// Nova's monitor metric of the node's CPU use: (user + kernel + iowait) time over the
+/// whole, since its last reading, in percent.
+const CPU_PERCENT: &str = "cpu.percent";
+
+/// The reading `n` carries, if any. A `metrics.update` without `cpu.percent` is a reading
+/// of no class, which the table refuses as `no_usage` (counted).
+pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
+    match &n.event {
+        HostEvent::HostState(p) => {
+            if p.usage.is_none() && p.instance_usage.is_none() {
+                return None;
+            }
+            Some(UsageReading {
+                node: NodeRef::Uuid(p.compute_node_uuid.clone()),
+                source: UsageSource::HostState,
+                at_ms: n.sent_ms(),
+                classes: p
+                    .usage
+                    .iter()
+                    .flatten()
+                    .map(|(class, v)| (class.clone(), Amount::Units(*v)))
+                    .collect(),
+                instances: p
+                    .instance_usage
+                    .iter()
+                    .flatten()
+                    .map(|(uuid, classes)| {
+                        let classes = classes.iter().map(|(c, v)| (c.clone(), *v)).collect();
+                        (uuid.clone(), classes)
+                    })
+                    .collect(),
+            })
+        }
+        HostEvent::Metrics(p) => {
+            let cpu = p.metric(CPU_PERCENT);
+            Some(UsageReading {
+                node: NodeRef::Name {
+                    host: p.host.clone(),
+                    node: p.nodename.clone(),
+                },
+                source: UsageSource::NovaMetrics,
+                at_ms: cpu.and_then(|m| m.at_ms).or_else(|| n.sent_ms()),
+                classes: cpu
+                    .map(|m| vec![("VCPU".to_string(), Amount::Percent(m.value))])
+                    .unwrap_or_default(),
+                instances: Vec::new(),
+            })
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,459 @@
+//! Measured usage as soft state (issue 45): each host's last reading per resource class,
+//! with its time and source, kept beside the allocations in the live table and never
+//! written to the ledger. A reading is taken whole or refused whole, with a reason that is
+//! counted (`/v1/stats` `usage`, `/metrics` `parasol_usage_readings_total`): unknown host
+//! or class, a negative or non-finite value, a value above the class's total, or a
+//! measurement older than the one held. Expiry is judged where the reading is read
+//! (`domain::ClassUsage::fresh`): an expired reading is kept, but decides nothing.
+
+use super::HostTable;
+use crate::domain::{
+    check_usage_value, ClassId, ClassUsage, HostState, InstanceUsage, UsageError, UsageRefusal,
+    UsageSource,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use std::sync::Arc;
+
+/// Which compute node a reading is of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeRef {
+    /// By compute node (resource provider) uuid.
+    Uuid(String),
+    /// By service host and node name (Nova's `metrics.update` names no uuid).
+    Name { host: String, node: String },
+}
+
+/// A measured amount of one class.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Amount {
+    /// In the class's unit (VCPU, MB, GB).
+    Units(f64),
+    /// A percentage of the class's total (Nova's `cpu.percent`).
+    Percent(f64),
+}
+
+/// One message's usage for one compute node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UsageReading {
+    pub node: NodeRef,
+    pub source: UsageSource,
+    /// When it was measured (ms since the epoch); `None`: when it is received.
+    pub at_ms: Option<i64>,
+    /// Per class name.
+    pub classes: Vec<(String, Amount)>,
+    /// Per instance uuid, per class name (in the class's unit); when present, the host's
+    /// whole list of instances.
+    pub instances: Vec<(String, Vec<(String, f64)>)>,
+}
+
+/// The label of the readings counter: what became of a reading.
+type OutcomeLabel = Vec<(String, String)>;
+
+/// Readings taken by source and refused by reason, shared with `/metrics`.
+#[derive(Clone, Debug, Default)]
+pub struct UsageCounters {
+    /// `parasol_usage_readings_total{outcome, source}`: `outcome` is `accepted` or the
+    /// refusal's reason.
+    pub readings: Family<OutcomeLabel, Counter>,
+}
+
+impl UsageCounters {
+    fn counter(&self, outcome: &str, source: UsageSource) -> Counter {
+        self.readings
+            .get_or_create(&vec![
+                ("outcome".to_string(), outcome.to_string()),
+                ("source".to_string(), source.as_str().to_string()),
+            ])
+            .clone()
+    }
+
+    /// Readings taken from `source`.
+    pub fn accepted(&self, source: UsageSource) -> u64 {
+        self.counter("accepted", source).get()
+    }
+
+    /// Readings refused for `reason`, every source together.
+    pub fn refused(&self, reason: UsageRefusal) -> u64 {
+        UsageSource::ALL
+            .iter()
+            .map(|s| self.counter(reason.as_str(), *s).get())
+            .sum()
+    }
+}
+
+/// How many hosts have a fresh reading, only expired ones, or none, at one time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsageCounts {
+    pub fresh: usize,
+    pub expired: usize,
+    pub none: usize,
+    /// Instances with a reading, over every host.
+    pub instances: usize,
+}
+
+impl HostTable {
+    /// What became of the usage readings so far.
+    pub fn usage_counters(&self) -> &UsageCounters {
+        &self.usage
+    }
+
+    /// Takes `reading` received at `now_ms` whole, or refuses it whole with the reason (the
+    /// table unchanged); either way counted. Returns how many classes it set.
+    pub fn record_usage(&self, reading: &UsageReading, now_ms: i64) -> Result<usize, UsageError> {
+        let taken = self.take_usage(reading, now_ms);
+        let outcome = match &taken {
+            Ok(_) => "accepted",
+            Err(e) => e.reason.as_str(),
+        };
+        self.usage.counter(outcome, reading.source).inc();
+        taken
+    }
+
+    fn take_usage(&self, reading: &UsageReading, now_ms: i64) -> Result<usize, UsageError> {
+        if reading.classes.is_empty() && reading.instances.is_empty() {
+            return Err(UsageError::new(UsageRefusal::NoUsage, "no class measured"));
+        }
+        let at_ms = reading.at_ms.unwrap_or(now_ms);
+        let mut inner = self.inner.write();
+        let slot = match &reading.node {
+            NodeRef::Uuid(uuid) => inner.by_uuid.get(uuid.as_str()).copied(),
+            NodeRef::Name { host, node } => [host, node].into_iter().find_map(|name| {
+                inner.by_host.get(name.as_str()).and_then(|slots| {
+                    slots
+                        .iter()
+                        .copied()
+                        .find(|s| *inner.hosts[*s].profile.node == **node)
+                })
+            }),
+        };
+        let Some(slot) = slot else {
+            return Err(UsageError::new(
+                UsageRefusal::UnknownHost,
+                format!("no compute node {:?}", reading.node),
+            ));
+        };
+        let host = &inner.hosts[slot];
+        let mut measured = host.measured.as_deref().cloned().unwrap_or_default();
+        for (name, amount) in &reading.classes {
+            let (class, total) = class_of(host, name)?;
+            let value = class_value(name, *amount, total)?;
+            if let Some(held) = measured.class(class) {
+                if held.at_ms > at_ms {
+                    return Err(UsageError::new(
+                        UsageRefusal::Older,
+                        format!(
+                            "{name} measured at {at_ms} ms, before the {} ms held",
+                            held.at_ms
+                        ),
+                    ));
+                }
+            }
+            measured.set(ClassUsage {
+                class,
+                value,
+                at_ms,
+                received_ms: now_ms,
+                source: reading.source,
+                placed: 0,
+            });
+        }
+        if !reading.instances.is_empty() {
+            if let Some(held) = measured.instances.iter().find(|i| i.at_ms > at_ms) {
+                return Err(UsageError::new(
+                    UsageRefusal::Older,
+                    format!(
+                        "instances measured at {at_ms} ms, before the {} ms held",
+                        held.at_ms
+                    ),
+                ));
+            }
+            let mut instances = Vec::with_capacity(reading.instances.len());
+            for (uuid, classes) in &reading.instances {
+                let mut values = Vec::with_capacity(classes.len());
+                for (name, value) in classes {
+                    let (class, total) = class_of(host, name)?;
+                    let what = format!("instance {uuid} {name}");
+                    check_usage_value(&what, *value)?;
+                    if *value > total {
+                        return Err(UsageError::new(
+                            UsageRefusal::AboveTotal,
+                            format!("{what} {value} above the host's total {total}"),
+                        ));
+                    }
+                    values.push((class, *value));
+                }
+                instances.push(InstanceUsage {
+                    instance: Arc::from(uuid.as_str()),
+                    at_ms,
+                    source: reading.source,
+                    classes: values,
+                });
+            }
+            measured.instances = instances;
+        }
+        let set = reading.classes.len();
+        inner.hosts[slot].measured = Some(Arc::new(measured));
+        Ok(set)
+    }
+
+    /// How many hosts have a reading younger than `max_age_ms` at `now_ms` in some class,
+    /// only older ones (decided on their allocations), or none.
+    pub fn usage_counts(&self, now_ms: i64, max_age_ms: i64) -> UsageCounts {
+        let inner = self.inner.read();
+        let mut counts = UsageCounts::default();
+        for h in &inner.hosts {
+            match &h.measured {
+                Some(m) if m.any_fresh(now_ms, max_age_ms) => counts.fresh += 1,
+                Some(m) if !m.classes.is_empty() => counts.expired += 1,
+                _ => counts.none += 1,
+            }
+            counts.instances += h.measured.as_ref().map_or(0, |m| m.instances.len());
+        }
+        counts
+    }
+}
+
+/// Class `name`'s measured `amount` in units of a class of `total`, or why it is refused.
+fn class_value(name: &str, amount: Amount, total: f64) -> Result<f64, UsageError> {
+    let value = match amount {
+        Amount::Units(v) => v,
+        Amount::Percent(p) => {
+            check_usage_value(name, p)?;
+            if p > 100.0 {
+                return Err(UsageError::new(
+                    UsageRefusal::AboveTotal,
+                    format!("{name} at {p} %"),
+                ));
+            }
+            p / 100.0 * total
+        }
+    };
+    check_usage_value(name, value)?;
+    if value > total {
+        return Err(UsageError::new(
+            UsageRefusal::AboveTotal,
+            format!("{name} {value} above its total {total}"),
+        ));
+    }
+    Ok(value)
+}
+
+/// The class `name` of `host`, with its total: refused when it is no class or one the host
+/// has no inventory of.
+fn class_of(host: &HostState, name: &str) -> Result<(ClassId, f64), UsageError> {
+    ClassId::lookup(name)
+        .and_then(|class| {
+            host.profile
+                .inventory(class)
+                .map(|inv| (class, inv.total as f64))
+        })
+        .ok_or_else(|| {
+            UsageError::new(
+                UsageRefusal::UnknownClass,
+                format!("{name} is not a class of {}", host.profile.node),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{HostId, HostProfile, Inventory, MeasuredUsage, Resources};
+
+    const UUID: &str = "00000000-0000-4000-8000-000000000001";
+
+    fn table() -> HostTable {
+        let t = HostTable::new();
+        let inv = |total| Inventory {
+            reserved: 2,
+            ..Inventory::of(total)
+        };
+        let profile = HostProfile::new(
+            "cmp1",
+            "cmp1.node",
+            UUID,
+            "nova",
+            vec![(ClassId::VCPU, inv(16)), (ClassId::MEMORY_MB, inv(32_768))],
+        );
+        t.load([HostState::new(HostId(1), Arc::new(profile))]);
+        t
+    }
+
+    fn reading(at_ms: i64, classes: &[(&str, Amount)]) -> UsageReading {
+        UsageReading {
+            node: NodeRef::Uuid(UUID.into()),
+            source: UsageSource::HostState,
+            at_ms: Some(at_ms),
+            classes: classes.iter().map(|(n, a)| (n.to_string(), *a)).collect(),
+            instances: Vec::new(),
+        }
+    }
+
+    fn measured(t: &HostTable) -> Option<Arc<MeasuredUsage>> {
+        t.get(HostId(1)).unwrap().measured
+    }
+
+    #[test]
+    fn a_reading_sets_each_class_with_its_time_and_source() {
+        let t = table();
+        let r = reading(
+            1_000,
+            &[
+                ("VCPU", Amount::Units(4.5)),
+                ("MEMORY_MB", Amount::Units(8192.0)),
+            ],
+        );
+        assert_eq!(t.record_usage(&r, 1_500), Ok(2));
+        let m = measured(&t).unwrap();
+        let vcpu = m.class(ClassId::VCPU).unwrap();
+        assert_eq!(
+            (vcpu.value, vcpu.at_ms, vcpu.received_ms, vcpu.source),
+            (4.5, 1_000, 1_500, UsageSource::HostState)
+        );
+        assert_eq!(m.class(ClassId::MEMORY_MB).unwrap().value, 8192.0);
+        assert_eq!(t.usage_counters().accepted(UsageSource::HostState), 1);
+
+        // Nova's cpu.percent of the node's total, by service host and node name.
+        let nova = UsageReading {
+            node: NodeRef::Name {
+                host: "cmp1".into(),
+                node: "cmp1.node".into(),
+            },
+            source: UsageSource::NovaMetrics,
+            at_ms: Some(2_000),
+            classes: vec![("VCPU".into(), Amount::Percent(25.0))],
+            instances: Vec::new(),
+        };
+        t.record_usage(&nova, 2_000).unwrap();
+        let m = measured(&t).unwrap();
+        let vcpu = m.class(ClassId::VCPU).unwrap();
+        assert_eq!((vcpu.value, vcpu.source), (4.0, UsageSource::NovaMetrics));
+        assert_eq!(
+            m.class(ClassId::MEMORY_MB).unwrap().source,
+            UsageSource::HostState,
+            "each class keeps its own source"
+        );
+    }
+
+    #[test]
+    fn bad_readings_are_refused_whole_with_their_reason_and_counted() {
+        let t = table();
+        t.record_usage(&reading(5_000, &[("VCPU", Amount::Units(1.0))]), 5_000)
+            .unwrap();
+        let before = measured(&t);
+        let mut unknown = reading(6_000, &[("VCPU", Amount::Units(1.0))]);
+        unknown.node = NodeRef::Uuid("00000000-0000-4000-8000-0000000000ff".into());
+        let cases: Vec<(UsageReading, UsageRefusal)> = vec![
+            (unknown, UsageRefusal::UnknownHost),
+            (
+                // The good class first: nothing of the reading is taken.
+                reading(
+                    6_000,
+                    &[
+                        ("MEMORY_MB", Amount::Units(1.0)),
+                        ("VCPU", Amount::Units(-1.0)),
+                    ],
+                ),
+                UsageRefusal::Negative,
+            ),
+            (
+                reading(6_000, &[("VCPU", Amount::Units(f64::NAN))]),
+                UsageRefusal::NotANumber,
+            ),
+            (
+                // Above the total (16), not merely above total − reserved (14).
+                reading(6_000, &[("VCPU", Amount::Units(16.5))]),
+                UsageRefusal::AboveTotal,
+            ),
+            (
+                reading(6_000, &[("VCPU", Amount::Percent(101.0))]),
+                UsageRefusal::AboveTotal,
+            ),
+            (
+                reading(4_999, &[("VCPU", Amount::Units(2.0))]),
+                UsageRefusal::Older,
+            ),
+            (
+                reading(6_000, &[("DISK_GB", Amount::Units(2.0))]),
+                UsageRefusal::UnknownClass,
+            ),
+            (reading(6_000, &[]), UsageRefusal::NoUsage),
+        ];
+        let mut counted = std::collections::HashMap::new();
+        for (r, reason) in cases {
+            let err = t.record_usage(&r, 6_000).unwrap_err();
+            assert_eq!(err.reason, reason, "{err}");
+            assert_eq!(measured(&t), before, "{reason:?} changed nothing");
+            let n = counted.entry(reason).or_insert(0);
+            *n += 1;
+            assert_eq!(t.usage_counters().refused(reason), *n, "{reason:?}");
+        }
+        assert_eq!(t.usage_counters().accepted(UsageSource::HostState), 1);
+        // Total itself is fine.
+        t.record_usage(&reading(6_000, &[("VCPU", Amount::Units(16.0))]), 6_000)
+            .unwrap();
+    }
+
+    #[test]
+    fn counts_tell_fresh_expired_and_unmeasured_hosts_apart() {
+        let t = table();
+        assert_eq!(t.usage_counts(0, 60_000).none, 1);
+        t.record_usage(&reading(1_000, &[("VCPU", Amount::Units(1.0))]), 1_000)
+            .unwrap();
+        assert_eq!(t.usage_counts(61_000, 60_000).fresh, 1);
+        assert_eq!(t.usage_counts(61_001, 60_000).expired, 1);
+    }
+
+    #[test]
+    fn claims_on_the_table_count_on_top_of_the_reading_until_the_next() {
+        let t = table();
+        t.record_usage(&reading(1_000, &[("VCPU", Amount::Units(1.0))]), 1_000)
+            .unwrap();
+        let demand = Resources::new(2, 256, 0);
+        t.reserve(HostId(1), &demand);
+        assert_eq!(
+            measured(&t)
+                .unwrap()
+                .class(ClassId::VCPU)
+                .unwrap()
+                .estimate(),
+            3.0
+        );
+        t.undo(HostId(1), &demand);
+        assert_eq!(
+            measured(&t)
+                .unwrap()
+                .class(ClassId::VCPU)
+                .unwrap()
+                .estimate(),
+            1.0
+        );
+        t.reserve(HostId(1), &demand);
+        t.record_usage(&reading(2_000, &[("VCPU", Amount::Units(3.5))]), 2_000)
+            .unwrap();
+        assert_eq!(
+            measured(&t)
+                .unwrap()
+                .class(ClassId::VCPU)
+                .unwrap()
+                .estimate(),
+            3.5
+        );
+    }
+
+    #[test]
+    fn instance_readings_replace_the_hosts_list() {
+        let t = table();
+        let mut r = reading(1_000, &[]);
+        r.instances = vec![("i-1".into(), vec![("VCPU".into(), 0.5)])];
+        t.record_usage(&r, 1_000).unwrap();
+        assert_eq!(measured(&t).unwrap().instances.len(), 1);
+        r.instances = vec![("i-2".into(), vec![("VCPU".into(), 99.0)])];
+        r.at_ms = Some(2_000);
+        let err = t.record_usage(&r, 2_000).unwrap_err();
+        assert_eq!(err.reason, UsageRefusal::AboveTotal);
+        assert_eq!(&*measured(&t).unwrap().instances[0].instance, "i-1");
+        assert_eq!(t.usage_counts(2_000, 60_000).instances, 1);
+    }
+}
