@@ -4,7 +4,8 @@
 
 use crate::amqp::{run_notification_consumer, BrokerStatus};
 use crate::backend::BuildError;
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::cloud::Cloud;
 use crate::configuration::Settings;
 use crate::ledger::{Ledger, LedgerError};
 use crate::notifications::Ingest;
@@ -68,6 +69,7 @@ impl Handles {
     pub fn rpc_deps(&self) -> RpcDeps {
         RpcDeps {
             scheduler: self.scheduler.clone(),
+            cloud: self.scheduler.cloud().clone(),
             ingest: self.ingest.clone(),
             broker: self.broker.clone(),
             counters: self.rpc.clone(),
@@ -176,6 +178,10 @@ impl Application {
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let data = HttpData {
             scheduler: web::Data::from(scheduler.clone()),
+            ledger: web::Data::new(scheduler.ledger().clone()),
+            stats: web::Data::from(scheduler.stats().clone()),
+            cloud: web::Data::from(scheduler.cloud().clone()),
+            clock: web::Data::from(scheduler.clock().clone()),
             ingest: web::Data::from(ingest.clone()),
             broker: web::Data::from(broker.clone()),
             placement: web::Data::from(placement.clone()),
@@ -387,6 +393,10 @@ async fn own_queue_for_sqlite(
 #[derive(Clone)]
 struct HttpData {
     scheduler: web::Data<Scheduler>,
+    ledger: web::Data<Ledger>,
+    stats: web::Data<Stats>,
+    cloud: web::Data<Cloud>,
+    clock: web::Data<dyn Clock>,
     ingest: web::Data<Ingest>,
     broker: web::Data<BrokerStatus>,
     placement: web::Data<PlacementStatus>,
@@ -418,6 +428,10 @@ fn http_server(
                 routes::connection::limit_pipelining,
             ))
             .app_data(data.scheduler.clone())
+            .app_data(data.ledger.clone())
+            .app_data(data.stats.clone())
+            .app_data(data.cloud.clone())
+            .app_data(data.clock.clone())
             .app_data(data.ingest.clone())
             .app_data(data.broker.clone())
             .app_data(data.placement.clone())

@@ -16,6 +16,10 @@
 //! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
 //! - [`plot`]: every figure's palette, markers, axes and panels.
 
+// As in the service crate (issue 41); the research tools' few longer functions carry a
+// targeted allowance each.
+#![deny(clippy::too_many_lines, clippy::too_many_arguments)]
+
 pub mod datasets;
 pub mod ecsched;
 pub mod fonts;

@@ -91,7 +91,7 @@ async fn wait_applied(client: &reqwest::Client, base: &str, target: u64, limit: 
     seen
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::too_many_lines)]
 pub async fn run_one(
     env: &Env,
     label: &str,

@@ -345,6 +345,7 @@ pub async fn run(spec: SoakSpec) -> anyhow::Result<SoakReport> {
     Ok(report)
 }
 
+#[allow(clippy::too_many_lines)]
 async fn soak(
     spec: &SoakSpec,
     pair: &Arc<Pair>,
@@ -1073,6 +1074,7 @@ async fn malformed_burst(spec: &SoakSpec, cfg: &ServiceConfig) -> anyhow::Result
     ))
 }
 
+#[allow(clippy::too_many_lines)]
 fn markdown(r: &SoakReport) -> String {
     let s = &r.spec;
     let mut out = format!(

@@ -6,6 +6,9 @@
 //! crate so the service crate carries none of it, while both Parasol's integration tests (a
 //! dev-dependency) and `openstack-bench`'s load driver use the one implementation.
 
+// As in the service crate (issue 41).
+#![deny(clippy::too_many_lines, clippy::too_many_arguments)]
+
 use futures::StreamExt;
 use lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueDeclareOptions,

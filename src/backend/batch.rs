@@ -108,21 +108,7 @@ impl Backend {
             return Batched::Fallback(BatchFallback::SolveTimeout);
         }
         if unscheduled > 0 {
-            // On the live table the optimum places as many as any order could: one flavor
-            // makes the slots exact, and the groups are modelled.
-            if self.source.is_live() {
-                tracing::info!(
-                    unscheduled,
-                    instances = n,
-                    "the batch cannot place every instance"
-                );
-                return self.no_valid_host(
-                    counts,
-                    started,
-                    "There are not enough hosts available.".into(),
-                );
-            }
-            return Batched::Fallback(BatchFallback::Unscheduled);
+            return self.unscheduled(unscheduled, n, counts, started);
         }
         let chosen: Vec<&HostState> = assignment
             .hosts
@@ -130,15 +116,7 @@ impl Backend {
             .map(|h| &ranked[h.unwrap_or(0) as usize])
             .collect();
         if let Err(outcome) = self.claim_batch(requests, &chosen, counts).await {
-            return match outcome {
-                Err(e) => {
-                    counts.errors = counts.requests;
-                    deps.stats
-                        .record(*counts, Some(started.elapsed().as_micros() as u64));
-                    Batched::Done(Err(e))
-                }
-                Ok(reason) => Batched::Fallback(reason),
-            };
+            return self.claims_failed(outcome, counts, started);
         }
         counts.attempts += n as u64;
         for (host, req) in chosen.iter().zip(requests) {
@@ -151,25 +129,7 @@ impl Backend {
         // of its cell. An affinity group's later members have none there (the filter keeps
         // only the first member's host, which is selected): nor here.
         let affinity = matches!(group, Some(g) if g.policy == GroupPolicy::Affinity);
-        let mut placed: Vec<Vec<HostState>> = chosen
-            .iter()
-            .enumerate()
-            .map(|(i, &host)| {
-                let cell = self.cell_of(host);
-                let mut selection = vec![host.clone()];
-                if affinity && i > 0 {
-                    return selection;
-                }
-                selection.extend(
-                    ranked
-                        .iter()
-                        .filter(|h| h.id != host.id && self.cell_of(h) == cell)
-                        .take(extra)
-                        .cloned(),
-                );
-                selection
-            })
-            .collect();
+        let mut placed = self.batch_selections(&chosen, &ranked, affinity, extra);
         self.keep_nova_alternates(requests, &mut placed);
         counts.placed = counts.requests;
         deps.stats
@@ -305,6 +265,81 @@ impl Backend {
 
     /// Answers the whole call NoValidHost, as the one-at-a-time path does when its first
     /// instance finds no host.
+    /// The claims of a batch did not all hold: an error answers the call, a fallback reason
+    /// leaves it to the one-at-a-time path.
+    fn claims_failed(
+        &self,
+        outcome: Result<BatchFallback, ScheduleError>,
+        counts: &mut Counts,
+        started: Instant,
+    ) -> Batched {
+        match outcome {
+            Err(e) => {
+                counts.errors = counts.requests;
+                self.deps
+                    .stats
+                    .record(*counts, Some(started.elapsed().as_micros() as u64));
+                Batched::Done(Err(e))
+            }
+            Ok(reason) => Batched::Fallback(reason),
+        }
+    }
+
+    /// Each chosen host with its alternates: the `ranked` hosts of its cell after it, at most
+    /// `extra`, none for an affinity group's later members.
+    fn batch_selections(
+        &self,
+        chosen: &[&HostState],
+        ranked: &[HostState],
+        affinity: bool,
+        extra: usize,
+    ) -> Vec<Vec<HostState>> {
+        chosen
+            .iter()
+            .enumerate()
+            .map(|(i, &host)| {
+                let cell = self.cell_of(host);
+                let mut selection = vec![host.clone()];
+                if affinity && i > 0 {
+                    return selection;
+                }
+                selection.extend(
+                    ranked
+                        .iter()
+                        .filter(|h| h.id != host.id && self.cell_of(h) == cell)
+                        .take(extra)
+                        .cloned(),
+                );
+                selection
+            })
+            .collect()
+    }
+
+    /// The solver left `unscheduled` of the `n` instances without a host. On the live table
+    /// the optimum places as many as any order could (one flavor makes the slots exact, and
+    /// the groups are modelled): no valid host. Elsewhere the one-at-a-time path tries.
+    fn unscheduled(
+        &self,
+        unscheduled: usize,
+        n: usize,
+        counts: &mut Counts,
+        started: Instant,
+    ) -> Batched {
+        if self.source.is_live() {
+            tracing::info!(
+                unscheduled,
+                instances = n,
+                "the batch cannot place every instance"
+            );
+            return self.no_valid_host(
+                counts,
+                started,
+                "There are not enough hosts available.".into(),
+            );
+        }
+        Batched::Fallback(BatchFallback::Unscheduled)
+    }
+
     fn no_valid_host(&self, counts: &mut Counts, started: Instant, reason: String) -> Batched {
         counts.decline(DeclineCause::NoValidHost, false);
         counts.no_valid_host = counts.requests;

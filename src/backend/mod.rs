@@ -32,7 +32,7 @@ use crate::domain::{HostId, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
 use crate::plugins::Chains;
-use crate::policy::{FilterEnv, Policy, PolicyError, RankArgs, SortedScratch};
+use crate::policy::{FilterEnv, Policy, PolicyError, RankArgs, Rejection, SortedScratch};
 use crate::stats::{BackendStats, Counts, DeclineCause};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -362,49 +362,24 @@ impl Backend {
                 env: &env,
                 max: wanted,
             };
-            let candidates = match self.source.rank(
-                &self.deps,
-                &self.policy,
-                &mut worker,
-                args,
-                counts,
-            ) {
+            let candidates =
+                match self
+                    .source
+                    .rank(&self.deps, &self.policy, &mut worker, args, counts)
+                {
+                    Ok(candidates) => candidates,
+                    Err(rejection) if self.source.is_sample() => {
+                        budget -= 1;
+                        empty_samples += 1;
+                        counts.decline(DeclineCause::EmptySample, false);
+                        last_reason = rejection.reason();
+                        continue;
+                    }
+                    Err(rejection) => return Ok(self.no_host_passed(req, &rejection, counts)),
+                };
+            let candidates = match self.reviewed(req, candidates, counts).await {
                 Ok(candidates) => candidates,
-                Err(rejection) if self.source.is_sample() => {
-                    budget -= 1;
-                    empty_samples += 1;
-                    counts.decline(DeclineCause::EmptySample, false);
-                    last_reason = rejection.reason();
-                    continue;
-                }
-                Err(rejection) => {
-                    // A snapshot that shows no room where the live table has some is stale.
-                    self.source.declined();
-                    if self.source.is_snapshot() && self.fits_somewhere(req) {
-                        counts.decline(DeclineCause::StaleSnapshot, true);
-                    } else {
-                        counts.decline(DeclineCause::NoValidHost, false);
-                    }
-                    tracing::info!(instance = %req.instance_uuid, %rejection, "no host passed the filters");
-                    return Ok(Placement::NoValidHost(rejection.reason()));
-                }
-            };
-            let candidates = if plugins.has_candidate_plugins() {
-                match plugins.review(req, candidates).await {
-                    Ok(kept) if !kept.is_empty() => kept,
-                    Ok(_) => {
-                        counts.decline(DeclineCause::NoValidHost, false);
-                        return Ok(Placement::NoValidHost(
-                            "no candidate host was left by the filter plugins".into(),
-                        ));
-                    }
-                    Err(stopped) => {
-                        counts.decline(DeclineCause::NoValidHost, false);
-                        return Ok(Placement::NoValidHost(stopped.to_string()));
-                    }
-                }
-            } else {
-                candidates
+                Err(refused) => return Ok(refused),
             };
             // APSR claims one host per sample: the rest of the sample are its alternates.
             let tries = if self.source.is_sample() { 1 } else { budget };
@@ -412,48 +387,14 @@ impl Backend {
             for (pos, host) in candidates.iter().enumerate().take(tries) {
                 budget -= 1;
                 tried += 1;
-                let started = Instant::now();
-                let outcome = self
-                    .deps
-                    .ledger
-                    .claim(
-                        host.id,
-                        &req.instance_uuid,
-                        &req.demand,
-                        self.deps.clock.now_ms(),
-                    )
-                    .await;
-                let us = started.elapsed().as_micros() as u64;
-                counts.claim_us += us;
-                self.deps.stats.record_claim(us);
-                let outcome = match outcome {
-                    Ok(ClaimOutcome::Claimed) => {
-                        // Placement's claim is claim time too, not decision time.
-                        let started = Instant::now();
-                        let placed = self.claim_in_placement(host, req).await;
-                        counts.claim_us += started.elapsed().as_micros() as u64;
-                        placed?
-                    }
-                    Ok(ClaimOutcome::Declined) => HostClaim::Declined,
-                    Err(e) => return Err(ScheduleError::Ledger(e)),
-                };
-                match outcome {
+                match self.claim_on(host, req, counts).await? {
                     HostClaim::Claimed => {
                         counts.attempts += 1;
                         self.source.placed();
                         self.source.consume(&mut worker, host, &req.demand);
-                        // Alternates from the selected host's cell only (a reschedule
-                        // builds in the instance's cell), as Nova's `_get_alternate_hosts`.
-                        let cell = self.cell_of(host);
-                        let mut selection = Vec::with_capacity(max_attempts + extra_alternates);
-                        selection.push(host.clone());
-                        selection.extend(
-                            candidates[pos + 1..]
-                                .iter()
-                                .filter(|h| self.cell_of(h) == cell)
-                                .take(max_attempts - 1 + extra_alternates)
-                                .cloned(),
-                        );
+                        let alternates = &candidates[pos + 1..];
+                        let selection =
+                            self.selection(host, alternates, max_attempts + extra_alternates);
                         if empty_samples > 0 {
                             // A fitting host existed all along: those samples were avoidable.
                             counts.avoidable += empty_samples;
@@ -482,6 +423,102 @@ impl Backend {
             );
         }
         Ok(Placement::NoValidHost(last_reason))
+    }
+
+    /// The candidates the filter and weigh plugins keep (all of them without such plugins),
+    /// or NoValidHost when they keep none or a plugin stops the call.
+    async fn reviewed(
+        &self,
+        req: &RequestContext,
+        candidates: Vec<HostState>,
+        counts: &mut Counts,
+    ) -> Result<Vec<HostState>, Placement> {
+        let plugins = &self.deps.plugins;
+        if !plugins.has_candidate_plugins() {
+            return Ok(candidates);
+        }
+        match plugins.review(req, candidates).await {
+            Ok(kept) if !kept.is_empty() => Ok(kept),
+            Ok(_) => {
+                counts.decline(DeclineCause::NoValidHost, false);
+                Err(Placement::NoValidHost(
+                    "no candidate host was left by the filter plugins".into(),
+                ))
+            }
+            Err(stopped) => {
+                counts.decline(DeclineCause::NoValidHost, false);
+                Err(Placement::NoValidHost(stopped.to_string()))
+            }
+        }
+    }
+
+    /// No host passed the filters: a snapshot that shows no room where the live table has
+    /// some is stale (an avoidable decline), otherwise there is no valid host.
+    fn no_host_passed(
+        &self,
+        req: &RequestContext,
+        rejection: &Rejection,
+        counts: &mut Counts,
+    ) -> Placement {
+        self.source.declined();
+        if self.source.is_snapshot() && self.fits_somewhere(req) {
+            counts.decline(DeclineCause::StaleSnapshot, true);
+        } else {
+            counts.decline(DeclineCause::NoValidHost, false);
+        }
+        tracing::info!(instance = %req.instance_uuid, %rejection, "no host passed the filters");
+        Placement::NoValidHost(rejection.reason())
+    }
+
+    /// Claims `req` on `host` in the ledger, then in Placement when that holds, counting the
+    /// time both take as claim time.
+    async fn claim_on(
+        &self,
+        host: &HostState,
+        req: &RequestContext,
+        counts: &mut Counts,
+    ) -> Result<HostClaim, ScheduleError> {
+        let started = Instant::now();
+        let outcome = self
+            .deps
+            .ledger
+            .claim(
+                host.id,
+                &req.instance_uuid,
+                &req.demand,
+                self.deps.clock.now_ms(),
+            )
+            .await;
+        let us = started.elapsed().as_micros() as u64;
+        counts.claim_us += us;
+        self.deps.stats.record_claim(us);
+        match outcome {
+            Ok(ClaimOutcome::Claimed) => {
+                // Placement's claim is claim time too, not decision time.
+                let started = Instant::now();
+                let placed = self.claim_in_placement(host, req).await;
+                counts.claim_us += started.elapsed().as_micros() as u64;
+                placed
+            }
+            Ok(ClaimOutcome::Declined) => Ok(HostClaim::Declined),
+            Err(e) => Err(ScheduleError::Ledger(e)),
+        }
+    }
+
+    /// The claimed `host` and at most `size - 1` of the `alternates` after it, from its cell
+    /// only (a reschedule builds in the instance's cell), as Nova's `_get_alternate_hosts`.
+    fn selection(&self, host: &HostState, alternates: &[HostState], size: usize) -> Vec<HostState> {
+        let cell = self.cell_of(host);
+        let mut selection = Vec::with_capacity(size);
+        selection.push(host.clone());
+        selection.extend(
+            alternates
+                .iter()
+                .filter(|h| self.cell_of(h) == cell)
+                .take(size - 1)
+                .cloned(),
+        );
+        selection
     }
 
     /// Nova's rebuild check (`_nova_check_type: ["rebuild"]`, `_legacy_find_hosts`): the

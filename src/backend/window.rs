@@ -13,7 +13,7 @@ use super::batch::{cluster_of, EVERY_HOST};
 use super::{Backend, HostClaim, ScheduleError};
 use crate::control::ecsched::{self, BatchRequest, SolveOptions};
 use crate::domain::{ClassId, HostId, HostState, RequestContext};
-use crate::ledger::ClaimOutcome;
+use crate::ledger::{ClaimOutcome, LedgerError};
 use crate::policy::{FilterEnv, RankArgs};
 use crate::stats::{BatchFallback, BatchRound, Counts};
 use parking_lot::Mutex;
@@ -160,37 +160,7 @@ impl Backend {
         worker: &mut super::WorkerState,
     ) -> (Vec<(Entry, Answer)>, Vec<(Waiting, Counts, BatchFallback)>) {
         let deps = &self.deps;
-        let mut hosts: Vec<HostState> = Vec::new();
-        let mut index: HashMap<HostId, u32> = HashMap::new();
-        let mut classes: Vec<ClassId> = Vec::new();
-        for e in &entries {
-            for (c, _) in e.waiting.request.demand.nonzero() {
-                if !classes.contains(&c) {
-                    classes.push(c);
-                }
-            }
-        }
-        let batch: Vec<BatchRequest> = entries
-            .iter()
-            .map(|e| BatchRequest {
-                demand: classes
-                    .iter()
-                    .map(|&c| e.waiting.request.demand.get(c).max(0) as u64)
-                    .collect(),
-                hosts: Some(
-                    e.ranked
-                        .iter()
-                        .map(|h| {
-                            *index.entry(h.id).or_insert_with(|| {
-                                hosts.push(h.clone());
-                                hosts.len() as u32 - 1
-                            })
-                        })
-                        .collect(),
-                ),
-                group: None,
-            })
-            .collect();
+        let (hosts, classes, batch) = round_batch(&entries);
         let solving = Instant::now();
         let solved = cluster_of(&hosts, &classes)
             .and_then(|c| ecsched::solve(&c, &batch, &SolveOptions::service()));
@@ -226,19 +196,7 @@ impl Backend {
                 }
             }
         }
-        let now = deps.clock.now_ms();
-        let outcomes = futures::future::join_all(claiming.iter().map(|(e, host)| async move {
-            let started = Instant::now();
-            let req = &e.waiting.request;
-            let outcome = deps
-                .ledger
-                .claim(host.id, &req.instance_uuid, &req.demand, now)
-                .await;
-            let us = started.elapsed().as_micros() as u64;
-            deps.stats.record_claim(us);
-            (outcome, us)
-        }))
-        .await;
+        let outcomes = self.claim_round(&claiming).await;
         let mut placed = Vec::new();
         for ((mut e, host), (outcome, us)) in claiming.into_iter().zip(outcomes) {
             e.counts.claim_us += us;
@@ -259,16 +217,7 @@ impl Backend {
                     e.counts.placed = 1;
                     self.source.placed();
                     self.source.consume(worker, &host, &req.demand);
-                    let cell = self.cell_of(&host);
-                    let alternates = deps.settings.scheduler.max_attempts - 1;
-                    let mut selection = vec![host.clone()];
-                    selection.extend(
-                        e.ranked
-                            .iter()
-                            .filter(|h| h.id != host.id && self.cell_of(h) == cell)
-                            .take(alternates)
-                            .cloned(),
-                    );
+                    let selection = self.round_selection(&host, &e.ranked);
                     deps.stats.record(
                         e.counts,
                         Some(e.waiting.started.elapsed().as_micros() as u64),
@@ -296,7 +245,34 @@ impl Backend {
                 }
             }
         }
-        // A caller that gave up meanwhile gets no answer: its claims are given back.
+        (self.still_awaited(placed).await, lost)
+    }
+
+    /// Claims each call on its host in the ledger, all at once: each outcome with the time
+    /// it took.
+    async fn claim_round(
+        &self,
+        claiming: &[(Entry, HostState)],
+    ) -> Vec<(Result<ClaimOutcome, LedgerError>, u64)> {
+        let deps = &self.deps;
+        let now = deps.clock.now_ms();
+        futures::future::join_all(claiming.iter().map(|(e, host)| async move {
+            let started = Instant::now();
+            let req = &e.waiting.request;
+            let outcome = deps
+                .ledger
+                .claim(host.id, &req.instance_uuid, &req.demand, now)
+                .await;
+            let us = started.elapsed().as_micros() as u64;
+            deps.stats.record_claim(us);
+            (outcome, us)
+        }))
+        .await
+    }
+
+    /// The answers whose caller still waits; a caller that gave up meanwhile gets none, and
+    /// its claims are given back.
+    async fn still_awaited(&self, placed: Vec<(Entry, Answer)>) -> Vec<(Entry, Answer)> {
         let mut answered = Vec::with_capacity(placed.len());
         for (e, answer) in placed {
             if e.waiting.reply.is_closed() {
@@ -307,7 +283,23 @@ impl Backend {
             }
             answered.push((e, answer));
         }
-        (answered, lost)
+        answered
+    }
+
+    /// The claimed `host` with its alternates: the `ranked` hosts of its cell after it, as
+    /// many as `max_attempts` allows.
+    fn round_selection(&self, host: &HostState, ranked: &[HostState]) -> Vec<HostState> {
+        let cell = self.cell_of(host);
+        let alternates = self.deps.settings.scheduler.max_attempts - 1;
+        let mut selection = vec![host.clone()];
+        selection.extend(
+            ranked
+                .iter()
+                .filter(|h| h.id != host.id && self.cell_of(h) == cell)
+                .take(alternates)
+                .cloned(),
+        );
+        selection
     }
 
     /// Gives back what was claimed for a call whose caller is gone (its answer cannot be
@@ -325,4 +317,42 @@ impl Backend {
             tracing::warn!(instance = %req.instance_uuid, error = %e, "could not release the claim of a call whose caller is gone; claim_ttl_s releases it");
         }
     }
+}
+
+/// A round as one batch for the solver: the hosts any call ranked (each once), the classes
+/// any call demands, and per call its demand in those classes and its ranked hosts as
+/// indices of the first.
+fn round_batch(entries: &[Entry]) -> (Vec<HostState>, Vec<ClassId>, Vec<BatchRequest>) {
+    let mut hosts: Vec<HostState> = Vec::new();
+    let mut index: HashMap<HostId, u32> = HashMap::new();
+    let mut classes: Vec<ClassId> = Vec::new();
+    for e in entries {
+        for (c, _) in e.waiting.request.demand.nonzero() {
+            if !classes.contains(&c) {
+                classes.push(c);
+            }
+        }
+    }
+    let batch: Vec<BatchRequest> = entries
+        .iter()
+        .map(|e| BatchRequest {
+            demand: classes
+                .iter()
+                .map(|&c| e.waiting.request.demand.get(c).max(0) as u64)
+                .collect(),
+            hosts: Some(
+                e.ranked
+                    .iter()
+                    .map(|h| {
+                        *index.entry(h.id).or_insert_with(|| {
+                            hosts.push(h.clone());
+                            hosts.len() as u32 - 1
+                        })
+                    })
+                    .collect(),
+            ),
+            group: None,
+        })
+        .collect();
+    (hosts, classes, batch)
 }

@@ -12,6 +12,36 @@ const MAX_SECONDS: f64 = 86_400.0;
 impl Settings {
     /// Semantic checks serde cannot do, each error naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_scheduler_and_server()?;
+        self.check_ledger_and_amqp()?;
+        self.placement
+            .validate()
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("placement.{k}"),
+                message: m,
+            })?;
+        self.plugins.validate().map_err(|(k, m)| ConfigError::Key {
+            key: format!("plugins.{k}"),
+            message: m,
+        })?;
+        self.nova_db.validate().map_err(|(k, m)| ConfigError::Key {
+            key: format!("nova_db.{k}"),
+            message: m,
+        })?;
+        self.check_shutdown_and_rpc()?;
+        self.check_policy()?;
+        self.check_locations()?;
+        // After the host itself is known to be an address.
+        self.auth
+            .validate(&self.server.host)
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("auth.{k}"),
+                message: m,
+            })
+    }
+
+    /// `[scheduler]`'s counts, `[caching]`'s interval and `[server]`'s limits and timeouts.
+    fn check_scheduler_and_server(&self) -> Result<(), ConfigError> {
         let key = |key: &str, message: &str| Err(ConfigError::key(key, message));
         if self.scheduler.workers == 0 {
             return key("scheduler.workers", "must be at least 1");
@@ -67,6 +97,12 @@ impl Settings {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// `[ledger]`'s pool and log, `[amqp]`'s counts, names and reconnection delays.
+    fn check_ledger_and_amqp(&self) -> Result<(), ConfigError> {
+        let key = |key: &str, message: &str| Err(ConfigError::key(key, message));
         if self.ledger.max_connections == 0 {
             return key("ledger.max_connections", "must be at least 1");
         }
@@ -106,20 +142,12 @@ impl Settings {
                 "must be positive and at most amqp.reconnect_max_s",
             );
         }
-        self.placement
-            .validate()
-            .map_err(|(k, m)| ConfigError::Key {
-                key: format!("placement.{k}"),
-                message: m,
-            })?;
-        self.plugins.validate().map_err(|(k, m)| ConfigError::Key {
-            key: format!("plugins.{k}"),
-            message: m,
-        })?;
-        self.nova_db.validate().map_err(|(k, m)| ConfigError::Key {
-            key: format!("nova_db.{k}"),
-            message: m,
-        })?;
+        Ok(())
+    }
+
+    /// `[server]`'s shutdown grace and `[rpc]`'s delay, names and broker.
+    fn check_shutdown_and_rpc(&self) -> Result<(), ConfigError> {
+        let key = |key: &str, message: &str| Err(ConfigError::key(key, message));
         if !(self.server.shutdown_grace_s.is_finite()
             && (0.0..=MAX_SECONDS).contains(&self.server.shutdown_grace_s))
         {
@@ -143,6 +171,12 @@ impl Settings {
         if self.rpc.enabled && self.amqp.url.is_empty() {
             return key("rpc.enabled", "needs [amqp] url");
         }
+        Ok(())
+    }
+
+    /// `[asc]`, `[apsr]` and `[policy]` (the policy is built, as `serve` builds it), and the
+    /// statistics window.
+    fn check_policy(&self) -> Result<(), ConfigError> {
         self.asc
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("[asc] {e}")))?;
@@ -165,16 +199,12 @@ impl Settings {
             ));
         }
         if self.scheduler.stats_window_s == 0 {
-            return key("scheduler.stats_window_s", "must be at least 1");
+            return Err(ConfigError::key(
+                "scheduler.stats_window_s",
+                "must be at least 1",
+            ));
         }
-        self.check_locations()?;
-        // After the host itself is known to be an address.
-        self.auth
-            .validate(&self.server.host)
-            .map_err(|(k, m)| ConfigError::Key {
-                key: format!("auth.{k}"),
-                message: m,
-            })
+        Ok(())
     }
 
     /// URL schemes and syntax of the ledger, the broker and Placement, and the folder of a
@@ -300,107 +330,109 @@ mod tests {
         Settings::from_toml(toml).unwrap_err().to_string()
     }
 
+    /// Settings `serve` would refuse at start, and what the refusal says.
+    const REFUSED_AT_START: &[(&str, &str)] = &[
+        (
+            "[ledger]\nurl = \"mysql://db/parasol\"",
+            "key `ledger.url` has scheme \"mysql\"",
+        ),
+        (
+            "[amqp]\nurl = \"kafka://guest:guest@h:9092/\"",
+            "key `amqp.url` has scheme \"kafka\"",
+        ),
+        (
+            "[amqp]\nurl = \"amqp://h:notaport/\"",
+            "key `amqp.url` broker amqp://h:notaport/%2f is not a valid address",
+        ),
+        (
+            "[placement]\nkeystone_url = \"ftp://k/v3\"",
+            "key `placement.keystone_url` must be an http",
+        ),
+        (
+            "[placement]\nurl = \"placement\"",
+            "key `placement.url` is not a URL",
+        ),
+        (
+            "[nova_db]\nenabled = true",
+            "key `nova_db.api_database_url` or cells is required when enabled",
+        ),
+        (
+            "[nova_db]\napi_database_url = \"oracle://nova:pw@db/nova\"",
+            "key `nova_db.api_database_url`",
+        ),
+        (
+            "[nova_db]\nrefresh_interval_s = 0",
+            "key `nova_db.refresh_interval_s` must be a positive number of seconds",
+        ),
+        (
+            "[ledger]\nurl = \"postgres://u@h:port/db\"",
+            "key `ledger.url` is not a PostgreSQL URL",
+        ),
+        (
+            "[ledger]\nwal_prewrite_mib = 257",
+            "key `ledger.wal_prewrite_mib` must be at most 256",
+        ),
+        (
+            "[scheduler]\nstats_window_s = 0",
+            "key `scheduler.stats_window_s` must be at least 1",
+        ),
+        (
+            "[scheduler]\ncell_uuid = \"cell1\"",
+            "key `scheduler.cell_uuid` must be a UUID",
+        ),
+        (
+            "[server]\nhost = \"not a host\"",
+            "key `server.host` \"not a host\" is neither",
+        ),
+        (
+            "[log]\nlevel = \"info,parasol=loud\"",
+            "key `log.level` is not a RUST_LOG filter",
+        ),
+        (
+            "[server]\nhttp_workers = 513",
+            "key `server.http_workers` must be at most 512",
+        ),
+        (
+            "[server]\nshutdown_grace_s = 1e300",
+            "key `server.shutdown_grace_s` must be a number of seconds from 0 to 86400",
+        ),
+        (
+            "[server]\nmax_connections = 0",
+            "key `server.max_connections` must be at least 1",
+        ),
+        (
+            "[server]\nbody_timeout_s = 0",
+            "key `server.body_timeout_s` must be a number of seconds from 0.001 to 86400",
+        ),
+        (
+            "[server]\nmax_pipelined_requests = 0",
+            "key `server.max_pipelined_requests` must be at least 1",
+        ),
+        (
+            "[server]\nsocket_receive_buffer_bytes = 100",
+            "key `server.socket_receive_buffer_bytes` must be from 4096",
+        ),
+        (
+            "[server]\nclient_request_timeout_s = -1",
+            "key `server.client_request_timeout_s`",
+        ),
+        (
+            "[server]\nkeep_alive_s = 1e300",
+            "key `server.keep_alive_s`",
+        ),
+        (
+            "[server]\nshutdown_grace_s = -1",
+            "key `server.shutdown_grace_s`",
+        ),
+        (
+            "[policy]\ndefault_availability_zone = \" \"",
+            "key `policy.default_availability_zone` is empty",
+        ),
+    ];
+
     #[test]
     fn what_serve_would_refuse_at_start_is_refused_naming_the_key() {
-        let cases = [
-            (
-                "[ledger]\nurl = \"mysql://db/parasol\"",
-                "key `ledger.url` has scheme \"mysql\"",
-            ),
-            (
-                "[amqp]\nurl = \"kafka://guest:guest@h:9092/\"",
-                "key `amqp.url` has scheme \"kafka\"",
-            ),
-            (
-                "[amqp]\nurl = \"amqp://h:notaport/\"",
-                "key `amqp.url` broker amqp://h:notaport/%2f is not a valid address",
-            ),
-            (
-                "[placement]\nkeystone_url = \"ftp://k/v3\"",
-                "key `placement.keystone_url` must be an http",
-            ),
-            (
-                "[placement]\nurl = \"placement\"",
-                "key `placement.url` is not a URL",
-            ),
-            (
-                "[nova_db]\nenabled = true",
-                "key `nova_db.api_database_url` or cells is required when enabled",
-            ),
-            (
-                "[nova_db]\napi_database_url = \"oracle://nova:pw@db/nova\"",
-                "key `nova_db.api_database_url`",
-            ),
-            (
-                "[nova_db]\nrefresh_interval_s = 0",
-                "key `nova_db.refresh_interval_s` must be a positive number of seconds",
-            ),
-            (
-                "[ledger]\nurl = \"postgres://u@h:port/db\"",
-                "key `ledger.url` is not a PostgreSQL URL",
-            ),
-            (
-                "[ledger]\nwal_prewrite_mib = 257",
-                "key `ledger.wal_prewrite_mib` must be at most 256",
-            ),
-            (
-                "[scheduler]\nstats_window_s = 0",
-                "key `scheduler.stats_window_s` must be at least 1",
-            ),
-            (
-                "[scheduler]\ncell_uuid = \"cell1\"",
-                "key `scheduler.cell_uuid` must be a UUID",
-            ),
-            (
-                "[server]\nhost = \"not a host\"",
-                "key `server.host` \"not a host\" is neither",
-            ),
-            (
-                "[log]\nlevel = \"info,parasol=loud\"",
-                "key `log.level` is not a RUST_LOG filter",
-            ),
-            (
-                "[server]\nhttp_workers = 513",
-                "key `server.http_workers` must be at most 512",
-            ),
-            (
-                "[server]\nshutdown_grace_s = 1e300",
-                "key `server.shutdown_grace_s` must be a number of seconds from 0 to 86400",
-            ),
-            (
-                "[server]\nmax_connections = 0",
-                "key `server.max_connections` must be at least 1",
-            ),
-            (
-                "[server]\nbody_timeout_s = 0",
-                "key `server.body_timeout_s` must be a number of seconds from 0.001 to 86400",
-            ),
-            (
-                "[server]\nmax_pipelined_requests = 0",
-                "key `server.max_pipelined_requests` must be at least 1",
-            ),
-            (
-                "[server]\nsocket_receive_buffer_bytes = 100",
-                "key `server.socket_receive_buffer_bytes` must be from 4096",
-            ),
-            (
-                "[server]\nclient_request_timeout_s = -1",
-                "key `server.client_request_timeout_s`",
-            ),
-            (
-                "[server]\nkeep_alive_s = 1e300",
-                "key `server.keep_alive_s`",
-            ),
-            (
-                "[server]\nshutdown_grace_s = -1",
-                "key `server.shutdown_grace_s`",
-            ),
-            (
-                "[policy]\ndefault_availability_zone = \" \"",
-                "key `policy.default_availability_zone` is empty",
-            ),
-        ];
-        for (toml, want) in cases {
+        for &(toml, want) in REFUSED_AT_START {
             let err = refusal(toml);
             assert!(err.contains(want), "{toml}: {err}");
         }

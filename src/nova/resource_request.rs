@@ -17,6 +17,7 @@
 //! class or trait) are *not* refused here: the scheduler finds no candidate and answers
 //! NoValidHost, as Nova does.
 
+use super::destination::RequestedDestination;
 use super::request_filters::{
     compute_nodes, isolated_aggregates, tenant_aggregates, zone_aggregates, CloudView,
     RequestFilterOptions, MIN_COMPUTE_VERSION_OWNER_TRAIT,
@@ -126,6 +127,41 @@ impl ResourceRequest {
     }
 }
 
+/// The host or node a request forces or names as its destination: the request is limited to
+/// its tree, to none when it names several nodes, or refused when it names none that exists.
+fn target_tree(
+    spec: &RequestSpec,
+    dest: &RequestedDestination,
+    cloud: &CloudView<'_>,
+    request: &mut ResourceRequest,
+) -> Result<(), Refusal> {
+    let target_host = dest
+        .host
+        .clone()
+        .filter(|h| !h.is_empty())
+        .or_else(|| spec.force_hosts.first().cloned().filter(|h| !h.is_empty()));
+    let target_node = dest
+        .node
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| spec.force_nodes.first().cloned().filter(|n| !n.is_empty()));
+    if target_host.is_some() || target_node.is_some() {
+        let nodes = compute_nodes(cloud, target_host.as_deref(), target_node.as_deref());
+        match nodes.as_slice() {
+            [] => {
+                return Err(Refusal::NoValidHost(format!(
+                    "No such host - host: {} node: {} ",
+                    target_host.as_deref().unwrap_or("None"),
+                    target_node.as_deref().unwrap_or("None")
+                )))
+            }
+            [one] => request.in_tree = Some(one.uuid.clone()),
+            _ => request.limit = None,
+        }
+    }
+    Ok(())
+}
+
 /// Nova's resource request for `spec`: the request filters of `options` with what `cloud`
 /// knows, then `resources_from_request_spec`, every group included. `pinning_translate =
 /// false` is Nova's PCPU fallback query (see [`ResourceRequest::cpu_pinning_requested`]);
@@ -209,30 +245,7 @@ pub fn resources_from_request_spec(
     request.root_required = root_required;
     request.root_forbidden = root_forbidden;
 
-    let target_host = dest
-        .host
-        .clone()
-        .filter(|h| !h.is_empty())
-        .or_else(|| spec.force_hosts.first().cloned().filter(|h| !h.is_empty()));
-    let target_node = dest
-        .node
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or_else(|| spec.force_nodes.first().cloned().filter(|n| !n.is_empty()));
-    if target_host.is_some() || target_node.is_some() {
-        let nodes = compute_nodes(cloud, target_host.as_deref(), target_node.as_deref());
-        match nodes.as_slice() {
-            [] => {
-                return Err(Refusal::NoValidHost(format!(
-                    "No such host - host: {} node: {} ",
-                    target_host.as_deref().unwrap_or("None"),
-                    target_node.as_deref().unwrap_or("None")
-                )))
-            }
-            [one] => request.in_tree = Some(one.uuid.clone()),
-            _ => request.limit = None,
-        }
-    }
+    target_tree(spec, &dest, cloud, &mut request)?;
     if ["group", "same_host", "different_host"]
         .iter()
         .any(|h| spec.scheduler_hints.contains_key(*h))

@@ -4,7 +4,7 @@
 
 use super::client::{ConsumerAllocation, PlacementClient, Provider};
 use super::PlacementError;
-use crate::domain::{ClassId, HostId, Inventory, Resources};
+use crate::domain::{ClassId, HostId, HostState, Inventory, Resources};
 use crate::ledger::{HostRegistration, Ledger};
 use std::collections::{BTreeMap, HashMap};
 
@@ -53,28 +53,7 @@ pub async fn sync_once(
     now_ms: i64,
 ) -> Result<SyncReport, PlacementError> {
     let mut report = SyncReport::default();
-    let mut read = Vec::new();
-    for provider in client.providers().await? {
-        if provider.parent_provider_uuid.is_some() {
-            report.skipped_providers += 1;
-            continue;
-        }
-        let inventories = client.inventories(&provider.uuid).await?;
-        let traits = client.traits(&provider.uuid).await?;
-        if inventories.is_empty() || traits.iter().any(|t| t == SHARING_TRAIT) {
-            report.skipped_providers += 1;
-            continue;
-        }
-        let aggregates = client.aggregates(&provider.uuid).await?;
-        let allocations = client.allocations(&provider.uuid).await?;
-        read.push(ProviderState {
-            provider,
-            inventories,
-            traits,
-            aggregates,
-            allocations,
-        });
-    }
+    let read = read_providers(client, &mut report).await?;
     let known: HashMap<String, _> = ledger
         .read_hosts()
         .await?
@@ -84,32 +63,9 @@ pub async fn sync_once(
     let mut hosts = Vec::with_capacity(read.len());
     for state in &read {
         let p = &state.provider;
-        // Placement knows neither zones nor service state: keep what notifications said.
-        let (host, zone, up, disabled) = match known.get(&p.uuid) {
-            Some(h) => (
-                h.host().to_string(),
-                h.availability_zone().to_string(),
-                h.up,
-                h.disabled,
-            ),
-            None => (p.name.clone(), "nova".to_string(), true, false),
-        };
-        let registration = HostRegistration {
-            host,
-            node: p.name.clone(),
-            uuid: p.uuid.clone(),
-            availability_zone: zone,
-            up,
-            disabled,
-            inventories: state
-                .inventories
-                .iter()
-                .map(|(c, i)| (c.clone(), *i))
-                .collect(),
-            traits: state.traits.clone(),
-            aggregates: state.aggregates.clone(),
-        };
-        let host = ledger.register_host(&registration, now_ms).await?;
+        let host = ledger
+            .register_host(&registration(state, known.get(&p.uuid)), now_ms)
+            .await?;
         report.hosts += 1;
         // A consumer's allocation here may be held under its own uuid or, when the ledger
         // holds that consumer on another host, under its part's key.
@@ -154,6 +110,68 @@ pub async fn sync_once(
         })
         .collect();
     Ok(report)
+}
+
+/// The root compute-node providers of Placement with their inventories, traits, aggregates
+/// and allocations; nested and sharing providers, and those without inventory, are counted as
+/// skipped.
+async fn read_providers(
+    client: &PlacementClient,
+    report: &mut SyncReport,
+) -> Result<Vec<ProviderState>, PlacementError> {
+    let mut read = Vec::new();
+    for provider in client.providers().await? {
+        if provider.parent_provider_uuid.is_some() {
+            report.skipped_providers += 1;
+            continue;
+        }
+        let inventories = client.inventories(&provider.uuid).await?;
+        let traits = client.traits(&provider.uuid).await?;
+        if inventories.is_empty() || traits.iter().any(|t| t == SHARING_TRAIT) {
+            report.skipped_providers += 1;
+            continue;
+        }
+        let aggregates = client.aggregates(&provider.uuid).await?;
+        let allocations = client.allocations(&provider.uuid).await?;
+        read.push(ProviderState {
+            provider,
+            inventories,
+            traits,
+            aggregates,
+            allocations,
+        });
+    }
+    Ok(read)
+}
+
+/// The registration of `state`'s provider as a host: Placement knows neither zones nor
+/// service state, so those stay what notifications said of the `known` host.
+fn registration(state: &ProviderState, known: Option<&HostState>) -> HostRegistration {
+    let p = &state.provider;
+    let (host, zone, up, disabled) = match known {
+        Some(h) => (
+            h.host().to_string(),
+            h.availability_zone().to_string(),
+            h.up,
+            h.disabled,
+        ),
+        None => (p.name.clone(), "nova".to_string(), true, false),
+    };
+    HostRegistration {
+        host,
+        node: p.name.clone(),
+        uuid: p.uuid.clone(),
+        availability_zone: zone,
+        up,
+        disabled,
+        inventories: state
+            .inventories
+            .iter()
+            .map(|(c, i)| (c.clone(), *i))
+            .collect(),
+        traits: state.traits.clone(),
+        aggregates: state.aggregates.clone(),
+    }
 }
 
 /// The ledger's key for the part of `consumer`'s allocation on provider `provider` when the

@@ -74,15 +74,15 @@ fn scan(
 /// The scan over dense rows and the generic pipeline agree on varied hosts (down, disabled,
 /// forced down, stale, full, unit rules, traits, another zone) for every algorithm, tie
 /// break, request kind and answer size, rejections included.
-#[test]
-fn the_scan_over_rows_answers_as_the_pipeline_does() {
+/// 300 varied hosts (down, disabled, forced down, stale, full, unit rules, traits, another
+/// zone), heard from around `now`.
+fn varied_hosts(now: i64) -> Vec<HostState> {
     use crate::domain::{ClassId, Inventory, Mark, TraitId};
     use rand::Rng;
     let mut g = ChaCha8Rng::seed_from_u64(42);
     let vgpu = ClassId::intern("VGPU").unwrap();
     let gold = TraitId::intern("CUSTOM_SCAN_TEST_GOLD");
-    let now = 1_000_000;
-    let hosts: Vec<HostState> = (1..=300)
+    (1..=300)
         .map(|id| {
             let cap = Resources::new(16, 4096, 100);
             let used = Resources::new(
@@ -116,9 +116,15 @@ fn the_scan_over_rows_answers_as_the_pipeline_does() {
             }
             h
         })
-        .collect();
-    type Edit = fn(&mut RequestContext);
-    let edits: [(&str, Edit); 7] = [
+        .collect()
+}
+
+#[test]
+fn the_scan_over_rows_answers_as_the_pipeline_does() {
+    use crate::domain::{ClassId, Mark, TraitId};
+    let now = 1_000_000;
+    let hosts = varied_hosts(now);
+    let edits: [(&str, RequestEdit); 7] = [
         ("plain", |_| {}),
         ("two vcpu", |r| r.demand = Resources::new(2, 512, 10)),
         ("vgpu beyond the row", |r| {
@@ -481,17 +487,12 @@ fn soft_group_weighers_steer_members_under_the_default_weighers() {
     }
 }
 
-/// A filter that says it does not restrict a request must pass every host for it, and a
-/// weigher that says it does not vary must give every host the same value: otherwise skipping
-/// them would change Nova's answer.
-#[test]
-fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
+/// A change to a request.
+type RequestEdit = fn(&mut RequestContext);
+
+/// Edits of a request, each adding one constraint a filter or weigher may read, by name.
+fn constrained_requests() -> Vec<(&'static str, RequestEdit)> {
     use crate::domain::{Destination, GroupPolicy, ServerGroup};
-    use crate::policy::registry::{builtin_filters, builtin_weighers};
-    let mut hosts = hosts_with_vcpu_used(&[0, 40, 80, 100]);
-    hosts[1].profile_mut().availability_zone = "az2".into();
-    hosts[2].up = false;
-    hosts[3].disabled = true;
     fn group(policy: GroupPolicy) -> Option<ServerGroup> {
         Some(ServerGroup::from_member_hosts(
             policy,
@@ -502,8 +503,14 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
     fn empty_group(policy: GroupPolicy) -> Option<ServerGroup> {
         Some(ServerGroup::new(policy, vec![], 1))
     }
-    type Edit = fn(&mut RequestContext);
-    let edits: Vec<(&str, Edit)> = vec![
+    fn hints(
+        edit: impl FnOnce(&mut crate::domain::SchedulerHints),
+    ) -> Option<std::sync::Arc<crate::domain::SchedulerHints>> {
+        let mut h = crate::domain::SchedulerHints::default();
+        edit(&mut h);
+        Some(std::sync::Arc::new(h))
+    }
+    let edits: Vec<(&'static str, RequestEdit)> = vec![
         ("plain", |_| {}),
         ("forced host", |r| r.force_hosts = vec!["HOST2".into()]),
         ("forced node", |r| r.force_nodes = vec!["host3".into()]),
@@ -553,13 +560,20 @@ fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
             r.hints = hints(|h| h.query = Some(Ok(serde_json::json!(["=", "$host", "host1"]))))
         }),
     ];
-    fn hints(
-        edit: impl FnOnce(&mut crate::domain::SchedulerHints),
-    ) -> Option<std::sync::Arc<crate::domain::SchedulerHints>> {
-        let mut h = crate::domain::SchedulerHints::default();
-        edit(&mut h);
-        Some(std::sync::Arc::new(h))
-    }
+    edits
+}
+
+/// A filter that says it does not restrict a request must pass every host for it, and a
+/// weigher that says it does not vary must give every host the same value: otherwise skipping
+/// them would change Nova's answer.
+#[test]
+fn filters_and_weighers_skipped_for_a_request_cannot_change_its_answer() {
+    use crate::policy::registry::{builtin_filters, builtin_weighers};
+    let mut hosts = hosts_with_vcpu_used(&[0, 40, 80, 100]);
+    hosts[1].profile_mut().availability_zone = "az2".into();
+    hosts[2].up = false;
+    hosts[3].disabled = true;
+    let edits = constrained_requests();
     let cfg = PolicyConfig::default();
     let filters = builtin_filters()
         .build(&["all_filters".into()], &cfg)

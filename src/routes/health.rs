@@ -4,6 +4,9 @@
 //! when `[placement] enabled`).
 
 use crate::amqp::BrokerStatus;
+use crate::clock::Clock;
+use crate::cloud::Cloud;
+use crate::ledger::Ledger;
 use crate::placement::PlacementStatus;
 use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
@@ -21,12 +24,14 @@ const LIVENESS_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// `degraded` while the ledger refuses writes (every claim and notification then gets 503).
 pub async fn healthz(
     scheduler: web::Data<Scheduler>,
+    ledger: web::Data<Ledger>,
+    clock: web::Data<dyn Clock>,
+    cloud: web::Data<Cloud>,
     broker: web::Data<BrokerStatus>,
     placement: web::Data<PlacementStatus>,
 ) -> HttpResponse {
-    let ledger = scheduler.ledger();
     let probe = ledger
-        .probe_write(scheduler.clock().now_ms(), LIVENESS_PROBE_TIMEOUT)
+        .probe_write(clock.now_ms(), LIVENESS_PROBE_TIMEOUT)
         .await;
     let engine = match ledger.engine() {
         crate::ledger::Engine::Sqlite => "sqlite",
@@ -47,20 +52,22 @@ pub async fn healthz(
         "status": status,
         "ledger": ledger_state,
         "backend": scheduler.backend().kind().as_str(),
-        "hosts": scheduler.ledger().table().len(),
+        "hosts": ledger.table().len(),
         "broker": broker.to_json(),
         "placement": placement.to_json(),
-        "nova_db": scheduler.ledger().table().records().map(|r| json!({
+        "nova_db": ledger.table().records().map(|r| json!({
             "read": r.read,
             "nodes": r.by_uuid.len(),
-            "aggregates_loaded": scheduler.cloud().aggregates_loaded(),
-            "aggregates": scheduler.cloud().aggregate_count(),
+            "aggregates_loaded": cloud.aggregates_loaded(),
+            "aggregates": cloud.aggregate_count(),
         })),
     }))
 }
 
 pub async fn readyz(
     scheduler: web::Data<Scheduler>,
+    ledger: web::Data<Ledger>,
+    clock: web::Data<dyn Clock>,
     broker: web::Data<BrokerStatus>,
     placement: web::Data<PlacementStatus>,
 ) -> HttpResponse {
@@ -77,8 +84,8 @@ pub async fn readyz(
         }
         checks.insert(name.to_string(), value);
     };
-    let now = scheduler.clock().now_ms();
-    let ledger = scheduler.ledger().probe_write(now, PROBE_TIMEOUT).await;
+    let now = clock.now_ms();
+    let ledger = ledger.probe_write(now, PROBE_TIMEOUT).await;
     check(
         "ledger",
         ledger

@@ -3,7 +3,9 @@
 //! differs from the ledger's.
 
 use super::ApiError;
+use crate::clock::Clock;
 use crate::domain::Resources;
+use crate::ledger::Ledger;
 use crate::placement::PlacementStatus;
 use crate::scheduling::Scheduler;
 use actix_web::{web, HttpResponse};
@@ -66,9 +68,10 @@ fn measured_view(host: Option<crate::domain::HostState>, now_ms: i64, max_age_ms
 
 pub async fn list_hosts(
     scheduler: web::Data<Scheduler>,
+    ledger: web::Data<Ledger>,
+    clock: web::Data<dyn Clock>,
     placement: web::Data<PlacementStatus>,
 ) -> Result<HttpResponse, ApiError> {
-    let ledger = scheduler.ledger();
     let hosts = ledger.read_hosts().await.map_err(ApiError::unavailable)?;
     let mut held: std::collections::HashMap<i64, Vec<Value>> = std::collections::HashMap::new();
     for m in ledger.held_moves().await.map_err(ApiError::unavailable)? {
@@ -81,7 +84,7 @@ pub async fn list_hosts(
         }));
     }
     let timeout_ms = scheduler.settings().policy.host_timeout_s as i64 * 1000;
-    let now = scheduler.clock().now_ms();
+    let now = clock.now_ms();
     let max_age_ms = scheduler.flex().max_age_ms();
     let list: Vec<Value> = hosts
         .iter()

@@ -1,11 +1,18 @@
 //! `GET /metrics`: the Prometheus text exposition.
 
+use crate::clock::Clock;
+use crate::ledger::Ledger;
 use crate::scheduling::Scheduler;
+use crate::stats::Stats;
 use actix_web::{web, HttpResponse};
 
-pub async fn metrics(scheduler: web::Data<Scheduler>) -> HttpResponse {
-    let ledger = scheduler.ledger();
-    let metrics = scheduler.stats().metrics();
+pub async fn metrics(
+    scheduler: web::Data<Scheduler>,
+    ledger: web::Data<Ledger>,
+    stats: web::Data<Stats>,
+    clock: web::Data<dyn Clock>,
+) -> HttpResponse {
+    let metrics = stats.metrics();
     // Read at scrape time: the moves from the ledger (one read; kept as it was if the ledger
     // cannot answer now), the oversubscribed hosts from the live table.
     if let Ok(held) = ledger.held_moves().await {
@@ -20,7 +27,7 @@ pub async fn metrics(scheduler: web::Data<Scheduler>) -> HttpResponse {
     metrics.oversubscribed_hosts.set(over as i64);
     let usage = ledger
         .table()
-        .usage_counts(scheduler.clock().now_ms(), scheduler.flex().max_age_ms());
+        .usage_counts(clock.now_ms(), scheduler.flex().max_age_ms());
     for (state, hosts) in [
         ("fresh", usage.fresh),
         ("expired", usage.expired),

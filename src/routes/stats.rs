@@ -8,11 +8,13 @@ use crate::notifications::Ingest;
 use crate::placement::PlacementStatus;
 use crate::rpc::RpcCounters;
 use crate::scheduling::Scheduler;
+use crate::stats::Stats;
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
 pub async fn get_stats(
     scheduler: web::Data<Scheduler>,
+    stats: web::Data<Stats>,
     broker: web::Data<BrokerStatus>,
     ingest: web::Data<Ingest>,
     rpc: web::Data<RpcCounters>,
@@ -20,11 +22,11 @@ pub async fn get_stats(
 ) -> HttpResponse {
     HttpResponse::Ok().json(json!({
         "active_backend": scheduler.backend().kind().as_str(),
-        "backends": scheduler.stats().backends_json(),
+        "backends": stats.backends_json(),
         "broker": broker.to_json(),
         "notifications": ingest.to_json(),
         "rpc": rpc.to_json(),
-        "expired_claims": scheduler.stats().expired_claims(),
+        "expired_claims": stats.expired_claims(),
         "placement": placement.to_json(),
         "hosts": hosts_json(ingest.ledger().table()),
         "usage": usage_json(&scheduler),

@@ -9,6 +9,7 @@ use super::dispatch::{route, Action};
 use super::topology::declare_rpc_topology;
 use super::{Dedup, RpcCounters};
 use crate::amqp::{connect, BrokerStatus, DeadLetters, Letter, Link, Sessions};
+use crate::cloud::Cloud;
 use crate::notifications::Ingest;
 use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
 use crate::scheduling::{Scheduler, SelectError};
@@ -41,6 +42,8 @@ pub enum RpcError {
 #[derive(Clone)]
 pub struct RpcDeps {
     pub scheduler: Arc<Scheduler>,
+    /// The host aggregates nova-api's casts update.
+    pub cloud: Arc<Cloud>,
     pub ingest: Arc<Ingest>,
     pub broker: Arc<BrokerStatus>,
     pub counters: Arc<RpcCounters>,
@@ -296,12 +299,12 @@ async fn run(
         Action::Answer(v) => Ok(v.to_string()),
         Action::UpdateAggregates(aggregates) => {
             server.deps.counters.count("update_aggregates");
-            server.deps.scheduler.cloud().update_aggregates(aggregates);
+            server.deps.cloud.update_aggregates(aggregates);
             Ok(NONE.to_string())
         }
         Action::DeleteAggregate(uuid) => {
             server.deps.counters.count("delete_aggregate");
-            server.deps.scheduler.cloud().delete_aggregate(&uuid);
+            server.deps.cloud.delete_aggregate(&uuid);
             Ok(NONE.to_string())
         }
         Action::InstanceInfo(n) => match apply_retrying(server, &n).await {

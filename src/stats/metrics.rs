@@ -147,6 +147,16 @@ impl Default for Metrics {
             oversubscribed_hosts: Gauge::default(),
             usage_hosts: Family::default(),
         };
+        m.register_scheduling();
+        m.register_placement();
+        m
+    }
+}
+
+impl Metrics {
+    /// Registers the series of scheduling, host state and notifications.
+    fn register_scheduling(&self) {
+        let m = self;
         m.register(
             "usage_hosts",
             "Hosts by the state of their measured usage (fresh, expired: decided on allocations, none)",
@@ -237,6 +247,11 @@ impl Default for Metrics {
             "1 while connected to RabbitMQ",
             m.broker_connected.clone(),
         );
+    }
+
+    /// Registers the series of Placement's syncs and claims, and of expired claims.
+    fn register_placement(&self) {
+        let m = self;
         m.register(
             "placement_sync_duration_seconds",
             "Duration of each Placement inventory sync",
@@ -272,7 +287,6 @@ impl Default for Metrics {
             "Duration of each claim in Placement (GET and PUT /allocations/{instance})",
             m.placement_claim_seconds.clone(),
         );
-        m
     }
 }
 

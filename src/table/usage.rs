@@ -137,26 +137,7 @@ impl HostTable {
         let mut measured = host.measured.as_deref().cloned().unwrap_or_default();
         for (name, amount) in &reading.classes {
             let (class, total) = class_of(host, name)?;
-            let value = match *amount {
-                Amount::Units(v) => v,
-                Amount::Percent(p) => {
-                    check_usage_value(name, p)?;
-                    if p > 100.0 {
-                        return Err(UsageError::new(
-                            UsageRefusal::AboveTotal,
-                            format!("{name} at {p} %"),
-                        ));
-                    }
-                    p / 100.0 * total
-                }
-            };
-            check_usage_value(name, value)?;
-            if value > total {
-                return Err(UsageError::new(
-                    UsageRefusal::AboveTotal,
-                    format!("{name} {value} above its total {total}"),
-                ));
-            }
+            let value = class_value(name, *amount, total)?;
             if let Some(held) = measured.class(class) {
                 if held.at_ms > at_ms {
                     return Err(UsageError::new(
@@ -231,6 +212,31 @@ impl HostTable {
         }
         counts
     }
+}
+
+/// Class `name`'s measured `amount` in units of a class of `total`, or why it is refused.
+fn class_value(name: &str, amount: Amount, total: f64) -> Result<f64, UsageError> {
+    let value = match amount {
+        Amount::Units(v) => v,
+        Amount::Percent(p) => {
+            check_usage_value(name, p)?;
+            if p > 100.0 {
+                return Err(UsageError::new(
+                    UsageRefusal::AboveTotal,
+                    format!("{name} at {p} %"),
+                ));
+            }
+            p / 100.0 * total
+        }
+    };
+    check_usage_value(name, value)?;
+    if value > total {
+        return Err(UsageError::new(
+            UsageRefusal::AboveTotal,
+            format!("{name} {value} above its total {total}"),
+        ));
+    }
+    Ok(value)
 }
 
 /// The class `name` of `host`, with its total: refused when it is no class or one the host

@@ -41,7 +41,7 @@ fn apsr(rows: &[ParallelRow], eps: f64) -> Option<&ParallelRow> {
 }
 
 /// The README text.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::too_many_lines)]
 pub fn readme(
     nfv: &[ParallelRow],
     others: &[ParallelRow],

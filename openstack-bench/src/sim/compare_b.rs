@@ -38,6 +38,7 @@ pub struct Isolating<'a> {
 }
 
 /// The Markdown section: published points, "never", ASC, isolating runs.
+#[allow(clippy::too_many_lines)]
 pub fn section(fixed: &[StaleRow], dynamic: &[DynamicRow], iso: &Isolating) -> String {
     let isolated = iso.nfv_100s;
     let mut s = String::new();

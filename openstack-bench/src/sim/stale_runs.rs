@@ -55,6 +55,7 @@ fn interval(s: &str) -> anyhow::Result<Option<u64>> {
 }
 
 /// Runs experiment B: the fixed-interval rows, the dynamic rows, and ASC's runs.
+#[allow(clippy::too_many_lines)]
 pub fn staleness_rows(
     args: &StalenessArgs,
 ) -> anyhow::Result<(Vec<StaleRow>, Vec<DynamicRow>, Vec<AscRun>)> {

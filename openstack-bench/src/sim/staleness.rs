@@ -334,6 +334,7 @@ pub fn run_dynamic(
 }
 
 /// [`run_dynamic`], ranking the whole view for every decision when `scanning`.
+#[allow(clippy::too_many_lines)]
 fn dynamic(
     setup: &DynamicSetup,
     algorithm: Algorithm,

@@ -324,295 +324,410 @@ pub(super) enum Pass {
 }
 
 macro_rules! define_effect {
-    ($name:ident, $db:ty) => {
-        /// Applies `m` in `tx` (see [`Pass`]); `Err(Rejected)` leaves the caller to roll the
-        /// savepoint back.
-        pub(super) async fn $name(
-            tx: &mut sqlx::Transaction<'_, $db>,
-            table: &HostTable,
-            m: &Message,
-            now_ms: i64,
-            pass: Pass,
-            touched: &mut Touched,
-        ) -> Result<Applied, ApplyError> {
-            if pass == Pass::Alone {
-                let fresh = sqlx::query(MARK_PROCESSED)
-                    .bind(&m.sent_at)
-                    .bind(&m.id)
-                    .bind(now_ms)
-                    .execute(&mut **tx)
-                    .await?;
-                if fresh.rows_affected() == 0 {
-                    return Ok(Applied::Duplicate);
+    ($module:ident, $db:ty) => {
+        /// Messages' effects on engine `$db`.
+        pub(super) mod $module {
+            use super::*;
+
+            /// Applies `m` in `tx` (see [`Pass`]); `Err(Rejected)` leaves the caller to roll
+            /// the savepoint back.
+            pub(in super::super) async fn apply(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                table: &HostTable,
+                m: &Message,
+                now_ms: i64,
+                pass: Pass,
+                touched: &mut Touched,
+            ) -> Result<Applied, ApplyError> {
+                if pass == Pass::Alone {
+                    let fresh = sqlx::query(MARK_PROCESSED)
+                        .bind(&m.sent_at)
+                        .bind(&m.id)
+                        .bind(now_ms)
+                        .execute(&mut **tx)
+                        .await?;
+                    if fresh.rows_affected() == 0 {
+                        return Ok(Applied::Duplicate);
+                    }
+                }
+                let cx = Ctx {
+                    table,
+                    m,
+                    now_ms,
+                    touched,
+                };
+                match &m.effect {
+                    Effect::HostState { registration, sent_ms } => {
+                        host_state(tx, cx, registration, sent_ms, pass).await
+                    }
+                    Effect::Place { instance, host, node, demand, step } => {
+                        place(tx, cx, instance, host, node, demand, step).await
+                    }
+                    Effect::Move { instance, step } => moved(tx, cx, instance, step).await,
+                    Effect::Release { instance, host, deleted } => {
+                        release(tx, cx, instance, host, deleted).await
+                    }
+                    Effect::ServiceCreated { host } => {
+                        // No ledger row: its node comes from Placement and Nova's records,
+                        // which the next call waits for (as Nova's scheduler would read them).
+                        table.announce_service(host, now_ms);
+                        table.want_records();
+                        Ok(Applied::Applied)
+                    }
+                    Effect::ServiceDeleted { host } => {
+                        // Its node goes with it (Nova's records say so at their next read).
+                        table.forget_service(host);
+                        table.want_records();
+                        Ok(Applied::Applied)
+                    }
+                    Effect::ServiceUpdated { host, disabled, forced_down } => {
+                        service_updated(tx, cx, host, disabled, forced_down).await
+                    }
+                    Effect::LeftHost { host, instance } => left_host(tx, cx, host, instance).await,
+                    Effect::RunOn { host, instances } => run_on(tx, cx, host, instances).await,
+                    // Aggregates are no ledger state: `Ingest` hands them to the cloud view.
+                    Effect::RecordOnly => Ok(Applied::Unknown),
+                    Effect::Invalid(reason) => Err(rejected(reason.clone())),
                 }
             }
+
+            /// The id of `$host`'s node `$node` (any node when `None`), from the live table or
+            /// else the ledger.
             macro_rules! host_id {
-                ($host:expr, $node:expr) => {{
-                    match table.by_name($host, $node).map(|h| h.id) {
+                ($tx:ident, $table:ident, $host:expr, $node:expr) => {{
+                    match $table.by_name($host, $node).map(|h| h.id) {
                         Some(id) => Some(id.0),
                         None => sqlx::query_scalar::<_, i64>(HOST_ID_BY_NAME)
                             .bind($host)
                             .bind($node)
-                            .fetch_optional(&mut **tx)
+                            .fetch_optional(&mut **$tx)
                             .await?,
                     }
                 }};
             }
-            // Every node of a service host (an Ironic-style service has several).
+
+            /// Every node of a service host (an Ironic-style service has several).
             macro_rules! service_ids {
-                ($host:expr) => {{
-                    let ids = table.ids_of_service($host);
+                ($tx:ident, $table:ident, $host:expr) => {{
+                    let ids = $table.ids_of_service($host);
                     if ids.is_empty() {
                         sqlx::query_scalar::<_, i64>(HOST_IDS_OF_SERVICE)
                             .bind($host)
-                            .fetch_all(&mut **tx)
+                            .fetch_all(&mut **$tx)
                             .await?
                     } else {
                         ids.into_iter().map(|h| h.0).collect::<Vec<i64>>()
                     }
                 }};
             }
-            match &m.effect {
-                Effect::HostState { registration: reg, sent_ms } => {
-                    if pass == Pass::Coalesced {
-                        touched.stage(table, std::borrow::Cow::Borrowed(reg), None, *sent_ms, now_ms);
-                        return Ok(Applied::Applied);
-                    }
-                    if table.event_order(&reg.uuid, *sent_ms, now_ms) == EventOrder::Older {
-                        if let Some(known) = table.by_uuid(&reg.uuid) {
-                            touched.older_beat(&known, &reg.uuid, now_ms);
-                            return Ok(Applied::Applied);
-                        }
-                    }
-                    if let Some(id) = heartbeat_of(table, reg).filter(|id| !touched.reload.contains(id)) {
-                        touched.beat(id, reg, now_ms);
-                        return Ok(Applied::Applied);
-                    }
-                    match takeover!(*tx, reg) {
-                        Takeover::OwnRetired => {
-                            tracing::debug!(host = %reg.host, compute_node = %reg.uuid, "event of a retired compute node: nothing to apply");
-                            return Ok(Applied::Applied);
-                        }
-                        Takeover::Free => {}
-                        replaced => touched.replaced(reg, replaced),
-                    }
-                    let id = upsert_host!($db, *tx, reg, now_ms);
-                    touched.forget_beats(id);
-                    touched.reload.push(id);
+
+        /// A host's state: staged in the fast pass; alone, a heartbeat when the table holds the host
+        /// as it is, else a registration (after any takeover of its names).
+        async fn host_state(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            cx: Ctx<'_>,
+            reg: &HostRegistration,
+            sent_ms: &Option<i64>,
+            pass: Pass,
+        ) -> Result<Applied, ApplyError> {
+            let Ctx { table, now_ms, touched, .. } = cx;
+            if pass == Pass::Coalesced {
+                touched.stage(table, std::borrow::Cow::Borrowed(reg), None, *sent_ms, now_ms);
+                return Ok(Applied::Applied);
+            }
+            if table.event_order(&reg.uuid, *sent_ms, now_ms) == EventOrder::Older {
+                if let Some(known) = table.by_uuid(&reg.uuid) {
+                    touched.older_beat(&known, &reg.uuid, now_ms);
+                    return Ok(Applied::Applied);
                 }
-                Effect::Place { instance: instance_uuid, host, node, demand, step } => {
-                    let Some(id) = host_id!(host.as_str(), node.as_deref()) else {
-                        return Err(rejected(format!("unknown host {host:?} for instance {instance_uuid}")));
-                    };
-                    if *step == Placed::Built {
-                        // The build's own claim, on this host and counted as an instance
-                        // already: confirmed in one statement, and nothing the table holds
-                        // changes (no read back). Anything else takes the path below.
-                        let confirmed = sqlx::query(CONFIRM_OWN_CLAIM)
-                            .bind(instance_uuid)
-                            .bind(id)
-                            .execute(&mut **tx)
-                            .await?;
-                        if confirmed.rows_affected() == 1 {
-                            return Ok(Applied::Applied);
-                        }
-                    }
-                    // A move's steps (`ledger::moves`): a revert gives the instance its held
-                    // source back before it is placed there; a finished resize starts the move;
-                    // a confirmation, a live migration's end on its destination or an
-                    // evacuation's rebuild ends it.
-                    match step {
-                        Placed::ResizeReverted => {
-                            touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid.as_str()));
-                        }
-                        Placed::ResizeFinished => {
-                            sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
-                        }
-                        Placed::MoveEnded => {
-                            let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
-                            touched.reload.extend(held.into_iter().map(|(h, _)| h));
-                        }
-                        Placed::Built | Placed::Other => {}
-                    }
-                    let held = sqlx::query("SELECT host_id, resources, instance FROM allocations WHERE instance_uuid = $1")
-                        .bind(instance_uuid)
-                        .fetch_optional(&mut **tx)
-                        .await?;
-                    if let Some(row) = held {
-                        let (on, json): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
-                        if on == id && only_confirms(*step, &parse_resources(&json)?, demand) {
-                            sqlx::query(CONFIRM_CLAIM).bind(instance_uuid).bind(id).execute(&mut **tx).await?;
-                            // The table counts an allocation known as an instance; `confirmed`
-                            // it does not hold. A claim (an instance already) confirmed changes
-                            // nothing the table holds: no read back, the common case of every
-                            // build's instance.create.end.
-                            let instance: bool = row.try_get(2)?;
-                            if !instance {
-                                touched.reload.push(HostId(id));
-                            }
-                            return Ok(Applied::Applied);
-                        }
-                    }
-                    // Deleted already: this notification was overtaken by the deletion's
-                    // (a quorum queue's redelivery, another process' consumer) and must not
-                    // bring the allocation back.
-                    let gone = sqlx::query(IS_GONE)
-                        .bind(instance_uuid)
-                        .fetch_optional(&mut **tx)
-                        .await?
-                        .is_some();
-                    if gone {
-                        tracing::debug!(instance = %instance_uuid, event = %m.kind, "instance deleted already: nothing to apply");
-                        return Ok(Applied::Applied);
-                    }
-                    if let Some(old) = release_in_tx!($db, *tx, instance_uuid) {
-                        touched.reload.push(old.host_id);
-                    }
-                    record_in_tx!($db, *tx, instance_uuid.as_str(), id, demand, now_ms);
-                    touched.reload.push(HostId(id));
+            }
+            if let Some(id) = heartbeat_of(table, reg).filter(|id| !touched.reload.contains(id)) {
+                touched.beat(id, reg, now_ms);
+                return Ok(Applied::Applied);
+            }
+            match takeover!(*tx, reg) {
+                Takeover::OwnRetired => {
+                    tracing::debug!(host = %reg.host, compute_node = %reg.uuid, "event of a retired compute node: nothing to apply");
+                    return Ok(Applied::Applied);
                 }
-                Effect::Move { instance: instance_uuid, step } => match step {
-                    MoveStep::Started => {
-                        // The destination took the instance: neither its claim there nor the
-                        // source held for it expires any more.
-                        sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
-                        sqlx::query(CONFIRM_MOVING)
-                            .bind(instance_uuid)
-                            .execute(&mut **tx)
-                            .await?;
-                    }
-                    MoveStep::Ended => {
-                        let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
-                        touched.reload.extend(held.into_iter().map(|(h, _)| h));
-                    }
-                    MoveStep::RolledBack => {
-                        touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid.as_str()));
-                    }
-                },
-                Effect::Release { instance: instance_uuid, host, deleted } => {
-                    let held = release_held_in_tx!($db, *tx, instance_uuid.as_str());
+                Takeover::Free => {}
+                replaced => touched.replaced(reg, replaced),
+            }
+            let id = upsert_host!($db, *tx, reg, now_ms);
+            touched.forget_beats(id);
+            touched.reload.push(id);
+            Ok(Applied::Applied)
+        }
+
+        /// The instance holds `demand` on `host`: its own claim confirmed, a move's step taken, or
+        /// its allocation recorded there (what it held elsewhere released).
+        async fn place(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            cx: Ctx<'_>,
+            instance_uuid: &str,
+            host: &str,
+            node: &Option<String>,
+            demand: &Resources,
+            step: &Placed,
+        ) -> Result<Applied, ApplyError> {
+            let Ctx { table, m, now_ms, touched } = cx;
+            let Some(id) = host_id!(tx, table, host, node.as_deref()) else {
+                return Err(rejected(format!("unknown host {host:?} for instance {instance_uuid}")));
+            };
+            if *step == Placed::Built {
+                // The build's own claim, on this host and counted as an instance
+                // already: confirmed in one statement, and nothing the table holds
+                // changes (no read back). Anything else takes the path below.
+                let confirmed = sqlx::query(CONFIRM_OWN_CLAIM)
+                    .bind(instance_uuid)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+                if confirmed.rows_affected() == 1 {
+                    return Ok(Applied::Applied);
+                }
+            }
+            // A move's steps (`ledger::moves`): a revert gives the instance its held
+            // source back before it is placed there; a finished resize starts the move;
+            // a confirmation, a live migration's end on its destination or an
+            // evacuation's rebuild ends it.
+            match step {
+                Placed::ResizeReverted => {
+                    touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid));
+                }
+                Placed::ResizeFinished => {
+                    sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
+                }
+                Placed::MoveEnded => {
+                    let held = release_held_in_tx!($db, *tx, instance_uuid);
                     touched.reload.extend(held.into_iter().map(|(h, _)| h));
-                    match release_in_tx!($db, *tx, instance_uuid) {
-                        Some(old) => touched.reload.push(old.host_id),
-                        None => {
-                            if let Some(host) = host {
-                                if host_id!(host.as_str(), None::<&str>).is_none() {
-                                    return Err(rejected(format!(
-                                        "unknown host {host:?} for the release of instance {instance_uuid}"
-                                    )));
-                                }
-                            }
-                        }
-                    }
-                    if *deleted {
-                        // Gone for good: an allocation under its uuid imported later is
-                        // not this instance's (the release above remembered it).
-                        sqlx::query("DELETE FROM known_instances WHERE instance_uuid = $1")
-                            .bind(instance_uuid)
-                            .execute(&mut **tx)
-                            .await?;
-                        // And remembered as gone, for a notification that comes after this one.
-                        sqlx::query(REMEMBER_GONE)
-                            .bind(instance_uuid)
-                            .bind(now_ms)
-                            .execute(&mut **tx)
-                            .await?;
-                    }
                 }
-                Effect::ServiceCreated { host } => {
-                    // No ledger row: its node comes from Placement and Nova's records, which
-                    // the next call waits for (as Nova's scheduler would read them).
-                    table.announce_service(host, now_ms);
-                    table.want_records();
-                }
-                Effect::ServiceDeleted { host } => {
-                    // Its node goes with it (Nova's records say so at their next read).
-                    table.forget_service(host);
-                    table.want_records();
-                }
-                Effect::ServiceUpdated { host, disabled, forced_down } => {
-                    // Nova's records (when read) say the same sooner than the next refresh.
-                    table.want_records();
-                    let ids = service_ids!(host.as_str());
-                    if ids.is_empty() {
-                        if known_to_nova(table, host) {
-                            // Not in Placement yet; its state comes from Nova's records.
-                            return Ok(Applied::Applied);
-                        }
-                        return Err(rejected(format!("service.update for unknown host {host:?}")));
+                Placed::Built | Placed::Other => {}
+            }
+            let held = sqlx::query("SELECT host_id, resources, instance FROM allocations WHERE instance_uuid = $1")
+                .bind(instance_uuid)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if let Some(row) = held {
+                let (on, json): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+                if on == id && only_confirms(*step, &parse_resources(&json)?, demand) {
+                    sqlx::query(CONFIRM_CLAIM).bind(instance_uuid).bind(id).execute(&mut **tx).await?;
+                    // The table counts an allocation known as an instance; `confirmed`
+                    // it does not hold. A claim (an instance already) confirmed changes
+                    // nothing the table holds: no read back, the common case of every
+                    // build's instance.create.end.
+                    let instance: bool = row.try_get(2)?;
+                    if !instance {
+                        touched.reload.push(HostId(id));
                     }
-                    for id in &ids {
-                        // A retired node (re-created under a new uuid) stays unschedulable.
-                        sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3 AND NOT retired")
-                            .bind(*disabled)
-                            .bind(*forced_down)
-                            .bind(id)
-                            .execute(&mut **tx)
-                            .await?;
-                    }
-                    touched.reload.extend(ids.into_iter().map(HostId));
+                    return Ok(Applied::Applied);
                 }
-                Effect::LeftHost { host, instance: instance_uuid } => {
-                    let ids = service_ids!(host.as_str());
-                    if ids.is_empty() {
-                        return Err(rejected(format!("unknown host {host:?}")));
-                    }
-                    let on_host: Option<i64> = sqlx::query_scalar("SELECT host_id FROM allocations WHERE instance_uuid = $1")
+            }
+            // Deleted already: this notification was overtaken by the deletion's
+            // (a quorum queue's redelivery, another process' consumer) and must not
+            // bring the allocation back.
+            let gone = sqlx::query(IS_GONE)
+                .bind(instance_uuid)
+                .fetch_optional(&mut **tx)
+                .await?
+                .is_some();
+            if gone {
+                tracing::debug!(instance = %instance_uuid, event = %m.kind, "instance deleted already: nothing to apply");
+                return Ok(Applied::Applied);
+            }
+            if let Some(old) = release_in_tx!($db, *tx, instance_uuid) {
+                touched.reload.push(old.host_id);
+            }
+            record_in_tx!($db, *tx, instance_uuid, id, demand, now_ms);
+            touched.reload.push(HostId(id));
+            Ok(Applied::Applied)
+        }
+
+        /// A step of a move that places nothing by itself.
+        async fn moved(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            cx: Ctx<'_>,
+            instance_uuid: &str,
+            step: &MoveStep,
+        ) -> Result<Applied, ApplyError> {
+            let Ctx { touched, .. } = cx;
+            match step {
+                MoveStep::Started => {
+                    // The destination took the instance: neither its claim there nor the
+                    // source held for it expires any more.
+                    sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
+                    sqlx::query(CONFIRM_MOVING)
                         .bind(instance_uuid)
-                        .fetch_optional(&mut **tx)
+                        .execute(&mut **tx)
                         .await?;
-                    if let Some(on) = on_host.filter(|on| ids.contains(on)) {
-                        release_in_tx!($db, *tx, instance_uuid);
-                        touched.reload.push(HostId(on));
-                    }
                 }
-                Effect::RunOn { host, instances: instance_uuids } => {
-                    let ids = service_ids!(host.as_str());
-                    if ids.is_empty() {
-                        return Err(rejected(format!("unknown host {host:?}")));
-                    }
-                    touched.reload.extend(ids.iter().copied().map(HostId));
-                    // Neither cast releases or moves an allocation (issue 40, item 1): nova-compute
-                    // lists its instances by `instance.host`, which a build in flight and a move
-                    // until `finish_resize` do not name yet, so a claim missing from the list may
-                    // still be on its way, and an instance listed here while the ledger holds it
-                    // elsewhere may be the source of a move whose destination is already claimed.
-                    // Nova's own scheduler frees nothing on a mismatch either (usage lives in
-                    // Placement); deletes come with `instance.delete.end`, and Placement's repair
-                    // drops what vanished. What a listed instance on this host does tell: it runs
-                    // here, so its claim is confirmed and an imported consumer is an instance.
-                    for uuid in instance_uuids {
-                        let row = sqlx::query("SELECT host_id, confirmed, instance FROM allocations WHERE instance_uuid = $1")
-                            .bind(uuid)
-                            .fetch_optional(&mut **tx)
-                            .await?;
-                        let Some(row) = row else {
-                            tracing::debug!(instance = %uuid, host = %host, "instance unknown to the ledger; its size arrives with instance.create.end");
-                            continue;
-                        };
-                        let current: i64 = row.try_get(0)?;
-                        let confirmed: bool = row.try_get(1)?;
-                        let instance: bool = row.try_get(2)?;
-                        if !ids.contains(&current) {
-                            tracing::debug!(instance = %uuid, host = %host, event = %m.kind, "instance info names an instance the ledger holds elsewhere; left as it is");
-                            continue;
-                        }
-                        if !confirmed || !instance {
-                            sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
-                        }
-                    }
+                MoveStep::Ended => {
+                    let held = release_held_in_tx!($db, *tx, instance_uuid);
+                    touched.reload.extend(held.into_iter().map(|(h, _)| h));
                 }
-                // Aggregates are no ledger state: `Ingest` hands them to the cloud view.
-                Effect::RecordOnly => return Ok(Applied::Unknown),
-                Effect::Invalid(reason) => return Err(rejected(reason.clone())),
+                MoveStep::RolledBack => {
+                    touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid));
+                }
             }
             Ok(Applied::Applied)
+        }
+
+        /// The instance holds nothing any more, nor its move's source; when `deleted`, forgotten as a
+        /// known instance and remembered as gone.
+        async fn release(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            cx: Ctx<'_>,
+            instance_uuid: &str,
+            host: &Option<String>,
+            deleted: &bool,
+        ) -> Result<Applied, ApplyError> {
+            let Ctx { table, now_ms, touched, .. } = cx;
+            let held = release_held_in_tx!($db, *tx, instance_uuid);
+            touched.reload.extend(held.into_iter().map(|(h, _)| h));
+            match release_in_tx!($db, *tx, instance_uuid) {
+                Some(old) => touched.reload.push(old.host_id),
+                None => {
+                    if let Some(host) = host {
+                        if host_id!(tx, table, host, None::<&str>).is_none() {
+                            return Err(rejected(format!(
+                                "unknown host {host:?} for the release of instance {instance_uuid}"
+                            )));
+                        }
+                    }
+                }
+            }
+            if *deleted {
+                // Gone for good: an allocation under its uuid imported later is
+                // not this instance's (the release above remembered it).
+                sqlx::query("DELETE FROM known_instances WHERE instance_uuid = $1")
+                    .bind(instance_uuid)
+                    .execute(&mut **tx)
+                    .await?;
+                // And remembered as gone, for a notification that comes after this one.
+                sqlx::query(REMEMBER_GONE)
+                    .bind(instance_uuid)
+                    .bind(now_ms)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Ok(Applied::Applied)
+        }
+
+        /// Every node of a service enabled or disabled, forced down or up.
+        async fn service_updated(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            cx: Ctx<'_>,
+            host: &str,
+            disabled: &bool,
+            forced_down: &bool,
+        ) -> Result<Applied, ApplyError> {
+            let Ctx { table, touched, .. } = cx;
+            // Nova's records (when read) say the same sooner than the next refresh.
+            table.want_records();
+            let ids = service_ids!(tx, table, host);
+            if ids.is_empty() {
+                if known_to_nova(table, host) {
+                    // Not in Placement yet; its state comes from Nova's records.
+                    return Ok(Applied::Applied);
+                }
+                return Err(rejected(format!("service.update for unknown host {host:?}")));
+            }
+            for id in &ids {
+                // A retired node (re-created under a new uuid) stays unschedulable.
+                sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3 AND NOT retired")
+                    .bind(*disabled)
+                    .bind(*forced_down)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            touched.reload.extend(ids.into_iter().map(HostId));
+            Ok(Applied::Applied)
+        }
+
+        /// The instance left `host`: released if the ledger holds it there.
+        async fn left_host(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            cx: Ctx<'_>,
+            host: &str,
+            instance_uuid: &str,
+        ) -> Result<Applied, ApplyError> {
+            let Ctx { table, touched, .. } = cx;
+            let ids = service_ids!(tx, table, host);
+            if ids.is_empty() {
+                return Err(rejected(format!("unknown host {host:?}")));
+            }
+            let on_host: Option<i64> = sqlx::query_scalar("SELECT host_id FROM allocations WHERE instance_uuid = $1")
+                .bind(instance_uuid)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if let Some(on) = on_host.filter(|on| ids.contains(on)) {
+                release_in_tx!($db, *tx, instance_uuid);
+                touched.reload.push(HostId(on));
+            }
+            Ok(Applied::Applied)
+        }
+
+        /// These instances run on `host`: their claims there are confirmed.
+        async fn run_on(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            cx: Ctx<'_>,
+            host: &str,
+            instance_uuids: &[String],
+        ) -> Result<Applied, ApplyError> {
+            let Ctx { table, m, touched, .. } = cx;
+            let ids = service_ids!(tx, table, host);
+            if ids.is_empty() {
+                return Err(rejected(format!("unknown host {host:?}")));
+            }
+            touched.reload.extend(ids.iter().copied().map(HostId));
+            // Neither cast releases or moves an allocation (issue 40, item 1): nova-compute
+            // lists its instances by `instance.host`, which a build in flight and a move
+            // until `finish_resize` do not name yet, so a claim missing from the list may
+            // still be on its way, and an instance listed here while the ledger holds it
+            // elsewhere may be the source of a move whose destination is already claimed.
+            // Nova's own scheduler frees nothing on a mismatch either (usage lives in
+            // Placement); deletes come with `instance.delete.end`, and Placement's repair
+            // drops what vanished. What a listed instance on this host does tell: it runs
+            // here, so its claim is confirmed and an imported consumer is an instance.
+            for uuid in instance_uuids {
+                let row = sqlx::query("SELECT host_id, confirmed, instance FROM allocations WHERE instance_uuid = $1")
+                    .bind(uuid)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+                let Some(row) = row else {
+                    tracing::debug!(instance = %uuid, host = %host, "instance unknown to the ledger; its size arrives with instance.create.end");
+                    continue;
+                };
+                let current: i64 = row.try_get(0)?;
+                let confirmed: bool = row.try_get(1)?;
+                let instance: bool = row.try_get(2)?;
+                if !ids.contains(&current) {
+                    tracing::debug!(instance = %uuid, host = %host, event = %m.kind, "instance info names an instance the ledger holds elsewhere; left as it is");
+                    continue;
+                }
+                if !confirmed || !instance {
+                    sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
+                }
+            }
+            Ok(Applied::Applied)
+        }
         }
     };
 }
 
-define_effect!(apply_sqlite, sqlx::Sqlite);
-define_effect!(apply_postgres, sqlx::Postgres);
+/// What the write of one message's effect reads and notes besides its transaction.
+struct Ctx<'a> {
+    table: &'a HostTable,
+    m: &'a Message,
+    now_ms: i64,
+    touched: &'a mut Touched,
+}
+
+define_effect!(sqlite_effects, sqlx::Sqlite);
+define_effect!(postgres_effects, sqlx::Postgres);
+pub(super) use postgres_effects::apply as apply_postgres;
+pub(super) use sqlite_effects::apply as apply_sqlite;
 
 /// Registers the hosts of the JSON array `hosts` (see `Dialect::UPSERT_HOSTS`); answers
 /// `(id, uuid)` of each.
@@ -924,35 +1039,9 @@ fn write_registrations(
     staged: Vec<(HostRegistration, i64, Option<Prepared>)>,
     now_ms: i64,
 ) -> rusqlite::Result<()> {
-    let mut upsert_host = db.prepare_cached(UPSERT_HOST_ROW)?;
-    let mut host_id = db.prepare_cached(HOST_ID_OF_UUID)?;
-    let mut rows_of = db.prepare_cached(INVENTORY_ROWS_OF)?;
-    let mut upsert_inventory = db.prepare_cached(UPSERT_INVENTORY_ROW)?;
-    let mut update_inventory = db.prepare_cached(UPDATE_INVENTORY_ROW)?;
-    // A reported class whose row was `prior` (`None`: no row).
-    let mut write_class = |id: i64,
-                           class: &str,
-                           inv: &crate::domain::Inventory,
-                           prior: Option<&InventoryValues>|
-     -> rusqlite::Result<()> {
-        let row = inventory_columns(id, class, inv);
-        match prior {
-            // A row the registration repeats is left as it is, as the upsert's own `WHERE`
-            // would leave it, without running the statement (a re-registration usually
-            // changes one class of several).
-            Some(v) if *v == inventory_values(inv) => {}
-            // A row that is there is updated (an upsert first tries to insert it).
-            Some(_) if update_inventory.execute(row)? == 1 => {}
-            _ => {
-                upsert_inventory.execute(row)?;
-            }
-        }
-        Ok(())
-    };
+    let mut statements = RegistrationStatements::prepare(db)?;
     // (class, values, used) of the host's rows before the registration, when read.
     let mut before: Vec<(String, InventoryValues, i64)> = Vec::new();
-    let mut update_host = db.prepare_cached(UPDATE_HOST_ROW)?;
-    let mut update_same_names = db.prepare_cached(UPDATE_HOST_ROW_SAME_NAMES)?;
     for (reg, _, prepared) in staged {
         if may_take_over(table, &reg) {
             match takeover_rusqlite(db, &reg)? {
@@ -967,43 +1056,8 @@ fn write_registrations(
             profile,
         } = prepared.unwrap_or_else(|| Prepared::of(&reg));
         let reg = &reg;
-        // The id the table knows the host by, updated without looking it up (its names
-        // left alone when they are the row's); a row the update misses (the table not yet
-        // settled on it) is looked up by its uuid.
         let in_table = table.by_uuid(&reg.uuid).map(|h| h.id.0);
-        let id = match in_table {
-            Some(id)
-                if update_same_names
-                    .execute(&host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..])?
-                    == 1 =>
-            {
-                id
-            }
-            Some(id)
-                if update_host
-                    .execute(&host_row(reg, &now_ms, &traits, &aggregates, &in_table)[..])?
-                    == 1 =>
-            {
-                id
-            }
-            _ => {
-                let existing: Option<i64> = host_id
-                    .query_row([&reg.uuid], |row| row.get(0))
-                    .optional()?;
-                let row = host_row(reg, &now_ms, &traits, &aggregates, &existing);
-                match existing {
-                    Some(id) => {
-                        update_host.execute(&row[..])?;
-                        id
-                    }
-                    // New to the ledger: inserted, and its id read back.
-                    None => {
-                        upsert_host.execute(&row[..9])?;
-                        host_id.query_row([&reg.uuid], |row| row.get(0))?
-                    }
-                }
-            }
-        };
+        let id = statements.write_host(reg, now_ms, &traits, &aggregates, in_table)?;
         let settled = in_table == Some(id);
         match profile.filter(|_| settled) {
             Some(profile) => touched
@@ -1023,7 +1077,7 @@ fn write_registrations(
         if let Some(rows) = repeated {
             for (class, inv) in &classes {
                 let prior = rows.iter().find(|(c, _)| c == class).map(|(_, v)| v);
-                write_class(id, class, inv, prior)?;
+                statements.write_class(id, class, inv, prior)?;
             }
             known.set(
                 id,
@@ -1033,8 +1087,111 @@ fn write_registrations(
             );
             continue;
         }
+        statements.read_rows(id, &mut before)?;
+        for (class, inv) in &classes {
+            let prior = before.iter().find(|(c, ..)| c == class).map(|(_, v, _)| v);
+            statements.write_class(id, class, inv, prior)?;
+        }
+        let after = settle_unreported(db, id, &classes, &before)?;
+        known.set(id, after);
+    }
+    Ok(())
+}
+
+/// The statements [`write_registrations`] runs, prepared once per group of registrations.
+struct RegistrationStatements<'c> {
+    upsert_host: rusqlite::CachedStatement<'c>,
+    host_id: rusqlite::CachedStatement<'c>,
+    rows_of: rusqlite::CachedStatement<'c>,
+    upsert_inventory: rusqlite::CachedStatement<'c>,
+    update_inventory: rusqlite::CachedStatement<'c>,
+    update_host: rusqlite::CachedStatement<'c>,
+    update_same_names: rusqlite::CachedStatement<'c>,
+}
+
+impl<'c> RegistrationStatements<'c> {
+    fn prepare(db: &'c rusqlite::Connection) -> rusqlite::Result<Self> {
+        Ok(RegistrationStatements {
+            upsert_host: db.prepare_cached(UPSERT_HOST_ROW)?,
+            host_id: db.prepare_cached(HOST_ID_OF_UUID)?,
+            rows_of: db.prepare_cached(INVENTORY_ROWS_OF)?,
+            upsert_inventory: db.prepare_cached(UPSERT_INVENTORY_ROW)?,
+            update_inventory: db.prepare_cached(UPDATE_INVENTORY_ROW)?,
+            update_host: db.prepare_cached(UPDATE_HOST_ROW)?,
+            update_same_names: db.prepare_cached(UPDATE_HOST_ROW_SAME_NAMES)?,
+        })
+    }
+
+    /// Writes `reg`'s host row and answers its id: the id the table knows the host by
+    /// (`in_table`), updated without looking it up (its names left alone when they are the
+    /// row's); a row the update misses (the table not yet settled on it) is looked up by its
+    /// uuid, and a host new to the ledger inserted and its id read back.
+    // `&String`: what [`host_row`] binds.
+    #[allow(clippy::ptr_arg)]
+    fn write_host(
+        &mut self,
+        reg: &HostRegistration,
+        now_ms: i64,
+        traits: &String,
+        aggregates: &String,
+        in_table: Option<i64>,
+    ) -> rusqlite::Result<i64> {
+        let row = |id| host_row(reg, &now_ms, traits, aggregates, id);
+        if let Some(id) = in_table {
+            if self.update_same_names.execute(&row(&in_table)[..])? == 1 {
+                return Ok(id);
+            }
+            if self.update_host.execute(&row(&in_table)[..])? == 1 {
+                return Ok(id);
+            }
+        }
+        let existing: Option<i64> = self
+            .host_id
+            .query_row([&reg.uuid], |row| row.get(0))
+            .optional()?;
+        match existing {
+            Some(id) => {
+                self.update_host.execute(&row(&existing)[..])?;
+                Ok(id)
+            }
+            None => {
+                self.upsert_host.execute(&row(&existing)[..9])?;
+                self.host_id.query_row([&reg.uuid], |row| row.get(0))
+            }
+        }
+    }
+
+    /// Writes a reported class whose row was `prior` (`None`: no row).
+    fn write_class(
+        &mut self,
+        id: i64,
+        class: &str,
+        inv: &crate::domain::Inventory,
+        prior: Option<&InventoryValues>,
+    ) -> rusqlite::Result<()> {
+        let row = inventory_columns(id, class, inv);
+        match prior {
+            // A row the registration repeats is left as it is, as the upsert's own `WHERE`
+            // would leave it, without running the statement (a re-registration usually
+            // changes one class of several).
+            Some(v) if *v == inventory_values(inv) => {}
+            // A row that is there is updated (an upsert first tries to insert it).
+            Some(_) if self.update_inventory.execute(row)? == 1 => {}
+            _ => {
+                self.upsert_inventory.execute(row)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Host `id`'s inventory rows as (class, values, used), into `before`.
+    fn read_rows(
+        &mut self,
+        id: i64,
+        before: &mut Vec<(String, InventoryValues, i64)>,
+    ) -> rusqlite::Result<()> {
         before.clear();
-        let mut rows = rows_of.query([id])?;
+        let mut rows = self.rows_of.query([id])?;
         while let Some(row) = rows.next()? {
             let values = (
                 row.get(1)?,
@@ -1047,46 +1204,51 @@ fn write_registrations(
             );
             before.push((row.get(0)?, values, row.get(8)?));
         }
-        drop(rows);
-        for (class, inv) in &classes {
-            let prior = before.iter().find(|(c, ..)| c == class).map(|(_, v, _)| v);
-            write_class(id, class, inv, prior)?;
-        }
-        // The rows as they are once written, for the writer's memory.
-        let mut after: Vec<(&str, InventoryValues)> = Vec::with_capacity(classes.len());
-        // What `ZERO_UNREPORTED_CLASSES` and `DROP_UNUSED_EMPTY_OF` leave: a class no
-        // longer reported gets no capacity, and any row without capacity nor use goes.
-        for (class, values, used) in &before {
-            let (total, reserved, min_unit, max_unit, step, ratio, usable) = *values;
-            let nonzero = total != 0 || reserved != 0 || usable != 0;
-            let reported = classes.iter().find(|(c, _)| c == class);
-            let empty = reported.is_none_or(|(_, inv)| inv.total == 0);
-            if empty && *used == 0 {
-                db.prepare_cached(DROP_CLASS)?
-                    .execute(rusqlite::params![id, class])?;
-                continue;
-            }
-            match reported {
-                Some((_, inv)) => after.push((class, inventory_values(inv))),
-                None => {
-                    if nonzero {
-                        db.prepare_cached(ZERO_CLASS)?
-                            .execute(rusqlite::params![id, class])?;
-                    }
-                    after.push((class, (0, 0, min_unit, max_unit, step, ratio, 0)));
-                }
-            }
-        }
-        for (class, inv) in &classes {
-            let new = !before.iter().any(|(c, ..)| c == class);
-            if new && inv.total == 0 {
-                db.prepare_cached(DROP_CLASS)?
-                    .execute(rusqlite::params![id, class])?;
-            } else if new {
-                after.push((class, inventory_values(inv)));
-            }
-        }
-        known.set(id, after);
+        Ok(())
     }
-    Ok(())
+}
+
+/// What `ZERO_UNREPORTED_CLASSES` and `DROP_UNUSED_EMPTY_OF` leave of host `id`'s rows
+/// `before` once `classes` are written: a class no longer reported gets no capacity, and any
+/// row without capacity nor use goes. Answers the rows as they are then, for the writer's
+/// memory.
+fn settle_unreported<'a>(
+    db: &rusqlite::Connection,
+    id: i64,
+    classes: &[&'a (String, crate::domain::Inventory)],
+    before: &'a [(String, InventoryValues, i64)],
+) -> rusqlite::Result<Vec<(&'a str, InventoryValues)>> {
+    let mut after: Vec<(&str, InventoryValues)> = Vec::with_capacity(classes.len());
+    for (class, values, used) in before {
+        let (total, reserved, min_unit, max_unit, step, ratio, usable) = *values;
+        let nonzero = total != 0 || reserved != 0 || usable != 0;
+        let reported = classes.iter().find(|(c, _)| c == class);
+        let empty = reported.is_none_or(|(_, inv)| inv.total == 0);
+        if empty && *used == 0 {
+            db.prepare_cached(DROP_CLASS)?
+                .execute(rusqlite::params![id, class])?;
+            continue;
+        }
+        match reported {
+            Some((_, inv)) => after.push((class, inventory_values(inv))),
+            None => {
+                if nonzero {
+                    db.prepare_cached(ZERO_CLASS)?
+                        .execute(rusqlite::params![id, class])?;
+                }
+                after.push((class, (0, 0, min_unit, max_unit, step, ratio, 0)));
+            }
+        }
+    }
+    for &entry in classes {
+        let (class, inv) = entry;
+        let new = !before.iter().any(|(c, ..)| c == class);
+        if new && inv.total == 0 {
+            db.prepare_cached(DROP_CLASS)?
+                .execute(rusqlite::params![id, class])?;
+        } else if new {
+            after.push((class, inventory_values(inv)));
+        }
+    }
+    Ok(after)
 }

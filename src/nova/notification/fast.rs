@@ -583,20 +583,22 @@ mod tests {
         assert!(host_state_alone(&serde_json::to_vec(&event(full())).unwrap()).is_some());
     }
 
-    #[test]
-    fn anything_unusual_is_left_to_the_general_decode() {
-        let with = |path: &[&str], v: Value| {
-            let mut inner = event(full());
-            let (last, parents) = path.split_last().unwrap();
-            let mut at = &mut inner;
-            for p in parents {
-                at = &mut at[*p];
-            }
-            at[*last] = v;
-            encode_envelope(&inner)
-        };
+    /// The full event in its envelope, with the value at `path` replaced by `v`.
+    fn with(path: &[&str], v: Value) -> Vec<u8> {
+        let mut inner = event(full());
+        let (last, parents) = path.split_last().unwrap();
+        let mut at = &mut inner;
+        for p in parents {
+            at = &mut at[*p];
+        }
+        at[*last] = v;
+        encode_envelope(&inner)
+    }
+
+    /// Unusual bodies: what each is, the body, and whether the general decode accepts it.
+    fn unusual_bodies() -> Vec<(&'static str, Vec<u8>, bool)> {
         let long = "x".repeat(MAX_NAME_BYTES + 1);
-        let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+        vec![
             (
                 "payload as a list",
                 with(&["payload"], json!(["h1"])),
@@ -673,8 +675,12 @@ mod tests {
                     .into_bytes(),
                 false,
             ),
-        ];
-        for (what, body, valid) in cases {
+        ]
+    }
+
+    #[test]
+    fn anything_unusual_is_left_to_the_general_decode() {
+        for (what, body, valid) in unusual_bodies() {
             if what == "repeated key" {
                 // The general decode keeps the last of a repeated key; this one declines.
                 let text = String::from_utf8(body).unwrap().replacen(

@@ -203,15 +203,16 @@ fn every_usage_event_maps_to_upsert_or_release_and_others_to_unknown() {
     );
 }
 
-#[test]
-fn malformed_notifications_name_what_is_wrong() {
+/// Malformed notifications: what each lacks or gets wrong, the notification, and what its
+/// error must say.
+fn malformed_notifications() -> Vec<(&'static str, Value, &'static str)> {
     let flavor = |vcpus: i64| {
         payload_object(
             "FlavorPayload",
             json!({"vcpus": vcpus, "memory_mb": 1, "root_gb": 1}),
         )
     };
-    let cases: Vec<(&str, Value, &str)> = vec![
+    vec![
         (
             "no uuid",
             notification(
@@ -297,8 +298,12 @@ fn malformed_notifications_name_what_is_wrong() {
             ),
             "payload.usage.VCPU",
         ),
-    ];
-    for (name, value, want) in cases {
+    ]
+}
+
+#[test]
+fn malformed_notifications_name_what_is_wrong() {
+    for (name, value, want) in malformed_notifications() {
         let err = Notification::from_inner(&value)
             .expect_err(name)
             .to_string();

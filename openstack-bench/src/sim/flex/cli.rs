@@ -74,6 +74,7 @@ pub struct FlexArgs {
 }
 
 /// Runs `sim flex` and prints the table.
+#[allow(clippy::too_many_lines)]
 pub fn run(args: &FlexArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.scale > 0.0 && args.scale <= 1.0,

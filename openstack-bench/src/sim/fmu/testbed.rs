@@ -81,6 +81,7 @@ struct InFlight {
 }
 
 /// Runs `workload` on the testbed with `solver` (`None`: the NULL scheduler), seeded.
+#[allow(clippy::too_many_lines)]
 pub fn run(
     bed: &Testbed,
     workload: &dyn Workload,

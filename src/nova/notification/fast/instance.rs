@@ -312,17 +312,14 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn anything_unusual_is_left_to_the_general_decode() {
+    /// An unusual event as an edit of a build's end: (what, where, the value; None removes the
+    /// key, valid: the general decode takes it).
+    type Edit = (&'static str, String, Option<Value>, bool);
+
+    /// Unusual envelopes and payload objects.
+    fn unusual_envelopes() -> Vec<Edit> {
         let long = json!("x".repeat(MAX_NAME_BYTES + 1));
-        let too_many: serde_json::Map<String, Value> = (0..=MAX_ITEMS)
-            .map(|i| (format!("k{i}"), json!("v")))
-            .collect();
-        let data = "/payload/nova_object.data";
-        let flavor = "/payload/nova_object.data/flavor";
-        let fdata = "/payload/nova_object.data/flavor/nova_object.data";
-        // (what, where, the value; None removes the key, valid: the general decode takes it)
-        let cases: Vec<(&str, String, Option<Value>, bool)> = vec![
+        vec![
             ("a method", "/method".into(), Some(Value::Null), false),
             (
                 "other event",
@@ -361,6 +358,37 @@ mod tests {
                 Some(json!("x")),
                 false,
             ),
+            (
+                "long message id",
+                "/message_id".into(),
+                Some(long.clone()),
+                false,
+            ),
+            (
+                "long timestamp",
+                "/timestamp".into(),
+                Some(long.clone()),
+                false,
+            ),
+            (
+                "numeric publisher",
+                "/publisher_id".into(),
+                Some(json!(7)),
+                false,
+            ),
+        ]
+    }
+
+    /// Unusual instance data and flavors.
+    fn unusual_data() -> Vec<Edit> {
+        let long = json!("x".repeat(MAX_NAME_BYTES + 1));
+        let too_many: serde_json::Map<String, Value> = (0..=MAX_ITEMS)
+            .map(|i| (format!("k{i}"), json!("v")))
+            .collect();
+        let data = "/payload/nova_object.data";
+        let flavor = "/payload/nova_object.data/flavor";
+        let fdata = "/payload/nova_object.data/flavor/nova_object.data";
+        vec![
             ("no data", data.to_string(), Some(Value::Null), false),
             (
                 "bad uuid",
@@ -443,26 +471,13 @@ mod tests {
                 Some(Value::Object(too_many)),
                 false,
             ),
-            (
-                "long message id",
-                "/message_id".into(),
-                Some(long.clone()),
-                false,
-            ),
-            (
-                "long timestamp",
-                "/timestamp".into(),
-                Some(long.clone()),
-                false,
-            ),
-            (
-                "numeric publisher",
-                "/publisher_id".into(),
-                Some(json!(7)),
-                false,
-            ),
-        ];
-        for (what, at, value, valid) in cases {
+        ]
+    }
+
+    #[test]
+    fn anything_unusual_is_left_to_the_general_decode() {
+        let data = "/payload/nova_object.data";
+        for (what, at, value, valid) in unusual_envelopes().into_iter().chain(unusual_data()) {
             let mut inner = with("instance.create.end", |_| {});
             let (parent, key) = at.rsplit_once('/').unwrap();
             let parent = inner.pointer_mut(parent).unwrap().as_object_mut().unwrap();
