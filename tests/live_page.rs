@@ -167,6 +167,38 @@ fn expected(stats: &Value) -> Map<String, Value> {
         for (cause, n) in causes.and_then(Value::as_object).into_iter().flatten() {
             put(&format!("declines_by_cause.{cause}"), n.clone());
         }
+        if let Some(batch) = b.get("batch") {
+            for k in ["rounds", "instances", "unscheduled"] {
+                put(&format!("batch.{k}"), batch[k].clone());
+            }
+            let fallbacks: u64 = batch["fallbacks"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(_, n)| n.as_u64().unwrap())
+                .sum();
+            put("batch.fallbacks", json!(fallbacks));
+        }
+    }
+    // The service's card: Flex, measured usage, operator plugins.
+    let mut put = |metric: String, v: Value| {
+        want.insert(format!("service/{metric}"), v);
+    };
+    if let Some(flex) = stats.get("flex") {
+        put("flex.penalty".into(), flex["penalty"].clone());
+        put("flex.qos".into(), flex["qos"].clone());
+    }
+    if let Some(hosts) = stats.get("usage").map(|u| &u["hosts"]) {
+        for state in ["fresh", "expired", "none"] {
+            put(format!("usage.hosts.{state}"), hosts[state].clone());
+        }
+    }
+    for (event, names) in stats["plugins"].as_object().into_iter().flatten() {
+        for (plugin, p) in names.as_object().unwrap() {
+            for k in ["calls", "denied"] {
+                put(format!("plugins.{event}.{plugin}.{k}"), p[k].clone());
+            }
+        }
     }
     want
 }

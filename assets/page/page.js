@@ -108,6 +108,52 @@ function card(name, i, b, active) {
   row(table, "latency p99", cell(name, "latency_p99_ms", f.latency_p99_ms, "ms"));
   row(table, "requests (run)", cell(name, "requests", f.requests, "count"));
   row(table, "placed (run)", cell(name, "placed", f.placed, "count"));
+  // Batch placement ([batch], ECSched): rounds solved, instances in them, left unscheduled,
+  // and calls sent back to one at a time (all causes).
+  if (b.batch) {
+    const fallbacks = Object.values(b.batch.fallbacks || {}).reduce((a, n) => a + n, 0);
+    row(table, "batch rounds (run)", cell(name, "batch.rounds", b.batch.rounds, "count"));
+    row(table, "batch instances (run)", cell(name, "batch.instances", b.batch.instances, "count"));
+    row(table, "batch unscheduled (run)",
+      cell(name, "batch.unscheduled", b.batch.unscheduled, "count"));
+    row(table, "batch fallbacks (run)", cell(name, "batch.fallbacks", fallbacks, "count"));
+  }
+  div.append(h, table);
+  return div;
+}
+
+// What the whole service shows beside the backends: Flex's penalty and QoS, the hosts' measured
+// usage, and each operator plugin's calls and denials.
+function serviceCard(stats) {
+  const div = document.createElement("div");
+  div.className = "backend";
+  div.dataset.backend = "service";
+  const h = document.createElement("h2");
+  h.textContent = "admission and plugins";
+  const table = document.createElement("table");
+  const flex = stats.flex || {};
+  if (stats.flex) {
+    row(table, "Flex " + (flex.enabled ? "on" : "off") + ": penalty P",
+      cell("service", "flex.penalty", flex.penalty, "rate"));
+    row(table, "Flex QoS Q(t) (source: " + flex.qos_source + ")",
+      cell("service", "flex.qos", flex.qos, "ratio"));
+  }
+  const hosts = (stats.usage || {}).hosts;
+  if (hosts) {
+    for (const state of ["fresh", "expired", "none"]) {
+      row(table, "hosts with " + state + " usage",
+        cell("service", "usage.hosts." + state, hosts[state], "count"));
+    }
+  }
+  for (const [event, names] of Object.entries(stats.plugins || {}).sort()) {
+    for (const [plugin, p] of Object.entries(names).sort()) {
+      const label = "plugin " + plugin + " (" + event + ")";
+      row(table, label + " calls",
+        cell("service", "plugins." + event + "." + plugin + ".calls", p.calls, "count"));
+      row(table, label + " denied",
+        cell("service", "plugins." + event + "." + plugin + ".denied", p.denied, "count"));
+    }
+  }
   div.append(h, table);
   return div;
 }
@@ -198,6 +244,7 @@ async function refresh() {
     Object.keys(stats.backends).sort().forEach((name, i) => {
       section.append(card(name, i, stats.backends[name], stats.active_backend));
     });
+    section.append(serviceCard(stats));
     const active = document.getElementById("active");
     active.textContent = stats.active_backend;
     active.dataset.value = stats.active_backend;
