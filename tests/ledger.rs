@@ -635,41 +635,13 @@ async fn batches_taking_the_same_hosts_in_opposite_orders_do_not_deadlock_on_pos
 /// sequence counts the runs: it is not rolled back with them).
 #[tokio::test]
 async fn a_claim_group_rolled_back_as_a_deadlock_runs_again_on_postgres() {
-    use sqlx::Connection;
-    let (ledger, db) = ledger("postgres").await;
-    let host = ledger
-        .register_host(&registration("c1", 4, 4096, 40), 1)
-        .await
-        .unwrap();
-    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    sqlx::raw_sql(
-        "CREATE SEQUENCE injected_rollbacks;
-         CREATE FUNCTION inject_rollback() RETURNS trigger AS $$
-         BEGIN
-           IF nextval('injected_rollbacks') <= 2 THEN
-             RAISE EXCEPTION 'injected deadlock' USING ERRCODE = '40P01';
-           END IF;
-           RETURN NEW;
-         END $$ LANGUAGE plpgsql;
-         CREATE TRIGGER inject_rollback BEFORE INSERT ON allocations
-           FOR EACH ROW EXECUTE FUNCTION inject_rollback();",
+    let runs = claim_through_injected_fault(
+        "IF nextval('injected_faults') <= 2 THEN
+           RAISE EXCEPTION 'injected deadlock' USING ERRCODE = '40P01';
+         END IF;",
     )
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    let demand = Resources::new(2, 2048, 20);
-    assert_eq!(
-        ledger.claim(host, "i1", &demand, 1).await.unwrap(),
-        ClaimOutcome::Claimed
-    );
-    let runs: i64 = sqlx::query_scalar("SELECT last_value FROM injected_rollbacks")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    .await;
     assert_eq!(runs, 3, "two runs rolled back, then the one that committed");
-    assert!(ledger.allocation("i1").await.unwrap().is_some());
-    assert_eq!(ledger.read_hosts().await.unwrap()[0].used, demand);
-    assert_eq!(ledger.table().snapshot()[0].used, demand);
 }
 
 /// Issue 40's soak (medium3): PostgreSQL ending the claim's session mid-statement (an operator's
@@ -679,6 +651,23 @@ async fn a_claim_group_rolled_back_as_a_deadlock_runs_again_on_postgres() {
 /// counts the runs: it is not rolled back with them).
 #[tokio::test]
 async fn a_claim_group_whose_session_is_terminated_runs_again_on_postgres() {
+    let runs = claim_through_injected_fault(
+        "IF nextval('injected_faults') = 1 THEN
+           PERFORM pg_terminate_backend(pg_backend_pid());
+           PERFORM pg_sleep(5);
+         END IF;",
+    )
+    .await;
+    assert_eq!(
+        runs, 2,
+        "the run whose session was ended, then the one that committed"
+    );
+}
+
+/// Claims on a PostgreSQL ledger whose allocations run `fault` (PL/pgSQL, counting its runs
+/// with the sequence `injected_faults`, which is not rolled back with them) before every
+/// insert; the claim must be made and the ledger and table hold it. Answers the runs.
+async fn claim_through_injected_fault(fault: &str) -> i64 {
     use sqlx::Connection;
     let (ledger, db) = ledger("postgres").await;
     let host = ledger
@@ -686,19 +675,16 @@ async fn a_claim_group_whose_session_is_terminated_runs_again_on_postgres() {
         .await
         .unwrap();
     let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    sqlx::raw_sql(
-        "CREATE SEQUENCE injected_terminations;
-         CREATE FUNCTION inject_termination() RETURNS trigger AS $$
+    sqlx::raw_sql(&format!(
+        "CREATE SEQUENCE injected_faults;
+         CREATE FUNCTION inject_fault() RETURNS trigger AS $$
          BEGIN
-           IF nextval('injected_terminations') = 1 THEN
-             PERFORM pg_terminate_backend(pg_backend_pid());
-             PERFORM pg_sleep(5);
-           END IF;
+           {fault}
            RETURN NEW;
          END $$ LANGUAGE plpgsql;
-         CREATE TRIGGER inject_termination BEFORE INSERT ON allocations
-           FOR EACH ROW EXECUTE FUNCTION inject_termination();",
-    )
+         CREATE TRIGGER inject_fault BEFORE INSERT ON allocations
+           FOR EACH ROW EXECUTE FUNCTION inject_fault();"
+    ))
     .execute(&mut conn)
     .await
     .unwrap();
@@ -707,17 +693,13 @@ async fn a_claim_group_whose_session_is_terminated_runs_again_on_postgres() {
         ledger.claim(host, "i1", &demand, 1).await.unwrap(),
         ClaimOutcome::Claimed
     );
-    let runs: i64 = sqlx::query_scalar("SELECT last_value FROM injected_terminations")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(
-        runs, 2,
-        "the run whose session was ended, then the one that committed"
-    );
     assert!(ledger.allocation("i1").await.unwrap().is_some());
     assert_eq!(ledger.read_hosts().await.unwrap()[0].used, demand);
     assert_eq!(ledger.table().snapshot()[0].used, demand);
+    sqlx::query_scalar("SELECT last_value FROM injected_faults")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
 }
 
 /// Issue 16, item 3: an error is an outage only when the ledger itself failed; what the

@@ -14,8 +14,6 @@ use parasol::policy::{FilterEnv, PolicyConfig};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 const FILTERS: [&str; 9] = [
@@ -381,28 +379,9 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
 /// Runs `tests/nova_filters/<script>` in Nova's virtualenv with `cases` as JSON on its stdin;
 /// returns what it printed.
 fn through_nova(script: &str, cases: &[Value]) -> Vec<u8> {
-    let venv = venv::nova_venv();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/nova_filters")
         .join(script);
-    let mut child = Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(Value::Array(cases.to_vec()).to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let input = Value::Array(cases.to_vec()).to_string();
+    venv::run_in_nova(&script, &[], input.as_bytes())
 }

@@ -15,7 +15,6 @@ use parasol::startup::{Application, Handles, Shutdown};
 use placement_server::PlacementServer;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -29,28 +28,12 @@ const NOVA_SIDE: &str = concat!(
 /// Runs `nova_side.py <args>` in the nova venv with `input` on stdin; its JSON output.
 async fn nova_side(args: Vec<String>, input: Value) -> Value {
     tokio::task::spawn_blocking(move || {
-        let venv = venv::nova_venv();
-        let mut child = Command::new(venv.join("bin/python"))
-            .arg(NOVA_SIDE)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("python");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.to_string().as_bytes())
-            .expect("write");
-        let out = child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "nova_side {args:?} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = venv::run_in_nova(
+            std::path::Path::new(NOVA_SIDE),
+            &args,
+            input.to_string().as_bytes(),
         );
-        serde_json::from_slice(&out.stdout).expect("json output")
+        serde_json::from_slice(&out).expect("json output")
     })
     .await
     .expect("join")

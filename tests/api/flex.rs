@@ -275,35 +275,11 @@ async fn nova_metrics_update_reaches_the_usage_table() {
 
 /// One `metrics.update` made by Nova's code in its virtualenv.
 fn nova_message(host: &str, node: &str) -> Value {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let venv = crate::venv::nova_venv();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/flex/metrics_update.py");
-    let mut child = Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(
-            json!({"host": host, "nodename": node})
-                .to_string()
-                .as_bytes(),
-        )
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let input = json!({"host": host, "nodename": node}).to_string();
+    let out = crate::venv::run_in_nova(&script, &[], input.as_bytes());
+    let text = String::from_utf8(out).unwrap();
     let line = text.lines().next().expect("one notification");
     serde_json::from_str(line).unwrap()
 }

@@ -4,8 +4,9 @@
 //! never sees half a venv. `PARASOL_PYTHON` picks the interpreter.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf29ce484222325, |h, b| {
@@ -102,4 +103,31 @@ pub fn run(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs the Python script `script` with `args` in Nova's virtualenv, `input` on its standard
+/// input; answers what it printed, and fails the test with its standard error if it failed.
+pub fn run_in_nova(script: &Path, args: &[String], input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new(nova_venv().join("bin/python"))
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
