@@ -253,14 +253,7 @@ impl Chains {
                 break;
             }
             let started = Instant::now();
-            let verdict = match plugin
-                .hook
-                .call(&offer(plugin, &instance, &candidates))
-                .await
-            {
-                Ok(answer) => wire::read_filter(&candidates, answer).map_err(Failure::Answer),
-                Err(e) => Err(Failure::Call(e)),
-            };
+            let verdict = ask(plugin, &instance, &candidates, wire::read_filter).await;
             match verdict {
                 Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
                 Ok(Verdict::Modified(removed)) => {
@@ -289,14 +282,7 @@ impl Chains {
                 break;
             }
             let started = Instant::now();
-            let verdict = match plugin
-                .hook
-                .call(&offer(plugin, &instance, &candidates))
-                .await
-            {
-                Ok(answer) => wire::read_weigh(&candidates, answer).map_err(Failure::Answer),
-                Err(e) => Err(Failure::Call(e)),
-            };
+            let verdict = ask(plugin, &instance, &candidates, wire::read_weigh).await;
             match verdict {
                 Ok(Verdict::Modified(weights)) => {
                     plugin.record(PluginOutcome::Modified, started);
@@ -344,6 +330,19 @@ async fn tell_claimed(mut queue: tokio::sync::mpsc::Receiver<Value>, plugins: Ar
 }
 
 /// The request of a `filter` or `weigh` call.
+/// Offers `candidates` to a filter or weigh `plugin` and reads its answer with `read`.
+async fn ask<T>(
+    plugin: &Plugin,
+    instance: &Value,
+    candidates: &[HostState],
+    read: fn(&[HostState], Value) -> Result<T, AnswerError>,
+) -> Result<T, Failure> {
+    match plugin.hook.call(&offer(plugin, instance, candidates)).await {
+        Ok(answer) => read(candidates, answer).map_err(Failure::Answer),
+        Err(e) => Err(Failure::Call(e)),
+    }
+}
+
 fn offer(plugin: &Plugin, instance: &Value, candidates: &[HostState]) -> Value {
     let hosts: Vec<Value> = candidates
         .iter()
