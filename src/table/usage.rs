@@ -294,6 +294,15 @@ mod tests {
         t.get(HostId(1)).unwrap().measured
     }
 
+    /// Host 1's VCPU estimate: its reading plus what was placed since.
+    fn vcpu_estimate(t: &HostTable) -> f64 {
+        measured(t)
+            .unwrap()
+            .class(ClassId::VCPU)
+            .unwrap()
+            .estimate()
+    }
+
     #[test]
     fn a_reading_sets_each_class_with_its_time_and_source() {
         let t = table();
@@ -412,34 +421,13 @@ mod tests {
             .unwrap();
         let demand = Resources::new(2, 256, 0);
         t.reserve(HostId(1), &demand);
-        assert_eq!(
-            measured(&t)
-                .unwrap()
-                .class(ClassId::VCPU)
-                .unwrap()
-                .estimate(),
-            3.0
-        );
+        assert_eq!(vcpu_estimate(&t), 3.0);
         t.undo(HostId(1), &demand);
-        assert_eq!(
-            measured(&t)
-                .unwrap()
-                .class(ClassId::VCPU)
-                .unwrap()
-                .estimate(),
-            1.0
-        );
+        assert_eq!(vcpu_estimate(&t), 1.0);
         t.reserve(HostId(1), &demand);
         t.record_usage(&reading(2_000, &[("VCPU", Amount::Units(3.5))]), 2_000)
             .unwrap();
-        assert_eq!(
-            measured(&t)
-                .unwrap()
-                .class(ClassId::VCPU)
-                .unwrap()
-                .estimate(),
-            3.5
-        );
+        assert_eq!(vcpu_estimate(&t), 3.5);
     }
 
     #[test]
