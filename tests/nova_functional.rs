@@ -8,7 +8,9 @@
 //! The harness (Python, `python3 -m nova_functional`) builds its virtualenv on first use in
 //! `~/.cache/parasol/nova-functional-venv-<hash>` and cleans up its vhosts and processes
 //! itself. The whole visible set is `cd tests && python3 -m nova_functional run --mode parasol`
-//! (see `tests/nova_functional/README.md` and `docs/nova-functional.md`).
+//! (see `tests/nova_functional/README.md` and `docs/nova-functional.md`). A test whose
+//! Parasol pairs were not compared (no Parasol ran at the check, or the check was skipped)
+//! counts as a failure: agreement must be shown, not assumed.
 
 use serde_json::Value;
 use std::path::Path;
@@ -57,7 +59,11 @@ fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
     assert_eq!(tests.len(), FAST_TESTS, "tests run:\n{stderr}");
     let problems: Vec<String> = tests
         .iter()
-        .filter(|(_, r)| r["status"] != "pass" || r["agreement"]["agree"] != Value::Bool(true))
+        .filter(|(_, r)| {
+            r["status"] != "pass"
+                || r["agreement"]["agree"] != Value::Bool(true)
+                || !parasol_pairs_compared(&r["agreement"])
+        })
         .map(|(id, r)| {
             format!(
                 "{id}: {} — {} — agreement {}",
@@ -72,4 +78,32 @@ fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
         results["logs"],
         problems.join("\n")
     );
+}
+
+/// Whether the end-of-test check compared Parasol's ledger with Placement and with Nova (the
+/// pairs `agreement.py` adds only when a Parasol process answered).
+fn parasol_pairs_compared(agreement: &Value) -> bool {
+    ["parasol_placement", "parasol_nova"]
+        .iter()
+        .all(|pair| agreement["pairs"][pair]["agree"].is_boolean())
+}
+
+#[test]
+fn an_agreement_without_the_parasol_pairs_is_not_counted_as_compared() {
+    let nova_only = serde_json::json!({
+        "agree": true,
+        "pairs": {"placement_nova": {"agree": true, "problems": []}}
+    });
+    let skipped = serde_json::json!({"agree": null, "skipped": "the test started no Placement"});
+    let all = serde_json::json!({
+        "agree": true,
+        "pairs": {
+            "placement_nova": {"agree": true, "problems": []},
+            "parasol_placement": {"agree": true, "problems": []},
+            "parasol_nova": {"agree": false, "problems": ["h1: Nova has 1 servers"]}
+        }
+    });
+    assert!(!parasol_pairs_compared(&nova_only));
+    assert!(!parasol_pairs_compared(&skipped));
+    assert!(parasol_pairs_compared(&all));
 }

@@ -18,9 +18,11 @@ from nova import utils
 
 
 class Served:
-    """The Placement URL of the running test (None before its PlacementFixture)."""
+    """The Placement URL of the running test (None before its PlacementFixture), and who is
+    told when a test starts its Placement (a scheduler already running must pick it up)."""
 
     url = None
+    listeners = []
 
 
 class _Quiet(WSGIRequestHandler):
@@ -90,6 +92,8 @@ def _also_on_tcp(orig):
             if Served.url == self.tcp_url:
                 Served.url = None
         self.addCleanup(forget)
+        for listener in list(Served.listeners):
+            listener()
     return setUp
 
 

@@ -39,6 +39,9 @@ CONF = nova_test.CONF
 # The module itself: the package's `nova` attribute is shadowed by a re-export.
 nova_fixtures = importlib.import_module("nova.tests.fixtures.nova")
 READY_TIMEOUT_S = 60
+RELOAD_TIMEOUT_S = 10
+# src/configuration/reload.rs `READ_AT_START`, the sections the harness writes.
+READ_AT_START = ("server", "ledger", "amqp", "rpc", "placement", "nova_db")
 REPAIR_GRACE_S = 1.0
 SYNC_INTERVAL_S = 0.2
 _running = {}  # pid -> ExternalScheduler
@@ -108,13 +111,16 @@ class ExternalScheduler:
         self.log_path = Current.path(".parasol.log")
         self.proc = None
         self.text = None
+        self.sections = None
 
     def __getattr__(self, name):
         raise AttributeError(
             f"ExternalScheduler has no attribute {name!r}: the test reaches into the "
             f"in-process scheduler service, and Parasol runs in another process")
 
-    def _config(self):
+    def _sections(self):
+        """({section: {key: value}} of the test's Parasol configuration, what was not
+        carried)."""
         policy, record = parasol_config.translate(CONF)
         cell = self._test.cell_mappings.get("cell1")
         sections = {
@@ -130,7 +136,9 @@ class ExternalScheduler:
                      "fanout_exchange": f"{scheduler_rpcapi.RPC_TOPIC}_fanout",
                      "reconnect_min_s": 0.1, "reconnect_max_s": 1.0},
             "rpc": {"enabled": True, "host": self.host, "topic": scheduler_rpcapi.RPC_TOPIC},
-            "placement": {"enabled": True, "url": Served.url or "", "auth": "noauth",
+            # A test without Placement runs Parasol without it (an empty URL is refused).
+            "placement": {"enabled": Served.url is not None, "url": Served.url or "",
+                          "auth": "noauth",
                           "sync_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0,
                           # A test body lasts seconds: the consistency repair (an alternate
                           # the conductor claimed, a move or build Nova undid in Placement
@@ -143,10 +151,11 @@ class ExternalScheduler:
         batch_mode = os.environ.get("PARASOL_NF_BATCH_MODE")
         if batch_mode:
             sections["batch"] = {"mode": batch_mode}
-        return parasol_config.toml(sections), record
+        return sections, record
 
     def start(self):
-        self.text, record = self._config()
+        self.sections, record = self._sections()
+        self.text = parasol_config.toml(self.sections)
         _remember_settings(record)
         with open(self.config_path, "w") as f:
             f.write(self.text)
@@ -194,22 +203,42 @@ class ExternalScheduler:
                            f"see {self.log_path}")
 
     def reload(self):
-        """Rewrites the configuration from CONF and SIGHUPs, waiting for the outcome."""
+        """Rewrites the configuration from CONF and applies it as an operator would: SIGHUP
+        when only what Parasol applies on a reload changed, a restart (same ledger file) when
+        a section it reads only at start changed (`[placement]` once a test starts its
+        Placement after the scheduler, `[nova_db]`). A reload Parasol refuses, or one it does
+        not answer within `RELOAD_TIMEOUT_S`, fails the test: it would otherwise run on
+        settings it did not ask for."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        text, record = self._config()
+        sections, record = self._sections()
         _remember_settings(record)
+        text = parasol_config.toml(sections)
         if text == self.text:
             return
         Current.note("reloads", record)
-        before = _count_reloads(self.log_path)
+        if _read_at_start(self.sections) != _read_at_start(sections):
+            Current.note("restarts", sorted(
+                k for k in READ_AT_START if self.sections.get(k) != sections.get(k)))
+            self._end_process()
+            self.start()
+            return
+        before = _reload_outcomes(self.log_path)
         with open(self.config_path, "w") as f:
             f.write(text)
-        self.text = text
+        self.text, self.sections = text, sections
         self.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _count_reloads(self.log_path) == before:
+        deadline = time.monotonic() + RELOAD_TIMEOUT_S
+        while time.monotonic() < deadline:
+            reloaded, refused = _reload_outcomes(self.log_path)
+            if refused[0] > before[1][0]:
+                raise RuntimeError(f"Parasol refused the test's configuration: {refused[1]} "
+                                   f"(see {self.log_path})")
+            if reloaded > before[0]:
+                return
             time.sleep(0.05)
+        raise RuntimeError(f"Parasol did not answer a reload within {RELOAD_TIMEOUT_S} s "
+                           f"(see {self.log_path})")
 
     def stop(self):
         self._test._service_fixture_count["scheduler"] -= 1
@@ -219,10 +248,8 @@ class ExternalScheduler:
         self._test._service_fixture_count["scheduler"] += 1
         self.start()
 
-    def kill(self):
-        """Ends the process (TERM, then KILL), then its queues and files."""
-        if self.proc is None:
-            return
+    def _end_process(self):
+        """Ends the process (TERM, then KILL), keeping its ledger file and queues."""
         proc, self.proc = self.proc, None
         Current.record.setdefault("parasol", {}).update(_metrics(self.http_url))
         if proc.poll() is None:
@@ -234,6 +261,12 @@ class ExternalScheduler:
                 proc.wait()
         _running.pop(proc.pid, None)
         Current.send("pid_gone", pid=proc.pid)
+
+    def kill(self):
+        """Ends the process, then its queues and files."""
+        if self.proc is None:
+            return
+        self._end_process()
         Current.record.setdefault("parasol", {})["log"] = self.log_path
         Current.record["parasol"]["dead_letters"] = _dead_letters(self.dead_letter)
         topic = scheduler_rpcapi.RPC_TOPIC
@@ -260,13 +293,22 @@ def _die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
-def _count_reloads(path):
+def _reload_outcomes(path):
+    """(reloads applied, (reloads refused, the last refusal's line)) in Parasol's log."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
-        return 0
-    return data.count(b"configuration reloaded") + data.count(b"new configuration refused")
+        return 0, (0, "")
+    refusals = [line for line in data.splitlines() if b"new configuration refused" in line]
+    last = refusals[-1].decode("utf-8", "replace")[-500:] if refusals else ""
+    return data.count(b"configuration reloaded"), (len(refusals), last)
+
+
+def _read_at_start(sections):
+    """The sections Parasol reads only at start (src/configuration/reload.rs
+    `READ_AT_START`): a change to one needs a restart."""
+    return {k: sections.get(k) for k in READ_AT_START}
 
 
 def _metrics(http_url):
@@ -323,13 +365,21 @@ def _start_service(orig):
 
 
 def _flags(orig):
+    """Every option Parasol reads reaches it when a test changes it, whatever the group
+    (`[DEFAULT] default_availability_zone`, `[workarounds]`, the scheduler's groups): the
+    configuration is rebuilt from CONF and applied only when its text changed."""
     def flags(self, **kw):
-        group = kw.get("group")
         orig(self, **kw)
-        if group in ("filter_scheduler", "scheduler"):
-            for ext in list(_running.values()):
-                ext.reload()
+        for ext in list(_running.values()):
+            ext.reload()
     return flags
+
+
+def _placement_started():
+    """A test that starts its Placement after the scheduler: the running Parasol restarts
+    with it (`[placement]` is read at start)."""
+    for ext in list(_running.values()):
+        ext.reload()
 
 
 def install(mode):
@@ -340,3 +390,4 @@ def install(mode):
             nova_fixtures._use_file_backed_sqlite_with_wal)
         nova_test.TestCase.start_service = _start_service(nova_test.TestCase.start_service)
         nova_test.TestCase.flags = _flags(nova_test.TestCase.flags)
+        Served.listeners.append(_placement_started)
