@@ -439,6 +439,11 @@ mod tests {
             "invalid policy setting `metrics_weight_setting`: \"cpu.percent\" is not name=ratio",
         ),
         (
+            "[flex]\nqos_saturation_threshold = 1.5",
+            "key `flex.qos_saturation_threshold` must be a share of capacity above 0 and at most 1",
+        ),
+        ("[flex]\nqos_source = \"libvirt\"", "host_saturation"),
+        (
             "[policy]\nmetrics_weight_of_unavailable = nan",
             "invalid policy setting `metrics_weight_of_unavailable`",
         ),

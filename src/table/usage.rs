@@ -9,7 +9,7 @@
 use super::HostTable;
 use crate::domain::{
     check_usage_value, ClassId, ClassUsage, HostState, InstanceUsage, MeasuredUsage, MonitorMetric,
-    MonitorMetrics, UsageError, UsageRefusal, UsageSource,
+    MonitorMetrics, ReadingClock, UsageError, UsageRefusal, UsageSource,
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -187,6 +187,33 @@ impl HostTable {
             counts.instances += h.measured.as_ref().map_or(0, |m| m.instances.len());
         }
         counts
+    }
+}
+
+impl HostTable {
+    /// Each host's measured load at `clock` (Flex's `host_saturation` QoS): over `classes`
+    /// with a fresh reading, the greatest estimate (the reading plus what was claimed since)
+    /// over total − reserved. A host with no fresh reading in any of them is left out.
+    pub fn measured_loads(&self, classes: &[ClassId], clock: ReadingClock) -> Vec<f64> {
+        let inner = self.inner.read();
+        inner
+            .hosts
+            .iter()
+            .filter_map(|h| {
+                let measured = h.measured.as_deref()?;
+                classes
+                    .iter()
+                    .filter_map(|&class| {
+                        let reading = measured
+                            .class(class)
+                            .filter(|r| clock.fresh(r.at_ms, r.received_ms))?;
+                        let inv = h.profile.inventory(class)?;
+                        let capacity = (inv.total - inv.reserved) as f64;
+                        (capacity > 0.0).then(|| reading.estimate() / capacity)
+                    })
+                    .reduce(f64::max)
+            })
+            .collect()
     }
 }
 
@@ -541,6 +568,36 @@ mod tests {
         let m = measured(&t).unwrap();
         assert_eq!(m.metric("cpu.percent", None), None, "no longer reported");
         assert_eq!(m.metric("cpu.user.time", None), Some(7.0));
+    }
+
+    #[test]
+    fn measured_loads_take_the_most_loaded_fresh_class_over_capacity() {
+        let t = table();
+        let clock = |now_ms| ReadingClock {
+            now_ms,
+            max_age_ms: 60_000,
+        };
+        let classes = [ClassId::VCPU, ClassId::MEMORY_MB];
+        assert!(
+            t.measured_loads(&classes, clock(0)).is_empty(),
+            "no reading"
+        );
+        // 7 of 14 VCPU, 24,383 of 32,766 MB (total − reserved).
+        let r = reading(
+            1_000,
+            &[
+                ("VCPU", Amount::Units(7.0)),
+                ("MEMORY_MB", Amount::Units(24_383.0)),
+            ],
+        );
+        t.record_usage(&r, 1_000).unwrap();
+        let loads = t.measured_loads(&classes, clock(1_000));
+        assert_eq!(loads, [24_383.0 / 32_766.0]);
+        assert_eq!(t.measured_loads(&[ClassId::VCPU], clock(1_000)), [0.5]);
+        assert!(
+            t.measured_loads(&classes, clock(61_001)).is_empty(),
+            "expired"
+        );
     }
 
     #[test]
