@@ -174,6 +174,11 @@ impl Application {
             "Flex's estimation penalty P (stays at p_start while no QoS signal exists)",
             scheduler.flex().penalty_gauge(),
         );
+        scheduler.stats().metrics().register(
+            "flex_qos",
+            "Flex's last cluster QoS Q(t) from [flex] qos_source (NaN until one exists)",
+            scheduler.flex().qos_gauge(),
+        );
         let rpc = Arc::new(RpcCounters::registered(scheduler.stats().metrics()));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let data = HttpData {

@@ -27,7 +27,7 @@ fn set(sample: &str, section: &str, key: &str, value: &str) -> String {
             let commented = line.strip_prefix('#').and_then(|l| l.strip_prefix(key));
             if !found
                 && current == format!("[{section}]")
-                && commented.is_some_and(|r| r.starts_with(" = "))
+                && commented.is_some_and(|r| r.starts_with(" = ") || r == " =")
             {
                 found = true;
                 return format!("{key} = {value}");
@@ -90,6 +90,9 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
         ("placement", "project_domain_name", "Projects"),
         ("placement", "valid_interfaces", "internal"),
         ("oslo_messaging_rabbit", "amqp_durable_queues", "true"),
+        ("metrics", "weight_setting", "cpu.percent=-1.0, cpu.frequency=0.5, cpu.idle.time"),
+        ("metrics", "weight_of_unavailable", "-500.0"),
+        ("metrics", "weight_multiplier", "2.0"),
     ];
     for (section, key, value) in values {
         conf = set(&conf, section, key, value);
@@ -159,6 +162,25 @@ fn from_nova_carries_the_scheduler_options_of_novas_own_sample() {
         "{:?}",
         p.weight_classes
     );
+    // [metrics]: the setting Nova keeps (it ignores `cpu.idle.time`, which has no ratio);
+    // `required` (Nova's default, true) without MetricsFilter is carried as false, named.
+    assert_eq!(
+        p.metrics_weight_setting,
+        ["cpu.percent=-1.0", "cpu.frequency=0.5"]
+    );
+    assert_eq!(p.metrics_weight_of_unavailable, -500.0);
+    assert_eq!(p.metrics_weight_multiplier, 2.0);
+    assert!(!p.metrics_required);
+    assert!(p.weight_classes.iter().any(|w| w == "MetricsWeigher"));
+    for named in [
+        "[metrics] required = true is carried as false",
+        "element \"cpu.idle.time\" is not carried",
+    ] {
+        assert!(
+            stderr.contains(named),
+            "no warning naming {named}:\n{stderr}"
+        );
+    }
     let pl = &s.placement;
     assert!(pl.enabled);
     assert_eq!(

@@ -385,3 +385,188 @@ fn through_nova(script: &str, cases: &[Value]) -> Vec<u8> {
     let input = Value::Array(cases.to_vec()).to_string();
     venv::run_in_nova(&script, &[], input.as_bytes())
 }
+
+/// Nova's monitor metric names (`MonitorMetricType`) the cases draw from.
+const METRIC_NAMES: [&str; 6] = [
+    "cpu.percent",
+    "cpu.user.time",
+    "cpu.idle.time",
+    "cpu.frequency",
+    "cpu.kernel.percent",
+    "cpu.iowait.time",
+];
+
+/// `MetricsFilter` and `MetricsWeigher` against Nova's own classes on seeded random settings
+/// (`[metrics] weight_setting`, `required`, `weight_of_unavailable`, `weight_multiplier`)
+/// and hosts whose monitor metrics are reported, missing or expired (older than `[usage]
+/// max_age_s`: Nova's host holds only the fresh ones, as an expired metric is unavailable):
+/// every host's verdict equal and every final weight equal; where Nova raises
+/// (`required` and the weigher meets a host lacking a metric), Parasol refuses the
+/// configuration.
+#[test]
+fn metrics_filter_and_weigher_equal_novas_on_seeded_random_cases() {
+    use parasol::domain::{
+        MeasuredUsage, MonitorMetric, MonitorMetrics, ReadingClock, UsageSource,
+    };
+    use parasol::policy::registry::builtin_weighers;
+    use parasol::policy::weighers::add_normalised;
+    use parasol::policy::Policy;
+    const NOW: i64 = 100_000;
+    let clock = ReadingClock {
+        now_ms: NOW,
+        max_age_ms: 60_000,
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(45);
+    let (mut cases, mut parasol) = (Vec::new(), Vec::new());
+    for case in 0..200 {
+        let setting: Vec<String> = (0..rng.gen_range(0..4))
+            .map(|_| {
+                let ratio = *pick(&mut rng, &["1", "-1", "0", "0.5", "0.0001", "-2.5", "3"]);
+                format!("{}={ratio}", pick(&mut rng, &METRIC_NAMES))
+            })
+            .collect();
+        let with_filter = rng.gen_bool(0.5);
+        let cfg = PolicyConfig {
+            metrics_weight_setting: setting.clone(),
+            metrics_required: rng.gen_bool(0.4),
+            metrics_weight_of_unavailable: *pick(&mut rng, &[-10_000.0, 0.0, -1.0, 50.0]),
+            metrics_weight_multiplier: *pick(&mut rng, &[1.0, 0.0, -1.0, 2.5]),
+            enabled_filters: if with_filter {
+                vec!["MetricsFilter".into()]
+            } else {
+                vec!["ComputeFilter".into()]
+            },
+            weight_classes: vec!["MetricsWeigher".into()],
+            ..PolicyConfig::default()
+        };
+        let accepted = Policy::from_config(&cfg).is_ok();
+        let filter = builtin_filters()
+            .build(&["MetricsFilter".to_string()], &cfg)
+            .unwrap();
+        let weigher = builtin_weighers()
+            .build(&["MetricsWeigher".to_string()], &cfg)
+            .unwrap();
+        let mut req = RequestContext::with_demand(format!("m{case}"), "f", Resources::new(1, 1, 1));
+        req.readings = Some(clock);
+        let (mut hosts, mut host_json) = (Vec::new(), Vec::new());
+        for id in 1..=rng.gen_range(1..6) {
+            let mut h = HostState::synthetic(id, Resources::new(8, 4096, 40), Resources::ZERO);
+            let (mut metrics, mut fresh) = (Vec::new(), Vec::new());
+            if rng.gen_bool(0.85) {
+                for name in METRIC_NAMES {
+                    if rng.gen_bool(0.3) {
+                        continue; // not reported
+                    }
+                    let value = match name {
+                        "cpu.user.time" | "cpu.idle.time" | "cpu.iowait.time" => {
+                            rng.gen_range(0..2_000_000_000_000_000i64)
+                        }
+                        "cpu.frequency" => *pick(&mut rng, &[800, 2_400, 3_100]),
+                        _ => rng.gen_range(0..=100),
+                    };
+                    let at_ms = if rng.gen_bool(0.2) { 10_000 } else { 90_000 };
+                    if clock.fresh(at_ms, at_ms) {
+                        fresh.push(json!([name, value]));
+                    }
+                    metrics.push(MonitorMetric {
+                        name: name.into(),
+                        value: value as f64,
+                        at_ms,
+                    });
+                }
+                h.measured = Some(Arc::new(MeasuredUsage {
+                    metrics: Some(MonitorMetrics {
+                        at_ms: 90_000,
+                        received_ms: 90_000,
+                        source: UsageSource::NovaMetrics,
+                        metrics,
+                    }),
+                    ..MeasuredUsage::default()
+                }));
+            }
+            host_json.push(json!({"host": format!("host{id}"), "metrics": fresh}));
+            hosts.push(h);
+        }
+        let env = FilterEnv::without_heartbeats();
+        let verdicts: BTreeMap<String, bool> = if with_filter {
+            hosts
+                .iter()
+                .map(|h| (h.host().to_string(), filter[0].passes(h, &req, &env)))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let kept: Vec<&HostState> = hosts
+            .iter()
+            .filter(|h| verdicts.get(&h.host().to_string()) != Some(&false))
+            .collect();
+        // Parasol's handler (`Policy::weigh`) over the hosts that pass.
+        let w = &weigher[0];
+        let mut scores = vec![0.0; kept.len()];
+        if kept.len() > 1 && w.multiplier() != 0.0 && w.varies(&req) {
+            let raw: Vec<f64> = kept.iter().map(|h| w.weigh(h, &req)).collect();
+            add_normalised(&raw, w.multiplier(), w.minval(), &mut scores);
+        }
+        let weights: BTreeMap<String, f64> = kept
+            .iter()
+            .zip(&scores)
+            .map(|(h, s)| (h.host().to_string(), *s))
+            .collect();
+        parasol.push((accepted, verdicts, weights));
+        cases.push(json!({
+            "config": {
+                "weight_setting": setting,
+                "required": cfg.metrics_required,
+                "weight_of_unavailable": cfg.metrics_weight_of_unavailable,
+                "weight_multiplier": cfg.metrics_weight_multiplier,
+            },
+            "filter": with_filter, "hosts": host_json,
+        }));
+    }
+    let nova: Vec<Value> = serde_json::from_slice(&through_nova("metrics.py", &cases)).unwrap();
+    assert_eq!(nova.len(), parasol.len());
+    let (mut compared, mut raised, mut unavailable) = (0, 0, 0);
+    for (i, (n, (accepted, verdicts, weights))) in nova.iter().zip(&parasol).enumerate() {
+        let n_verdicts: BTreeMap<String, bool> =
+            serde_json::from_value(n["verdicts"].clone()).unwrap();
+        assert_eq!(&n_verdicts, verdicts, "case {i}: {}", cases[i]);
+        if n["weights"] == "raise" {
+            raised += 1;
+            assert!(
+                !accepted,
+                "case {i}: Nova raises, Parasol must refuse: {}",
+                cases[i]
+            );
+            continue;
+        }
+        let n_weights: BTreeMap<String, f64> =
+            serde_json::from_value(n["weights"].clone()).unwrap();
+        assert_eq!(
+            n_weights.keys().collect::<Vec<_>>(),
+            weights.keys().collect::<Vec<_>>(),
+            "case {i}"
+        );
+        for (host, p) in weights {
+            let want = n_weights[host];
+            let tolerance = 1e-9 * want.abs().max(1.0);
+            assert!(
+                (want - p).abs() <= tolerance,
+                "case {i} {host}: nova {want}, parasol {p}: {}",
+                cases[i]
+            );
+            compared += 1;
+        }
+        let off = cases[i]["config"]["weight_of_unavailable"]
+            .as_f64()
+            .unwrap();
+        if !cases[i]["config"]["required"].as_bool().unwrap() && off != 0.0 {
+            unavailable += 1;
+        }
+    }
+    assert!(compared > 300, "{compared}");
+    assert!(
+        raised > 5,
+        "the cases reach Nova's ComputeHostMetricNotFound: {raised}"
+    );
+    assert!(unavailable > 20, "{unavailable}");
+}

@@ -1,26 +1,27 @@
 //! Flex in the service (seed 002, issue 45): the estimation penalty P that `FlexFilter` and
 //! `FlexWeigher` read, moved once per `[flex] update_period_s` of the injected clock by
-//! `control::FlexController` from the cluster's QoS Q(t). Parasol has no QoS signal yet
-//! (issue 45 item 4): every period ends with no Q(t), so P stays at `p_start` and
-//! `/v1/stats` says so (`qos_source: "none"`). Shared by every backend, so a backend switch
-//! keeps P.
+//! `control::FlexController` from the cluster's QoS Q(t), which `[flex] qos_source` names:
+//! `none` (every period ends with no Q(t), so P stays at `p_start`) or `host_saturation`
+//! (the share of measured hosts whose load is at most `qos_saturation_threshold` of their
+//! capacity, from the same readings Flex admits on; `control::unsaturated_share`). Shared by
+//! every backend, so a backend switch keeps P.
 
 use crate::clock::SharedClock;
-use crate::configuration::Settings;
-use crate::control::{ControlError, FlexController};
-use crate::domain::{ClassId, FlexContext};
+use crate::configuration::{QosSource, Settings};
+use crate::control::{unsaturated_share, ControlError, FlexController};
+use crate::domain::{ClassId, FlexContext, ReadingClock};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::{Arc, Weak};
 
-/// Where Q(t) comes from. Only `none` exists today.
-const QOS_SOURCE: &str = "none";
+/// Each measured host's load over `classes` at a time (the live table's
+/// `measured_loads`), injected so that the controller needs no ledger.
+pub type MeasuredLoads = Arc<dyn Fn(&[ClassId], ReadingClock) -> Vec<f64> + Send + Sync>;
 
 /// How many periods `/v1/stats` shows.
 const SHOWN_PERIODS: usize = 60;
 
 /// Flex's state: on or off, its classes, how long a reading decides, and the controller.
-#[derive(Debug)]
 pub struct Flex {
     enabled: bool,
     classes: Vec<ClassId>,
@@ -29,12 +30,33 @@ pub struct Flex {
     controller: Mutex<FlexController>,
     /// P as the gauge `parasol_flex_penalty` shows it.
     penalty: prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// The last Q(t), as the gauge `parasol_flex_qos` shows it (NaN until one exists).
+    qos: prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
+    qos_source: QosSource,
+    saturation: f64,
+    loads: MeasuredLoads,
+}
+
+impl std::fmt::Debug for Flex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flex")
+            .field("enabled", &self.enabled)
+            .field("classes", &self.classes)
+            .field("penalty", &self.penalty())
+            .field("qos_source", &self.qos_source)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Flex {
     /// Flex as `settings` say (`[flex]`, `[usage]`), with its controller's task on `clock`
-    /// when it is on; the task ends when the returned value is dropped.
-    pub fn start(settings: &Settings, clock: SharedClock) -> Result<Arc<Flex>, ControlError> {
+    /// when it is on, reading Q(t) from `loads` when `qos_source` is `host_saturation`; the
+    /// task ends when the returned value is dropped.
+    pub fn start(
+        settings: &Settings,
+        clock: SharedClock,
+        loads: MeasuredLoads,
+    ) -> Result<Arc<Flex>, ControlError> {
         let params = settings
             .flex
             .params()
@@ -46,9 +68,14 @@ impl Flex {
             classes: settings.flex.class_ids(),
             max_age_ms: settings.usage.max_age_ms(),
             penalty: Default::default(),
+            qos: Default::default(),
+            qos_source: settings.flex.qos_source,
+            saturation: settings.flex.qos_saturation_threshold,
+            loads,
             controller: Mutex::new(controller),
         });
         flex.penalty.set(flex.penalty());
+        flex.qos.set(f64::NAN);
         if flex.enabled {
             tokio::spawn(run(Arc::downgrade(&flex), clock, period_ms));
         }
@@ -85,7 +112,32 @@ impl Flex {
     pub fn on_period(&self, qos: Option<f64>) -> f64 {
         let p = self.controller.lock().on_period(qos);
         self.penalty.set(p);
+        if let Some(q) = qos {
+            self.qos.set(q);
+        }
         p
+    }
+
+    /// Q(t) at `now_ms` from `[flex] qos_source`: `None` with `none`, or when no host has
+    /// a fresh reading.
+    pub fn measure_qos(&self, now_ms: i64) -> Option<f64> {
+        match self.qos_source {
+            QosSource::None => None,
+            QosSource::HostSaturation => {
+                let clock = ReadingClock {
+                    now_ms,
+                    max_age_ms: self.max_age_ms,
+                };
+                unsaturated_share((self.loads)(&self.classes, clock), self.saturation)
+            }
+        }
+    }
+
+    /// The gauge of the last Q(t), for `/metrics`.
+    pub fn qos_gauge(
+        &self,
+    ) -> prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64> {
+        self.qos.clone()
     }
 
     /// The gauge of P, for `/metrics`.
@@ -108,7 +160,8 @@ impl Flex {
             "p_max": c.params().p_max,
             "qos": qos,
             "qos_target": c.params().qos_target,
-            "qos_source": QOS_SOURCE,
+            "qos_source": self.qos_source.as_str(),
+            "qos_saturation_threshold": self.saturation,
             "update_period_s": c.params().update_period_ms as f64 / 1_000.0,
             "periods": c.history().iter().len(),
             "history": history,
@@ -117,18 +170,20 @@ impl Flex {
     }
 }
 
-/// One period after another on the clock: Q(t) from [`QOS_SOURCE`] (none yet), then P.
+/// One period after another on the clock: Q(t) from `[flex] qos_source`, then P.
 async fn run(flex: Weak<Flex>, clock: SharedClock, period_ms: u64) {
     loop {
         clock.sleep_ms(period_ms).await;
         let Some(flex) = flex.upgrade() else {
             return;
         };
-        let p = flex.on_period(None);
+        let qos = flex.measure_qos(clock.now_ms());
+        let p = flex.on_period(qos);
         tracing::debug!(
             penalty = p,
-            qos_source = QOS_SOURCE,
-            "Flex period: no QoS signal, P unchanged"
+            qos = qos,
+            qos_source = flex.qos_source.as_str(),
+            "Flex period"
         );
     }
 }
@@ -138,14 +193,13 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
 
-    #[tokio::test]
-    async fn without_a_qos_signal_p_stays_at_p_start_period_after_period() {
-        let clock = ManualClock::new(0);
-        let mut settings = Settings::default();
-        settings.flex.enabled = true;
-        settings.flex.update_period_s = 10.0;
-        let flex = Flex::start(&settings, Arc::new(clock.clone())).unwrap();
-        for period in 1..=3 {
+    fn no_loads() -> MeasuredLoads {
+        Arc::new(|_, _| Vec::new())
+    }
+
+    /// Runs `periods` periods of 10 s on `clock`, from period `from`.
+    async fn periods(flex: &Flex, clock: &ManualClock, from: i64, to: i64) {
+        for period in from..=to {
             // The task has armed its next period before the clock moves.
             while !clock.deadlines().contains(&(period * 10_000)) {
                 tokio::task::yield_now().await;
@@ -155,6 +209,55 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// `host_saturation`: Q(t) is the share of measured hosts at most the threshold loaded,
+    /// read from the table at each period's time; P grows while Q(t) falls below the target
+    /// (Alg. 3 line 23), then decays once it holds (line 21).
+    #[tokio::test]
+    async fn host_saturation_moves_p_with_the_share_of_hosts_not_saturated() {
+        let clock = ManualClock::new(0);
+        let mut settings = Settings::default();
+        settings.flex.enabled = true;
+        settings.flex.update_period_s = 10.0;
+        settings.flex.qos_source = QosSource::HostSaturation;
+        let loads = Arc::new(Mutex::new(vec![0.5, 0.95]));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (l, s) = (loads.clone(), seen.clone());
+        let source: MeasuredLoads = Arc::new(move |classes, at| {
+            s.lock().push((classes.to_vec(), at));
+            l.lock().clone()
+        });
+        let flex = Flex::start(&settings, Arc::new(clock.clone()), source).unwrap();
+        periods(&flex, &clock, 1, 1).await;
+        let stats = flex.to_json();
+        assert_eq!(stats["qos"], 0.5, "{stats}");
+        assert_eq!(stats["qos_source"], "host_saturation");
+        assert_eq!(stats["penalty"], 1.5 + (1.5 - 1.0), "P + β(P − 1)");
+        assert_eq!(flex.qos_gauge().get(), 0.5);
+        let (classes, at) = seen.lock()[0].clone();
+        assert_eq!(classes, [ClassId::VCPU, ClassId::MEMORY_MB]);
+        assert_eq!((at.now_ms, at.max_age_ms), (10_000, 180_000));
+
+        *loads.lock() = vec![0.5, 0.9];
+        periods(&flex, &clock, 2, 2).await;
+        assert_eq!(flex.to_json()["qos"], 1.0);
+        assert_eq!(flex.penalty(), 2.0 * 0.99, "decays while Q(t) holds");
+        // No host measured: no Q(t), P unchanged.
+        *loads.lock() = Vec::new();
+        periods(&flex, &clock, 3, 3).await;
+        assert_eq!(flex.penalty(), 2.0 * 0.99);
+        assert_eq!(flex.measure_qos(0), None);
+    }
+
+    #[tokio::test]
+    async fn without_a_qos_signal_p_stays_at_p_start_period_after_period() {
+        let clock = ManualClock::new(0);
+        let mut settings = Settings::default();
+        settings.flex.enabled = true;
+        settings.flex.update_period_s = 10.0;
+        let flex = Flex::start(&settings, Arc::new(clock.clone()), no_loads()).unwrap();
+        periods(&flex, &clock, 1, 3).await;
         let stats = flex.to_json();
         assert_eq!(stats["penalty"], 1.5);
         assert_eq!(stats["qos"], Value::Null);
@@ -165,7 +268,7 @@ mod tests {
         // With a signal the same controller moves P (Alg. 3, line 21).
         assert_eq!(flex.on_period(Some(1.0)), 1.5 * 0.99);
 
-        let off = Flex::start(&Settings::default(), Arc::new(clock)).unwrap();
+        let off = Flex::start(&Settings::default(), Arc::new(clock), no_loads()).unwrap();
         assert!(off.context(0).is_none());
     }
 }

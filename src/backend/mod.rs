@@ -22,7 +22,7 @@ mod window;
 mod workers;
 
 pub use cache::Snapshot;
-pub use flex::Flex;
+pub use flex::{Flex, MeasuredLoads};
 pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 

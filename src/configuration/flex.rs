@@ -46,6 +46,44 @@ impl UsageSettings {
     }
 }
 
+/// Where the controller's Q(t) comes from (`[flex] qos_source`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum QosSource {
+    /// No signal: P stays at `p_start`.
+    #[default]
+    None,
+    /// The share of hosts with a fresh reading whose most loaded `[flex] classes` class has
+    /// measured usage (plus what was claimed since) at most `qos_saturation_threshold` of
+    /// total − reserved (`control::unsaturated_share`).
+    HostSaturation,
+}
+
+crate::choice_from_string!(QosSource);
+
+impl crate::choice::Choice for QosSource {
+    const ALL: &'static [Self] = &[QosSource::None, QosSource::HostSaturation];
+    fn as_str(self) -> &'static str {
+        QosSource::as_str(self)
+    }
+}
+
+impl QosSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosSource::None => "none",
+            QosSource::HostSaturation => "host_saturation",
+        }
+    }
+}
+
+impl std::str::FromStr for QosSource {
+    type Err = crate::choice::UnknownChoice;
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        crate::choice::parse_choice(name)
+    }
+}
+
 /// `[flex]`: Flex's filter, weigher and penalty controller.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -62,6 +100,11 @@ pub struct FlexSettings {
     pub beta: f64,
     pub qos_target: f64,
     pub update_period_s: f64,
+    /// Where Q(t) comes from: `none` (P stays at `p_start`) or `host_saturation`.
+    pub qos_source: QosSource,
+    /// `host_saturation`: a host whose measured load is above this share of its capacity
+    /// counts as not served (0.9).
+    pub qos_saturation_threshold: f64,
 }
 
 impl Default for FlexSettings {
@@ -77,6 +120,8 @@ impl Default for FlexSettings {
             beta: p.beta,
             qos_target: p.qos_target,
             update_period_s: p.update_period_ms as f64 / 1_000.0,
+            qos_source: QosSource::None,
+            qos_saturation_threshold: 0.9,
         }
     }
 }
@@ -115,6 +160,13 @@ impl FlexSettings {
 
     pub fn validate(&self, policy: &PolicyConfig) -> Result<(), ConfigError> {
         self.params()?;
+        let t = self.qos_saturation_threshold;
+        if !(t.is_finite() && t > 0.0 && t <= 1.0) {
+            return Err(ConfigError::key(
+                "flex.qos_saturation_threshold",
+                format!("must be a share of capacity above 0 and at most 1, not {t}"),
+            ));
+        }
         if self.classes.is_empty() {
             return Err(ConfigError::key(
                 "flex.classes",

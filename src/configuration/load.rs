@@ -14,8 +14,13 @@ const ENVIRONMENT: &str = "the environment";
 /// Nova's section whose options Parasol keeps under `[policy]` with the same names.
 pub const NOVA_SECTION: &str = "filter_scheduler";
 /// `[policy]` keys that are not Nova options (so not accepted in `[filter_scheduler]`).
-const PARASOL_ONLY_POLICY_KEYS: [&str; 6] = [
+const PARASOL_ONLY_POLICY_KEYS: [&str; 10] = [
     "algorithm",
+    // Nova's are in [metrics], carried by `parasol config from-nova`.
+    "metrics_weight_setting",
+    "metrics_required",
+    "metrics_weight_of_unavailable",
+    "metrics_weight_multiplier",
     // Nova's is in [DEFAULT], carried by `parasol config from-nova`.
     "default_availability_zone",
     "host_timeout_s",

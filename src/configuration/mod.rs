@@ -19,7 +19,7 @@ mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
 pub use batch::{BatchMode, BatchSettings, MAX_WINDOW_MS};
-pub use flex::{FlexSettings, UsageSettings};
+pub use flex::{FlexSettings, QosSource, UsageSettings};
 pub use load::{ConfigError, Source};
 
 use crate::control::{ApsrParams, AscParams};

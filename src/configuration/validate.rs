@@ -428,6 +428,25 @@ mod tests {
             "[policy]\ndefault_availability_zone = \" \"",
             "key `policy.default_availability_zone` is empty",
         ),
+        (
+            "[policy]\nweight_classes = [\"all_weighers\"]\n\
+             metrics_weight_setting = [\"cpu.percent=-1\"]",
+            "invalid policy setting `metrics_required`: with metrics_weight_setting and \
+             MetricsWeigher, true needs MetricsFilter",
+        ),
+        (
+            "[policy]\nmetrics_weight_setting = [\"cpu.percent\"]",
+            "invalid policy setting `metrics_weight_setting`: \"cpu.percent\" is not name=ratio",
+        ),
+        (
+            "[flex]\nqos_saturation_threshold = 1.5",
+            "key `flex.qos_saturation_threshold` must be a share of capacity above 0 and at most 1",
+        ),
+        ("[flex]\nqos_source = \"libvirt\"", "host_saturation"),
+        (
+            "[policy]\nmetrics_weight_of_unavailable = nan",
+            "invalid policy setting `metrics_weight_of_unavailable`",
+        ),
     ];
 
     #[test]

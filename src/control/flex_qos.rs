@@ -96,9 +96,29 @@ pub fn cluster_qos(nodes: impl IntoIterator<Item = (usize, usize)>) -> Option<f6
     (judged > 0).then(|| served as f64 / judged as f64)
 }
 
+/// A QoS an operator has without per-instance demand: the share of measured hosts whose
+/// load (measured usage over capacity, the most loaded class) is at most `threshold` — a
+/// host above it is taken to starve its instances. `None` when no host is measured.
+pub fn unsaturated_share(loads: impl IntoIterator<Item = f64>, threshold: f64) -> Option<f64> {
+    let (ok, all) = loads
+        .into_iter()
+        .filter(|l| l.is_finite())
+        .fold((0usize, 0usize), |(ok, all), l| {
+            (ok + usize::from(l <= threshold), all + 1)
+        });
+    (all > 0).then(|| ok as f64 / all as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsaturated_share_counts_hosts_at_most_the_threshold() {
+        assert_eq!(unsaturated_share([0.2, 0.9, 0.95, 1.0], 0.9), Some(0.5));
+        assert_eq!(unsaturated_share([0.2, f64::NAN], 0.9), Some(1.0));
+        assert_eq!(unsaturated_share([], 0.9), None);
+    }
 
     fn share(request: f64, demand: f64) -> Share {
         Share { request, demand }

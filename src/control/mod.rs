@@ -13,7 +13,8 @@
 //! - `asc_controller`: the ASC decision step adapting the cache refresh interval τ.
 //! - `flex_params`: the `[flex]` config section, validated (seed 002, §5.1).
 //! - `flex_controller`: Flex's estimation penalty P following the cluster's QoS (Alg. 3).
-//! - `flex_qos`: §3's fair allocation under contention and eq. 14's QoS Q(t).
+//! - `flex_qos`: §3's fair allocation under contention, eq. 14's QoS Q(t), and a QoS from
+//!   hosts' measured load (the share of hosts not saturated).
 //! - `flex_admission`: Alg. 3's admission test P·L̂ + r ≤ C and its score.
 //! - `plan_cli`: `parasol apsr plan`, the same planning offline ([`PlanArgs`], [`run_plan`]).
 //! - `history`: the bounded decision history both controllers keep for stats and plots.
@@ -58,7 +59,7 @@ pub use flex_admission::{
 };
 pub use flex_controller::{FlexController, FlexPeriod, PenaltyStep};
 pub use flex_params::FlexParams;
-pub use flex_qos::{cluster_qos, fair_allocation, node_qos, served, Share};
+pub use flex_qos::{cluster_qos, fair_allocation, node_qos, served, unsaturated_share, Share};
 pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};
 pub use plan_cli::{run_plan, PlanArgs};

@@ -14,8 +14,8 @@
 //! - `zones`: [`HostZones`], each host's availability zone as Nova defines it (aggregates).
 //! - `host_aggregates`: [`HostAggregateMetadata`], each host's aggregate metadata merged.
 //! - `hints`: [`SchedulerHints`], what Nova's hint filters read from `scheduler_hints`.
-//! - `usage`: [`MeasuredUsage`], a host's measured usage (soft state, expiring), and
-//!   [`FlexContext`], what Flex's filter and weigher read of a request.
+//! - `usage`: [`MeasuredUsage`], a host's measured usage and monitor metrics (soft state,
+//!   expiring), and [`FlexContext`], what Flex's filter and weigher read of a request.
 
 pub mod capabilities;
 mod classes;
@@ -44,6 +44,6 @@ pub use request::{
 pub use resources::{Inventory, Resources};
 pub use usage::{
     check_value as check_usage_value, ClassUsage, FlexContext, InstanceUsage, MeasuredUsage,
-    UsageError, UsageRefusal, UsageSource,
+    MonitorMetric, MonitorMetrics, ReadingClock, UsageError, UsageRefusal, UsageSource,
 };
 pub use zones::HostZones;

@@ -265,6 +265,10 @@ pub struct RequestContext {
     /// Flex's penalty and classes (`[flex] enabled`); `None`: Flex is off.
     #[serde(skip)]
     pub flex: Option<Arc<super::usage::FlexContext>>,
+    /// The time against which hosts' monitor metrics expire (`MetricsFilter`,
+    /// `MetricsWeigher`); `None` (the simulator, unit tests): every reported metric counts.
+    #[serde(skip)]
+    pub readings: Option<super::usage::ReadingClock>,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -305,6 +309,7 @@ impl RequestContext {
             flavor_name: None,
             cross_cell_move: false,
             flex: None,
+            readings: None,
         }
     }
 }

@@ -46,8 +46,8 @@ pub enum UsageRefusal {
     AboveTotal,
     /// Measured before the reading held for the class.
     Older,
-    /// The message carries no usage Parasol reads (e.g. `metrics.update` without
-    /// `cpu.percent`).
+    /// The message carries no usage Parasol reads (e.g. a `metrics.update` listing no
+    /// metric).
     NoUsage,
 }
 
@@ -131,12 +131,65 @@ impl ClassUsage {
     /// as old as its measurement, one from a host whose clock runs ahead as old as its
     /// receipt.
     pub fn fresh(&self, now_ms: i64, max_age_ms: i64) -> bool {
-        now_ms.saturating_sub(self.at_ms.min(self.received_ms)) <= max_age_ms
+        ReadingClock { now_ms, max_age_ms }.fresh(self.at_ms, self.received_ms)
     }
 
     /// L̂ as Flex judges it: the measurement plus what was claimed since.
     pub fn estimate(&self) -> f64 {
         self.value + self.placed as f64
+    }
+}
+
+/// The time against which readings expire: a call's time and `[usage] max_age_s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadingClock {
+    /// The time of the call (the service's clock), ms since the epoch.
+    pub now_ms: i64,
+    /// `[usage] max_age_s`, in ms.
+    pub max_age_ms: i64,
+}
+
+impl ReadingClock {
+    /// Whether a reading measured at `at_ms` and received at `received_ms` still decides:
+    /// its age counts from the earlier of the two (see [`ClassUsage::fresh`]).
+    pub fn fresh(self, at_ms: i64, received_ms: i64) -> bool {
+        self.now_ms.saturating_sub(at_ms.min(received_ms)) <= self.max_age_ms
+    }
+}
+
+/// One of a node's monitor metrics (Nova's `MonitorMetric`: `cpu.percent`,
+/// `cpu.user.time`, … as `[DEFAULT] compute_monitors` report them).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MonitorMetric {
+    pub name: Arc<str>,
+    pub value: f64,
+    /// Its own `timestamp` (else its message's), ms since the epoch.
+    pub at_ms: i64,
+}
+
+/// A node's monitor metrics as its last report listed them: the whole list, so a metric the
+/// node no longer reports is gone (as from Nova's `compute_nodes.metrics`), and each expires
+/// after `[usage] max_age_s` (then unavailable, as Nova's weigher calls a missing metric).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MonitorMetrics {
+    /// When the report was measured, ms since the epoch.
+    pub at_ms: i64,
+    /// When Parasol received it (the service's clock), ms since the epoch.
+    pub received_ms: i64,
+    pub source: UsageSource,
+    pub metrics: Vec<MonitorMetric>,
+}
+
+impl MonitorMetrics {
+    /// The value of metric `name` when the node reported it and, with a `clock`, it is still
+    /// fresh; `None` (unavailable) otherwise. Without a clock (the simulator, unit tests)
+    /// every reported metric counts.
+    pub fn value(&self, name: &str, clock: Option<ReadingClock>) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|m| &*m.name == name)
+            .filter(|m| clock.is_none_or(|c| c.fresh(m.at_ms, self.received_ms)))
+            .map(|m| m.value)
     }
 }
 
@@ -156,6 +209,8 @@ pub struct MeasuredUsage {
     /// Sorted by class.
     pub classes: Vec<ClassUsage>,
     pub instances: Vec<InstanceUsage>,
+    /// The node's monitor metrics (`metrics.update`), when it reports any.
+    pub metrics: Option<MonitorMetrics>,
 }
 
 impl MeasuredUsage {
@@ -190,6 +245,12 @@ impl MeasuredUsage {
         for c in &mut self.classes {
             c.placed = c.placed.saturating_sub(demand.get(c.class)).max(0);
         }
+    }
+
+    /// Monitor metric `name`'s value when the node reports it and it is fresh at `clock`
+    /// (see [`MonitorMetrics::value`]); `None`: unavailable.
+    pub fn metric(&self, name: &str, clock: Option<ReadingClock>) -> Option<f64> {
+        self.metrics.as_ref()?.value(name, clock)
     }
 
     /// Whether some class has a reading younger than `max_age_ms`.

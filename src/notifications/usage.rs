@@ -1,8 +1,9 @@
 //! The measured usage a message carries, as one reading of the table's soft state
 //! (`table::usage`): the `usage` and `instance_usage` blocks of Parasol's host-state event
-//! (per host and per instance, by class), and the `cpu.percent`
-//! of Nova's `metrics.update` (host CPU only: Nova's `cpu.virt_driver` monitor reports the
-//! node's busy share of its CPU time, an integer percentage).
+//! (per host and per instance, by class), and Nova's `metrics.update`: its `cpu.percent` as
+//! the host's VCPU usage (host CPU only: Nova's `cpu.virt_driver` monitor reports the node's
+//! busy share of its CPU time, an integer percentage), and every metric it lists as the
+//! node's monitor metrics (`MetricsFilter`, `MetricsWeigher`).
 
 use crate::domain::UsageSource;
 use crate::nova::{HostEvent, Notification};
@@ -12,8 +13,9 @@ use crate::table::{Amount, NodeRef, UsageReading};
 /// whole, since its last reading, in percent.
 const CPU_PERCENT: &str = "cpu.percent";
 
-/// The reading `n` carries, if any. A `metrics.update` without `cpu.percent` is a reading
-/// of no class, which the table refuses as `no_usage` (counted).
+/// The reading `n` carries, if any. A `metrics.update` without `cpu.percent` sets no class,
+/// only the node's metrics; one with no metric at all the table refuses as `no_usage`
+/// (counted).
 pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
     match &n.event {
         HostEvent::HostState(p) => {
@@ -39,6 +41,7 @@ pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
                         (uuid.clone(), classes)
                     })
                     .collect(),
+                metrics: Vec::new(),
             })
         }
         HostEvent::Metrics(p) => {
@@ -54,6 +57,11 @@ pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
                     .map(|m| vec![("VCPU".to_string(), Amount::Percent(m.value))])
                     .unwrap_or_default(),
                 instances: Vec::new(),
+                metrics: p
+                    .metrics
+                    .iter()
+                    .map(|m| (m.name.clone(), m.value, m.at_ms))
+                    .collect(),
             })
         }
         _ => None,

@@ -187,6 +187,19 @@ pub struct PolicyConfig {
     pub image_props_weight_multiplier: f64,
     /// `PCIWeigher` multiplier (1.0: keep hosts with PCI devices for requests that need them).
     pub pci_weight_multiplier: f64,
+    /// `MetricsWeigher` and `MetricsFilter`: Nova's `[metrics] weight_setting`, `name=ratio`
+    /// elements (`["cpu.percent=-1.0"]`): the weigher sums each named monitor metric of the
+    /// host times its ratio, the filter keeps hosts reporting every named metric. Empty (Nova's
+    /// default): both pass and weigh every host alike.
+    pub metrics_weight_setting: Vec<String>,
+    /// Nova's `[metrics] required` (true): a host missing a named metric fails the request in
+    /// Nova (`ComputeHostMetricNotFound`), so Parasol needs `MetricsFilter` enabled to remove
+    /// such hosts first; false: such a host weighs `metrics_weight_of_unavailable`.
+    pub metrics_required: bool,
+    /// Nova's `[metrics] weight_of_unavailable` (−10000.0).
+    pub metrics_weight_of_unavailable: f64,
+    /// `MetricsWeigher` multiplier (Nova's `[metrics] weight_multiplier`, 1.0).
+    pub metrics_weight_multiplier: f64,
     /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
     pub weight_classes: Vec<String>,
     /// The zone of a host that no aggregate puts in one and that was recorded without a zone
@@ -252,6 +265,10 @@ impl Default for PolicyConfig {
             hypervisor_version_weight_multiplier: 1.0,
             image_props_weight_multiplier: 0.0,
             pci_weight_multiplier: 1.0,
+            metrics_weight_setting: Vec::new(),
+            metrics_required: true,
+            metrics_weight_of_unavailable: -10_000.0,
+            metrics_weight_multiplier: 1.0,
             weight_classes: DEFAULT_WEIGHERS.iter().map(|s| s.to_string()).collect(),
             default_availability_zone: crate::domain::zones::NOVA_DEFAULT_ZONE.into(),
         }
@@ -289,7 +306,51 @@ impl PolicyConfig {
                  properties of the instances on each host, which ImagePropertiesWeigher weighs",
             );
         }
+        self.metrics_setting()?;
+        if !self.metrics_weight_of_unavailable.is_finite() {
+            return invalid("metrics_weight_of_unavailable", "must be a finite number");
+        }
         Ok(())
+    }
+
+    /// `metrics_weight_setting` as (metric, ratio) pairs, in order, as Nova's
+    /// `utils.parse_options(sep='=', converter=float)` reads it. An element Nova would ignore
+    /// (no `=`, no name, a ratio that is no number) is refused, and so are a ratio that is not
+    /// finite and a name with spaces around it (Nova would look for the spaces too, so no
+    /// host would ever report it).
+    pub fn metrics_setting(&self) -> Result<Vec<(String, f64)>, super::PolicyError> {
+        self.metrics_weight_setting
+            .iter()
+            .map(|element| {
+                parse_metric_weight(element).map_err(|why| super::PolicyError::Invalid {
+                    key: "metrics_weight_setting",
+                    message: format!("{element:?} {why}"),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One `name=ratio` element of `[metrics] weight_setting`, or why it is refused.
+pub fn parse_metric_weight(element: &str) -> Result<(String, f64), String> {
+    let Some((name, ratio)) = element.split_once('=') else {
+        return Err("is not name=ratio (Nova ignores it with a warning)".into());
+    };
+    if name.is_empty() {
+        return Err("names no metric (Nova ignores it with a warning)".into());
+    }
+    if name.trim() != name {
+        return Err(format!(
+            "has spaces around the metric name: Nova would look for {name:?}, spaces \
+             included, which no host reports"
+        ));
+    }
+    match ratio.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() => Ok((name.to_string(), r)),
+        Ok(_) => Err("has a ratio that is not a finite number".into()),
+        Err(_) => Err(format!(
+            "has a ratio {ratio:?} that is not a number (Nova ignores it with a warning)"
+        )),
     }
 }
 
@@ -365,6 +426,51 @@ mod tests {
         }
         let ok: PolicyConfig = toml::from_str("max_io_ops_per_host = 0").unwrap();
         assert_eq!(ok.check_ranges(), Ok(()));
+    }
+
+    /// Nova's `test_parse_setting` as a table: the elements Nova keeps parse to its pairs;
+    /// those it ignores with a warning (and a name with spaces, a ratio not finite) are
+    /// refused naming the element and why.
+    #[test]
+    fn metrics_weight_setting_parses_as_nova_and_refuses_what_nova_ignores() {
+        let parse = |list: &[&str]| {
+            PolicyConfig {
+                metrics_weight_setting: list.iter().map(|s| s.to_string()).collect(),
+                ..PolicyConfig::default()
+            }
+            .metrics_setting()
+        };
+        type Case<'a> = (&'a [&'a str], &'a [(&'a str, f64)]);
+        let ok: [Case; 4] = [
+            (&["cpu.idle.time=1"], &[("cpu.idle.time", 1.0)]),
+            (
+                &["cpu.idle.time=1", "cpu.kernel.time=-2.1"],
+                &[("cpu.idle.time", 1.0), ("cpu.kernel.time", -2.1)],
+            ),
+            (&["cpu.percent= 0.5 "], &[("cpu.percent", 0.5)]),
+            (&[], &[]),
+        ];
+        for (list, want) in ok {
+            let want: Vec<(String, f64)> = want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+            assert_eq!(parse(list), Ok(want), "{list:?}");
+        }
+        for (element, why) in [
+            ("cpu.idle.time=a1", "is not a number"),
+            ("cpu.idle.time", "is not name=ratio"),
+            ("=5", "names no metric"),
+            ("cpu.kernel.time = 2.0", "spaces around the metric name"),
+            ("cpu.percent=inf", "not a finite number"),
+        ] {
+            let err = parse(&["cpu.percent=1", element]).unwrap_err().to_string();
+            assert!(err.contains("metrics_weight_setting"), "{err}");
+            assert!(err.contains(&format!("{element:?}")), "{err}");
+            assert!(err.contains(why), "{element}: {err}");
+            let cfg = PolicyConfig {
+                metrics_weight_setting: vec![element.to_string()],
+                ..PolicyConfig::default()
+            };
+            assert!(cfg.check_ranges().is_err(), "{element}");
+        }
     }
 
     #[test]

@@ -20,7 +20,9 @@ mod pipeline;
 pub mod registry;
 pub mod weighers;
 
-pub use config::{Algorithm, PolicyConfig, TieBreak, DEFAULT_FILTERS, DEFAULT_WEIGHERS};
+pub use config::{
+    parse_metric_weight, Algorithm, PolicyConfig, TieBreak, DEFAULT_FILTERS, DEFAULT_WEIGHERS,
+};
 pub use error::{PolicyError, Rejection};
 pub use filters::{Filter, FilterEnv};
 pub use pipeline::{

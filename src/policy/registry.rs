@@ -200,8 +200,8 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
             Box::new(filters::IsolatedHostsFilter::new(c))
         }),
         (filters::JsonFilter::NAME, |_| Box::new(filters::JsonFilter)),
-        (filters::MetricsFilter::NAME, |_| {
-            Box::new(filters::MetricsFilter)
+        (filters::MetricsFilter::NAME, |c| {
+            Box::new(filters::MetricsFilter::new(c))
         }),
     ];
     for (name, factory) in entries {
@@ -243,8 +243,8 @@ pub fn builtin_weighers() -> Registry<dyn Weigher> {
         Box::new(CrossCellWeigher::new(c))
     })
     .expect("built-in weigher names are distinct");
-    r.register(IdleWeigher::METRICS, |c| -> Box<dyn Weigher> {
-        Box::new(IdleWeigher::metrics(c))
+    r.register(MetricsWeigher::NAME, |c| -> Box<dyn Weigher> {
+        Box::new(MetricsWeigher::new(c))
     })
     .expect("built-in weigher names are distinct");
     r.register(IdleWeigher::IMAGE_PROPERTIES, |c| -> Box<dyn Weigher> {

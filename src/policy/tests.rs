@@ -433,6 +433,55 @@ fn from_config_refuses_bad_settings() {
     }
 }
 
+/// Nova's `[metrics] required` fails a request when `MetricsWeigher` meets a host lacking a
+/// metric (its `test_metric_not_found_required` raises): refused unless `MetricsFilter`
+/// removes such hosts first, or `required` is false.
+#[test]
+fn metrics_required_needs_the_metrics_filter() {
+    let cfg =
+        |filters: &[&str], weighers: &[&str], required: bool, setting: &[&str]| PolicyConfig {
+            enabled_filters: filters.iter().map(|s| s.to_string()).collect(),
+            weight_classes: weighers.iter().map(|s| s.to_string()).collect(),
+            metrics_required: required,
+            metrics_weight_setting: setting.iter().map(|s| s.to_string()).collect(),
+            ..PolicyConfig::default()
+        };
+    let err = Policy::from_config(&cfg(
+        &["ComputeFilter"],
+        &["all_weighers"],
+        true,
+        &["cpu.percent=-1"],
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("metrics_required"), "{err}");
+    assert!(err.contains("MetricsFilter"), "{err}");
+    assert!(err.contains("ComputeHostMetricNotFound"), "{err}");
+    for ok in [
+        cfg(
+            &["MetricsFilter"],
+            &["MetricsWeigher"],
+            true,
+            &["cpu.percent=-1"],
+        ),
+        cfg(
+            &["ComputeFilter"],
+            &["MetricsWeigher"],
+            false,
+            &["cpu.percent=-1"],
+        ),
+        cfg(&["ComputeFilter"], &["MetricsWeigher"], true, &[]),
+        cfg(
+            &["ComputeFilter"],
+            &["RAMWeigher"],
+            true,
+            &["cpu.percent=-1"],
+        ),
+    ] {
+        Policy::from_config(&ok).unwrap();
+    }
+}
+
 /// `rank` over 1,000 hosts allocates nothing per host: after a first call has sized the
 /// scratch buffers, a second call grows none of them (timing belongs to benchmarks).
 #[test]

@@ -40,8 +40,9 @@ fn placement_view(placement: &PlacementStatus, uuid: &str, used: &Resources) -> 
 }
 
 /// The host's measured usage (soft state, `table::usage`) per class: the reading, what was
-/// claimed since, when and where from, and whether it still decides (`fresh`); and the
-/// instances with a reading. `null` when no source reported any.
+/// claimed since, when and where from, and whether it still decides (`fresh`); the
+/// instances with a reading; the node's monitor metrics (`MetricsFilter`, `MetricsWeigher`),
+/// each with its time and whether it is fresh. `null` when no source reported any.
 fn measured_view(host: Option<crate::domain::HostState>, now_ms: i64, max_age_ms: i64) -> Value {
     let Some(measured) = host.and_then(|h| h.measured) else {
         return Value::Null;
@@ -63,7 +64,20 @@ fn measured_view(host: Option<crate::domain::HostState>, now_ms: i64, max_age_ms
             )
         })
         .collect();
-    json!({"classes": classes, "instances": measured.instances.len()})
+    let clock = crate::domain::ReadingClock { now_ms, max_age_ms };
+    let metrics = measured.metrics.as_ref().map(|set| {
+        let values: Map<String, Value> = set
+            .metrics
+            .iter()
+            .map(|m| {
+                let fresh = clock.fresh(m.at_ms, set.received_ms);
+                let view = json!({"value": m.value, "at_ms": m.at_ms, "fresh": fresh});
+                (m.name.to_string(), view)
+            })
+            .collect();
+        json!({"values": values, "received_ms": set.received_ms, "source": set.source})
+    });
+    json!({"classes": classes, "instances": measured.instances.len(), "metrics": metrics})
 }
 
 pub async fn list_hosts(

@@ -77,7 +77,10 @@ impl Scheduler {
         };
         let backend = Backend::start(kind, deps).await?;
         set_event_clock_reset(&ledger, &settings);
-        let flex = crate::backend::Flex::start(&settings, clock.clone())?;
+        let table = ledger.clone();
+        let loads: crate::backend::MeasuredLoads =
+            Arc::new(move |classes, at| table.table().measured_loads(classes, at));
+        let flex = crate::backend::Flex::start(&settings, clock.clone(), loads)?;
         Ok(Scheduler {
             ledger,
             cloud: Arc::new(crate::cloud::Cloud::new()),

@@ -528,7 +528,12 @@ impl Scheduler {
         .map(std::sync::Arc::new);
         let capability_specs =
             CapabilitySpecs::new(&args.spec.flavor.extra_specs).map(std::sync::Arc::new);
-        let flex = self.flex().context(self.clock().now_ms());
+        let now_ms = self.clock().now_ms();
+        let flex = self.flex().context(now_ms);
+        let readings = Some(crate::domain::ReadingClock {
+            now_ms,
+            max_age_ms: self.flex().max_age_ms(),
+        });
         args.spec
             .contexts(&args.instance_uuids)
             .into_iter()
@@ -542,6 +547,7 @@ impl Scheduler {
                 r.image_id = args.spec.image.as_ref().and_then(|i| i.id.clone());
                 r.flavor_name = args.spec.flavor.name.clone();
                 r.flex = flex.clone();
+                r.readings = readings;
                 r
             })
             .collect()

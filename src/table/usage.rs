@@ -8,8 +8,8 @@
 
 use super::HostTable;
 use crate::domain::{
-    check_usage_value, ClassId, ClassUsage, HostState, InstanceUsage, UsageError, UsageRefusal,
-    UsageSource,
+    check_usage_value, ClassId, ClassUsage, HostState, InstanceUsage, MeasuredUsage, MonitorMetric,
+    MonitorMetrics, ReadingClock, UsageError, UsageRefusal, UsageSource,
 };
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -45,6 +45,9 @@ pub struct UsageReading {
     /// Per instance uuid, per class name (in the class's unit); when present, the host's
     /// whole list of instances.
     pub instances: Vec<(String, Vec<(String, f64)>)>,
+    /// Monitor metrics by name (`cpu.percent`, …), each with its own time when it has one;
+    /// when present, the node's whole list.
+    pub metrics: Vec<(String, f64, Option<i64>)>,
 }
 
 /// The label of the readings counter: what became of a reading.
@@ -111,7 +114,8 @@ impl HostTable {
     }
 
     fn take_usage(&self, reading: &UsageReading, now_ms: i64) -> Result<usize, UsageError> {
-        if reading.classes.is_empty() && reading.instances.is_empty() {
+        if reading.classes.is_empty() && reading.instances.is_empty() && reading.metrics.is_empty()
+        {
             return Err(UsageError::new(UsageRefusal::NoUsage, "no class measured"));
         }
         let at_ms = reading.at_ms.unwrap_or(now_ms);
@@ -159,38 +163,10 @@ impl HostTable {
             });
         }
         if !reading.instances.is_empty() {
-            if let Some(held) = measured.instances.iter().find(|i| i.at_ms > at_ms) {
-                return Err(UsageError::new(
-                    UsageRefusal::Older,
-                    format!(
-                        "instances measured at {at_ms} ms, before the {} ms held",
-                        held.at_ms
-                    ),
-                ));
-            }
-            let mut instances = Vec::with_capacity(reading.instances.len());
-            for (uuid, classes) in &reading.instances {
-                let mut values = Vec::with_capacity(classes.len());
-                for (name, value) in classes {
-                    let (class, total) = class_of(host, name)?;
-                    let what = format!("instance {uuid} {name}");
-                    check_usage_value(&what, *value)?;
-                    if *value > total {
-                        return Err(UsageError::new(
-                            UsageRefusal::AboveTotal,
-                            format!("{what} {value} above the host's total {total}"),
-                        ));
-                    }
-                    values.push((class, *value));
-                }
-                instances.push(InstanceUsage {
-                    instance: Arc::from(uuid.as_str()),
-                    at_ms,
-                    source: reading.source,
-                    classes: values,
-                });
-            }
-            measured.instances = instances;
+            measured.instances = instances_of(host, reading, &measured, at_ms)?;
+        }
+        if !reading.metrics.is_empty() {
+            measured.metrics = Some(metrics_of(reading, &measured, at_ms, now_ms)?);
         }
         let set = reading.classes.len();
         inner.hosts[slot].measured = Some(Arc::new(measured));
@@ -212,6 +188,108 @@ impl HostTable {
         }
         counts
     }
+}
+
+impl HostTable {
+    /// Each host's measured load at `clock` (Flex's `host_saturation` QoS): over `classes`
+    /// with a fresh reading, the greatest estimate (the reading plus what was claimed since)
+    /// over total − reserved. A host with no fresh reading in any of them is left out.
+    pub fn measured_loads(&self, classes: &[ClassId], clock: ReadingClock) -> Vec<f64> {
+        let inner = self.inner.read();
+        inner
+            .hosts
+            .iter()
+            .filter_map(|h| {
+                let measured = h.measured.as_deref()?;
+                classes
+                    .iter()
+                    .filter_map(|&class| {
+                        let reading = measured
+                            .class(class)
+                            .filter(|r| clock.fresh(r.at_ms, r.received_ms))?;
+                        let inv = h.profile.inventory(class)?;
+                        let capacity = (inv.total - inv.reserved) as f64;
+                        (capacity > 0.0).then(|| reading.estimate() / capacity)
+                    })
+                    .reduce(f64::max)
+            })
+            .collect()
+    }
+}
+
+/// The per-instance readings of `reading` on `host`, or why they are refused.
+fn instances_of(
+    host: &HostState,
+    reading: &UsageReading,
+    measured: &MeasuredUsage,
+    at_ms: i64,
+) -> Result<Vec<InstanceUsage>, UsageError> {
+    if let Some(held) = measured.instances.iter().find(|i| i.at_ms > at_ms) {
+        return Err(UsageError::new(
+            UsageRefusal::Older,
+            format!(
+                "instances measured at {at_ms} ms, before the {} ms held",
+                held.at_ms
+            ),
+        ));
+    }
+    let mut instances = Vec::with_capacity(reading.instances.len());
+    for (uuid, classes) in &reading.instances {
+        let mut values = Vec::with_capacity(classes.len());
+        for (name, value) in classes {
+            let (class, total) = class_of(host, name)?;
+            let what = format!("instance {uuid} {name}");
+            check_usage_value(&what, *value)?;
+            if *value > total {
+                return Err(UsageError::new(
+                    UsageRefusal::AboveTotal,
+                    format!("{what} {value} above the host's total {total}"),
+                ));
+            }
+            values.push((class, *value));
+        }
+        instances.push(InstanceUsage {
+            instance: Arc::from(uuid.as_str()),
+            at_ms,
+            source: reading.source,
+            classes: values,
+        });
+    }
+    Ok(instances)
+}
+
+/// The node's monitor metrics of `reading`, its whole list, or why they are refused: a value
+/// not finite or below 0, or a report measured before the one held.
+fn metrics_of(
+    reading: &UsageReading,
+    measured: &MeasuredUsage,
+    at_ms: i64,
+    now_ms: i64,
+) -> Result<MonitorMetrics, UsageError> {
+    if let Some(held) = measured.metrics.as_ref().filter(|m| m.at_ms > at_ms) {
+        return Err(UsageError::new(
+            UsageRefusal::Older,
+            format!(
+                "metrics measured at {at_ms} ms, before the {} ms held",
+                held.at_ms
+            ),
+        ));
+    }
+    let mut metrics = Vec::with_capacity(reading.metrics.len());
+    for (name, value, own_ms) in &reading.metrics {
+        check_usage_value(&format!("metric {name}"), *value)?;
+        metrics.push(MonitorMetric {
+            name: Arc::from(name.as_str()),
+            value: *value,
+            at_ms: own_ms.unwrap_or(at_ms),
+        });
+    }
+    Ok(MonitorMetrics {
+        at_ms,
+        received_ms: now_ms,
+        source: reading.source,
+        metrics,
+    })
 }
 
 /// Class `name`'s measured `amount` in units of a class of `total`, or why it is refused.
@@ -287,6 +365,7 @@ mod tests {
             at_ms: Some(at_ms),
             classes: classes.iter().map(|(n, a)| (n.to_string(), *a)).collect(),
             instances: Vec::new(),
+            metrics: Vec::new(),
         }
     }
 
@@ -333,6 +412,7 @@ mod tests {
             at_ms: Some(2_000),
             classes: vec![("VCPU".into(), Amount::Percent(25.0))],
             instances: Vec::new(),
+            metrics: Vec::new(),
         };
         t.record_usage(&nova, 2_000).unwrap();
         let m = measured(&t).unwrap();
@@ -428,6 +508,96 @@ mod tests {
         t.record_usage(&reading(2_000, &[("VCPU", Amount::Units(3.5))]), 2_000)
             .unwrap();
         assert_eq!(vcpu_estimate(&t), 3.5);
+    }
+
+    /// Nova's `metrics.update` lists the node's monitor metrics: kept by name, each with its
+    /// own time, the whole list replaced by the next report; a bad value or an older report
+    /// is refused whole.
+    #[test]
+    fn monitor_metrics_are_the_nodes_whole_last_list() {
+        let t = table();
+        let report = |at_ms: i64, metrics: &[(&str, f64)]| UsageReading {
+            node: NodeRef::Name {
+                host: "cmp1".into(),
+                node: "cmp1.node".into(),
+            },
+            source: UsageSource::NovaMetrics,
+            at_ms: Some(at_ms),
+            classes: Vec::new(),
+            instances: Vec::new(),
+            metrics: metrics
+                .iter()
+                .map(|(n, v)| (n.to_string(), *v, None))
+                .collect(),
+        };
+        let mut first = report(1_000, &[("cpu.percent", 40.0), ("cpu.frequency", 2400.0)]);
+        first.metrics[1].2 = Some(900);
+        assert_eq!(t.record_usage(&first, 1_200), Ok(0));
+        let m = measured(&t).unwrap();
+        let set = m.metrics.as_ref().unwrap();
+        assert_eq!((set.at_ms, set.received_ms), (1_000, 1_200));
+        assert_eq!(set.metrics[1].at_ms, 900, "a metric keeps its own time");
+        assert_eq!(m.metric("cpu.percent", None), Some(40.0));
+        let clock = |now_ms| {
+            Some(crate::domain::ReadingClock {
+                now_ms,
+                max_age_ms: 60_000,
+            })
+        };
+        assert_eq!(m.metric("cpu.frequency", clock(60_900)), Some(2400.0));
+        assert_eq!(m.metric("cpu.frequency", clock(60_901)), None, "expired");
+        assert_eq!(m.metric("cpu.percent", clock(60_901)), Some(40.0));
+        assert!(m.classes.is_empty(), "no class from metrics alone");
+
+        for (bad, reason) in [
+            (
+                report(2_000, &[("cpu.percent", -1.0)]),
+                UsageRefusal::Negative,
+            ),
+            (
+                report(2_000, &[("cpu.percent", f64::NAN)]),
+                UsageRefusal::NotANumber,
+            ),
+            (report(999, &[("cpu.percent", 1.0)]), UsageRefusal::Older),
+        ] {
+            assert_eq!(t.record_usage(&bad, 2_000).unwrap_err().reason, reason);
+            assert_eq!(measured(&t), Some(m.clone()), "{reason:?} changed nothing");
+        }
+        t.record_usage(&report(3_000, &[("cpu.user.time", 7.0)]), 3_000)
+            .unwrap();
+        let m = measured(&t).unwrap();
+        assert_eq!(m.metric("cpu.percent", None), None, "no longer reported");
+        assert_eq!(m.metric("cpu.user.time", None), Some(7.0));
+    }
+
+    #[test]
+    fn measured_loads_take_the_most_loaded_fresh_class_over_capacity() {
+        let t = table();
+        let clock = |now_ms| ReadingClock {
+            now_ms,
+            max_age_ms: 60_000,
+        };
+        let classes = [ClassId::VCPU, ClassId::MEMORY_MB];
+        assert!(
+            t.measured_loads(&classes, clock(0)).is_empty(),
+            "no reading"
+        );
+        // 7 of 14 VCPU, 24,383 of 32,766 MB (total − reserved).
+        let r = reading(
+            1_000,
+            &[
+                ("VCPU", Amount::Units(7.0)),
+                ("MEMORY_MB", Amount::Units(24_383.0)),
+            ],
+        );
+        t.record_usage(&r, 1_000).unwrap();
+        let loads = t.measured_loads(&classes, clock(1_000));
+        assert_eq!(loads, [24_383.0 / 32_766.0]);
+        assert_eq!(t.measured_loads(&[ClassId::VCPU], clock(1_000)), [0.5]);
+        assert!(
+            t.measured_loads(&classes, clock(61_001)).is_empty(),
+            "expired"
+        );
     }
 
     #[test]

@@ -311,3 +311,44 @@ async fn every_backend_applies_flex(engine: &str) {
     }
 }
 on_both_engines!(every_backend, super::every_backend_applies_flex);
+
+/// `[flex] qos_source = "host_saturation"`: at each period's end on the injected clock, Q(t)
+/// is the share of measured hosts loaded at most `qos_saturation_threshold`, from the readings
+/// posted; one of two hosts saturated (15 of 16 VCPU) gives Q = 0.5, below the target, so P
+/// grows by β(P − 1) — in `/v1/stats` and `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn host_saturation_qos_moves_p_in_the_service() {
+    let clock = ManualClock::new(t0());
+    let (mut s, db) = settings("sqlite", BackendKind::Filter).await;
+    s.usage.max_age_s = 60.0;
+    s.flex.enabled = true;
+    s.flex.update_period_s = 10.0;
+    s.flex.qos_source = parasol::configuration::QosSource::HostSaturation;
+    let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
+    post(&app, &event("q-1", "hot", 0, json!({"VCPU": 15}))).await;
+    post(&app, &event("q-2", "calm", 0, json!({"VCPU": 2}))).await;
+    for _ in 0..1_000 {
+        if clock.deadlines().contains(&(t0() + 10_000)) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    clock.advance_ms(10_000);
+    let mut stats = Value::Null;
+    for _ in 0..1_000 {
+        stats = app.get_json("/v1/stats").await;
+        if stats["flex"]["periods"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(stats["flex"]["periods"], 1, "{stats}");
+    assert_eq!(stats["flex"]["qos_source"], "host_saturation");
+    assert_eq!(stats["flex"]["qos"], 0.5, "{stats}");
+    assert_eq!(stats["flex"]["penalty"], 2.0, "1.5 + β(1.5 − 1)");
+    assert_eq!(app.metric("parasol_flex_qos").await.as_deref(), Some("0.5"));
+    assert_eq!(
+        app.metric("parasol_flex_penalty").await.as_deref(),
+        Some("2.0")
+    );
+}

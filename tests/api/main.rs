@@ -19,6 +19,7 @@ mod flex;
 mod helpers;
 mod host_events;
 mod metrics;
+mod monitor_metrics;
 mod moves;
 mod notifications;
 mod plugins;

@@ -4,7 +4,9 @@ code: the `cpu.virt_driver` monitor reading the fake virt driver's host CPU stat
 notifier (its in-memory `test` driver keeps what it sent). One JSON object per line, the
 message as it goes out on the bus (without oslo's envelope).
 
-stdin: {"host": ..., "nodename": ...}
+stdin: {"host": ..., "nodename": ..., "cpu_stats": {...}}; `cpu_stats` (optional) replaces what
+the fake driver's `get_host_cpu_stats` returns (its `user`, `kernel`, `idle`, `iowait` times and
+`frequency`), so that hosts report different loads; the monitor computes the rest.
 """
 
 import json
@@ -43,6 +45,9 @@ def main():
         """What the monitor reads of nova-compute's resource tracker: its virt driver."""
 
         driver = fake.FakeDriver(None)
+
+    if args.get("cpu_stats"):
+        Tracker.driver.get_host_cpu_stats = lambda: dict(args["cpu_stats"])
 
     monitor = cpu_monitor.Monitor(Tracker())
     metrics = objects.MonitorMetricList()

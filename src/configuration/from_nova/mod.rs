@@ -4,9 +4,11 @@
 //! # Layout
 //! - `policy`: filters, weighers and multipliers, looked up in Parasol's policy registry (so
 //!   one added there is carried from then on).
+//! - `metrics`: `[metrics]`, the options of `MetricsFilter` and `MetricsWeigher`.
 //! - `links`: the broker (`transport_url`) and Placement's Keystone credentials.
 
 mod links;
+mod metrics;
 mod policy;
 #[cfg(test)]
 mod tests;
@@ -216,7 +218,6 @@ fn leftovers(conf: &NovaConf, out: &mut Out) {
             }
             let why = match (section.as_str(), key.as_str()) {
                 ("DEFAULT", _) => "Parasol takes allocation ratios from each host's inventory (Placement or its host-state events)",
-                ("metrics", _) => "Parasol has no MetricsWeigher",
                 _ => "Parasol has no such option",
             };
             out.warn(format!("[{section}] {key} is not carried: {why}"));

@@ -32,8 +32,9 @@ pub const IMPLICIT_FILTERS: [&str; 5] = [
 const SECTION: &str = "filter_scheduler";
 
 pub(super) fn carry(conf: &NovaConf, out: &mut Out) {
-    filters(conf, out);
-    weighers(conf, out);
+    let filters = filters(conf, out);
+    let weighers = weighers(conf, out);
+    super::metrics::carry(conf, out, &filters, &weighers);
     let defaults = serde_json::to_value(PolicyConfig::default()).unwrap_or_default();
     for key in nova_policy_keys() {
         if key == "enabled_filters" || key == "weight_classes" {
@@ -51,30 +52,13 @@ pub(super) fn carry(conf: &NovaConf, out: &mut Out) {
     }
 }
 
-/// Why `name` cannot be carried under this nova.conf, if it cannot: `MetricsFilter` and
-/// `MetricsWeigher` match Nova's only while `[metrics] weight_setting` is empty (Parasol holds
-/// no host metrics).
-fn not_carried(conf: &NovaConf, name: &str) -> Option<String> {
-    let metrics = matches!(name, "MetricsFilter" | "MetricsWeigher");
-    let setting = conf
-        .get("metrics", "weight_setting")
-        .map(list)
-        .unwrap_or_default();
-    (metrics && setting.iter().any(|s| !s.trim().is_empty())).then(|| {
-        format!(
-            "{name} is not carried: [metrics] weight_setting names host metrics, which \
-             Parasol does not hold (Nova's filter would keep only hosts reporting them, its \
-             weigher would rank by them)"
-        )
-    })
-}
-
 /// The last segment of Nova's dotted class path.
 fn short(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
 }
 
-fn filters(conf: &NovaConf, out: &mut Out) {
+/// Carries the filters; returns them.
+fn filters(conf: &NovaConf, out: &mut Out) -> Vec<&'static str> {
     let known: Vec<&'static str> = builtin_filters().names().collect();
     let (names, from) = match conf.get(SECTION, "enabled_filters") {
         Some(v) => (list(v), format!("[{SECTION}] enabled_filters")),
@@ -102,19 +86,12 @@ fn filters(conf: &NovaConf, out: &mut Out) {
             continue;
         };
         for f in wanted {
-            if let Some(reason) = not_carried(conf, f) {
-                out.warn(reason);
-                continue;
-            }
             if !chosen.contains(&f) {
                 chosen.push(f);
             }
         }
     }
-    let list = chosen
-        .into_iter()
-        .map(|f| Value::String(f.into()))
-        .collect();
+    let list = chosen.iter().map(|f| Value::String((*f).into())).collect();
     out.set(
         "policy",
         "enabled_filters",
@@ -124,9 +101,11 @@ fn filters(conf: &NovaConf, out: &mut Out) {
             IMPLICIT_FILTERS.join(", ")
         ),
     );
+    chosen
 }
 
-fn weighers(conf: &NovaConf, out: &mut Out) {
+/// Carries the weighers; returns them.
+fn weighers(conf: &NovaConf, out: &mut Out) -> Vec<&'static str> {
     let known: Vec<&'static str> = builtin_weighers().names().collect();
     let (names, from) = match conf.get(SECTION, "weight_classes") {
         Some(v) => (list(v), format!("[{SECTION}] weight_classes")),
@@ -144,10 +123,6 @@ fn weighers(conf: &NovaConf, out: &mut Out) {
             vec![short(name)]
         };
         for w in expanded {
-            if let Some(reason) = not_carried(conf, w) {
-                out.warn(reason);
-                continue;
-            }
             match known.iter().find(|k| **k == w) {
                 Some(k) if !chosen.contains(k) => chosen.push(k),
                 Some(_) => {}
@@ -157,9 +132,7 @@ fn weighers(conf: &NovaConf, out: &mut Out) {
             }
         }
     }
-    let list = chosen
-        .into_iter()
-        .map(|w| Value::String(w.into()))
-        .collect();
+    let list = chosen.iter().map(|w| Value::String((*w).into())).collect();
     out.set("policy", "weight_classes", Value::Array(list), from);
+    chosen
 }

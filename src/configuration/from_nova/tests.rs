@@ -46,41 +46,52 @@ fn novas_default_filters_keep_what_parasol_has_and_warn_for_the_rest() {
 }
 
 #[test]
-fn metrics_are_carried_only_without_a_weight_setting() {
-    let (s, t) = run("[filter_scheduler]\nenabled_filters = MetricsFilter\n");
-    assert!(s
-        .policy
-        .enabled_filters
-        .contains(&"MetricsFilter".to_string()));
-    assert!(s
-        .policy
-        .weight_classes
-        .contains(&"MetricsWeigher".to_string()));
-    assert!(
-        !warned(&t, "MetricsFilter is not carried"),
-        "{:?}",
-        t.warnings
-    );
+fn metrics_options_are_carried_with_the_filter_and_weigher() {
     let (s, t) = run("[filter_scheduler]\nenabled_filters = MetricsFilter\n\
-                      [metrics]\nweight_setting = cpu.frequency=1.0\n");
-    assert!(!s
-        .policy
-        .enabled_filters
-        .contains(&"MetricsFilter".to_string()));
-    assert!(!s
-        .policy
-        .weight_classes
-        .contains(&"MetricsWeigher".to_string()));
+                      [metrics]\nweight_setting = cpu.percent=-1.0, cpu.frequency=0.5\n\
+                      required = true\nweight_of_unavailable = -500\nweight_multiplier = 2\n");
+    let p = &s.policy;
+    assert!(p.enabled_filters.contains(&"MetricsFilter".to_string()));
+    assert!(p.weight_classes.contains(&"MetricsWeigher".to_string()));
+    assert_eq!(
+        p.metrics_weight_setting,
+        ["cpu.percent=-1.0", "cpu.frequency=0.5"]
+    );
+    assert!(p.metrics_required);
+    assert_eq!(p.metrics_weight_of_unavailable, -500.0);
+    assert_eq!(p.metrics_weight_multiplier, 2.0);
+    assert!(!warned(&t, "[metrics]"), "{:?}", t.warnings);
+}
+
+#[test]
+fn metrics_required_without_the_filter_is_carried_as_false_and_named() {
+    // Nova's default `required = true`, the weigher (all_weighers) and no MetricsFilter.
+    let (s, t) = run("[metrics]\nweight_setting = cpu.percent=-1.0\n");
+    assert!(!s.policy.metrics_required);
     assert!(
-        warned(&t, "MetricsFilter is not carried"),
+        warned(&t, "[metrics] required = true is carried as false"),
         "{:?}",
         t.warnings
     );
-    assert!(
-        warned(&t, "MetricsWeigher is not carried"),
-        "{:?}",
-        t.warnings
-    );
+    // Without a setting, nothing to say.
+    let (s, t) = run("[metrics]\nweight_multiplier = 3\n");
+    assert!(s.policy.metrics_required);
+    assert!(!warned(&t, "required"), "{:?}", t.warnings);
+}
+
+#[test]
+fn weight_setting_elements_nova_ignores_are_left_out_and_named() {
+    let (s, t) = run("[filter_scheduler]\nenabled_filters = MetricsFilter\n\
+                      [metrics]\nweight_setting = cpu.idle.time=a1, cpu.percent, =5, \
+                      cpu.frequency = 2, cpu.kernel.time=-2.1\n");
+    assert_eq!(s.policy.metrics_weight_setting, ["cpu.kernel.time=-2.1"]);
+    for element in ["cpu.idle.time=a1", "cpu.percent", "=5", "cpu.frequency = 2"] {
+        assert!(
+            warned(&t, &format!("element {element:?} is not carried")),
+            "{element}: {:?}",
+            t.warnings
+        );
+    }
 }
 
 #[test]

@@ -268,6 +268,29 @@ pub(crate) mod testing {
         HostState::synthetic(id, Resources::new(16, 32768, 400), Resources::ZERO)
     }
 
+    /// `host(id)` reporting monitor `metrics` (name, value), measured and received at time 0.
+    pub fn host_with_metrics(id: i64, metrics: &[(&str, f64)]) -> HostState {
+        use crate::domain::{MeasuredUsage, MonitorMetric, MonitorMetrics, UsageSource};
+        let mut h = host(id);
+        h.measured = Some(std::sync::Arc::new(MeasuredUsage {
+            metrics: Some(MonitorMetrics {
+                at_ms: 0,
+                received_ms: 0,
+                source: UsageSource::NovaMetrics,
+                metrics: metrics
+                    .iter()
+                    .map(|(name, value)| MonitorMetric {
+                        name: (*name).into(),
+                        value: *value,
+                        at_ms: 0,
+                    })
+                    .collect(),
+            }),
+            ..MeasuredUsage::default()
+        }));
+        h
+    }
+
     /// A small request.
     pub fn request() -> RequestContext {
         RequestContext::with_demand("inst-1", "m1.small", Resources::new(1, 2048, 20))

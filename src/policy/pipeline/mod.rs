@@ -340,6 +340,7 @@ impl Policy {
             });
         }
         let mut filters = filters.build(&config.enabled_filters, config)?;
+        metrics_need_their_filter(config, &filters, &weighers)?;
         // Placement's candidate test comes before every filter, as in Nova.
         let capacity = super::filters::CapacityFilter::NAME;
         match filters.iter().position(|f| f.name() == capacity) {
@@ -810,4 +811,32 @@ impl fmt::Debug for Policy {
             )
             .finish()
     }
+}
+
+/// Nova's `[metrics] required` fails a whole request on a host that lacks a metric of
+/// `weight_setting` when `MetricsWeigher` weighs it (`ComputeHostMetricNotFound`), and asks
+/// for `MetricsFilter` to remove such hosts first: Parasol refuses `required` with a setting
+/// and the weigher unless that filter runs, rather than fail requests.
+fn metrics_need_their_filter(
+    config: &PolicyConfig,
+    filters: &[Box<dyn Filter>],
+    weighers: &[Box<dyn Weigher>],
+) -> Result<(), PolicyError> {
+    let weighs = weighers
+        .iter()
+        .any(|w| w.name() == super::weighers::MetricsWeigher::NAME);
+    let filtered = filters
+        .iter()
+        .any(|f| f.name() == super::filters::MetricsFilter::NAME);
+    if config.metrics_required && weighs && !filtered && !config.metrics_weight_setting.is_empty() {
+        return Err(PolicyError::Invalid {
+            key: "metrics_required",
+            message: "with metrics_weight_setting and MetricsWeigher, true needs MetricsFilter in \
+                      enabled_filters: Nova fails the whole request (ComputeHostMetricNotFound) \
+                      when the weigher meets a host lacking a metric; enable MetricsFilter, or set \
+                      metrics_required = false to weigh such hosts metrics_weight_of_unavailable"
+                .into(),
+        });
+    }
+    Ok(())
 }

@@ -4,8 +4,9 @@
 //! Nova's thirteen weighers: three weighers driven by tables — `resource` (RAM, CPU, disk,
 //! I/O operations, instances; one row each), `soft_affinity` (the two soft server-group
 //! policies, one row each with its sign) and `node_record` (build failures, hypervisor
-//! version, PCI devices, from Nova's records) — plus `cross_cell` and `idle` (metrics and
-//! image properties, which weigh every host alike under the settings Parasol accepts). A row
+//! version, PCI devices, from Nova's records) — plus `cross_cell`, `metrics` (the hosts'
+//! monitor metrics) and `idle` (image properties, which weighs every host alike under the
+//! settings Parasol accepts). A row
 //! is a name, what it reads, Nova's option for its multiplier and that option's default; each
 //! row has its own unit test.
 
@@ -13,6 +14,7 @@ mod cross_cell;
 mod flex;
 mod host_name;
 mod idle;
+mod metrics;
 mod node_record;
 mod resource;
 mod soft_affinity;
@@ -21,6 +23,7 @@ pub use cross_cell::CrossCellWeigher;
 pub use flex::FlexWeigher;
 pub use host_name::HostNameWeigher;
 pub use idle::IdleWeigher;
+pub use metrics::MetricsWeigher;
 pub use node_record::{NodeRecordWeigher, NodeRecordWeigherSpec, NODE_RECORD_WEIGHERS};
 pub use resource::{HostValue, ResourceWeigher, ResourceWeigherSpec, RESOURCE_WEIGHERS};
 pub use soft_affinity::{GroupWeigherSpec, SoftGroupWeigher, GROUP_WEIGHERS};
