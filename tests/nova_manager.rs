@@ -212,8 +212,13 @@ fn object(name: &str, version: &str, data: Value) -> Value {
            "nova_object.version": version, "nova_object.data": data})
 }
 
-/// The call as nova-conductor sends it for the case.
+/// The call as nova-conductor sends it for the case (a build: objects with alternates).
 fn call(c: &Case) -> SelectDestinationsArgs {
+    call_reading(c, true)
+}
+
+/// The call, its caller reading alternates or not (a move's `return_alternates` false).
+fn call_reading(c: &Case, alternates: bool) -> SelectDestinationsArgs {
     let (vcpus, memory_mb, root_gb) = c.flavor;
     let flavor = object(
         "Flavor",
@@ -233,13 +238,31 @@ fn call(c: &Case) -> SelectDestinationsArgs {
         data["scheduler_hints"] = json!({"group": ["11111111-2222-4333-8444-555555555555"]});
     }
     let body = json!({"spec_obj": object("RequestSpec", "1.14", data),
-        "instance_uuids": c.instances, "return_objects": true, "return_alternates": true});
+        "instance_uuids": c.instances, "return_objects": true, "return_alternates": alternates});
     SelectDestinationsArgs::from_http_body(body.to_string().as_bytes()).unwrap()
 }
 
 /// Parasol's answer for the case on `backend`: service hosts per instance, or NoValidHost.
 async fn parasol(c: &Case, backend: BackendKind) -> Value {
     let dir = tempfile::tempdir().unwrap();
+    let scheduler = scheduler_for(c, backend, &dir).await;
+    let answer = match scheduler.select(call(c)).await {
+        Ok(answer) => answer,
+        Err(SelectError::NoValidHost { .. }) => return json!("NoValidHost"),
+        Err(e) => panic!("{e}"),
+    };
+    scheduler.backend().stop();
+    let hosts: Vec<Vec<String>> = answer
+        .selections
+        .iter()
+        .map(|s| s.iter().map(|s| s.service_host.clone()).collect())
+        .collect();
+    json!(hosts)
+}
+
+/// A scheduler on `backend` over a SQLite ledger in `dir` holding the case's hosts, usage,
+/// instances and cells, configured as the case says.
+async fn scheduler_for(c: &Case, backend: BackendKind, dir: &tempfile::TempDir) -> Scheduler {
     let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
     let ledger = Ledger::open(&url, 2).await.unwrap();
     let mut records = HashMap::new();
@@ -287,21 +310,46 @@ async fn parasol(c: &Case, backend: BackendKind) -> Value {
         p.soft_anti_affinity_weight_multiplier,
     ] = c.multipliers;
     let stats = Arc::new(Stats::new(clock.clone(), 60));
-    let scheduler = Scheduler::start(Arc::new(settings), ledger, stats, clock)
+    Scheduler::start(Arc::new(settings), ledger, stats, clock)
         .await
-        .unwrap();
-    let answer = match scheduler.select(call(c)).await {
-        Ok(answer) => answer,
-        Err(SelectError::NoValidHost { .. }) => return json!("NoValidHost"),
-        Err(e) => panic!("{e}"),
-    };
-    scheduler.backend().stop();
-    let hosts: Vec<Vec<String>> = answer
-        .selections
-        .iter()
-        .map(|s| s.iter().map(|s| s.service_host.clone()).collect())
+        .unwrap()
+}
+
+/// The alternates pass reads the hosts once more, and only when the caller reads alternates:
+/// a multi-create of 3 on 5 hosts reads 3 × 5 host states without it, 4 × 5 with it.
+#[tokio::test]
+async fn a_multi_create_pays_for_the_alternates_pass_only_when_its_caller_reads_them() {
+    let hosts = (1..=5)
+        .map(|h| Host {
+            name: format!("host{h}"),
+            uuid: uuid(0x77, h),
+            cell: CELLS[0],
+            total: (8, 2048 * h as i64, 80),
+            instances: Vec::new(),
+        })
         .collect();
-    json!(hosts)
+    let c = Case {
+        filters_max_instances: 50,
+        multipliers: [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0],
+        max_attempts: 3,
+        flavor: (1, 512, 1),
+        hosts,
+        instances: (1..=3).map(|i| uuid(0x78, i)).collect(),
+        group: None,
+    };
+    for (alternates, queries, lengths) in [(true, 20, 3), (false, 15, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler_for(&c, BackendKind::Filter, &dir).await;
+        let answer = scheduler
+            .select(call_reading(&c, alternates))
+            .await
+            .unwrap();
+        let got: Vec<usize> = answer.selections.iter().map(Vec::len).collect();
+        assert_eq!(got, vec![lengths; 3], "alternates read: {alternates}");
+        let totals = scheduler.stats().backend("filter").totals();
+        assert_eq!(totals.queries, queries, "alternates read: {alternates}");
+        scheduler.backend().stop();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
