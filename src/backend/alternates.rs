@@ -103,11 +103,37 @@ impl Backend {
         }
     }
 
+    /// The ranked `candidates` an instance's claims go through: in a multi-create (`multi`)
+    /// without the hosts the call's earlier instances left without room for it (Placement
+    /// would refuse the claim; Nova moves on); for a single instance, with enough of the
+    /// pick's cell for its alternates ([`Backend::with_cell_alternates`]; not with filter or
+    /// weigh plugins, which see the top K only, never every host).
+    pub(super) fn claimable(
+        &self,
+        worker: &mut WorkerState,
+        args: RankArgs,
+        mut candidates: Vec<HostState>,
+        multi: bool,
+        counts: &mut Counts,
+    ) -> Vec<HostState> {
+        let req = args.req;
+        if multi {
+            if req.call_claims.is_some() {
+                candidates.retain(|h| !req.fitted_before_the_call(h) || h.fits(&req.demand));
+            }
+            return candidates;
+        }
+        if self.deps.plugins.has_candidate_plugins() {
+            return candidates;
+        }
+        self.with_cell_alternates(worker, args, candidates, counts)
+    }
+
     /// A single instance's `candidates`, ranked for `args` with at most `args.max`: when
     /// the list was cut there and holds fewer than `max_attempts − 1` hosts of the pick's
     /// cell after it (a cloud of several cells), the same ranking of every host, so that its
     /// alternates are those Nova's whole sorted list gives. A sample is what it is.
-    pub(super) fn with_cell_alternates(
+    fn with_cell_alternates(
         &self,
         worker: &mut WorkerState,
         args: RankArgs,

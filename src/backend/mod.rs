@@ -376,11 +376,7 @@ impl Backend {
                     }
                     Err(rejection) => return Ok(self.no_host_passed(req, &rejection, counts)),
                 };
-            let candidates = if multi {
-                without_filled(req, candidates)
-            } else {
-                self.with_cell_alternates(&mut worker, args, candidates, counts)
-            };
+            let candidates = self.claimable(&mut worker, args, candidates, multi, counts);
             if candidates.is_empty() {
                 counts.decline(DeclineCause::NoValidHost, false);
                 return Ok(Placement::NoValidHost(
@@ -673,15 +669,6 @@ enum Placement {
     /// The claimed host first, then the alternates.
     Placed(Vec<HostState>),
     NoValidHost(String),
-}
-
-/// The `candidates` of a multi-create's instance without the hosts the call's earlier
-/// instances left without room for it (Placement would refuse the claim; Nova moves on).
-fn without_filled(req: &RequestContext, mut candidates: Vec<HostState>) -> Vec<HostState> {
-    if req.call_claims.is_some() {
-        candidates.retain(|h| !req.fitted_before_the_call(h) || h.fits(&req.demand));
-    }
-    candidates
 }
 
 /// Builds the worker states of a backend.
