@@ -388,6 +388,7 @@ async fn parasol_selections_and_alternates_equal_nova_schedulermanagers() {
         3 * CASES,
         failures.join("\n")
     );
+    println!("{} cases, 3 backends: {shape:?}", CASES);
     shape.assert_covers();
 }
 
