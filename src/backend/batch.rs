@@ -9,7 +9,7 @@
 //! anti-affinity one gate per host. Whatever the batch cannot decide alone goes to the
 //! one-at-a-time path, counted by reason ([`BatchFallback`]).
 
-use super::{Backend, HostClaim, ScheduleError, MAX_EXTRA_ALTERNATES};
+use super::{Backend, Call, HostClaim, ScheduleError};
 use crate::control::ecsched::{self, BatchRequest, Cluster, Group, GroupPolicy, SolveOptions};
 use crate::domain::{self, ClassId, HostState, RequestContext};
 use crate::ledger::ClaimOutcome;
@@ -45,6 +45,7 @@ impl Backend {
         requests: &[RequestContext],
         counts: &mut Counts,
         started: Instant,
+        alternates: super::Alternates,
     ) -> Batched {
         let deps = &self.deps;
         let n = requests.len();
@@ -124,13 +125,13 @@ impl Backend {
             self.source.consume(&mut worker, host, &req.demand);
             tracing::debug!(instance = %req.instance_uuid, host = %host.host(), "placed");
         }
-        let extra = deps.settings.scheduler.max_attempts - 1 + MAX_EXTRA_ALTERNATES.min(n - 1);
-        // Alternates as the one-at-a-time path ranks them: after the pick, the ranked hosts
-        // of its cell. An affinity group's later members have none there (the filter keeps
-        // only the first member's host, which is selected): nor here.
-        let affinity = matches!(group, Some(g) if g.policy == GroupPolicy::Affinity);
-        let mut placed = self.batch_selections(&chosen, &ranked, affinity, extra);
-        self.keep_nova_alternates(requests, &mut placed);
+        // Alternates as the one-at-a-time path makes them: one pass once all are claimed.
+        let mut placed: Vec<Vec<HostState>> = chosen.iter().map(|&h| vec![h.clone()]).collect();
+        let call = Call {
+            requests,
+            alternates,
+        };
+        self.multi_create_alternates(&mut worker, call, &mut placed, counts);
         counts.placed = counts.requests;
         deps.stats
             .record(*counts, Some(started.elapsed().as_micros() as u64));
@@ -283,36 +284,6 @@ impl Backend {
             }
             Ok(reason) => Batched::Fallback(reason),
         }
-    }
-
-    /// Each chosen host with its alternates: the `ranked` hosts of its cell after it, at most
-    /// `extra`, none for an affinity group's later members.
-    fn batch_selections(
-        &self,
-        chosen: &[&HostState],
-        ranked: &[HostState],
-        affinity: bool,
-        extra: usize,
-    ) -> Vec<Vec<HostState>> {
-        chosen
-            .iter()
-            .enumerate()
-            .map(|(i, &host)| {
-                let cell = self.cell_of(host);
-                let mut selection = vec![host.clone()];
-                if affinity && i > 0 {
-                    return selection;
-                }
-                selection.extend(
-                    ranked
-                        .iter()
-                        .filter(|h| h.id != host.id && self.cell_of(h) == cell)
-                        .take(extra)
-                        .cloned(),
-                );
-                selection
-            })
-            .collect()
     }
 
     /// The solver left `unscheduled` of the `n` instances without a host. On the live table

@@ -9,10 +9,12 @@
 //! - `cache`: the snapshot and its refresh task (fixed τ, or ASC's adaptive τ).
 //! - `sample`: APSR's sampling parameters and its control task.
 //! - `workers`: the resizable pool of scheduling workers, each with private state.
+//! - `alternates`: a multi-create's alternates, Nova's pass after every instance is placed.
 //! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
 //! - `window`: `[batch] mode = "window"`, single calls of a short window solved together.
 //! - `flex`: [`Flex`], the penalty P of Flex's filter and weigher and its controller's task.
 
+mod alternates;
 mod batch;
 mod cache;
 mod flex;
@@ -28,7 +30,7 @@ pub use workers::{Worker, WorkerPool};
 
 use crate::clock::SharedClock;
 use crate::configuration::{BackendKind, BatchMode, Settings};
-use crate::domain::{HostId, HostState, RequestContext};
+use crate::domain::{CallClaims, HostState, RequestContext};
 use crate::ledger::{ClaimOutcome, Ledger, LedgerError};
 use crate::placement::{PlacementClaim, PlacementClaims, Resync};
 use crate::plugins::Chains;
@@ -171,6 +173,17 @@ impl Backend {
         &self,
         requests: Vec<RequestContext>,
     ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
+        self.schedule_with(requests, Alternates::Wanted).await
+    }
+
+    /// [`Backend::schedule`], saying whether the caller reads alternates: a multi-create
+    /// whose caller does not (Nova's `return_alternates` false, or legacy dicts) gets none
+    /// and costs no alternates pass.
+    pub async fn schedule_with(
+        &self,
+        requests: Vec<RequestContext>,
+        alternates: Alternates,
+    ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let started = Instant::now();
         let mut counts = Counts {
             requests: requests.len() as u64,
@@ -188,7 +201,10 @@ impl Backend {
             return self.schedule_windowed(request).await;
         }
         if mode != BatchMode::Off && requests.len() >= 2 {
-            match self.schedule_batch(&requests, &mut counts, started).await {
+            match self
+                .schedule_batch(&requests, &mut counts, started, alternates)
+                .await
+            {
                 batch::Batched::Done(answer) => return answer,
                 batch::Batched::Fallback(reason) => {
                     tracing::info!(
@@ -200,7 +216,8 @@ impl Backend {
                 }
             }
         }
-        self.schedule_each(requests, started, counts).await
+        self.schedule_each(requests, started, counts, alternates)
+            .await
     }
 
     /// Today's path: each instance in turn (`place`), the group's members updated for the
@@ -210,19 +227,23 @@ impl Backend {
         mut requests: Vec<RequestContext>,
         started: Instant,
         mut counts: Counts,
+        alternates: Alternates,
     ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let deps = &self.deps;
         let mut placed: Vec<Vec<HostState>> = Vec::with_capacity(requests.len());
         let mut failure = None;
-        // Alternates may not name a host selected for another instance of the call: rank
-        // that many more candidates so that enough are left once those are taken out (at
-        // most `MAX_EXTRA_ALTERNATES` more, so a huge multi-create does not rank every host
-        // for every instance; past it an instance may get fewer alternates than Nova gives).
-        let others = requests.len().saturating_sub(1).min(MAX_EXTRA_ALTERNATES);
+        // A single instance takes its alternates from its own ranking (Nova's index 0); the
+        // instances of a multi-create take theirs from one more pass once all are placed.
+        let multi = requests.len() > 1;
+        let mut taken = CallClaims::default();
         for i in 0..requests.len() {
-            match self.place(&requests[i], &mut counts, others).await {
+            match self.place(&requests[i], &mut counts, multi).await {
                 Ok(Placement::Placed(hosts)) => {
                     let chosen = hosts[0].host().to_string();
+                    if multi && i + 1 < requests.len() {
+                        taken.add(hosts[0].id, requests[i].demand);
+                        requests[i + 1].call_claims = Some(Arc::new(taken.clone()));
+                    }
                     for later in requests.iter_mut().skip(i + 1) {
                         if let Some(group) = later.group.as_mut() {
                             group.add_member_on(&chosen);
@@ -280,45 +301,18 @@ impl Backend {
                 other => other,
             });
         }
-        self.keep_nova_alternates(&requests, &mut placed);
+        if multi {
+            let mut worker = self.source.worker().await;
+            let call = Call {
+                requests: &requests,
+                alternates,
+            };
+            self.multi_create_alternates(&mut worker, call, &mut placed, &mut counts);
+        }
         counts.placed = counts.requests;
         deps.stats
             .record(counts, Some(started.elapsed().as_micros() as u64));
         Ok(placed)
-    }
-
-    /// Nova's `_get_alternate_hosts` over the call's answer: an instance's alternates are
-    /// hosts of its selected host's cell (`place` keeps only those) that no instance of the
-    /// call was placed on, and, when the call placed several instances, that can still take
-    /// the instance now that all of them are claimed (Nova filters again after consuming
-    /// every selected host; with Placement, an alternate needs a remaining allocation
-    /// candidate). At most `max_attempts − 1` each.
-    fn keep_nova_alternates(&self, requests: &[RequestContext], placed: &mut [Vec<HostState>]) {
-        let keep = self.deps.settings.scheduler.max_attempts.saturating_sub(1);
-        let selected: Vec<HostId> = placed
-            .iter()
-            .filter_map(|h| h.first())
-            .map(|h| h.id)
-            .collect();
-        let table = self.deps.ledger.table();
-        for (req, hosts) in requests.iter().zip(placed.iter_mut()) {
-            if hosts.is_empty() {
-                continue;
-            }
-            let mut alternates: Vec<HostState> = hosts
-                .drain(1..)
-                .filter(|h| !selected.contains(&h.id))
-                .filter(|h| {
-                    selected.len() < 2
-                        || req.rebuild
-                        || table.get(h.id).is_some_and(|live| {
-                            live.fits(&req.demand) && live.profile.admits(&req.demand)
-                        })
-                })
-                .collect();
-            alternates.truncate(keep);
-            hosts.extend(alternates);
-        }
     }
 
     /// The cell a Selection names for `host`: its node's from Nova's records, else the
@@ -333,11 +327,13 @@ impl Backend {
 
     /// The placement loop every backend runs: read host states from the source, rank them,
     /// claim the best in order until one claim holds, within `max_attempts` attempts.
+    /// In a multi-create (`multi`) only the claimed host is answered: the alternates come
+    /// from the pass after every instance is placed.
     async fn place(
         &self,
         req: &RequestContext,
         counts: &mut Counts,
-        extra_alternates: usize,
+        multi: bool,
     ) -> Result<Placement, ScheduleError> {
         let mut worker = self.source.worker().await;
         let max_attempts = self.deps.settings.scheduler.max_attempts;
@@ -352,10 +348,13 @@ impl Backend {
             let env = FilterEnv::new(self.deps.clock.now_ms(), &self.deps.settings.policy);
             // Filter and weigh plugins see the top K candidates (more when the call needs
             // more), and only hosts they saw are claimed.
+            // Hosts the call filled are ranked (as Nova weighs them) but never claimed: rank
+            // as many more.
+            let filled = req.call_claims.as_ref().map_or(0, |c| c.len());
             let wanted = if plugins.has_candidate_plugins() {
-                plugins.candidates().max(budget + extra_alternates)
+                plugins.candidates().max(budget + filled)
             } else {
-                budget + extra_alternates
+                budget + filled
             };
             let args = RankArgs {
                 req,
@@ -377,6 +376,13 @@ impl Backend {
                     }
                     Err(rejection) => return Ok(self.no_host_passed(req, &rejection, counts)),
                 };
+            let candidates = self.claimable(&mut worker, args, candidates, multi, counts);
+            if candidates.is_empty() {
+                counts.decline(DeclineCause::NoValidHost, false);
+                return Ok(Placement::NoValidHost(
+                    "the call's earlier instances filled every candidate host".into(),
+                ));
+            }
             let candidates = match self.reviewed(req, candidates, counts).await {
                 Ok(candidates) => candidates,
                 Err(refused) => return Ok(refused),
@@ -393,8 +399,15 @@ impl Backend {
                         self.source.placed();
                         self.source.consume(&mut worker, host, &req.demand);
                         let alternates = &candidates[pos + 1..];
-                        let selection =
-                            self.selection(host, alternates, max_attempts + extra_alternates);
+                        let selection = if !multi {
+                            self.selection(host, alternates, max_attempts)
+                        } else if plugins.has_candidate_plugins() {
+                            // What the plugins kept, for the alternates pass to keep to.
+                            let kept = candidates.iter().filter(|h| h.id != host.id);
+                            std::iter::once(host).chain(kept).cloned().collect()
+                        } else {
+                            vec![host.clone()]
+                        };
                         if empty_samples > 0 {
                             // A fitting host existed all along: those samples were avoidable.
                             counts.avoidable += empty_samples;
@@ -627,9 +640,19 @@ impl Drop for Backend {
     }
 }
 
-/// The most candidates a multi-create ranks beyond `max_attempts` for one instance, to
-/// replace alternates that were selected for the call's other instances.
-const MAX_EXTRA_ALTERNATES: usize = 32;
+/// Whether the caller reads alternates (Nova's `return_alternates and return_objects`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alternates {
+    Wanted,
+    Unwanted,
+}
+
+/// The requests of one call and whether its caller reads alternates.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    pub requests: &'a [RequestContext],
+    pub alternates: Alternates,
+}
 
 /// What became of a claim on one host: the ledger's, then Placement's.
 enum HostClaim {

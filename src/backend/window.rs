@@ -141,7 +141,12 @@ impl Backend {
             deps.stats.record_batch_fallback(reason);
             async move {
                 let answer = self
-                    .schedule_each(vec![waiting.request.clone()], waiting.started, counts)
+                    .schedule_each(
+                        vec![waiting.request.clone()],
+                        waiting.started,
+                        counts,
+                        super::Alternates::Wanted,
+                    )
                     .await;
                 if let Err(Ok(placed)) = waiting.reply.send(answer) {
                     self.release_unanswered(&waiting.request, &placed).await;

@@ -39,7 +39,8 @@ pub use markers::{
     AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits, COMPUTE_STATUS_DISABLED,
 };
 pub use request::{
-    ConsumerOwner, Destination, GroupPolicy, PlacementQuery, QueryTest, RequestContext, ServerGroup,
+    CallClaims, ConsumerOwner, Destination, GroupPolicy, PlacementQuery, QueryTest, RequestContext,
+    ServerGroup,
 };
 pub use resources::{Inventory, Resources};
 pub use usage::{

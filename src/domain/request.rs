@@ -269,6 +269,43 @@ pub struct RequestContext {
     /// `MetricsWeigher`); `None` (the simulator, unit tests): every reported metric counts.
     #[serde(skip)]
     pub readings: Option<super::usage::ReadingClock>,
+    /// In a multi-create, what the call's earlier instances claimed; `None` otherwise.
+    #[serde(skip)]
+    pub call_claims: Option<Arc<CallClaims>>,
+}
+
+/// What the earlier instances of one call claimed, per host. Nova's allocation candidates are
+/// Placement's answer when the call starts, so a host the call itself filled stays a
+/// candidate for the call's later instances — weighed with the call's usage, and a claim
+/// there refused (`SchedulerManager._schedule`): the capacity test gives such a host back
+/// what the call took from it, and the placement loop never claims it while it has no room.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallClaims {
+    hosts: Vec<(super::host::HostId, Resources)>,
+}
+
+impl CallClaims {
+    /// What the call claimed on host `id`, if anything.
+    pub fn on(&self, id: super::host::HostId) -> Option<&Resources> {
+        self.hosts.iter().find(|(h, _)| *h == id).map(|(_, r)| r)
+    }
+
+    /// Records a claim of `demand` on host `id`.
+    pub fn add(&mut self, id: super::host::HostId, demand: Resources) {
+        match self.hosts.iter_mut().find(|(h, _)| *h == id) {
+            Some((_, taken)) => *taken = *taken + demand,
+            None => self.hosts.push((id, demand)),
+        }
+    }
+
+    /// How many hosts the call claimed on.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -310,7 +347,22 @@ impl RequestContext {
             cross_cell_move: false,
             flex: None,
             readings: None,
+            call_claims: None,
         }
+    }
+
+    /// Whether `host` had room for this request before the call's earlier instances claimed
+    /// on it (see [`CallClaims`]): false for a host the call did not claim on.
+    pub fn fitted_before_the_call(&self, host: &HostState) -> bool {
+        let Some(taken) = self.call_claims.as_ref().and_then(|c| c.on(host.id)) else {
+            return false;
+        };
+        let usable = host.usable();
+        self.demand.nonzero().all(|(class, amount)| {
+            let used = host.used.get(class) - taken.get(class);
+            used.checked_add(amount)
+                .is_some_and(|total| total <= usable.get(class))
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! backend active when it starts and finishes there, new calls go to the new backend, and
 //! statistics stay per backend.
 
-use crate::backend::{Backend, BackendDeps, BuildError, ScheduleError};
+use crate::backend::{Alternates, Backend, BackendDeps, BuildError, ScheduleError};
 use crate::clock::SharedClock;
 use crate::configuration::Settings;
 use crate::domain::{HostState, RequestContext};
@@ -158,8 +158,17 @@ impl Scheduler {
         &self,
         requests: Vec<RequestContext>,
     ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
+        self.schedule_with(requests, Alternates::Wanted).await
+    }
+
+    /// [`Scheduler::schedule`], saying whether the caller reads alternates.
+    pub async fn schedule_with(
+        &self,
+        requests: Vec<RequestContext>,
+        alternates: Alternates,
+    ) -> Result<Vec<Vec<HostState>>, ScheduleError> {
         let backend = self.backend();
-        backend.schedule(requests).await
+        backend.schedule_with(requests, alternates).await
     }
 
     /// Switches to the backend and parameters of `settings`. The old backend's background

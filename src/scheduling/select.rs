@@ -1,7 +1,7 @@
 //! `select`: one `select_destinations` call, whatever transport brought it.
 
 use super::Scheduler;
-use crate::backend::ScheduleError;
+use crate::backend::{Alternates, ScheduleError};
 use crate::domain::{AggregateExtraSpecs, CapabilitySpecs, HostState, HostZones};
 use crate::domain::{
     AggregateId, ClassId, ConsumerOwner, Mark, PlacementQuery, RequestContext, Resources, TraitId,
@@ -266,7 +266,16 @@ impl Scheduler {
         }
         let zones = requests.first().and_then(|r| r.host_zones.clone());
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
-        let first = self.schedule(requests).instrument(span.clone()).await;
+        // Nova computes alternates only when the caller reads them (objects with alternates).
+        let alternates = if args.return_objects && args.return_alternates {
+            Alternates::Wanted
+        } else {
+            Alternates::Unwanted
+        };
+        let first = self
+            .schedule_with(requests, alternates)
+            .instrument(span.clone())
+            .await;
         let (per_instance, demands) = match first {
             Err(crate::backend::ScheduleError::NoValidHost { .. })
                 if !settings.scheduler.disable_fallback_pcpu_query
@@ -276,7 +285,8 @@ impl Scheduler {
                 let mut requests = self.requests(&args, false).await?;
                 additions.apply(&mut requests);
                 let demands = requests.iter().map(|r| r.demand).collect();
-                (self.schedule(requests).instrument(span).await?, demands)
+                let placed = self.schedule_with(requests, alternates);
+                (placed.instrument(span).await?, demands)
             }
             other => (other?, demands),
         };

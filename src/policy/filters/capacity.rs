@@ -10,7 +10,9 @@ use crate::domain::{ClassId, HostState, RequestContext, Resources};
 /// Passes hosts that Placement would list as allocation candidates for the request: room for
 /// the demand in every class after allocation ratios, each class' unit rules (min_unit,
 /// max_unit, step_size), the required and forbidden traits, the aggregates (`member_of`,
-/// forbidden aggregates) and the provider tree (`in_tree`).
+/// forbidden aggregates) and the provider tree (`in_tree`). In a multi-create, room is
+/// Placement's when the call started: a host the call's earlier instances filled still
+/// passes (`RequestContext::fitted_before_the_call`), as Nova weighs it, and is not claimed.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CapacityFilter;
 
@@ -25,7 +27,9 @@ impl Filter for CapacityFilter {
     }
 
     fn passes(&self, host: &HostState, req: &RequestContext, _env: &FilterEnv) -> bool {
-        has_room(host, &req.demand) && host.profile.admits(&req.demand) && req.query.accepts(host)
+        (has_room(host, &req.demand) || req.fitted_before_the_call(host))
+            && host.profile.admits(&req.demand)
+            && req.query.accepts(host)
     }
 
     fn scan_check(&self) -> Option<super::ScanCheck> {
@@ -93,6 +97,52 @@ mod tests {
             let got = CapacityFilter.passes(&host, &req, &FilterEnv::without_heartbeats());
             assert_eq!(got, want, "{name}");
             assert_eq!(has_room(&host, &demand), host.fits(&demand), "{name}");
+        }
+    }
+
+    /// (name, host's usage now, what the call's earlier instances took there, passes): a host
+    /// counts as it was when the call started, as Nova's allocation candidates do.
+    #[test]
+    fn a_host_the_call_filled_passes_for_the_calls_next_instance_only() {
+        use crate::domain::{CallClaims, HostId};
+        use std::sync::Arc;
+        let usable = Resources::new(4, 4096, 40);
+        let demand = Resources::new(2, 2048, 20);
+        let cases = [
+            (
+                "no claim of the call",
+                Resources::new(4, 4096, 40),
+                None,
+                false,
+            ),
+            (
+                "filled by the call",
+                Resources::new(4, 4096, 40),
+                Some(demand),
+                true,
+            ),
+            (
+                "full before the call too",
+                Resources::new(4, 4096, 40),
+                Some(Resources::new(1, 1, 1)),
+                false,
+            ),
+            ("room now anyway", Resources::ZERO, Some(demand), true),
+        ];
+        for (name, used, taken, want) in cases {
+            let host = HostState::synthetic(1, usable, used);
+            let mut req = RequestContext::with_demand("i", "f", demand);
+            if let Some(taken) = taken {
+                let mut claims = CallClaims::default();
+                claims.add(HostId(1), taken);
+                req.call_claims = Some(Arc::new(claims));
+            }
+            let got = CapacityFilter.passes(&host, &req, &FilterEnv::without_heartbeats());
+            assert_eq!(got, want, "{name}");
+            // Another host the call did not claim on is not given anything back.
+            let other = HostState::synthetic(2, usable, used);
+            let fits = CapacityFilter.passes(&other, &req, &FilterEnv::without_heartbeats());
+            assert_eq!(fits, has_room(&other, &demand), "{name}: host 2");
         }
     }
 

@@ -70,7 +70,9 @@ impl RowTest<'_> {
         match step {
             Step::Compute => service_up(row, self.env),
             Step::Capacity { query } => {
-                self.demand.fits(row)
+                (self.demand.fits(row)
+                    || (self.req.call_claims.is_some()
+                        && self.req.fitted_before_the_call(&self.hosts[i])))
                     && (row.flags & HostScan::UNIT_RULES == 0
                         || self.hosts[i].profile.admits(&self.req.demand))
                     && query.passes(row.traits, || self.req.query.accepts(&self.hosts[i]))
