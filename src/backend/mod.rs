@@ -12,12 +12,14 @@
 //! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
 //! - `window`: `[batch] mode = "window"`, single calls of a short window solved together.
 //! - `flex`: [`Flex`], the penalty P of Flex's filter and weigher and its controller's task.
+//! - `trees`: requests on provider trees, ranked and claimed on Placement's candidates.
 
 mod batch;
 mod cache;
 mod flex;
 mod sample;
 mod source;
+mod trees;
 mod window;
 mod workers;
 
@@ -178,7 +180,10 @@ impl Backend {
         };
         // Filter and weigh plugins judge one instance's ranked candidates at a time
         // (docs/plugins.md §2): with such plugins every call goes one instance at a time.
-        let mode = if self.deps.plugins.has_candidate_plugins() {
+        // A request on provider trees goes one instance at a time too: only `place` knows its
+        // candidates.
+        let on_trees = requests.first().is_some_and(|r| r.trees.is_some());
+        let mode = if self.deps.plugins.has_candidate_plugins() || on_trees {
             BatchMode::Off
         } else {
             self.deps.settings.batch.mode
@@ -362,27 +367,38 @@ impl Backend {
                 env: &env,
                 max: wanted,
             };
-            let candidates =
-                match self
-                    .source
+            let ranked = if req.trees.is_some() {
+                self.rank_trees(&mut worker, args, counts)
+            } else {
+                self.source
                     .rank(&self.deps, &self.policy, &mut worker, args, counts)
-                {
-                    Ok(candidates) => candidates,
-                    Err(rejection) if self.source.is_sample() => {
-                        budget -= 1;
-                        empty_samples += 1;
-                        counts.decline(DeclineCause::EmptySample, false);
-                        last_reason = rejection.reason();
-                        continue;
-                    }
-                    Err(rejection) => return Ok(self.no_host_passed(req, &rejection, counts)),
-                };
+            };
+            let candidates = match ranked {
+                Ok(candidates) => candidates,
+                Err(rejection) if req.trees.is_some() => {
+                    counts.decline(DeclineCause::NoValidHost, false);
+                    tracing::info!(instance = %req.instance_uuid, %rejection, "no host Placement offered passed the filters");
+                    return Ok(Placement::NoValidHost(rejection.reason()));
+                }
+                Err(rejection) if self.source.is_sample() => {
+                    budget -= 1;
+                    empty_samples += 1;
+                    counts.decline(DeclineCause::EmptySample, false);
+                    last_reason = rejection.reason();
+                    continue;
+                }
+                Err(rejection) => return Ok(self.no_host_passed(req, &rejection, counts)),
+            };
             let candidates = match self.reviewed(req, candidates, counts).await {
                 Ok(candidates) => candidates,
                 Err(refused) => return Ok(refused),
             };
             // APSR claims one host per sample: the rest of the sample are its alternates.
-            let tries = if self.source.is_sample() { 1 } else { budget };
+            let tries = if self.source.is_sample() && req.trees.is_none() {
+                1
+            } else {
+                budget
+            };
             let mut tried = 0;
             for (pos, host) in candidates.iter().enumerate().take(tries) {
                 budget -= 1;
@@ -391,7 +407,8 @@ impl Backend {
                     HostClaim::Claimed => {
                         counts.attempts += 1;
                         self.source.placed();
-                        self.source.consume(&mut worker, host, &req.demand);
+                        let claimed = trees::demand_on(req, host);
+                        self.source.consume(&mut worker, host, &claimed);
                         let alternates = &candidates[pos + 1..];
                         let selection =
                             self.selection(host, alternates, max_attempts + extra_alternates);
@@ -485,7 +502,7 @@ impl Backend {
             .claim(
                 host.id,
                 &req.instance_uuid,
-                &req.demand,
+                &trees::demand_on(req, host),
                 self.deps.clock.now_ms(),
             )
             .await;
@@ -575,7 +592,7 @@ impl Backend {
         let (Some(placement), Some(owner)) = (&self.deps.placement, &req.owner) else {
             return Ok(HostClaim::Claimed);
         };
-        let body = crate::nova::allocation_request_body(host.uuid(), &req.demand);
+        let body = trees::allocation_request(req, host);
         let started = Instant::now();
         let answer = placement
             .claim(

@@ -265,6 +265,11 @@ pub struct RequestContext {
     /// Flex's penalty and classes (`[flex] enabled`); `None`: Flex is off.
     #[serde(skip)]
     pub flex: Option<Arc<super::usage::FlexContext>>,
+    /// A request only provider trees answer (suffixed groups, `same_subtree`, …): Placement's
+    /// allocation candidates, the only hosts it may go to, and what each claims
+    /// (docs/placement-claims.md); `None` for a flat request.
+    #[serde(skip)]
+    pub trees: Option<Arc<super::candidates::TreeCandidates>>,
 }
 
 /// The `project_id` and `user_id` of a claim in Placement.
@@ -305,6 +310,7 @@ impl RequestContext {
             flavor_name: None,
             cross_cell_move: false,
             flex: None,
+            trees: None,
         }
     }
 }

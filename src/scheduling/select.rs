@@ -8,7 +8,7 @@ use crate::domain::{
 };
 use crate::ledger::LedgerError;
 use crate::nova::{
-    encode_legacy, encode_selections, translate, CloudView, ComputeNodeRef, Refusal,
+    encode_legacy, encode_selections, resources_from_request_spec, CloudView, ComputeNodeRef,
     ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
 };
 use serde_json::Value;
@@ -266,8 +266,9 @@ impl Scheduler {
         }
         let zones = requests.first().and_then(|r| r.host_zones.clone());
         let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
+        let trees: Vec<_> = requests.iter().map(|r| r.trees.clone()).collect();
         let first = self.schedule(requests).instrument(span.clone()).await;
-        let (per_instance, demands) = match first {
+        let (per_instance, demands, trees) = match first {
             Err(crate::backend::ScheduleError::NoValidHost { .. })
                 if !settings.scheduler.disable_fallback_pcpu_query
                     && !args.spec.is_rebuild()
@@ -276,9 +277,14 @@ impl Scheduler {
                 let mut requests = self.requests(&args, false).await?;
                 additions.apply(&mut requests);
                 let demands = requests.iter().map(|r| r.demand).collect();
-                (self.schedule(requests).instrument(span).await?, demands)
+                let trees = requests.iter().map(|r| r.trees.clone()).collect();
+                (
+                    self.schedule(requests).instrument(span).await?,
+                    demands,
+                    trees,
+                )
             }
-            other => (other?, demands),
+            other => (other?, demands, trees),
         };
         let demands: Vec<Resources> = demands;
         super::select_chain::tell_claimed(&plugins, &args, &per_instance, &demands);
@@ -286,10 +292,20 @@ impl Scheduler {
         let selections = per_instance
             .iter()
             .zip(demands)
-            .map(|(hosts, demand)| {
+            .zip(&trees)
+            .map(|((hosts, demand), trees)| {
                 hosts
                     .iter()
-                    .map(|h| selection_of(h, demand, cell, zones.as_deref()))
+                    .map(|h| {
+                        let mut s = selection_of(h, demand, cell, zones.as_deref());
+                        if let Some(c) = trees.as_deref().and_then(|t| t.first(h.uuid())) {
+                            // Placement's candidate for the host, as Nova's Selection
+                            // carries it (its `mappings` name each group's providers).
+                            s.demand = c.on_host;
+                            s.allocation_request_body = Some(c.body.clone());
+                        }
+                        s
+                    })
                     .collect()
             })
             .collect();
@@ -319,11 +335,10 @@ impl Scheduler {
             min_compute_service_version: self.cloud().min_compute_version(),
         };
         let options = self.settings().scheduler.request_filters();
-        translate(spec, &options, &cloud, pinned).map_err(|refusal| match refusal {
-            Refusal::NoValidHost(reason) => SelectError::NoValidHost { reason },
-            unsupported @ Refusal::Unsupported(_) => SelectError::NoValidHost {
-                reason: unsupported.to_string(),
-            },
+        resources_from_request_spec(spec, &options, &cloud, pinned).map_err(|refusal| {
+            SelectError::NoValidHost {
+                reason: refusal.to_string(),
+            }
         })
     }
 
@@ -372,7 +387,7 @@ impl Scheduler {
         let mut requests = if args.spec.is_rebuild() {
             self.rebuild_requests(args)
         } else {
-            self.placement_requests(args, pinned)?
+            self.placement_requests(args, pinned).await?
         };
         self.add_group_members(args, &mut requests).await?;
         self.add_hints(args, &mut requests).await?;
@@ -484,14 +499,23 @@ impl Scheduler {
 
     /// The contexts of a call Placement is asked for: Nova's resource request's amounts and
     /// marks, the owner of the claims, the aggregates' extra specs.
-    fn placement_requests(
+    ///
+    /// A request only provider trees answer (suffixed groups, `same_subtree`) is decided on
+    /// Placement's allocation candidates (`trees`); a flat one on the table alone.
+    async fn placement_requests(
         &self,
         args: &SelectDestinationsArgs,
         pinned: bool,
     ) -> Result<Vec<RequestContext>, SelectError> {
         let rr = self.resource_request(args, pinned)?;
-        let (demand, query) = placement_terms(&rr)?;
         let owner = self.placement_owner(args)?;
+        let (demand, query, trees) = match rr.needs_nested_providers() {
+            None => {
+                let (demand, query) = placement_terms(&rr)?;
+                (demand, query, None)
+            }
+            Some(shape) => self.tree_terms(&rr, &shape).await?,
+        };
         Ok(self
             .aggregate_contexts(args)
             .into_iter()
@@ -499,6 +523,7 @@ impl Scheduler {
                 r.demand = demand;
                 r.query = query.clone();
                 r.owner = owner.clone();
+                r.trees = trees.clone();
                 r
             })
             .collect())
