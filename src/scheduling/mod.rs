@@ -18,3 +18,4 @@ mod trees;
 
 pub use scheduler::Scheduler;
 pub use select::{Answer, SelectError};
+pub use trees::CANDIDATE_OUTCOMES;

@@ -26,7 +26,9 @@ impl Scheduler {
         rr: &ResourceRequest,
         shape: &str,
     ) -> Result<TreeTerms, SelectError> {
+        let counted = |kind: &str| self.stats().metrics().placement_candidates(kind).inc();
         let Some(placement) = self.placement_claims() else {
+            counted("unsupported");
             return Err(SelectError::NoValidHost {
                 reason: format!(
                     "unsupported request: {shape}: Parasol decides such a request only on \
@@ -39,21 +41,29 @@ impl Scheduler {
             Ok(answer) => answer,
             Err(PlacementError::Status { status, body, .. }) => {
                 tracing::info!(%query, status, %body, "Placement refused the allocation candidates query");
+                counted("refused");
                 return Err(SelectError::NoValidHost {
                     reason: format!(
                         "Placement answered {status} to GET /allocation_candidates?{query}: {body}"
                     ),
                 });
             }
-            Err(e) => return Err(SelectError::Unavailable(e.to_string())),
+            Err(e) => {
+                counted("unreachable");
+                return Err(SelectError::Unavailable(e.to_string()));
+            }
         };
         let trees = self.ledger().table().with_hosts(|hosts| {
             let known: HashSet<&str> = hosts.iter().map(|h| &**h.uuid()).collect();
             TreeCandidates::from_placement(&answer, |rp| known.contains(rp))
         });
-        let trees = trees.map_err(|e| SelectError::Unavailable(format!("Placement: {e}")))?;
+        let trees = trees.map_err(|e| {
+            counted("refused");
+            SelectError::Unavailable(format!("Placement: {e}"))
+        })?;
         tracing::info!(%shape, hosts = trees.hosts(), "a request on provider trees: deciding on Placement's allocation candidates");
         if trees.hosts() == 0 {
+            counted("none");
             return Err(SelectError::NoValidHost {
                 reason: format!(
                     "Placement has no allocation candidate on a known compute node for \
@@ -69,9 +79,14 @@ impl Scheduler {
             in_tree: rr.in_tree.clone(),
             ..PlacementQuery::default()
         };
+        counted("found");
         Ok((trees.demand(), query, Some(Arc::new(trees))))
     }
 }
+
+/// The outcomes [`Scheduler::tree_terms`] counts, in the order `/v1/stats` shows them.
+pub const CANDIDATE_OUTCOMES: [&str; 5] =
+    ["found", "none", "refused", "unreachable", "unsupported"];
 
 fn trait_ids(names: &BTreeSet<String>) -> Vec<TraitId> {
     let mut ids: Vec<TraitId> = names.iter().map(|n| TraitId::intern(n)).collect();

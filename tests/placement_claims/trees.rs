@@ -200,6 +200,24 @@ async fn requests_on_provider_trees_are_placed_and_claimed_on_placement_s_candid
     })
     .await;
     assert_within_capacity(&placement, &[CN[0], CN[1], CN[2], CHILD, OTHER_CHILD]).await;
+
+    // Counted: three requests found candidates; the one without asked again after a sync.
+    let counted = parasol.get("/v1/stats").await["provider_trees"].clone();
+    assert_eq!(counted["found"], 3, "{counted}");
+    assert!(counted["none"].as_u64().unwrap() >= 1, "{counted}");
+    let metrics = parasol
+        .http
+        .get(format!("{}/metrics", parasol.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("parasol_placement_candidates_total{kind=\"found\"} 3"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,6 +246,10 @@ async fn a_request_on_trees_without_placement_claims_is_refused_naming_its_group
             "not a capacity shortage: {reason}"
         );
     }
+    let counted = parasol.get("/v1/stats").await["provider_trees"].clone();
+    // Each call decided twice: NoValidHost asks for a sync and decides once more.
+    assert_eq!(counted["unsupported"], 4, "{counted}");
+    assert_eq!(counted["found"], 0, "{counted}");
     // A flat request still goes through on the same hosts.
     let flat = specs_flat().await;
     let (status, answer) = parasol.select(&flat, &[instance(2)]).await;
