@@ -108,7 +108,7 @@ async fn requests_on_provider_trees_are_placed_and_claimed_on_placement_s_candid
     let root_part = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
     for (i, group) in [(0, "1"), (1, PORT)] {
         let uuid = instance(i as u32 + 1);
-        let (status, answer) = parasol.select(&specs[i], &[uuid.clone()]).await;
+        let (status, answer) = parasol.select(&specs[i], std::slice::from_ref(&uuid)).await;
         assert_eq!(status, 200, "{group}: {answer}");
         let chosen = &answer[0][0];
         assert_eq!(
