@@ -258,35 +258,50 @@ impl Scheduler {
         );
         // The select chain of the backend this call starts on.
         let plugins = self.backend().plugins().clone();
-        let mut requests = self.requests(&args, true).await?;
+        let mut requests = self.requests(&args, true, false).await?;
         let additions = self.select_chain(&plugins, &args, &requests).await?;
         additions.apply(&mut requests);
         if let Some(first) = requests.first() {
             self.refresh_traits(&first.query).await;
         }
         let zones = requests.first().and_then(|r| r.host_zones.clone());
-        let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
-        let trees: Vec<_> = requests.iter().map(|r| r.trees.clone()).collect();
-        let first = self.schedule(requests).instrument(span.clone()).await;
-        let (per_instance, demands, trees) = match first {
-            Err(crate::backend::ScheduleError::NoValidHost { .. })
-                if !settings.scheduler.disable_fallback_pcpu_query
-                    && !args.spec.is_rebuild()
-                    && self.resource_request(&args, true)?.cpu_pinning_requested =>
-            {
-                let mut requests = self.requests(&args, false).await?;
-                additions.apply(&mut requests);
-                let demands = requests.iter().map(|r| r.demand).collect();
-                let trees = requests.iter().map(|r| r.trees.clone()).collect();
-                (
-                    self.schedule(requests).instrument(span).await?,
-                    demands,
-                    trees,
-                )
+        let flat = !args.spec.is_rebuild()
+            && self.claims_in_placement()
+            && requests.first().is_some_and(|r| r.trees.is_none());
+        let mut decided = self.decide(requests, &span).await;
+        if flat && decided.no_valid_host() {
+            // No host of the table takes it: a class of the unsuffixed group may be on child
+            // providers (Placement ≥ 1.36 takes it anywhere in the tree), which the table
+            // lacks. Placement's candidates decide it then, as they decide every call in Nova;
+            // the flat answer stands when they give nothing better.
+            match self.requests(&args, true, true).await {
+                Ok(mut requests) => {
+                    additions.apply(&mut requests);
+                    let again = self.decide(requests, &span).await;
+                    if !again.no_valid_host() {
+                        decided = again;
+                    }
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "Placement's allocation candidates place it nowhere either")
+                }
             }
-            other => (other?, demands, trees),
-        };
-        let demands: Vec<Resources> = demands;
+        }
+        if decided.no_valid_host()
+            && !settings.scheduler.disable_fallback_pcpu_query
+            && !args.spec.is_rebuild()
+            && self.resource_request(&args, true)?.cpu_pinning_requested
+        {
+            let mut requests = self.requests(&args, false, false).await?;
+            additions.apply(&mut requests);
+            decided = self.decide(requests, &span).await;
+        }
+        let Decided {
+            hosts,
+            demands,
+            trees,
+        } = decided;
+        let per_instance = hosts?;
         super::select_chain::tell_claimed(&plugins, &args, &per_instance, &demands);
         let cell = &settings.scheduler.cell_uuid;
         let selections = per_instance
@@ -319,7 +334,33 @@ impl Scheduler {
     }
 }
 
+/// One decision of a call: each instance's hosts, or why none, with what each instance asked
+/// and, on provider trees, Placement's candidates.
+struct Decided {
+    hosts: Result<Vec<Vec<HostState>>, ScheduleError>,
+    demands: Vec<Resources>,
+    trees: Vec<Option<std::sync::Arc<crate::domain::TreeCandidates>>>,
+}
+
+impl Decided {
+    fn no_valid_host(&self) -> bool {
+        matches!(self.hosts, Err(ScheduleError::NoValidHost { .. }))
+    }
+}
+
 impl Scheduler {
+    /// Places `requests` on the active backend.
+    async fn decide(&self, requests: Vec<RequestContext>, span: &tracing::Span) -> Decided {
+        let demands = requests.iter().map(|r| r.demand).collect();
+        let trees = requests.iter().map(|r| r.trees.clone()).collect();
+        let hosts = self.schedule(requests).instrument(span.clone()).await;
+        Decided {
+            hosts,
+            demands,
+            trees,
+        }
+    }
+
     /// Nova's resource request for the call (`pinned = false`: the PCPU fallback).
     fn resource_request(
         &self,
@@ -379,15 +420,17 @@ impl Scheduler {
 
     /// One scheduling context per instance, with the resource request's amounts and marks
     /// and what the ledger knows of the server group's members.
+    /// `on_trees`: decided on Placement's allocation candidates even when flat.
     async fn requests(
         &self,
         args: &SelectDestinationsArgs,
         pinned: bool,
+        on_trees: bool,
     ) -> Result<Vec<RequestContext>, SelectError> {
         let mut requests = if args.spec.is_rebuild() {
             self.rebuild_requests(args)
         } else {
-            self.placement_requests(args, pinned).await?
+            self.placement_requests(args, pinned, on_trees).await?
         };
         self.add_group_members(args, &mut requests).await?;
         self.add_hints(args, &mut requests).await?;
@@ -500,19 +543,25 @@ impl Scheduler {
     /// The contexts of a call Placement is asked for: Nova's resource request's amounts and
     /// marks, the owner of the claims, the aggregates' extra specs.
     ///
-    /// A request only provider trees answer (suffixed groups, `same_subtree`) is decided on
-    /// Placement's allocation candidates (`trees`); a flat one on the table alone.
+    /// A request only provider trees answer (suffixed groups, `same_subtree`), or any with
+    /// `on_trees`, is decided on Placement's allocation candidates (`trees`); a flat one on
+    /// the table alone.
     async fn placement_requests(
         &self,
         args: &SelectDestinationsArgs,
         pinned: bool,
+        on_trees: bool,
     ) -> Result<Vec<RequestContext>, SelectError> {
         let rr = self.resource_request(args, pinned)?;
         let owner = self.placement_owner(args)?;
         let (demand, query, trees) = match rr.needs_nested_providers() {
-            None => {
+            None if !on_trees => {
                 let (demand, query) = placement_terms(&rr)?;
                 (demand, query, None)
+            }
+            None => {
+                let shape = "no host of the table takes the unnumbered group";
+                self.tree_terms(&rr, shape).await?
             }
             Some(shape) => self.tree_terms(&rr, &shape).await?,
         };

@@ -36,7 +36,7 @@ async fn child(
     placement.call(Method::PUT, &path, Some(body)).await;
 }
 
-/// Three roots: CN[0] with a child holding two CUSTOM_MAGIC, CN[1] with a child holding
+/// Three roots: CN[0] with a child holding three CUSTOM_MAGIC, CN[1] with a child holding
 /// another class, CN[2] flat; Parasol started on them (claims as configured).
 async fn trees(claims: bool) -> (PlacementServer, Parasol, tempfile::TempDir) {
     let placement = PlacementServer::start().await;
@@ -46,7 +46,7 @@ async fn trees(claims: bool) -> (PlacementServer, Parasol, tempfile::TempDir) {
             .provider(&name, cn, inventory(8, &[]), &[], &[])
             .await;
     }
-    let magic = json!({"CUSTOM_MAGIC": {"total": 2}});
+    let magic = json!({"CUSTOM_MAGIC": {"total": 3}});
     child(&placement, "cn1-magic", CHILD, CN[0], magic).await;
     let other = json!({"CUSTOM_OTHER": {"total": 4}});
     child(&placement, "cn2-other", OTHER_CHILD, CN[1], other).await;
@@ -102,7 +102,9 @@ async fn requests_on_provider_trees_are_placed_and_claimed_on_placement_s_candid
     full["extra_specs"] = json!({"resources1:CUSTOM_MAGIC": "1"});
     let mut granular = base(4);
     granular["extra_specs"] = json!({"resources1:VCPU": "2"});
-    let specs = specs(vec![magic, port, full, granular]).await;
+    let mut unnumbered = base(5);
+    unnumbered["extra_specs"] = json!({"resources:CUSTOM_MAGIC": "1"});
+    let specs = specs(vec![magic, port, full, granular, unnumbered]).await;
 
     // The flavor's group "1" and then a port's group: only CN[0]'s child has CUSTOM_MAGIC.
     let root_part = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
@@ -133,10 +135,28 @@ async fn requests_on_provider_trees_are_placed_and_claimed_on_placement_s_candid
         assert_eq!(nonzero(&held[CN[0]]["resources"]), root_part);
         assert_eq!(held.as_object().unwrap().len(), 2, "{held}");
     }
-    // The ledger holds the root's part of both: what Placement's usages of the root show.
+    // The unnumbered group asks the child's class (Nova's `*WithNestedResourcesRequest`
+    // tests): no host of the table has it, Placement's candidates place it.
+    let (status, answer) = parasol.select(&specs[4], &[instance(5)]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(data(&answer[0][0])["compute_node_uuid"], CN[0], "{answer}");
+    let ar = allocation_request(&answer[0][0]);
+    let mut unnumbered: Vec<String> = serde_json::from_value(ar["mappings"][""].clone()).unwrap();
+    unnumbered.sort();
+    assert_eq!(
+        unnumbered,
+        vec![CN[0].to_string(), CHILD.to_string()],
+        "{ar}"
+    );
+    let held5 = placement.allocations(&instance(5)).await["allocations"].clone();
+    assert_eq!(
+        nonzero(&held5[CHILD]["resources"]),
+        demand(&[("CUSTOM_MAGIC", 1)])
+    );
+    // The ledger holds the root's part of the three: what Placement's usages of the root show.
     assert_eq!(
         parasol.used().await[CN[0]],
-        demand(&[("VCPU", 2), ("MEMORY_MB", 1024), ("DISK_GB", 2)])
+        demand(&[("VCPU", 3), ("MEMORY_MB", 1536), ("DISK_GB", 3)])
     );
     assert!(placement_matches_ledger(&placement, &parasol).await);
 
@@ -201,9 +221,9 @@ async fn requests_on_provider_trees_are_placed_and_claimed_on_placement_s_candid
     .await;
     assert_within_capacity(&placement, &[CN[0], CN[1], CN[2], CHILD, OTHER_CHILD]).await;
 
-    // Counted: three requests found candidates; the one without asked again after a sync.
+    // Counted: four requests found candidates; the one without asked again after a sync.
     let counted = parasol.get("/v1/stats").await["provider_trees"].clone();
-    assert_eq!(counted["found"], 3, "{counted}");
+    assert_eq!(counted["found"], 4, "{counted}");
     assert!(counted["none"].as_u64().unwrap() >= 1, "{counted}");
     let metrics = parasol
         .http
@@ -215,7 +235,7 @@ async fn requests_on_provider_trees_are_placed_and_claimed_on_placement_s_candid
         .await
         .unwrap();
     assert!(
-        metrics.contains("parasol_placement_candidates_total{kind=\"found\"} 3"),
+        metrics.contains("parasol_placement_candidates_total{kind=\"found\"} 4"),
         "{metrics}"
     );
 }
