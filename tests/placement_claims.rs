@@ -7,6 +7,8 @@
 mod placement_server;
 use placement_server::venv;
 mod support;
+#[path = "placement_claims/trees.rs"]
+mod trees;
 
 use parasol::clock::SystemClock;
 use parasol::configuration::Settings;

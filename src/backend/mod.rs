@@ -13,6 +13,7 @@
 //! - `batch`: `[batch] mode = "call"`, a multi-create solved as one min-cost-flow assignment.
 //! - `window`: `[batch] mode = "window"`, single calls of a short window solved together.
 //! - `flex`: [`Flex`], the penalty P of Flex's filter and weigher and its controller's task.
+//! - `trees`: requests on provider trees, ranked and claimed on Placement's candidates.
 
 mod alternates;
 mod batch;
@@ -20,6 +21,7 @@ mod cache;
 mod flex;
 mod sample;
 mod source;
+mod trees;
 mod window;
 mod workers;
 
@@ -191,7 +193,10 @@ impl Backend {
         };
         // Filter and weigh plugins judge one instance's ranked candidates at a time
         // (docs/plugins.md §2): with such plugins every call goes one instance at a time.
-        let mode = if self.deps.plugins.has_candidate_plugins() {
+        // A request on provider trees goes one instance at a time too: only `place` knows its
+        // candidates.
+        let on_trees = requests.first().is_some_and(|r| r.trees.is_some());
+        let mode = if self.deps.plugins.has_candidate_plugins() || on_trees {
             BatchMode::Off
         } else {
             self.deps.settings.batch.mode
@@ -361,21 +366,22 @@ impl Backend {
                 env: &env,
                 max: wanted,
             };
-            let candidates =
-                match self
-                    .source
-                    .rank(&self.deps, &self.policy, &mut worker, args, counts)
-                {
-                    Ok(candidates) => candidates,
-                    Err(rejection) if self.source.is_sample() => {
-                        budget -= 1;
-                        empty_samples += 1;
-                        counts.decline(DeclineCause::EmptySample, false);
-                        last_reason = rejection.reason();
-                        continue;
-                    }
-                    Err(rejection) => return Ok(self.no_host_passed(req, &rejection, counts)),
-                };
+            let candidates = match self.ranked(&mut worker, args, counts) {
+                Ok(candidates) => candidates,
+                Err(rejection) if req.trees.is_some() => {
+                    counts.decline(DeclineCause::NoValidHost, false);
+                    tracing::info!(instance = %req.instance_uuid, %rejection, "no host Placement offered passed the filters");
+                    return Ok(Placement::NoValidHost(rejection.reason()));
+                }
+                Err(rejection) if self.source.is_sample() => {
+                    budget -= 1;
+                    empty_samples += 1;
+                    counts.decline(DeclineCause::EmptySample, false);
+                    last_reason = rejection.reason();
+                    continue;
+                }
+                Err(rejection) => return Ok(self.no_host_passed(req, &rejection, counts)),
+            };
             let candidates = self.claimable(&mut worker, args, candidates, multi, counts);
             if candidates.is_empty() {
                 counts.decline(DeclineCause::NoValidHost, false);
@@ -388,7 +394,11 @@ impl Backend {
                 Err(refused) => return Ok(refused),
             };
             // APSR claims one host per sample: the rest of the sample are its alternates.
-            let tries = if self.source.is_sample() { 1 } else { budget };
+            let tries = if self.source.is_sample() && req.trees.is_none() {
+                1
+            } else {
+                budget
+            };
             let mut tried = 0;
             for (pos, host) in candidates.iter().enumerate().take(tries) {
                 budget -= 1;
@@ -397,17 +407,9 @@ impl Backend {
                     HostClaim::Claimed => {
                         counts.attempts += 1;
                         self.source.placed();
-                        self.source.consume(&mut worker, host, &req.demand);
-                        let alternates = &candidates[pos + 1..];
-                        let selection = if !multi {
-                            self.selection(host, alternates, max_attempts)
-                        } else if plugins.has_candidate_plugins() {
-                            // What the plugins kept, for the alternates pass to keep to.
-                            let kept = candidates.iter().filter(|h| h.id != host.id);
-                            std::iter::once(host).chain(kept).cloned().collect()
-                        } else {
-                            vec![host.clone()]
-                        };
+                        let claimed = trees::demand_on(req, host);
+                        self.source.consume(&mut worker, host, &claimed);
+                        let selection = self.answered(&candidates, pos, multi, max_attempts);
                         if empty_samples > 0 {
                             // A fitting host existed all along: those samples were avoidable.
                             counts.avoidable += empty_samples;
@@ -436,6 +438,43 @@ impl Backend {
             );
         }
         Ok(Placement::NoValidHost(last_reason))
+    }
+
+    /// The source's ranking of the request's hosts, or Placement's candidates' hosts for a
+    /// request on provider trees.
+    fn ranked(
+        &self,
+        worker: &mut WorkerState,
+        args: RankArgs,
+        counts: &mut Counts,
+    ) -> Result<Vec<HostState>, Rejection> {
+        if args.req.trees.is_some() {
+            self.rank_trees(worker, args, counts)
+        } else {
+            self.source
+                .rank(&self.deps, &self.policy, worker, args, counts)
+        }
+    }
+
+    /// What a placement answers once `candidates[pos]` is claimed: the host and its
+    /// alternates for a single instance; in a multi-create the host alone, or with what the
+    /// plugins kept for the alternates pass to keep to.
+    fn answered(
+        &self,
+        candidates: &[HostState],
+        pos: usize,
+        multi: bool,
+        max_attempts: usize,
+    ) -> Vec<HostState> {
+        let host = &candidates[pos];
+        if !multi {
+            self.selection(host, &candidates[pos + 1..], max_attempts)
+        } else if self.deps.plugins.has_candidate_plugins() {
+            let kept = candidates.iter().filter(|h| h.id != host.id);
+            std::iter::once(host).chain(kept).cloned().collect()
+        } else {
+            vec![host.clone()]
+        }
     }
 
     /// The candidates the filter and weigh plugins keep (all of them without such plugins),
@@ -498,7 +537,7 @@ impl Backend {
             .claim(
                 host.id,
                 &req.instance_uuid,
-                &req.demand,
+                &trees::demand_on(req, host),
                 self.deps.clock.now_ms(),
             )
             .await;
@@ -588,7 +627,7 @@ impl Backend {
         let (Some(placement), Some(owner)) = (&self.deps.placement, &req.owner) else {
             return Ok(HostClaim::Claimed);
         };
-        let body = crate::nova::allocation_request_body(host.uuid(), &req.demand);
+        let body = trees::allocation_request(req, host);
         let started = Instant::now();
         let answer = placement
             .claim(

@@ -2,6 +2,8 @@
 //! aggregates, host state, and the typed scheduling context computed once per request.
 //!
 //! # Layout
+//! - `candidates`: [`TreeCandidates`], Placement's allocation candidates of a request on
+//!   provider trees, per compute node.
 //! - `classes`: resource class names ↔ dense indices ([`ClassId`]).
 //! - `resources`: [`Resources`] vectors and Placement's [`Inventory`].
 //! - `markers`: traits and aggregates as interned ids in sorted sets.
@@ -17,6 +19,7 @@
 //! - `usage`: [`MeasuredUsage`], a host's measured usage and monitor metrics (soft state,
 //!   expiring), and [`FlexContext`], what Flex's filter and weigher read of a request.
 
+mod candidates;
 pub mod capabilities;
 mod classes;
 pub mod extra_specs;
@@ -29,6 +32,7 @@ mod resources;
 mod usage;
 pub mod zones;
 
+pub use candidates::{Candidate, TreeCandidates};
 pub use capabilities::CapabilitySpecs;
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;

@@ -272,6 +272,11 @@ pub struct RequestContext {
     /// In a multi-create, what the call's earlier instances claimed; `None` otherwise.
     #[serde(skip)]
     pub call_claims: Option<Arc<CallClaims>>,
+    /// A request only provider trees answer (suffixed groups, `same_subtree`, …): Placement's
+    /// allocation candidates, the only hosts it may go to, and what each claims
+    /// (docs/placement-claims.md); `None` for a flat request.
+    #[serde(skip)]
+    pub trees: Option<Arc<super::candidates::TreeCandidates>>,
 }
 
 /// What the earlier instances of one call claimed, per host. Nova's allocation candidates are
@@ -348,6 +353,7 @@ impl RequestContext {
             flex: None,
             readings: None,
             call_claims: None,
+            trees: None,
         }
     }
 

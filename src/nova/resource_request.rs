@@ -10,10 +10,11 @@
 //! those of `requested_resources` (ports, device profiles, PCI devices); names stay
 //! strings, the caller maps them to its own class and trait tables.
 //!
-//! [`translate`] is what the in-memory decision takes: the same request, or
-//! [`Refusal::Unsupported`] naming each part that needs nested providers (a suffixed
-//! group, `same_subtree`), so that such a request gets NoValidHost with that reason, never
-//! a wrong placement nor a capacity shortage. Names no provider has (an unknown `CUSTOM_`
+//! [`ResourceRequest::needs_nested_providers`] names each part only provider trees answer (a
+//! suffixed group, `same_subtree`): the scheduler decides such a request on Placement's
+//! allocation candidates, or, without Placement's claims, refuses it with that reason
+//! ([`translate`]: [`Refusal::Unsupported`]), never a wrong placement nor a capacity
+//! shortage. Names no provider has (an unknown `CUSTOM_`
 //! class or trait) are *not* refused here: the scheduler finds no candidate and answers
 //! NoValidHost, as Nova does.
 

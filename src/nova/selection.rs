@@ -56,6 +56,36 @@ pub fn allocation_request_body(provider: &str, demand: &Resources) -> Value {
     })
 }
 
+/// `value` as Python's `json.dumps` writes it (`", "` and `": "` separators); keys in
+/// serde_json's order (sorted), which Nova, reading it back with `json.loads`, ignores.
+fn write_python_json(out: &mut String, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push_str(": ");
+                write_python_json(out, v);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_json(out, v);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
 /// A Selection primitive's `nova_object.changes` (1.1 puts `availability_zone` first).
 const CHANGES: [&str; 7] = [
     "compute_node_uuid",
@@ -79,6 +109,10 @@ pub struct Selection {
     pub demand: Resources,
     /// Host limits; `None` encodes as a SchedulerLimits with every field null.
     pub limits: Option<Limits>,
+    /// Placement's allocation candidate for the host, for a request on provider trees (its
+    /// `mappings` name each request group's providers); `None`: the root provider's body of
+    /// `demand` ([`allocation_request_body`]).
+    pub allocation_request_body: Option<std::sync::Arc<Value>>,
 }
 
 impl Selection {
@@ -92,6 +126,7 @@ impl Selection {
             availability_zone: Some(host.availability_zone().to_string()),
             demand,
             limits: None,
+            allocation_request_body: None,
         }
     }
 
@@ -101,6 +136,11 @@ impl Selection {
     /// (`sorted("RC:amount")`), as captured from Placement 16.0.0 in tests/fixtures/wire.
     pub fn allocation_request(&self) -> String {
         use std::fmt::Write;
+        if let Some(body) = &self.allocation_request_body {
+            let mut out = String::new();
+            write_python_json(&mut out, body);
+            return out;
+        }
         // JSON strings as serde_json escapes them (`Value::String`'s Display).
         let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
         let uuid = quoted(&self.compute_node_uuid);
@@ -351,6 +391,20 @@ mod tests {
             at("DISK_GB") < at("MEMORY_MB") && at("MEMORY_MB") < at("VCPU"),
             "{ar}"
         );
+    }
+
+    #[test]
+    fn a_candidate_from_placement_is_the_allocation_request_as_python_writes_it() {
+        let mut s = selection();
+        let body = json!({"allocations": {"rp": {"resources": {"VCPU": 1}}, "child": {"resources": {"VGPU": 1}}},
+                          "mappings": {"": ["rp"], "1": ["child"]}});
+        s.allocation_request_body = Some(std::sync::Arc::new(body.clone()));
+        let written = s.allocation_request();
+        assert_eq!(
+            written,
+            r#"{"allocations": {"child": {"resources": {"VGPU": 1}}, "rp": {"resources": {"VCPU": 1}}}, "mappings": {"": ["rp"], "1": ["child"]}}"#
+        );
+        assert_eq!(serde_json::from_str::<Value>(&written).unwrap(), body);
     }
 
     #[test]

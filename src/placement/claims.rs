@@ -13,6 +13,9 @@ use serde_json::{json, Map, Value};
 /// Nova's `CONSUMER_GENERATION_VERSION`: the microversion of the `GET` and the `DELETE`.
 pub const CONSUMER_GENERATION_VERSION: &str = "1.28";
 
+/// Nova's `SAME_SUBTREE_VERSION`: the microversion of `GET /allocation_candidates`.
+pub const SAME_SUBTREE_VERSION: &str = "1.36";
+
 /// Tries of one claim when Placement reports a provider generation race (Nova's `@retries`:
 /// four tries; the race is Placement-internal, so the request is simply made again).
 const TRIES: usize = 4;
@@ -75,6 +78,26 @@ impl PlacementClaims {
             .iter()
             .filter_map(|p| p["uuid"].as_str().map(str::to_string))
             .collect())
+    }
+
+    /// Nova's `get_allocation_candidates`: `GET /allocation_candidates?<query>` at
+    /// microversion 1.36 (`SAME_SUBTREE_VERSION`), `query` being the resource request's
+    /// `to_querystring`; Placement's answer (`allocation_requests`, `provider_summaries`).
+    /// Any status but 200 is an error with Placement's body.
+    pub async fn allocation_candidates(&self, query: &str) -> Result<Value, PlacementError> {
+        let path = format!("/allocation_candidates?{query}");
+        let (status, body) = self
+            .client
+            .send(Method::GET, &path, SAME_SUBTREE_VERSION, None)
+            .await?;
+        if status != 200 {
+            return Err(PlacementError::Status {
+                url: path,
+                status,
+                body: body.to_string().chars().take(300).collect(),
+            });
+        }
+        Ok(body)
     }
 
     /// A provider's traits now.

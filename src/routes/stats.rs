@@ -28,6 +28,7 @@ pub async fn get_stats(
         "rpc": rpc.to_json(),
         "expired_claims": stats.expired_claims(),
         "placement": placement.to_json(),
+        "provider_trees": trees_json(&scheduler),
         "hosts": hosts_json(ingest.ledger().table()),
         "usage": usage_json(&scheduler),
         "flex": scheduler.flex().to_json(),
@@ -60,6 +61,17 @@ fn usage_json(scheduler: &Scheduler) -> serde_json::Value {
         "accepted": accepted,
         "refused": refused,
     })
+}
+
+/// Requests on provider trees by what became of Placement's allocation candidates
+/// (docs/placement-claims.md, "Requests on provider trees").
+fn trees_json(scheduler: &Scheduler) -> serde_json::Value {
+    let metrics = scheduler.stats().metrics();
+    let by_outcome: serde_json::Map<_, _> = crate::scheduling::CANDIDATE_OUTCOMES
+        .iter()
+        .map(|k| (k.to_string(), json!(metrics.placement_candidates(k).get())))
+        .collect();
+    serde_json::Value::Object(by_outcome)
 }
 
 /// What host registration did beside the usual: compute nodes re-created under a new uuid

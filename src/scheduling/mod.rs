@@ -7,12 +7,15 @@
 //! - `scheduler`: [`Scheduler`], the active backend and its replacement on SIGHUP.
 //! - `select`: [`Scheduler::select`], its [`Answer`] and [`SelectError`].
 //! - `select_chain`: the operator's `select` plugins, before the decision (docs/plugins.md).
+//! - `trees`: requests only provider trees answer, on Placement's allocation candidates.
 
 mod scheduler;
 mod select;
 mod select_chain;
 #[cfg(test)]
 mod tests;
+mod trees;
 
 pub use scheduler::Scheduler;
 pub use select::{Answer, SelectError};
+pub use trees::CANDIDATE_OUTCOMES;

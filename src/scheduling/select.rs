@@ -8,7 +8,7 @@ use crate::domain::{
 };
 use crate::ledger::LedgerError;
 use crate::nova::{
-    encode_legacy, encode_selections, translate, CloudView, ComputeNodeRef, Refusal,
+    encode_legacy, encode_selections, resources_from_request_spec, CloudView, ComputeNodeRef,
     ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
 };
 use serde_json::Value;
@@ -258,48 +258,75 @@ impl Scheduler {
         );
         // The select chain of the backend this call starts on.
         let plugins = self.backend().plugins().clone();
-        let mut requests = self.requests(&args, true).await?;
+        let mut requests = self.requests(&args, true, false).await?;
         let additions = self.select_chain(&plugins, &args, &requests).await?;
         additions.apply(&mut requests);
         if let Some(first) = requests.first() {
             self.refresh_traits(&first.query).await;
         }
         let zones = requests.first().and_then(|r| r.host_zones.clone());
-        let demands: Vec<_> = requests.iter().map(|r| r.demand).collect();
         // Nova computes alternates only when the caller reads them (objects with alternates).
         let alternates = if args.return_objects && args.return_alternates {
             Alternates::Wanted
         } else {
             Alternates::Unwanted
         };
-        let first = self
-            .schedule_with(requests, alternates)
-            .instrument(span.clone())
-            .await;
-        let (per_instance, demands) = match first {
-            Err(crate::backend::ScheduleError::NoValidHost { .. })
-                if !settings.scheduler.disable_fallback_pcpu_query
-                    && !args.spec.is_rebuild()
-                    && self.resource_request(&args, true)?.cpu_pinning_requested =>
-            {
-                let mut requests = self.requests(&args, false).await?;
-                additions.apply(&mut requests);
-                let demands = requests.iter().map(|r| r.demand).collect();
-                let placed = self.schedule_with(requests, alternates);
-                (placed.instrument(span).await?, demands)
+        let flat = !args.spec.is_rebuild()
+            && self.claims_in_placement()
+            && requests.first().is_some_and(|r| r.trees.is_none());
+        let mut decided = self.decide(requests, alternates, &span).await;
+        if flat && decided.no_valid_host() {
+            // No host of the table takes it: a class of the unsuffixed group may be on child
+            // providers (Placement ≥ 1.36 takes it anywhere in the tree), which the table
+            // lacks. Placement's candidates decide it then, as they decide every call in Nova;
+            // the flat answer stands when they give nothing better.
+            match self.requests(&args, true, true).await {
+                Ok(mut requests) => {
+                    additions.apply(&mut requests);
+                    let again = self.decide(requests, alternates, &span).await;
+                    if !again.no_valid_host() {
+                        decided = again;
+                    }
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "Placement's allocation candidates place it nowhere either")
+                }
             }
-            other => (other?, demands),
-        };
-        let demands: Vec<Resources> = demands;
+        }
+        if decided.no_valid_host()
+            && !settings.scheduler.disable_fallback_pcpu_query
+            && !args.spec.is_rebuild()
+            && self.resource_request(&args, true)?.cpu_pinning_requested
+        {
+            let mut requests = self.requests(&args, false, false).await?;
+            additions.apply(&mut requests);
+            decided = self.decide(requests, alternates, &span).await;
+        }
+        let Decided {
+            hosts,
+            demands,
+            trees,
+        } = decided;
+        let per_instance = hosts?;
         super::select_chain::tell_claimed(&plugins, &args, &per_instance, &demands);
         let cell = &settings.scheduler.cell_uuid;
         let selections = per_instance
             .iter()
             .zip(demands)
-            .map(|(hosts, demand)| {
+            .zip(&trees)
+            .map(|((hosts, demand), trees)| {
                 hosts
                     .iter()
-                    .map(|h| selection_of(h, demand, cell, zones.as_deref()))
+                    .map(|h| {
+                        let mut s = selection_of(h, demand, cell, zones.as_deref());
+                        if let Some(c) = trees.as_deref().and_then(|t| t.first(h.uuid())) {
+                            // Placement's candidate for the host, as Nova's Selection
+                            // carries it (its `mappings` name each group's providers).
+                            s.demand = c.on_host;
+                            s.allocation_request_body = Some(c.body.clone());
+                        }
+                        s
+                    })
                     .collect()
             })
             .collect();
@@ -313,7 +340,41 @@ impl Scheduler {
     }
 }
 
+/// One decision of a call: each instance's hosts, or why none, with what each instance asked
+/// and, on provider trees, Placement's candidates.
+struct Decided {
+    hosts: Result<Vec<Vec<HostState>>, ScheduleError>,
+    demands: Vec<Resources>,
+    trees: Vec<Option<std::sync::Arc<crate::domain::TreeCandidates>>>,
+}
+
+impl Decided {
+    fn no_valid_host(&self) -> bool {
+        matches!(self.hosts, Err(ScheduleError::NoValidHost { .. }))
+    }
+}
+
 impl Scheduler {
+    /// Places `requests` on the active backend.
+    async fn decide(
+        &self,
+        requests: Vec<RequestContext>,
+        alternates: Alternates,
+        span: &tracing::Span,
+    ) -> Decided {
+        let demands = requests.iter().map(|r| r.demand).collect();
+        let trees = requests.iter().map(|r| r.trees.clone()).collect();
+        let hosts = self
+            .schedule_with(requests, alternates)
+            .instrument(span.clone())
+            .await;
+        Decided {
+            hosts,
+            demands,
+            trees,
+        }
+    }
+
     /// Nova's resource request for the call (`pinned = false`: the PCPU fallback).
     fn resource_request(
         &self,
@@ -329,11 +390,10 @@ impl Scheduler {
             min_compute_service_version: self.cloud().min_compute_version(),
         };
         let options = self.settings().scheduler.request_filters();
-        translate(spec, &options, &cloud, pinned).map_err(|refusal| match refusal {
-            Refusal::NoValidHost(reason) => SelectError::NoValidHost { reason },
-            unsupported @ Refusal::Unsupported(_) => SelectError::NoValidHost {
-                reason: unsupported.to_string(),
-            },
+        resources_from_request_spec(spec, &options, &cloud, pinned).map_err(|refusal| {
+            SelectError::NoValidHost {
+                reason: refusal.to_string(),
+            }
         })
     }
 
@@ -374,15 +434,17 @@ impl Scheduler {
 
     /// One scheduling context per instance, with the resource request's amounts and marks
     /// and what the ledger knows of the server group's members.
+    /// `on_trees`: decided on Placement's allocation candidates even when flat.
     async fn requests(
         &self,
         args: &SelectDestinationsArgs,
         pinned: bool,
+        on_trees: bool,
     ) -> Result<Vec<RequestContext>, SelectError> {
         let mut requests = if args.spec.is_rebuild() {
             self.rebuild_requests(args)
         } else {
-            self.placement_requests(args, pinned)?
+            self.placement_requests(args, pinned, on_trees).await?
         };
         self.add_group_members(args, &mut requests).await?;
         self.add_hints(args, &mut requests).await?;
@@ -494,14 +556,29 @@ impl Scheduler {
 
     /// The contexts of a call Placement is asked for: Nova's resource request's amounts and
     /// marks, the owner of the claims, the aggregates' extra specs.
-    fn placement_requests(
+    ///
+    /// A request only provider trees answer (suffixed groups, `same_subtree`), or any with
+    /// `on_trees`, is decided on Placement's allocation candidates (`trees`); a flat one on
+    /// the table alone.
+    async fn placement_requests(
         &self,
         args: &SelectDestinationsArgs,
         pinned: bool,
+        on_trees: bool,
     ) -> Result<Vec<RequestContext>, SelectError> {
         let rr = self.resource_request(args, pinned)?;
-        let (demand, query) = placement_terms(&rr)?;
         let owner = self.placement_owner(args)?;
+        let (demand, query, trees) = match rr.needs_nested_providers() {
+            None if !on_trees => {
+                let (demand, query) = placement_terms(&rr)?;
+                (demand, query, None)
+            }
+            None => {
+                let shape = "no host of the table takes the unnumbered group";
+                self.tree_terms(&rr, shape).await?
+            }
+            Some(shape) => self.tree_terms(&rr, &shape).await?,
+        };
         Ok(self
             .aggregate_contexts(args)
             .into_iter()
@@ -509,6 +586,7 @@ impl Scheduler {
                 r.demand = demand;
                 r.query = query.clone();
                 r.owner = owner.clone();
+                r.trees = trees.clone();
                 r
             })
             .collect())

@@ -105,6 +105,9 @@ pub struct Metrics {
     placement_repairs: Family<KindLabel, Counter>,
     /// Syncs run out of turn (a request found no candidate, or Placement refused a claim).
     pub placement_resyncs: Counter,
+    /// Requests on provider trees by what became of Placement's allocation candidates
+    /// (`found`, `none`, `refused`, `unreachable`, or `unsupported` without Placement's claims).
+    placement_candidates: Family<KindLabel, Counter>,
     /// Duration of each claim in Placement (`GET` and `PUT /allocations/{instance}`).
     pub placement_claim_seconds: Histogram,
     /// Moves whose source the ledger still holds (set when `/metrics` is read).
@@ -142,6 +145,7 @@ impl Default for Metrics {
             expired_claims: Counter::default(),
             placement_repairs: Family::default(),
             placement_resyncs: Counter::default(),
+            placement_candidates: Family::default(),
             placement_claim_seconds: latency_histogram(),
             held_moves: Gauge::default(),
             oversubscribed_hosts: Gauge::default(),
@@ -281,6 +285,11 @@ impl Metrics {
             "placement_resyncs",
             "Placement syncs run out of turn",
             m.placement_resyncs.clone(),
+        );
+        m.register(
+            "placement_candidates",
+            "Requests on provider trees by what became of Placement's allocation candidates",
+            m.placement_candidates.clone(),
         );
         m.register(
             "placement_claim_duration_seconds",
@@ -430,6 +439,15 @@ impl Metrics {
         self.usage_hosts
             .get_or_create(&vec![("state".to_string(), state.to_string())])
             .set(hosts as i64);
+    }
+
+    /// The counter of requests on provider trees whose candidates came out as `kind`.
+    pub fn placement_candidates(&self, kind: &str) -> Counter {
+        self.placement_candidates
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .clone()
     }
 
     /// The repair counter of one kind.

@@ -3,7 +3,8 @@
 ``spec``: reads a JSON list of request descriptions on stdin and prints, for each, the
 ``RequestSpec.obj_to_primitive()`` that nova-conductor sends to the scheduler, built with
 Nova's own objects (flavor with extra specs, image properties, boot from volume, forced
-hosts, ignored hosts, server group, requested destination aggregates).
+hosts, ignored hosts, server group, requested destination aggregates, ``requested_resources``
+groups as a port's resource request gives them).
 
 ``claim URL``: reads ``{"instance", "selection", "project_id", "user_id"}`` on stdin, where
 ``selection`` is a Selection primitive from Parasol's answer, and does what a reschedule does
@@ -51,6 +52,16 @@ def group(d):
         project_id=d.get('project_id', 'p0'), user_id=d.get('user_id', 'u0'))
 
 
+def requested_group(g):
+    # A port's (or device profile's) request group, as Neutron's resource request gives it.
+    return objects.RequestGroup(
+        requester_id=g['requester_id'], use_same_provider=True,
+        resources=dict(g.get('resources', {})),
+        required_traits=set(g.get('required_traits', [])),
+        forbidden_traits=set(), aggregates=[], forbidden_aggregates=set(),
+        in_tree=None, provider_uuids=[])
+
+
 def spec(d):
     destination = None
     if d.get('member_of'):
@@ -64,7 +75,8 @@ def spec(d):
         requested_destination=destination, retry=None, limits=None,
         instance_group=group(d), scheduler_hints={},
         instance_uuid=d['instance_uuids'][0], is_bfv=d.get('is_bfv', False),
-        requested_resources=[],
+        requested_resources=[requested_group(g)
+                             for g in d.get('requested_resources', [])],
         security_groups=objects.SecurityGroupList(objects=[]),
         network_metadata=objects.NetworkMetadata(physnets=set(),
                                                  tunneled=False),
