@@ -86,10 +86,9 @@ impl Backend {
                 env: &env,
                 max,
             };
-            let Ok(ranked) = self
-                .source
-                .rank(&self.deps, &self.policy, worker, args, counts)
-            else {
+            // Placement's candidates' hosts for a request on provider trees: an alternate
+            // needs a candidate of its own.
+            let Ok(ranked) = self.ranked(worker, args, counts) else {
                 return Vec::new();
             };
             if ranked.len() < max
@@ -156,10 +155,7 @@ impl Backend {
             max: EVERY_HOST,
             ..args
         };
-        match self
-            .source
-            .rank(&self.deps, &self.policy, worker, every, counts)
-        {
+        match self.ranked(worker, every, counts) {
             Ok(ranked) => ranked,
             Err(_) => candidates,
         }
