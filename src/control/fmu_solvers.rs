@@ -92,6 +92,15 @@ impl Solver {
             Solver::Gbm(_) => "GBM",
         }
     }
+
+    /// The resistance the thesis gives this solver: 5 % for BCPU/BCPU2 (§3.7.2), none for SA
+    /// and GBM (the reproduction's reading).
+    pub fn thesis_resistance(&self) -> f64 {
+        match self {
+            Solver::Bcpu | Solver::Bcpu2 => MIGRATION_RESISTANCE,
+            Solver::Sa(_) | Solver::Gbm(_) => 0.0,
+        }
+    }
 }
 
 /// One rebalancing request.
@@ -109,6 +118,11 @@ pub struct RebalanceInput<'a> {
     pub rules: &'a MoveRules,
     /// Weights and normalization of the cost.
     pub params: &'a FmuParams,
+    /// The migration resistance, a fraction: BCPU/BCPU2 keep a VM whose best host leaves it
+    /// within this of its current host's load (§3.7.2: [`MIGRATION_RESISTANCE`]); GBM takes a
+    /// move only when it lowers C by more than this fraction of C; SA's plan is kept only when
+    /// it lowers C by this fraction as a whole. The thesis gives SA and GBM none (0).
+    pub resistance: f64,
 }
 
 /// A solver's result: the ordered plan and the predicted before/after.
@@ -151,7 +165,7 @@ pub fn rebalance(
     // buys nothing (docs/fmu.md §4). BCPU/BCPU2 do not look at the cost, as in the thesis.
     if matches!(solver, Solver::Sa(_)) {
         let cost = evaluate(input.problem, &target, input.params)?.cost;
-        if cost >= before.cost - 1e-9 {
+        if cost >= before.cost * (1.0 - input.resistance) - 1e-9 {
             target = input.current.to_vec();
         }
     }
@@ -202,7 +216,7 @@ fn bcpu(input: &RebalanceInput<'_>, by_name: bool) -> (Vec<usize>, Vec<usize>) {
             Some(best) if current_fits => {
                 let at_current = load[current] + usage;
                 let at_best = load[best] + usage;
-                if at_current - at_best <= MIGRATION_RESISTANCE * at_current {
+                if at_current - at_best <= input.resistance * at_current {
                     current
                 } else {
                     best
@@ -365,7 +379,7 @@ fn greedy_best_move(
         if occupancy.refusal(vm, to).is_none() {
             state[vm] = to;
             let new_cost = evaluate(input.problem, &state, input.params)?.cost;
-            if new_cost < cost - p.improvement_epsilon {
+            if new_cost < cost - p.improvement_epsilon - input.resistance * cost {
                 cost = new_cost;
                 occupancy.place(vm, to);
                 order.push(vm);
