@@ -74,8 +74,8 @@ async fn main() -> anyhow::Result<()> {
             parasol::control::run_plan(&args, &mut std::io::stdout())
                 .context("parasol apsr plan")?;
         }
-        Command::Rebalance(RebalanceCommand::Plan(args)) => {
-            rebalance_plan(&cli, &args).await?;
+        Command::Rebalance(RebalanceCommand::Plan(ref args)) => {
+            rebalance_plan(&cli, args).await?;
         }
     }
     Ok(())
