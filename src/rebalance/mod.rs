@@ -6,11 +6,13 @@
 //! # Layout
 //! - `state`: the cloud as the planner reads it, and the revision a plan is made on.
 //! - `request`: a plan request with `[rebalance]`'s defaults, and why one is refused.
-//! - `planner`: hosts, model, solver, the `max_moves` cut, ΔU/ΔF/ΔC, the replay check.
+//! - `model`: the hosts chosen, each VM's use and desire, the move rules.
+//! - `planner`: the solver, the `max_moves` cut, ΔU/ΔF/ΔC, the replay check.
 //! - `report`: the plan as Parasol's JSON, Watcher's actions and a terminal table.
 //! - `client`: `parasol rebalance plan`, which asks the running service.
 
 mod client;
+mod model;
 mod planner;
 mod report;
 mod request;
