@@ -55,8 +55,8 @@ pub struct RebalanceSettings {
     /// Most moves in one plan.
     pub max_moves: usize,
     /// A move must gain this fraction: BCPU/BCPU2 keep a VM whose best host is within it of
-    /// its current one (§3.7.2's 5 %); GBM takes a move only if it lowers the cost C by this
-    /// fraction of C; SA's plan only if it does as a whole.
+    /// its current one (§3.7.2's 5 %); GBM moves a VM only to a host whose demand with it
+    /// stays this fraction below its current host's; SA's plan only if it lowers C by it.
     pub migration_resistance: f64,
     /// The seed of GBM's and SA's random choices when a request gives none.
     pub seed: u64,
