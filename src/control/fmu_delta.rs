@@ -116,27 +116,51 @@ impl<'a> CostTracker<'a> {
 
     /// C if `vm` moved to `to` (nothing changes).
     pub fn cost_if_moved(&self, vm: usize, to: usize) -> f64 {
-        let from = self.placement[vm];
-        if from == to {
+        if self.placement[vm] == to {
             return self.cost();
         }
-        let left: Vec<usize> = self.on_host[from]
+        self.cost_if_departed_to(&self.departure(vm), to)
+    }
+
+    /// `vm`'s current host shared without it: the part of every move of `vm` that does not
+    /// depend on the destination, computed once for all of them.
+    pub fn departure(&self, vm: usize) -> Departure {
+        let from = self.placement[vm];
+        let left: Vec<f64> = self.on_host[from]
             .iter()
-            .copied()
-            .filter(|m| *m != vm)
+            .filter(|m| **m != vm)
+            .map(|m| self.problem.desires[*m][0])
             .collect();
-        let mut joined = self.on_host[to].clone();
-        joined.push(vm);
-        let mut changes = Vec::with_capacity(2);
-        for (host, members) in [(from, left), (to, joined)] {
-            let (used, allocs) = share(
-                self.problem.capacities[host][0],
-                &self.desires(&members),
-                self.problem.max_alloc[0],
-            );
-            changes.push(HostChange { host, used, allocs });
+        let (used, allocs) = share(
+            self.problem.capacities[from][0],
+            &left,
+            self.problem.max_alloc[0],
+        );
+        Departure {
+            vm,
+            change: HostChange {
+                host: from,
+                used,
+                allocs,
+            },
         }
-        self.cost_with(&changes)
+    }
+
+    /// C if the VM of `departure` moved to `to` (another host than its own).
+    pub fn cost_if_departed_to(&self, departure: &Departure, to: usize) -> f64 {
+        let mut joined = self.desires(&self.on_host[to]);
+        joined.push(self.problem.desires[departure.vm][0]);
+        let (used, allocs) = share(
+            self.problem.capacities[to][0],
+            &joined,
+            self.problem.max_alloc[0],
+        );
+        let arrival = HostChange {
+            host: to,
+            used,
+            allocs,
+        };
+        self.cost_with(&[&departure.change, &arrival])
     }
 
     /// Moves `vm` to `to`.
@@ -151,7 +175,7 @@ impl<'a> CostTracker<'a> {
     }
 
     /// C with the hosts of `changes` shared anew (their old VMs out, the new allocations in).
-    fn cost_with(&self, changes: &[HostChange]) -> f64 {
+    fn cost_with(&self, changes: &[&HostChange]) -> f64 {
         let mut used = self.used;
         let (mut n, mut s, mut q) = self.hungry_sums;
         for c in changes {
@@ -204,7 +228,15 @@ impl<'a> CostTracker<'a> {
     }
 }
 
+/// A VM's current host shared without it ([`CostTracker::departure`]).
+#[derive(Clone, Debug)]
+pub struct Departure {
+    vm: usize,
+    change: HostChange,
+}
+
 /// One host's new share.
+#[derive(Clone, Debug)]
 struct HostChange {
     host: usize,
     used: f64,

@@ -371,11 +371,16 @@ fn greedy_best_move(
         let from = state[vm];
         occupancy.release(vm, from);
         let mut options: Vec<(f64, usize)> = Vec::new();
+        let departure = tracker.as_ref().map(|t| t.departure(vm));
         for to in (0..hosts).filter(|h| *h != from) {
-            if occupancy.refusal(vm, to).is_some() || load.resists(vm, from, to) {
+            if load.resists(vm, from, to) || occupancy.refusal(vm, to).is_some() {
                 continue;
             }
-            let delta = cost_if(&tracker, &mut state, vm, to)? - base;
+            let cost = match (&tracker, &departure) {
+                (Some(t), Some(d)) => t.cost_if_departed_to(d, to),
+                _ => cost_if(&tracker, &mut state, vm, to)?,
+            };
+            let delta = cost - base;
             if delta < -p.improvement_epsilon {
                 options.push((delta, to));
             }

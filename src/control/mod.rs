@@ -65,7 +65,7 @@ pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};
 pub use plan_cli::{run_plan, PlanArgs};
 
-pub use fmu_delta::CostTracker;
+pub use fmu_delta::{CostTracker, Departure};
 pub use fmu_model::{
     detect_hungry, evaluate as fmu_evaluate, fmu_cost, hungry_level, jain_index, FmuError,
     FmuEvaluation, FmuParams, FmuProblem, Normalization, VmState,
