@@ -1,6 +1,7 @@
-//! The command line: `parasol serve | migrate | config check | config from-nova | apsr plan`.
+//! The command line: `parasol serve | migrate | config check | config from-nova | apsr plan |
+//! rebalance plan`.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Parasol: a drop-in replacement for the OpenStack Nova scheduler.
@@ -28,6 +29,90 @@ pub enum Command {
     /// APSR tools.
     #[command(subcommand)]
     Apsr(ApsrCommand),
+    /// Rebalancing tools (docs/fmu.md §8).
+    #[command(subcommand)]
+    Rebalance(RebalanceCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RebalanceCommand {
+    /// Ask the running service for a Fair Maximum Utilization plan (a dry run: nothing moves)
+    /// and print its moves with each one's predicted ΔU, ΔF, ΔC and the plan's before/after.
+    /// The service holds the measured usage the plan needs (soft state, never in the ledger),
+    /// so this calls `POST /v1/rebalance/plan` rather than reading the ledger.
+    Plan(RebalancePlanArgs),
+}
+
+/// Flags of `parasol rebalance plan`; each one left out takes `[rebalance]`'s value.
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+pub struct RebalancePlanArgs {
+    /// The service's base URL [default: http://<server.host>:<server.port> of the
+    /// configuration, 127.0.0.1 for a wildcard address].
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// X-Auth-Token to send [default: `[auth] token` with strategy "token"].
+    #[arg(long, env = "PARASOL_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Balance among these hosts only (service host, node or compute node uuid); repeatable.
+    #[arg(long = "host", value_name = "HOST")]
+    pub hosts: Vec<String>,
+    /// gbm, bcpu, bcpu2 or sa.
+    #[arg(long)]
+    pub solver: Option<String>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long)]
+    pub max_moves: Option<u64>,
+    #[arg(long)]
+    pub parallel: Option<u64>,
+    #[arg(long)]
+    pub max_concurrent_per_source: Option<u64>,
+    #[arg(long)]
+    pub migration_resistance: Option<f64>,
+    /// The revision a previous plan was made on: refused if the ledger changed since.
+    #[arg(long)]
+    pub base_revision: Option<String>,
+    /// With --base-revision: plan again on the current state instead of refusing.
+    #[arg(long)]
+    pub replan: bool,
+    /// Print the service's JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print Watcher's action list (JSON).
+    #[arg(long)]
+    pub watcher: bool,
+}
+
+impl RebalancePlanArgs {
+    /// The request body: only the fields given.
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = serde_json::Map::new();
+        let mut put = |key: &str, value: serde_json::Value| {
+            if !value.is_null() {
+                body.insert(key.to_string(), value);
+            }
+        };
+        if !self.hosts.is_empty() {
+            put("hosts", serde_json::json!(self.hosts));
+        }
+        put("solver", serde_json::json!(self.solver));
+        put("seed", serde_json::json!(self.seed));
+        put("max_moves", serde_json::json!(self.max_moves));
+        put("parallel", serde_json::json!(self.parallel));
+        put(
+            "max_concurrent_per_source",
+            serde_json::json!(self.max_concurrent_per_source),
+        );
+        put(
+            "migration_resistance",
+            serde_json::json!(self.migration_resistance),
+        );
+        put("base_revision", serde_json::json!(self.base_revision));
+        if self.replan {
+            put("replan", serde_json::Value::Bool(true));
+        }
+        serde_json::Value::Object(body)
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -22,6 +22,8 @@
 //! - [`plugins`]: operators' plugin chains (select, filter, weigh) reached as HTTP webhooks.
 //! - [`control`]: the pure control logic of ASC (adaptive interval) and APSR (planning s, d).
 //! - [`backend`]: the four backends and their worker pools.
+//! - [`rebalance`]: Fair Maximum Utilization plans over the live state (`POST
+//!   /v1/rebalance/plan`, `parasol rebalance plan`, Watcher's action format).
 //! - [`scheduling`]: the transport-neutral `select` use case and the switch between backends.
 //! - [`notifications`]: applying host-state inputs to the ledger exactly once.
 //! - [`amqp`]: the RabbitMQ notification consumer.
@@ -57,6 +59,7 @@ pub mod nova_db;
 pub mod placement;
 pub mod plugins;
 pub mod policy;
+pub mod rebalance;
 pub mod redact;
 pub mod routes;
 pub mod rpc;

@@ -6,7 +6,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use parasol::cli::{ApsrCommand, Cli, Command, ConfigCommand};
+use parasol::cli::{ApsrCommand, Cli, Command, ConfigCommand, RebalanceCommand};
 use parasol::configuration::{LogFormat, Settings};
 use std::io::IsTerminal;
 
@@ -74,6 +74,43 @@ async fn main() -> anyhow::Result<()> {
             parasol::control::run_plan(&args, &mut std::io::stdout())
                 .context("parasol apsr plan")?;
         }
+        Command::Rebalance(RebalanceCommand::Plan(ref args)) => {
+            rebalance_plan(&cli, args).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `parasol rebalance plan`: the running service's plan, as a table or JSON.
+async fn rebalance_plan(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> anyhow::Result<()> {
+    let settings = load(cli)?;
+    let host = match settings.server.host.as_str() {
+        "0.0.0.0" | "::" | "[::]" => "127.0.0.1".to_string(),
+        h if h.contains(':') && !h.starts_with('[') => format!("[{h}]"),
+        h => h.to_string(),
+    };
+    let url = args
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("http://{host}:{}", settings.server.port));
+    let configured = (settings.auth.strategy == parasol::auth::Strategy::Token)
+        .then(|| settings.auth.token.clone());
+    let token = args.token.clone().or(configured);
+    let body = args.body();
+    let call = parasol::rebalance::PlanCall {
+        base_url: &url,
+        token: token.as_deref(),
+        body: &body,
+        format: args.watcher.then_some("watcher"),
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let plan = parasol::rebalance::request_plan(&call)
+        .await
+        .context("parasol rebalance plan")?;
+    if args.json || args.watcher {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", parasol::rebalance::render_text(&plan));
     }
     Ok(())
 }

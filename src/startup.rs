@@ -450,6 +450,7 @@ fn http_server(
                 "/v1/notifications",
                 web::post().to(routes::post_notification),
             )
+            .route("/v1/rebalance/plan", web::post().to(routes::plan_rebalance))
             .route("/v1/hosts", web::get().to(routes::list_hosts))
             .route("/v1/stats", web::get().to(routes::get_stats))
             .route("/healthz", web::get().to(routes::healthz))

@@ -8,12 +8,14 @@
 //! - `choice`: enums chosen by name, whose errors list the valid names.
 //! - `nova_conf`, `from_nova`: `parasol config from-nova`, nova.conf to parasol.toml.
 //! - `flex`: `[usage]` and `[flex]` (issue 45), and the policy with Flex's plugins added.
+//! - `rebalance`: `[rebalance]`, the FMU planner's solver and bounds (issue 46).
 
 mod batch;
 mod flex;
 pub mod from_nova;
 mod load;
 pub mod nova_conf;
+mod rebalance;
 mod reload;
 mod validate;
 
@@ -21,6 +23,7 @@ pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
 pub use batch::{BatchMode, BatchSettings, MAX_WINDOW_MS};
 pub use flex::{FlexSettings, QosSource, UsageSettings};
 pub use load::{ConfigError, Source};
+pub use rebalance::{RebalanceSettings, RebalanceSolver, MAX_MOVES as MAX_REBALANCE_MOVES};
 
 use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;
@@ -93,6 +96,7 @@ pub struct Settings {
     pub batch: BatchSettings,
     pub usage: UsageSettings,
     pub flex: FlexSettings,
+    pub rebalance: RebalanceSettings,
     pub amqp: AmqpSettings,
     pub rpc: RpcSettings,
     pub placement: crate::placement::PlacementSettings,

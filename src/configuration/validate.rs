@@ -187,6 +187,12 @@ impl Settings {
             key: format!("batch.{k}"),
             message: m,
         })?;
+        self.rebalance
+            .validate()
+            .map_err(|(k, m)| ConfigError::Key {
+                key: format!("rebalance.{k}"),
+                message: m,
+            })?;
         self.usage.validate()?;
         self.flex.validate(&self.policy)?;
         crate::policy::Policy::from_config(&self.flex.policy(&self.policy))

@@ -167,7 +167,11 @@ pub enum VmState {
 }
 
 /// One host's share of one resource: consumption and the allocation of each of its VMs.
-fn share(capacity: f64, desires: &[f64], max_alloc: Option<f64>) -> (f64, Vec<(f64, bool)>) {
+pub(crate) fn share(
+    capacity: f64,
+    desires: &[f64],
+    max_alloc: Option<f64>,
+) -> (f64, Vec<(f64, bool)>) {
     let hl = hungry_level(capacity, desires, max_alloc);
     let allocs: Vec<(f64, bool)> = desires
         .iter()

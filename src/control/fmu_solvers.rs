@@ -8,6 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use super::fmu_delta::CostTracker;
 use super::fmu_model::{
     evaluate, invalid, FmuError, FmuEvaluation, FmuParams, FmuProblem, VmState,
 };
@@ -92,6 +93,15 @@ impl Solver {
             Solver::Gbm(_) => "GBM",
         }
     }
+
+    /// The resistance the thesis gives this solver: 5 % for BCPU/BCPU2 (§3.7.2), none for SA
+    /// and GBM (the reproduction's reading).
+    pub fn thesis_resistance(&self) -> f64 {
+        match self {
+            Solver::Bcpu | Solver::Bcpu2 => MIGRATION_RESISTANCE,
+            Solver::Sa(_) | Solver::Gbm(_) => 0.0,
+        }
+    }
 }
 
 /// One rebalancing request.
@@ -109,6 +119,12 @@ pub struct RebalanceInput<'a> {
     pub rules: &'a MoveRules,
     /// Weights and normalization of the cost.
     pub params: &'a FmuParams,
+    /// The migration resistance, a fraction: BCPU/BCPU2 keep a VM whose best host leaves it
+    /// within this of its current host's load (§3.7.2: [`MIGRATION_RESISTANCE`]); GBM moves a
+    /// VM only to a host whose demand with it stays this fraction below its current host's;
+    /// SA's plan is kept only when it lowers C by this fraction. The thesis gives SA and GBM
+    /// none (0).
+    pub resistance: f64,
 }
 
 /// A solver's result: the ordered plan and the predicted before/after.
@@ -151,7 +167,7 @@ pub fn rebalance(
     // buys nothing (docs/fmu.md §4). BCPU/BCPU2 do not look at the cost, as in the thesis.
     if matches!(solver, Solver::Sa(_)) {
         let cost = evaluate(input.problem, &target, input.params)?.cost;
-        if cost >= before.cost - 1e-9 {
+        if cost >= before.cost * (1.0 - input.resistance) - 1e-9 {
             target = input.current.to_vec();
         }
     }
@@ -202,7 +218,7 @@ fn bcpu(input: &RebalanceInput<'_>, by_name: bool) -> (Vec<usize>, Vec<usize>) {
             Some(best) if current_fits => {
                 let at_current = load[current] + usage;
                 let at_best = load[best] + usage;
-                if at_current - at_best <= MIGRATION_RESISTANCE * at_current {
+                if at_current - at_best <= input.resistance * at_current {
                     current
                 } else {
                     best
@@ -318,7 +334,9 @@ fn neighbor(
 }
 
 /// §3.9.1's GBM: each VM's candidate moves (within `candidate_fraction` of its best ΔC), one
-/// drawn at random, sorted by ΔC, then applied in turn while each still lowers the cost.
+/// drawn at random, sorted by ΔC, then applied in turn while each still lowers the cost. ΔC
+/// comes from a [`CostTracker`] (two hosts re-shared per move) for one resource, from a full
+/// evaluation otherwise.
 fn greedy_best_move(
     input: &RebalanceInput<'_>,
     p: GbmParams,
@@ -327,24 +345,46 @@ fn greedy_best_move(
     let vms = input.current.len();
     let hosts = input.problem.capacities.len();
     let mut state = input.current.to_vec();
-    let base = evaluate(input.problem, &state, input.params)?.cost;
+    let mut tracker = CostTracker::new(input.problem, &state);
+    let cost_if = |tracker: &Option<CostTracker<'_>>,
+                   state: &mut Vec<usize>,
+                   vm: usize,
+                   to: usize|
+     -> Result<f64, FmuError> {
+        if let Some(t) = tracker {
+            return Ok(t.cost_if_moved(vm, to));
+        }
+        let from = state[vm];
+        state[vm] = to;
+        let cost = evaluate(input.problem, state, input.params).map(|e| e.cost);
+        state[vm] = from;
+        cost
+    };
+    let base = match &tracker {
+        Some(t) => t.cost(),
+        None => evaluate(input.problem, &state, input.params)?.cost,
+    };
     let mut occupancy = Occupancy::from_assignment(input.rules, &state);
+    let mut load = HostLoad::new(input, &state);
     let mut selected: Vec<(f64, usize, usize)> = Vec::new();
     for vm in (0..vms).filter(|vm| movable(input, *vm)) {
         let from = state[vm];
         occupancy.release(vm, from);
         let mut options: Vec<(f64, usize)> = Vec::new();
+        let departure = tracker.as_ref().map(|t| t.departure(vm));
         for to in (0..hosts).filter(|h| *h != from) {
-            if occupancy.refusal(vm, to).is_some() {
+            if load.resists(vm, from, to) || occupancy.refusal(vm, to).is_some() {
                 continue;
             }
-            state[vm] = to;
-            let delta = evaluate(input.problem, &state, input.params)?.cost - base;
+            let cost = match (&tracker, &departure) {
+                (Some(t), Some(d)) => t.cost_if_departed_to(d, to),
+                _ => cost_if(&tracker, &mut state, vm, to)?,
+            };
+            let delta = cost - base;
             if delta < -p.improvement_epsilon {
                 options.push((delta, to));
             }
         }
-        state[vm] = from;
         occupancy.place(vm, from);
         let Some(best) = options.iter().map(|o| o.0).min_by(f64::total_cmp) else {
             continue;
@@ -362,20 +402,66 @@ fn greedy_best_move(
         }
         let from = state[vm];
         occupancy.release(vm, from);
-        if occupancy.refusal(vm, to).is_none() {
-            state[vm] = to;
-            let new_cost = evaluate(input.problem, &state, input.params)?.cost;
+        if occupancy.refusal(vm, to).is_none() && !load.resists(vm, from, to) {
+            let new_cost = cost_if(&tracker, &mut state, vm, to)?;
             if new_cost < cost - p.improvement_epsilon {
                 cost = new_cost;
+                state[vm] = to;
+                if let Some(t) = &mut tracker {
+                    t.apply(vm, to);
+                }
                 occupancy.place(vm, to);
+                load.moved(vm, from, to);
                 order.push(vm);
                 continue;
             }
-            state[vm] = from;
         }
         occupancy.place(vm, from);
     }
     Ok((state, order))
+}
+
+/// Each host's demand as a fraction of its capacity (Σ_r w_r D_r / c_r), for GBM's migration
+/// resistance: with a resistance r > 0, a VM moves only to a host whose demand with it stays
+/// at least r below its current host's (§3.7.2's rule, on demand rather than usage).
+struct HostLoad<'a> {
+    input: &'a RebalanceInput<'a>,
+    load: Vec<f64>,
+}
+
+impl<'a> HostLoad<'a> {
+    fn new(input: &'a RebalanceInput<'a>, state: &[usize]) -> Self {
+        let mut load = vec![0.0; input.problem.capacities.len()];
+        for (vm, host) in state.iter().enumerate() {
+            load[*host] += Self::share(input, vm, *host);
+        }
+        HostLoad { input, load }
+    }
+
+    fn share(input: &RebalanceInput<'_>, vm: usize, host: usize) -> f64 {
+        let p = input.problem;
+        (0..p.resources())
+            .map(|r| {
+                let capacity = p.capacities[host][r];
+                let w = input.params.weights.get(r).copied().unwrap_or(0.0);
+                if capacity > 0.0 {
+                    w * p.desires[vm][r] / capacity
+                } else {
+                    0.0
+                }
+            })
+            .sum()
+    }
+
+    fn resists(&self, vm: usize, from: usize, to: usize) -> bool {
+        let r = self.input.resistance;
+        r > 0.0 && self.load[to] + Self::share(self.input, vm, to) > (1.0 - r) * self.load[from]
+    }
+
+    fn moved(&mut self, vm: usize, from: usize, to: usize) {
+        self.load[from] -= Self::share(self.input, vm, from);
+        self.load[to] += Self::share(self.input, vm, to);
+    }
 }
 
 #[cfg(test)]

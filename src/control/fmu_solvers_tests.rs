@@ -33,6 +33,7 @@ fn plan_for(problem: &FmuProblem, current: &[usize], solver: Solver, seed: u64) 
         current,
         rules: &rules,
         params: &FmuParams::equal(1),
+        resistance: solver.thesis_resistance(),
     };
     rebalance(&input, solver, PlanLimits::default(), seed).unwrap()
 }
@@ -143,6 +144,7 @@ fn every_plan_replays_within_ratios_and_groups() {
             current: &current,
             rules: &rules,
             params: &FmuParams::equal(1),
+            resistance: Solver::Bcpu.thesis_resistance(),
         };
         let limits = PlanLimits {
             max_concurrent_per_source: 1,
@@ -154,6 +156,10 @@ fn every_plan_replays_within_ratios_and_groups() {
             Solver::Sa(SaParams::default()),
             Solver::Gbm(GbmParams::default()),
         ] {
+            let input = RebalanceInput {
+                resistance: solver.thesis_resistance(),
+                ..input
+            };
             let plan = rebalance(&input, solver, limits, case as u64).unwrap();
             let end = replay_plan(&current, &plan.plan.steps, &rules, limits)
                 .unwrap_or_else(|e| panic!("{} case {case}: {e}", solver.name()));

@@ -23,6 +23,7 @@
 //! - `fmu_model`: Fair Maximum Utilization (seed 003 ch. 3): hungry level, U, F, cost C.
 //! - `fmu_plan`: move rules (ratios, server groups, enabled hosts), feasible move ordering
 //!   and the independent replay checker.
+//! - `fmu_delta`: the cost after one move from the two hosts it changes (GBM at scale).
 //! - `fmu_solvers`: the rebalancers BCPU, BCPU2, simulated annealing and Greedy Best Move.
 
 mod apsr_controller;
@@ -41,6 +42,7 @@ mod history;
 mod k_estimator;
 mod plan_cli;
 
+mod fmu_delta;
 mod fmu_model;
 mod fmu_plan;
 mod fmu_solvers;
@@ -64,6 +66,7 @@ pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};
 pub use plan_cli::{run_plan, PlanArgs};
 
+pub use fmu_delta::{CostTracker, Departure};
 pub use fmu_model::{
     detect_hungry, evaluate as fmu_evaluate, fmu_cost, hungry_level, jain_index, FmuError,
     FmuEvaluation, FmuParams, FmuProblem, Normalization, VmState,

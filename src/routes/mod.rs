@@ -7,6 +7,7 @@ mod hosts;
 mod metrics;
 mod notifications;
 mod page;
+mod rebalance;
 mod select_destinations;
 mod stats;
 
@@ -15,6 +16,7 @@ pub use hosts::list_hosts;
 pub use metrics::metrics;
 pub use notifications::post_notification;
 pub use page::{asset, live_page};
+pub use rebalance::plan_rebalance;
 pub use select_destinations::select_destinations;
 pub use stats::get_stats;
 

@@ -34,6 +34,7 @@ pub async fn get_stats(
         "flex": scheduler.flex().to_json(),
         "plugin_chains": scheduler.backend().plugins().describe(),
         "plugins": scheduler.stats().plugins_json(),
+        "rebalance": scheduler.stats().rebalance().to_json(),
     }))
 }
 

@@ -7,10 +7,12 @@
 //! - `metrics`: the Prometheus registry the counters live in.
 //! - `plugins`: the figures of each operator plugin (docs/plugins.md).
 //! - `batch`: batch placement's rounds, sizes, solve times and fallbacks (`[batch]`).
+//! - `rebalance`: the FMU planner's plans, moves and refusals (`POST /v1/rebalance/plan`).
 
 mod batch;
 mod metrics;
 mod plugins;
+mod rebalance;
 mod window;
 
 pub use batch::{BatchFallback, BatchRound};
@@ -18,6 +20,7 @@ pub use metrics::Metrics;
 pub use plugins::{PluginOutcome, PluginStats};
 /// Re-exported so that other parts can build the metrics they register in [`Metrics`].
 pub use prometheus_client;
+pub use rebalance::{RebalanceRefusal, RebalanceStats};
 
 use crate::clock::SharedClock;
 use hdrhistogram::Histogram;
@@ -307,6 +310,7 @@ pub struct Stats {
     metrics: Metrics,
     backends: Mutex<BTreeMap<String, Arc<BackendStats>>>,
     plugins: plugins::PluginRegistry,
+    rebalance: RebalanceStats,
     /// Claims released because nothing confirmed them within `[scheduler] claim_ttl_s`.
     expired_claims: std::sync::atomic::AtomicU64,
 }
@@ -328,12 +332,35 @@ impl Stats {
             "Duration of each call of an operator plugin",
             families.duration,
         );
+        let rebalance = RebalanceStats::default();
+        metrics.register(
+            "rebalance_plans",
+            "Rebalancing plans made (POST /v1/rebalance/plan; dry runs, nothing moved)",
+            rebalance.plans.clone(),
+        );
+        metrics.register(
+            "rebalance_moves_planned",
+            "Live migrations in the rebalancing plans made",
+            rebalance.moves.clone(),
+        );
+        metrics.register(
+            "rebalance_replans",
+            "Rebalancing plans made again because the request's base revision was stale",
+            rebalance.replans.clone(),
+        );
+        metrics.register(
+            "rebalance_refusals",
+            "Rebalancing plan requests refused, by reason (invalid_request, unknown_hosts, \
+             no_usage, stale_plan)",
+            rebalance.refusals.clone(),
+        );
         Stats {
             clock,
             window_ms: (window_s.max(1) * 1000) as i64,
             metrics,
             backends: Mutex::new(BTreeMap::new()),
             plugins,
+            rebalance,
             expired_claims: Default::default(),
         }
     }
@@ -342,6 +369,11 @@ impl Stats {
     /// survive reloads of the chains.
     pub fn plugin(&self, event: &str, name: &str) -> Arc<PluginStats> {
         self.plugins.get(event, name)
+    }
+
+    /// The rebalancing planner's figures.
+    pub fn rebalance(&self) -> &RebalanceStats {
+        &self.rebalance
     }
 
     /// `{"<event>": {"<plugin>": {...}}}` for every plugin called or configured since start.

@@ -24,6 +24,7 @@ mod moves;
 mod notifications;
 mod plugins;
 mod ready;
+mod rebalance;
 mod redaction;
 mod regressions;
 mod select_destinations;

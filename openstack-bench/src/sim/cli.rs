@@ -33,6 +33,9 @@ pub enum SimCommand {
     },
     /// McNett's FMU rebalancers on the thesis' hot-spot and general-purpose workloads.
     Fmu(super::fmu::FmuArgs),
+    /// Issue 46's scale target: a GBM plan for 1,000 hosts and 20,000 VMs, 5 % hot, timed
+    /// and replayed.
+    FmuScale(super::fmu::FmuScaleArgs),
 }
 
 /// Experiment A's policies: the APSR paper's seven and APSR.
@@ -178,6 +181,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         SimCommand::Results(args) => results::generate(&args)?,
         SimCommand::Plots { out } => results::replot(&out)?,
         SimCommand::Fmu(args) => super::fmu::run(&args)?,
+        SimCommand::FmuScale(args) => super::fmu::run_scale(&args)?,
         SimCommand::Ecsched(cmd) => crate::ecsched::cli::run(cmd)?,
     }
     Ok(())

@@ -3,8 +3,10 @@
 //!
 //! # Layout
 //! - `testbed`: the fluid model (fair sharing, loader error, 1-minute averages, migrations).
+//! - `scale`: `sim fmu-scale`, a GBM plan for 1,000 hosts and 20,000 VMs, timed and replayed.
 //! - `scenarios`: HSA-18:3, HSA-120:20 and GPCW-LD/MD/HD, with the published counts.
 
+mod scale;
 mod scenarios;
 mod testbed;
 
@@ -13,6 +15,7 @@ use parasol::control::{GbmParams, PlanLimits, SaParams, Solver};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+pub use scale::{run as run_scale, FmuScaleArgs};
 pub use scenarios::{published, SCENARIOS};
 pub use testbed::{run as run_testbed, Outcome, Round, Testbed, Workload};
 

@@ -173,6 +173,7 @@ pub fn run(
             current: &host,
             rules: &rules,
             params: &params,
+            resistance: solver.thesis_resistance(),
         };
         let plan = rebalance(&input, solver, bed.limits, rng.gen())?;
         let moves = plan.plan.moves().count();
