@@ -3,11 +3,14 @@
 //! amounts and the same machine-affinity lists naming them are one *host group* (every unit
 //! sees them alike: the same eligibility, the same cost, the same slots); units with the same
 //! demand, machine affinity and anti-affinity group are one *class*, a node whose supply is
-//! their number. Both merges keep the optimum's cost (§12.3 says why); without pruning every
-//! host is its own group and every unit its own class, which is §3.2's network as drawn.
+//! their number. Under a cost model that reads capacity only, host groups that every class
+//! fits alike are merged further, whatever their free amounts. The merges keep the optimum's
+//! cost (§12.3 says why); without pruning every host is its own group and every unit its own
+//! class, which is §3.2's network as drawn.
 
-use super::costs::{fits, Normalised};
+use super::costs::{cost_of, fits, Normalised};
 use super::graph::{prune, slots};
+use super::problem::CostModel;
 use super::problem::{BatchError, BatchRequest, Cluster, SlotRule, SolveOptions};
 use super::units::{units, Unit};
 use std::collections::HashMap;
@@ -72,13 +75,30 @@ pub(crate) fn compact(
     let units = units(cluster, requests)?;
     let n = units.len();
     let per_host_slots = slots(cluster, &units, opts.slots);
-    let (group_start, group_hosts, group_of) = host_groups(cluster, &units, opts.prune);
+    let class_units = unit_classes(&units, opts.prune);
+    let (group_start, group_hosts, group_of) =
+        host_groups(cluster, &units, &class_units, &per_host_slots, opts);
     let groups = group_start.len() - 1;
     let host_slots: Vec<u32> = (0..groups)
         .map(|g| per_host_slots[group_hosts[group_start[g] as usize] as usize])
         .collect();
-    let class_units = unit_classes(&units, opts.prune);
     let norm = Normalised::new(cluster);
+    // Each group's representative (its lowest host): free amounts and the normalised amounts
+    // the cost reads, contiguous, so that one pass over them scans every group.
+    let k = cluster.classes();
+    let mut rep_free = Vec::with_capacity(groups * k);
+    let mut rep_vector = Vec::with_capacity(groups * k);
+    for g in 0..groups {
+        let rep = group_hosts[group_start[g] as usize] as usize;
+        rep_free.extend_from_slice(cluster.free(rep));
+        rep_vector.extend_from_slice(norm.vector(opts.cost, rep));
+    }
+    let reps = Reps {
+        classes: k,
+        free: &rep_free,
+        vector: &rep_vector,
+        model: opts.cost,
+    };
     let mut edge_start = Vec::with_capacity(class_units.len() + 1);
     let mut edges: Vec<(u32, i64)> = Vec::new();
     let mut row: Vec<(u32, i64)> = Vec::new();
@@ -97,20 +117,14 @@ pub(crate) fn compact(
         let unit = &units[members[0] as usize];
         let d = norm.demand(&unit.demand);
         row.clear();
-        let mut consider = |g: usize| {
-            let rep = group_hosts[group_start[g] as usize] as usize;
-            if fits(&unit.demand, cluster.free(rep)) {
-                row.push((g as u32, norm.cost(opts.cost, &d, rep)));
-            }
-        };
         match &unit.hosts {
-            None => (0..groups).for_each(&mut consider),
+            None => reps.scan_all(&unit.demand, &d, &mut row),
             Some(list) => {
                 for &h in list {
                     let g = group_of[h as usize] as usize;
                     if seen[g] != c as u32 {
                         seen[g] = c as u32;
-                        consider(g);
+                        reps.consider(g, &unit.demand, &d, &mut row);
                     }
                 }
             }
@@ -139,12 +153,56 @@ pub(crate) fn compact(
     })
 }
 
-/// Hosts grouped when `merge` (same capacity, free amounts and affinity lists naming them),
-/// else one group per host: `(group_start, group_hosts, group_of)`, groups numbered by their
-/// lowest host, hosts ascending within each.
-fn host_groups(cluster: &Cluster, units: &[Unit], merge: bool) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+/// The groups' representatives as edge costs read them.
+struct Reps<'a> {
+    classes: usize,
+    free: &'a [u64],
+    vector: &'a [f64],
+    model: CostModel,
+}
+
+impl Reps<'_> {
+    /// Adds `(g, cost)` to `row` if `demand` fits group `g`.
+    fn consider(&self, g: usize, demand: &[u64], d: &[f64], row: &mut Vec<(u32, i64)>) {
+        let at = g * self.classes;
+        if fits(demand, &self.free[at..at + self.classes]) {
+            let v = &self.vector[at..at + self.classes];
+            row.push((g as u32, cost_of(self.model, d, v)));
+        }
+    }
+
+    /// Adds every group `demand` fits to `row`, in group order.
+    fn scan_all(&self, demand: &[u64], d: &[f64], row: &mut Vec<(u32, i64)>) {
+        let k = self.classes;
+        let model = self.model;
+        for (g, (f, v)) in self
+            .free
+            .chunks_exact(k)
+            .zip(self.vector.chunks_exact(k))
+            .enumerate()
+        {
+            if fits(demand, f) {
+                row.push((g as u32, cost_of(model, d, v)));
+            }
+        }
+    }
+}
+
+/// Hosts grouped when `opts.prune`, else one group per host: `(group_start, group_hosts,
+/// group_of)`, groups numbered by their lowest host, hosts ascending within each. Grouped:
+/// first the hosts with the same capacity, free amounts and affinity lists naming them; then,
+/// under a cost model that reads capacity only, those groups whose capacity, slots and lists
+/// are the same and that every class fits alike (the free amounts differ, but no unit can
+/// tell them apart).
+fn host_groups(
+    cluster: &Cluster,
+    units: &[Unit],
+    class_units: &[Vec<u32>],
+    per_host_slots: &[u32],
+    opts: &SolveOptions,
+) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
     let hosts = cluster.hosts();
-    if !merge {
+    if !opts.prune {
         let ids: Vec<u32> = (0..hosts as u32).collect();
         let start: Vec<u32> = (0..=hosts as u32).collect();
         return (start, ids.clone(), ids);
@@ -159,33 +217,83 @@ fn host_groups(cluster: &Cluster, units: &[Unit], merge: bool) -> (Vec<u32>, Vec
             }
         }
     }
+    let names = |h: usize| named.get(h).map_or(&[][..], Vec::as_slice);
     let mut index: Map<(&[u64], &[u64], &[u32]), u32> = Map::default();
     let mut group_of = Vec::with_capacity(hosts);
-    let mut sizes: Vec<u32> = Vec::new();
+    let mut reps: Vec<u32> = Vec::new();
     for h in 0..hosts {
-        let names = named.get(h).map_or(&[][..], Vec::as_slice);
-        let next = sizes.len() as u32;
+        let next = reps.len() as u32;
         let g = *index
-            .entry((cluster.capacity(h), cluster.free(h), names))
+            .entry((cluster.capacity(h), cluster.free(h), names(h)))
             .or_insert(next);
         if g == next {
-            sizes.push(0);
+            reps.push(h as u32);
         }
-        sizes[g as usize] += 1;
         group_of.push(g);
     }
-    let mut start = Vec::with_capacity(sizes.len() + 1);
-    start.push(0u32);
-    for s in &sizes {
-        start.push(start.last().copied().unwrap_or(0) + s);
+    if matches!(opts.cost, CostModel::DotProduct | CostModel::MostLoaded) {
+        let remap = alike_by_eligibility(cluster, units, class_units, per_host_slots, &reps, names);
+        for g in &mut group_of {
+            *g = remap[*g as usize];
+        }
     }
-    let mut fill: Vec<u32> = start[..sizes.len()].to_vec();
-    let mut members = vec![0u32; hosts];
+    lay_out(&group_of)
+}
+
+/// Per group of `reps`, the group it joins: groups whose representatives have the same
+/// capacity, slots and naming lists, and the same set of classes that fit them, are one.
+fn alike_by_eligibility<'a>(
+    cluster: &'a Cluster,
+    units: &[Unit],
+    class_units: &[Vec<u32>],
+    per_host_slots: &[u32],
+    reps: &[u32],
+    names: impl Fn(usize) -> &'a [u32],
+) -> Vec<u32> {
+    let words = class_units.len().div_ceil(64).max(1);
+    let mut fit = vec![0u64; reps.len() * words];
+    for (g, &rep) in reps.iter().enumerate() {
+        let free = cluster.free(rep as usize);
+        let bits = &mut fit[g * words..(g + 1) * words];
+        for (c, members) in class_units.iter().enumerate() {
+            if fits(&units[members[0] as usize].demand, free) {
+                bits[c / 64] |= 1 << (c % 64);
+            }
+        }
+    }
+    let mut index: Map<(&[u64], u32, &[u32], &[u64]), u32> = Map::default();
+    let mut remap = Vec::with_capacity(reps.len());
+    for (g, &rep) in reps.iter().enumerate() {
+        let h = rep as usize;
+        let key = (
+            cluster.capacity(h),
+            per_host_slots[h],
+            names(h),
+            &fit[g * words..(g + 1) * words],
+        );
+        let next = index.len() as u32;
+        remap.push(*index.entry(key).or_insert(next));
+    }
+    remap
+}
+
+/// `(group_start, group_hosts, group_of)` from each host's group.
+fn lay_out(group_of: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let groups = group_of.iter().map(|&g| g as usize + 1).max().unwrap_or(0);
+    let mut start = vec![0u32; groups + 1];
+    for &g in group_of {
+        start[g as usize + 1] += 1;
+    }
+    for g in 0..groups {
+        start[g + 1] += start[g];
+    }
+    let mut fill: Vec<u32> = start[..groups].to_vec();
+    let mut members = vec![0u32; group_of.len()];
     for (h, &g) in group_of.iter().enumerate() {
         members[fill[g as usize] as usize] = h as u32;
         fill[g as usize] += 1;
     }
-    (start, members, group_of)
+    (start, members, group_of.to_vec())
 }
 
 /// Units grouped into classes when `merge` (same demand, machine affinity and anti-affinity
@@ -245,23 +353,37 @@ mod tests {
     #[test]
     fn identical_hosts_are_one_group_and_identical_requests_one_class() {
         // Hosts 0, 2 and 3 alike, host 1 different; host 3 named by a machine affinity.
-        let c = Cluster::new(
-            1,
-            vec![8, 8, 8, 8],
-            vec![4, 6, 4, 4],
-        )
-        .unwrap();
+        let c = Cluster::new(1, vec![8, 8, 8, 8], vec![4, 6, 4, 4]).unwrap();
         let r = |hosts: Option<Vec<u32>>| BatchRequest {
             demand: vec![1],
             hosts,
             group: None,
         };
         let batch = [r(None), r(None), r(Some(vec![3])), r(None)];
-        let net = compact(&c, &batch, &SolveOptions::paper(CostModel::DotProduct)).unwrap();
+        let free_costs = SolveOptions {
+            cost: CostModel::DotProductFree,
+            ..SolveOptions::paper(CostModel::DotProduct)
+        };
+        let net = compact(&c, &batch, &free_costs).unwrap();
         assert_eq!(net.group_start, vec![0, 2, 3, 4]);
         assert_eq!(net.group_hosts, vec![0, 2, 1, 3]);
         assert_eq!(net.class_units, vec![vec![0, 1, 3], vec![2]]);
         assert_eq!(net.edges_of(1).len(), 1);
+        // On capacity costs, host 1's other free amount changes nothing any unit sees.
+        let net = compact(&c, &batch, &SolveOptions::paper(CostModel::DotProduct)).unwrap();
+        assert_eq!(net.group_start, vec![0, 3, 4]);
+        assert_eq!(net.group_hosts, vec![0, 1, 2, 3]);
+        // Unless a unit fits one and not the other.
+        let big = [
+            r(None),
+            BatchRequest {
+                demand: vec![5],
+                hosts: None,
+                group: None,
+            },
+        ];
+        let net = compact(&c, &big, &SolveOptions::paper(CostModel::DotProduct)).unwrap();
+        assert_eq!(net.group_hosts, vec![0, 2, 3, 1]);
         let apart = compact(
             &c,
             &batch,
@@ -277,7 +399,13 @@ mod tests {
     #[test]
     fn spreading_keeps_anti_affinity_members_apart_and_fills_hosts_in_order() {
         let mut got = Vec::new();
-        let mut received = vec![(0, None), (1, Some(7)), (2, Some(7)), (3, None), (4, Some(9))];
+        let mut received = vec![
+            (0, None),
+            (1, Some(7)),
+            (2, Some(7)),
+            (3, None),
+            (4, Some(9)),
+        ];
         spread(&[10, 11, 12], 2, &mut received, &mut got);
         got.sort_unstable();
         // 7's members on 10 and 11, 9's on 12; the others fill 10 then 11.
