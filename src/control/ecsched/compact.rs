@@ -19,6 +19,15 @@ use std::collections::HashMap;
 /// the per-process seed changes no answer).
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// A host as every unit sees it: capacity, free amounts, the units whose affinity names it.
+type HostKey<'a> = (&'a [u64], &'a [u64], &'a [u32]);
+
+/// A host group as capacity costs see it: capacity, slots, naming units, classes that fit.
+type AlikeKey<'a> = (&'a [u64], u32, &'a [u32], &'a [u64]);
+
+/// A unit as the network sees it: demand, machine affinity, anti-affinity group.
+type UnitKey<'a> = (&'a [u64], Option<&'a [u32]>, Option<u32>);
+
 /// A merged, pruned network ready for the min-cost flow.
 pub(crate) struct Compact {
     /// The flow units (requests, affinity groups merged).
@@ -218,7 +227,7 @@ fn host_groups(
         }
     }
     let names = |h: usize| named.get(h).map_or(&[][..], Vec::as_slice);
-    let mut index: Map<(&[u64], &[u64], &[u32]), u32> = Map::default();
+    let mut index: Map<HostKey, u32> = Map::default();
     let mut group_of = Vec::with_capacity(hosts);
     let mut reps: Vec<u32> = Vec::new();
     for h in 0..hosts {
@@ -261,7 +270,7 @@ fn alike_by_eligibility<'a>(
             }
         }
     }
-    let mut index: Map<(&[u64], u32, &[u32], &[u64]), u32> = Map::default();
+    let mut index: Map<AlikeKey, u32> = Map::default();
     let mut remap = Vec::with_capacity(reps.len());
     for (g, &rep) in reps.iter().enumerate() {
         let h = rep as usize;
@@ -302,7 +311,7 @@ fn unit_classes(units: &[Unit], merge: bool) -> Vec<Vec<u32>> {
     if !merge {
         return (0..units.len() as u32).map(|u| vec![u]).collect();
     }
-    let mut index: Map<(&[u64], Option<&[u32]>, Option<u32>), usize> = Map::default();
+    let mut index: Map<UnitKey, usize> = Map::default();
     let mut out: Vec<Vec<u32>> = Vec::new();
     for (i, u) in units.iter().enumerate() {
         let key = (u.demand.as_slice(), u.hosts.as_deref(), u.apart);
