@@ -9,11 +9,11 @@
 //! class, which is §3.2's network as drawn.
 
 use super::costs::{cost_of, fits, Normalised};
-use super::graph::{prune, slots};
+use super::graph::slots;
 use super::problem::CostModel;
 use super::problem::{BatchError, BatchRequest, Cluster, SlotRule, SolveOptions};
 use super::units::{units, Unit};
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 
 /// Hash maps of slices keyed per solve: foldhash, as the table's indexes (never iterated, so
 /// the per-process seed changes no answer).
@@ -111,6 +111,7 @@ pub(crate) fn compact(
     let mut edge_start = Vec::with_capacity(class_units.len() + 1);
     let mut edges: Vec<(u32, i64)> = Vec::new();
     let mut row: Vec<(u32, i64)> = Vec::new();
+    let mut heap: BinaryHeap<(i64, u32)> = BinaryHeap::new();
     // What a group offers a unit when pruning: its hosts' slots, or under a gate (an
     // anti-affinity member with several slots per host) one per host.
     let gated = opts.slots == SlotRule::AsManyAsFit;
@@ -125,29 +126,26 @@ pub(crate) fn compact(
     for (c, members) in class_units.iter().enumerate() {
         let unit = &units[members[0] as usize];
         let d = norm.demand(&unit.demand);
-        row.clear();
+        // Pruning keeps, while scanning, the cheapest edges whose offers reach n (§12.3).
+        let weight = match (opts.prune, gated && unit.apart.is_some()) {
+            (false, _) => None,
+            (true, true) => Some(&per_host[..]),
+            (true, false) => Some(&per_slot[..]),
+        };
+        let mut keep = Cheapest::new(n as u64, weight, &mut heap, &mut row);
         match &unit.hosts {
-            None => reps.scan_all(&unit.demand, &d, &mut row),
+            None => reps.scan_all(&unit.demand, &d, &mut keep),
             Some(list) => {
                 for &h in list {
                     let g = group_of[h as usize] as usize;
                     if seen[g] != c as u32 {
                         seen[g] = c as u32;
-                        reps.consider(g, &unit.demand, &d, &mut row);
+                        reps.consider(g, &unit.demand, &d, &mut keep);
                     }
                 }
             }
         }
-        if opts.prune {
-            let weight = if gated && unit.apart.is_some() {
-                &per_host
-            } else {
-                &per_slot
-            };
-            prune(&mut row, n, weight, false);
-        } else {
-            row.sort_unstable_by_key(|&(g, c)| (c, g));
-        }
+        keep.finish();
         edges.extend_from_slice(&row);
         edge_start.push(edges.len() as u32);
     }
@@ -171,17 +169,17 @@ struct Reps<'a> {
 }
 
 impl Reps<'_> {
-    /// Adds `(g, cost)` to `row` if `demand` fits group `g`.
-    fn consider(&self, g: usize, demand: &[u64], d: &[f64], row: &mut Vec<(u32, i64)>) {
+    /// Offers `(g, cost)` to `keep` if `demand` fits group `g`.
+    fn consider(&self, g: usize, demand: &[u64], d: &[f64], keep: &mut Cheapest) {
         let at = g * self.classes;
         if fits(demand, &self.free[at..at + self.classes]) {
             let v = &self.vector[at..at + self.classes];
-            row.push((g as u32, cost_of(self.model, d, v)));
+            keep.offer(g as u32, cost_of(self.model, d, v));
         }
     }
 
-    /// Adds every group `demand` fits to `row`, in group order.
-    fn scan_all(&self, demand: &[u64], d: &[f64], row: &mut Vec<(u32, i64)>) {
+    /// Offers every group `demand` fits to `keep`, in group order.
+    fn scan_all(&self, demand: &[u64], d: &[f64], keep: &mut Cheapest) {
         let k = self.classes;
         let model = self.model;
         for (g, (f, v)) in self
@@ -191,9 +189,68 @@ impl Reps<'_> {
             .enumerate()
         {
             if fits(demand, f) {
-                row.push((g as u32, cost_of(model, d, v)));
+                keep.offer(g as u32, cost_of(model, d, v));
             }
         }
+    }
+}
+
+/// One class's edges as they are found: every one (no pruning), or only the shortest prefix,
+/// by (cost, group), whose weights reach `n` — what `graph::prune` keeps of the whole row,
+/// found without holding the row: an edge dearer than the dearest kept is dropped at once
+/// once the kept ones reach `n`, and the dearest kept goes as soon as the others reach `n`
+/// without it.
+struct Cheapest<'a> {
+    n: u64,
+    weight: Option<&'a [u32]>,
+    sum: u64,
+    heap: &'a mut BinaryHeap<(i64, u32)>,
+    row: &'a mut Vec<(u32, i64)>,
+}
+
+impl<'a> Cheapest<'a> {
+    fn new(
+        n: u64,
+        weight: Option<&'a [u32]>,
+        heap: &'a mut BinaryHeap<(i64, u32)>,
+        row: &'a mut Vec<(u32, i64)>,
+    ) -> Self {
+        heap.clear();
+        row.clear();
+        Cheapest {
+            n,
+            weight,
+            sum: 0,
+            heap,
+            row,
+        }
+    }
+
+    #[inline]
+    fn offer(&mut self, g: u32, cost: i64) {
+        let Some(weight) = self.weight else {
+            self.row.push((g, cost));
+            return;
+        };
+        if self.sum >= self.n && self.heap.peek().is_some_and(|&top| (cost, g) > top) {
+            return;
+        }
+        self.heap.push((cost, g));
+        self.sum += u64::from(weight[g as usize]);
+        while let Some(&(_, top)) = self.heap.peek() {
+            let w = u64::from(weight[top as usize]);
+            if self.sum - w < self.n {
+                break;
+            }
+            self.heap.pop();
+            self.sum -= w;
+        }
+    }
+
+    /// The kept edges in `row`, cheapest first (ties by group).
+    fn finish(self) {
+        self.row.extend(self.heap.drain().map(|(c, g)| (g, c)));
+        self.row.sort_unstable_by_key(|&(g, c)| (c, g));
     }
 }
 
@@ -403,6 +460,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!((apart.group_start.len(), apart.classes()), (5, 4));
+    }
+
+    #[test]
+    fn keeping_while_scanning_keeps_what_pruning_the_whole_row_keeps() {
+        let mut x = 7u64;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let (mut heap, mut row) = (BinaryHeap::new(), Vec::new());
+        for _ in 0..500 {
+            let groups = 1 + next(60) as usize;
+            let n = 1 + next(40) as usize;
+            let weight: Vec<u32> = (0..groups).map(|_| 1 + next(5) as u32).collect();
+            // Few distinct costs, so that ties by group are exercised.
+            let mut offers: Vec<(u32, i64)> = Vec::new();
+            for g in 0..groups as u32 {
+                if next(4) > 0 {
+                    offers.push((g, -(next(8) as i64)));
+                }
+            }
+            if next(2) == 0 {
+                // A machine affinity lists its hosts in any order.
+                offers.reverse();
+            }
+            let mut whole = offers.clone();
+            crate::control::ecsched::graph::prune(&mut whole, n, &weight, false);
+            let mut keep = Cheapest::new(n as u64, Some(&weight), &mut heap, &mut row);
+            for &(g, c) in &offers {
+                keep.offer(g, c);
+            }
+            keep.finish();
+            assert_eq!(row, whole, "n {n}, weights {weight:?}, offers {offers:?}");
+        }
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub(super) fn slots(cluster: &Cluster, units: &[Unit], rule: SlotRule) -> Vec<u3
 /// free for this unit, at a cost no higher than any host dropped; moving the unit there keeps
 /// an optimum optimal. A unit of an anti-affinity group under `AsManyAsFit` counts each host
 /// as one slot (it needs a host no other unit is on: n hosts guarantee one).
-pub(super) fn prune(row: &mut Vec<(u32, i64)>, n: usize, slots: &[u32], apart: bool) {
+pub(crate) fn prune(row: &mut Vec<(u32, i64)>, n: usize, slots: &[u32], apart: bool) {
     let key = |&(h, c): &(u32, i64)| (c, h);
     if row.len() > n {
         row.select_nth_unstable_by_key(n - 1, key);
