@@ -8,7 +8,7 @@
 //! cost (§12.3 says why); without pruning every host is its own group and every unit its own
 //! class, which is §3.2's network as drawn.
 
-use super::costs::{cost_of, fits, Normalised};
+use super::costs::{cost_of_scaled, fits, scaled_score, Normalised};
 use super::graph::slots;
 use super::problem::CostModel;
 use super::problem::{BatchError, BatchRequest, Cluster, SlotRule, SolveOptions};
@@ -173,8 +173,10 @@ impl Reps<'_> {
     fn consider(&self, g: usize, demand: &[u64], d: &[f64], keep: &mut Cheapest) {
         let at = g * self.classes;
         if fits(demand, &self.free[at..at + self.classes]) {
-            let v = &self.vector[at..at + self.classes];
-            keep.offer(g as u32, cost_of(self.model, d, v));
+            let f = scaled_score(self.model, d, &self.vector[at..at + self.classes]);
+            if f >= keep.floor() {
+                keep.offer(g as u32, cost_of_scaled(f));
+            }
         }
     }
 
@@ -189,7 +191,10 @@ impl Reps<'_> {
             .enumerate()
         {
             if fits(demand, f) {
-                keep.offer(g as u32, cost_of(model, d, v));
+                let f = scaled_score(model, d, v);
+                if f >= keep.floor() {
+                    keep.offer(g as u32, cost_of_scaled(f));
+                }
             }
         }
     }
@@ -223,6 +228,17 @@ impl<'a> Cheapest<'a> {
             sum: 0,
             heap,
             row,
+        }
+    }
+
+    /// A scaled score (see `costs::scaled_score`) below which an offer would be dropped
+    /// anyway, known before rounding it: once the kept reach n, a score f < −c − 0.5 rounds to
+    /// a cost above c, the dearest kept. −∞ while nothing can be dropped.
+    #[inline]
+    fn floor(&self) -> f64 {
+        match (self.weight, self.heap.peek()) {
+            (Some(_), Some(&(dearest, _))) if self.sum >= self.n => -(dearest as f64) - 0.5,
+            _ => f64::NEG_INFINITY,
         }
     }
 

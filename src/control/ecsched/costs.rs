@@ -83,11 +83,23 @@ impl Normalised {
 /// The cost of an edge under `model`, `v` the host's amounts as [`Normalised::vector`] gives.
 #[inline]
 pub(crate) fn cost_of(model: CostModel, d: &[f64], v: &[f64]) -> i64 {
+    cost_of_scaled(scaled_score(model, d, v))
+}
+
+/// The score of an edge times [`COST_SCALE`], before rounding.
+#[inline]
+pub(crate) fn scaled_score(model: CostModel, d: &[f64], v: &[f64]) -> f64 {
     let score = match model {
         CostModel::DotProduct | CostModel::DotProductFree => dot(d, v),
         CostModel::MostLoaded | CostModel::MostLoadedFree => ratio(d, v),
     };
-    -(score * COST_SCALE).round() as i64
+    score * COST_SCALE
+}
+
+/// The cost of a [`scaled_score`]: −round(score × [`COST_SCALE`]).
+#[inline]
+pub(crate) fn cost_of_scaled(scaled: f64) -> i64 {
+    -scaled.round() as i64
 }
 
 #[inline]
