@@ -176,9 +176,10 @@ impl Placement {
 pub struct SolveStats {
     /// Flow units: requests, with each affinity group counted once (its aggregator).
     pub units: usize,
-    /// Host nodes in the network after pruning.
+    /// Host nodes in the network after pruning (with `prune`, a node is a group of
+    /// interchangeable hosts, docs/architecture.md §12.3).
     pub host_nodes: usize,
-    /// Request → host (or gate) edges after pruning.
+    /// Unit → host (or gate) edges after pruning (with `prune`, class → group edges).
     pub edges: usize,
     /// Nodes settled by Dijkstra over all augmentations.
     pub settled: usize,
