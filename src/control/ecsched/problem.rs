@@ -126,7 +126,8 @@ pub struct SolveOptions {
     pub cost: CostModel,
     pub slots: SlotRule,
     pub unscheduled: Unscheduled,
-    /// Keep per request only the hosts that can be in an optimum (§12.3).
+    /// Merge interchangeable hosts and identical requests, and keep per request only the
+    /// hosts that can be in an optimum (§12.3). Off: §3.2's network as drawn.
     pub prune: bool,
 }
 
