@@ -118,6 +118,25 @@ fn assert_feasible(inst: &Instance, p: &Placement, seed: u64) {
             used[h as usize * c.classes() + k] += d;
         }
     }
+    if inst.opts.slots == SlotRule::OnePerHost {
+        // One unit per host: an affinity group (id 1) counts once.
+        let mut units_on = vec![0usize; c.hosts()];
+        let mut group_counted = false;
+        for (r, h) in inst.requests.iter().zip(&p.hosts) {
+            let Some(h) = *h else { continue };
+            if r.group.map(|g| g.id) == Some(1) {
+                if group_counted {
+                    continue;
+                }
+                group_counted = true;
+            }
+            units_on[h as usize] += 1;
+        }
+        assert!(
+            units_on.iter().all(|&u| u <= 1),
+            "seed {seed}: two units on one host under one slot per host"
+        );
+    }
     for h in 0..c.hosts() {
         for k in 0..c.classes() {
             assert!(

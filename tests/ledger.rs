@@ -215,6 +215,53 @@ on_both_engines!(
     super::racing_claims_never_oversubscribe
 );
 
+/// A multi-create decided as one batch (`[batch] mode = "call"`) is claimed as one ledger
+/// group: more claims than either engine's group limit (SQLite's writer takes 256 jobs a
+/// group, PostgreSQL's queue 64 claims), one commit; a claim the table has no room for is
+/// declined on its own, the others made.
+async fn a_batch_of_claims_commits_as_one_group(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let host = ledger
+        .register_host(&registration("c1", 300, 300_000, 3_000), 1)
+        .await
+        .unwrap();
+    let small = ledger
+        .register_host(&registration("c2", 1, 1_000, 10), 1)
+        .await
+        .unwrap();
+    let counters = ledger.commit_counters();
+    let (commits, claims) = (counters.commits.get(), counters.claims.get());
+    let d = Resources::new(1, 1_000, 10);
+    let too_big = Resources::new(2, 1_000, 10);
+    let names: Vec<String> = (0..301).map(|i| format!("i{i}")).collect();
+    let batch: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match i {
+            150 => (small, n.as_str(), &too_big),
+            _ => (host, n.as_str(), &d),
+        })
+        .collect();
+    let out = ledger.claim_all(&batch, 1).await;
+    let out: Vec<ClaimOutcome> = out.into_iter().map(Result::unwrap).collect();
+    assert_eq!(out[150], ClaimOutcome::Declined);
+    assert_eq!(
+        out.iter().filter(|o| **o == ClaimOutcome::Claimed).count(),
+        300
+    );
+    assert_eq!(counters.commits.get() - commits, 1, "one group commit");
+    assert_eq!(counters.claims.get() - claims, 300);
+    assert_eq!(ledger.allocation_count().await.unwrap(), 300);
+    let hosts = ledger.read_hosts().await.unwrap();
+    let h = hosts.iter().find(|h| h.id == host).unwrap();
+    assert_eq!(h.used, Resources::new(300, 300_000, 3_000));
+    assert!(ledger.allocation("i150").await.unwrap().is_none());
+}
+on_both_engines!(
+    a_batch_of_claims_commits_as_one_group,
+    super::a_batch_of_claims_commits_as_one_group
+);
+
 async fn invalid_registration_changes_nothing(engine: &str) {
     let (ledger, _db) = ledger(engine).await;
     let mut reg = registration("c1", 4, 4096, 40);

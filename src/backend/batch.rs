@@ -179,8 +179,8 @@ impl Backend {
         Some(policy.map(|policy| Group { id: 0, policy }))
     }
 
-    /// The ledger's claims of the assignment, made at once (they queue together and commit
-    /// as one group), then Placement's. Any refusal releases every claim made, Placement's
+    /// The ledger's claims of the assignment, made at once (`Ledger::claim_all`: queued
+    /// together, committed as one group), then Placement's. Any refusal releases every claim made, Placement's
     /// first: `Err(Ok(reason))` to place one at a time, `Err(Err(e))` when the ledger or
     /// Placement failed.
     async fn claim_batch(
@@ -192,19 +192,17 @@ impl Backend {
         let deps = &self.deps;
         let now = deps.clock.now_ms();
         let claiming = Instant::now();
-        let outcomes =
-            futures::future::join_all(requests.iter().zip(chosen).map(|(req, host)| async move {
-                let started = Instant::now();
-                let outcome = deps
-                    .ledger
-                    .claim(host.id, &req.instance_uuid, &req.demand, now)
-                    .await;
-                deps.stats
-                    .record_claim(started.elapsed().as_micros() as u64);
-                outcome
-            }))
-            .await;
-        counts.claim_us += claiming.elapsed().as_micros() as u64;
+        let claims: Vec<_> = requests
+            .iter()
+            .zip(chosen)
+            .map(|(req, host)| (host.id, req.instance_uuid.as_str(), &req.demand))
+            .collect();
+        let outcomes = deps.ledger.claim_all(&claims, now).await;
+        let took = claiming.elapsed().as_micros() as u64;
+        for _ in &outcomes {
+            deps.stats.record_claim(took);
+        }
+        counts.claim_us += took;
         let mut failure: Option<Result<BatchFallback, ScheduleError>> = None;
         let mut held = Vec::with_capacity(requests.len());
         for (req, outcome) in requests.iter().zip(outcomes) {

@@ -393,6 +393,58 @@ impl super::hot::Work for HotClaim {
     }
 }
 
+/// The claims of one [`Ledger::claim_all`]: one job of the hot writer, so one group. Each
+/// claim undoes itself when declined (see [`HotClaim`]), so the job does too.
+struct HotClaims(Vec<HotClaim>);
+
+impl super::hot::Work for HotClaims {
+    fn run(&mut self, db: &rusqlite::Connection, table: &super::HostTable) -> super::hot::Step {
+        use super::hot::Step;
+        let mut kept = false;
+        for claim in &mut self.0 {
+            match claim.run(db, table) {
+                Step::Keep => kept = true,
+                Step::Undo => {}
+                Step::Spoiled(e) => return Step::Spoiled(e),
+            }
+            // The claims after would each commit on their own.
+            if let Some(e) = super::hot::transaction_lost(db, "in the middle of a group") {
+                return Step::Spoiled(e);
+            }
+        }
+        if kept {
+            Step::Keep
+        } else {
+            Step::Undo
+        }
+    }
+
+    fn undoes_itself(&self) -> bool {
+        true
+    }
+
+    fn committed(self: Box<Self>, table: &super::HostTable) {
+        for claim in self.0 {
+            Box::new(claim).committed(table);
+        }
+    }
+
+    fn failed(self: Box<Self>, table: &super::HostTable, error: LedgerError) {
+        let errors = error.for_group(self.0.len(), "");
+        for (claim, e) in self.0.into_iter().zip(errors) {
+            Box::new(claim).failed(table, e);
+        }
+    }
+
+    fn claims(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn writes(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
 /// PostgreSQL: one round of claims, at most one per host, as one statement: lock each host's
 /// row and then its inventory rows, in a fixed order (host, class), keep the claims whose
 /// every class fits, insert their allocations and add their usage; answers (claim index, true) per claim made
@@ -463,6 +515,8 @@ pub(crate) struct PendingClaim {
     json: String,
     now_ms: i64,
     reply: tokio::sync::oneshot::Sender<Result<ClaimOutcome, LedgerError>>,
+    /// Queued by [`Ledger::claim_all`] after the claim before it: commits in its group.
+    joined: bool,
 }
 
 /// A claim's answer from its group: made, refused, or the instance already holds an
@@ -564,6 +618,7 @@ impl Ledger {
             json: resources_json(demand),
             now_ms,
             reply,
+            joined: false,
         };
         if let Some(hot) = &self.hot {
             let job = Box::new(HotClaim {
@@ -584,6 +639,82 @@ impl Ledger {
         answer.await.map_err(|_| {
             LedgerError::Invalid("the claim's writer task ended without an answer".into())
         })?
+    }
+
+    /// Claims several instances as one group (a multi-create decided at once, docs/
+    /// architecture.md §12.5): each reserved in the live table as [`Ledger::claim`] does, then
+    /// all queued at once — on SQLite as one job of the hot writer, on PostgreSQL together
+    /// in the queue, never cut by a group's size limit — so that they commit in one
+    /// transaction. Each claim stays conditional and gets its own answer, in order; a claim
+    /// the table has no room for is declined at once and not queued.
+    pub async fn claim_all(
+        &self,
+        claims: &[(HostId, &str, &Resources)],
+        now_ms: i64,
+    ) -> Vec<Result<ClaimOutcome, LedgerError>> {
+        let mut answers: Vec<Option<Result<ClaimOutcome, LedgerError>>> = Vec::new();
+        let mut pending = Vec::with_capacity(claims.len());
+        let mut waiting = Vec::with_capacity(claims.len());
+        for &(host, instance_uuid, demand) in claims {
+            if !demand.is_non_negative() || demand.is_zero() {
+                answers.push(Some(Err(LedgerError::Invalid(format!(
+                    "a claim needs a positive amount of some class: {}",
+                    resources_json(demand)
+                )))));
+                continue;
+            }
+            if self.table().reserve(host, demand) == crate::table::Reserve::NoRoom {
+                answers.push(Some(Ok(ClaimOutcome::Declined)));
+                continue;
+            }
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            pending.push(PendingClaim {
+                host,
+                instance_uuid: instance_uuid.to_string(),
+                demand: *demand,
+                json: resources_json(demand),
+                now_ms,
+                reply,
+                joined: !waiting.is_empty(),
+            });
+            waiting.push((answers.len(), answer));
+            answers.push(None);
+        }
+        // From the first reservation to the queue nothing awaits (see `claim`).
+        if !pending.is_empty() {
+            if let Some(hot) = &self.hot {
+                let job = Box::new(HotClaims(
+                    pending
+                        .into_iter()
+                        .map(|claim| HotClaim {
+                            claim,
+                            outcome: Ok(ClaimOutcome::Declined),
+                            released: Vec::new(),
+                        })
+                        .collect(),
+                ));
+                if let Err(job) = hot.submit(job) {
+                    job.failed(
+                        self.table(),
+                        LedgerError::Unavailable("the ledger's writer thread has stopped".into()),
+                    );
+                }
+            } else if self.claims.push_all(pending) {
+                let ledger = self.clone();
+                tokio::spawn(async move { ledger.run_claims().await });
+            }
+        }
+        for (at, answer) in waiting {
+            answers[at] = Some(answer.await.unwrap_or_else(|_| {
+                Err(LedgerError::Invalid(
+                    "the claim's writer task ended without an answer".into(),
+                ))
+            }));
+        }
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or(Ok(ClaimOutcome::Declined)))
+            .collect()
     }
 
     /// Serves the claim queue: takes every claim queued once it has a connection, commits
@@ -610,7 +741,12 @@ impl Ledger {
         };
         let mut queued = self.claims.take();
         while !queued.is_empty() {
-            let rest = queued.split_off(queued.len().min(MAX_GROUP));
+            // A group ends at MAX_GROUP claims, but never inside one call's `claim_all`.
+            let mut cut = queued.len().min(MAX_GROUP);
+            while cut < queued.len() && queued[cut].joined {
+                cut += 1;
+            }
+            let rest = queued.split_off(cut);
             let mut answers = postgres_group_retrying(&mut conn, &queued).await;
             if answers
                 .as_ref()

@@ -302,6 +302,15 @@ impl<J> JobQueue<J> {
         queue.len() == 1
     }
 
+    /// Queues `jobs` at once (nothing else between them); true when the caller must start
+    /// the task that serves the queue.
+    pub(crate) fn push_all(&self, jobs: Vec<J>) -> bool {
+        let mut queue = self.0.lock();
+        let was_empty = queue.is_empty();
+        queue.extend(jobs);
+        was_empty && !queue.is_empty()
+    }
+
     /// Every job queued so far (call holding the connection).
     pub(crate) fn take(&self) -> Vec<J> {
         std::mem::take(&mut *self.0.lock())

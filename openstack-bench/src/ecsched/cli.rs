@@ -32,6 +32,10 @@ pub struct Fig5Args {
     pub hosts: Vec<usize>,
     #[arg(long, value_delimiter = ',', default_values_t = [100, 200, 300])]
     pub requests: Vec<usize>,
+    /// How loaded the machines are: `half` as §4.2, or `uniform` (no two machines alike:
+    /// the solver's worst case).
+    #[arg(long, value_enum, default_value_t = super::shapes::Load::Half)]
+    pub load: super::shapes::Load,
     /// Solves per cell (the paper: 10).
     #[arg(long, default_value_t = 21)]
     pub repeats: usize,
@@ -45,10 +49,10 @@ pub fn run(cmd: EcschedCommand) -> anyhow::Result<()> {
         EcschedCommand::Fig5(a) => {
             anyhow::ensure!(a.repeats > 0, "--repeats must be at least 1");
             println!(
-                "# ECSched Fig. 5: solve time (graph + pruning + min-cost flow), seed {}, {} solves per cell\n",
-                a.seed, a.repeats
+                "# ECSched Fig. 5: solve time (graph + pruning + min-cost flow), seed {}, {} solves per cell, machines loaded {:?}\n",
+                a.seed, a.repeats, a.load
             );
-            let rows = super::fig5::run(&a.hosts, &a.requests, a.repeats, a.seed);
+            let rows = super::fig5::run(&a.hosts, &a.requests, a.load, a.repeats, a.seed);
             print!("{}", super::fig5::markdown(&rows));
         }
         EcschedCommand::Table1(a) => {

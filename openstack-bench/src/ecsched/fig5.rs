@@ -3,7 +3,7 @@
 //! (targets: 300 × 5,000 ≤ 50 ms median, 100 × 1,000 ≤ 5 ms). Times the library's
 //! `control::ecsched::solve`, graph building and pruning included.
 
-use super::shapes::ec2_half_loaded;
+use super::shapes::{ec2_loaded, Load};
 use super::trace::{generate, TraceModel};
 use parasol::control::ecsched::{solve, BatchRequest, CostModel, SolveOptions};
 use rand::SeedableRng;
@@ -53,8 +53,14 @@ pub fn requests(n: usize, rng: &mut ChaCha8Rng) -> Vec<BatchRequest> {
         .collect()
 }
 
-/// Runs every cell `repeats` times on fresh seeded clusters and batches.
-pub fn run(hosts: &[usize], batch: &[usize], repeats: usize, seed: u64) -> Vec<Fig5Row> {
+/// Runs every cell `repeats` times on fresh seeded clusters (loaded as `load`) and batches.
+pub fn run(
+    hosts: &[usize],
+    batch: &[usize],
+    load: Load,
+    repeats: usize,
+    seed: u64,
+) -> Vec<Fig5Row> {
     let mut rows = Vec::new();
     for &h in hosts {
         for &n in batch {
@@ -63,7 +69,7 @@ pub fn run(hosts: &[usize], batch: &[usize], repeats: usize, seed: u64) -> Vec<F
                 let mut times = Vec::with_capacity(repeats);
                 let mut last = None;
                 for _ in 0..repeats {
-                    let cluster = ec2_half_loaded(h, &mut rng);
+                    let cluster = ec2_loaded(h, load, &mut rng);
                     let reqs = requests(n, &mut rng);
                     let start = Instant::now();
                     let p = solve(&cluster, &reqs, &opts).expect("valid batch");

@@ -45,12 +45,34 @@ pub const EC2_GENERAL_PURPOSE: [(u64, u64); 19] = [
 /// §4.2: `hosts` machines of a type drawn uniformly from [`EC2_GENERAL_PURPOSE`], each half
 /// loaded.
 pub fn ec2_half_loaded(hosts: usize, rng: &mut impl Rng) -> Cluster {
+    ec2_loaded(hosts, Load::Half, rng)
+}
+
+/// How loaded the machines of [`ec2_loaded`] are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Load {
+    /// Every machine half used (§4.2): machines of one type are alike.
+    Half,
+    /// Each machine's used share of each class drawn uniformly from [0, 1): no two alike, the
+    /// solver's worst case (nothing to merge).
+    Uniform,
+}
+
+/// `hosts` machines of a type drawn uniformly from [`EC2_GENERAL_PURPOSE`], loaded as `load`.
+pub fn ec2_loaded(hosts: usize, load: Load, rng: &mut impl Rng) -> Cluster {
     let (mut capacity, mut free) = (Vec::new(), Vec::new());
     for _ in 0..hosts {
         let (cpu, gib) = EC2_GENERAL_PURPOSE[rng.gen_range(0..EC2_GENERAL_PURPOSE.len())];
         let shape = [cpu * 1_000, gib * 1_024];
         capacity.extend(shape);
-        free.extend(shape.map(|x| x / 2));
+        match load {
+            Load::Half => free.extend(shape.map(|x| x / 2)),
+            Load::Uniform => {
+                for x in shape {
+                    free.push(x - (x as f64 * rng.gen::<f64>()) as u64);
+                }
+            }
+        }
     }
     Cluster::new(CLASSES, capacity, free).expect("whole shapes")
 }

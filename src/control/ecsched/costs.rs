@@ -65,24 +65,50 @@ impl Normalised {
     /// The cost of the edge from a request of normalised demand `d` to host `h` (which the
     /// caller has found eligible: the demand fits its free amounts).
     pub(crate) fn cost(&self, model: CostModel, d: &[f64], h: usize) -> i64 {
+        cost_of(model, d, self.vector(model, h))
+    }
+
+    /// Host `h`'s normalised amounts that `model` reads: its capacity or its free amounts.
+    pub(crate) fn vector(&self, model: CostModel, h: usize) -> &[f64] {
         let at = h * self.classes;
-        let cap = &self.capacity[at..at + self.classes];
-        let free = &self.free[at..at + self.classes];
-        let score = match model {
-            CostModel::DotProduct => dot(d, cap),
-            CostModel::DotProductFree => dot(d, free),
-            CostModel::MostLoaded => ratio(d, cap),
-            CostModel::MostLoadedFree => ratio(d, free),
-        };
-        -(score * COST_SCALE).round() as i64
+        match model {
+            CostModel::DotProduct | CostModel::MostLoaded => &self.capacity[at..at + self.classes],
+            CostModel::DotProductFree | CostModel::MostLoadedFree => {
+                &self.free[at..at + self.classes]
+            }
+        }
     }
 }
 
+/// The cost of an edge under `model`, `v` the host's amounts as [`Normalised::vector`] gives.
+#[inline]
+pub(crate) fn cost_of(model: CostModel, d: &[f64], v: &[f64]) -> i64 {
+    cost_of_scaled(scaled_score(model, d, v))
+}
+
+/// The score of an edge times [`COST_SCALE`], before rounding.
+#[inline]
+pub(crate) fn scaled_score(model: CostModel, d: &[f64], v: &[f64]) -> f64 {
+    let score = match model {
+        CostModel::DotProduct | CostModel::DotProductFree => dot(d, v),
+        CostModel::MostLoaded | CostModel::MostLoadedFree => ratio(d, v),
+    };
+    score * COST_SCALE
+}
+
+/// The cost of a [`scaled_score`]: −round(score × [`COST_SCALE`]).
+#[inline]
+pub(crate) fn cost_of_scaled(scaled: f64) -> i64 {
+    -scaled.round() as i64
+}
+
+#[inline]
 fn dot(d: &[f64], v: &[f64]) -> f64 {
     d.iter().zip(v).map(|(a, b)| a * b).sum()
 }
 
 /// Σ D/V over the classes the request uses (a class it does not use adds nothing, whatever V).
+#[inline]
 fn ratio(d: &[f64], v: &[f64]) -> f64 {
     d.iter()
         .zip(v)
@@ -92,6 +118,7 @@ fn ratio(d: &[f64], v: &[f64]) -> f64 {
 }
 
 /// Whether `demand` fits in `free` in every class (eq. 1 for one request).
+#[inline]
 pub(crate) fn fits(demand: &[u64], free: &[u64]) -> bool {
     demand.iter().zip(free).all(|(d, f)| d <= f)
 }

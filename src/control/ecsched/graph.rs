@@ -74,7 +74,7 @@ pub fn build(
 /// Host → sink capacities. `AsManyAsFit`: how many of the batch's largest demand (per class)
 /// fit in the host's free amounts, at least 1 (any unit eligible for the host fits alone),
 /// at most the number of units. Exact for one flavor; for mixed demands a lower bound.
-fn slots(cluster: &Cluster, units: &[Unit], rule: SlotRule) -> Vec<u32> {
+pub(super) fn slots(cluster: &Cluster, units: &[Unit], rule: SlotRule) -> Vec<u32> {
     let n = units.len().min(u32::MAX as usize) as u32;
     match rule {
         SlotRule::OnePerHost => vec![1; cluster.hosts()],
@@ -107,7 +107,7 @@ fn slots(cluster: &Cluster, units: &[Unit], rule: SlotRule) -> Vec<u32> {
 /// free for this unit, at a cost no higher than any host dropped; moving the unit there keeps
 /// an optimum optimal. A unit of an anti-affinity group under `AsManyAsFit` counts each host
 /// as one slot (it needs a host no other unit is on: n hosts guarantee one).
-fn prune(row: &mut Vec<(u32, i64)>, n: usize, slots: &[u32], apart: bool) {
+pub(crate) fn prune(row: &mut Vec<(u32, i64)>, n: usize, slots: &[u32], apart: bool) {
     let key = |&(h, c): &(u32, i64)| (c, h);
     if row.len() > n {
         row.select_nth_unstable_by_key(n - 1, key);

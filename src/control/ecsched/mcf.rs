@@ -1,6 +1,6 @@
 //! Min-cost flow by successive shortest paths with node potentials (Ahuja, Magnanti & Orlin,
-//! *Network Flows*, §9.7): every unit of supply is sent along a shortest residual path found
-//! by Dijkstra on reduced costs, which stay non-negative because every edge cost is. Dijkstra
+//! *Network Flows*, §9.7): supply is sent along a shortest residual path found
+//! by Dijkstra, as much as the path takes, on reduced costs, which stay non-negative because every edge cost is. Dijkstra
 //! stops when it settles the sink; the potentials of the nodes settled before it move by
 //! `d(v) − d(sink)` and the others keep theirs, which keeps every residual reduced cost
 //! non-negative (docs/architecture.md §12.4).
@@ -79,10 +79,12 @@ impl Network {
         self.cap[(e ^ 1) as usize]
     }
 
-    /// Sends one unit from `from` to `sink` along a least-cost residual path. False when the
-    /// sink cannot be reached.
-    pub(crate) fn augment(&mut self, from: u32, sink: u32) -> bool {
+    /// Sends up to `most` units from `from` to `sink` along one least-cost residual path (as
+    /// many as the path's narrowest edge takes); returns how many, 0 when the sink cannot be
+    /// reached.
+    pub(crate) fn augment(&mut self, from: u32, sink: u32, most: i32) -> i32 {
         let reached = self.dijkstra(from, sink);
+        let mut sent = 0;
         if reached {
             let d_sink = self.dist[sink as usize];
             for &v in &self.touched {
@@ -91,11 +93,18 @@ impl Network {
                     self.potential[v] += self.dist[v] - d_sink;
                 }
             }
+            sent = most;
             let mut v = sink;
             while v != from {
                 let e = self.parent[v as usize] as usize;
-                self.cap[e] -= 1;
-                self.cap[e ^ 1] += 1;
+                sent = sent.min(self.cap[e]);
+                v = self.to[e ^ 1];
+            }
+            let mut v = sink;
+            while v != from {
+                let e = self.parent[v as usize] as usize;
+                self.cap[e] -= sent;
+                self.cap[e ^ 1] += sent;
                 v = self.to[e ^ 1];
             }
         }
@@ -107,7 +116,7 @@ impl Network {
         }
         self.touched.clear();
         self.heap.clear();
-        reached
+        sent
     }
 
     fn dijkstra(&mut self, from: u32, sink: u32) -> bool {
@@ -163,9 +172,9 @@ mod tests {
         let by = n.add_edge(b, y, 1, 10);
         n.add_edge(x, t, 1, 0);
         n.add_edge(y, t, 1, 0);
-        assert!(n.augment(a, t));
+        assert_eq!(n.augment(a, t, 1), 1);
         assert_eq!((n.flow(ax), n.flow(ay)), (1, 0));
-        assert!(n.augment(b, t));
+        assert_eq!(n.augment(b, t, 1), 1);
         assert_eq!(
             (n.flow(ax), n.flow(ay), n.flow(bx), n.flow(by)),
             (0, 1, 1, 0)
@@ -173,10 +182,23 @@ mod tests {
     }
 
     #[test]
+    fn a_path_carries_as_much_as_its_narrowest_edge() {
+        // A supply of 5 at node 0; host 1 takes 3, host 2 (dearer) takes the rest.
+        let mut n = Network::with_capacity(4, 4);
+        let a = n.add_edge(0, 1, 5, 1);
+        let b = n.add_edge(0, 2, 5, 2);
+        n.add_edge(1, 3, 3, 0);
+        n.add_edge(2, 3, 9, 0);
+        assert_eq!(n.augment(0, 3, 5), 3);
+        assert_eq!(n.augment(0, 3, 2), 2);
+        assert_eq!((n.flow(a), n.flow(b)), (3, 2));
+    }
+
+    #[test]
     fn an_unreachable_sink_sends_nothing() {
         let mut n = Network::with_capacity(3, 1);
         let e = n.add_edge(0, 1, 1, 5);
-        assert!(!n.augment(0, 2));
+        assert_eq!(n.augment(0, 2, 1), 0);
         assert_eq!(n.flow(e), 0);
     }
 }

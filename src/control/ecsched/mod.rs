@@ -6,10 +6,13 @@
 //! - `problem`: the cluster, the requests, the options and the answer.
 //! - `units`: requests as flow units (an affinity group is one, Fig. 3b's aggregator).
 //! - `costs`: §3.3's dot-product and most-loaded costs, on capacity or free, as integers.
-//! - `graph`: eligible hosts per unit, pruned to what can be in an optimum; host slots.
+//! - `graph`: §3.2's network per host and per unit (for another solver to read); host slots,
+//!   pruning.
+//! - `compact`: the network solved: identical hosts and identical units merged, pruned.
 //! - `mcf`: successive shortest paths with potentials.
 //! - `solve`: the network completed, solved and read back.
 
+mod compact;
 mod costs;
 mod graph;
 mod mcf;

@@ -126,7 +126,8 @@ pub struct SolveOptions {
     pub cost: CostModel,
     pub slots: SlotRule,
     pub unscheduled: Unscheduled,
-    /// Keep per request only the hosts that can be in an optimum (§12.3).
+    /// Merge interchangeable hosts and identical requests, and keep per request only the
+    /// hosts that can be in an optimum (§12.3). Off: §3.2's network as drawn.
     pub prune: bool,
 }
 
@@ -176,9 +177,10 @@ impl Placement {
 pub struct SolveStats {
     /// Flow units: requests, with each affinity group counted once (its aggregator).
     pub units: usize,
-    /// Host nodes in the network after pruning.
+    /// Host nodes in the network after pruning (with `prune`, a node is a group of
+    /// interchangeable hosts, docs/architecture.md §12.3).
     pub host_nodes: usize,
-    /// Request → host (or gate) edges after pruning.
+    /// Unit → host (or gate) edges after pruning (with `prune`, class → group edges).
     pub edges: usize,
     /// Nodes settled by Dijkstra over all augmentations.
     pub settled: usize,

@@ -1,8 +1,9 @@
-//! One batch solved: the network of [`super::graph`] completed with the unscheduled node, the
-//! gates of anti-affinity groups and the sink, every unit sent to the sink by
+//! One batch solved: the network of [`super::compact`] completed with the unscheduled node,
+//! the gates of anti-affinity groups and the sink, every class's supply sent to the sink by
 //! [`super::mcf::Network`], and the flow read back as a host per request.
 
-use super::graph::{build, BatchGraph};
+use super::compact::{compact, spread, Compact};
+use super::graph::BatchGraph;
 use super::mcf::Network;
 use super::problem::{
     BatchError, BatchRequest, Cluster, Placement, SlotRule, SolveOptions, SolveStats, Unscheduled,
@@ -18,100 +19,136 @@ pub fn solve(
     requests: &[BatchRequest],
     opts: &SolveOptions,
 ) -> Result<Placement, BatchError> {
-    let graph = build(cluster, requests, opts)?;
-    Ok(solve_graph(cluster.hosts(), requests.len(), &graph, opts))
+    let net = compact(cluster, requests, opts)?;
+    Ok(solve_compact(requests.len(), &net, opts))
 }
 
 /// The cost of a request → unscheduled edge, before the shift that makes costs non-negative:
 /// 0 as published, or more than any `n` placements can save.
 pub fn unscheduled_cost(graph: &BatchGraph, unscheduled: Unscheduled) -> i64 {
+    let largest = graph.edges.iter().flatten().map(|&(_, c)| c.abs()).max();
+    penalty(largest.unwrap_or(0), graph.units.len(), unscheduled)
+}
+
+fn penalty(largest: i64, units: usize, unscheduled: Unscheduled) -> i64 {
     match unscheduled {
         Unscheduled::Zero => 0,
-        Unscheduled::Penalty => {
-            let largest = graph
-                .edges
-                .iter()
-                .flatten()
-                .map(|&(_, c)| c.abs())
-                .max()
-                .unwrap_or(0);
-            largest
-                .saturating_mul(graph.units.len() as i64)
-                .saturating_add(1)
-        }
+        Unscheduled::Penalty => largest.saturating_mul(units as i64).saturating_add(1),
     }
 }
 
-fn solve_graph(
-    hosts: usize,
-    requests: usize,
-    graph: &BatchGraph,
-    opts: &SolveOptions,
-) -> Placement {
-    let n = graph.units.len();
-    let edge_count: usize = graph.edges.iter().map(Vec::len).sum();
+/// The flow network of `net` with the node of each group and gate made, and the edge index
+/// of each class edge.
+struct Built {
+    flow: Network,
+    sink: u32,
+    /// Per class edge (as in `net.edges`), its edge in `flow`.
+    class_edge: Vec<u32>,
+    host_nodes: usize,
+}
+
+fn network(net: &Compact, opts: &SolveOptions) -> Built {
+    let n = net.units.len();
+    let classes = net.classes();
     // Every unit leaves its node by exactly one edge (to a host, a gate or the unscheduled
     // node), so adding `shift` to all of those changes every solution's cost by n·shift and
     // makes all costs non-negative, as Dijkstra needs.
-    let shift = graph
-        .edges
-        .iter()
-        .flatten()
-        .map(|&(_, c)| -c)
-        .max()
-        .unwrap_or(0)
-        .max(0);
-    let penalty = unscheduled_cost(graph, opts.unscheduled);
-    let mut net = Network::with_capacity(n + 2, edge_count * 2 + 2 * n + 1);
-    let (unscheduled, sink) = (n as u32, n as u32 + 1);
-    net.add_edge(unscheduled, sink, n as i32, 0);
-    let mut host_node = vec![NO_NODE; hosts];
+    let shift = net.edges.iter().map(|&(_, c)| -c).max().unwrap_or(0).max(0);
+    let largest = net.edges.iter().map(|&(_, c)| c.abs()).max().unwrap_or(0);
+    let penalty = penalty(largest, n, opts.unscheduled);
+    let mut flow = Network::with_capacity(classes + 2, net.edges.len() * 2 + 2 * classes + 1);
+    let (unscheduled, sink) = (classes as u32, classes as u32 + 1);
+    let cap = |x: usize| x.min(i32::MAX as usize) as i32;
+    flow.add_edge(unscheduled, sink, cap(n), 0);
+    let mut group_node = vec![NO_NODE; net.host_slots.len()];
     let mut gate_node: HashMap<(u32, u32), u32> = HashMap::new();
     let gated = opts.slots == SlotRule::AsManyAsFit;
-    let mut unit_edges: Vec<Vec<(u32, u32, i64)>> = Vec::with_capacity(n);
-    for (u, (unit, row)) in graph.units.iter().zip(&graph.edges).enumerate() {
-        net.add_edge(u as u32, unscheduled, 1, shift + penalty);
-        let mut mine = Vec::with_capacity(row.len());
-        for &(h, c) in row {
-            let hn = &mut host_node[h as usize];
-            if *hn == NO_NODE {
-                *hn = net.add_node();
-                net.add_edge(*hn, sink, graph.slots[h as usize] as i32, 0);
+    let mut class_edge = Vec::with_capacity(net.edges.len());
+    let mut host_nodes = 0;
+    for c in 0..classes {
+        let supply = cap(net.class_units[c].len());
+        flow.add_edge(c as u32, unscheduled, supply, shift + penalty);
+        let apart = net.apart(c);
+        for &(g, cost) in net.edges_of(c) {
+            let gi = g as usize;
+            if group_node[gi] == NO_NODE {
+                group_node[gi] = flow.add_node();
+                host_nodes += 1;
+                let to_sink = net.group_capacity(gi).min(i32::MAX as u64) as i32;
+                flow.add_edge(group_node[gi], sink, to_sink, 0);
             }
-            let target = match unit.apart {
-                Some(g) if gated => *gate_node.entry((g, h)).or_insert_with(|| {
-                    let gate = net.add_node();
-                    net.add_edge(gate, *hn, 1, 0);
+            let target = match apart {
+                Some(a) if gated => *gate_node.entry((a, g)).or_insert_with(|| {
+                    let gate = flow.add_node();
+                    flow.add_edge(gate, group_node[gi], cap(net.hosts_of(gi).len()), 0);
                     gate
                 }),
-                _ => *hn,
+                _ => group_node[gi],
             };
-            mine.push((net.add_edge(u as u32, target, 1, c + shift), h, c));
+            class_edge.push(flow.add_edge(c as u32, target, supply, cost + shift));
         }
-        unit_edges.push(mine);
     }
-    for u in 0..n {
-        let sent = net.augment(u as u32, sink);
-        debug_assert!(sent, "the unscheduled node always reaches the sink");
+    Built {
+        flow,
+        sink,
+        class_edge,
+        host_nodes,
+    }
+}
+
+fn solve_compact(requests: usize, net: &Compact, opts: &SolveOptions) -> Placement {
+    let Built {
+        mut flow,
+        sink,
+        class_edge,
+        host_nodes,
+    } = network(net, opts);
+    for c in 0..net.classes() {
+        let mut left = net.class_units[c].len().min(i32::MAX as usize) as i32;
+        while left > 0 {
+            let sent = flow.augment(c as u32, sink, left);
+            debug_assert!(sent > 0, "the unscheduled node always reaches the sink");
+            if sent == 0 {
+                break;
+            }
+            left -= sent;
+        }
+    }
+    // Per group, the units it received; then spread over its hosts.
+    let mut received: Vec<Vec<(u32, Option<u32>)>> = vec![Vec::new(); net.host_slots.len()];
+    let mut cost = 0i64;
+    for c in 0..net.classes() {
+        let mut members = net.class_units[c].iter();
+        let apart = net.apart(c);
+        let start = net.edge_start[c] as usize;
+        for (i, &(g, edge_cost)) in net.edges_of(c).iter().enumerate() {
+            let f = flow.flow(class_edge[start + i]).max(0) as usize;
+            cost += edge_cost * f as i64;
+            for &u in members.by_ref().take(f) {
+                received[g as usize].push((u, apart));
+            }
+        }
+    }
+    let mut placed = Vec::new();
+    for (g, got) in received.iter_mut().enumerate() {
+        if !got.is_empty() {
+            spread(net.hosts_of(g), net.host_slots[g], got, &mut placed);
+        }
     }
     let mut out = vec![None; requests];
-    let mut cost = 0i64;
-    for (unit, mine) in graph.units.iter().zip(&unit_edges) {
-        if let Some(&(_, h, c)) = mine.iter().find(|(e, _, _)| net.flow(*e) > 0) {
-            cost += c;
-            for &m in &unit.members {
-                out[m] = Some(h);
-            }
+    for (u, h) in placed {
+        for &m in &net.units[u as usize].members {
+            out[m] = Some(h);
         }
     }
     Placement {
         hosts: out,
         cost,
         stats: SolveStats {
-            units: n,
-            host_nodes: host_node.iter().filter(|&&h| h != NO_NODE).count(),
-            edges: edge_count,
-            settled: net.settled_total,
+            units: net.units.len(),
+            host_nodes,
+            edges: net.edges.len(),
+            settled: flow.settled_total,
         },
     }
 }
