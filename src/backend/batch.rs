@@ -37,6 +37,13 @@ pub(super) enum Batched {
     Fallback(BatchFallback),
 }
 
+/// Why a batch's claims were given back: a claim refused (the call is placed one at a time
+/// instead), or the ledger or Placement failing (the call fails).
+enum ClaimsFailed {
+    Refused(BatchFallback),
+    Broken(ScheduleError),
+}
+
 impl Backend {
     /// Places the `requests` of one multi-create as one assignment (see the module), or says
     /// why the one-at-a-time path must.
@@ -181,14 +188,14 @@ impl Backend {
 
     /// The ledger's claims of the assignment, made at once (`Ledger::claim_all`: queued
     /// together, committed as one group), then Placement's. Any refusal releases every claim made, Placement's
-    /// first: `Err(Ok(reason))` to place one at a time, `Err(Err(e))` when the ledger or
-    /// Placement failed.
+    /// first: `ClaimsFailed::Refused` to place one at a time, `ClaimsFailed::Broken` when the
+    /// ledger or Placement failed.
     async fn claim_batch(
         &self,
         requests: &[RequestContext],
         chosen: &[&HostState],
         counts: &mut Counts,
-    ) -> Result<(), Result<BatchFallback, ScheduleError>> {
+    ) -> Result<(), ClaimsFailed> {
         let deps = &self.deps;
         let now = deps.clock.now_ms();
         let claiming = Instant::now();
@@ -203,7 +210,7 @@ impl Backend {
             deps.stats.record_claim(took);
         }
         counts.claim_us += took;
-        let mut failure: Option<Result<BatchFallback, ScheduleError>> = None;
+        let mut failure: Option<ClaimsFailed> = None;
         let mut held = Vec::with_capacity(requests.len());
         for (req, outcome) in requests.iter().zip(outcomes) {
             match outcome {
@@ -211,11 +218,11 @@ impl Backend {
                 Ok(ClaimOutcome::Declined) => {
                     counts.decline(self.source.conflict_cause(), true);
                     self.source.declined();
-                    failure.get_or_insert(Ok(BatchFallback::Declined));
+                    failure.get_or_insert(ClaimsFailed::Refused(BatchFallback::Declined));
                 }
                 Err(e) => {
-                    if !matches!(failure, Some(Err(_))) {
-                        failure = Some(Err(ScheduleError::Ledger(e)));
+                    if !matches!(failure, Some(ClaimsFailed::Broken(_))) {
+                        failure = Some(ClaimsFailed::Broken(ScheduleError::Ledger(e)));
                     }
                 }
             }
@@ -231,12 +238,12 @@ impl Backend {
                         held.retain(|r| r.instance_uuid != req.instance_uuid);
                         counts.decline(DeclineCause::PlacementConflict, true);
                         self.source.declined();
-                        failure = Some(Ok(BatchFallback::Declined));
+                        failure = Some(ClaimsFailed::Refused(BatchFallback::Declined));
                         break;
                     }
                     Err(e) => {
                         held.retain(|r| r.instance_uuid != req.instance_uuid);
-                        failure = Some(Err(e));
+                        failure = Some(ClaimsFailed::Broken(e));
                         break;
                     }
                 }
@@ -256,7 +263,7 @@ impl Backend {
         }
         for req in held {
             if let Err(e) = deps.ledger.release(&req.instance_uuid).await {
-                return Err(Err(ScheduleError::Ledger(e)));
+                return Err(ClaimsFailed::Broken(ScheduleError::Ledger(e)));
             }
         }
         Err(failure)
@@ -268,19 +275,19 @@ impl Backend {
     /// leaves it to the one-at-a-time path.
     fn claims_failed(
         &self,
-        outcome: Result<BatchFallback, ScheduleError>,
+        outcome: ClaimsFailed,
         counts: &mut Counts,
         started: Instant,
     ) -> Batched {
         match outcome {
-            Err(e) => {
+            ClaimsFailed::Broken(e) => {
                 counts.errors = counts.requests;
                 self.deps
                     .stats
                     .record(*counts, Some(started.elapsed().as_micros() as u64));
                 Batched::Done(Err(e))
             }
-            Ok(reason) => Batched::Fallback(reason),
+            ClaimsFailed::Refused(reason) => Batched::Fallback(reason),
         }
     }
 
