@@ -5,6 +5,8 @@
 mod plugin_server;
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../support/tls_front.rs"]
+mod tls_front;
 #[path = "../support/venv.rs"]
 mod venv;
 
@@ -21,6 +23,7 @@ mod host_events;
 mod metrics;
 mod moves;
 mod notifications;
+mod plugin_transport;
 mod plugins;
 mod ready;
 mod redaction;

@@ -12,8 +12,12 @@ use std::sync::Arc;
 pub const DENY_REASON: &str = "tenant p is frozen during the maintenance window";
 /// The trait `/select/maintenance` forbids to tenant `tenant-x`.
 pub const MAINTENANCE_TRAIT: &str = "CUSTOM_MAINTENANCE";
+/// The bearer token paths under `/auth/` ask for (else 401).
+pub const TOKEN: &str = "s3cret-plugin-token";
 
-type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+/// Each request's path, body, and the headers a plugin is sent (`authorization`,
+/// `x-project-id`, `x-user-id`, as a JSON object of those present).
+type Seen = Arc<Mutex<Vec<(String, Value, Value)>>>;
 
 /// What the handlers share: the requests seen (and a count of them to wait on), and the gate
 /// `/gate` waits at.
@@ -22,6 +26,8 @@ struct Shared {
     seen: Seen,
     arrivals: Arc<tokio::sync::watch::Sender<usize>>,
     gate: Arc<tokio::sync::Semaphore>,
+    /// Whether `/toggle` answers 500 (else it approves).
+    failing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub struct PluginServer {
@@ -36,6 +42,7 @@ impl PluginServer {
             seen: Arc::default(),
             arrivals: Arc::new(tokio::sync::watch::channel(0).0),
             gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            failing: Arc::default(),
         };
         let data = web::Data::new(shared.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
@@ -72,6 +79,24 @@ impl PluginServer {
         self.shared.gate.add_permits(n);
     }
 
+    /// Makes `/toggle` fail (500) or answer (an approval that keeps every candidate).
+    pub fn set_failing(&self, failing: bool) {
+        self.shared
+            .failing
+            .store(failing, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The headers of the requests `path` was sent, in order (see [`Seen`]).
+    pub fn headers(&self, path: &str) -> Vec<Value> {
+        self.shared
+            .seen
+            .lock()
+            .iter()
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, _, h)| h.clone())
+            .collect()
+    }
+
     /// The URL of behaviour `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
@@ -83,8 +108,8 @@ impl PluginServer {
             .seen
             .lock()
             .iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, v)| v.clone())
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, v, _)| v.clone())
             .collect()
     }
 }
@@ -117,8 +142,24 @@ async fn answer(
 ) -> HttpResponse {
     let path = req.path().to_string();
     let body = body.into_inner();
-    shared.seen.lock().push((path.clone(), body.clone()));
+    let mut headers = serde_json::Map::new();
+    for name in ["authorization", "x-project-id", "x-user-id"] {
+        if let Some(v) = req.headers().get(name).and_then(|v| v.to_str().ok()) {
+            headers.insert(name.into(), json!(v));
+        }
+    }
+    let bearer = headers.get("authorization").cloned();
+    shared
+        .seen
+        .lock()
+        .push((path.clone(), body.clone(), Value::Object(headers)));
     shared.arrivals.send_modify(|n| *n += 1);
+    // `/auth/<behaviour>`: `<behaviour>` for the holder of [`TOKEN`], 401 for anyone else.
+    let path = match path.strip_prefix("/auth") {
+        Some(rest) if bearer == Some(json!(format!("Bearer {TOKEN}"))) => rest.to_string(),
+        Some(_) => return HttpResponse::Unauthorized().body("no valid bearer token"),
+        None => path,
+    };
     match path.as_str() {
         "/select/approve" => ok(json!({"decision": "approve"})),
         "/select/deny" => ok(json!({"decision": "deny", "reason": DENY_REASON})),
@@ -161,6 +202,10 @@ async fn answer(
         // Never answers: the caller's timeout ends the call.
         "/slow" => std::future::pending().await,
         "/fail" => HttpResponse::InternalServerError().body("the plugin crashed"),
+        "/toggle" if shared.failing.load(std::sync::atomic::Ordering::SeqCst) => {
+            HttpResponse::InternalServerError().body("the plugin is down")
+        }
+        "/toggle" => ok(json!({"decision": "approve"})),
         "/garbage" => HttpResponse::Ok()
             .content_type("application/json")
             .body("{not json"),
