@@ -23,6 +23,7 @@ mod host_events;
 mod metrics;
 mod moves;
 mod notifications;
+mod plugin_examples;
 mod plugin_transport;
 mod plugins;
 mod ready;

@@ -12,6 +12,8 @@ use std::sync::Arc;
 pub const DENY_REASON: &str = "tenant p is frozen during the maintenance window";
 /// The trait `/select/maintenance` forbids to tenant `tenant-x`.
 pub const MAINTENANCE_TRAIT: &str = "CUSTOM_MAINTENANCE";
+/// The trait `/select/flavor-family` requires of the `gpu.` flavor family.
+pub const GPU_TRAIT: &str = "CUSTOM_GPU_FAMILY";
 /// The bearer token paths under `/auth/` ask for (else 401).
 pub const TOKEN: &str = "s3cret-plugin-token";
 
@@ -28,6 +30,8 @@ struct Shared {
     gate: Arc<tokio::sync::Semaphore>,
     /// Whether `/toggle` answers 500 (else it approves).
     failing: Arc<std::sync::atomic::AtomicBool>,
+    /// The carbon-intensity feed `/weigh/carbon` reads on every call (a file the test writes).
+    feed: Arc<Mutex<Option<std::path::PathBuf>>>,
 }
 
 pub struct PluginServer {
@@ -43,6 +47,7 @@ impl PluginServer {
             arrivals: Arc::new(tokio::sync::watch::channel(0).0),
             gate: Arc::new(tokio::sync::Semaphore::new(0)),
             failing: Arc::default(),
+            feed: Arc::default(),
         };
         let data = web::Data::new(shared.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
@@ -84,6 +89,11 @@ impl PluginServer {
         self.shared
             .failing
             .store(failing, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Points `/weigh/carbon` at a feed: a JSON file `{"<host>": gCO2 per kWh, …}`.
+    pub fn set_carbon_feed(&self, path: &std::path::Path) {
+        *self.shared.feed.lock() = Some(path.to_path_buf());
     }
 
     /// The headers of the requests `path` was sent, in order (see [`Seen`]).
@@ -184,6 +194,39 @@ async fn answer(
             None => ok(json!({})),
         },
         "/filter/remove-unknown" => ok(json!({"remove": {"not-offered": "x"}})),
+        // Issue 47's second example: the `gpu.` flavor family needs hosts with its trait.
+        "/select/flavor-family" => {
+            let family = body["request"]["flavor"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("gpu."));
+            if !family {
+                return ok(json!({"decision": "approve"}));
+            }
+            let mut required = body["request"]["required_traits"].clone();
+            if let Some(list) = required.as_array_mut() {
+                list.push(json!(GPU_TRAIT));
+            }
+            ok(json!({"decision": "modify", "request": {"required_traits": required}}))
+        }
+        // Issue 47's third example: weighs each candidate by the carbon intensity of its
+        // host's power, read from an outside feed on every call; the cleaner, the heavier.
+        "/weigh/carbon" => {
+            let feed: Value = shared
+                .feed
+                .lock()
+                .as_ref()
+                .and_then(|p| std::fs::read(p).ok())
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            let mut weights = serde_json::Map::new();
+            for c in body["candidates"].as_array().into_iter().flatten() {
+                let intensity = c["host"].as_str().and_then(|h| feed[h].as_f64());
+                if let (Some(uuid), Some(g)) = (c["uuid"].as_str(), intensity) {
+                    weights.insert(uuid.to_string(), json!(1000.0 - g));
+                }
+            }
+            ok(json!({"weights": weights}))
+        }
         p if p.starts_with("/weigh/prefer/") => {
             let host = json!(&p["/weigh/prefer/".len()..]);
             match candidate_where(&body, "host", &host) {
