@@ -31,7 +31,7 @@ from nova import objects
 from nova import test as nova_test
 from nova.scheduler import rpcapi as scheduler_rpcapi
 
-from nova_functional import parasol_config, transport
+from nova_functional import parasol_config, passthrough_plugins, transport
 from nova_functional.placement_tcp import Served
 from nova_functional.state import Current
 
@@ -143,7 +143,11 @@ class ExternalScheduler:
         batch_mode = os.environ.get("PARASOL_NF_BATCH_MODE")
         if batch_mode:
             sections["batch"] = {"mode": batch_mode}
-        return parasol_config.toml(sections), record
+        text = parasol_config.toml(sections)
+        # A pass-through plugin chain on every event (issue 47: the tests must pass with one).
+        if os.environ.get("PARASOL_NF_PLUGINS") == "passthrough":
+            text += "\n" + passthrough_plugins.chain_toml()
+        return text, record
 
     def start(self):
         self.text, record = self._config()
@@ -280,7 +284,16 @@ def _metrics(http_url):
     keep = ("requests", "placed", "no_valid_host", "declines")
     backends = {name: {k: b.get(k) for k in keep}
                 for name, b in (stats.get("backends") or {}).items()}
-    return {"backends": backends, "notifications": stats.get("notifications")}
+    out = {"backends": backends, "notifications": stats.get("notifications")}
+    # With a plugin chain (PARASOL_NF_PLUGINS): each plugin's calls and failures, so a run
+    # shows the chain was called and never failed.
+    plugin_keys = ("calls", "errors", "timeouts", "refused", "denials", "short_circuited")
+    plugins = {f"{event}/{name}": {k: p.get(k) for k in plugin_keys}
+               for event, names in (stats.get("plugins") or {}).items()
+               for name, p in names.items()}
+    if plugins:
+        out["plugins"] = plugins
+    return out
 
 
 def _dead_letters(queue):
