@@ -34,14 +34,23 @@ fn novas_fast_functional_subset_passes_with_a_pass_through_plugin_chain() {
     for (id, r) in results["tests"].as_object().expect("a tests object") {
         for (plugin, f) in r["parasol"]["plugins"].as_object().into_iter().flatten() {
             *calls.entry(plugin.clone()).or_default() += f["calls"].as_u64().unwrap_or(0);
-            for k in ["errors", "timeouts", "refused", "denials", "short_circuited"] {
+            for k in [
+                "errors",
+                "timeouts",
+                "refused",
+                "denials",
+                "short_circuited",
+            ] {
                 assert_eq!(f[k], 0, "{id}: plugin {plugin} {k}: {f}");
             }
         }
     }
     for event in ["select", "filter", "weigh", "claimed"] {
         let n = calls.get(&format!("{event}/passthrough-{event}")).copied();
-        assert!(n.unwrap_or(0) > 0, "the {event} plugin was never called: {calls:?}");
+        assert!(
+            n.unwrap_or(0) > 0,
+            "the {event} plugin was never called: {calls:?}"
+        );
     }
 }
 

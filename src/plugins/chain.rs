@@ -4,14 +4,15 @@
 //! all while its circuit breaker is open. The `claimed` chain is told after the fact, by a task
 //! of its own fed through a bounded queue.
 
-use super::breaker::{Admit, Breaker};
-use super::http::{CallError, Caller, HttpHook};
-use super::settings::{read_ca, read_token, PluginEvent, PluginSettings, PluginSpec};
+use super::breaker::Breaker;
+use super::http::{Caller, HttpHook};
+use super::plugin::{Clients, Failure, Plugin};
+use super::settings::{read_token, PluginEvent, PluginSettings, PluginSpec};
 use super::wire::{self, AnswerError, SelectRequest, Verdict};
 use super::Additions;
 use crate::clock::SharedClock;
 use crate::domain::{HostState, RequestContext};
-use crate::stats::{PluginOutcome, PluginStats, Stats};
+use crate::stats::{PluginOutcome, Stats};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,13 +39,6 @@ pub enum Stopped {
         event: &'static str,
         detail: String,
     },
-}
-
-struct Plugin {
-    spec: PluginSpec,
-    hook: HttpHook,
-    stats: Arc<PluginStats>,
-    breaker: Breaker,
 }
 
 /// Every event's chain, built from `[plugins]` at start and on each reload.
@@ -235,10 +229,10 @@ impl Chains {
                 "request": Value::Object(current.0.clone()),
             });
             let started = Instant::now();
-            let verdict = match plugin.call(&body, caller).await {
-                Ok(answer) => wire::read_select(&current, answer).map_err(Failure::Answer),
-                Err(failure) => Err(failure),
-            };
+            let verdict = plugin
+                .call(&body, caller)
+                .await
+                .and_then(|answer| wire::read_select(&current, answer).map_err(Failure::Answer));
             match verdict {
                 Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
                 Ok(Verdict::Modified(next)) => {
@@ -415,105 +409,6 @@ pub fn reorder(candidates: Vec<HostState>, added: &[f64]) -> Vec<HostState> {
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     scored.into_iter().map(|(_, h)| h).collect()
-}
-
-/// Why a plugin's call did not count.
-enum Failure {
-    /// Not called: its breaker is open.
-    Open,
-    Call(CallError),
-    Answer(AnswerError),
-}
-
-/// One client per CA bundle (the bundled Mozilla roots when none), shared by the plugins that
-/// name it: one connection pool each.
-#[derive(Default)]
-struct Clients(std::collections::HashMap<Option<String>, reqwest::Client>);
-
-impl Clients {
-    fn get(&mut self, ca_file: Option<&str>) -> Result<reqwest::Client, String> {
-        let key = ca_file.map(str::to_string);
-        if let Some(client) = self.0.get(&key) {
-            return Ok(client.clone());
-        }
-        let mut builder =
-            reqwest::Client::builder().user_agent(concat!("parasol/", env!("CARGO_PKG_VERSION")));
-        if let Some(path) = ca_file {
-            builder = builder.tls_built_in_root_certs(false);
-            for cert in read_ca(path)? {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let client = builder
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        self.0.insert(key, client.clone());
-        Ok(client)
-    }
-}
-
-impl Plugin {
-    /// Calls the plugin unless its breaker spares it.
-    async fn call(&self, body: &Value, caller: Caller<'_>) -> Result<Value, Failure> {
-        if self.breaker.admit() == Admit::Spare {
-            return Err(Failure::Open);
-        }
-        self.hook.call(body, caller).await.map_err(Failure::Call)
-    }
-
-    /// Counts an answer that counts: the breaker closes.
-    fn record(&self, outcome: PluginOutcome, started: Instant) {
-        self.breaker.success();
-        self.stats
-            .record(outcome, false, started.elapsed().as_micros() as u64);
-    }
-
-    /// Counts a failure (feeding the breaker); `Ok` when the chain goes on without the plugin
-    /// (it is ignorable, or `skip` says so).
-    fn failed(&self, failure: Failure, started: Instant, skip: bool) -> Result<(), Stopped> {
-        let event = self.spec.event.as_str();
-        let skip = skip || self.spec.ignorable;
-        let (outcome, detail) = match failure {
-            Failure::Open => return self.spared(skip),
-            Failure::Call(e @ CallError::Timeout(_)) => (PluginOutcome::Timeout, e.to_string()),
-            Failure::Call(e) => (PluginOutcome::Error, e.to_string()),
-            Failure::Answer(e @ AnswerError::Refused(_)) => (PluginOutcome::Refused, e.to_string()),
-            Failure::Answer(e) => (PluginOutcome::Error, e.to_string()),
-        };
-        let us = started.elapsed().as_micros() as u64;
-        self.stats.record(outcome, skip, us);
-        if self.breaker.failure() {
-            tracing::warn!(plugin = %self.spec.name, event, %detail, open_s = self.breaker.open_s(),
-                "a plugin failed too often in a row: its circuit breaker opened");
-        }
-        if skip {
-            tracing::warn!(plugin = %self.spec.name, event, %detail, "a plugin failed: skipped");
-            return Ok(());
-        }
-        tracing::warn!(plugin = %self.spec.name, event, %detail, "a plugin failed: the call fails");
-        Err(Stopped::Failed {
-            plugin: self.spec.name.clone(),
-            event,
-            detail,
-        })
-    }
-
-    /// A call its open breaker spared: skipped when `skip`, else the call fails at once.
-    fn spared(&self, skip: bool) -> Result<(), Stopped> {
-        self.stats.record_short_circuit(skip);
-        if skip {
-            return Ok(());
-        }
-        Err(Stopped::Failed {
-            plugin: self.spec.name.clone(),
-            event: self.spec.event.as_str(),
-            detail: format!(
-                "its circuit breaker is open (it failed too often in a row; next tried within \
-                 {} s)",
-                self.breaker.open_s()
-            ),
-        })
-    }
 }
 
 #[cfg(test)]

@@ -12,11 +12,13 @@
 //! - `wire`: what a plugin is sent and answers, and the checks on an answer.
 //! - `http`: the webhook transport (bearer token, CA bundle, the caller's project and user).
 //! - `breaker`: each plugin's circuit breaker, on the injected clock.
+//! - `plugin`: one plugin of a chain, and how each of its calls is counted.
 //! - `chain`: [`Chains`], the chains of one configuration, and how a call walks them.
 
 mod breaker;
 mod chain;
 mod http;
+mod plugin;
 mod settings;
 mod wire;
 
