@@ -86,7 +86,10 @@ async fn wait_for(url: &str) {
 fn config(port: u16, dir: &Path, backend: &str) -> String {
     format!(
         "[server]\nport = {port}\n[ledger]\nurl = \"sqlite://{}/ledger.db\"\n[scheduler]\nbackend = \"{backend}\"\n\
-         seed = 5\n[amqp]\nurl = \"\"\n[apsr]\nround_interval_s = 0.5\n",
+         seed = 5\n[amqp]\nurl = \"\"\n[apsr]\nround_interval_s = 0.5\n\
+         [plugins]\nbreaker_failures = 1\nbreaker_open_s = 3600\n\
+         [[plugins.chain]]\nname = \"site-rule\"\nevent = \"select\"\nignorable = true\n\
+         url = \"http://127.0.0.1:1/select\"\n",
         dir.display()
     )
 }
@@ -193,11 +196,30 @@ fn expected(stats: &Value) -> Map<String, Value> {
             put(format!("usage.hosts.{state}"), hosts[state].clone());
         }
     }
+    for event in ["select", "filter", "weigh", "claimed"] {
+        let names: Vec<&str> = stats["plugin_chains"][event]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        if !names.is_empty() {
+            put(format!("plugin_chains.{event}"), json!(names.join(", ")));
+        }
+    }
     for (event, names) in stats["plugins"].as_object().into_iter().flatten() {
         for (plugin, p) in names.as_object().unwrap() {
-            for k in ["calls", "denied"] {
+            for k in ["calls", "denials", "breaker"] {
                 put(format!("plugins.{event}.{plugin}.{k}"), p[k].clone());
             }
+            let failures: u64 = ["errors", "timeouts", "refused"]
+                .iter()
+                .map(|k| p[*k].as_u64().unwrap())
+                .sum();
+            put(
+                format!("plugins.{event}.{plugin}.failures"),
+                json!(failures),
+            );
         }
     }
     want
@@ -323,6 +345,9 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
     );
 
     let want = expected(&after);
+    // The plugin nothing answers (port 1): its chain listed, its breaker shown open.
+    assert_eq!(want["service/plugin_chains.select"], "site-rule");
+    assert_eq!(want["service/plugins.select.site-rule.breaker"], "open");
     let mut seen = Map::new();
     for entry in shown.as_array().unwrap() {
         let key = entry[0].as_str().unwrap().to_string();

@@ -8,9 +8,11 @@
 //! The harness (Python, `python3 -m nova_functional`) builds its virtualenv on first use in
 //! `~/.cache/parasol/nova-functional-venv-<hash>` and cleans up its vhosts and processes
 //! itself. The whole visible set is `cd tests && python3 -m nova_functional run --mode parasol`
-//! (see `tests/nova_functional/README.md` and `docs/nova-functional.md`). A test whose
-//! Parasol pairs were not compared (no Parasol ran at the check, or the check was skipped)
-//! counts as a failure: agreement must be shown, not assumed.
+//! (see `tests/nova_functional/README.md` and `docs/nova-functional.md`). The subset runs twice:
+//! as it is, and with a pass-through chain of operator plugins on every event (issue 47,
+//! `PARASOL_NF_PLUGINS=passthrough`). A test whose Parasol pairs were not compared (no Parasol
+//! ran at the check, or the check was skipped) counts as a failure: agreement must be shown,
+//! not assumed.
 
 use serde_json::Value;
 use std::path::Path;
@@ -21,6 +23,42 @@ const FAST_TESTS: usize = 7;
 
 #[test]
 fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
+    run_fast_subset(None);
+}
+
+/// With a webhook that approves, keeps, weighs nothing and acknowledges on `select`, `filter`,
+/// `weigh` and `claimed` (`tests/nova_functional/passthrough_plugins.py`), the same tests pass,
+/// every plugin was called, and none failed.
+#[test]
+fn novas_fast_functional_subset_passes_with_a_pass_through_plugin_chain() {
+    let results = run_fast_subset(Some("passthrough"));
+    let mut calls = std::collections::BTreeMap::<String, u64>::new();
+    for (id, r) in results["tests"].as_object().expect("a tests object") {
+        for (plugin, f) in r["parasol"]["plugins"].as_object().into_iter().flatten() {
+            *calls.entry(plugin.clone()).or_default() += f["calls"].as_u64().unwrap_or(0);
+            for k in [
+                "errors",
+                "timeouts",
+                "refused",
+                "denials",
+                "short_circuited",
+            ] {
+                assert_eq!(f[k], 0, "{id}: plugin {plugin} {k}: {f}");
+            }
+        }
+    }
+    for event in ["select", "filter", "weigh", "claimed"] {
+        let n = calls.get(&format!("{event}/passthrough-{event}")).copied();
+        assert!(
+            n.unwrap_or(0) > 0,
+            "the {event} plugin was never called: {calls:?}"
+        );
+    }
+}
+
+/// Runs `--suite fast` with `PARASOL_NF_PLUGINS` = `plugins`; asserts every test passed and
+/// agreed; the results.
+fn run_fast_subset(plugins: Option<&str>) -> Value {
     let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     let out_dir = tempfile::tempdir().expect("a temporary directory");
     let out = out_dir.path().join("parasol.json");
@@ -41,6 +79,7 @@ fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
         .arg(env!("CARGO_BIN_EXE_parasol"))
         .arg("--out")
         .arg(&out)
+        .env("PARASOL_NF_PLUGINS", plugins.unwrap_or(""))
         .output()
         .expect("python3 runs the harness");
     let stderr = format!(
@@ -78,6 +117,7 @@ fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
         results["logs"],
         problems.join("\n")
     );
+    results
 }
 
 /// Whether the end-of-test check compared Parasol's ledger with Placement and with Nova (the

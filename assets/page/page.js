@@ -55,7 +55,7 @@ function text(value, kind) {
   if (value === null || value === undefined) return "—";
   if (kind === "ratio") return (100 * value).toFixed(2) + " %";
   if (kind === "ms") return value.toFixed(2) + " ms";
-  if (kind === "count") return String(value);
+  if (kind === "count" || kind === "state") return String(value);
   return value.toFixed(2);
 }
 
@@ -123,7 +123,7 @@ function card(name, i, b, active) {
 }
 
 // What the whole service shows beside the backends: Flex's penalty and QoS, the hosts' measured
-// usage, and each operator plugin's calls and denials.
+// usage, the operator's plugin chains, and each plugin's calls, denials, failures and breaker.
 function serviceCard(stats) {
   const div = document.createElement("div");
   div.className = "backend";
@@ -145,13 +145,20 @@ function serviceCard(stats) {
         cell("service", "usage.hosts." + state, hosts[state], "count"));
     }
   }
+  const chains = stats.plugin_chains || {};
+  for (const event of ["select", "filter", "weigh", "claimed"]) {
+    const names = (chains[event] || []).map((p) => p.name).join(", ");
+    if (names) row(table, event + " chain", cell("service", "plugin_chains." + event, names, "state"));
+  }
   for (const [event, names] of Object.entries(stats.plugins || {}).sort()) {
     for (const [plugin, p] of Object.entries(names).sort()) {
       const label = "plugin " + plugin + " (" + event + ")";
-      row(table, label + " calls",
-        cell("service", "plugins." + event + "." + plugin + ".calls", p.calls, "count"));
-      row(table, label + " denied",
-        cell("service", "plugins." + event + "." + plugin + ".denied", p.denied, "count"));
+      const key = "plugins." + event + "." + plugin + ".";
+      row(table, label + " calls", cell("service", key + "calls", p.calls, "count"));
+      row(table, label + " denials", cell("service", key + "denials", p.denials, "count"));
+      row(table, label + " failures",
+        cell("service", key + "failures", p.errors + p.timeouts + p.refused, "count"));
+      row(table, label + " breaker", cell("service", key + "breaker", p.breaker, "state"));
     }
   }
   div.append(h, table);

@@ -1,14 +1,18 @@
 //! The chains of one configuration: per event, its plugins in `order`, each called in turn
 //! with what the previous one passed on (thesis Fig. 2.3), each approving, changing or
-//! denying; a failing plugin skipped when `ignorable`, else the call's end. The `claimed`
-//! chain is told after the fact, by a task of its own fed through a bounded queue.
+//! denying; a failing plugin skipped when `ignorable`, else the call's end, and not called at
+//! all while its circuit breaker is open. The `claimed` chain is told after the fact, by a task
+//! of its own fed through a bounded queue.
 
-use super::http::{CallError, HttpHook};
-use super::settings::{PluginEvent, PluginSettings, PluginSpec};
+use super::breaker::Breaker;
+use super::http::{Caller, HttpHook};
+use super::plugin::{Clients, Failure, Plugin};
+use super::settings::{read_token, PluginEvent, PluginSettings, PluginSpec};
 use super::wire::{self, AnswerError, SelectRequest, Verdict};
 use super::Additions;
+use crate::clock::SharedClock;
 use crate::domain::{HostState, RequestContext};
-use crate::stats::{PluginOutcome, PluginStats, Stats};
+use crate::stats::{PluginOutcome, Stats};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,12 +39,6 @@ pub enum Stopped {
         event: &'static str,
         detail: String,
     },
-}
-
-struct Plugin {
-    spec: PluginSpec,
-    hook: HttpHook,
-    stats: Arc<PluginStats>,
 }
 
 /// Every event's chain, built from `[plugins]` at start and on each reload.
@@ -80,12 +78,13 @@ impl Chains {
     }
 
     /// The chains of `settings`, filter and weigh plugins seeing `candidates` hosts, their
-    /// figures kept in `stats`. With `claimed` plugins, starts their task (on the current
-    /// Tokio runtime).
+    /// figures kept in `stats`, their breakers timed by `clock`. Reads each plugin's token and
+    /// CA files. With `claimed` plugins, starts their task (on the current Tokio runtime).
     pub fn build(
         settings: &PluginSettings,
         candidates: usize,
         stats: &Stats,
+        clock: &SharedClock,
     ) -> Result<Chains, PluginError> {
         let mut chains = Chains {
             candidates,
@@ -94,25 +93,32 @@ impl Chains {
         if settings.chain.is_empty() {
             return Ok(chains);
         }
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("parasol/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| PluginError::Build {
-                name: "*".into(),
-                message: format!("cannot build the HTTP client: {e}"),
-            })?;
+        let mut clients = Clients::default();
         let mut specs: Vec<&PluginSpec> = settings.chain.iter().collect();
         // Stable: equal orders keep the file's order, as Usher's registration order.
         specs.sort_by_key(|s| s.order);
         let mut claimed = Vec::new();
         for spec in specs {
-            let url = reqwest::Url::parse(&spec.url).map_err(|e| PluginError::Build {
+            let built = |message: String| PluginError::Build {
                 name: spec.name.clone(),
-                message: format!("url: {e}"),
-            })?;
+                message,
+            };
+            let url = reqwest::Url::parse(&spec.url).map_err(|e| built(format!("url: {e}")))?;
+            let token = match &spec.token_file {
+                Some(path) => Some(read_token(path).map_err(built)?),
+                None => None,
+            };
+            let client = clients.get(spec.ca_file.as_deref()).map_err(built)?;
+            let plugin_stats = stats.plugin(spec.event.as_str(), &spec.name);
             let plugin = Plugin {
-                hook: HttpHook::new(client.clone(), url, spec.timeout_ms),
-                stats: stats.plugin(spec.event.as_str(), &spec.name),
+                hook: HttpHook::new(client, url, spec.timeout_ms, token),
+                breaker: Breaker::new(
+                    settings.breaker_failures,
+                    settings.breaker_open_s,
+                    clock.clone(),
+                    plugin_stats.clone(),
+                ),
+                stats: plugin_stats,
                 spec: spec.clone(),
             };
             match spec.event {
@@ -145,7 +151,8 @@ impl Chains {
         self.candidates
     }
 
-    /// `{"select": [{"name", "order", "url", "timeout_ms", "ignorable"}, …], "filter": …,
+    /// `{"select": [{"name", "order", "url", "timeout_ms", "ignorable", "bearer_token",
+    /// "ca_file"}, …], "filter": …,
     /// "weigh": …, "candidates": K}`, for `/v1/stats` (the URL without its credentials).
     pub fn describe(&self) -> Value {
         let list = |chain: &[Plugin]| -> Vec<Value> {
@@ -158,6 +165,7 @@ impl Chains {
                     let mut v = json!({
                         "name": p.spec.name, "order": p.spec.order, "url": url.as_str(),
                         "timeout_ms": p.spec.timeout_ms, "ignorable": p.spec.ignorable,
+                        "bearer_token": p.hook.has_token(), "ca_file": p.spec.ca_file,
                     });
                     if p.spec.event == PluginEvent::Weigh {
                         v["weight_multiplier"] = json!(p.spec.weight_multiplier);
@@ -208,6 +216,12 @@ impl Chains {
     pub async fn select(&self, request: SelectRequest) -> Result<Additions, Stopped> {
         let mut current = request.clone();
         for plugin in &self.select {
+            let project = current.0.get("project_id").and_then(Value::as_str);
+            let user = current.0.get("user_id").and_then(Value::as_str);
+            let caller = Caller {
+                project_id: project,
+                user_id: user,
+            };
             let body = json!({
                 "api_version": wire::API_VERSION,
                 "event": "select",
@@ -215,10 +229,10 @@ impl Chains {
                 "request": Value::Object(current.0.clone()),
             });
             let started = Instant::now();
-            let verdict = match plugin.hook.call(&body).await {
-                Ok(answer) => wire::read_select(&current, answer).map_err(Failure::Answer),
-                Err(e) => Err(Failure::Call(e)),
-            };
+            let verdict = plugin
+                .call(&body, caller)
+                .await
+                .and_then(|answer| wire::read_select(&current, answer).map_err(Failure::Answer));
             match verdict {
                 Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
                 Ok(Verdict::Modified(next)) => {
@@ -234,7 +248,7 @@ impl Chains {
                         reason,
                     });
                 }
-                Err(failure) => plugin.failed(failure, started)?,
+                Err(failure) => plugin.failed(failure, started, false)?,
             }
         }
         Ok(wire::additions(&request, &current))
@@ -248,12 +262,20 @@ impl Chains {
         mut candidates: Vec<HostState>,
     ) -> Result<Vec<HostState>, Stopped> {
         let instance = wire::instance_view(req);
+        let caller = Caller {
+            project_id: req
+                .owner
+                .as_ref()
+                .map(|o| o.project_id.as_str())
+                .or(req.project_id.as_deref()),
+            user_id: req.owner.as_ref().map(|o| o.user_id.as_str()),
+        };
         for plugin in &self.filter {
             if candidates.is_empty() {
                 break;
             }
             let started = Instant::now();
-            let verdict = ask(plugin, &instance, &candidates, wire::read_filter).await;
+            let verdict = ask(plugin, caller, &instance, &candidates, wire::read_filter).await;
             match verdict {
                 Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
                 Ok(Verdict::Modified(removed)) => {
@@ -272,7 +294,7 @@ impl Chains {
                         reason,
                     });
                 }
-                Err(failure) => plugin.failed(failure, started)?,
+                Err(failure) => plugin.failed(failure, started, false)?,
             }
         }
         let mut added: Vec<f64> = vec![0.0; candidates.len()];
@@ -282,7 +304,7 @@ impl Chains {
                 break;
             }
             let started = Instant::now();
-            let verdict = ask(plugin, &instance, &candidates, wire::read_weigh).await;
+            let verdict = ask(plugin, caller, &instance, &candidates, wire::read_weigh).await;
             match verdict {
                 Ok(Verdict::Modified(weights)) => {
                     plugin.record(PluginOutcome::Modified, started);
@@ -294,7 +316,7 @@ impl Chains {
                 Ok(Verdict::Approved | Verdict::Denied(_)) => {
                     plugin.record(PluginOutcome::Approved, started)
                 }
-                Err(failure) => plugin.failed(failure, started)?,
+                Err(failure) => plugin.failed(failure, started, false)?,
             }
         }
         if weighed {
@@ -305,42 +327,41 @@ impl Chains {
 }
 
 /// Tells each queued notification to every `claimed` plugin in order; their answers change
-/// nothing, their failures are counted (as skipped: no call waits for them).
+/// nothing, their failures are counted (as skipped: no call waits for them), and a plugin whose
+/// breaker is open is not told (counted as short-circuited).
 async fn tell_claimed(mut queue: tokio::sync::mpsc::Receiver<Value>, plugins: Arc<Vec<Plugin>>) {
     while let Some(mut body) = queue.recv().await {
+        let request = body["request"].clone();
+        let caller = Caller {
+            project_id: request["project_id"].as_str(),
+            user_id: request["user_id"].as_str(),
+        };
         for plugin in plugins.iter() {
             body["plugin"] = json!(plugin.spec.name);
             let started = Instant::now();
-            let outcome = match plugin.hook.call(&body).await {
-                Ok(_) => PluginOutcome::Approved,
-                Err(e) => {
-                    tracing::warn!(plugin = %plugin.spec.name, event = "claimed", error = %e, "a claimed plugin failed");
-                    match e {
-                        CallError::Timeout(_) => PluginOutcome::Timeout,
-                        CallError::Failed(_) => PluginOutcome::Error,
-                    }
+            match plugin.call(&body, caller).await {
+                Ok(_) => plugin.record(PluginOutcome::Approved, started),
+                Err(failure) => {
+                    // Never stops anything: a claimed plugin's failure is skipped.
+                    let _ = plugin.failed(failure, started, true);
                 }
-            };
-            let failed = outcome != PluginOutcome::Approved;
-            plugin
-                .stats
-                .record(outcome, failed, started.elapsed().as_micros() as u64);
+            }
         }
     }
 }
 
-/// The request of a `filter` or `weigh` call.
 /// Offers `candidates` to a filter or weigh `plugin` and reads its answer with `read`.
 async fn ask<T>(
     plugin: &Plugin,
+    caller: Caller<'_>,
     instance: &Value,
     candidates: &[HostState],
     read: fn(&[HostState], Value) -> Result<T, AnswerError>,
 ) -> Result<T, Failure> {
-    match plugin.hook.call(&offer(plugin, instance, candidates)).await {
-        Ok(answer) => read(candidates, answer).map_err(Failure::Answer),
-        Err(e) => Err(Failure::Call(e)),
-    }
+    let answer = plugin
+        .call(&offer(plugin, instance, candidates), caller)
+        .await?;
+    read(candidates, answer).map_err(Failure::Answer)
 }
 
 fn offer(plugin: &Plugin, instance: &Value, candidates: &[HostState]) -> Value {
@@ -388,42 +409,6 @@ pub fn reorder(candidates: Vec<HostState>, added: &[f64]) -> Vec<HostState> {
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     scored.into_iter().map(|(_, h)| h).collect()
-}
-
-/// Why a plugin's call did not count.
-enum Failure {
-    Call(CallError),
-    Answer(AnswerError),
-}
-
-impl Plugin {
-    fn record(&self, outcome: PluginOutcome, started: Instant) {
-        self.stats
-            .record(outcome, false, started.elapsed().as_micros() as u64);
-    }
-
-    /// Counts a failure; `Ok` when the plugin is ignorable (the chain goes on without it).
-    fn failed(&self, failure: Failure, started: Instant) -> Result<(), Stopped> {
-        let (outcome, detail) = match failure {
-            Failure::Call(e @ CallError::Timeout(_)) => (PluginOutcome::Timeout, e.to_string()),
-            Failure::Call(e) => (PluginOutcome::Error, e.to_string()),
-            Failure::Answer(e @ AnswerError::Refused(_)) => (PluginOutcome::Refused, e.to_string()),
-            Failure::Answer(e) => (PluginOutcome::Error, e.to_string()),
-        };
-        let us = started.elapsed().as_micros() as u64;
-        self.stats.record(outcome, self.spec.ignorable, us);
-        let event = self.spec.event.as_str();
-        if self.spec.ignorable {
-            tracing::warn!(plugin = %self.spec.name, event, %detail, "an ignorable plugin failed: skipped");
-            return Ok(());
-        }
-        tracing::warn!(plugin = %self.spec.name, event, %detail, "a plugin failed: the call fails");
-        Err(Stopped::Failed {
-            plugin: self.spec.name.clone(),
-            event,
-            detail,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The webhook transport: the request `POST`ed as JSON to the plugin's URL, a 2xx JSON answer
 //! read back within `timeout_ms` (an empty body reads as `null`). Every other status, a body
-//! that is not JSON or one larger than [`MAX_ANSWER_BYTES`] is an error.
+//! that is not JSON or one larger than [`MAX_ANSWER_BYTES`] is an error. The caller's
+//! Keystone project and user go along as `X-Project-Id` and `X-User-Id` (the headers Keystone's
+//! `auth_token` middleware gives a service), the plugin's token as `Authorization: Bearer`.
 
 use serde_json::Value;
 use std::time::Duration;
@@ -17,22 +19,52 @@ pub enum CallError {
     Failed(String),
 }
 
+/// Whose call a plugin is asked about: the Keystone project and user of the request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caller<'a> {
+    pub project_id: Option<&'a str>,
+    pub user_id: Option<&'a str>,
+}
+
 /// One plugin's endpoint.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpHook {
     client: reqwest::Client,
     url: reqwest::Url,
     timeout_ms: u64,
+    /// Sent as `Authorization: Bearer …`; never printed.
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for HttpHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpHook")
+            .field("url", &self.url.as_str())
+            .field("timeout_ms", &self.timeout_ms)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 impl HttpHook {
-    /// `client` is shared by every plugin (one connection pool).
-    pub fn new(client: reqwest::Client, url: reqwest::Url, timeout_ms: u64) -> Self {
+    /// `client` is shared by every plugin with the same CA bundle (one connection pool).
+    pub fn new(
+        client: reqwest::Client,
+        url: reqwest::Url,
+        timeout_ms: u64,
+        token: Option<String>,
+    ) -> Self {
         HttpHook {
             client,
             url,
             timeout_ms,
+            token,
         }
+    }
+
+    /// Whether a bearer token is sent.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
     }
 
     /// Where the plugin is reached.
@@ -41,13 +73,22 @@ impl HttpHook {
     }
 
     /// Sends `body` and reads the JSON answer; the whole exchange within `timeout_ms`.
-    pub async fn call(&self, body: &Value) -> Result<Value, CallError> {
+    pub async fn call(&self, body: &Value, caller: Caller<'_>) -> Result<Value, CallError> {
         let timeout = Duration::from_millis(self.timeout_ms);
+        let mut request = self.client.post(self.url.clone()).json(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        for (header, value) in [
+            ("x-project-id", caller.project_id),
+            ("x-user-id", caller.user_id),
+        ] {
+            if let Some(v) = value.filter(|v| reqwest::header::HeaderValue::from_str(v).is_ok()) {
+                request = request.header(header, v);
+            }
+        }
         let exchange = async {
-            let response = self
-                .client
-                .post(self.url.clone())
-                .json(body)
+            let response = request
                 .send()
                 .await
                 .map_err(|e| CallError::Failed(describe(&e)))?;

@@ -10,19 +10,25 @@
 //! # Layout
 //! - `settings`: `[plugins]` and its `[[plugins.chain]]` entries, with their checks.
 //! - `wire`: what a plugin is sent and answers, and the checks on an answer.
-//! - `http`: the webhook transport.
+//! - `http`: the webhook transport (bearer token, CA bundle, the caller's project and user).
+//! - `breaker`: each plugin's circuit breaker, on the injected clock.
+//! - `plugin`: one plugin of a chain, and how each of its calls is counted.
 //! - `chain`: [`Chains`], the chains of one configuration, and how a call walks them.
 
+mod breaker;
 mod chain;
 mod http;
+mod plugin;
 mod settings;
 mod wire;
 
+pub use breaker::{Admit, Breaker};
 pub use chain::{reorder, Chains, PluginError, Stopped};
-pub use http::{CallError, HttpHook, MAX_ANSWER_BYTES};
+pub use http::{CallError, Caller, HttpHook, MAX_ANSWER_BYTES};
 pub use settings::{
-    PluginEvent, PluginSettings, PluginSpec, Transport, DEFAULT_CLAIMED_QUEUE, DEFAULT_TIMEOUT_MS,
-    MAX_CANDIDATES, MAX_CLAIMED_QUEUE, MAX_TIMEOUT_MS,
+    read_ca, read_token, PluginEvent, PluginSettings, PluginSpec, Transport,
+    DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_OPEN_S, DEFAULT_CLAIMED_QUEUE, DEFAULT_TIMEOUT_MS,
+    MAX_BREAKER_OPEN_S, MAX_CANDIDATES, MAX_CLAIMED_QUEUE, MAX_TIMEOUT_MS, MAX_TOKEN_BYTES,
 };
 pub use wire::{
     additions, additive_view, candidate_view, instance_view, read_filter, read_select, read_weigh,

@@ -75,6 +75,16 @@ pub const MAX_CANDIDATES: usize = 10_000;
 pub const DEFAULT_CLAIMED_QUEUE: usize = 1024;
 /// The largest `[plugins] claimed_queue`.
 pub const MAX_CLAIMED_QUEUE: usize = 1_000_000;
+/// The default `[plugins] breaker_failures`: a plugin that fails five calls in a row is taken
+/// to be down, not unlucky.
+pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
+/// The default `[plugins] breaker_open_s`: long enough that a dead plugin costs one timeout
+/// per half-minute, short enough that a restarted one is back soon.
+pub const DEFAULT_BREAKER_OPEN_S: u64 = 30;
+/// The longest `[plugins] breaker_open_s`.
+pub const MAX_BREAKER_OPEN_S: u64 = 3600;
+/// The largest bearer token file read.
+pub const MAX_TOKEN_BYTES: usize = 8192;
 
 /// One plugin registered for one event.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -103,6 +113,14 @@ pub struct PluginSpec {
     /// added to the ranking (Nova's `*_weight_multiplier`, Kubernetes' extender `weight`).
     #[serde(default = "default_multiplier")]
     pub weight_multiplier: f64,
+    /// A file holding the token sent as `Authorization: Bearer <token>` (read at start and on
+    /// each reload, surrounding whitespace trimmed); none: no `Authorization` header.
+    #[serde(default)]
+    pub token_file: Option<String>,
+    /// A PEM file of the CA certificates an `https://` plugin's certificate must chain to,
+    /// instead of the bundled Mozilla roots.
+    #[serde(default)]
+    pub ca_file: Option<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -124,6 +142,11 @@ pub struct PluginSettings {
     /// Calls' claims waiting to be told to the `claimed` plugins; past it a call's are
     /// dropped (counted), never waited for.
     pub claimed_queue: usize,
+    /// Failures in a row after which a plugin's circuit breaker opens: it is not called for
+    /// `breaker_open_s` (skipped when ignorable, else the call fails at once). 0: never.
+    pub breaker_failures: u32,
+    /// How long an open breaker spares its plugin before one trial call (half-open).
+    pub breaker_open_s: u64,
     /// The plugins, in any order: each event's chain is ordered by `order`.
     pub chain: Vec<PluginSpec>,
 }
@@ -133,6 +156,8 @@ impl Default for PluginSettings {
         PluginSettings {
             candidates: 0,
             claimed_queue: DEFAULT_CLAIMED_QUEUE,
+            breaker_failures: DEFAULT_BREAKER_FAILURES,
+            breaker_open_s: DEFAULT_BREAKER_OPEN_S,
             chain: Vec::new(),
         }
     }
@@ -166,79 +191,130 @@ impl PluginSettings {
                 ),
             ));
         }
-        for (i, p) in self.chain.iter().enumerate() {
-            let key = |field: &str| format!("chain[{i}].{field}");
-            let named = |message: String| format!("{message} (plugin {:?})", p.name);
-            if p.name.is_empty()
-                || p.name.len() > 64
-                || !p
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
+        if !(1..=MAX_BREAKER_OPEN_S).contains(&self.breaker_open_s) {
+            return Err((
+                "breaker_open_s".into(),
+                format!(
+                    "must be from 1 to {MAX_BREAKER_OPEN_S}, not {} (breaker_failures = 0 turns \
+                     the breaker off)",
+                    self.breaker_open_s
+                ),
+            ));
+        }
+        (0..self.chain.len()).try_for_each(|i| self.validate_plugin(i))
+    }
+
+    /// The checks of `chain[i]`, against itself and the entries before it.
+    fn validate_plugin(&self, i: usize) -> Result<(), (String, String)> {
+        let p = &self.chain[i];
+        let key = |field: &str| format!("chain[{i}].{field}");
+        let named = |message: String| format!("{message} (plugin {:?})", p.name);
+        if p.name.is_empty()
+            || p.name.len() > 64
+            || !p
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err((
+                key("name"),
+                format!(
+                    "{:?} must be 1 to 64 letters, digits, '-', '_' or '.' (it names the \
+                     plugin in errors and metrics)",
+                    p.name
+                ),
+            ));
+        }
+        if let Some(j) = self.chain[..i]
+            .iter()
+            .position(|q| q.name == p.name && q.event == p.event)
+        {
+            return Err((
+                key("name"),
+                named(format!(
+                    "is registered twice for event {:?} (also chain[{j}]): give each its own name",
+                    p.event.as_str()
+                )),
+            ));
+        }
+        match reqwest::Url::parse(&p.url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
+            Ok(url) => {
                 return Err((
-                    key("name"),
-                    format!(
-                        "{:?} must be 1 to 64 letters, digits, '-', '_' or '.' (it names the \
-                         plugin in errors and metrics)",
-                        p.name
-                    ),
-                ));
-            }
-            if let Some(j) = self.chain[..i]
-                .iter()
-                .position(|q| q.name == p.name && q.event == p.event)
-            {
-                return Err((
-                    key("name"),
+                    key("url"),
                     named(format!(
-                        "is registered twice for event {:?} (also chain[{j}]): give each its own name",
-                        p.event.as_str()
+                        "has scheme {:?}: a plugin is reached at http:// or https://",
+                        url.scheme()
                     )),
-                ));
+                ))
             }
-            match reqwest::Url::parse(&p.url) {
-                Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
-                Ok(url) => {
-                    return Err((
-                        key("url"),
-                        named(format!(
-                            "has scheme {:?}: a plugin is reached at http:// or https://",
-                            url.scheme()
-                        )),
-                    ))
-                }
-                Err(e) => {
-                    return Err((key("url"), named(format!("{:?} is not a URL: {e}", p.url))))
-                }
-            }
-            if !(1..=MAX_TIMEOUT_MS).contains(&p.timeout_ms) {
-                return Err((
-                    key("timeout_ms"),
-                    named(format!(
-                        "must be from 1 to {MAX_TIMEOUT_MS}, not {}",
-                        p.timeout_ms
-                    )),
-                ));
-            }
-            if !p.weight_multiplier.is_finite() {
-                return Err((
-                    key("weight_multiplier"),
-                    named("must be a finite number".into()),
-                ));
-            }
-            if p.event != PluginEvent::Weigh && p.weight_multiplier != 1.0 {
-                return Err((
-                    key("weight_multiplier"),
-                    named(format!(
-                        "is for weigh plugins; this one is registered for {:?}",
-                        p.event.as_str()
-                    )),
-                ));
-            }
+            Err(e) => return Err((key("url"), named(format!("{:?} is not a URL: {e}", p.url)))),
+        }
+        if !(1..=MAX_TIMEOUT_MS).contains(&p.timeout_ms) {
+            return Err((
+                key("timeout_ms"),
+                named(format!(
+                    "must be from 1 to {MAX_TIMEOUT_MS}, not {}",
+                    p.timeout_ms
+                )),
+            ));
+        }
+        if !p.weight_multiplier.is_finite() {
+            return Err((
+                key("weight_multiplier"),
+                named("must be a finite number".into()),
+            ));
+        }
+        if let Some(path) = &p.token_file {
+            read_token(path).map_err(|m| (key("token_file"), named(m)))?;
+        }
+        if let Some(path) = &p.ca_file {
+            read_ca(path).map_err(|m| (key("ca_file"), named(m)))?;
+        }
+        if p.event != PluginEvent::Weigh && p.weight_multiplier != 1.0 {
+            return Err((
+                key("weight_multiplier"),
+                named(format!(
+                    "is for weigh plugins; this one is registered for {:?}",
+                    p.event.as_str()
+                )),
+            ));
         }
         Ok(())
     }
+}
+
+/// The bearer token in `path`: one line, surrounding whitespace trimmed, header-safe.
+pub fn read_token(path: &str) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
+    if bytes.len() > MAX_TOKEN_BYTES {
+        return Err(format!(
+            "{path:?} holds {} bytes, more than a token's {MAX_TOKEN_BYTES}",
+            bytes.len()
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{path:?} is not UTF-8"))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("{path:?} is empty"));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err(format!(
+            "{path:?} holds characters an HTTP header cannot carry (more than one line?)"
+        ));
+    }
+    Ok(token.to_string())
+}
+
+/// The CA certificates in the PEM file `path` (at least one).
+pub fn read_ca(path: &str) -> Result<Vec<reqwest::Certificate>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&bytes)
+        .map_err(|e| format!("{path:?} is not a PEM bundle of certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{path:?} holds no PEM certificate"));
+    }
+    Ok(certs)
 }
 
 #[cfg(test)]
@@ -255,11 +331,16 @@ mod tests {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             ignorable: false,
             weight_multiplier: 1.0,
+            token_file: None,
+            ca_file: None,
         }
     }
 
     #[test]
     fn bad_entries_are_refused_naming_their_key() {
+        let empty = tempfile::NamedTempFile::new().expect("a temporary file");
+        let two_lines = tempfile::NamedTempFile::new().expect("a temporary file");
+        std::fs::write(two_lines.path(), "abc\ndef\n").expect("write");
         let ok = spec("tenant", PluginEvent::Select, "http://127.0.0.1:9/x");
         let cases: Vec<(PluginSpec, &str)> = vec![
             (spec("", PluginEvent::Select, "http://a/"), "chain[1].name"),
@@ -286,6 +367,27 @@ mod tests {
                     ..spec("x", PluginEvent::Filter, "http://a/")
                 },
                 "chain[1].weight_multiplier",
+            ),
+            (
+                PluginSpec {
+                    token_file: Some("/nonexistent/token".into()),
+                    ..spec("x", PluginEvent::Filter, "http://a/")
+                },
+                "chain[1].token_file",
+            ),
+            (
+                PluginSpec {
+                    ca_file: Some(empty.path().display().to_string()),
+                    ..spec("x", PluginEvent::Filter, "https://a/")
+                },
+                "chain[1].ca_file",
+            ),
+            (
+                PluginSpec {
+                    token_file: Some(two_lines.path().display().to_string()),
+                    ..spec("x", PluginEvent::Filter, "https://a/")
+                },
+                "chain[1].token_file",
             ),
         ];
         for (bad, key) in cases {
@@ -315,6 +417,11 @@ mod tests {
             ..PluginSettings::default()
         };
         assert_eq!(none.validate().unwrap_err().0, "claimed_queue");
+        let never = PluginSettings {
+            breaker_open_s: 0,
+            ..PluginSettings::default()
+        };
+        assert_eq!(never.validate().unwrap_err().0, "breaker_open_s");
     }
 
     #[test]

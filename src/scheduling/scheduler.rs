@@ -38,12 +38,16 @@ fn set_event_clock_reset(ledger: &Ledger, settings: &Settings) {
 
 /// The plugin chains of `settings` (rebuilt with the backend on every reload, so a SIGHUP
 /// changes them for new calls while running calls finish on the old ones).
-fn chains(settings: &Settings, stats: &Stats) -> Result<Arc<Chains>, BuildError> {
+fn chains(
+    settings: &Settings,
+    stats: &Stats,
+    clock: &SharedClock,
+) -> Result<Arc<Chains>, BuildError> {
     let k = settings.plugins.candidates_for(
         settings.scheduler.max_attempts,
         settings.policy.host_subset_size,
     );
-    Ok(Arc::new(Chains::build(&settings.plugins, k, stats)?))
+    Ok(Arc::new(Chains::build(&settings.plugins, k, stats, clock)?))
 }
 
 impl Scheduler {
@@ -73,7 +77,7 @@ impl Scheduler {
             clock: clock.clone(),
             placement: claims.clone(),
             resync: resync.clone(),
-            plugins: chains(&settings, &stats)?,
+            plugins: chains(&settings, &stats, &clock)?,
         };
         let backend = Backend::start(kind, deps).await?;
         set_event_clock_reset(&ledger, &settings);
@@ -102,7 +106,7 @@ impl Scheduler {
             clock: self.clock.clone(),
             placement: self.claims.clone(),
             resync: self.resync.clone(),
-            plugins: chains(settings, &self.stats)?,
+            plugins: chains(settings, &self.stats, &self.clock)?,
         };
         Backend::start(kind, deps).await
     }

@@ -17,7 +17,7 @@ mod window;
 
 pub use batch::{BatchFallback, BatchRound};
 pub use metrics::Metrics;
-pub use plugins::{PluginOutcome, PluginStats};
+pub use plugins::{BreakerState, PluginOutcome, PluginStats};
 /// Re-exported so that other parts can build the metrics they register in [`Metrics`].
 pub use prometheus_client;
 pub use rebalance::{RebalanceRefusal, RebalanceStats};
@@ -324,8 +324,19 @@ impl Stats {
             "plugin_calls",
             "Calls of each operator plugin by event and outcome (approved, modified, denied, \
              error, timeout, refused; skipped: a failure of an ignorable plugin, also counted \
-             under its outcome; dropped: a claimed notification the full queue had no room for)",
+             under its outcome, or a call an open breaker spared; dropped: a claimed notification \
+             the full queue had no room for; short_circuited: a call not made, its breaker open)",
             families.calls,
+        );
+        metrics.register(
+            "plugin_breaker_state",
+            "Each operator plugin's circuit breaker: 0 closed, 1 half-open (one trial call), 2 open",
+            families.breaker_state,
+        );
+        metrics.register(
+            "plugin_breaker_trips",
+            "Times each operator plugin's circuit breaker opened",
+            families.breaker_trips,
         );
         metrics.register(
             "plugin_call_duration_seconds",

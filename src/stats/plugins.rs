@@ -1,19 +1,21 @@
 //! Per-plugin figures (docs/plugins.md §6): for each plugin of each event chain, the calls and
 //! what came of them — approved, modified, denied, error, timeout, refused — the failures
 //! skipped because the plugin is `ignorable`, the `claimed` notifications dropped because its
-//! queue was full, and the latency of its calls. The same counters
-//! feed `/v1/stats` (`plugins`) and `/metrics` (`parasol_plugin_calls_total`,
-//! `parasol_plugin_call_duration_seconds`).
+//! queue was full, the latency of its calls, and its circuit breaker (state, trips, calls it
+//! spared). The same counters feed `/v1/stats` (`plugins`) and `/metrics`
+//! (`parasol_plugin_calls_total`, `parasol_plugin_call_duration_seconds`,
+//! `parasol_plugin_breaker_state`, `parasol_plugin_breaker_trips_total`).
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram as PromHistogram};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// What one call of a plugin came to.
@@ -76,6 +78,36 @@ impl PluginOutcome {
     }
 }
 
+/// Where a plugin's circuit breaker stands (docs/plugins.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Calls go to the plugin.
+    Closed = 0,
+    /// The cool-down has passed: one trial call goes to the plugin, the others are spared.
+    HalfOpen = 1,
+    /// Too many failures in a row: the plugin is not called until its cool-down has passed.
+    Open = 2,
+}
+
+impl BreakerState {
+    /// The name in `/v1/stats`; `/metrics` has the number (0, 1, 2).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::HalfOpen => "half_open",
+            BreakerState::Open => "open",
+        }
+    }
+
+    fn from_u8(v: u8) -> BreakerState {
+        match v {
+            1 => BreakerState::HalfOpen,
+            2 => BreakerState::Open,
+            _ => BreakerState::Closed,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct PluginLabel {
     plugin: String,
@@ -86,8 +118,9 @@ pub(super) struct PluginLabel {
 pub(super) struct OutcomeLabel {
     plugin: String,
     event: String,
-    /// A [`PluginOutcome`] name, `skipped` (a failure of an ignorable plugin) or `dropped`
-    /// (a `claimed` notification the full queue had no room for).
+    /// A [`PluginOutcome`] name, `skipped` (a failure of an ignorable plugin, or a call its
+    /// open breaker spared), `dropped` (a `claimed` notification the full queue had no room
+    /// for) or `short_circuited` (a call not made because its breaker was open).
     outcome: &'static str,
 }
 
@@ -104,6 +137,8 @@ fn call_histogram() -> PromHistogram {
 pub(super) struct PluginFamilies {
     pub(super) calls: Family<OutcomeLabel, Counter>,
     pub(super) duration: Histograms,
+    pub(super) breaker_state: Family<PluginLabel, Gauge>,
+    pub(super) breaker_trips: Family<PluginLabel, Counter>,
 }
 
 impl Default for PluginFamilies {
@@ -111,6 +146,8 @@ impl Default for PluginFamilies {
         PluginFamilies {
             calls: Family::default(),
             duration: Family::new_with_constructor(call_histogram),
+            breaker_state: Family::default(),
+            breaker_trips: Family::default(),
         }
     }
 }
@@ -121,11 +158,17 @@ pub struct PluginStats {
     outcomes: [AtomicU64; PluginOutcome::ALL.len()],
     skipped: AtomicU64,
     dropped: AtomicU64,
+    short_circuits: AtomicU64,
+    trips: AtomicU64,
+    breaker: AtomicU8,
     // parking_lot's lock: held for one histogram record, never across an await.
     latency_us: Mutex<Histogram<u64>>,
     counters: [Counter; PluginOutcome::ALL.len()],
     skipped_counter: Counter,
     dropped_counter: Counter,
+    short_circuit_counter: Counter,
+    trips_counter: Counter,
+    breaker_gauge: Gauge,
     duration: PromHistogram,
 }
 
@@ -165,8 +208,45 @@ impl PluginStats {
         self.skipped.load(Ordering::Relaxed)
     }
 
+    /// Counts a call not made because the breaker was open; `skipped` when the call went on
+    /// without the plugin (an ignorable one).
+    pub fn record_short_circuit(&self, skipped: bool) {
+        self.short_circuits.fetch_add(1, Ordering::Relaxed);
+        self.short_circuit_counter.inc();
+        if skipped {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            self.skipped_counter.inc();
+        }
+    }
+
+    /// Calls not made because the breaker was open.
+    pub fn short_circuits(&self) -> u64 {
+        self.short_circuits.load(Ordering::Relaxed)
+    }
+
+    /// Sets the breaker's state; a move to `Open` from another state is a trip.
+    pub fn set_breaker(&self, state: BreakerState) {
+        let before = self.breaker.swap(state as u8, Ordering::Relaxed);
+        self.breaker_gauge.set(state as i64);
+        if state == BreakerState::Open && before != BreakerState::Open as u8 {
+            self.trips.fetch_add(1, Ordering::Relaxed);
+            self.trips_counter.inc();
+        }
+    }
+
+    /// The breaker's state.
+    pub fn breaker(&self) -> BreakerState {
+        BreakerState::from_u8(self.breaker.load(Ordering::Relaxed))
+    }
+
+    /// Times the breaker opened.
+    pub fn trips(&self) -> u64 {
+        self.trips.load(Ordering::Relaxed)
+    }
+
     /// `{"calls", "approvals", "modifications", "denials", "errors", "timeouts", "refused",
-    /// "skipped", "dropped", "latency_ms": {p50, p90, p99, max, count}}`.
+    /// "skipped", "dropped", "short_circuited", "breaker", "trips", "latency_ms": {p50, p90,
+    /// p99, max, count}}`.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         let calls: u64 = PluginOutcome::ALL.iter().map(|o| self.count(*o)).sum();
@@ -176,6 +256,9 @@ impl PluginStats {
         }
         m.insert("skipped".into(), json!(self.skipped()));
         m.insert("dropped".into(), json!(self.dropped()));
+        m.insert("short_circuited".into(), json!(self.short_circuits()));
+        m.insert("breaker".into(), json!(self.breaker().as_str()));
+        m.insert("trips".into(), json!(self.trips()));
         m.insert(
             "latency_ms".into(),
             super::percentiles(&self.latency_us.lock()),
@@ -217,10 +300,16 @@ impl PluginRegistry {
                     outcomes: Default::default(),
                     skipped: AtomicU64::new(0),
                     dropped: AtomicU64::new(0),
+                    short_circuits: AtomicU64::new(0),
+                    trips: AtomicU64::new(0),
+                    breaker: AtomicU8::new(BreakerState::Closed as u8),
                     latency_us: Mutex::new(super::histogram()),
                     counters: PluginOutcome::ALL.map(|o| count(o.as_str())),
                     skipped_counter: count("skipped"),
                     dropped_counter: count("dropped"),
+                    short_circuit_counter: count("short_circuited"),
+                    trips_counter: self.families.breaker_trips.get_or_create(&plugin).clone(),
+                    breaker_gauge: self.families.breaker_state.get_or_create(&plugin).clone(),
                     duration,
                 })
             })

@@ -5,6 +5,8 @@
 mod plugin_server;
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../support/tls_front.rs"]
+mod tls_front;
 #[path = "../support/venv.rs"]
 mod venv;
 
@@ -22,6 +24,8 @@ mod metrics;
 mod monitor_metrics;
 mod moves;
 mod notifications;
+mod plugin_examples;
+mod plugin_transport;
 mod plugins;
 mod ready;
 mod rebalance;

@@ -20,6 +20,8 @@ fn plugin(name: &str, event: PluginEvent, url: String) -> PluginSpec {
         timeout_ms: 5_000,
         ignorable: false,
         weight_multiplier: 1.0,
+        token_file: None,
+        ca_file: None,
     }
 }
 

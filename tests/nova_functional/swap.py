@@ -31,7 +31,7 @@ from nova import objects
 from nova import test as nova_test
 from nova.scheduler import rpcapi as scheduler_rpcapi
 
-from nova_functional import parasol_config, transport
+from nova_functional import parasol_config, passthrough_plugins, transport
 from nova_functional.placement_tcp import Served
 from nova_functional.state import Current
 
@@ -155,7 +155,7 @@ class ExternalScheduler:
 
     def start(self):
         self.sections, record = self._sections()
-        self.text = parasol_config.toml(self.sections)
+        self.text = _text(self.sections)
         _remember_settings(record)
         with open(self.config_path, "w") as f:
             f.write(self.text)
@@ -213,7 +213,7 @@ class ExternalScheduler:
             return
         sections, record = self._sections()
         _remember_settings(record)
-        text = parasol_config.toml(sections)
+        text = _text(sections)
         if text == self.text:
             return
         Current.note("reloads", record)
@@ -275,6 +275,15 @@ class ExternalScheduler:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _text(sections):
+    """The TOML file of `sections`, with a pass-through plugin chain on every event when
+    `PARASOL_NF_PLUGINS=passthrough` (issue 47: the tests must pass with one)."""
+    text = parasol_config.toml(sections)
+    if os.environ.get("PARASOL_NF_PLUGINS") == "passthrough":
+        text += "\n" + passthrough_plugins.chain_toml()
+    return text
+
+
 def _remember_settings(record):
     """Adds what a start or a reload could not carry to the test's record (a test may set
     options after the scheduler started)."""
@@ -322,7 +331,16 @@ def _metrics(http_url):
     keep = ("requests", "placed", "no_valid_host", "declines")
     backends = {name: {k: b.get(k) for k in keep}
                 for name, b in (stats.get("backends") or {}).items()}
-    return {"backends": backends, "notifications": stats.get("notifications")}
+    out = {"backends": backends, "notifications": stats.get("notifications")}
+    # With a plugin chain (PARASOL_NF_PLUGINS): each plugin's calls and failures, so a run
+    # shows the chain was called and never failed.
+    plugin_keys = ("calls", "errors", "timeouts", "refused", "denials", "short_circuited")
+    plugins = {f"{event}/{name}": {k: p.get(k) for k in plugin_keys}
+               for event, names in (stats.get("plugins") or {}).items()
+               for name, p in names.items()}
+    if plugins:
+        out["plugins"] = plugins
+    return out
 
 
 def _dead_letters(queue):

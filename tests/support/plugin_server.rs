@@ -12,8 +12,14 @@ use std::sync::Arc;
 pub const DENY_REASON: &str = "tenant p is frozen during the maintenance window";
 /// The trait `/select/maintenance` forbids to tenant `tenant-x`.
 pub const MAINTENANCE_TRAIT: &str = "CUSTOM_MAINTENANCE";
+/// The trait `/select/flavor-family` requires of the `gpu.` flavor family.
+pub const GPU_TRAIT: &str = "CUSTOM_GPU_FAMILY";
+/// The bearer token paths under `/auth/` ask for (else 401).
+pub const TOKEN: &str = "s3cret-plugin-token";
 
-type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+/// Each request's path, body, and the headers a plugin is sent (`authorization`,
+/// `x-project-id`, `x-user-id`, as a JSON object of those present).
+type Seen = Arc<Mutex<Vec<(String, Value, Value)>>>;
 
 /// What the handlers share: the requests seen (and a count of them to wait on), and the gate
 /// `/gate` waits at.
@@ -22,6 +28,10 @@ struct Shared {
     seen: Seen,
     arrivals: Arc<tokio::sync::watch::Sender<usize>>,
     gate: Arc<tokio::sync::Semaphore>,
+    /// Whether `/toggle` answers 500 (else it approves).
+    failing: Arc<std::sync::atomic::AtomicBool>,
+    /// The carbon-intensity feed `/weigh/carbon` reads on every call (a file the test writes).
+    feed: Arc<Mutex<Option<std::path::PathBuf>>>,
 }
 
 pub struct PluginServer {
@@ -36,6 +46,8 @@ impl PluginServer {
             seen: Arc::default(),
             arrivals: Arc::new(tokio::sync::watch::channel(0).0),
             gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            failing: Arc::default(),
+            feed: Arc::default(),
         };
         let data = web::Data::new(shared.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
@@ -72,6 +84,29 @@ impl PluginServer {
         self.shared.gate.add_permits(n);
     }
 
+    /// Makes `/toggle` fail (500) or answer (an approval that keeps every candidate).
+    pub fn set_failing(&self, failing: bool) {
+        self.shared
+            .failing
+            .store(failing, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Points `/weigh/carbon` at a feed: a JSON file `{"<host>": gCO2 per kWh, …}`.
+    pub fn set_carbon_feed(&self, path: &std::path::Path) {
+        *self.shared.feed.lock() = Some(path.to_path_buf());
+    }
+
+    /// The headers of the requests `path` was sent, in order (see [`Seen`]).
+    pub fn headers(&self, path: &str) -> Vec<Value> {
+        self.shared
+            .seen
+            .lock()
+            .iter()
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, _, h)| h.clone())
+            .collect()
+    }
+
     /// The URL of behaviour `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
@@ -83,8 +118,8 @@ impl PluginServer {
             .seen
             .lock()
             .iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, v)| v.clone())
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, v, _)| v.clone())
             .collect()
     }
 }
@@ -117,8 +152,24 @@ async fn answer(
 ) -> HttpResponse {
     let path = req.path().to_string();
     let body = body.into_inner();
-    shared.seen.lock().push((path.clone(), body.clone()));
+    let mut headers = serde_json::Map::new();
+    for name in ["authorization", "x-project-id", "x-user-id"] {
+        if let Some(v) = req.headers().get(name).and_then(|v| v.to_str().ok()) {
+            headers.insert(name.into(), json!(v));
+        }
+    }
+    let bearer = headers.get("authorization").cloned();
+    shared
+        .seen
+        .lock()
+        .push((path.clone(), body.clone(), Value::Object(headers)));
     shared.arrivals.send_modify(|n| *n += 1);
+    // `/auth/<behaviour>`: `<behaviour>` for the holder of [`TOKEN`], 401 for anyone else.
+    let path = match path.strip_prefix("/auth") {
+        Some(rest) if bearer == Some(json!(format!("Bearer {TOKEN}"))) => rest.to_string(),
+        Some(_) => return HttpResponse::Unauthorized().body("no valid bearer token"),
+        None => path,
+    };
     match path.as_str() {
         "/select/approve" => ok(json!({"decision": "approve"})),
         "/select/deny" => ok(json!({"decision": "deny", "reason": DENY_REASON})),
@@ -143,6 +194,39 @@ async fn answer(
             None => ok(json!({})),
         },
         "/filter/remove-unknown" => ok(json!({"remove": {"not-offered": "x"}})),
+        // Issue 47's second example: the `gpu.` flavor family needs hosts with its trait.
+        "/select/flavor-family" => {
+            let family = body["request"]["flavor"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("gpu."));
+            if !family {
+                return ok(json!({"decision": "approve"}));
+            }
+            let mut required = body["request"]["required_traits"].clone();
+            if let Some(list) = required.as_array_mut() {
+                list.push(json!(GPU_TRAIT));
+            }
+            ok(json!({"decision": "modify", "request": {"required_traits": required}}))
+        }
+        // Issue 47's third example: weighs each candidate by the carbon intensity of its
+        // host's power, read from an outside feed on every call; the cleaner, the heavier.
+        "/weigh/carbon" => {
+            let feed: Value = shared
+                .feed
+                .lock()
+                .as_ref()
+                .and_then(|p| std::fs::read(p).ok())
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            let mut weights = serde_json::Map::new();
+            for c in body["candidates"].as_array().into_iter().flatten() {
+                let intensity = c["host"].as_str().and_then(|h| feed[h].as_f64());
+                if let (Some(uuid), Some(g)) = (c["uuid"].as_str(), intensity) {
+                    weights.insert(uuid.to_string(), json!(1000.0 - g));
+                }
+            }
+            ok(json!({"weights": weights}))
+        }
         p if p.starts_with("/weigh/prefer/") => {
             let host = json!(&p["/weigh/prefer/".len()..]);
             match candidate_where(&body, "host", &host) {
@@ -161,6 +245,10 @@ async fn answer(
         // Never answers: the caller's timeout ends the call.
         "/slow" => std::future::pending().await,
         "/fail" => HttpResponse::InternalServerError().body("the plugin crashed"),
+        "/toggle" if shared.failing.load(std::sync::atomic::Ordering::SeqCst) => {
+            HttpResponse::InternalServerError().body("the plugin is down")
+        }
+        "/toggle" => ok(json!({"decision": "approve"})),
         "/garbage" => HttpResponse::Ok()
             .content_type("application/json")
             .body("{not json"),

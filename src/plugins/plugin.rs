@@ -1,0 +1,125 @@
+//! One plugin of a chain: its spec, webhook, figures and breaker, and how a call of it is
+//! counted — an answer that counts closes the breaker; a failure feeds it and is skipped
+//! (ignorable) or ends the call; a call its open breaker spares fails or is skipped at once.
+
+use super::breaker::{Admit, Breaker};
+use super::chain::Stopped;
+use super::http::{CallError, Caller, HttpHook};
+use super::settings::{read_ca, PluginSpec};
+use super::wire::AnswerError;
+use crate::stats::{PluginOutcome, PluginStats};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One plugin registered for one event.
+pub(super) struct Plugin {
+    pub(super) spec: PluginSpec,
+    pub(super) hook: HttpHook,
+    pub(super) stats: Arc<PluginStats>,
+    pub(super) breaker: Breaker,
+}
+
+/// Why a plugin's call did not count.
+pub(super) enum Failure {
+    /// Not called: its breaker is open.
+    Open,
+    Call(CallError),
+    Answer(AnswerError),
+}
+
+/// One client per CA bundle (the bundled Mozilla roots when none), shared by the plugins that
+/// name it: one connection pool each.
+#[derive(Default)]
+pub(super) struct Clients(std::collections::HashMap<Option<String>, reqwest::Client>);
+
+impl Clients {
+    pub(super) fn get(&mut self, ca_file: Option<&str>) -> Result<reqwest::Client, String> {
+        let key = ca_file.map(str::to_string);
+        if let Some(client) = self.0.get(&key) {
+            return Ok(client.clone());
+        }
+        let mut builder =
+            reqwest::Client::builder().user_agent(concat!("parasol/", env!("CARGO_PKG_VERSION")));
+        if let Some(path) = ca_file {
+            builder = builder.tls_built_in_root_certs(false);
+            for cert in read_ca(path)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        self.0.insert(key, client.clone());
+        Ok(client)
+    }
+}
+
+impl Plugin {
+    /// Calls the plugin unless its breaker spares it.
+    pub(super) async fn call(&self, body: &Value, caller: Caller<'_>) -> Result<Value, Failure> {
+        if self.breaker.admit() == Admit::Spare {
+            return Err(Failure::Open);
+        }
+        self.hook.call(body, caller).await.map_err(Failure::Call)
+    }
+
+    /// Counts an answer that counts: the breaker closes.
+    pub(super) fn record(&self, outcome: PluginOutcome, started: Instant) {
+        self.breaker.success();
+        self.stats
+            .record(outcome, false, started.elapsed().as_micros() as u64);
+    }
+
+    /// Counts a failure (feeding the breaker); `Ok` when the chain goes on without the plugin
+    /// (it is ignorable, or `skip` says so).
+    pub(super) fn failed(
+        &self,
+        failure: Failure,
+        started: Instant,
+        skip: bool,
+    ) -> Result<(), Stopped> {
+        let event = self.spec.event.as_str();
+        let skip = skip || self.spec.ignorable;
+        let (outcome, detail) = match failure {
+            Failure::Open => return self.spared(skip),
+            Failure::Call(e @ CallError::Timeout(_)) => (PluginOutcome::Timeout, e.to_string()),
+            Failure::Call(e) => (PluginOutcome::Error, e.to_string()),
+            Failure::Answer(e @ AnswerError::Refused(_)) => (PluginOutcome::Refused, e.to_string()),
+            Failure::Answer(e) => (PluginOutcome::Error, e.to_string()),
+        };
+        let us = started.elapsed().as_micros() as u64;
+        self.stats.record(outcome, skip, us);
+        if self.breaker.failure() {
+            tracing::warn!(plugin = %self.spec.name, event, %detail, open_s = self.breaker.open_s(),
+                "a plugin failed too often in a row: its circuit breaker opened");
+        }
+        if skip {
+            tracing::warn!(plugin = %self.spec.name, event, %detail, "a plugin failed: skipped");
+            return Ok(());
+        }
+        tracing::warn!(plugin = %self.spec.name, event, %detail, "a plugin failed: the call fails");
+        Err(Stopped::Failed {
+            plugin: self.spec.name.clone(),
+            event,
+            detail,
+        })
+    }
+
+    /// A call its open breaker spared: skipped when `skip`, else the call fails at once.
+    fn spared(&self, skip: bool) -> Result<(), Stopped> {
+        self.stats.record_short_circuit(skip);
+        if skip {
+            return Ok(());
+        }
+        Err(Stopped::Failed {
+            plugin: self.spec.name.clone(),
+            event: self.spec.event.as_str(),
+            detail: format!(
+                "its circuit breaker is open (it failed too often in a row; next tried within \
+                 {} s)",
+                self.breaker.open_s()
+            ),
+        })
+    }
+}

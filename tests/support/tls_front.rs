@@ -1,0 +1,89 @@
+//! A TLS front for the plugin tests: a throw-away CA (rcgen) signs a certificate for
+//! 127.0.0.1 and `localhost`; a rustls listener on a loopback port terminates TLS with it and
+//! passes the bytes to a plain-HTTP server behind (the plugin server). The handshake is real:
+//! a client that does not trust the CA fails it. Stopped when dropped.
+#![allow(dead_code)]
+
+use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
+use std::sync::Arc;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::TlsAcceptor;
+
+pub struct TlsFront {
+    /// `https://127.0.0.1:<port>`.
+    pub base: String,
+    /// The CA's certificate, PEM: what a client must trust.
+    pub ca_pem: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A CA and a server certificate it signed, for 127.0.0.1 and `localhost`.
+fn certificates() -> (String, CertificateDer<'static>, PrivateKeyDer<'static>) {
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "parasol test plugin CA");
+    let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
+    let key = KeyPair::generate().expect("a server key");
+    let mut server = CertificateParams::new(vec!["localhost".to_string()]).expect("parameters");
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+    let cert = server
+        .signed_by(&key, &ca_cert, &ca_key)
+        .expect("the server certificate");
+    let der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    (ca_cert.pem(), cert.der().clone(), der)
+}
+
+impl TlsFront {
+    /// Terminates TLS on a loopback port and forwards each connection to `backend`
+    /// (`host:port`, plain HTTP).
+    pub async fn start(backend: String) -> TlsFront {
+        let (ca_pem, cert, key) = certificates();
+        let ring = tokio_rustls::rustls::crypto::ring::default_provider();
+        let config = ServerConfig::builder_with_provider(Arc::new(ring))
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .expect("the server's TLS configuration");
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
+        let port = listener.local_addr().expect("port").port();
+        let task = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                let backend = backend.clone();
+                tokio::spawn(async move {
+                    // A failed handshake (a client that does not trust the CA) just ends.
+                    let Ok(mut tls) = acceptor.accept(socket).await else {
+                        return;
+                    };
+                    let Ok(mut plain) = TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+            }
+        });
+        TlsFront {
+            base: format!("https://127.0.0.1:{port}"),
+            ca_pem,
+            task,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
