@@ -183,7 +183,7 @@ fn expected(stats: &Value) -> Map<String, Value> {
             put("batch.fallbacks", json!(fallbacks));
         }
     }
-    // The service's card: Flex, measured usage, operator plugins.
+    // The service's card: Flex, measured usage, operator plugins, provider trees, rebalancing.
     let mut put = |metric: String, v: Value| {
         want.insert(format!("service/{metric}"), v);
     };
@@ -221,6 +221,20 @@ fn expected(stats: &Value) -> Map<String, Value> {
                 json!(failures),
             );
         }
+    }
+    for (outcome, n) in stats["provider_trees"].as_object().into_iter().flatten() {
+        put(format!("provider_trees.{outcome}"), n.clone());
+    }
+    if let Some(rebalance) = stats.get("rebalance") {
+        put("rebalance.plans".into(), rebalance["plans"].clone());
+        put("rebalance.moves_planned".into(), rebalance["moves_planned"].clone());
+        let refused: u64 = rebalance["refused"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(_, n)| n.as_u64().unwrap())
+            .sum();
+        put("rebalance.refused".into(), json!(refused));
     }
     want
 }

@@ -123,7 +123,8 @@ function card(name, i, b, active) {
 }
 
 // What the whole service shows beside the backends: Flex's penalty and QoS, the hosts' measured
-// usage, the operator's plugin chains, and each plugin's calls, denials, failures and breaker.
+// usage, the operator's plugin chains, each plugin's calls, denials, failures and breaker, the
+// requests decided on Placement's provider trees by outcome, and the rebalancing planner.
 function serviceCard(stats) {
   const div = document.createElement("div");
   div.className = "backend";
@@ -160,6 +161,21 @@ function serviceCard(stats) {
         cell("service", key + "failures", p.errors + p.timeouts + p.refused, "count"));
       row(table, label + " breaker", cell("service", key + "breaker", p.breaker, "state"));
     }
+  }
+  const trees = stats.provider_trees;
+  if (trees) {
+    for (const [outcome, n] of Object.entries(trees).sort()) {
+      row(table, "provider-tree requests: " + outcome,
+        cell("service", "provider_trees." + outcome, n, "count"));
+    }
+  }
+  const rebalance = stats.rebalance;
+  if (rebalance) {
+    row(table, "rebalance plans", cell("service", "rebalance.plans", rebalance.plans, "count"));
+    row(table, "rebalance moves planned",
+      cell("service", "rebalance.moves_planned", rebalance.moves_planned, "count"));
+    const refused = Object.values(rebalance.refused || {}).reduce((a, b) => a + b, 0);
+    row(table, "rebalance plans refused", cell("service", "rebalance.refused", refused, "count"));
   }
   div.append(h, table);
   return div;
