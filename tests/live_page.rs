@@ -227,7 +227,10 @@ fn expected(stats: &Value) -> Map<String, Value> {
     }
     if let Some(rebalance) = stats.get("rebalance") {
         put("rebalance.plans".into(), rebalance["plans"].clone());
-        put("rebalance.moves_planned".into(), rebalance["moves_planned"].clone());
+        put(
+            "rebalance.moves_planned".into(),
+            rebalance["moves_planned"].clone(),
+        );
         let refused: u64 = rebalance["refused"]
             .as_object()
             .into_iter()

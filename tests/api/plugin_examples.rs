@@ -5,25 +5,10 @@
 //! `a_select_plugin_forbidding_a_trait_keeps_the_tenant_off_hosts_with_it`.
 
 use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
-use crate::plugin_server::{PluginServer, GPU_TRAIT};
+use crate::plugin_server::{plugin, PluginServer, GPU_TRAIT};
 use parasol::configuration::BackendKind;
-use parasol::plugins::{PluginEvent, PluginSpec, Transport};
+use parasol::plugins::{PluginEvent, PluginSpec};
 use serde_json::{json, Value};
-
-fn plugin(name: &str, event: PluginEvent, url: String) -> PluginSpec {
-    PluginSpec {
-        name: name.into(),
-        event,
-        order: 0,
-        transport: Transport::Http,
-        url,
-        timeout_ms: 5_000,
-        ignorable: false,
-        weight_multiplier: 1.0,
-        token_file: None,
-        ca_file: None,
-    }
-}
 
 /// A filter-backend app with `chain` and `hosts` (name, MiB of RAM, traits); Nova's default
 /// weighers rank them by free RAM.

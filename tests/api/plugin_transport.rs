@@ -4,28 +4,13 @@
 //! and a real TLS handshake (`support/tls_front.rs`).
 
 use super::helpers::{flavor, settings, spawn_with_clock, TestApp};
-use crate::plugin_server::{PluginServer, TOKEN};
+use crate::plugin_server::{plugin, PluginServer, TOKEN};
 use crate::tls_front::TlsFront;
 use parasol::clock::{ManualClock, SharedClock};
 use parasol::configuration::BackendKind;
-use parasol::plugins::{PluginEvent, PluginSettings, PluginSpec, Transport};
+use parasol::plugins::{PluginEvent, PluginSettings, PluginSpec};
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-fn plugin(name: &str, event: PluginEvent, url: String) -> PluginSpec {
-    PluginSpec {
-        name: name.into(),
-        event,
-        order: 0,
-        transport: Transport::Http,
-        url,
-        timeout_ms: 5_000,
-        ignorable: false,
-        weight_multiplier: 1.0,
-        token_file: None,
-        ca_file: None,
-    }
-}
 
 /// A filter-backend app with `plugins` on `clock`, and two hosts.
 async fn app_with(plugins: PluginSettings, clock: SharedClock) -> TestApp {

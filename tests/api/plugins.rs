@@ -5,25 +5,10 @@
 
 use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
 use crate::on_both_engines;
-use crate::plugin_server::{PluginServer, DENY_REASON, MAINTENANCE_TRAIT};
+use crate::plugin_server::{plugin, PluginServer, DENY_REASON, MAINTENANCE_TRAIT};
 use parasol::configuration::BackendKind;
-use parasol::plugins::{PluginEvent, PluginSettings, PluginSpec, Transport};
+use parasol::plugins::{PluginEvent, PluginSettings, PluginSpec};
 use serde_json::{json, Value};
-
-fn plugin(name: &str, event: PluginEvent, url: String) -> PluginSpec {
-    PluginSpec {
-        name: name.into(),
-        event,
-        order: 0,
-        transport: Transport::Http,
-        url,
-        timeout_ms: 5_000,
-        ignorable: false,
-        weight_multiplier: 1.0,
-        token_file: None,
-        ca_file: None,
-    }
-}
 
 /// A filter-backend app with `chain`, and three hosts the default (Nova) weighers rank
 /// `big`, `mid`, `small` by free RAM; `big` carries the maintenance trait.

@@ -255,3 +255,24 @@ async fn answer(
         _ => HttpResponse::NotFound().finish(),
     }
 }
+
+/// A webhook plugin of `event` at `url`: order 0, a 5 s timeout, not ignorable, no token or
+/// CA file (each test changes what it needs).
+pub fn plugin(
+    name: &str,
+    event: parasol::plugins::PluginEvent,
+    url: String,
+) -> parasol::plugins::PluginSpec {
+    parasol::plugins::PluginSpec {
+        name: name.into(),
+        event,
+        order: 0,
+        transport: parasol::plugins::Transport::Http,
+        url,
+        timeout_ms: 5_000,
+        ignorable: false,
+        weight_multiplier: 1.0,
+        token_file: None,
+        ca_file: None,
+    }
+}
