@@ -120,6 +120,18 @@ impl Api {
             .expect("json")
     }
 
+    /// `/metrics`, Prometheus's text.
+    async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.address))
+            .send()
+            .await
+            .expect("get /metrics")
+            .text()
+            .await
+            .expect("text")
+    }
+
     /// `POST /v1/select_destinations` with Selection objects and alternates.
     async fn select(&self, spec: &Value, uuids: &[String]) -> (u16, Value) {
         let body = json!({"spec_obj": spec, "instance_uuids": uuids,
@@ -538,15 +550,7 @@ async fn claims_in_placement_match_the_ledger_after_a_seeded_series() {
         },
     )
     .await;
-    let metrics = parasol
-        .http
-        .get(format!("{}/metrics", parasol.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = parasol.metrics().await;
     assert!(
         metrics.contains("parasol_placement_repairs_total{kind=\"moved\"}"),
         "{metrics}"

@@ -506,6 +506,9 @@ const MAX_GROUP: usize = 64;
 /// groups on the same hosts can collide (issue 40's soak saw it with no fault injected).
 const CONFLICT_RETRIES: usize = 3;
 
+/// Where a queued claim's answer arrives.
+type ClaimAnswer = tokio::sync::oneshot::Receiver<Result<ClaimOutcome, LedgerError>>;
+
 /// A claim reserved in the table and waiting for the database.
 #[derive(Debug)]
 pub(crate) struct PendingClaim {
@@ -599,27 +602,12 @@ impl Ledger {
         demand: &Resources,
         now_ms: i64,
     ) -> Result<ClaimOutcome, LedgerError> {
-        if !demand.is_non_negative() || demand.is_zero() {
-            return Err(LedgerError::Invalid(format!(
-                "a claim needs a positive amount of some class: {}",
-                resources_json(demand)
-            )));
-        }
-        if self.table().reserve(host, demand) == crate::table::Reserve::NoRoom {
+        let Some((pending, answer)) = self.reserved(host, instance_uuid, demand, now_ms, false)?
+        else {
             return Ok(ClaimOutcome::Declined);
-        }
+        };
         // From here the reservation belongs to the queue: nothing between the reserve and
         // the push awaits, so a caller that gives up cannot leave it behind.
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let pending = PendingClaim {
-            host,
-            instance_uuid: instance_uuid.to_string(),
-            demand: *demand,
-            json: resources_json(demand),
-            now_ms,
-            reply,
-            joined: false,
-        };
         if let Some(hot) = &self.hot {
             let job = Box::new(HotClaim {
                 claim: pending,
@@ -641,6 +629,39 @@ impl Ledger {
         })?
     }
 
+    /// A claim of `demand` on `host` checked and reserved in the live table, ready to queue
+    /// with the receiver of its answer; `None` when the table has no room (declined at once).
+    /// `joined`: queued right after the claim before it, to commit in its group.
+    fn reserved(
+        &self,
+        host: HostId,
+        instance_uuid: &str,
+        demand: &Resources,
+        now_ms: i64,
+        joined: bool,
+    ) -> Result<Option<(PendingClaim, ClaimAnswer)>, LedgerError> {
+        if !demand.is_non_negative() || demand.is_zero() {
+            return Err(LedgerError::Invalid(format!(
+                "a claim needs a positive amount of some class: {}",
+                resources_json(demand)
+            )));
+        }
+        if self.table().reserve(host, demand) == crate::table::Reserve::NoRoom {
+            return Ok(None);
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let pending = PendingClaim {
+            host,
+            instance_uuid: instance_uuid.to_string(),
+            demand: *demand,
+            json: resources_json(demand),
+            now_ms,
+            reply,
+            joined,
+        };
+        Ok(Some((pending, answer)))
+    }
+
     /// Claims several instances as one group (a multi-create decided at once, docs/
     /// architecture.md §12.5): each reserved in the live table as [`Ledger::claim`] does, then
     /// all queued at once — on SQLite as one job of the hot writer, on PostgreSQL together
@@ -656,29 +677,15 @@ impl Ledger {
         let mut pending = Vec::with_capacity(claims.len());
         let mut waiting = Vec::with_capacity(claims.len());
         for &(host, instance_uuid, demand) in claims {
-            if !demand.is_non_negative() || demand.is_zero() {
-                answers.push(Some(Err(LedgerError::Invalid(format!(
-                    "a claim needs a positive amount of some class: {}",
-                    resources_json(demand)
-                )))));
-                continue;
+            match self.reserved(host, instance_uuid, demand, now_ms, !waiting.is_empty()) {
+                Err(invalid) => answers.push(Some(Err(invalid))),
+                Ok(None) => answers.push(Some(Ok(ClaimOutcome::Declined))),
+                Ok(Some((claim, answer))) => {
+                    pending.push(claim);
+                    waiting.push((answers.len(), answer));
+                    answers.push(None);
+                }
             }
-            if self.table().reserve(host, demand) == crate::table::Reserve::NoRoom {
-                answers.push(Some(Ok(ClaimOutcome::Declined)));
-                continue;
-            }
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            pending.push(PendingClaim {
-                host,
-                instance_uuid: instance_uuid.to_string(),
-                demand: *demand,
-                json: resources_json(demand),
-                now_ms,
-                reply,
-                joined: !waiting.is_empty(),
-            });
-            waiting.push((answers.len(), answer));
-            answers.push(None);
         }
         // From the first reservation to the queue nothing awaits (see `claim`).
         if !pending.is_empty() {

@@ -225,15 +225,7 @@ async fn requests_on_provider_trees_are_placed_and_claimed_on_placement_s_candid
     let counted = parasol.get("/v1/stats").await["provider_trees"].clone();
     assert_eq!(counted["found"], 4, "{counted}");
     assert!(counted["none"].as_u64().unwrap() >= 1, "{counted}");
-    let metrics = parasol
-        .http
-        .get(format!("{}/metrics", parasol.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = parasol.metrics().await;
     assert!(
         metrics.contains("parasol_placement_candidates_total{kind=\"found\"} 4"),
         "{metrics}"

@@ -5,7 +5,7 @@
 use clap::Args;
 use parasol::control::{
     fmu_evaluate, rebalance, replay_plan, FmuParams, FmuProblem, GbmParams, GroupPolicy, MoveRules,
-    PlanLimits, RebalanceInput, ServerGroup, Solver,
+    PlanLimits, RebalanceInput, RebalancePlan, ServerGroup, Solver,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -103,36 +103,10 @@ pub fn run(args: &FmuScaleArgs) -> anyhow::Result<()> {
     );
     println!("| seed | plan (ms) | moves | steps | C before | C after | replay |");
     println!("|---|---|---|---|---|---|---|");
-    let limits = PlanLimits {
-        max_concurrent_per_source: 1,
-        parallel: 2,
-    };
-    let params = FmuParams::equal(1);
     for seed in args.seed..args.seed + args.runs.max(1) {
-        let c = cloud(args, seed);
-        let usage: Vec<f64> = fmu_evaluate(&c.problem, &c.current, &params)?
-            .allocations
-            .iter()
-            .map(|a| a[0])
-            .collect();
-        let input = RebalanceInput {
-            problem: &c.problem,
-            usage: &usage,
-            names: &c.names,
-            current: &c.current,
-            rules: &c.rules,
-            params: &params,
-            resistance: 0.05,
-        };
-        let solver = Solver::Gbm(GbmParams {
-            max_moves: Some(args.max_moves),
-            ..GbmParams::default()
-        });
         let started = Instant::now();
-        let plan = rebalance(&input, solver, limits, seed)?;
+        let plan = plan_cloud(args, seed)?;
         let ms = started.elapsed().as_secs_f64() * 1_000.0;
-        replay_plan(&c.current, &plan.plan.steps, &c.rules, limits)
-            .map_err(|e| anyhow::anyhow!("seed {seed}: the replay refused the plan: {e}"))?;
         println!(
             "| {seed} | {ms:.0} | {} | {} | {:.4} | {:.4} | ok |",
             plan.plan.moves().count(),
@@ -142,6 +116,41 @@ pub fn run(args: &FmuScaleArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The command's limits: one move per source host, two at once.
+const LIMITS: PlanLimits = PlanLimits {
+    max_concurrent_per_source: 1,
+    parallel: 2,
+};
+
+/// The GBM plan of the cloud of `seed` (usage = what fair sharing gives each VM now), replayed
+/// step by step (an error when the replay refuses it).
+fn plan_cloud(args: &FmuScaleArgs, seed: u64) -> anyhow::Result<RebalancePlan> {
+    let params = FmuParams::equal(1);
+    let c = cloud(args, seed);
+    let usage: Vec<f64> = fmu_evaluate(&c.problem, &c.current, &params)?
+        .allocations
+        .iter()
+        .map(|a| a[0])
+        .collect();
+    let input = RebalanceInput {
+        problem: &c.problem,
+        usage: &usage,
+        names: &c.names,
+        current: &c.current,
+        rules: &c.rules,
+        params: &params,
+        resistance: 0.05,
+    };
+    let solver = Solver::Gbm(GbmParams {
+        max_moves: Some(args.max_moves),
+        ..GbmParams::default()
+    });
+    let plan = rebalance(&input, solver, LIMITS, seed)?;
+    replay_plan(&c.current, &plan.plan.steps, &c.rules, LIMITS)
+        .map_err(|e| anyhow::anyhow!("seed {seed}: the replay refused the plan: {e}"))?;
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -159,31 +168,10 @@ mod tests {
             runs: 2,
         };
         for seed in 1..3 {
-            let c = cloud(&args, seed);
-            let params = FmuParams::equal(1);
-            let usage = vec![0.0; args.vms];
-            let input = RebalanceInput {
-                problem: &c.problem,
-                usage: &usage,
-                names: &c.names,
-                current: &c.current,
-                rules: &c.rules,
-                params: &params,
-                resistance: 0.05,
-            };
-            let solver = Solver::Gbm(GbmParams {
-                max_moves: Some(10),
-                ..GbmParams::default()
-            });
-            let limits = PlanLimits {
-                max_concurrent_per_source: 1,
-                parallel: 2,
-            };
-            let plan = rebalance(&input, solver, limits, seed).unwrap();
+            let plan = plan_cloud(&args, seed).unwrap();
             let moves = plan.plan.moves().count();
             assert!((1..=10).contains(&moves), "{moves}");
             assert!(plan.after.cost < plan.before.cost);
-            replay_plan(&c.current, &plan.plan.steps, &c.rules, limits).unwrap();
             // The hot hosts (0 and 1) are the sources.
             assert!(plan.plan.moves().all(|m| m.from < 2), "{:?}", plan.plan);
         }
