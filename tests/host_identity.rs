@@ -53,8 +53,11 @@ fn ironic_node(seed: &str) -> Value {
 /// `ironic` with three nodes, `compute2` disabled and `compute3` forced down; `compute1` in
 /// zone `az-one` and `ironic` in zone `az-bm` (host aggregates in the API database).
 fn spec(db: &Databases) -> Value {
+    // compute1's monitors reported (`compute_monitors`): the resource tracker stored them.
+    let mut compute1 = libvirt_node("compute1.example.org");
+    compute1["metrics"] = json!({"cpu.percent": 29, "cpu.frequency": 2400});
     let services = json!([
-        {"host": "compute1", "nodes": [libvirt_node("compute1.example.org")]},
+        {"host": "compute1", "nodes": [compute1]},
         {"host": "ironic", "nodes": [ironic_node("bm1"), ironic_node("bm2"), ironic_node("bm3")]},
         {"host": "compute2", "disabled_reason": "hardware maintenance",
          "nodes": [libvirt_node("compute2.example.org")]},
@@ -214,8 +217,65 @@ fn selections(body: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The monitor metrics of `compute_nodes.metrics` reach the usage table as nova-scheduler's
+/// `HostState` reads them: `cpu.percent` 29 is stored as 0.29 and read back as
+/// `int(0.29 * 100)` = 28, in Nova as here.
+async fn assert_metrics_read_from_compute_nodes(app: &Served) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats: Value = app
+            .client
+            .get(format!("{}/v1/stats", app.address))
+            .send()
+            .await
+            .expect("stats")
+            .json()
+            .await
+            .expect("json");
+        if stats["usage"]["accepted"]["nova_db"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no metrics read from compute_nodes: {stats}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let hosts: Value = app
+        .client
+        .get(format!("{}/v1/hosts", app.address))
+        .send()
+        .await
+        .expect("hosts")
+        .json()
+        .await
+        .expect("json");
+    let of = |node: &str| {
+        hosts["hosts"]
+            .as_array()
+            .expect("hosts")
+            .iter()
+            .find(|h| h["node"] == node)
+            .map(|h| h["measured"]["metrics"].clone())
+            .unwrap_or_else(|| panic!("{node} listed: {hosts}"))
+    };
+    let metrics = of("compute1.example.org");
+    assert_eq!(metrics["source"], "nova_db", "{metrics}");
+    assert_eq!(metrics["values"]["cpu.percent"]["value"], 28.0, "{metrics}");
+    assert_eq!(
+        metrics["values"]["cpu.frequency"]["value"], 2400.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        of("compute2.example.org"),
+        Value::Null,
+        "no metrics stored, none read"
+    );
+}
+
 async fn selections_name_the_service_host(engine: Engine) {
     let (app, _db, nova) = serve(engine).await;
+    assert_metrics_read_from_compute_nodes(&app).await;
     let cell = nova["cell_uuids"]["cell1"]
         .as_str()
         .expect("cell1")

@@ -31,11 +31,17 @@ fn as_nova_sees_it(view: NodeView<'_>, now_ms: i64) -> Value {
         .iter()
         .map(|s| json!([s.arch, s.hv_type, s.vm_mode]))
         .collect();
+    // Nova's `MonitorMetric.value` is an integer.
+    let metrics: serde_json::Map<String, Value> = node
+        .metrics
+        .iter()
+        .map(|m| (m.name.clone(), json!(m.value as i64)))
+        .collect();
     json!({"cell_uuid": view.cell_uuid().to_string(), "host": view.service_host(), "node": node.node,
            "uuid": node.uuid.to_string(), "hypervisor_hostname": node.node,
            "hypervisor_type": node.hypervisor_type, "hypervisor_version": node.hypervisor_version,
            "supported_instances": supported, "cpu_info": node.cpu_info,
-           "numa": node.has_numa_topology, "pci_pools": node.pci_pools,
+           "numa": node.has_numa_topology, "pci_pools": node.pci_pools, "metrics": metrics,
            "up": service.is_up(now_ms, DOWN_TIME_S), "disabled": service.disabled,
            "disabled_reason": service.disabled_reason, "forced_down": service.forced_down,
            "version": service.version})

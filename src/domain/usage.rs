@@ -17,15 +17,23 @@ pub enum UsageSource {
     HostState,
     /// Nova's versioned `metrics.update` notification (`compute_monitors`; host CPU only).
     NovaMetrics,
+    /// The `metrics` column of the node's `compute_nodes` row, read through `[nova_db]`
+    /// (where nova-scheduler's `HostState` reads them): monitor metrics only.
+    NovaDb,
 }
 
 impl UsageSource {
-    pub const ALL: [UsageSource; 2] = [UsageSource::HostState, UsageSource::NovaMetrics];
+    pub const ALL: [UsageSource; 3] = [
+        UsageSource::HostState,
+        UsageSource::NovaMetrics,
+        UsageSource::NovaDb,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             UsageSource::HostState => "host_state",
             UsageSource::NovaMetrics => "nova_metrics",
+            UsageSource::NovaDb => "nova_db",
         }
     }
 }

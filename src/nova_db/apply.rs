@@ -10,7 +10,8 @@ use super::refresh::{refresh_loop, RefreshState};
 use super::snapshot::NovaDbSnapshot;
 use crate::cloud::Cloud;
 use crate::domain::ComputeFacts;
-use crate::table::{HostTable, NodeRecord, NodeRecords};
+use crate::domain::UsageSource;
+use crate::table::{HostTable, NodeRecord, NodeRecords, NodeRef, UsageReading};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -177,11 +178,52 @@ pub async fn run_nova_db(
             }
             let now_ms = clock.now_ms();
             table.set_records(Arc::new(node_records(&snapshot, now_ms, down_time_s)));
+            record_metrics(&table, &snapshot, now_ms);
             log_changes(&table, &mut logged, &snapshot, now_ms, down_time_s);
             previous = Some(snapshot);
         }
     };
     tokio::join!(refresh, apply, aggregates);
+}
+
+/// The monitor metrics of each node of `snapshot` that lists some, as a reading of the
+/// table's soft state (`MetricsFilter`, `MetricsWeigher`): nova-scheduler reads them from the
+/// same column. A reading the table refuses (a node it does not have yet, a value below 0,
+/// metrics older than a `metrics.update` already taken) is counted there and logged at debug:
+/// the next read offers it again.
+pub fn metric_readings(snapshot: &NovaDbSnapshot) -> Vec<UsageReading> {
+    snapshot
+        .nodes()
+        .filter(|v| !v.node.metrics.is_empty())
+        .map(|v| {
+            let metrics: Vec<(String, f64, Option<i64>)> = v
+                .node
+                .metrics
+                .iter()
+                .map(|m| (m.name.clone(), m.value, m.at_ms))
+                .collect();
+            UsageReading {
+                node: NodeRef::Uuid(v.node.uuid.to_string()),
+                source: UsageSource::NovaDb,
+                at_ms: metrics
+                    .iter()
+                    .filter_map(|m| m.2)
+                    .max()
+                    .or(v.node.updated_at_ms),
+                classes: Vec::new(),
+                instances: Vec::new(),
+                metrics,
+            }
+        })
+        .collect()
+}
+
+fn record_metrics(table: &HostTable, snapshot: &NovaDbSnapshot, now_ms: i64) {
+    for reading in metric_readings(snapshot) {
+        if let Err(e) = table.record_usage(&reading, now_ms) {
+            tracing::debug!(node = ?reading.node, reason = e.reason.as_str(), error = %e, "monitor metrics of compute_nodes not taken");
+        }
+    }
 }
 
 /// Logs each table host whose schedulability changed since it was last logged (every one,

@@ -74,11 +74,13 @@ mod sql;
 mod template;
 mod url;
 
-pub use apply::{load_aggregates, node_records, run_nova_db, unschedulable_reason};
+pub use apply::{
+    load_aggregates, metric_readings, node_records, run_nova_db, unschedulable_reason,
+};
 pub use reader::{AggregatesRead, Discovery, NovaDbReader};
 pub use records::{
-    CellMapping, CellSnapshot, ComputeNodeRecord, Liveness, RejectedNode, ServiceRecord,
-    SkippedAggregate, SupportedInstance,
+    CellMapping, CellSnapshot, ComputeNodeRecord, Liveness, NodeMetric, RejectedNode,
+    ServiceRecord, SkippedAggregate, SupportedInstance,
 };
 pub use refresh::{refresh_loop, RefreshState};
 pub use settings::{CellSetting, NovaDbSettings, SecretUrl, CELL0_UUID};

@@ -339,6 +339,7 @@ fn node(row: &NodeRow, service: Option<Arc<ServiceRecord>>) -> Result<ComputeNod
         pci_free: records::pci_free(row.pci_stats.as_deref()),
         host_ip: records::host_ip(row.host_ip.as_deref()),
         failed_builds: records::failed_builds(row.stats.as_deref()),
+        metrics: records::monitor_metrics(row.metrics.as_deref())?,
         mapped: row.mapped.map_or(0, i64::from),
         updated_at_ms: epoch_ms(row.updated_at),
         service,

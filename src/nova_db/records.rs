@@ -120,10 +120,82 @@ pub struct ComputeNodeRecord {
     pub host_ip: Option<std::net::IpAddr>,
     /// `stats["failed_builds"]` (`BuildFailureWeigher`), 0 when absent.
     pub failed_builds: i64,
+    /// The node's monitor metrics (`metrics`), as nova-scheduler's `HostState` holds them
+    /// (`MetricsFilter`, `MetricsWeigher`).
+    pub metrics: Vec<NodeMetric>,
     /// Whether `nova-manage cell_v2 discover_hosts` has mapped the node.
     pub mapped: i64,
     pub updated_at_ms: Option<i64>,
     pub service: Arc<ServiceRecord>,
+}
+
+/// One monitor metric of a node's `metrics` column.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeMetric {
+    pub name: String,
+    pub value: f64,
+    /// Its `timestamp`, ms since the epoch (UTC); `None` when absent or unreadable.
+    pub at_ms: Option<i64>,
+}
+
+/// The metrics whose value the resource tracker stores divided by 100 and
+/// `MonitorMetricList.from_json` multiplies back (Nova's `FIELDS_REQUIRING_CONVERSION`).
+const STORED_AS_FRACTION: [&str; 5] = [
+    "cpu.user.percent",
+    "cpu.kernel.percent",
+    "cpu.idle.percent",
+    "cpu.iowait.percent",
+    "cpu.percent",
+];
+
+/// `metrics` as nova-scheduler reads it (`MonitorMetricList.from_json`): a JSON list of
+/// `{name, value, timestamp, source}`, the percentages stored as fractions brought back to
+/// percent and every value an integer, so that a value is the one `metrics.update` notifies. An entry without a numeric
+/// `value` (`numa.membw.current`'s per-cell values) weighs nothing in Nova's `MetricsWeigher`
+/// and is left out; text that is not such a list is none, and says why.
+pub(super) fn monitor_metrics(text: Option<&str>) -> Result<Vec<NodeMetric>, String> {
+    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let entries: Vec<Value> =
+        serde_json::from_str(text).map_err(|e| format!("metrics is not a JSON list: {e}"))?;
+    let mut metrics = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let Some(name) = entry.get("name").and_then(Value::as_str) else {
+            return Err(format!("metrics entry {entry} has no name"));
+        };
+        let Some(value) = entry.get("value").and_then(Value::as_f64) else {
+            continue;
+        };
+        // `MonitorMetric.value` is an `IntegerField`: Nova coerces with `int()`, truncating
+        // (0.29 stored is 28 read back, as in Nova).
+        let value = if STORED_AS_FRACTION.contains(&name) {
+            (value * 100.0).trunc()
+        } else {
+            value.trunc()
+        };
+        let at_ms = entry
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(strtime_ms);
+        metrics.push(NodeMetric {
+            name: name.to_string(),
+            value,
+            at_ms,
+        });
+    }
+    Ok(metrics)
+}
+
+/// Nova's `utils.strtime` (`%Y-%m-%dT%H:%M:%S.%f`, UTC) in ms since the epoch; an offset,
+/// if one is written, is honoured.
+fn strtime_ms(text: &str) -> Option<i64> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Some(t.timestamp_millis());
+    }
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+        .ok()
+        .map(|t| t.and_utc().timestamp_millis())
 }
 
 /// A compute node Nova's scheduler would not consider either, and why.

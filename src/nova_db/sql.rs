@@ -60,6 +60,9 @@ pub(super) struct NodeRow {
     pub host_ip: Option<String>,
     /// `stats`: the compute node's JSON counters (`failed_builds`, …).
     pub stats: Option<String>,
+    /// `metrics`: the node's monitor metrics as the resource tracker stores them (a JSON list
+    /// of `MonitorMetric.to_dict()`).
+    pub metrics: Option<String>,
     pub mapped: Option<i32>,
     pub updated_at: Option<NaiveDateTime>,
 }
@@ -106,15 +109,16 @@ const SERVICES: &str = "SELECT s.id, s.uuid, s.host, s.disabled, s.disabled_reas
 /// `compute_nodes`, with `host_ip` as the column (MySQL, where Nova stores a string).
 const COMPUTE_NODES: &str = "SELECT cn.id, cn.uuid, cn.host, cn.hypervisor_hostname, \
      cn.hypervisor_type, cn.hypervisor_version, cn.supported_instances, cn.cpu_info, \
-     cn.numa_topology, cn.pci_stats, cn.host_ip, cn.stats, cn.mapped, cn.updated_at \
+     cn.numa_topology, cn.pci_stats, cn.host_ip, cn.stats, cn.metrics, cn.mapped, \
+     cn.updated_at \
      FROM compute_nodes cn WHERE cn.deleted = 0 ORDER BY cn.id";
 
 /// The same with `host_ip` cast to text: PostgreSQL's column is `inet` (SQLite's a string,
 /// which the cast leaves alone); MySQL has no `CAST(… AS TEXT)`.
 const COMPUTE_NODES_TEXT_IP: &str = "SELECT cn.id, cn.uuid, cn.host, cn.hypervisor_hostname, \
      cn.hypervisor_type, cn.hypervisor_version, cn.supported_instances, cn.cpu_info, \
-     cn.numa_topology, cn.pci_stats, CAST(cn.host_ip AS TEXT) AS host_ip, cn.stats, cn.mapped, \
-     cn.updated_at FROM compute_nodes cn WHERE cn.deleted = 0 ORDER BY cn.id";
+     cn.numa_topology, cn.pci_stats, CAST(cn.host_ip AS TEXT) AS host_ip, cn.stats, cn.metrics, \
+     cn.mapped, cn.updated_at FROM compute_nodes cn WHERE cn.deleted = 0 ORDER BY cn.id";
 
 /// Runs one query on whichever pool this is, decoding rows of type `$row`.
 macro_rules! fetch_all {

@@ -13,7 +13,8 @@ fn libvirt_node(name: &str) -> Value {
            "supported_instances": [["x86_64", "kvm", "hvm"], ["i686", "kvm", "hvm"]],
            "cpu_info": {"arch": "x86_64", "model": "Nehalem", "vendor": "Intel",
                         "topology": {"sockets": 1, "cores": 4, "threads": 2}, "features": ["vmx", "sse4.2"]},
-           "numa": true, "pci_pools": 1, "mapped": 1})
+           "numa": true, "pci_pools": 1, "mapped": 1,
+           "metrics": {"cpu.percent": 29, "cpu.frequency": 2400}})
 }
 
 fn ironic_node(name: &str) -> Value {

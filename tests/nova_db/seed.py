@@ -15,6 +15,7 @@ SPEC_JSON is the scenario tests/nova_db.rs writes:
                                          "hypervisor_type": "QEMU", "hypervisor_version": 8002000,
                                          "supported_instances": [["x86_64", "kvm", "hvm"]],
                                          "cpu_info": {...} or "", "numa": true, "pci_pools": 1,
+                                         "metrics": {"cpu.percent": 29},
                                          "mapped": 1, "deleted": false}]}]}],
      "aggregates": [{"name": "rack-a", "metadata": {"availability_zone": "az-a"},
                      "hosts": ["cmp1"]}]}
@@ -24,7 +25,8 @@ Cells are mapped by nova-manage's own `cell_v2 map_cell0` and `cell_v2 create_ce
 and heartbeat as Nova's DB servicegroup driver makes them (`report_count += 1; save()`), under
 oslo's time override when the heartbeat is `heartbeat_ago_s` in the past; `"service": false`
 leaves the nodes without a service. Compute nodes are made with `objects.ComputeNode(...).create()`
-and deleted with `destroy()`. The printed view is nova-scheduler's own: `HostManager`'s host
+and deleted with `destroy()`; their `metrics` are stored as the resource tracker stores its
+monitors' (`jsonutils.dumps(MonitorMetricList.to_list())`). The printed view is nova-scheduler's own: `HostManager`'s host
 states for every enabled cell (`get_host_states_by_uuids(ctxt, None, None)`) and the
 servicegroup API's `service_is_up` for each. Aggregates are made with
 `objects.Aggregate(ctxt, name=..., metadata={...}).create()` and `add_host(host)`, and printed as
@@ -35,6 +37,7 @@ import datetime
 import json
 import sys
 
+from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
 from nova.cmd import manage
@@ -130,6 +133,12 @@ def seed_node(cctxt, host, service_id, spec):
         numa_topology=numa, pci_device_pools=pools, host_ip='192.0.2.10', stats={},
         cpu_allocation_ratio=16.0, ram_allocation_ratio=1.5, disk_allocation_ratio=1.0,
         mapped=spec.get('mapped', 0))
+    if spec.get('metrics'):
+        metrics = objects.MonitorMetricList(objects=[
+            objects.MonitorMetric(name=name, value=value, timestamp=timeutils.utcnow(),
+                                  source='libvirt.LibvirtDriver')
+            for name, value in sorted(spec['metrics'].items())])
+        node.metrics = jsonutils.dumps(metrics.to_list())
     node.create()
     if spec.get('deleted'):
         node.destroy()
@@ -153,6 +162,7 @@ def nova_view(ctxt):
             'cpu_info': json.loads(state.cpu_info) if state.cpu_info else None,
             'numa': state.numa_topology is not None,
             'pci_pools': len(state.pci_stats.pools),
+            'metrics': {m.name: m.value for m in state.metrics or []},
             'up': groups.service_is_up(service),
             'disabled': service['disabled'],
             'disabled_reason': service['disabled_reason'],

@@ -272,3 +272,43 @@ fn failed_builds_read_from_the_stats_counters() {
         assert_eq!(failed_builds(text), want, "{text:?}");
     }
 }
+
+#[test]
+fn monitor_metrics_read_as_monitor_metric_list_from_json() {
+    // What the resource tracker stores (`MonitorMetricList.to_list()`): the CPU percentages
+    // divided by 100, `numa.membw.current` with per-cell values and no `value`.
+    let stored = json!([
+        {"name": "cpu.percent", "value": 0.37, "timestamp": "2026-12-02T10:00:00.250000", "source": "libvirt.LibvirtDriver"},
+        {"name": "cpu.frequency", "value": 2400, "timestamp": "2026-12-02T10:00:01.000000", "source": "libvirt.LibvirtDriver"},
+        {"name": "numa.membw.current", "numa_membw_values": {"0": 10}, "timestamp": "2026-12-02T10:00:00.000000", "source": "x"},
+        {"name": "cpu.idle.percent", "value": 0.29},
+        {"name": "cpu.user.percent", "value": 0.375},
+    ])
+    .to_string();
+    let metrics = monitor_metrics(Some(&stored)).expect("a list of metrics");
+    let at = |s: &str| {
+        chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+            .unwrap()
+            .and_utc()
+            .timestamp_millis()
+    };
+    let got: Vec<(&str, f64, Option<i64>)> = metrics
+        .iter()
+        .map(|m| (m.name.as_str(), m.value, m.at_ms))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("cpu.percent", 37.0, Some(at("2026-12-02T10:00:00.25"))),
+            ("cpu.frequency", 2400.0, Some(at("2026-12-02T10:00:01"))),
+            ("cpu.idle.percent", 28.0, None),
+            ("cpu.user.percent", 37.0, None),
+        ]
+    );
+    assert_eq!(monitor_metrics(None), Ok(Vec::new()));
+    assert_eq!(monitor_metrics(Some("")), Ok(Vec::new()));
+    let bad = monitor_metrics(Some("{\"cpu.percent\": 1}")).unwrap_err();
+    assert!(bad.contains("metrics is not a JSON list"), "{bad}");
+    let nameless = monitor_metrics(Some("[{\"value\": 1}]")).unwrap_err();
+    assert!(nameless.contains("has no name"), "{nameless}");
+}

@@ -1,7 +1,7 @@
 //! `MetricsFilter` (Nova 34 `metrics_filter.py`): keeps hosts that report every metric named
 //! in `[metrics] weight_setting` (`[policy] metrics_weight_setting`), so that
 //! `MetricsWeigher` finds them all. A host's metrics are its monitor metrics from Nova's
-//! `metrics.update` (`table::usage`); one older than `[usage] max_age_s` is unavailable, as a
+//! `metrics.update` or, with `[nova_db]`, its `compute_nodes.metrics` (`table::usage`); one older than `[usage] max_age_s` is unavailable, as a
 //! metric its node does not report (Nova, reading `compute_nodes.metrics`, never expires
 //! them: a node whose monitor stalls keeps its last ones there).
 
