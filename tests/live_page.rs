@@ -196,7 +196,7 @@ fn expected(stats: &Value) -> Map<String, Value> {
             put(format!("usage.hosts.{state}"), hosts[state].clone());
         }
     }
-    for event in ["select", "filter", "weigh", "claimed"] {
+    for event in ["select", "filter", "weigh", "claimed", "move"] {
         let names: Vec<&str> = stats["plugin_chains"][event]
             .as_array()
             .into_iter()

@@ -147,7 +147,7 @@ function serviceCard(stats) {
     }
   }
   const chains = stats.plugin_chains || {};
-  for (const event of ["select", "filter", "weigh", "claimed"]) {
+  for (const event of ["select", "filter", "weigh", "claimed", "move"]) {
     const names = (chains[event] || []).map((p) => p.name).join(", ");
     if (names) row(table, event + " chain", cell("service", "plugin_chains." + event, names, "state"));
   }

@@ -46,8 +46,21 @@ pub struct Chains {
     select: Vec<Plugin>,
     filter: Vec<Plugin>,
     weigh: Vec<Plugin>,
+    moves: Vec<Plugin>,
     claimed: Option<ClaimedQueue>,
     candidates: usize,
+}
+
+/// What a `move` chain made of one move of a rebalancing plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MoveReview {
+    /// Every plugin approved it as planned (or was skipped).
+    Approved,
+    /// A plugin changed its destination to this service host (later plugins saw the change
+    /// and approved it).
+    Changed { destination: String, plugin: String },
+    /// A plugin denied it: the instance stays where it is.
+    Denied { plugin: String, reason: String },
 }
 
 /// The `claimed` chain and the queue its task reads. When the chains are replaced the queue's
@@ -72,6 +85,7 @@ impl Chains {
             select: Vec::new(),
             filter: Vec::new(),
             weigh: Vec::new(),
+            moves: Vec::new(),
             claimed: None,
             candidates: 0,
         }
@@ -126,6 +140,7 @@ impl Chains {
                 PluginEvent::Filter => chains.filter.push(plugin),
                 PluginEvent::Weigh => chains.weigh.push(plugin),
                 PluginEvent::Claimed => claimed.push(plugin),
+                PluginEvent::Move => chains.moves.push(plugin),
             }
         }
         if !claimed.is_empty() {
@@ -180,7 +195,73 @@ impl Chains {
             "filter": list(&self.filter),
             "weigh": list(&self.weigh),
             "claimed": list(claimed.unwrap_or_default()),
+            "move": list(&self.moves),
             "candidates": self.candidates,
+        })
+    }
+
+    /// Whether rebalancing plans' moves pass a `move` chain.
+    pub fn has_move(&self) -> bool {
+        !self.moves.is_empty()
+    }
+
+    /// Walks the `move` chain over one move of a plan (`movement`: `instance_uuid`, `source`,
+    /// `destination`, …; `plan`: what the plan is), each plugin seeing the move as the previous
+    /// one left it. A change must name one of `hosts`; whether the instance fits there the
+    /// planner decides. A plugin that fails stops the plan unless it is ignorable.
+    pub async fn review_move(
+        &self,
+        movement: &Value,
+        plan: &Value,
+        hosts: &[String],
+    ) -> Result<MoveReview, Stopped> {
+        let mut current = movement.clone();
+        let mut changed_by: Option<String> = None;
+        let caller = Caller {
+            project_id: None,
+            user_id: None,
+        };
+        for plugin in &self.moves {
+            let body = json!({
+                "api_version": wire::API_VERSION,
+                "event": "move",
+                "plugin": plugin.spec.name,
+                "move": current,
+                "plan": plan,
+            });
+            let started = Instant::now();
+            let verdict = plugin.call(&body, caller).await.and_then(|answer| {
+                wire::read_move(&current, hosts, answer).map_err(Failure::Answer)
+            });
+            match verdict {
+                Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
+                Ok(Verdict::Modified(destination)) => {
+                    plugin.record(PluginOutcome::Modified, started);
+                    tracing::info!(plugin = %plugin.spec.name, instance = %current["instance_uuid"], from = %current["destination"], to = %destination, "a plugin changed a planned move's destination");
+                    current["destination"] = json!(destination);
+                    current["destination_node"] = Value::Null;
+                    changed_by = Some(plugin.spec.name.clone());
+                }
+                Ok(Verdict::Denied(reason)) => {
+                    plugin.record(PluginOutcome::Denied, started);
+                    tracing::info!(plugin = %plugin.spec.name, event = "move", instance = %current["instance_uuid"], %reason, "a plugin denied a planned move");
+                    return Ok(MoveReview::Denied {
+                        plugin: plugin.spec.name.clone(),
+                        reason,
+                    });
+                }
+                Err(failure) => plugin.failed(failure, started, false)?,
+            }
+        }
+        Ok(match changed_by {
+            None => MoveReview::Approved,
+            Some(plugin) => MoveReview::Changed {
+                destination: current["destination"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                plugin,
+            },
         })
     }
 

@@ -3,9 +3,10 @@
 //! webhooks. A `select` chain sees each call before its decision and approves it, adds
 //! constraints (traits, aggregates, hosts to ignore) or denies it; `filter` and `weigh`
 //! chains see each instance's top-ranked candidates and remove hosts or add weights; a
-//! `claimed` chain is told each call's claims afterwards, through a bounded queue. Hooked in
-//! by `scheduling` (select, claimed) and `backend` (filter, weigh), around the policy
-//! pipeline, not inside it.
+//! `claimed` chain is told each call's claims afterwards, through a bounded queue; a `move`
+//! chain sees each move of a rebalancing plan and approves it, changes its destination or
+//! denies it. Hooked in by `scheduling` (select, claimed), `backend` (filter, weigh) and
+//! `rebalance` (move), around the policy pipeline, not inside it.
 //!
 //! # Layout
 //! - `settings`: `[plugins]` and its `[[plugins.chain]]` entries, with their checks.
@@ -23,7 +24,7 @@ mod settings;
 mod wire;
 
 pub use breaker::{Admit, Breaker};
-pub use chain::{reorder, Chains, PluginError, Stopped};
+pub use chain::{reorder, Chains, MoveReview, PluginError, Stopped};
 pub use http::{CallError, Caller, HttpHook, MAX_ANSWER_BYTES};
 pub use settings::{
     read_ca, read_token, PluginEvent, PluginSettings, PluginSpec, Transport,
@@ -31,6 +32,6 @@ pub use settings::{
     MAX_BREAKER_OPEN_S, MAX_CANDIDATES, MAX_CLAIMED_QUEUE, MAX_TIMEOUT_MS, MAX_TOKEN_BYTES,
 };
 pub use wire::{
-    additions, additive_view, candidate_view, instance_view, read_filter, read_select, read_weigh,
-    Additions, AnswerError, SelectRequest, Verdict, ADDITIVE_KEYS, API_VERSION,
+    additions, additive_view, candidate_view, instance_view, read_filter, read_move, read_select,
+    read_weigh, Additions, AnswerError, SelectRequest, Verdict, ADDITIVE_KEYS, API_VERSION,
 };

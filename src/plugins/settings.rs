@@ -17,6 +17,9 @@ pub enum PluginEvent {
     Weigh,
     /// After a call's claims hold: told, asynchronously, never on the answer's path.
     Claimed,
+    /// Each move of a rebalancing plan, in the plan's order: approve, change its destination
+    /// (re-validated; the rest of the plan is made again), or deny (the instance stays).
+    Move,
 }
 
 crate::choice_from_string!(PluginEvent);
@@ -27,6 +30,7 @@ impl Choice for PluginEvent {
         PluginEvent::Filter,
         PluginEvent::Weigh,
         PluginEvent::Claimed,
+        PluginEvent::Move,
     ];
     fn as_str(self) -> &'static str {
         PluginEvent::as_str(self)
@@ -40,6 +44,7 @@ impl PluginEvent {
             PluginEvent::Filter => "filter",
             PluginEvent::Weigh => "weigh",
             PluginEvent::Claimed => "claimed",
+            PluginEvent::Move => "move",
         }
     }
 }

@@ -362,5 +362,58 @@ pub fn read_weigh(offered: &[HostState], answer: Value) -> Result<Verdict<Vec<f6
     ))
 }
 
+/// A `move` plugin's answer: `modify` may change only the destination.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoveAnswer {
+    decision: Decision,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(rename = "move", default)]
+    changed: Option<MoveChange>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoveChange {
+    destination: String,
+}
+
+/// Checks a `move` answer against the move sent (`sent`, its `destination` a service host)
+/// and the hosts the plan may move to (`hosts`): a modification names another of them. The
+/// new destination is returned; whether the instance fits there the planner decides.
+pub fn read_move(
+    sent: &Value,
+    hosts: &[String],
+    answer: Value,
+) -> Result<Verdict<String>, AnswerError> {
+    let answer: MoveAnswer =
+        serde_json::from_value(answer).map_err(|e| AnswerError::Malformed(e.to_string()))?;
+    match answer.decision {
+        Decision::Approve => Ok(Verdict::Approved),
+        Decision::Deny => Ok(Verdict::Denied(
+            answer
+                .reason
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| "no reason given".into()),
+        )),
+        Decision::Modify => {
+            let change = answer.changed.ok_or_else(|| {
+                AnswerError::Malformed("decision \"modify\" without \"move\"".into())
+            })?;
+            if sent.get("destination").and_then(Value::as_str) == Some(&change.destination) {
+                return Ok(Verdict::Approved);
+            }
+            if !hosts.contains(&change.destination) {
+                return Err(AnswerError::Refused(format!(
+                    "destination {:?} is not a host the plan may move to",
+                    change.destination
+                )));
+            }
+            Ok(Verdict::Modified(change.destination))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 //! - `request`: a plan request with `[rebalance]`'s defaults, and why one is refused.
 //! - `model`: the hosts chosen, each VM's use and desire, the move rules.
 //! - `planner`: the solver, the `max_moves` cut, ΔU/ΔF/ΔC, the replay check.
+//! - `review`: a plan walked through the operator's `move` plugin chain.
 //! - `report`: the plan as Parasol's JSON, Watcher's actions and a terminal table.
 //! - `client`: `parasol rebalance plan`, which asks the running service.
 
@@ -16,12 +17,14 @@ mod model;
 mod planner;
 mod report;
 mod request;
+mod review;
 mod state;
 
 pub use client::{request_plan, ClientError, PlanCall};
-pub use planner::{plan, Figures, LeftOut, Plan, PlannedMove};
+pub use planner::{plan, plan_decided, Decided, Figures, LeftOut, Plan, PlannedMove};
 pub use report::{plan_json, render_text, watcher_json, WATCHER_GOAL, WATCHER_STRATEGY};
 pub use request::{GroupSpec, PlanError, PlanFormat, PlanRequest};
+pub use review::reviewed_plan;
 pub use state::{CloudState, PlanHost, PlanVm, Sources};
 
 use crate::ledger::{Ledger, LedgerError};

@@ -8,7 +8,7 @@ use super::state::CloudState;
 use crate::configuration::RebalanceSolver;
 use crate::control::{
     fmu_evaluate, rebalance, FmuError, FmuEvaluation, FmuParams, FmuProblem, GbmParams, Move,
-    PlanLimits, RebalanceInput, SaParams, Solver,
+    MoveRules, PlanLimits, RebalanceInput, SaParams, Solver,
 };
 
 /// U, F, C of one placement.
@@ -83,8 +83,30 @@ impl Plan {
     }
 }
 
+/// What the `move` plugin chain has already decided of a plan (issue 47): moves it approved,
+/// in order (a destination it changed among them), and instances it kept where they are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decided {
+    /// Instance uuid and destination (a service host, node name or compute node uuid).
+    pub moves: Vec<(String, String)>,
+    /// Instance uuid and why it stays.
+    pub kept: Vec<(String, String)>,
+}
+
 /// Plans `request` on `state`. Moves nothing.
 pub fn plan(state: &CloudState, request: &PlanRequest) -> Result<Plan, PlanError> {
+    plan_decided(state, request, &Decided::default())
+}
+
+/// Plans `request` on `state` with `decided`'s moves first, in their order, each its own
+/// step, and its kept instances not moved; the solver plans the rest from where those moves
+/// leave the cloud, within what is left of `max_moves`. A decided move the rules refuse
+/// (capacity, ratio, a closed host, a server group) is [`PlanError::MoveRefused`].
+pub fn plan_decided(
+    state: &CloudState,
+    request: &PlanRequest,
+    decided: &Decided,
+) -> Result<Plan, PlanError> {
     let replanned = match &request.base_revision {
         Some(base) if *base != state.revision => {
             if !request.replan {
@@ -107,18 +129,21 @@ pub fn plan(state: &CloudState, request: &PlanRequest) -> Result<Plan, PlanError
         parallel: request.parallel,
     };
     let params = FmuParams::equal(1);
+    let fixed = fixed_moves(state, &model, decided, limits)?;
+    let remaining = request.max_moves.saturating_sub(fixed.len());
+    let (start, rules) = starting_point(&model, &fixed, decided);
     let input = RebalanceInput {
         problem: &model.problem,
         usage: &model.usage,
         names: &model.names,
-        current: &model.current,
-        rules: &model.rules,
+        current: &start,
+        rules: &rules,
         params: &params,
         resistance: request.migration_resistance,
     };
     let solver = match request.solver {
         RebalanceSolver::Gbm => Solver::Gbm(GbmParams {
-            max_moves: Some(request.max_moves),
+            max_moves: Some(remaining),
             ..GbmParams::default()
         }),
         RebalanceSolver::Bcpu => Solver::Bcpu,
@@ -132,14 +157,15 @@ pub fn plan(state: &CloudState, request: &PlanRequest) -> Result<Plan, PlanError
         .iter()
         .map(|(m, why)| left_out_move(state, &model, m, why))
         .collect();
-    let steps = cut(&solved.plan.steps, request.max_moves, |m| {
+    let mut steps: Vec<Vec<Move>> = fixed.iter().map(|m| vec![*m]).collect();
+    steps.extend(cut(&solved.plan.steps, remaining, |m| {
         dropped.push(left_out_move(
             state,
             &model,
             m,
             &format!("beyond max_moves ({})", request.max_moves),
         ));
-    });
+    }));
     crate::control::replay_plan(&model.current, &steps, &model.rules, limits).map_err(|e| {
         internal(crate::control::FmuError::Invalid {
             what: "plan".into(),
@@ -162,26 +188,101 @@ pub fn plan(state: &CloudState, request: &PlanRequest) -> Result<Plan, PlanError
         base_revision: state.revision.clone(),
         replanned,
         steps: planned,
-        before: Figures::from(&solved.before),
+        before: Figures::from(
+            &fmu_evaluate(&model.problem, &model.current, &params).map_err(internal)?,
+        ),
         after,
         load_std_dev,
         hosts: model.hosts.len(),
         instances: model.vms.len(),
-        not_movable: solved
-            .not_movable
-            .iter()
-            .map(|(vm, why)| {
-                let vm = &state.vms[model.vms[*vm]];
-                LeftOut {
-                    what: vm.uuid.clone(),
-                    host: state.hosts[vm.host].host.clone(),
-                    reason: why.clone(),
-                }
-            })
-            .collect(),
+        not_movable: not_movable(state, &model, &solved.not_movable, &fixed),
         dropped,
         hosts_left_out,
     })
+}
+
+/// Where the solver starts: `fixed` carried out, and the rules with the moved instances and
+/// `decided`'s kept ones not movable.
+fn starting_point(model: &Model, fixed: &[Move], decided: &Decided) -> (Vec<usize>, MoveRules) {
+    let mut start = model.current.clone();
+    let mut rules = model.rules.clone();
+    for m in fixed {
+        start[m.vm] = m.to;
+        rules.not_movable[m.vm] = Some("moved earlier in this plan".into());
+    }
+    for (instance, why) in &decided.kept {
+        if let Some(vm) = model.names.iter().position(|n| n == instance) {
+            rules.not_movable[vm] = Some(why.clone());
+        }
+    }
+    (start, rules)
+}
+
+/// The instances the solver could not move, with why, but for those `fixed` moved.
+fn not_movable(
+    state: &CloudState,
+    model: &Model,
+    pinned: &[(usize, String)],
+    fixed: &[Move],
+) -> Vec<LeftOut> {
+    pinned
+        .iter()
+        .filter(|(vm, _)| !fixed.iter().any(|m| m.vm == *vm))
+        .map(|(vm, why)| {
+            let vm = &state.vms[model.vms[*vm]];
+            LeftOut {
+                what: vm.uuid.clone(),
+                host: state.hosts[vm.host].host.clone(),
+                reason: why.clone(),
+            }
+        })
+        .collect()
+}
+
+/// `decided`'s moves over `model`, each checked in turn against the rules from where the
+/// earlier ones leave the cloud.
+fn fixed_moves(
+    state: &CloudState,
+    model: &Model,
+    decided: &Decided,
+    limits: PlanLimits,
+) -> Result<Vec<Move>, PlanError> {
+    let mut at = model.current.clone();
+    let mut fixed: Vec<Move> = Vec::with_capacity(decided.moves.len());
+    for (instance, destination) in &decided.moves {
+        let refused = |reason: String| PlanError::MoveRefused {
+            instance: instance.clone(),
+            destination: destination.clone(),
+            reason,
+        };
+        let vm = model
+            .names
+            .iter()
+            .position(|n| n == instance)
+            .ok_or_else(|| refused("the instance is not on a host of the plan".into()))?;
+        let to = model
+            .hosts
+            .iter()
+            .position(|h| {
+                let h = &state.hosts[*h];
+                h.host == *destination || h.node == *destination || h.uuid == *destination
+            })
+            .ok_or_else(|| refused("not a host of the plan".into()))?;
+        let m = Move {
+            vm,
+            from: at[vm],
+            to,
+        };
+        if m.from == m.to {
+            return Err(refused("the instance is there already".into()));
+        }
+        let steps: Vec<Vec<Move>> = fixed.iter().chain([&m]).map(|m| vec![*m]).collect();
+        crate::control::replay_plan(&model.current, &steps, &model.rules, limits)
+            .map_err(|e| refused(e.to_string()))?;
+        at[vm] = to;
+        fixed.push(m);
+    }
+    Ok(fixed)
 }
 
 pub(super) fn internal(e: FmuError) -> PlanError {

@@ -52,6 +52,17 @@ pub enum PlanError {
     NoUsage(Vec<String>),
     #[error("the plan's base revision {plan} is not the ledger's state {current} any more: instances or hosts changed since; ask again (or with \"replan\": true)")]
     Stale { plan: String, current: String },
+    /// A move a `move` plugin decided that the rules refuse (the planner keeps the instance
+    /// where it is instead; never answered to a caller).
+    #[error("moving {instance} to {destination} is refused: {reason}")]
+    MoveRefused {
+        instance: String,
+        destination: String,
+        reason: String,
+    },
+    /// A `move` plugin that is not ignorable failed: no plan without its word.
+    #[error("{0}")]
+    Plugin(String),
 }
 
 impl PlanError {
@@ -69,6 +80,8 @@ impl PlanError {
             PlanError::UnknownHosts(_) => RebalanceRefusal::UnknownHosts,
             PlanError::NoUsage(_) => RebalanceRefusal::NoUsage,
             PlanError::Stale { .. } => RebalanceRefusal::StalePlan,
+            PlanError::MoveRefused { .. } => RebalanceRefusal::InvalidRequest,
+            PlanError::Plugin(_) => RebalanceRefusal::Plugin,
         }
     }
 }

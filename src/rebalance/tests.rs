@@ -250,3 +250,70 @@ fn watcher_actions_carry_the_migrate_parameters_in_plan_order() {
         "{text}"
     );
 }
+
+/// What the `move` chain decided comes first, in order, each its own step; its kept instances
+/// are listed with the reason and never moved; the solver plans the rest within what is left
+/// of `max_moves`; a decided move the rules refuse is `MoveRefused`, naming why.
+#[test]
+fn decided_moves_come_first_kept_instances_stay_and_refused_moves_are_named() {
+    let (hosts, allocations) = hot_cloud();
+    let cloud = state(&hosts, &allocations);
+    let decided = Decided {
+        moves: vec![("vm2".into(), "host3".into())],
+        kept: vec![(
+            "vm1".into(),
+            "denied by plugin freeze: change window".into(),
+        )],
+    };
+    let body = serde_json::json!({"max_moves": 2});
+    let plan = plan_decided(&cloud, &request(body.clone()), &decided).unwrap();
+    let moves: Vec<&PlannedMove> = plan.steps.iter().flatten().collect();
+    assert_eq!(
+        (moves[0].instance.as_str(), moves[0].destination.as_str()),
+        ("vm2", "host3")
+    );
+    assert_eq!(
+        plan.steps[0].len(),
+        1,
+        "a decided move is a step of its own"
+    );
+    assert!(moves.len() <= 2, "{plan:?}");
+    assert!(moves.iter().all(|m| m.instance != "vm1"), "{plan:?}");
+    assert!(
+        moves[1..].iter().all(|m| m.instance != "vm2"),
+        "decided once: {plan:?}"
+    );
+    let kept = plan
+        .not_movable
+        .iter()
+        .find(|l| l.what == "vm1")
+        .expect("vm1 listed");
+    assert!(kept.reason.contains("freeze"), "{kept:?}");
+    assert!(
+        plan.not_movable.iter().all(|l| l.what != "vm2"),
+        "a decided move is not listed as not movable: {plan:?}"
+    );
+    // host2 holds 4 VCPUs at ratio 2: a fifth 1-VCPU instance is refused.
+    let mut full = hosts.clone();
+    full[1].used = Resources::new(4, 4_096, 40);
+    let busy = state(&full, &allocations);
+    let refused = plan_decided(
+        &busy,
+        &request(body),
+        &Decided {
+            moves: vec![("vm3".into(), "host2".into())],
+            kept: Vec::new(),
+        },
+    )
+    .unwrap_err();
+    let PlanError::MoveRefused {
+        instance,
+        destination,
+        reason,
+    } = &refused
+    else {
+        panic!("{refused:?}")
+    };
+    assert_eq!((instance.as_str(), destination.as_str()), ("vm3", "host2"));
+    assert!(!reason.is_empty(), "{refused}");
+}

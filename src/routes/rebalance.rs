@@ -6,6 +6,7 @@ use crate::rebalance::{self, PlanError, PlanFormat, PlanRequest, Times};
 use crate::scheduling::Scheduler;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
+use std::sync::Arc;
 
 #[derive(serde::Deserialize)]
 pub struct PlanQuery {
@@ -41,9 +42,9 @@ pub async fn plan_rebalance(
         .await
         .map_err(ApiError::unavailable)?;
     let format = request.format;
-    let plan = web::block(move || rebalance::plan(&state, &request))
+    let chains = scheduler.backend().plugins().clone();
+    let plan = rebalance::reviewed_plan(Arc::new(state), Arc::new(request), &chains)
         .await
-        .map_err(ApiError::internal)?
         .map_err(refused)?;
     counters.plan(plan.moves(), plan.replanned.is_some());
     tracing::info!(
@@ -68,6 +69,9 @@ fn plan_error(e: PlanError) -> ApiError {
         PlanError::UnknownHosts(_) => (StatusCode::BAD_REQUEST, "UnknownHosts"),
         PlanError::NoUsage(_) => (StatusCode::CONFLICT, "NoUsage"),
         PlanError::Stale { .. } => (StatusCode::CONFLICT, "StalePlan"),
+        PlanError::MoveRefused { .. } => (StatusCode::CONFLICT, "MoveRefused"),
+        // A plugin of the operator's that is not ignorable failed: not the caller's fault.
+        PlanError::Plugin(_) => (StatusCode::SERVICE_UNAVAILABLE, "PluginFailed"),
     };
     ApiError {
         status,

@@ -16,14 +16,17 @@ pub enum RebalanceRefusal {
     NoUsage,
     /// The request's `base_revision` is not the ledger's state any more.
     StalePlan,
+    /// A `move` plugin that is not ignorable failed.
+    Plugin,
 }
 
 impl RebalanceRefusal {
-    pub const ALL: [RebalanceRefusal; 4] = [
+    pub const ALL: [RebalanceRefusal; 5] = [
         RebalanceRefusal::InvalidRequest,
         RebalanceRefusal::UnknownHosts,
         RebalanceRefusal::NoUsage,
         RebalanceRefusal::StalePlan,
+        RebalanceRefusal::Plugin,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -32,6 +35,7 @@ impl RebalanceRefusal {
             RebalanceRefusal::UnknownHosts => "unknown_hosts",
             RebalanceRefusal::NoUsage => "no_usage",
             RebalanceRefusal::StalePlan => "stale_plan",
+            RebalanceRefusal::Plugin => "plugin",
         }
     }
 }

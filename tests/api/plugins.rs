@@ -66,7 +66,7 @@ fn hosts_of(body: &Value) -> Vec<String> {
 
 /// `value` has exactly the keys `etc/plugin-schema.json` requires of definition `def` (every
 /// definition Parasol sends lists all its keys as required and allows no others).
-fn assert_schema_keys(def: &str, value: &Value) {
+pub(crate) fn assert_schema_keys(def: &str, value: &Value) {
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),

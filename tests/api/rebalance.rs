@@ -52,6 +52,11 @@ async fn hot_cloud(engine: &str) -> (TestApp, ManualClock, Vec<String>) {
     let (mut s, db) = settings(engine, BackendKind::Filter).await;
     s.usage.max_age_s = 600.0;
     let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
+    seed_hot_cloud(app, clock).await
+}
+
+/// Fills `app` as [`hot_cloud`] describes.
+async fn seed_hot_cloud(app: TestApp, clock: ManualClock) -> (TestApp, ManualClock, Vec<String>) {
     notify(&app, &event("cmp1", 0, Value::Null, Value::Null)).await;
     let vms: Vec<String> = (0..4).map(|_| uuid::Uuid::new_v4().to_string()).collect();
     let resp = app
@@ -352,4 +357,148 @@ async fn the_watcher_strategy_adds_actions_watcher_validates() {
         actions.len()
     );
     assert_eq!(checked["indicators"]["instances_count"], 4);
+}
+
+/// `hot_cloud` with a `move` plugin at `path` of `server`.
+async fn hot_cloud_with_move_plugin(
+    server: &crate::plugin_server::PluginServer,
+    path: &str,
+    ignorable: bool,
+) -> (TestApp, ManualClock, Vec<String>) {
+    let clock = ManualClock::new(t0());
+    let (mut s, db) = settings("sqlite", BackendKind::Filter).await;
+    s.usage.max_age_s = 600.0;
+    let mut spec = crate::plugin_server::plugin(
+        "change-freeze",
+        parasol::plugins::PluginEvent::Move,
+        server.url(path),
+    );
+    spec.ignorable = ignorable;
+    s.plugins.chain = vec![spec];
+    let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
+    seed_hot_cloud(app, clock).await
+}
+
+/// The instances a plan left where they are, by uuid, with why.
+fn kept(plan: &Value) -> Vec<(String, String)> {
+    plan["not_movable"]
+        .as_array()
+        .expect("not_movable")
+        .iter()
+        .map(|k| {
+            (
+                k["instance"].as_str().unwrap_or_default().to_string(),
+                k["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 47's `move` event: a plugin that denies every move leaves every instance where it
+/// is, each named with the plugin's reason; each move it was shown was a new one; the denials
+/// are counted as the plugin's; nothing moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_plugin_that_denies_keeps_each_instance_where_it_is() {
+    let server = crate::plugin_server::PluginServer::start().await;
+    let (app, _clock, vms) = hot_cloud_with_move_plugin(&server, "/move/deny", false).await;
+    let used = app.used().await;
+    let (status, body) = plan(&app, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["moves"], 0, "{body}");
+    let seen = server.seen("/move/deny");
+    assert!(!seen.is_empty(), "the chain was asked");
+    let asked: Vec<&str> = seen
+        .iter()
+        .map(|b| b["move"]["instance_uuid"].as_str().expect("an instance"))
+        .collect();
+    let mut distinct = asked.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        asked.len(),
+        "each instance asked once: {asked:?}"
+    );
+    crate::plugins::assert_schema_keys("MovePluginRequest", &seen[0]);
+    crate::plugins::assert_schema_keys("Move", &seen[0]["move"]);
+    crate::plugins::assert_schema_keys("PlanSummary", &seen[0]["plan"]);
+    for b in &seen {
+        assert_eq!(b["event"], "move");
+        assert_eq!(b["move"]["source"], "cmp1", "{b}");
+        assert!(vms.contains(&b["move"]["instance_uuid"].as_str().unwrap().to_string()));
+    }
+    let kept = kept(&body);
+    for instance in &asked {
+        let why = kept
+            .iter()
+            .find(|(k, _)| k == instance)
+            .map(|(_, why)| why.clone())
+            .unwrap_or_else(|| panic!("{instance} listed as kept: {body}"));
+        assert!(
+            why.contains("change-freeze") && why.contains(crate::plugin_server::MOVE_DENY_REASON),
+            "{why}"
+        );
+    }
+    let stats = app.get_json("/v1/stats").await;
+    let figures = stats["plugins"]["move"]["change-freeze"].clone();
+    assert_eq!(figures["denials"], asked.len(), "{stats}");
+    assert_eq!(app.used().await, used, "a plan moves nothing");
+}
+
+/// A plugin that sends every move to cmp3: the plan's moves all go there, within what cmp3
+/// may hold (4 VCPUs at ratio 2); the replayed plan stays within the ratio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_plugin_that_changes_the_destination_is_followed_within_the_rules() {
+    let server = crate::plugin_server::PluginServer::start().await;
+    let (app, _clock, _vms) = hot_cloud_with_move_plugin(&server, "/move/to/cmp3", false).await;
+    let (status, body) = plan(&app, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let planned = moves(&body);
+    assert!(!planned.is_empty(), "{body}");
+    for m in &planned {
+        assert_eq!(m["destination"], "cmp3", "{m}");
+    }
+    assert!(planned.len() <= 4, "cmp3 holds at most 4 VCPUs: {body}");
+    let stats = app.get_json("/v1/stats").await;
+    assert!(
+        stats["plugins"]["move"]["change-freeze"]["modifications"].as_u64() >= Some(1),
+        "{stats}"
+    );
+}
+
+/// A destination the rules refuse (the instance's own host) keeps the instance where it is,
+/// with both reasons; a destination that is no host of the plan is the plugin's failure: the
+/// plan is refused naming the plugin (503), or, when the plugin is ignorable, made without
+/// its word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_plugin_s_impossible_destinations_keep_the_instance_or_fail_the_plugin() {
+    let server = crate::plugin_server::PluginServer::start().await;
+    let (app, _clock, _vms) = hot_cloud_with_move_plugin(&server, "/move/to/cmp1", false).await;
+    let (status, body) = plan(&app, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["moves"], 0, "{body}");
+    let kept = kept(&body);
+    assert!(
+        !kept.is_empty()
+            && kept
+                .iter()
+                .all(|(_, why)| why.contains("cmp1") && why.contains("there already")),
+        "{body}"
+    );
+
+    let (app, _clock, _vms) = hot_cloud_with_move_plugin(&server, "/move/to/nowhere", false).await;
+    let (status, body) = plan(&app, json!({})).await;
+    assert_eq!(status, 503, "{body}");
+    let message = body.to_string();
+    assert!(
+        message.contains("change-freeze") && message.contains("nowhere"),
+        "{message}"
+    );
+    let stats = app.get_json("/v1/stats").await;
+    assert_eq!(stats["rebalance"]["refused"]["plugin"], 1, "{stats}");
+
+    let (app, _clock, _vms) = hot_cloud_with_move_plugin(&server, "/move/to/nowhere", true).await;
+    let (status, body) = plan(&app, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!moves(&body).is_empty(), "made without the plugin: {body}");
 }

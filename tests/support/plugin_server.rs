@@ -14,6 +14,8 @@ pub const DENY_REASON: &str = "tenant p is frozen during the maintenance window"
 pub const MAINTENANCE_TRAIT: &str = "CUSTOM_MAINTENANCE";
 /// The trait `/select/flavor-family` requires of the `gpu.` flavor family.
 pub const GPU_TRAIT: &str = "CUSTOM_GPU_FAMILY";
+/// The reason `/move/deny` gives.
+pub const MOVE_DENY_REASON: &str = "no live migration during the change freeze";
 /// The bearer token paths under `/auth/` ask for (else 401).
 pub const TOKEN: &str = "s3cret-plugin-token";
 
@@ -235,6 +237,13 @@ async fn answer(
             }
         }
         "/claimed" => HttpResponse::Ok().finish(),
+        "/move/approve" => ok(json!({"decision": "approve"})),
+        "/move/deny" => ok(json!({"decision": "deny", "reason": MOVE_DENY_REASON})),
+        // Sends every planned move to one host.
+        p if p.starts_with("/move/to/") => {
+            let host = &p["/move/to/".len()..];
+            ok(json!({"decision": "modify", "move": {"destination": host}}))
+        }
         // Answers once the test opens the gate for it.
         "/gate" => {
             if let Ok(permit) = shared.gate.acquire().await {

@@ -177,3 +177,45 @@ fn additions_reach_every_instance_once() {
     }
     assert!(reqs.iter().all(|r| r.query.member_of.len() == 1));
 }
+
+#[test]
+fn move_answers_approve_deny_or_name_another_host_of_the_plan() {
+    let sent = json!({"instance_uuid": "i-1", "source": "a", "destination": "b"});
+    let hosts = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+    let read = |answer: Value| read_move(&sent, &hosts, answer);
+    assert_eq!(read(json!({"decision": "approve"})), Ok(Verdict::Approved));
+    assert_eq!(
+        read(json!({"decision": "deny", "reason": "maintenance on b"})),
+        Ok(Verdict::Denied("maintenance on b".into()))
+    );
+    assert_eq!(
+        read(json!({"decision": "deny"})),
+        Ok(Verdict::Denied("no reason given".into()))
+    );
+    assert_eq!(
+        read(json!({"decision": "modify", "move": {"destination": "c"}})),
+        Ok(Verdict::Modified("c".into()))
+    );
+    assert_eq!(
+        read(json!({"decision": "modify", "move": {"destination": "b"}})),
+        Ok(Verdict::Approved),
+        "the same destination changes nothing"
+    );
+    let Err(AnswerError::Refused(why)) =
+        read(json!({"decision": "modify", "move": {"destination": "z"}}))
+    else {
+        panic!("a host outside the plan is refused")
+    };
+    assert!(why.contains("\"z\""), "{why}");
+    for malformed in [
+        json!({"decision": "modify"}),
+        json!({"decision": "modify", "move": {"destination": "c", "source": "c"}}),
+        json!({"decision": "maybe"}),
+        json!({"decision": "approve", "extra": 1}),
+    ] {
+        assert!(
+            matches!(read(malformed.clone()), Err(AnswerError::Malformed(_))),
+            "{malformed}"
+        );
+    }
+}
