@@ -117,6 +117,17 @@ impl Served {
         )
     }
 
+    async fn get(&self, path: &str) -> Value {
+        self.client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: not JSON: {e}"))
+    }
+
     async fn place(&self, extra: Value) -> (u16, Value) {
         let spec = request_spec(flavor(1, 512, 10), 1, extra);
         let body = call_body(spec, &[Uuid::new_v4().to_string()]);
@@ -223,15 +234,7 @@ fn selections(body: &Value) -> Vec<(String, String, String)> {
 async fn assert_metrics_read_from_compute_nodes(app: &Served) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let stats: Value = app
-            .client
-            .get(format!("{}/v1/stats", app.address))
-            .send()
-            .await
-            .expect("stats")
-            .json()
-            .await
-            .expect("json");
+        let stats = app.get("/v1/stats").await;
         if stats["usage"]["accepted"]["nova_db"].as_u64() >= Some(1) {
             break;
         }
@@ -241,15 +244,7 @@ async fn assert_metrics_read_from_compute_nodes(app: &Served) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let hosts: Value = app
-        .client
-        .get(format!("{}/v1/hosts", app.address))
-        .send()
-        .await
-        .expect("hosts")
-        .json()
-        .await
-        .expect("json");
+    let hosts = app.get("/v1/hosts").await;
     let of = |node: &str| {
         hosts["hosts"]
             .as_array()
@@ -292,15 +287,7 @@ async fn selections_name_the_service_host(engine: Engine) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let health: Value = app
-        .client
-        .get(format!("{}/healthz", app.address))
-        .send()
-        .await
-        .expect("healthz")
-        .json()
-        .await
-        .expect("JSON");
+    let health = app.get("/healthz").await;
     assert_eq!(
         health["nova_db"]["aggregates_loaded"],
         json!(true),

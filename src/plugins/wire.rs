@@ -170,12 +170,7 @@ pub fn read_select(
         serde_json::from_value(answer).map_err(|e| AnswerError::Malformed(e.to_string()))?;
     match answer.decision {
         Decision::Approve => Ok(Verdict::Approved),
-        Decision::Deny => Ok(Verdict::Denied(
-            answer
-                .reason
-                .filter(|r| !r.trim().is_empty())
-                .unwrap_or_else(|| "no reason given".into()),
-        )),
+        Decision::Deny => Ok(denial(answer.reason)),
         Decision::Modify => {
             let changed = answer.request.ok_or_else(|| {
                 AnswerError::Malformed("decision \"modify\" without \"request\"".into())
@@ -208,6 +203,15 @@ pub fn read_select(
             })
         }
     }
+}
+
+/// A `deny` answer's verdict: its reason, or that it gave none.
+fn denial<T>(reason: Option<String>) -> Verdict<T> {
+    Verdict::Denied(
+        reason
+            .filter(|r| !r.trim().is_empty())
+            .unwrap_or_else(|| "no reason given".into()),
+    )
 }
 
 /// `after` keeps every item of `before` and each added item is well-formed for `key`.
@@ -391,12 +395,7 @@ pub fn read_move(
         serde_json::from_value(answer).map_err(|e| AnswerError::Malformed(e.to_string()))?;
     match answer.decision {
         Decision::Approve => Ok(Verdict::Approved),
-        Decision::Deny => Ok(Verdict::Denied(
-            answer
-                .reason
-                .filter(|r| !r.trim().is_empty())
-                .unwrap_or_else(|| "no reason given".into()),
-        )),
+        Decision::Deny => Ok(denial(answer.reason)),
         Decision::Modify => {
             let change = answer.changed.ok_or_else(|| {
                 AnswerError::Malformed("decision \"modify\" without \"move\"".into())
