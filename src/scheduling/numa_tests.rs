@@ -180,3 +180,41 @@ async fn pinned_cpus_and_pci_devices_go_only_where_they_fit() {
     );
     assert_eq!((counted(&s, "decided"), counted(&s, "refused")), (3, 0));
 }
+
+/// `[batch] mode = "call"`: a multi-create of pinned instances is not solved as one
+/// assignment (the solver knows resources, not NUMA cells). host2 has PCPU for two instances
+/// of 4; with a cell of 8 dedicated CPUs it takes both, with a cell of 6 the second no longer
+/// fits there once the first is counted, nor on host1's 2 — NoValidHost, as Nova answers,
+/// where the solver would have put both on host2.
+#[tokio::test]
+async fn a_numa_multi_create_goes_one_instance_at_a_time_with_the_earlier_ones_counted() {
+    for (cpus, placed) in [(8, true), (6, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let facts = [
+            (host_numa(2), PciPools::default()),
+            (host_numa(cpus), PciPools::default()),
+        ];
+        let s = scheduler(&dir, true, facts).await;
+        let mut settings = (*s.settings()).clone();
+        settings.batch.mode = crate::configuration::BatchMode::Call;
+        s.reconfigure(Arc::new(settings)).await.unwrap();
+        let mut two = call(&uuid(1), 4, json!([]));
+        two.instance_uuids = vec![uuid(1), uuid(2)];
+        two.spec.num_instances = 2;
+        match s.select(two).await {
+            Ok(answer) => {
+                assert!(placed, "{cpus} CPUs take one instance of 4 only");
+                let hosts: Vec<&str> = answer
+                    .selections
+                    .iter()
+                    .map(|x| x[0].service_host.as_str())
+                    .collect();
+                assert_eq!(hosts, ["host2", "host2"]);
+            }
+            Err(e) => assert!(
+                !placed && matches!(e, SelectError::NoValidHost { .. }),
+                "{cpus}: {e}"
+            ),
+        }
+    }
+}
