@@ -194,9 +194,12 @@ impl Backend {
         // Filter and weigh plugins judge one instance's ranked candidates at a time
         // (docs/plugins.md §2): with such plugins every call goes one instance at a time.
         // A request on provider trees goes one instance at a time too: only `place` knows its
-        // candidates.
+        // candidates. So does one with a NUMA topology or PCI requests: the solver knows
+        // resources, not NUMA cells and devices, which `NUMATopologyFilter` and
+        // `PciPassthroughFilter` judge per instance with the call's earlier ones.
         let on_trees = requests.first().is_some_and(|r| r.trees.is_some());
-        let mode = if self.deps.plugins.has_candidate_plugins() || on_trees {
+        let numa_pci = requests.first().is_some_and(|r| r.numa_pci.is_some());
+        let mode = if self.deps.plugins.has_candidate_plugins() || on_trees || numa_pci {
             BatchMode::Off
         } else {
             self.deps.settings.batch.mode

@@ -37,6 +37,11 @@ pub struct ComputeFacts {
     pub failed_builds: i64,
     /// Free PCI devices over its pools (`PCIWeigher`).
     pub pci_free: i64,
+    /// Its NUMA topology (`compute_nodes.numa_topology`), usage and pinned CPUs included,
+    /// as of the last read (`NUMATopologyFilter`); `None` when it reports none.
+    pub numa: Option<Arc<super::numa::HostNuma>>,
+    /// Its free PCI devices by pool (`compute_nodes.pci_stats`, `PciPassthroughFilter`).
+    pub pci: Arc<super::numa::PciPools>,
 }
 
 /// What a host is: names, inventory, traits, aggregates. Changes when the host re-registers.

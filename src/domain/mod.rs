@@ -16,6 +16,8 @@
 //! - `zones`: [`HostZones`], each host's availability zone as Nova defines it (aggregates).
 //! - `host_aggregates`: [`HostAggregateMetadata`], each host's aggregate metadata merged.
 //! - `hints`: [`SchedulerHints`], what Nova's hint filters read from `scheduler_hints`.
+//! - `numa`: NUMA topologies and PCI pools of instances and hosts, and Nova's fitting of one
+//!   on the other (`NUMATopologyFilter`, `PciPassthroughFilter`).
 //! - `usage`: [`MeasuredUsage`], a host's measured usage and monitor metrics (soft state,
 //!   expiring), and [`FlexContext`], what Flex's filter and weigher read of a request.
 
@@ -27,6 +29,7 @@ pub mod hints;
 mod host;
 pub mod host_aggregates;
 mod markers;
+pub mod numa;
 mod request;
 mod resources;
 mod usage;

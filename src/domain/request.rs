@@ -277,6 +277,10 @@ pub struct RequestContext {
     /// (docs/placement-claims.md); `None` for a flat request.
     #[serde(skip)]
     pub trees: Option<Arc<super::candidates::TreeCandidates>>,
+    /// What the instance asks of NUMA cells and PCI devices (`NUMATopologyFilter`,
+    /// `PciPassthroughFilter`); `None` when it asks neither: those filters skip it.
+    #[serde(skip)]
+    pub numa_pci: Option<Arc<super::numa::NumaPciRequest>>,
 }
 
 /// What the earlier instances of one call claimed, per host. Nova's allocation candidates are
@@ -354,6 +358,7 @@ impl RequestContext {
             readings: None,
             call_claims: None,
             trees: None,
+            numa_pci: None,
         }
     }
 

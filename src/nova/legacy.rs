@@ -109,8 +109,22 @@ pub fn decode_legacy(
         pci_request_ids: Default::default(),
         request_level: RequestLevelParams::default(),
         resource_specs,
+        numa_pci: legacy_numa_pci(instance.as_ref())?,
     };
     Ok((spec, instance_uuids))
+}
+
+/// The instance's `numa_topology` and `pci_requests` (versioned objects, as Nova's
+/// serializer writes an Instance's fields).
+fn legacy_numa_pci(instance: Option<&Fields<'_>>) -> Result<crate::domain::numa::NumaPciRequest> {
+    let Some(i) = instance else {
+        return Ok(Default::default());
+    };
+    Ok(crate::domain::numa::NumaPciRequest {
+        numa: super::numa::instance_numa(i, "numa_topology")?.map(std::sync::Arc::new),
+        pci: super::numa::pci_requests(i, "pci_requests")?,
+        ..Default::default()
+    })
 }
 
 /// The fields of a value that may be a versioned object named `expected` or a plain dict.

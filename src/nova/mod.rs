@@ -12,6 +12,8 @@
 //!   `request_filters` ([`RequestFilterOptions`], [`CloudView`]); [`translate`] refuses what
 //!   needs nested providers ([`Refusal`]); `querystring` writes the request as Nova's
 //!   `GET /allocation_candidates` query.
+//! - `numa`: the RequestSpec's `numa_topology`, `pci_requests` and `network_metadata`, and
+//!   a compute node's `numa_topology` and `pci_stats` columns, into `domain::numa`'s types.
 //! - `bounds`, `versions`: the bounds on every input and the major of every object read.
 //! - `legacy`: RPC 4.0's `request_spec` / `filter_properties` dicts → the same [`RequestSpec`].
 //! - `select`: [`SelectDestinationsArgs`] from an RPC call of any 4.x version or the HTTP body.
@@ -34,6 +36,7 @@ mod group;
 mod image;
 mod legacy;
 mod notification;
+pub mod numa;
 mod object;
 mod oslo;
 mod querystring;

@@ -8,6 +8,7 @@ use super::image::Image;
 use super::object::{Fields, NovaObject};
 use super::request_group::RequestGroup;
 use super::specs::{settings, ResourceSpecs};
+use crate::domain::numa::NumaPciRequest;
 use crate::domain::{Destination, RequestContext, Resources};
 use serde::Serialize;
 use serde_json::Value;
@@ -120,6 +121,9 @@ pub struct RequestSpec {
     pub request_level: RequestLevelParams,
     /// The extra specs and image properties that shape the resource request, checked.
     pub resource_specs: ResourceSpecs,
+    /// What the instance asks of NUMA cells and PCI devices (`numa_topology`,
+    /// `pci_requests`, `network_metadata`), decoded whole.
+    pub numa_pci: NumaPciRequest,
 }
 
 impl RequestSpec {
@@ -168,10 +172,9 @@ impl RequestSpec {
             format!("{}.flavor.extra_specs", d.path()),
             format!("{}.image.properties", d.path()),
         );
-        let resource_specs = ResourceSpecs::parse(
-            &settings(&flavor.extra_specs, image.as_ref(), &paths),
-            flavor.vcpus as u64,
-        )?;
+        let settings = settings(&flavor.extra_specs, image.as_ref(), &paths);
+        let resource_specs = ResourceSpecs::parse(&settings, flavor.vcpus as u64)?;
+        let numa_pci = numa_pci_request(d, &settings)?;
         Ok(RequestSpec {
             version: obj.version,
             demand: flavor.demand(is_bfv),
@@ -199,6 +202,7 @@ impl RequestSpec {
             pci_request_ids: pci_request_ids(d)?,
             request_level,
             resource_specs,
+            numa_pci,
         })
     }
 
@@ -282,6 +286,21 @@ fn pci_request_ids(d: &Fields<'_>) -> Result<std::collections::BTreeSet<String>>
         }
     }
     Ok(ids)
+}
+
+/// The RequestSpec's `numa_topology`, `pci_requests` and `network_metadata`, with the CPU
+/// policies `NUMATopologyFilter._satisfies_cpu_policy` reads from flavor and image as they are.
+fn numa_pci_request(d: &Fields<'_>, s: &super::settings::Settings<'_>) -> Result<NumaPciRequest> {
+    let asked = |spec: &str, prop: &str, value: &str| {
+        s.spec(spec) == Some(value) || s.prop(prop).as_deref() == Some(value)
+    };
+    Ok(NumaPciRequest {
+        numa: super::numa::instance_numa(d, "numa_topology")?.map(std::sync::Arc::new),
+        pci: super::numa::pci_requests(d, "pci_requests")?,
+        network_metadata: super::numa::network_metadata(d, "network_metadata")?,
+        cpu_dedicated_asked: asked("hw:cpu_policy", "hw_cpu_policy", "dedicated"),
+        thread_require_asked: asked("hw:cpu_thread_policy", "hw_cpu_thread_policy", "require"),
+    })
 }
 
 /// `num_instances`: 1 when unset, otherwise between 1 and [`MAX_INSTANCES`].

@@ -4,7 +4,7 @@
 use super::error::{CodecError, Result};
 
 /// `nova_object.name` → the major version Nova 34 writes (and this codec reads).
-const MAJORS: [(&str, u32); 29] = [
+const MAJORS: [(&str, u32); 37] = [
     ("Aggregate", 1),
     ("RequestSpec", 1),
     ("Flavor", 1),
@@ -18,6 +18,14 @@ const MAJORS: [(&str, u32); 29] = [
     ("RequestLevelParams", 1),
     ("InstancePCIRequests", 1),
     ("InstancePCIRequest", 1),
+    ("InstanceNUMATopology", 1),
+    ("InstanceNUMACell", 1),
+    ("NetworkMetadata", 1),
+    ("NUMATopology", 1),
+    ("NUMACell", 1),
+    ("NUMAPagesTopology", 1),
+    ("PciDevicePoolList", 1),
+    ("PciDevicePool", 1),
     ("Instance", 2),
     ("InstanceList", 2),
     ("FlavorPayload", 1),

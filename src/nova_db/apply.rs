@@ -45,6 +45,8 @@ pub fn node_records(
             host_ip: node.host_ip,
             failed_builds: node.failed_builds,
             pci_free: node.pci_free,
+            numa: node.numa.clone(),
+            pci: node.pci.clone(),
         };
         let liveness = service.liveness(now_ms, service_down_time_s);
         records.by_uuid.insert(

@@ -317,6 +317,30 @@ fn assemble(cell: CellMapping, services: Vec<ServiceRow>, nodes: Vec<NodeRow>) -
     snapshot
 }
 
+/// The node's `numa_topology`; one Parasol cannot read counts as none (a request with a NUMA
+/// topology passes no such host), with a warning; the node still takes other requests.
+fn host_numa(row: &NodeRow, node: &str) -> Option<Arc<crate::domain::numa::HostNuma>> {
+    match crate::nova::numa::host_numa(row.numa_topology.as_deref()) {
+        Ok(numa) => numa.map(Arc::new),
+        Err(e) => {
+            tracing::warn!(node, error = %e, "numa_topology of a compute node is unreadable: no NUMA topology counted on it");
+            None
+        }
+    }
+}
+
+/// The node's `pci_stats` pools; a column Parasol cannot read gives no pool (a PCI request
+/// passes none of its hosts), with a warning.
+fn host_pci(row: &NodeRow, node: &str) -> Arc<crate::domain::numa::PciPools> {
+    match crate::nova::numa::pci_pools(row.pci_stats.as_deref()) {
+        Ok(pools) => Arc::new(pools),
+        Err(e) => {
+            tracing::warn!(node, error = %e, "pci_stats of a compute node is unreadable: no PCI device counted on it");
+            Arc::default()
+        }
+    }
+}
+
 fn node(row: &NodeRow, service: Option<Arc<ServiceRecord>>) -> Result<ComputeNodeRecord, String> {
     let host = row.host.clone().ok_or("the node has no host")?;
     let service = service.ok_or_else(|| format!("no nova-compute service on host {host}"))?;
@@ -326,6 +350,7 @@ fn node(row: &NodeRow, service: Option<Arc<ServiceRecord>>) -> Result<ComputeNod
         .ok_or("the node has no hypervisor_hostname")?;
     let uuid = row.uuid.as_deref().ok_or("the node has no uuid")?;
     let uuid = Uuid::parse_str(uuid).map_err(|e| format!("uuid `{uuid}`: {e}"))?;
+    let (numa, pci) = (host_numa(row, &node), host_pci(row, &node));
     Ok(ComputeNodeRecord {
         uuid,
         node,
@@ -337,6 +362,8 @@ fn node(row: &NodeRow, service: Option<Arc<ServiceRecord>>) -> Result<ComputeNod
         has_numa_topology: row.numa_topology.as_deref().is_some_and(|t| !t.is_empty()),
         pci_pools: records::pci_pools(row.pci_stats.as_deref()),
         pci_free: records::pci_free(row.pci_stats.as_deref()),
+        numa,
+        pci,
         host_ip: records::host_ip(row.host_ip.as_deref()),
         failed_builds: records::failed_builds(row.stats.as_deref()),
         metrics: records::monitor_metrics(row.metrics.as_deref())?,

@@ -116,6 +116,10 @@ pub struct ComputeNodeRecord {
     pub pci_pools: usize,
     /// Free PCI devices over the pools (`PCIWeigher`).
     pub pci_free: i64,
+    /// `numa_topology` decoded (`NUMATopologyFilter`); `None` when empty or unreadable.
+    pub numa: Option<Arc<crate::domain::numa::HostNuma>>,
+    /// `pci_stats` decoded (`PciPassthroughFilter`); no pool when unreadable.
+    pub pci: Arc<crate::domain::numa::PciPools>,
     /// `host_ip`, when it is a valid address (`SimpleCIDRAffinityFilter`).
     pub host_ip: Option<std::net::IpAddr>,
     /// `stats["failed_builds"]` (`BuildFailureWeigher`), 0 when absent.

@@ -202,6 +202,9 @@ pub struct PolicyConfig {
     pub metrics_weight_multiplier: f64,
     /// Weigher names for the `nova` algorithm; Nova's dotted paths are accepted too.
     pub weight_classes: Vec<String>,
+    /// `NUMATopologyFilter`: fill the most used host NUMA cells first (Nova's `[compute]
+    /// packing_host_numa_cells_allocation_strategy`, false: the least used first).
+    pub packing_host_numa_cells_allocation_strategy: bool,
     /// The zone of a host that no aggregate puts in one and that was recorded without a zone
     /// of its own (a compute node learnt from Placement): Nova's `[DEFAULT]
     /// default_availability_zone`, `nova` by default. `AvailabilityZoneFilter` and the
@@ -259,6 +262,7 @@ impl Default for PolicyConfig {
             max_instances_per_host: 50,
             isolated_hosts: Vec::new(),
             isolated_images: Vec::new(),
+            packing_host_numa_cells_allocation_strategy: false,
             restrict_isolated_hosts_to_isolated_images: true,
             build_failure_weight_multiplier: 1_000_000.0,
             cross_cell_move_weight_multiplier: 1_000_000.0,

@@ -129,7 +129,7 @@ impl<T: ?Sized> Registry<T> {
 pub fn builtin_filters() -> Registry<dyn Filter> {
     let mut r = Registry::new("filter", "all_filters");
     type FilterFactory = fn(&PolicyConfig) -> Box<dyn Filter>;
-    let entries: [(&'static str, FilterFactory); 25] = [
+    let entries: [(&'static str, FilterFactory); 27] = [
         (filters::ForceHostsFilter::NAME, |_| {
             Box::new(filters::ForceHostsFilter)
         }),
@@ -200,6 +200,12 @@ pub fn builtin_filters() -> Registry<dyn Filter> {
             Box::new(filters::IsolatedHostsFilter::new(c))
         }),
         (filters::JsonFilter::NAME, |_| Box::new(filters::JsonFilter)),
+        (filters::NumaTopologyFilter::NAME, |c| {
+            Box::new(filters::NumaTopologyFilter::new(c))
+        }),
+        (filters::PciPassthroughFilter::NAME, |c| {
+            Box::new(filters::PciPassthroughFilter::new(c))
+        }),
         (filters::MetricsFilter::NAME, |c| {
             Box::new(filters::MetricsFilter::new(c))
         }),

@@ -29,6 +29,7 @@ pub async fn get_stats(
         "expired_claims": stats.expired_claims(),
         "placement": placement.to_json(),
         "provider_trees": trees_json(&scheduler),
+        "numa_pci": numa_pci_json(&scheduler),
         "hosts": hosts_json(ingest.ledger().table()),
         "usage": usage_json(&scheduler),
         "flex": scheduler.flex().to_json(),
@@ -73,6 +74,15 @@ fn trees_json(scheduler: &Scheduler) -> serde_json::Value {
         .map(|k| (k.to_string(), json!(metrics.placement_candidates(k).get())))
         .collect();
     serde_json::Value::Object(by_outcome)
+}
+
+/// Requests with a NUMA topology or PCI requests by outcome (docs/numa-pci.md).
+fn numa_pci_json(scheduler: &Scheduler) -> serde_json::Value {
+    let metrics = scheduler.stats().metrics();
+    json!({
+        "decided": metrics.numa_pci_requests("decided").get(),
+        "refused": metrics.numa_pci_requests("refused").get(),
+    })
 }
 
 /// What host registration did beside the usual: compute nodes re-created under a new uuid

@@ -9,6 +9,8 @@
 //! - `select_chain`: the operator's `select` plugins, before the decision (docs/plugins.md).
 //! - `trees`: requests only provider trees answer, on Placement's allocation candidates.
 
+#[cfg(test)]
+mod numa_tests;
 mod scheduler;
 mod select;
 mod select_chain;

@@ -113,6 +113,7 @@ impl Scheduler {
     /// scheduler reads Placement on every call) is then found.
     pub async fn select(&self, args: SelectDestinationsArgs) -> Result<Answer, SelectError> {
         let settings = self.settings();
+        self.numa_pci_refusal(&args, &settings)?;
         if !settings.placement.enabled {
             return self.select_once(args).await;
         }
@@ -143,6 +144,42 @@ impl Scheduler {
             return answer;
         }
         self.select_once(args).await
+    }
+
+    /// A request with a NUMA topology or PCI requests, which Parasol decides only on Nova's
+    /// compute-node records (their cells, pinned CPUs, pages and device pools): NoValidHost
+    /// naming what is not supported when `[nova_db]` is off, counted either way
+    /// (`/v1/stats` `numa_pci`, `parasol_numa_pci_requests_total`). A rebuild check runs
+    /// neither filter (Nova's `RUN_ON_REBUILD`), so it is not refused.
+    fn numa_pci_refusal(
+        &self,
+        args: &SelectDestinationsArgs,
+        settings: &crate::configuration::Settings,
+    ) -> Result<(), SelectError> {
+        let np = &args.spec.numa_pci;
+        if np.is_empty() || args.spec.is_rebuild() {
+            return Ok(());
+        }
+        let metrics = self.stats().metrics();
+        if settings.nova_db.enabled {
+            metrics.numa_pci_requests("decided").inc();
+            return Ok(());
+        }
+        metrics.numa_pci_requests("refused").inc();
+        let mut parts = Vec::new();
+        if let Some(numa) = &np.numa {
+            parts.push(format!("a NUMA topology of {} cell(s)", numa.cells.len()));
+        }
+        if !np.pci.is_empty() {
+            parts.push(format!("{} PCI request(s)", np.pci.len()));
+        }
+        let reason = format!(
+            "unsupported request: the instance asks {}; Parasol decides NUMA topologies and PCI \
+             devices only on Nova's compute-node records, and [nova_db] is not enabled",
+            parts.join(" and ")
+        );
+        tracing::info!(%reason, "NoValidHost: a NUMA or PCI request Parasol cannot decide");
+        Err(SelectError::NoValidHost { reason })
     }
 
     /// A nova-compute service created less than `[placement] timeout_s` ago
@@ -618,6 +655,10 @@ impl Scheduler {
             CapabilitySpecs::new(&args.spec.flavor.extra_specs).map(std::sync::Arc::new);
         let now_ms = self.clock().now_ms();
         let flex = self.flex().context(now_ms);
+        // Computed once per call; `None` keeps both filters off a request that asks neither.
+        let np = &args.spec.numa_pci;
+        let numa_pci = (!np.is_empty() || (np.cpu_dedicated_asked && np.thread_require_asked))
+            .then(|| std::sync::Arc::new(np.clone()));
         let readings = Some(crate::domain::ReadingClock {
             now_ms,
             max_age_ms: self.flex().max_age_ms(),
@@ -636,6 +677,7 @@ impl Scheduler {
                 r.flavor_name = args.spec.flavor.name.clone();
                 r.flex = flex.clone();
                 r.readings = readings;
+                r.numa_pci = numa_pci.clone();
                 r
             })
             .collect()

@@ -108,6 +108,9 @@ pub struct Metrics {
     /// Requests on provider trees by what became of Placement's allocation candidates
     /// (`found`, `none`, `refused`, `unreachable`, or `unsupported` without Placement's claims).
     placement_candidates: Family<KindLabel, Counter>,
+    /// Requests with a NUMA topology or PCI requests, by outcome (`decided`: handed to
+    /// `NUMATopologyFilter` and `PciPassthroughFilter`; `refused`: NoValidHost, unsupported).
+    numa_pci_requests: Family<KindLabel, Counter>,
     /// Duration of each claim in Placement (`GET` and `PUT /allocations/{instance}`).
     pub placement_claim_seconds: Histogram,
     /// Moves whose source the ledger still holds (set when `/metrics` is read).
@@ -146,6 +149,7 @@ impl Default for Metrics {
             placement_repairs: Family::default(),
             placement_resyncs: Counter::default(),
             placement_candidates: Family::default(),
+            numa_pci_requests: Family::default(),
             placement_claim_seconds: latency_histogram(),
             held_moves: Gauge::default(),
             oversubscribed_hosts: Gauge::default(),
@@ -290,6 +294,12 @@ impl Metrics {
             "placement_candidates",
             "Requests on provider trees by what became of Placement's allocation candidates",
             m.placement_candidates.clone(),
+        );
+        m.register(
+            "numa_pci_requests",
+            "Requests with a NUMA topology or PCI requests, by outcome (decided: handed to \
+             NUMATopologyFilter and PciPassthroughFilter; refused: NoValidHost, unsupported)",
+            m.numa_pci_requests.clone(),
         );
         m.register(
             "placement_claim_duration_seconds",
@@ -444,6 +454,15 @@ impl Metrics {
     /// The counter of requests on provider trees whose candidates came out as `kind`.
     pub fn placement_candidates(&self, kind: &str) -> Counter {
         self.placement_candidates
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .clone()
+    }
+
+    /// The counter of requests with a NUMA topology or PCI requests whose outcome was `kind`.
+    pub fn numa_pci_requests(&self, kind: &str) -> Counter {
+        self.numa_pci_requests
             .get_or_create(&KindLabel {
                 kind: kind.to_string(),
             })

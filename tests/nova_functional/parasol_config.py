@@ -25,7 +25,7 @@ PARASOL_FILTERS = {"ForceHostsFilter", "IgnoreHostsFilter", "RequestedDestinatio
                    "AggregateNumInstancesFilter", "AggregateTypeAffinityFilter",
                    "DifferentHostFilter", "IoOpsFilter", "IsolatedHostsFilter", "JsonFilter",
                    "MetricsFilter", "NumInstancesFilter", "SameHostFilter",
-                   "SimpleCIDRAffinityFilter"}
+                   "SimpleCIDRAffinityFilter", "NUMATopologyFilter", "PciPassthroughFilter"}
 PARASOL_WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher",
                     "NumInstancesWeigher", "ServerGroupSoftAffinityWeigher",
                     "ServerGroupSoftAntiAffinityWeigher", "BuildFailureWeigher",
@@ -162,6 +162,9 @@ def translate(conf):
         value = getattr(fs, name)
         if value is not None:
             policy[name] = str(value)
+    # Nova's [compute] option: the order NUMATopologyFilter tries a host's NUMA cells in.
+    policy["packing_host_numa_cells_allocation_strategy"] = bool(
+        conf.compute.packing_host_numa_cells_allocation_strategy)
     # Nova's [DEFAULT] option: the zone of a host in no aggregate with a zone.
     policy["default_availability_zone"] = str(conf.default_availability_zone)
     for group in ("filter_scheduler", "scheduler"):

@@ -113,6 +113,21 @@ class ExternalScheduler:
         self.text = None
         self.sections = None
 
+    @property
+    def manager(self):
+        """What the libvirt tests' setUp reads of the scheduler service: its host manager's
+        `filter_cls_map` (Nova's filter classes, which they wrap in a spy of
+        `host_passes`). Parasol never calls Nova's classes, so a test that then asserts the
+        spy was called fails there (`scheduler-internals`); what it checked before that —
+        the server's state, the host, the usage — is Parasol's decision."""
+        from types import SimpleNamespace
+        from nova.scheduler import filters
+        from nova import conf as nova_conf
+        classes = filters.HostFilterHandler().get_matching_classes(
+            nova_conf.CONF.filter_scheduler.available_filters)
+        return SimpleNamespace(host_manager=SimpleNamespace(
+            filter_cls_map={cls.__name__: cls for cls in classes}))
+
     def __getattr__(self, name):
         raise AttributeError(
             f"ExternalScheduler has no attribute {name!r}: the test reaches into the "

@@ -100,7 +100,7 @@ fn scheduler_options_are_carried_with_their_values() {
          transport_url = rabbit://nova:s3cret@rabbit1:5672,nova:s3cret@rabbit2:5672/nova\n\
          cpu_allocation_ratio = 4.0\ndebug = true\nuse_json = yes\nlog_dir = /var/log/nova\n\
          [scheduler]\nmax_attempts = 5\nworkers = 4\n\
-         [filter_scheduler]\nenabled_filters = nova.scheduler.filters.compute_filter.ComputeFilter,NUMATopologyFilter\n\
+         [filter_scheduler]\nenabled_filters = nova.scheduler.filters.compute_filter.ComputeFilter,NUMATopologyFilter,AggregateCoreFilter\n\
          weight_classes = nova.scheduler.weights.ram.RAMWeigher,PCIWeigher\nhost_subset_size = 3\n\
          ram_weight_multiplier = -2.5\nio_ops_weight_multiplier = 0\npci_weight_multiplier = 2\n\
          [oslo_messaging_rabbit]\namqp_durable_queues = true\nssl = true\n\
@@ -124,6 +124,10 @@ fn scheduler_options_are_carried_with_their_values() {
         .policy
         .enabled_filters
         .contains(&"ComputeFilter".to_string()));
+    assert!(s
+        .policy
+        .enabled_filters
+        .contains(&"NUMATopologyFilter".to_string()));
     assert_eq!(s.log.level, "debug");
     assert_eq!(s.log.format, crate::configuration::LogFormat::Json);
     let long = t
@@ -132,7 +136,7 @@ fn scheduler_options_are_carried_with_their_values() {
         .filter(|l| l.starts_with('#') && l.len() > 96);
     assert_eq!(long.count(), 0, "{}", t.toml);
     for needle in [
-        "filter NUMATopologyFilter",
+        "filter AggregateCoreFilter",
         "[scheduler] workers is not carried",
         "[DEFAULT] cpu_allocation_ratio is not carried",
         "[api]",

@@ -353,6 +353,21 @@ impl Policy {
             }
             None => filters.insert(0, Box::new(super::filters::CapacityFilter)),
         }
+        // A request with a NUMA topology or PCI requests is never placed ignoring them
+        // (docs/numa-pci.md): their filters run last when `enabled_filters` does not name them.
+        // They restrict only such requests, so others never call them.
+        if !filters
+            .iter()
+            .any(|f| f.name() == super::filters::NumaTopologyFilter::NAME)
+        {
+            filters.push(Box::new(super::filters::NumaTopologyFilter::new(config)));
+        }
+        if !filters
+            .iter()
+            .any(|f| f.name() == super::filters::PciPassthroughFilter::NAME)
+        {
+            filters.push(Box::new(super::filters::PciPassthroughFilter::new(config)));
+        }
         Ok(Policy {
             algorithm: config.algorithm,
             host_subset_size: config.host_subset_size,
