@@ -501,33 +501,12 @@ async fn the_hot_writer_applies_a_batch_of_host_state_events_as_the_general_path
     }
 }
 
-/// Heartbeats and builds' confirmations as a consumer's batches bring them (every decision's
-/// `instance.create.end` among the hosts' heartbeats), with repeated ids and now and then an
-/// `instance.create.end` of an instance Parasol holds no claim for (the general path records
-/// its allocation), for the hot writer's batch: outcomes, ledger and live table are exactly
-/// what the general path leaves, and every claim ends confirmed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_hot_writer_applies_heartbeats_with_build_confirmations_as_the_general_path_does() {
+/// 240 messages on `hosts`: heartbeats, the confirmations of claims `vm0` … `vm59` (each
+/// sent once, in order, the one before now and then repeated) and now and then an
+/// `instance.create.end` of an instance with no claim (`stray…`, message id `s…`).
+fn confirmation_stream(seed: u64, hosts: &[String]) -> Vec<Notification> {
     use rand::{Rng, SeedableRng};
-    let (hot, _hot_dir) = ledger().await;
-    let (general, _general_dir) = ledger().await;
-    let hosts: Vec<String> = (0..6).map(|h| format!("h{h}")).collect();
-    let registrations: Vec<Notification> = hosts
-        .iter()
-        .map(|h| Notification::from_inner(&host_state(&format!("r-{h}"), h, 64)).unwrap())
-        .collect();
-    let small = crate::domain::Resources::new(1, 256, 1);
-    for l in [&hot, &general] {
-        apply_batch(l, &registrations.iter().collect::<Vec<_>>(), 0)
-            .await
-            .unwrap();
-        for vm in 0..60 {
-            let host = l.table().by_name(&hosts[vm % 6], None).unwrap().id;
-            let claimed = l.claim(host, &uuid_of(&format!("vm{vm}")), &small, 0).await;
-            assert_eq!(claimed.unwrap(), crate::ledger::ClaimOutcome::Claimed);
-        }
-    }
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut messages = Vec::new();
     let mut vm = 0;
     for i in 0..240 {
@@ -552,6 +531,36 @@ async fn the_hot_writer_applies_heartbeats_with_build_confirmations_as_the_gener
         };
         messages.push(Notification::from_inner(&v).unwrap_or_else(|e| panic!("{v}: {e}")));
     }
+    assert_eq!(vm, 60, "every claim's confirmation is sent");
+    messages
+}
+
+/// Heartbeats and builds' confirmations as a consumer's batches bring them (every decision's
+/// `instance.create.end` among the hosts' heartbeats), with repeated ids and now and then an
+/// `instance.create.end` of an instance Parasol holds no claim for (the general path records
+/// its allocation), for the hot writer's batch: outcomes, ledger and live table are exactly
+/// what the general path leaves, and every claim ends confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hot_writer_applies_heartbeats_with_build_confirmations_as_the_general_path_does() {
+    let (hot, _hot_dir) = ledger().await;
+    let (general, _general_dir) = ledger().await;
+    let hosts: Vec<String> = (0..6).map(|h| format!("h{h}")).collect();
+    let registrations: Vec<Notification> = hosts
+        .iter()
+        .map(|h| Notification::from_inner(&host_state(&format!("r-{h}"), h, 64)).unwrap())
+        .collect();
+    let small = crate::domain::Resources::new(1, 256, 1);
+    for l in [&hot, &general] {
+        apply_batch(l, &registrations.iter().collect::<Vec<_>>(), 0)
+            .await
+            .unwrap();
+        for vm in 0..60 {
+            let host = l.table().by_name(&hosts[vm % 6], None).unwrap().id;
+            let claimed = l.claim(host, &uuid_of(&format!("vm{vm}")), &small, 0).await;
+            assert_eq!(claimed.unwrap(), crate::ledger::ClaimOutcome::Claimed);
+        }
+    }
+    let messages = confirmation_stream(7, &hosts);
     let (mut at, mut k) = (0, 0);
     let (mut whole, mut handed_on) = (0, 0);
     while at < messages.len() {
@@ -588,7 +597,6 @@ async fn the_hot_writer_applies_heartbeats_with_build_confirmations_as_the_gener
         at += size;
         k += 1;
     }
-    assert_eq!(vm, 60, "every claim's confirmation was sent");
     assert!(
         whole > 0 && handed_on > 0,
         "{whole} batches whole, {handed_on} handed on"
