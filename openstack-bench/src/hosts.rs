@@ -30,6 +30,8 @@ pub enum Command {
 /// Counters shared by every host.
 #[derive(Debug, Default)]
 pub struct FleetCounters {
+    /// Host-state events published on the heartbeat's tick (the announcement at start apart).
+    pub heartbeats: AtomicU64,
     pub booted: AtomicU64,
     pub deleted: AtomicU64,
     pub violations: AtomicU64,
@@ -158,7 +160,10 @@ impl Host {
                     Some(cmd) => self.handle(cmd).await,
                     None => break,
                 },
-                _ = beat.tick() => self.announce().await,
+                _ = beat.tick() => {
+                    self.announce().await;
+                    self.counters.heartbeats.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         (self.used, self.running.into_keys().collect())

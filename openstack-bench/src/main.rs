@@ -125,9 +125,16 @@ struct Common {
     /// Stop issuing requests after this many seconds per run (scenario default otherwise).
     #[arg(long)]
     max_duration: Option<u64>,
-    /// Seconds between two host-state heartbeats of each host (real time).
-    #[arg(long, default_value_t = 20.0)]
+    /// Seconds between two host-state heartbeats of each host (real time): as often as
+    /// nova-compute's periodic resource update runs (`update_resources_interval` = 0, its
+    /// default: oslo.service's default periodic interval, 60 s).
+    #[arg(long, default_value_t = 60.0)]
     heartbeat_s: f64,
+    /// Seconds the service's ingestion is measured alone (heartbeats, no request) before each
+    /// run's requests: its CPU per event, reported apart from its CPU per decision (0: not
+    /// measured).
+    #[arg(long, default_value_t = 5.0)]
+    ingest_window_s: f64,
 }
 
 #[derive(Args, Clone)]
@@ -292,6 +299,7 @@ async fn bench(plan: Plan, common: Common) -> anyhow::Result<()> {
         amqp_url: common.amqp_url.clone(),
         run_id: run_id.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
         heartbeat: Duration::from_secs_f64(common.heartbeat_s.max(0.1)),
+        ingest_window: Duration::from_secs_f64(common.ingest_window_s.max(0.0)),
     };
     let results = plan.execute(&env, &command).await?;
     anyhow::ensure!(

@@ -83,6 +83,14 @@ impl Plan {
                 format!("{} s", d.max_duration.as_secs()),
             ),
             ("notifications", format!("{:?}", env.notify).to_lowercase()),
+            (
+                "heartbeats",
+                format!("every {} s per host", env.heartbeat.as_secs_f64()),
+            ),
+            (
+                "parasol binary",
+                crate::service::describe_build(&env.parasol),
+            ),
             ("select_destinations via", env.via.as_str().into()),
             ("seed", self.seed.to_string()),
             (

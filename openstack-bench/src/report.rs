@@ -97,13 +97,13 @@ pub fn write(
 /// The Markdown table of runs.
 pub fn table(runs: &[RunResult]) -> String {
     let mut md = String::from(
-        "| run | hosts | requests | decisions/s | p50 ms | p90 ms | p99 ms | service CPU µs/decision | service p99 ms: call / decide / claim | decline ratio | host reads/request | placed | no valid host | violations | ledger = books |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| run | hosts | requests | decisions/s | p50 ms | p90 ms | p99 ms | service CPU µs/decision | of it, decisions alone | ingestion µs/event | service p99 ms: call / decide / claim | decline ratio | host reads/request | placed | no valid host | violations | ledger = books |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {
         let d = &r.driver;
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.2} % | {:.1} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} | {} | {:.2} % | {:.1} | {} | {} | {} | {} |",
             r.label,
             r.hosts,
             d.issued,
@@ -112,6 +112,8 @@ pub fn table(runs: &[RunResult]) -> String {
             d.latency_ms.p90,
             d.latency_ms.p99,
             r.service_cpu_us_per_decision,
+            r.decision_cpu_us_per_decision,
+            r.ingestion.cpu_us_per_event,
             service_p99(r),
             100.0 * r.stat("decline_ratio"),
             r.stat("queries_per_request"),
@@ -128,10 +130,19 @@ pub fn table(runs: &[RunResult]) -> String {
     // After a blank line, so that Markdown ends the table before it: one item per run.
     md.push('\n');
     for r in runs {
+        let i = &r.ingestion;
         let _ = write!(
             md,
-            "- {}: the driver and its emulated hosts used {:.0} µs of CPU per decision",
-            r.label, r.driver_cpu_us_per_decision
+            "- {}: ingestion measured alone before the requests: {} heartbeats applied in {:.1} s, \
+             {:.4} s of service CPU; decisions alone = the run's service CPU less its {} \
+             heartbeats at that cost (each decision's claim and build confirmation stay in it); \
+             the driver and its emulated hosts used {:.0} µs of CPU per decision",
+            r.label,
+            i.events,
+            i.window_s,
+            i.cpu_s,
+            r.heartbeats_during_run,
+            r.driver_cpu_us_per_decision
         );
         if let Some(late) = &r.driver.release_late_ms {
             let _ = write!(

@@ -5,7 +5,7 @@
 use crate::driver::{self, DriveSpec, DriverResult, ParamSample, Target, Via};
 use crate::hosts::Fleet;
 use crate::notify::{Notifier, NotifyVia};
-use crate::service::{process_cpu_seconds, Service, ServiceConfig};
+use crate::service::{process_cpu_seconds, threads_cpu_seconds, Service, ServiceConfig};
 use crate::workload::{Dataset, Request};
 use anyhow::Context;
 use indicatif::ProgressBar;
@@ -25,7 +25,10 @@ pub struct Env {
     pub via: Via,
     pub amqp_url: String,
     pub run_id: String,
+    /// Between two host-state heartbeats of each emulated host.
     pub heartbeat: Duration,
+    /// How long the service's ingestion alone is measured before each run's requests.
+    pub ingest_window: Duration,
 }
 
 /// The outcome of one run.
@@ -47,6 +50,16 @@ pub struct RunResult {
     /// notifications were applied (`/proc/<pid>/stat`), and that per decision in µs.
     pub service_cpu_s: f64,
     pub service_cpu_us_per_decision: f64,
+    /// The service's CPU per host-state heartbeat applied, measured before the requests with
+    /// the heartbeats alone (see [`Ingestion`]).
+    pub ingestion: Ingestion,
+    /// Heartbeats the hosts sent from the first request until the run's notifications were
+    /// applied.
+    pub heartbeats_during_run: u64,
+    /// `service_cpu_us_per_decision` without the heartbeats' share (their count during the run
+    /// times `ingestion.cpu_us_per_event`): what deciding, claiming and confirming each
+    /// decision's build (its `instance.create.end`) cost the service.
+    pub decision_cpu_us_per_decision: f64,
     /// The same for this process (the driver and the emulated hosts), which shares the
     /// machine with the service: how much of it the measuring took.
     pub driver_cpu_us_per_decision: f64,
@@ -89,6 +102,49 @@ async fn wait_applied(client: &reqwest::Client, base: &str, target: u64, limit: 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     seen
+}
+
+/// The service's CPU per event with only the hosts' heartbeats coming (no request), over a
+/// window before the run's requests: its threads' CPU (to the nanosecond) over the host-state
+/// events it applied meanwhile. What else an idle service does in that time (its backend's
+/// rounds or refreshes, the claim sweep) is counted in it too.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Ingestion {
+    pub window_s: f64,
+    pub events: u64,
+    pub cpu_s: f64,
+    pub cpu_us_per_event: f64,
+}
+
+/// Measures [`Ingestion`] over `window` once the freshly started service has settled for a
+/// second (a start reads the ledger, and may apply what queued while no process consumed).
+async fn measure_ingestion(
+    client: &reqwest::Client,
+    service: &Service,
+    window: Duration,
+) -> anyhow::Result<Ingestion> {
+    if window.is_zero() {
+        return Ok(Ingestion::default());
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stats = format!("{}/v1/stats", service.base);
+    let applied_before = applied(&get_json(client, stats.clone()).await?);
+    let cpu_before = threads_cpu_seconds(service.pid())?;
+    let started = Instant::now();
+    tokio::time::sleep(window).await;
+    let cpu_s = threads_cpu_seconds(service.pid())? - cpu_before;
+    let window_s = started.elapsed().as_secs_f64();
+    let events = applied(&get_json(client, stats).await?).saturating_sub(applied_before);
+    Ok(Ingestion {
+        window_s,
+        events,
+        cpu_s,
+        cpu_us_per_event: if events == 0 {
+            f64::NAN
+        } else {
+            1e6 * cpu_s / events as f64
+        },
+    })
 }
 
 #[allow(clippy::too_many_arguments, clippy::too_many_lines)]
@@ -137,6 +193,8 @@ pub async fn run_one(
     drop(first);
     let service = Service::start(&env.parasol, &cfg, &dir).await?;
     notifier.retarget(&service.base)?;
+    progress.set_message(format!("{label} n={hosts}: ingestion alone"));
+    let ingestion = measure_ingestion(&client, &service, env.ingest_window).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let sampler = tokio::spawn(driver::sample_params(
         service.base.clone(),
@@ -157,6 +215,7 @@ pub async fn run_one(
     };
     let cpu_before = service.cpu_seconds()?;
     let own_before = process_cpu_seconds(std::process::id())?;
+    let beats_before = fleet.counters.heartbeats.load(Ordering::Relaxed);
     let result = driver::drive(&target, ds, requests, fleet.clone(), spec, progress).await?;
     let _ = stop_tx.send(());
     let params = sampler.await.unwrap_or_default();
@@ -175,6 +234,14 @@ pub async fn run_one(
     .await;
     let service_cpu_s = service.cpu_seconds()? - cpu_before;
     let service_cpu_us_per_decision = 1e6 * service_cpu_s / (result.issued.max(1) as f64);
+    let heartbeats_during_run = counters.heartbeats.load(Ordering::Relaxed) - beats_before;
+    let beats_cpu_s = if ingestion.cpu_us_per_event.is_finite() {
+        heartbeats_during_run as f64 * ingestion.cpu_us_per_event / 1e6
+    } else {
+        0.0
+    };
+    let decision_cpu_us_per_decision =
+        1e6 * (service_cpu_s - beats_cpu_s) / (result.issued.max(1) as f64);
     let driver_cpu_us_per_decision = 1e6 * (process_cpu_seconds(std::process::id())? - own_before)
         / (result.issued.max(1) as f64);
     let stats = get_json(&client, format!("{}/v1/stats", service.base)).await?;
@@ -207,6 +274,9 @@ pub async fn run_one(
         notifications_failed: notifier.failed.load(Ordering::Relaxed),
         service_cpu_s,
         service_cpu_us_per_decision,
+        ingestion,
+        heartbeats_during_run,
+        decision_cpu_us_per_decision,
         driver_cpu_us_per_decision,
         ledger_mismatch_hosts: mismatch,
         accounted,

@@ -142,6 +142,19 @@ pub fn find_parasol(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     )
 }
 
+/// `bin` and the Cargo profile it was built with, as its folder names it (`target/release`,
+/// `target/perf`, `target/debug`): the benchmark's figures are release builds'; a figure of
+/// another build says so beside it.
+pub fn describe_build(bin: &Path) -> String {
+    let profile = bin
+        .parent()
+        .and_then(|d| d.file_name())
+        .and_then(|d| d.to_str())
+        .filter(|d| ["release", "perf", "debug"].contains(d))
+        .map_or_else(|| "profile unknown".to_string(), |d| format!("{d} profile"));
+    format!("{} ({profile})", bin.display())
+}
+
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -237,6 +250,28 @@ pub fn rss_kb(pid: u32) -> anyhow::Result<u64> {
         .context("no VmRSS in /proc/<pid>/status")
 }
 
+/// CPU seconds the threads of process `pid` now running have used, to the nanosecond (the
+/// first field of each `/proc/<pid>/task/<tid>/schedstat`): for short windows, where
+/// `/proc/<pid>/stat`'s clock ticks (10 ms) are too coarse. Threads that ended are not
+/// counted: measure differences over windows in which the service's threads stay.
+pub fn threads_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut ns: u64 = 0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
+        let path = task?.path().join("schedstat");
+        // A thread that ended since the listing has no file any more.
+        let Ok(line) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        ns += line
+            .split_whitespace()
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .with_context(|| format!("{}: {line:?}", path.display()))?;
+    }
+    Ok(ns as f64 / 1e9)
+}
+
 /// User + system CPU seconds of process `pid` (Linux `/proc/<pid>/stat`).
 pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -291,5 +326,20 @@ mod tests {
         assert!(spin > 0);
         let s = process_cpu_seconds(std::process::id()).unwrap();
         assert!(s > 0.0 && s < 3_600.0, "{s}");
+    }
+
+    #[test]
+    fn the_threads_cpu_grows_by_what_this_thread_spins() {
+        let pid = std::process::id();
+        let before = threads_cpu_seconds(pid).unwrap();
+        let start = std::time::Instant::now();
+        let mut spin = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            spin = (0..10_000u64).fold(spin, |a, b| a.wrapping_add(b * b));
+        }
+        assert!(spin > 0);
+        let used = threads_cpu_seconds(pid).unwrap() - before;
+        // 50 ms of wall time spinning: on a loaded machine the thread gets part of it.
+        assert!(used > 0.001 && used < 10.0, "{used}");
     }
 }

@@ -104,6 +104,10 @@ pub(crate) struct HotWriter {
     /// Jobs queued so far (tests wait on it to know a job is in the queue).
     #[cfg(test)]
     submitted: Arc<std::sync::atomic::AtomicU64>,
+    /// Consumer batches this writer applied whole (tests tell them from those it handed to
+    /// the general path).
+    #[cfg(test)]
+    batches_applied: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for HotWriter {
@@ -150,6 +154,8 @@ impl HotWriter {
             wal_limit,
             #[cfg(test)]
             submitted: Arc::default(),
+            #[cfg(test)]
+            batches_applied: Arc::default(),
         })
     }
 
@@ -171,6 +177,18 @@ impl HotWriter {
     #[cfg(test)]
     pub(crate) fn submitted(&self) -> u64 {
         self.submitted.load(Ordering::SeqCst)
+    }
+
+    /// Notes a consumer batch this writer applied whole.
+    #[cfg(test)]
+    pub(crate) fn batch_applied(&self) {
+        self.batches_applied.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Consumer batches this writer applied whole so far.
+    #[cfg(test)]
+    pub(crate) fn batches_applied(&self) -> u64 {
+        self.batches_applied.load(Ordering::SeqCst)
     }
 }
 

@@ -501,6 +501,128 @@ async fn the_hot_writer_applies_a_batch_of_host_state_events_as_the_general_path
     }
 }
 
+/// 240 messages on `hosts`: heartbeats, the confirmations of claims `vm0` … `vm59` (each
+/// sent once, in order, the one before now and then repeated) and now and then an
+/// `instance.create.end` of an instance with no claim (`stray…`, message id `s…`).
+fn confirmation_stream(seed: u64, hosts: &[String]) -> Vec<Notification> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut messages = Vec::new();
+    let mut vm = 0;
+    for i in 0..240 {
+        let v = match rng.gen_range(0..40) {
+            0 => create_end(&format!("s{i}"), &format!("stray{i}"), &hosts[i % 6], 1),
+            1 if vm > 0 => create_end(
+                &format!("c{}", vm - 1),
+                &format!("vm{}", vm - 1),
+                &hosts[(vm - 1) % 6],
+                1,
+            ),
+            2..=20 if vm < 60 => {
+                vm += 1;
+                create_end(
+                    &format!("c{}", vm - 1),
+                    &format!("vm{}", vm - 1),
+                    &hosts[(vm - 1) % 6],
+                    1,
+                )
+            }
+            _ => host_state(&format!("b{i}"), &hosts[rng.gen_range(0..6)], 64),
+        };
+        messages.push(Notification::from_inner(&v).unwrap_or_else(|e| panic!("{v}: {e}")));
+    }
+    assert_eq!(vm, 60, "every claim's confirmation is sent");
+    messages
+}
+
+/// Heartbeats and builds' confirmations as a consumer's batches bring them (every decision's
+/// `instance.create.end` among the hosts' heartbeats), with repeated ids and now and then an
+/// `instance.create.end` of an instance Parasol holds no claim for (the general path records
+/// its allocation), for the hot writer's batch: outcomes, ledger and live table are exactly
+/// what the general path leaves, and every claim ends confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hot_writer_applies_heartbeats_with_build_confirmations_as_the_general_path_does() {
+    let (hot, _hot_dir) = ledger().await;
+    let (general, _general_dir) = ledger().await;
+    let hosts: Vec<String> = (0..6).map(|h| format!("h{h}")).collect();
+    let registrations: Vec<Notification> = hosts
+        .iter()
+        .map(|h| Notification::from_inner(&host_state(&format!("r-{h}"), h, 64)).unwrap())
+        .collect();
+    let small = crate::domain::Resources::new(1, 256, 1);
+    for l in [&hot, &general] {
+        apply_batch(l, &registrations.iter().collect::<Vec<_>>(), 0)
+            .await
+            .unwrap();
+        for vm in 0..60 {
+            let host = l.table().by_name(&hosts[vm % 6], None).unwrap().id;
+            let claimed = l.claim(host, &uuid_of(&format!("vm{vm}")), &small, 0).await;
+            assert_eq!(claimed.unwrap(), crate::ledger::ClaimOutcome::Claimed);
+        }
+    }
+    let messages = confirmation_stream(7, &hosts);
+    let (mut at, mut k) = (0, 0);
+    let (mut whole, mut handed_on) = (0, 0);
+    while at < messages.len() {
+        let size = [1, 3, 9, 20][k % 4].min(messages.len() - at);
+        let batch: Vec<&Notification> = messages[at..at + size].iter().collect();
+        let now_ms = 1_000 + k as i64;
+        let applied_before = hot.hot_writer().batches_applied();
+        let hot_outcomes = apply_batch(&hot, &batch, now_ms).await.unwrap();
+        // A batch with a confirmation of no claim is the general path's; any other, the hot
+        // writer's.
+        let stray = batch.iter().any(|n| n.message_id.starts_with('s'));
+        assert_eq!(
+            hot.hot_writer().batches_applied() - applied_before,
+            u64::from(!stray),
+            "batch {k}"
+        );
+        whole += usize::from(!stray);
+        handed_on += usize::from(stray);
+        let taken: Vec<crate::ledger::Message> = batch.iter().map(|n| message_of(n)).collect();
+        let (_, general_outcomes) = general
+            .apply_taken(|| taken.iter().collect(), |m| *m, || now_ms)
+            .await;
+        assert_eq!(hot_outcomes, general_outcomes.unwrap(), "batch {k}");
+        assert_eq!(dump(&hot).await, dump(&general).await, "batch {k}");
+        let table = |l: &Ledger| format!("{:?}", l.table().snapshot());
+        assert_eq!(table(&hot), table(&general), "batch {k}");
+        let kept = table(&hot);
+        hot.reload_all().await.unwrap();
+        assert_eq!(
+            table(&hot),
+            kept,
+            "batch {k}: the table is what the ledger holds"
+        );
+        at += size;
+        k += 1;
+    }
+    assert!(
+        whole > 0 && handed_on > 0,
+        "{whole} batches whole, {handed_on} handed on"
+    );
+    for vm in 0..60 {
+        let a = hot
+            .allocation(&uuid_of(&format!("vm{vm}")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(a.confirmed, "vm{vm} confirmed");
+    }
+    let strays = messages
+        .iter()
+        .filter(|n| n.message_id.starts_with('s'))
+        .count();
+    assert!(strays > 0, "the stream holds confirmations of no claim");
+    for n in messages.iter().filter(|n| n.message_id.starts_with('s')) {
+        assert!(
+            hot.is_processed(&n.message_id).await.unwrap(),
+            "{}",
+            n.message_id
+        );
+    }
+}
+
 /// A registration the database refuses (here a trigger refuses host "refused"; another
 /// compute node under the same host and node names is no longer refused: see
 /// `tests/ledger/host_events.rs`) rolls the hot writer's job back: the general path rejects
