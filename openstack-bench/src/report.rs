@@ -97,7 +97,7 @@ pub fn write(
 /// The Markdown table of runs.
 pub fn table(runs: &[RunResult]) -> String {
     let mut md = String::from(
-        "| run | hosts | requests | decisions/s | p50 ms | p90 ms | p99 ms | service CPU µs/decision | of it, decisions alone | ingestion µs/event | service p99 ms: call / decide / claim | decline ratio | host reads/request | placed | no valid host | violations | ledger = books |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| run | hosts | requests | decisions/s | p50 ms | p90 ms | p99 ms | service CPU µs/decision | of it, decisions alone (a lower bound) | ingestion µs/event (an upper bound) | service p99 ms: call / decide / claim | decline ratio | host reads/request | placed | no valid host | violations | ledger = books |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {
         let d = &r.driver;
@@ -134,7 +134,8 @@ pub fn table(runs: &[RunResult]) -> String {
         let _ = write!(
             md,
             "- {}: ingestion measured alone before the requests: {} heartbeats applied in {:.1} s, \
-             {:.4} s of service CPU; decisions alone = the run's service CPU less its {} \
+             {:.4} s of service CPU (all the service did in that window, its own background work \
+             after start included: an upper bound of ingestion's cost); decisions alone = the run's service CPU less its {} \
              heartbeats at that cost (each decision's claim and build confirmation stay in it); \
              the driver and its emulated hosts used {:.0} µs of CPU per decision",
             r.label,
