@@ -14,13 +14,13 @@ use crate::datasets::DatasetKind;
 use parasol::control::AscParams;
 use parasol::policy::Algorithm;
 
-/// Setup of the fixed-interval part: NFV ×10 on 279 hosts and Amazon ×1 on 126 (the papers'
-/// single-scheduler setups); Google ×1 on its 5989 hosts.
+/// Setup of the fixed-interval part, the ASC paper's §III-B: NFV ×10 (4,370 requests) on 279
+/// hosts, Google ×1 on 5,995 and Amazon ×1 (1,100 requests) on 126.
 pub fn fixed_setup(kind: DatasetKind) -> (usize, usize) {
     match kind {
         DatasetKind::Nfv => (10, 279),
         DatasetKind::Amazon => (1, 126),
-        DatasetKind::Google => (1, 5989),
+        DatasetKind::Google => (1, 5995),
     }
 }
 
@@ -156,9 +156,13 @@ pub fn staleness_rows(
     );
     let mut runs = Vec::new();
     for k in &kinds {
-        let setup = DynamicSetup {
-            rate_swing: args.rate_swing,
-            ..DynamicSetup::default_for(*k)
+        let setup = if args.departures {
+            dynamic_setup(*k)
+        } else {
+            DynamicSetup {
+                rate_swing: args.rate_swing,
+                ..DynamicSetup::default_for(*k)
+            }
         };
         runs.extend(asc_policies.iter().map(|p| (setup, *p)));
     }
