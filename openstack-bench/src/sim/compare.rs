@@ -284,14 +284,15 @@ pub fn readme(
         render(others, Format::Markdown)
     );
     let _ = writeln!(s, "## Experiment B: cache staleness\n\nOne scheduler, one request per second, \
-        cache refreshed every τ requests (1 = always fresh, `never`), unbounded lifetimes. As \
-        docs/architecture.md §10 B reads the ASC paper, the scheduler decides on the snapshot as read, without subtracting its own \
-        placements (with `--consume-own` and no departures a stale cache would be exact), and equal \
-        ranking keys are broken at random (`tie_break = \"random\"`). Setups: \
+        cache refreshed every τ requests (1 = always fresh, `never`), infinite lifetimes (the ASC \
+        paper's §III-C). The scheduler decides on the snapshot as read, without subtracting its own \
+        placements (§III-C: with no state the algorithms \"see all hosts as empty\"; with \
+        `--consume-own` and no departures a stale cache would be exact), and equal ranking keys are \
+        broken at random (§III-C: \"break the symmetry between them at random\"). Setups: \
         NFV ×10 on 279 hosts, Amazon ×1 on 126, Google ×1 on 5995 (the ASC paper's §III-B). Table: `staleness.md`.\n\n\
         ![NFV](staleness_nfv.svg)\n\n![Amazon](staleness_amazon.svg)\n\n![Google](staleness_google.svg)\n");
     let _ = writeln!(s, "### ASC with Poisson arrivals and departures\n\nλ_a = 1 request/s, exponential \
-        lifetimes with mean L; NFV ×10 on 28 hosts with L = 437 s (the ASC paper's OpenStack setup), \
+        lifetimes with mean L (§II-A); NFV ×10 on 28 hosts with L = 437 s (Table V; §V-A gives no setup), \
         Amazon ×10 on 126 hosts with L = 1100 s, Google ×1 on 600 hosts with L = 1250 s (scaled \
         so one run stays short; L chosen so the hosts stay nearly full). Modes: `fresh` (refresh \
         before every decision), `caching_60s` (Nova's CachingScheduler), `asc` (start 60 s, \
@@ -315,7 +316,11 @@ mod tests {
         for p in &PUBLISHED_VII {
             for (eps, queries, thr, _) in p.apsr {
                 let below = 1.0 - p.hosts * p.requests / thr / queries;
-                assert!((0.017..=0.061).contains(&below), "{} ε={eps}: {below}", p.dataset);
+                assert!(
+                    (0.017..=0.061).contains(&below),
+                    "{} ε={eps}: {below}",
+                    p.dataset
+                );
             }
             // Random reads n hosts for each of the R requests (NFV's 11000K is rounded).
             let random = p.hosts * p.requests / p.random_queries;

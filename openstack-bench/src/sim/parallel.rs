@@ -188,7 +188,10 @@ mod tests {
 
     #[test]
     fn a_snapshot_policy_counts_n_reads_a_decision_either_way() {
-        let o = run_parallel(&cell(SimPolicy::Classic(parasol::policy::Algorithm::Random), 5));
+        let o = run_parallel(&cell(
+            SimPolicy::Classic(parasol::policy::Algorithm::Random),
+            5,
+        ));
         assert_eq!(o.queries, o.attempts * 60);
         assert_eq!(o.queries_paper, o.queries);
     }
