@@ -297,11 +297,16 @@ pub fn readme(
         so one run stays short; L chosen so the hosts stay nearly full). Modes: `fresh` (refresh \
         before every decision), `caching_60s` (Nova's CachingScheduler), `asc` (start 60 s, \
         th_low 3 %, th_decline 5 %, steps 0.5 / 1.1, min 1 s), `fixed_asc_mean` (a fixed interval \
-        equal to ASC's own mean).\n\n{}", render(dynamic, Format::Markdown));
+        equal to ASC's own mean at that point), `fixed_figure_mean` (one fixed interval for every \
+        point, ASC's mean over all of them: Fig. 5b's caption).\n\n{}", render(dynamic, Format::Markdown));
     let _ = writeln!(s, "{b_section}");
     let _ = writeln!(s, "## Run time of this regeneration\n\nExperiment A ({runs} NFV seeds, one Amazon and \
         one Google seed, ε ∈ {{3, 5, 10}} %): {parallel_s:.0} s; experiment B: {stale_s:.0} s (wall clock, \
-        `perf` profile build, all cores).\n");
+        {} build, `--threads` as given, all cores by default).\n", if cfg!(debug_assertions) {
+        "a debug"
+    } else {
+        "an optimised (`perf` or `release`)"
+    });
     s + notes
 }
 
