@@ -138,7 +138,9 @@ pub fn table_vii(rows: &[ParallelRow]) -> String {
     }
     let _ = writeln!(
         s,
-        "\nAPSR's paper-counted queries within 35 % of the published in {ok} of {total} cells         (NFV: mean of the seeds above; Amazon and Google: one seed; Amazon's fleet cannot hold         its workload, above).\n"
+        "\nAPSR's paper-counted queries within 35 % of the published in {ok} of {total} cells \
+         (NFV: mean of the seeds above; Amazon and Google: one seed; Amazon's fleet cannot hold \
+         its workload, above).\n"
     );
     s
 }
