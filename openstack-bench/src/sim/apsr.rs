@@ -63,6 +63,11 @@ impl ApsrScheduler {
         self.plan
     }
 
+    /// The hosts one decision samples out of `n_hosts`: the plan's d, at least 1, at most n.
+    pub fn sample_size(&self, n_hosts: usize) -> usize {
+        (self.plan.hosts_per_scheduler as usize).clamp(1, n_hosts.max(1))
+    }
+
     /// Samples d hosts, records what fitted, and picks uniformly among them.
     pub fn decide(
         &mut self,
@@ -72,7 +77,7 @@ impl ApsrScheduler {
         rng: &mut impl Rng,
         out: &mut Vec<usize>,
     ) -> (Option<usize>, u64) {
-        let d = (self.plan.hosts_per_scheduler as usize).clamp(1, hosts.len().max(1));
+        let d = self.sample_size(hosts.len());
         self.sampled_ids.clear();
         self.sample.clear();
         for i in rand::seq::index::sample(rng, hosts.len(), d.min(hosts.len())) {

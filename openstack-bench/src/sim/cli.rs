@@ -44,8 +44,12 @@ pub const PARALLEL_POLICIES: &str =
 /// Experiment B's fixed-interval policies: the ASC paper's, and best_fit.
 pub const STALENESS_POLICIES: &str =
     "random,first_fit,best_fit,ffr,worst_fit,wfr,dist_from_diag,adaptive";
-/// Experiment B's dynamic (ASC) policies.
-pub const ASC_POLICIES: &str = "worst_fit,random,first_fit";
+/// Experiment B's dynamic (ASC) policies: the ASC paper's Fig. 5 algorithms (§III-A) the
+/// library has: BUP (`worst_fit`), Random, its FirstFit, "the most loaded host that has
+/// sufficient resource" (`best_fit`), and DistFromDiag. Its Adaptive switches to that
+/// FirstFit at a threshold the paper does not give, which the library's `adaptive` (the APSR
+/// paper's, switching to host-order `first_fit` at 0.6) is not.
+pub const ASC_POLICIES: &str = "worst_fit,random,best_fit,dist_from_diag";
 /// Experiment B's refresh intervals, in requests.
 pub const INTERVALS: &str = "1,2,5,10,20,50,100,200,500,1000,never";
 /// Experiment A's scheduler counts.
@@ -104,7 +108,7 @@ pub struct StalenessArgs {
     #[arg(long)]
     pub replicas: Option<usize>,
     /// Hosts in the fixed-interval part (default: the setup's; NFV 279, Amazon 126, Google
-    /// 5989).
+    /// 5995).
     #[arg(long)]
     pub hosts: Option<usize>,
     /// Refresh intervals in requests; `never` for a cache that is never refreshed.
@@ -113,8 +117,8 @@ pub struct StalenessArgs {
     /// Run the fixed-interval part with departures: Poisson arrivals at 1 per second and
     /// exponential lifetimes on the dataset's dynamic setup (NFV ×10 on 28 hosts with L = 437
     /// s, Amazon ×10 on 126 with L = 1100 s, Google ×1 on 600 with L = 1250 s) instead of one
-    /// request per second with unbounded lifetimes. --replicas and --hosts then change that
-    /// setup.
+    /// request per second with unbounded lifetimes. --replicas, --hosts and --lifetime then
+    /// change that setup, for the ASC runs too.
     #[arg(long)]
     pub departures: bool,
     /// Mean lifetime L in seconds with --departures (default: the setup's).

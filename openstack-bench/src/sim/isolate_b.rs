@@ -47,7 +47,7 @@ pub fn isolate(seed: u64) -> Vec<Isolated> {
         out.extend([
             Isolated {
                 policy,
-                model: "docs/architecture.md §10 B: unbounded lifetimes, NFV ×10 on 279 hosts, snapshot as read, random ties",
+                model: "the ASC paper's §III-C: infinite lifetimes, NFV ×10 on 279 hosts, snapshot as read, random ties",
                 decline_ratio: fixed(as_read),
             },
             Isolated {

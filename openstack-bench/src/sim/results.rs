@@ -323,6 +323,7 @@ pub fn replot(dir: &Path) -> anyhow::Result<()> {
             decline_ratio: f(&v, "decline_ratio"),
             throughput: f(&v, "throughput"),
             queries: f(&v, "queries"),
+            queries_paper: f(&v, "queries_paper"),
             mean_active_schedulers: f(&v, "mean_active_schedulers"),
             epsilon: v["epsilon"].as_f64(),
             runs: v["runs"].as_u64().unwrap_or(1) as usize,
