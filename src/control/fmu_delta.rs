@@ -399,8 +399,8 @@ mod tests {
             let cap = if case % 3 == 0 { Some(1.2) } else { None };
             let (problem, placement) = roomy(&mut rng, 1.0, cap);
             let tracker = CostTracker::new(&problem, &placement).unwrap();
-            for vm in 0..placement.len() {
-                for to in (0..problem.capacities.len()).filter(|h| *h != placement[vm]) {
+            for (vm, from) in placement.iter().enumerate() {
+                for to in (0..problem.capacities.len()).filter(|h| h != from) {
                     let mut departure = tracker.departure(vm);
                     let mut joined = tracker.desires(&tracker.on_host[to]);
                     joined.push(tracker.desire[vm]);
