@@ -10,15 +10,25 @@
 //! - `planner`: the solver, the `max_moves` cut, ΔU/ΔF/ΔC, the replay check.
 //! - `report`: the plan as Parasol's JSON, Watcher's actions and a terminal table.
 //! - `client`: `parasol rebalance plan`, which asks the running service.
+//! - `nova_api`, `apply`: `parasol rebalance apply`, the plan carried out through Nova.
 
+mod apply;
 mod client;
 mod model;
+mod nova_api;
 mod planner;
 mod report;
 mod request;
 mod state;
 
+pub use apply::{
+    from_nova, not_movable_reason, plan_moves, Apply, ApplyError, ParasolEndpoint, PlanMove,
+    Stopped,
+};
 pub use client::{request_plan, ClientError, PlanCall};
+pub use nova_api::{
+    nova_message, ComputeApi, GroupView, NovaError, ServerView, COMPUTE_MICROVERSION,
+};
 pub use planner::{plan, Figures, LeftOut, Plan, PlannedMove};
 pub use report::{plan_json, render_text, watcher_json, WATCHER_GOAL, WATCHER_STRATEGY};
 pub use request::{GroupSpec, PlanError, PlanFormat, PlanRequest};
