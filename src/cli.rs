@@ -41,6 +41,13 @@ pub enum RebalanceCommand {
     /// The service holds the measured usage the plan needs (soft state, never in the ledger),
     /// so this calls `POST /v1/rebalance/plan` rather than reading the ledger.
     Plan(RebalancePlanArgs),
+    /// Ask the running service for a plan (as `plan` does, telling it which of Nova's servers
+    /// cannot move now and Nova's server groups) and carry it out through Nova's compute API:
+    /// one live migration at a time (os-migrateLive, block_migration auto, microversion
+    /// 2.68), each waited for, then Placement and Parasol's ledger checked to agree. The first
+    /// move Nova refuses or that fails stops the apply, naming the server and the reason.
+    /// Nova and Placement are reached as `[rebalance] nova_*` and `[placement]` say.
+    Apply(RebalancePlanArgs),
 }
 
 /// Flags of `parasol rebalance plan`; each one left out takes `[rebalance]`'s value.

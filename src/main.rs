@@ -77,13 +77,19 @@ async fn main() -> anyhow::Result<()> {
         Command::Rebalance(RebalanceCommand::Plan(ref args)) => {
             rebalance_plan(&cli, args).await?;
         }
+        Command::Rebalance(RebalanceCommand::Apply(ref args)) => {
+            rebalance_apply(&cli, args).await?;
+        }
     }
     Ok(())
 }
 
-/// `parasol rebalance plan`: the running service's plan, as a table or JSON.
-async fn rebalance_plan(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> anyhow::Result<()> {
-    let settings = load(cli)?;
+/// The service's URL (`--url`, else `[server]`'s address) and token (`--token`, else `[auth]
+/// token` with strategy "token").
+fn service_endpoint(
+    settings: &Settings,
+    args: &parasol::cli::RebalancePlanArgs,
+) -> (String, Option<String>) {
     let host = match settings.server.host.as_str() {
         "0.0.0.0" | "::" | "[::]" => "127.0.0.1".to_string(),
         h if h.contains(':') && !h.starts_with('[') => format!("[{h}]"),
@@ -95,7 +101,13 @@ async fn rebalance_plan(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> an
         .unwrap_or_else(|| format!("http://{host}:{}", settings.server.port));
     let configured = (settings.auth.strategy == parasol::auth::Strategy::Token)
         .then(|| settings.auth.token.clone());
-    let token = args.token.clone().or(configured);
+    (url, args.token.clone().or(configured))
+}
+
+/// `parasol rebalance plan`: the running service's plan, as a table or JSON.
+async fn rebalance_plan(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> anyhow::Result<()> {
+    let settings = load(cli)?;
+    let (url, token) = service_endpoint(&settings, args);
     let body = args.body();
     let call = parasol::rebalance::PlanCall {
         base_url: &url,
@@ -112,6 +124,66 @@ async fn rebalance_plan(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> an
     } else {
         print!("{}", parasol::rebalance::render_text(&plan));
     }
+    Ok(())
+}
+
+/// `parasol rebalance apply`: the service's plan (with what Nova knows of its servers and
+/// groups), printed, then carried out through Nova one move at a time.
+async fn rebalance_apply(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !args.watcher,
+        "parasol rebalance apply carries out Parasol's own plan; --watcher is for `plan`"
+    );
+    let settings = load(cli)?;
+    let clock: parasol::clock::SharedClock = std::sync::Arc::new(parasol::clock::SystemClock);
+    let nova = parasol::rebalance::ComputeApi::new(&settings, clock.clone())
+        .context("parasol rebalance apply: Nova's compute API")?;
+    let placement =
+        parasol::placement::PlacementClient::new(settings.placement.clone(), clock.clone())
+            .context("parasol rebalance apply: Placement")?;
+    let (url, token) = service_endpoint(&settings, args);
+    let mut body = args.body();
+    parasol::rebalance::from_nova(&nova, &mut body)
+        .await
+        .context("parasol rebalance apply: reading Nova's servers and server groups")?;
+    let call = parasol::rebalance::PlanCall {
+        base_url: &url,
+        token: token.as_deref(),
+        body: &body,
+        format: None,
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let plan = parasol::rebalance::request_plan(&call)
+        .await
+        .context("parasol rebalance apply")?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", parasol::rebalance::render_text(&plan));
+    }
+    let moves = parasol::rebalance::plan_moves(&plan)?;
+    let r = &settings.rebalance;
+    let apply = parasol::rebalance::Apply {
+        nova: &nova,
+        placement: &placement,
+        parasol: parasol::rebalance::ParasolEndpoint { url, token },
+        clock,
+        poll_ms: (r.apply_poll_interval_s * 1000.0) as u64,
+        move_timeout_ms: (r.move_timeout_s * 1000.0) as i64,
+        agree_timeout_ms: (r.agree_timeout_s * 1000.0) as i64,
+    };
+    let done = apply
+        .run(&moves, &mut std::io::stdout())
+        .await
+        .map_err(|stopped| anyhow::anyhow!("parasol rebalance apply {stopped}"))?;
+    println!(
+        "applied {done} of {} moves; predicted F {} -> {}, U {} -> {}",
+        moves.len(),
+        plan["before"]["fairness"],
+        plan["after"]["fairness"],
+        plan["before"]["utilization"],
+        plan["after"]["utilization"]
+    );
     Ok(())
 }
 

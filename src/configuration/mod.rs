@@ -23,7 +23,9 @@ pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
 pub use batch::{BatchMode, BatchSettings, MAX_WINDOW_MS};
 pub use flex::{FlexSettings, QosSource, UsageSettings};
 pub use load::{ConfigError, Source};
-pub use rebalance::{RebalanceSettings, RebalanceSolver, MAX_MOVES as MAX_REBALANCE_MOVES};
+pub use rebalance::{
+    NovaAuth, RebalanceSettings, RebalanceSolver, MAX_MOVES as MAX_REBALANCE_MOVES,
+};
 
 use crate::control::{ApsrParams, AscParams};
 use crate::policy::PolicyConfig;

@@ -39,6 +39,30 @@ impl Choice for RebalanceSolver {
     }
 }
 
+/// How `parasol rebalance apply` authenticates to Nova's compute API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum NovaAuth {
+    /// `[placement]`'s Keystone service user (Nova's, by default), whose token's catalog
+    /// gives the compute endpoint when `nova_url` is empty.
+    #[default]
+    Keystone,
+    /// The static token `nova_token`, sent as `X-Auth-Token` to `nova_url`.
+    Token,
+}
+
+crate::choice_from_string!(NovaAuth);
+
+impl Choice for NovaAuth {
+    const ALL: &'static [Self] = &[NovaAuth::Keystone, NovaAuth::Token];
+    fn as_str(self) -> &'static str {
+        match self {
+            NovaAuth::Keystone => "keystone",
+            NovaAuth::Token => "token",
+        }
+    }
+}
+
 /// The largest `max_moves` accepted: a plan is carried out one step at a time, and past a
 /// few hundred moves the state it was made on is long gone.
 pub const MAX_MOVES: usize = 1_000;
@@ -60,6 +84,22 @@ pub struct RebalanceSettings {
     pub migration_resistance: f64,
     /// The seed of GBM's and SA's random choices when a request gives none.
     pub seed: u64,
+    /// `parasol rebalance apply`: Nova's compute API, `…/v2.1` (empty: the Keystone
+    /// catalog's `compute` endpoint, `[placement] interface`).
+    pub nova_url: String,
+    /// `keystone` (`[placement]`'s service user) or `token` (`nova_token`).
+    pub nova_auth: NovaAuth,
+    /// The static token of `nova_auth = "token"`.
+    pub nova_token: String,
+    /// Seconds before one request to Nova is abandoned.
+    pub nova_timeout_s: f64,
+    /// Seconds between two looks at a moving server (and at the agreement after it).
+    pub apply_poll_interval_s: f64,
+    /// Seconds one live migration may take before the apply stops at it.
+    pub move_timeout_s: f64,
+    /// Seconds Placement and Parasol's ledger have to agree after a move before the apply
+    /// stops there.
+    pub agree_timeout_s: f64,
 }
 
 impl Default for RebalanceSettings {
@@ -71,6 +111,13 @@ impl Default for RebalanceSettings {
             max_moves: 50,
             migration_resistance: 0.05,
             seed: 1,
+            nova_url: String::new(),
+            nova_auth: NovaAuth::Keystone,
+            nova_token: String::new(),
+            nova_timeout_s: 30.0,
+            apply_poll_interval_s: 1.0,
+            move_timeout_s: 600.0,
+            agree_timeout_s: 60.0,
         }
     }
 }
@@ -94,6 +141,24 @@ impl RebalanceSettings {
             return Err((
                 "migration_resistance",
                 "must be a fraction in [0, 1) (the thesis' 0.05 is 5 %)".into(),
+            ));
+        }
+        for (key, value) in [
+            ("nova_timeout_s", self.nova_timeout_s),
+            ("apply_poll_interval_s", self.apply_poll_interval_s),
+            ("move_timeout_s", self.move_timeout_s),
+            ("agree_timeout_s", self.agree_timeout_s),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err((key, "must be a positive number of seconds".into()));
+            }
+        }
+        if self.nova_auth == NovaAuth::Token
+            && (self.nova_token.is_empty() || self.nova_url.is_empty())
+        {
+            return Err((
+                "nova_token",
+                "nova_auth = \"token\" needs nova_token and nova_url".into(),
             ));
         }
         Ok(())
@@ -139,6 +204,12 @@ mod tests {
                 "migration_resistance = nan",
                 "rebalance.migration_resistance",
             ),
+            ("move_timeout_s = 0", "rebalance.move_timeout_s"),
+            (
+                "apply_poll_interval_s = -1",
+                "rebalance.apply_poll_interval_s",
+            ),
+            ("nova_auth = \"token\"", "rebalance.nova_token"),
         ] {
             let err = Settings::from_toml(&format!("[rebalance]\n{toml}\n")).unwrap_err();
             let err = format!("{err:#}");

@@ -132,17 +132,29 @@ impl FmuProblem {
 /// a VM desiring exactly hl is satisfied; when every desire fits, hl is what the last one
 /// could have had (≥ its desire).
 pub fn hungry_level(capacity: f64, desires: &[f64], max_alloc: Option<f64>) -> f64 {
-    let max_alloc = max_alloc.unwrap_or(capacity);
     let mut sorted = desires.to_vec();
     sorted.sort_by(f64::total_cmp);
+    hungry_level_sorted(capacity, sorted.iter(), sorted.len(), max_alloc)
+}
+
+/// [`hungry_level`] over `n` desires already in ascending order: the loop itself, shared
+/// with `CostTracker`, which merges one VM into a host's sorted desires (the same result
+/// to the bit: equal desires in either order make the same sums).
+pub(crate) fn hungry_level_sorted<'d>(
+    capacity: f64,
+    sorted: impl Iterator<Item = &'d f64>,
+    n: usize,
+    max_alloc: Option<f64>,
+) -> f64 {
+    let max_alloc = max_alloc.unwrap_or(capacity);
     let mut remaining = capacity;
-    let mut left = sorted.len();
+    let mut left = n;
     if left == 0 {
         return max_alloc.min(capacity);
     }
     let mut hl = (remaining / left as f64).min(max_alloc);
     for desire in sorted {
-        if desire >= hl {
+        if *desire >= hl {
             break;
         }
         remaining -= desire;

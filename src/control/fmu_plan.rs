@@ -158,15 +158,27 @@ impl<'a> Occupancy<'a> {
 
     /// Why `vm` may not (also) be counted on `host` now, or `None` when it may.
     pub fn refusal(&self, vm: usize, host: usize) -> Option<String> {
+        Some(match self.first_refusal(vm, host)? {
+            Refusal::Disabled => format!("host {host} is disabled"),
+            Refusal::Ratio(dim) => format!("dimension {dim} would exceed its ratio on host {host}"),
+            Refusal::Group(g) => format!("server group {g} ({:?})", self.rules.groups[g].policy),
+        })
+    }
+
+    /// Whether `vm` may (also) be counted on `host` now: [`Self::refusal`] without its words,
+    /// for the solvers' inner loops.
+    pub fn fits(&self, vm: usize, host: usize) -> bool {
+        self.first_refusal(vm, host).is_none()
+    }
+
+    fn first_refusal(&self, vm: usize, host: usize) -> Option<Refusal> {
         if !self.rules.enabled[host] {
-            return Some(format!("host {host} is disabled"));
+            return Some(Refusal::Disabled);
         }
         for dim in 0..self.rules.ratios.len() {
             let need = self.used[host][dim] + self.rules.allocation[vm][dim];
             if need > self.rules.capacity(host, dim) + 1e-9 {
-                return Some(format!(
-                    "dimension {dim} would exceed its ratio on host {host}"
-                ));
+                return Some(Refusal::Ratio(dim));
             }
         }
         for g in self.groups_of.get(&vm).into_iter().flatten() {
@@ -181,7 +193,7 @@ impl<'a> Occupancy<'a> {
                     .any(|m| self.positions[*m].iter().any(|h| *h != host)),
             };
             if broken {
-                return Some(format!("server group {g} ({:?})", group.policy));
+                return Some(Refusal::Group(*g));
             }
         }
         None
@@ -191,6 +203,14 @@ impl<'a> Occupancy<'a> {
     pub fn used(&self, host: usize) -> &[f64] {
         &self.used[host]
     }
+}
+
+/// The first rule a placement breaks ([`Occupancy::refusal`] words it).
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    Disabled,
+    Ratio(usize),
+    Group(usize),
 }
 
 /// One live migration.

@@ -367,16 +367,24 @@ fn greedy_best_move(
     let mut occupancy = Occupancy::from_assignment(input.rules, &state);
     let mut load = HostLoad::new(input, &state);
     let mut selected: Vec<(f64, usize, usize)> = Vec::new();
+    let mut options: Vec<(f64, usize)> = Vec::new();
     for vm in (0..vms).filter(|vm| movable(input, *vm)) {
         let from = state[vm];
         occupancy.release(vm, from);
-        let mut options: Vec<(f64, usize)> = Vec::new();
-        let departure = tracker.as_ref().map(|t| t.departure(vm));
+        options.clear();
+        let mut departure = tracker.as_ref().map(|t| t.departure(vm));
         for to in (0..hosts).filter(|h| *h != from) {
-            if load.resists(vm, from, to) || occupancy.refusal(vm, to).is_some() {
+            // A move that provably leaves C as it is can never be an option (ΔC ≈ 0 is not
+            // below −ε): skipped before anything else is computed for it.
+            if let (Some(t), Some(d)) = (&tracker, &departure) {
+                if t.leaves_cost_unchanged(d, to) {
+                    continue;
+                }
+            }
+            if load.resists(vm, from, to) || !occupancy.fits(vm, to) {
                 continue;
             }
-            let cost = match (&tracker, &departure) {
+            let cost = match (&tracker, &mut departure) {
                 (Some(t), Some(d)) => t.cost_if_departed_to(d, to),
                 _ => cost_if(&tracker, &mut state, vm, to)?,
             };

@@ -11,16 +11,26 @@
 //! - `review`: a plan walked through the operator's `move` plugin chain.
 //! - `report`: the plan as Parasol's JSON, Watcher's actions and a terminal table.
 //! - `client`: `parasol rebalance plan`, which asks the running service.
+//! - `nova_api`, `apply`: `parasol rebalance apply`, the plan carried out through Nova.
 
+mod apply;
 mod client;
 mod model;
+mod nova_api;
 mod planner;
 mod report;
 mod request;
 mod review;
 mod state;
 
+pub use apply::{
+    from_nova, not_movable_reason, plan_moves, Apply, ApplyError, ParasolEndpoint, PlanMove,
+    Stopped,
+};
 pub use client::{request_plan, ClientError, PlanCall};
+pub use nova_api::{
+    nova_message, ComputeApi, GroupView, NovaError, ServerView, COMPUTE_MICROVERSION,
+};
 pub use planner::{plan, plan_decided, Decided, Figures, LeftOut, Plan, PlannedMove};
 pub use report::{plan_json, render_text, watcher_json, WATCHER_GOAL, WATCHER_STRATEGY};
 pub use request::{GroupSpec, PlanError, PlanFormat, PlanRequest};

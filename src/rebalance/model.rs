@@ -159,7 +159,19 @@ pub(super) fn model(state: &CloudState, chosen: &[usize], request: &PlanRequest)
             .map(|h| state.hosts[*h].closed.is_none())
             .collect(),
         groups: groups(state, &vms, request),
-        not_movable: vms.iter().map(|v| state.vms[*v].pinned.clone()).collect(),
+        not_movable: vms
+            .iter()
+            .map(|v| {
+                let vm = &state.vms[*v];
+                vm.pinned.clone().or_else(|| {
+                    request
+                        .not_movable
+                        .iter()
+                        .find(|(uuid, _)| *uuid == vm.uuid)
+                        .map(|(_, why)| why.clone())
+                })
+            })
+            .collect(),
     };
     Model {
         hosts: chosen.to_vec(),

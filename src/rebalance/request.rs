@@ -38,6 +38,10 @@ pub struct PlanRequest {
     pub base_revision: Option<String>,
     pub replan: bool,
     pub server_groups: Vec<GroupSpec>,
+    /// Instances the caller knows cannot be live-migrated now (`parasol rebalance apply`
+    /// names Nova's servers that are not ACTIVE or have a task), each with its reason: left
+    /// out of the moves, where they are, as the ledger's own unmovable ones are.
+    pub not_movable: Vec<(String, String)>,
     pub format: PlanFormat,
 }
 
@@ -97,6 +101,7 @@ const FIELDS: &[&str] = &[
     "base_revision",
     "replan",
     "server_groups",
+    "not_movable",
     "format",
 ];
 
@@ -161,6 +166,7 @@ impl PlanRequest {
                 Some(_) => return Err(PlanError::invalid("replan", "must be true or false")),
             },
             server_groups: groups(object.get("server_groups"))?,
+            not_movable: not_movable(object.get("not_movable"))?,
             format: format(
                 query_format
                     .map(Value::from)
@@ -255,6 +261,32 @@ fn groups(value: Option<&Value>) -> Result<Vec<GroupSpec>, PlanError> {
     Ok(out)
 }
 
+fn not_movable(value: Option<&Value>) -> Result<Vec<(String, String)>, PlanError> {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let list = value
+        .as_array()
+        .ok_or_else(|| PlanError::invalid("not_movable", "must be a list"))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let text = |k: &str| {
+                item.get(k)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            };
+            match (text("instance"), text("reason")) {
+                (Some(instance), Some(reason)) => Ok((instance.to_string(), reason.to_string())),
+                _ => Err(PlanError::invalid(
+                    &format!("not_movable[{i}]"),
+                    "needs \"instance\" (a uuid) and \"reason\" (why it cannot move)",
+                )),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +319,12 @@ mod tests {
         );
         assert_eq!(r.format, PlanFormat::Watcher);
         assert!(r.server_groups[0].anti_affinity);
+        let body = json!({"not_movable": [{"instance": "u1", "reason": "SHUTOFF, not ACTIVE"}]});
+        let r = parse(body).unwrap();
+        assert_eq!(
+            r.not_movable,
+            vec![("u1".into(), "SHUTOFF, not ACTIVE".into())]
+        );
     }
 
     #[test]
@@ -308,6 +346,11 @@ mod tests {
                 "server_groups[0]",
             ),
             (json!({"host": ["a"]}), "host"),
+            (json!({"not_movable": {}}), "not_movable"),
+            (
+                json!({"not_movable": [{"instance": "u1"}]}),
+                "not_movable[0]",
+            ),
         ] {
             let err = parse(body.clone()).unwrap_err();
             assert!(

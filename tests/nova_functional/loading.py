@@ -1,7 +1,8 @@
 """Test ids from the installed Nova, as stestr would list them (runs in the venv).
 
 A pattern is a test id, a prefix of ids (module, class), or a glob (`*`, `?`, `[`) over ids;
-names without the `nova.` prefix are relative to `nova.tests.functional`. Modules are loaded
+names without the `nova.` prefix are relative to `nova.tests.functional`, but for Parasol's own
+tests (`nova_functional.parasol_tests…`). Modules are loaded
 with unittest's loader, which honours a module's `load_tests` (test scenarios).
 """
 
@@ -15,8 +16,14 @@ FUNCTIONAL = "nova.tests.functional"
 _GLOB = re.compile(r"[*?\[]")
 
 
+# Parasol's own tests in the harness (`nova_functional.parasol_tests`) are named in full.
+OWN = "nova_functional."
+
+
 def normalise(pattern):
-    return pattern if pattern.startswith("nova.") else f"{FUNCTIONAL}.{pattern}"
+    if pattern.startswith(("nova.", OWN)):
+        return pattern
+    return f"{FUNCTIONAL}.{pattern}"
 
 
 def _all_modules(package):

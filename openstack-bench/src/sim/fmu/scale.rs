@@ -101,21 +101,47 @@ pub fn run(args: &FmuScaleArgs) -> anyhow::Result<()> {
         args.hot * 100.0,
         args.max_moves
     );
-    println!("| seed | plan (ms) | moves | steps | C before | C after | replay |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| seed | plan (ms) | moves | steps | C before | C after | replay | moves digest |");
+    println!("|---|---|---|---|---|---|---|---|");
     for seed in args.seed..args.seed + args.runs.max(1) {
         let started = Instant::now();
         let plan = plan_cloud(args, seed)?;
         let ms = started.elapsed().as_secs_f64() * 1_000.0;
         println!(
-            "| {seed} | {ms:.0} | {} | {} | {:.4} | {:.4} | ok |",
+            "| {seed} | {ms:.0} | {} | {} | {:.4} | {:.4} | ok | {:016x} |",
             plan.plan.moves().count(),
             plan.plan.steps.len(),
             plan.before.cost,
-            plan.after.cost
+            plan.after.cost,
+            moves_digest(&plan)
         );
     }
     Ok(())
+}
+
+/// The plan's moves as `vm:from>to`, steps separated by `|`: what two builds of the solver
+/// must agree on for the same seed.
+fn moves_text(plan: &RebalancePlan) -> String {
+    plan.plan
+        .steps
+        .iter()
+        .map(|step| {
+            step.iter()
+                .map(|m| format!("{}:{}>{}", m.vm, m.from, m.to))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// FNV-1a (64 bits) of [`moves_text`]: printed so runs of two builds can be compared.
+fn moves_digest(plan: &RebalancePlan) -> u64 {
+    moves_text(plan)
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 /// The command's limits: one move per source host, two at once.
@@ -174,6 +200,42 @@ mod tests {
             assert!(plan.after.cost < plan.before.cost);
             // The hot hosts (0 and 1) are the sources.
             assert!(plan.plan.moves().all(|m| m.from < 2), "{:?}", plan.plan);
+        }
+    }
+
+    /// The plans of three clouds of 120 hosts and 2,400 VMs, as the solver made them before
+    /// it skipped the moves that leave C unchanged and shared arrivals without allocating
+    /// (`scale_golden.txt`, printed by `print_golden_moves` at commit d9a9a52): the faster
+    /// solver must make the same moves in the same steps.
+    #[test]
+    fn the_plans_are_the_golden_ones() {
+        let golden = include_str!("scale_golden.txt");
+        for line in golden.lines() {
+            let (seed, moves) = line.split_once(' ').unwrap();
+            let seed: u64 = seed.parse().unwrap();
+            let plan = plan_cloud(&golden_args(), seed).unwrap();
+            assert_eq!(moves_text(&plan), moves, "seed {seed}");
+        }
+        assert_eq!(golden.lines().count(), 3);
+    }
+
+    #[test]
+    #[ignore = "prints the golden moves; run by hand when the golden plans change on purpose"]
+    fn print_golden_moves() {
+        for seed in 1..=3 {
+            let plan = plan_cloud(&golden_args(), seed).unwrap();
+            println!("{seed} {}", moves_text(&plan));
+        }
+    }
+
+    fn golden_args() -> FmuScaleArgs {
+        FmuScaleArgs {
+            hosts: 120,
+            vms: 2_400,
+            hot: 0.05,
+            max_moves: 50,
+            seed: 1,
+            runs: 3,
         }
     }
 }
