@@ -110,11 +110,11 @@ impl Areas {
     /// `waiting` or not.
     fn add(&mut self, used: [f64; CLASSES], from: f64, to: f64, horizon: f64, waiting: bool) {
         let (dt, dt_h) = (to - from, to.min(horizon) - from.min(horizon));
-        for k in 0..CLASSES {
-            self.all[k] += used[k] * dt;
-            self.horizon[k] += used[k] * dt_h;
+        for (k, u) in used.iter().enumerate() {
+            self.all[k] += u * dt;
+            self.horizon[k] += u * dt_h;
             if waiting {
-                self.backlogged[k] += used[k] * dt;
+                self.backlogged[k] += u * dt;
             }
         }
         if waiting {
