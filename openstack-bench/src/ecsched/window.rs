@@ -324,3 +324,24 @@ pub fn spread(shape: Shape, seeds: u64, cost: CostModel) -> String {
         margins.iter().sum::<i64>() as f64 / seeds as f64
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_placement_tests_workload_is_seed_one_and_its_prediction_is_the_one_it_cites() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/ecsched_window.json"
+        );
+        let fixture: Workload =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let w = workload(1, Shape::TEST);
+        assert_eq!(fixture, w);
+        let (off, window) = (run(&w, None), run(&w, Some(CostModel::DotProductFree)));
+        // tests/placement_claims.rs PREDICTED_MARGIN and its comment.
+        assert_eq!((off.no_valid_host, window.no_valid_host), (6, 6));
+        assert_eq!(off.calls, 36);
+    }
+}
