@@ -6,10 +6,11 @@
 //! clock, and the first to wake whose entry is still waiting takes the round and answers the
 //! others (so a call given up by its caller never holds the round back). Each call has its
 //! own candidates (its filters, its flavor) as the solver's machine affinity; the slots are
-//! the conservative bound for mixed flavors (§12.2). A call the round cannot place — no
+//! the conservative bound for mixed flavors (§12.2). The round's ledger claims are one group
+//! (`Ledger::claim_all`), as a multi-create's. A call the round cannot place — no
 //! candidate, unscheduled, its claim declined — goes the one-at-a-time path alone.
 
-use super::batch::{cluster_of, EVERY_HOST};
+use super::batch::{cluster_of, past_solve_timeout, EVERY_HOST};
 use super::{Backend, HostClaim, ScheduleError};
 use crate::control::ecsched::{self, BatchRequest, SolveOptions};
 use crate::domain::{ClassId, HostId, HostState, RequestContext};
@@ -139,6 +140,11 @@ impl Backend {
         drop(worker);
         futures::future::join_all(fallbacks.into_iter().map(|(waiting, counts, reason)| {
             deps.stats.record_batch_fallback(reason);
+            tracing::info!(
+                instance = %waiting.request.instance_uuid,
+                reason = reason.as_str(),
+                "call of a window placed one at a time instead of in its round"
+            );
             async move {
                 let answer = self
                     .schedule_each(
@@ -166,11 +172,11 @@ impl Backend {
     ) -> (Vec<(Entry, Answer)>, Vec<(Waiting, Counts, BatchFallback)>) {
         let deps = &self.deps;
         let (hosts, classes, batch) = round_batch(&entries);
-        let solving = Instant::now();
+        let (solving, clock_at) = (Instant::now(), deps.clock.now_ms());
         let solved = cluster_of(&hosts, &classes)
             .and_then(|c| ecsched::solve(&c, &batch, &SolveOptions::service()));
         let solve_us = solving.elapsed().as_micros() as u64;
-        let timeout_us = deps.settings.batch.solve_timeout_ms.saturating_mul(1000);
+        let past_timeout = past_solve_timeout(deps, clock_at);
         let assignment = match solved {
             Ok(a) => a,
             Err(e) => {
@@ -191,9 +197,7 @@ impl Backend {
         let mut claiming: Vec<(Entry, HostState)> = Vec::new();
         for (e, h) in entries.into_iter().zip(&assignment.hosts) {
             match h {
-                _ if solve_us > timeout_us => {
-                    lost.push((e.waiting, e.counts, BatchFallback::SolveTimeout))
-                }
+                _ if past_timeout => lost.push((e.waiting, e.counts, BatchFallback::SolveTimeout)),
                 None => lost.push((e.waiting, e.counts, BatchFallback::Unscheduled)),
                 Some(h) => {
                     let host = hosts[*h as usize].clone();
@@ -253,26 +257,34 @@ impl Backend {
         (self.still_awaited(placed).await, lost)
     }
 
-    /// Claims each call on its host in the ledger, all at once: each outcome with the time
-    /// it took.
+    /// Claims each call on its host in the ledger as one group (`Ledger::claim_all`: queued
+    /// together, committed in one transaction, each claim still conditional with its own
+    /// answer): each outcome with the time the group took.
     async fn claim_round(
         &self,
         claiming: &[(Entry, HostState)],
     ) -> Vec<(Result<ClaimOutcome, LedgerError>, u64)> {
+        if claiming.is_empty() {
+            return Vec::new();
+        }
         let deps = &self.deps;
-        let now = deps.clock.now_ms();
-        futures::future::join_all(claiming.iter().map(|(e, host)| async move {
-            let started = Instant::now();
-            let req = &e.waiting.request;
-            let outcome = deps
-                .ledger
-                .claim(host.id, &req.instance_uuid, &req.demand, now)
-                .await;
-            let us = started.elapsed().as_micros() as u64;
-            deps.stats.record_claim(us);
-            (outcome, us)
-        }))
-        .await
+        let claims: Vec<_> = claiming
+            .iter()
+            .map(|(e, host)| {
+                let req = &e.waiting.request;
+                (host.id, req.instance_uuid.as_str(), &req.demand)
+            })
+            .collect();
+        let started = Instant::now();
+        let outcomes = deps.ledger.claim_all(&claims, deps.clock.now_ms()).await;
+        let us = started.elapsed().as_micros() as u64;
+        outcomes
+            .into_iter()
+            .map(|outcome| {
+                deps.stats.record_claim(us);
+                (outcome, us)
+            })
+            .collect()
     }
 
     /// The answers whose caller still waits; a caller that gave up meanwhile gets none, and

@@ -234,6 +234,59 @@ on_both_engines!(
     super::a_batch_over_max_instances_is_placed_one_at_a_time_and_counted
 );
 
+/// A clock whose every reading is 5 ms after the one before: any solve, however fast, ends
+/// past a 1 ms `solve_timeout_ms`. Its sleeps are the system's.
+#[derive(Debug)]
+struct SteppingClock(std::sync::atomic::AtomicI64);
+
+impl parasol::clock::Clock for SteppingClock {
+    fn now_ms(&self) -> i64 {
+        self.0.fetch_add(5, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn sleep_ms(&self, ms: u64) -> parasol::clock::Sleep {
+        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(ms)))
+    }
+}
+
+async fn a_solve_past_its_timeout_is_placed_one_at_a_time_and_counted(engine: &str) {
+    let (mut s, db) = settings(engine, BackendKind::Filter).await;
+    s.batch.mode = BatchMode::Call;
+    s.batch.solve_timeout_ms = 1;
+    let t0 = parasol::clock::Clock::now_ms(&parasol::clock::SystemClock);
+    let clock = std::sync::Arc::new(SteppingClock(t0.into()));
+    let on = super::helpers::spawn_with_clock(s, db, clock).await;
+    on.register("c1", 8, 8192, 80).await;
+    let ids = uuids(3);
+    let (status, body) = call(&on, &ids, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(hosts_of(&body), vec!["c1"; 3]);
+    let stats = on.stats("filter").await;
+    assert_eq!(
+        stats["batch"]["rounds"], 1,
+        "solved, then discarded: {stats}"
+    );
+    assert_eq!(stats["batch"]["fallbacks"]["solve_timeout"], 1, "{stats}");
+    assert_eq!(
+        (&stats["requests"], &stats["placed"]),
+        (&json!(3), &json!(3)),
+        "{stats}"
+    );
+    let metrics = on.metrics_text().await;
+    assert!(
+        metrics.contains(
+            "parasol_batch_fallbacks_total{backend=\"filter\",reason=\"solve_timeout\"} 1"
+        ),
+        "{metrics}"
+    );
+    let held = ledger_hosts(&on, &ids).await;
+    assert_eq!(held, vec![Some(host_id(&on, "c1").await); 3]);
+}
+on_both_engines!(
+    a_solve_past_its_timeout_is_placed_one_at_a_time_and_counted,
+    super::a_solve_past_its_timeout_is_placed_one_at_a_time_and_counted
+);
+
 async fn a_claim_the_stale_snapshot_made_the_batch_lose_releases_the_batch_and_places_one_at_a_time(
     engine: &str,
 ) {
@@ -276,6 +329,14 @@ on_both_engines!(
     super::a_claim_the_stale_snapshot_made_the_batch_lose_releases_the_batch_and_places_one_at_a_time
 );
 
+/// Group commits of the ledger's claims so far (`parasol_ledger_commits_total`).
+async fn commits(app: &TestApp) -> u64 {
+    let v = app.metric("parasol_ledger_commits_total").await;
+    v.expect("parasol_ledger_commits_total")
+        .parse()
+        .expect("a count")
+}
+
 async fn single_calls_of_one_window_are_solved_together_and_answered_each_on_its_own(engine: &str) {
     let (mut s, db) = settings(engine, BackendKind::Filter).await;
     s.batch.mode = BatchMode::Window;
@@ -296,6 +357,7 @@ async fn single_calls_of_one_window_are_solved_together_and_answered_each_on_its
         request_spec(flavor(64, 1024, 10), 1, json!({})),
         &huge,
     ));
+    let commits_before = commits(&on).await;
     let calls = futures::future::join_all(
         bodies
             .iter()
@@ -326,6 +388,11 @@ async fn single_calls_of_one_window_are_solved_together_and_answered_each_on_its
         held.extend(ledger_hosts(&on, ids).await.into_iter().flatten());
     }
     assert_eq!(held.len(), 3, "{held:?}");
+    assert_eq!(
+        commits(&on).await - commits_before,
+        1,
+        "the round's three claims commit as one group"
+    );
     assert_eq!(ledger_hosts(&on, &huge).await, vec![None]);
     let stats = on.stats("filter").await;
     assert_eq!(stats["batch"]["rounds"], 1, "{stats}");

@@ -7,12 +7,14 @@
 //!   the real `task_events` files.
 //! - `fig5`: solve time per cluster and batch size (the benchmark).
 //! - `table1`: Table 1's utilisation runs (ECSched against queue-based baselines).
-//! - `results`: Table 1 beside the published cells.
+//! - `results`: Table 1 and Fig. 4 beside the published cells.
+//! - `window`: issue 44's acceptance (b) in the service, predicted (`off` against `window`).
 //! - `cli`: `openstack-bench sim ecsched …`.
 
 pub mod cli;
 pub mod fig5;
-mod results;
+pub mod results;
 pub mod shapes;
 pub mod table1;
 pub mod trace;
+pub mod window;

@@ -5,11 +5,11 @@
 //!
 //! The simulator's model (docs/bench-history/2026-12-02-ecsched.md says why each holds):
 //! - A task runs its duration from when it is placed; utilisation is Σ used / Σ capacity per
-//!   class, averaged over time from 0 to the last completion.
+//!   class, averaged over time ([`Outcome`] says over which spans).
 //! - Nova has no pending queue: the queue with retries exists only here. Queue-based schedulers
 //!   place, in queue order, every task that fits somewhere; a task that fits nowhere waits.
-//! - ECSched runs a round at every completion (a heartbeat shorter than any gap between
-//!   completions), repeated while a round places something. A round's batch is the first
+//! - ECSched runs a round at every completion and arrival (a heartbeat shorter than any gap
+//!   between events), repeated while a round places something. A round's batch is the first
 //!   `window` pending tasks (in queue order) that fit some host; the paper's batch is every
 //!   pending task (K = N), which only differs when more than `window` could start at once.
 //! - Affinity (6 % of tasks) is not modelled here: all hosts are eligible for every task.
@@ -52,14 +52,33 @@ impl Scheduler {
     }
 }
 
-/// The outcome of one run.
+/// The outcome of one run. Utilisation is Σ used / Σ capacity per class (CPU, memory),
+/// averaged over time three ways: over the experiment's `horizon_s` (§4.1: "5 hours at each
+/// experiment"; the run's end if it ends sooner), over the whole run (0 to the last
+/// completion), and over the time some submitted task waits (the cluster is backlogged: what
+/// the packing alone decides).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Outcome {
-    pub cpu_utilisation: f64,
-    pub mem_utilisation: f64,
+    pub horizon: [f64; CLASSES],
+    pub makespan: [f64; CLASSES],
+    pub backlogged: [f64; CLASSES],
     pub makespan_s: f64,
-    /// Per task, the time from submission to completion.
+    pub backlogged_s: f64,
     pub completed: usize,
+}
+
+impl Outcome {
+    /// Adds `o / n` to each field (the mean of `n` runs).
+    pub fn add_share(&mut self, o: &Outcome, n: f64) {
+        for k in 0..CLASSES {
+            self.horizon[k] += o.horizon[k] / n;
+            self.makespan[k] += o.makespan[k] / n;
+            self.backlogged[k] += o.backlogged[k] / n;
+        }
+        self.makespan_s += o.makespan_s / n;
+        self.backlogged_s += o.backlogged_s / n;
+        self.completed += o.completed;
+    }
 }
 
 /// Task demands in the units of [`super::shapes`] (1.0 = 4 cores, 12 GiB).
@@ -70,28 +89,78 @@ pub fn demand(t: &Task) -> [u64; CLASSES] {
     ]
 }
 
-/// Runs `tasks` (all submitted at 0) on `hosts` under `scheduler`; also returns each task's
-/// completion time.
+/// The settings of a run: ECSched's largest batch, the experiment's length.
+#[derive(Clone, Copy, Debug)]
+pub struct RunSettings {
+    pub window: usize,
+    pub horizon_s: f64,
+}
+
+/// Time-weighted sums of what the hosts use.
+#[derive(Default)]
+struct Areas {
+    all: [f64; CLASSES],
+    horizon: [f64; CLASSES],
+    backlogged: [f64; CLASSES],
+    backlogged_s: f64,
+}
+
+impl Areas {
+    /// Adds the interval [`from`, `to`) during which the hosts use `used` and the queue is
+    /// `waiting` or not.
+    fn add(&mut self, used: [f64; CLASSES], from: f64, to: f64, horizon: f64, waiting: bool) {
+        let (dt, dt_h) = (to - from, to.min(horizon) - from.min(horizon));
+        for (k, u) in used.iter().enumerate() {
+            self.all[k] += u * dt;
+            self.horizon[k] += u * dt_h;
+            if waiting {
+                self.backlogged[k] += u * dt;
+            }
+        }
+        if waiting {
+            self.backlogged_s += dt;
+        }
+    }
+}
+
+/// Runs `tasks` (each submitted at its `submit_s`) on `hosts` under `scheduler`; also
+/// returns each task's completion time (finish − submission; NaN for a task that fits no
+/// host and never runs).
 pub fn run(
     scheduler: Scheduler,
     hosts: &[[u64; CLASSES]],
     tasks: &[Task],
-    window: usize,
+    settings: RunSettings,
 ) -> (Outcome, Vec<f64>) {
     let mut free: Vec<[u64; CLASSES]> = hosts.to_vec();
     let total: [f64; CLASSES] = [0, 1].map(|k| hosts.iter().map(|h| h[k] as f64).sum());
     let demands: Vec<[u64; CLASSES]> = tasks.iter().map(demand).collect();
-    let mut queue: Vec<usize> = (0..tasks.len())
+    let mut order: Vec<usize> = (0..tasks.len())
         .filter(|&i| hosts.iter().any(|h| fits(&demands[i], h)))
         .collect();
+    order.sort_by(|&a, &b| tasks[a].submit_s.total_cmp(&tasks[b].submit_s));
+    let mut arrivals = order.into_iter().peekable();
+    let mut queue: Vec<usize> = Vec::new();
     let mut running: BinaryHeap<Reverse<(u64, usize, usize)>> = BinaryHeap::new();
     let mut done = vec![f64::NAN; tasks.len()];
-    let (mut now, mut area) = (0.0f64, [0.0f64; CLASSES]);
-    let mut changed: Vec<usize> = (0..hosts.len()).collect();
+    let (mut now, mut areas) = (0.0f64, Areas::default());
+    let every_host: Vec<usize> = (0..hosts.len()).collect();
+    let mut changed = every_host.clone();
     loop {
+        while let Some(&t) = arrivals.peek().filter(|&&t| tasks[t].submit_s <= now) {
+            queue.push(t);
+            arrivals.next();
+            changed.clone_from(&every_host);
+        }
         let placed = match scheduler {
             Scheduler::Ecsched(model) => ecsched_rounds(
-                model, hosts, &mut free, &demands, &mut queue, &changed, window,
+                model,
+                hosts,
+                &mut free,
+                &demands,
+                &mut queue,
+                &changed,
+                settings.window,
             ),
             Scheduler::Queue(_, key) => {
                 queue_pass(key, hosts, &mut free, &demands, &mut queue, &changed)
@@ -101,25 +170,41 @@ pub fn run(
             let end = now + tasks[task].duration_s;
             running.push(Reverse(((end * 1e3) as u64, task, host)));
         }
-        let Some(Reverse((end_ms, task, host))) = running.pop() else {
+        let next_end = running.peek().map(|Reverse((e, ..))| *e as f64 / 1e3);
+        let next_arrival = arrivals.peek().map(|&t| tasks[t].submit_s);
+        let Some(next) = [next_end, next_arrival]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min)
+        else {
             break;
         };
-        let end = end_ms as f64 / 1e3;
-        for (k, a) in area.iter_mut().enumerate() {
-            let used: u64 = hosts.iter().zip(&free).map(|(h, f)| h[k] - f[k]).sum();
-            *a += used as f64 * (end - now);
+        let used = [0, 1].map(|k| {
+            let u: u64 = hosts.iter().zip(&free).map(|(h, f)| h[k] - f[k]).sum();
+            u as f64
+        });
+        areas.add(used, now, next, settings.horizon_s, !queue.is_empty());
+        now = next;
+        changed.clear();
+        while let Some(&Reverse((end_ms, task, host))) = running.peek() {
+            if end_ms as f64 / 1e3 > now {
+                break;
+            }
+            running.pop();
+            done[task] = now - tasks[task].submit_s;
+            for k in 0..CLASSES {
+                free[host][k] += demands[task][k];
+            }
+            changed.push(host);
         }
-        now = end;
-        done[task] = now;
-        for k in 0..CLASSES {
-            free[host][k] += demands[task][k];
-        }
-        changed = vec![host];
     }
+    let share = |area: f64, k: usize, span: f64| area / (total[k] * span.max(1e-9));
     let outcome = Outcome {
-        cpu_utilisation: area[0] / (total[0] * now.max(1e-9)),
-        mem_utilisation: area[1] / (total[1] * now.max(1e-9)),
+        horizon: [0, 1].map(|k| share(areas.horizon[k], k, now.min(settings.horizon_s))),
+        makespan: [0, 1].map(|k| share(areas.all[k], k, now)),
+        backlogged: [0, 1].map(|k| share(areas.backlogged[k], k, areas.backlogged_s)),
         makespan_s: now,
+        backlogged_s: areas.backlogged_s,
         completed: done.iter().filter(|d| !d.is_nan()).count(),
     };
     (outcome, done)
@@ -202,10 +287,18 @@ fn ecsched_rounds(
             free.iter().flatten().copied().collect(),
         )
         .expect("free within capacity");
+        // Only the hosts that gained room can take a queued task (after each instant's
+        // rounds no queued task fits any host): every other host would have no edge, so the
+        // network is the same with the batch's machine affinity set to those hosts, and
+        // small (the normalisation still reads the whole cluster).
+        let mut room: Vec<u32> = changed.iter().map(|&h| h as u32).collect();
+        room.sort_unstable();
+        room.dedup();
         let requests: Vec<BatchRequest> = batch
             .iter()
             .map(|&t| BatchRequest {
                 demand: demands[t].to_vec(),
+                hosts: Some(room.clone()),
                 ..Default::default()
             })
             .collect();

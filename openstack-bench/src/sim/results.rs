@@ -1,5 +1,6 @@
 //! `openstack-bench sim results`: regenerates every table and figure into one folder, and a README
-//! that compares NFV ×30 with the APSR paper's published cells.
+//! that compares NFV ×30 with the APSR paper's published cells; ECSched's (seed 004) into its
+//! `ecsched/` subfolder.
 
 use super::cli::{ParallelArgs, ResultsArgs, StalenessArgs};
 use super::plot::{self, Chart, Series};
@@ -120,6 +121,7 @@ pub fn generate(args: &ResultsArgs) -> anyhow::Result<()> {
         &nfv, &others, &dynamic, &b_section, args.runs, parallel_s, stale_s, &notes,
     );
     std::fs::write(dir.join("README.md"), readme)?;
+    crate::ecsched::results::write_results(&dir.join("ecsched"), args.runs as u64)?;
     Ok(())
 }
 
