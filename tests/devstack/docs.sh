@@ -177,7 +177,7 @@ scenario_cloud() {
     mkdir -p /etc/nova
     printf '%s\n' '[DEFAULT]' 'transport_url = rabbit://nova:novapass@127.0.0.1:5672/' \
         'log_dir = /var/log/nova' '[filter_scheduler]' 'host_subset_size = 2' \
-        'enabled_filters = ComputeFilter,NUMATopologyFilter,ServerGroupAffinityFilter' \
+        'enabled_filters = ComputeFilter,NUMATopologyFilter,ServerGroupAffinityFilter,SiteRackFilter' \
         '[placement]' 'auth_type = password' 'auth_url = http://127.0.0.1:5000/v3' \
         'username = nova' 'password = novapass' 'project_name = service' \
         'user_domain_name = Default' 'project_domain_name = Default' >/etc/nova/nova.conf
@@ -188,7 +188,8 @@ scenario_cloud() {
     check "from-nova turned the RPC server on" grep -qx 'enabled = true' "$config"
     check "from-nova carried host_subset_size" grep -qx 'host_subset_size = 2' "$config"
     check "from-nova carried the Keystone credentials" grep -qx 'password = "novapass"' "$config"
-    check "from-nova named the filter Parasol lacks" grep -q 'filter NUMATopologyFilter' \
+    check "from-nova carried Nova's NUMATopologyFilter" grep -q '"NUMATopologyFilter"' "$config"
+    check "from-nova named the filter Parasol lacks" grep -q 'filter SiteRackFilter' \
         "$OUT/cloud-config"
     check "config check accepts it" grep -q "$config: valid (backend filter)" \
         <(output_of cloud-config "parasol config check $config")
