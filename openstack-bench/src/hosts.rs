@@ -155,7 +155,16 @@ impl Host {
         loop {
             tokio::select! {
                 biased;
-                _ = stop.changed() => break,
+                _ = stop.changed() => {
+                    // What the driver handed over before the stop is still queued here: the
+                    // service has claimed those boots, so carry them out (dropping them left
+                    // the ledger holding claims no host's books had, issue 50's ledger ≠
+                    // books). A lifetime's delete queued meanwhile is carried out too.
+                    while let Ok(cmd) = rx.try_recv() {
+                        self.handle(cmd).await;
+                    }
+                    break;
+                }
                 cmd = rx.recv() => match cmd {
                     Some(cmd) => self.handle(cmd).await,
                     None => break,
@@ -211,4 +220,81 @@ impl Host {
 
 fn add(a: Resources, b: Resources) -> Resources {
     a + b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    /// A loopback HTTP endpoint that takes every POST and answers 204, as the service's
+    /// `/v1/notifications` does for an event it applied; counts the requests it took.
+    async fn sink() -> (String, Arc<AtomicU64>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let taken = Arc::new(AtomicU64::new(0));
+        let count = taken.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let mut stream = BufReader::new(stream);
+                    loop {
+                        let mut length = 0usize;
+                        let mut line = String::new();
+                        loop {
+                            line.clear();
+                            if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                            let lower = line.to_ascii_lowercase();
+                            if let Some(v) = lower.strip_prefix("content-length:") {
+                                length = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                        let mut body = vec![0; length];
+                        if stream.read_exact(&mut body).await.is_err() {
+                            return;
+                        }
+                        count.fetch_add(1, Ordering::Relaxed);
+                        let answer = b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n";
+                        if stream.get_mut().write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (base, taken)
+    }
+
+    /// Boots handed to a host just before the fleet stops were claimed by the service: the
+    /// host must carry them out (its books and its `instance.create.end`), or the run's ledger
+    /// holds claims no host has (issue 50: one run reported ledger ≠ books).
+    #[tokio::test(flavor = "current_thread")]
+    async fn boots_queued_before_the_stop_are_carried_out() {
+        let (base, taken) = sink().await;
+        let notifier = Notifier::http(reqwest::Client::new(), &base).unwrap();
+        let mut capacity = Resources::ZERO;
+        capacity.0[0] = 64;
+        let fleet = Fleet::start(1, capacity, notifier.clone(), Duration::from_secs(3600)).await;
+        let mut demand = Resources::ZERO;
+        demand.0[0] = 2;
+        for i in 0..5 {
+            assert!(fleet.boot(0, format!("vm-{i}"), demand, None));
+        }
+        // The host's task has not run yet (one thread): the boots are queued when it sees the
+        // stop.
+        let counters = fleet.counters.clone();
+        let books = fleet.stop_with_instances().await;
+        assert_eq!(counters.booted.load(Ordering::Relaxed), 5);
+        assert_eq!(books[0].0 .0[0], 10, "the host's books hold the five boots");
+        assert_eq!(books[0].1.len(), 5);
+        // The announcement at start and one instance.create.end per boot reached the service.
+        assert_eq!(notifier.sent.load(Ordering::Relaxed), 6);
+        assert_eq!(taken.load(Ordering::Relaxed), 6);
+    }
 }

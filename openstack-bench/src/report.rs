@@ -133,12 +133,14 @@ pub fn table(runs: &[RunResult]) -> String {
         let i = &r.ingestion;
         let _ = write!(
             md,
-            "- {}: ingestion measured alone before the requests: {} heartbeats applied in {:.1} s, \
-             {:.4} s of service CPU (all the service did in that window, its own background work \
-             after start included: an upper bound of ingestion's cost); decisions alone = the run's service CPU less its {} \
+            "- {}: ingestion measured alone before the requests, once the service had settled after \
+             its start ({:.0} s): {} heartbeats applied in {:.1} s, \
+             {:.4} s of service CPU (all the service did in that window, its backend's rounds, \
+             refreshes and sweeps included: an upper bound of ingestion's cost); decisions alone = the run's service CPU less its {} \
              heartbeats at that cost (each decision's claim and build confirmation stay in it); \
              the driver and its emulated hosts used {:.0} µs of CPU per decision",
             r.label,
+            i.settle_s,
             i.events,
             i.window_s,
             i.cpu_s,
