@@ -206,6 +206,24 @@ struct SoakArgs {
     keep_database: bool,
 }
 
+/// `[batch] mode` of a compared run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BatchModeArg {
+    Off,
+    Call,
+    Window,
+}
+
+impl BatchModeArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            BatchModeArg::Off => "off",
+            BatchModeArg::Call => "call",
+            BatchModeArg::Window => "window",
+        }
+    }
+}
+
 #[derive(Args, Clone)]
 struct CompareArgs {
     #[command(flatten)]
@@ -238,6 +256,13 @@ struct CompareArgs {
     /// Caching's refresh interval, unscaled seconds.
     #[arg(long, default_value_t = 60.0)]
     refresh_interval: f64,
+    /// `[batch] mode` of each run: every backend runs once per mode given (`off`, `call`,
+    /// `window`); a run's label gains the mode when it is not `off`.
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    batch_modes: Vec<BatchModeArg>,
+    /// `[batch] window_ms` of the `window` runs (1–100).
+    #[arg(long, default_value_t = 10)]
+    window_ms: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -387,18 +412,30 @@ async fn soak(a: SoakArgs) -> anyhow::Result<()> {
 
 fn compare_plan(a: &CompareArgs) -> anyhow::Result<Plan> {
     let dataset = workload::Dataset::named(&a.dataset)?;
-    let variants = a
-        .backends
-        .as_deref()
-        .unwrap_or(&BackendKind::ALL)
-        .iter()
-        .map(|b| Variant {
-            workers: a.workers,
-            epsilon: a.epsilon,
-            refresh_interval_s: a.refresh_interval,
-            ..Variant::plain(b.as_str())
-        })
-        .collect();
+    anyhow::ensure!(
+        (1..=100).contains(&a.window_ms),
+        "--window-ms {} is outside 1–100 (the service's [batch] window_ms bound)",
+        a.window_ms
+    );
+    let backends = a.backends.as_deref().unwrap_or(&BackendKind::ALL);
+    let mut variants = Vec::new();
+    for b in backends {
+        for mode in &a.batch_modes {
+            let label = match mode {
+                BatchModeArg::Off => b.as_str().to_string(),
+                other => format!("{}-{}", b.as_str(), other.as_str()),
+            };
+            variants.push(Variant {
+                label,
+                workers: a.workers,
+                epsilon: a.epsilon,
+                refresh_interval_s: a.refresh_interval,
+                batch_mode: mode.as_str().into(),
+                window_ms: a.window_ms,
+                ..Variant::plain(b.as_str())
+            });
+        }
+    }
     let (requests, rate, lifetime, seed) = (a.requests, a.rate, a.lifetime, a.common.seed);
     Ok(Plan {
         name: "compare".into(),

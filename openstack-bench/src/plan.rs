@@ -15,6 +15,9 @@ pub struct Variant {
     pub workers: usize,
     pub epsilon: f64,
     pub refresh_interval_s: f64,
+    /// `[batch] mode` and `window_ms` (the service's defaults: off, 10 ms).
+    pub batch_mode: String,
+    pub window_ms: u64,
 }
 
 impl Variant {
@@ -25,6 +28,8 @@ impl Variant {
             workers: 4,
             epsilon: 0.05,
             refresh_interval_s: 60.0,
+            batch_mode: "off".into(),
+            window_ms: 10,
         }
     }
 }
@@ -122,6 +127,8 @@ impl Plan {
                 cfg.workers = v.workers;
                 cfg.apsr_epsilon = v.epsilon;
                 cfg.refresh_interval_s = v.refresh_interval_s;
+                cfg.batch_mode.clone_from(&v.batch_mode);
+                cfg.window_ms = v.window_ms;
                 cfg.time_scale = self.drive.time_scale;
                 cfg.seed = self.seed;
                 let bar = bars.add(ProgressBar::new(requests.len() as u64));

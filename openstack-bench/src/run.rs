@@ -369,6 +369,8 @@ pub fn config(env: &Env, backend: &str, label: &str, hosts: usize) -> ServiceCon
         queue: format!("parasol.bench.{}.{label}.{hosts}", env.run_id),
         rpc_topic: (env.via == Via::Rpc)
             .then(|| format!("scheduler.bench.{}.{plain}.{hosts}", env.run_id)),
+        batch_mode: "off".into(),
+        window_ms: 10,
     }
 }
 

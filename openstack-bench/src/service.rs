@@ -26,6 +26,9 @@ pub struct ServiceConfig {
     pub queue: String,
     /// `[rpc] topic` when the service serves Nova's scheduler RPC (`--via rpc`), else off.
     pub rpc_topic: Option<String>,
+    /// `[batch] mode` (`off`, `call` or `window`) and `window_ms`.
+    pub batch_mode: String,
+    pub window_ms: u64,
 }
 
 /// `[rpc] host` of the bench's services: the server also consumes `<topic>.<host>`.
@@ -74,6 +77,9 @@ queue = "{queue}"
 enabled = {rpc}
 host = "{rpc_host}"
 topic = "{topic}"
+[batch]
+mode = "{batch_mode}"
+window_ms = {window_ms}
 "#,
             data = data_dir.display(),
             backend = self.backend,
@@ -90,6 +96,8 @@ topic = "{topic}"
             rpc = self.rpc_topic.is_some(),
             rpc_host = RPC_HOST,
             topic = self.rpc_topic.as_deref().unwrap_or("scheduler"),
+            batch_mode = self.batch_mode,
+            window_ms = self.window_ms,
         )
     }
 }
@@ -311,6 +319,33 @@ fn parse_cpu_seconds(stat: &str, ticks_per_s: f64) -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The configuration a run writes is one the service accepts, with the run's batch mode.
+    #[test]
+    fn the_generated_configuration_is_one_the_service_accepts() {
+        let cfg = ServiceConfig {
+            backend: "caching".into(),
+            workers: 2,
+            seed: 7,
+            time_scale: 1.0,
+            refresh_interval_s: 60.0,
+            asc_start_interval_s: 60.0,
+            asc_min_interval_s: 1.0,
+            apsr_epsilon: 0.05,
+            apsr_round_interval_s: 10.0,
+            amqp_url: String::new(),
+            exchange: "x".into(),
+            queue: "q".into(),
+            rpc_topic: None,
+            batch_mode: "window".into(),
+            window_ms: 25,
+        };
+        let text = cfg.to_toml(8999, Path::new("/tmp/ledger"));
+        let s = parasol::configuration::Settings::from_toml(&text).expect("accepted");
+        assert_eq!(s.batch.mode, parasol::configuration::BatchMode::Window);
+        assert_eq!(s.batch.window_ms, 25);
+        assert_eq!(s.server.port, 8999);
+    }
 
     #[test]
     fn cpu_seconds_are_utime_plus_stime_after_the_command_name() {

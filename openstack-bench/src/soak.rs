@@ -286,6 +286,8 @@ pub async fn run(spec: SoakSpec) -> anyhow::Result<SoakReport> {
         exchange: exchange.clone(),
         queue: format!("parasol.soak.{}", spec.run_id),
         rpc_topic: Some(format!("scheduler.soak.{}", spec.run_id)),
+        batch_mode: "off".into(),
+        window_ms: 10,
     };
     let env = vec![
         ("PARASOL__LEDGER__URL".to_string(), ledger_url.clone()),
