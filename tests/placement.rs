@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 mod placement_server;
 use placement_server::PlacementServer as Placement;
 
+#[path = "support/tls_front.rs"]
+mod tls_front;
+
 /// A root provider named `name`, with `inventories` unless they are `null` (a provider the
 /// sync must skip).
 async fn provider(placement: &Placement, name: &str, uuid: &str, inventories: Value) {
@@ -427,4 +430,52 @@ async fn periodic_resync_follows_placement_and_an_outage_keeps_the_last_state() 
         .expect("number");
     assert!(errors >= 1.0);
     shutdown.stop().await;
+}
+
+/// Placement served over HTTPS with a certificate of a private CA (as most clouds' internal
+/// endpoints are): the sync refuses the handshake while the CA is not trusted, naming the
+/// certificate, and registers the hosts once `[placement] cafile` names the CA's PEM file (Nova's
+/// `[placement] cafile`, carried by `config from-nova`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placement_behind_a_private_ca_is_reached_with_its_cafile() {
+    let placement = Placement::start().await;
+    provider(
+        &placement,
+        "compute1",
+        C1,
+        inventory(8, 4.0, 16384, 512, 100),
+    )
+    .await;
+    let front =
+        tls_front::TlsFront::start(placement.url.trim_start_matches("http://").to_string()).await;
+    let (ledger, dir) = ledger().await;
+
+    let untrusted = PlacementSettings {
+        url: front.base.clone(),
+        ..placement_settings(&placement)
+    };
+    let client = PlacementClient::new(untrusted, Arc::new(SystemClock)).expect("client");
+    let refused = sync_once(&client, &ledger, 1000)
+        .await
+        .expect_err("an untrusted CA");
+    let message = format!("{refused:?}").to_lowercase();
+    assert!(message.contains("certificate"), "{message}");
+    assert!(ledger.read_hosts().await.expect("hosts").is_empty());
+
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &front.ca_pem).expect("write the CA");
+    let mut trusted = PlacementSettings {
+        url: front.base.clone(),
+        ..placement_settings(&placement)
+    };
+    trusted.keystone.cafile = ca.display().to_string();
+    trusted.validate().expect("a CA bundle is a valid cafile");
+    let client = PlacementClient::new(trusted, Arc::new(SystemClock)).expect("client");
+    let report = sync_once(&client, &ledger, 1000)
+        .await
+        .expect("sync over HTTPS");
+    assert_eq!(report.hosts, 1);
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(&**hosts[0].host(), "compute1");
 }

@@ -107,6 +107,42 @@ struct Named {
     name: String,
 }
 
+/// Why an HTTP client for Keystone, Placement or Nova could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cafile {path:?} {why}")]
+    CaFile { path: String, why: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// The CA certificates of the PEM file at `path` (a bundle of one or more).
+pub fn read_cafile(path: &str) -> Result<Vec<reqwest::Certificate>, ClientError> {
+    let failed = |why: String| ClientError::CaFile {
+        path: path.to_string(),
+        why,
+    };
+    let pem = std::fs::read(path).map_err(|e| failed(format!("cannot be read: {e}")))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| failed(format!("is not a PEM certificate bundle: {e}")))?;
+    if certificates.is_empty() {
+        return Err(failed("holds no PEM certificate".into()));
+    }
+    Ok(certificates)
+}
+
+/// An HTTP client whose requests are abandoned after `timeout`, trusting the certificates of
+/// `cafile` (when not empty) besides the built-in roots.
+pub fn http_client(timeout: Duration, cafile: &str) -> Result<reqwest::Client, ClientError> {
+    let mut builder = reqwest::Client::builder().timeout(timeout);
+    if !cafile.is_empty() {
+        for certificate in read_cafile(cafile)? {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    Ok(builder.build()?)
+}
+
 /// Validates tokens with Keystone on behalf of Parasol's service user.
 #[derive(Debug)]
 pub struct KeystoneClient {
@@ -141,8 +177,8 @@ impl KeystoneSession {
         timeout: Duration,
         catalog: Option<Catalog>,
         clock: SharedClock,
-    ) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder().timeout(timeout).build()?;
+    ) -> Result<Self, ClientError> {
+        let http = http_client(timeout, &credentials.cafile)?;
         let c = credentials;
         let auth_body = json!({"auth": {
             "identity": {"methods": ["password"], "password": {"user": {
@@ -268,7 +304,7 @@ pub fn catalog_endpoint(token_body: &Value, service_type: &str, interface: &str)
 }
 
 impl KeystoneClient {
-    pub fn new(settings: &AuthSettings, clock: SharedClock) -> Result<Self, reqwest::Error> {
+    pub fn new(settings: &AuthSettings, clock: SharedClock) -> Result<Self, ClientError> {
         let timeout = Duration::from_secs_f64(settings.timeout_s);
         Ok(KeystoneClient {
             session: KeystoneSession::new(&settings.keystone, timeout, None, clock)?,

@@ -24,7 +24,8 @@ mod time;
 pub use crate::redact::{redact_url, redact_urls};
 pub use cache::{TokenCache, Verdict};
 pub use keystone::{
-    Catalog, Identity, KeystoneClient, KeystoneError, KeystoneSession, ServiceToken,
+    http_client, read_cafile, Catalog, ClientError, Identity, KeystoneClient, KeystoneError,
+    KeystoneSession, ServiceToken,
 };
 pub use settings::{
     is_loopback_host, AuthSettings, KeystoneCredentials, NovaUser, ParasolUser, ServiceUser,
@@ -48,8 +49,8 @@ pub enum AuthError {
     Insecure(String),
     #[error("[auth] {key} {message}")]
     Invalid { key: &'static str, message: String },
-    #[error("cannot build the Keystone client: {0}")]
-    Client(#[from] reqwest::Error),
+    #[error("[auth] {0}")]
+    Client(#[from] ClientError),
 }
 
 /// Why a request is not let through.

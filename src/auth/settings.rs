@@ -50,6 +50,12 @@ pub struct KeystoneCredentials<U: ServiceUser> {
     pub user_domain_name: String,
     #[serde(deserialize_with = "scalar_text")]
     pub project_domain_name: String,
+    /// A PEM file of CA certificates to trust, besides the built-in roots, for this section's
+    /// HTTPS endpoints: Keystone and, in `[placement]`, Placement (and Nova's API for
+    /// `rebalance apply`). keystoneauth's `cafile`, as Nova's `[placement] cafile`; empty: the
+    /// built-in roots only.
+    #[serde(deserialize_with = "scalar_text")]
+    pub cafile: String,
     #[serde(skip)]
     user: PhantomData<U>,
 }
@@ -92,15 +98,27 @@ impl<U: ServiceUser> Default for KeystoneCredentials<U> {
             project_name: "service".into(),
             user_domain_name: "Default".into(),
             project_domain_name: "Default".into(),
+            cafile: String::new(),
             user: PhantomData,
         }
     }
 }
 
 impl<U: ServiceUser> KeystoneCredentials<U> {
+    /// Checks `cafile` when set: a readable PEM file holding at least one certificate.
+    pub fn validate_cafile(&self) -> Result<(), (&'static str, String)> {
+        if self.cafile.is_empty() {
+            return Ok(());
+        }
+        super::keystone::read_cafile(&self.cafile)
+            .map(drop)
+            .map_err(|e| ("cafile", e.to_string()))
+    }
+
     /// Checks what password authentication needs; the error names the key. `when` says
     /// which setting asks for it (`strategy = "keystone"`).
     pub fn validate(&self, when: &str) -> Result<(), (&'static str, String)> {
+        self.validate_cafile()?;
         if self.keystone_url.is_empty() {
             return Err(("keystone_url", format!("is required when {when}")));
         }

@@ -73,18 +73,14 @@ impl PlacementClient {
     /// A client for `settings`; a Keystone token is renewed on `clock`.
     pub fn new(settings: PlacementSettings, clock: SharedClock) -> Result<Self, PlacementError> {
         let timeout = Duration::from_secs_f64(settings.timeout_s);
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(PlacementError::Http)?;
+        let http = crate::auth::http_client(timeout, &settings.keystone.cafile)?;
         let keystone = match settings.auth {
             AuthKind::Keystone => {
                 let catalog = settings.url.is_empty().then(|| Catalog {
                     service_type: "placement".into(),
                     interface: settings.interface.clone(),
                 });
-                let session = KeystoneSession::new(&settings.keystone, timeout, catalog, clock)
-                    .map_err(PlacementError::Http)?;
+                let session = KeystoneSession::new(&settings.keystone, timeout, catalog, clock)?;
                 Some(session)
             }
             AuthKind::Token | AuthKind::Noauth => None,

@@ -42,6 +42,8 @@ pub enum PlacementError {
     },
     #[error("authentication failed: {0}")]
     Auth(String),
+    #[error("[placement] {0}")]
+    Client(#[from] crate::auth::ClientError),
     #[error("authentication failed: {0}")]
     Keystone(#[from] crate::auth::KeystoneError),
     #[error("ledger: {0}")]

@@ -90,6 +90,7 @@ impl PlacementSettings {
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         self.validate_keys()
             .map_err(|(key, message)| (key, message.to_string()))?;
+        self.keystone.validate_cafile()?;
         if self.enabled && self.auth == AuthKind::Keystone {
             self.keystone.validate("auth = \"keystone\"")?;
         }

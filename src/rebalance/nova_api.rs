@@ -90,9 +90,7 @@ impl ComputeApi {
     pub fn new(settings: &Settings, clock: SharedClock) -> Result<Self, NovaError> {
         let r = &settings.rebalance;
         let timeout = Duration::from_secs_f64(r.nova_timeout_s);
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
+        let http = crate::auth::http_client(timeout, &settings.placement.keystone.cafile)
             .map_err(|e| NovaError::Auth(e.to_string()))?;
         let auth = if r.nova_auth == crate::configuration::NovaAuth::Token {
             Auth::Token(r.nova_token.clone())

@@ -116,6 +116,7 @@ pub(super) fn placement(conf: &NovaConf, out: &mut Out) {
         ("user_domain_name", "user_domain_name"),
         ("project_domain_name", "project_domain_name"),
         ("endpoint_override", "url"),
+        ("cafile", "cafile"),
     ];
     for (nova, parasol) in simple {
         if let Some(v) = out.typed(conf, PLACEMENT, nova, &text) {

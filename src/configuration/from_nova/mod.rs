@@ -218,6 +218,8 @@ fn leftovers(conf: &NovaConf, out: &mut Out) {
             }
             let why = match (section.as_str(), key.as_str()) {
                 ("DEFAULT", _) => "Parasol takes allocation ratios from each host's inventory (Placement or its host-state events)",
+                ("placement", "insecure") => "Parasol always verifies Placement's and Keystone's certificates: trust their CA with [placement] cafile",
+                ("placement", "certfile" | "keyfile") => "Parasol presents no client certificate to Placement",
                 _ => "Parasol has no such option",
             };
             out.warn(format!("[{section}] {key} is not carried: {why}"));

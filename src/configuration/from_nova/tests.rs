@@ -173,6 +173,67 @@ fn quorum_queues_are_carried_and_make_the_exchange_durable_as_oslo_does() {
     assert!(!s.amqp.durable());
 }
 
+/// A CA certificate (PEM) in a file of its own.
+fn ca_file(dir: &std::path::Path) -> String {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let pem = params.self_signed(&key).expect("certificate").pem();
+    let path = dir.join("ca.pem");
+    std::fs::write(&path, pem).expect("write ca.pem");
+    path.display().to_string()
+}
+
+#[test]
+fn placement_cafile_is_carried_and_insecure_is_named_as_not() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = ca_file(dir.path());
+    let (s, t) = run(&format!(
+        "[placement]\nauth_type = password\nauth_url = https://ctl/identity\n\
+         username = placement\npassword = pw\ncafile = {ca}\ninsecure = true\n\
+         certfile = /etc/nova/client.pem\n"
+    ));
+    assert_eq!(s.placement.keystone.cafile, ca);
+    assert!(
+        warned(
+            &t,
+            "[placement] insecure is not carried: Parasol always verifies"
+        ),
+        "{:?}",
+        t.warnings
+    );
+    assert!(
+        warned(
+            &t,
+            "[placement] certfile is not carried: Parasol presents no client"
+        ),
+        "{:?}",
+        t.warnings
+    );
+}
+
+#[test]
+fn a_cafile_that_is_no_pem_bundle_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate\n").expect("write");
+    let missing = dir.path().join("missing.pem");
+    for path in [garbage, missing] {
+        let toml = format!(
+            "[placement]\nenabled = true\nauth = \"noauth\"\nurl = \"https://p\"\ncafile = \"{}\"\n",
+            path.display()
+        );
+        let e = Settings::from_toml(&toml).expect_err("refused").to_string();
+        assert!(e.contains("cafile"), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+    }
+    let ok = format!(
+        "[placement]\nenabled = true\nauth = \"noauth\"\nurl = \"https://p\"\ncafile = \"{}\"\n",
+        ca_file(dir.path())
+    );
+    Settings::from_toml(&ok).expect("a CA bundle is accepted");
+}
+
 #[test]
 fn placement_credentials_are_carried_as_keystone_auth() {
     let (s, t) = run("[placement]\nauth_type = password\nauth_url = http://ctl/identity\n\
