@@ -23,6 +23,27 @@ pub fn redact_span(url: &str, span: Option<(usize, usize)>) -> String {
     }
 }
 
+/// The innermost cause of `e` (a refused certificate, a refused connection), which an HTTP
+/// client's own message ("error sending request for url …") leaves out; `None` without one.
+pub fn innermost_cause(e: &dyn std::error::Error) -> Option<String> {
+    let mut source = e.source();
+    let mut detail = None;
+    while let Some(s) = source {
+        detail = Some(s.to_string());
+        source = s.source();
+    }
+    detail
+}
+
+/// `e`'s message, URLs redacted, followed by its innermost cause.
+pub fn with_cause(e: &dyn std::error::Error) -> String {
+    let message = redact_urls(&e.to_string());
+    match innermost_cause(e) {
+        Some(cause) if !message.contains(&cause) => format!("{message}: {}", redact_urls(&cause)),
+        _ => message,
+    }
+}
+
 /// `text` with every URL in it redacted as [`redact_url`] does.
 pub fn redact_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

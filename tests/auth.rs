@@ -5,6 +5,9 @@
 #[path = "keystone/mod.rs"]
 mod keystone;
 
+#[path = "support/tls_front.rs"]
+mod tls_front;
+
 use keystone::{Keystone, ADMIN_PASSWORD};
 use parasol::auth::Strategy;
 use parasol::clock::{Clock, ManualClock, SharedClock, SystemClock};
@@ -54,8 +57,19 @@ struct Parasol {
 }
 
 async fn parasol(keystone_url: &str, password: &str, clock: SharedClock) -> Parasol {
+    parasol_trusting(keystone_url, password, clock, "").await
+}
+
+/// [`parasol`] with `[auth] cafile` set to `cafile`.
+async fn parasol_trusting(
+    keystone_url: &str,
+    password: &str,
+    clock: SharedClock,
+    cafile: &str,
+) -> Parasol {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut s = Settings::default();
+    s.auth.keystone.cafile = cafile.to_string();
     // No log written out per test service (the binary's tests keep the default).
     s.ledger.wal_prewrite_mib = 0;
     s.ledger.url = format!("sqlite://{}", dir.path().join("ledger.db").display());
@@ -260,4 +274,50 @@ async fn refused_service_credentials_give_503_naming_them() {
         let message = body["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("[auth] username, password"), "{message}");
     }
+}
+
+/// Keystone served over HTTPS with a certificate of a private CA: without `[auth] cafile` the
+/// validation fails the handshake (503 naming the certificate, never access); with the CA's PEM
+/// file the admin's token passes and the member's is refused for its role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keystone_behind_a_private_ca_is_reached_with_its_cafile() {
+    let cloud = cloud().await;
+    let backend = cloud
+        .keystone
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v3")
+        .to_string();
+    let front = tls_front::TlsFront::start(backend).await;
+    let https = format!("{}/v3", front.base);
+
+    let untrusting = parasol(&https, SERVICE_PASSWORD, Arc::new(SystemClock)).await;
+    let (status, body) = untrusting
+        .send(Method::GET, "/v1/stats", Some(&cloud.admin))
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(message.contains("certificate"), "{body}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &front.ca_pem).expect("write the CA");
+    let trusting = parasol_trusting(
+        &https,
+        SERVICE_PASSWORD,
+        Arc::new(SystemClock),
+        &ca.display().to_string(),
+    )
+    .await;
+    let (status, body) = trusting
+        .send(Method::GET, "/v1/stats", Some(&cloud.admin))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = trusting
+        .send(Method::GET, "/v1/stats", Some(&cloud.member))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }

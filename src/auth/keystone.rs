@@ -161,7 +161,7 @@ pub fn tokens_url(keystone_url: &str) -> String {
 
 fn unreachable(e: reqwest::Error) -> KeystoneError {
     // reqwest's message names the URL: without a password, whatever the configured URL holds.
-    KeystoneError::Unreachable(super::redact_urls(&e.to_string()))
+    KeystoneError::Unreachable(crate::redact::with_cause(&e))
 }
 
 async fn body_excerpt(response: reqwest::Response) -> String {

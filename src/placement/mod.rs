@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 /// Why a sync failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
-    #[error("request to Placement failed: {}", crate::redact::redact_urls(&.0.to_string()))]
+    #[error("request to Placement failed: {}", crate::redact::with_cause(.0))]
     Http(reqwest::Error),
     #[error("{} answered {status}: {body}", crate::redact::redact_url(url))]
     Status {

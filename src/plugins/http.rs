@@ -131,15 +131,8 @@ fn describe(e: &reqwest::Error) -> String {
     } else {
         "the exchange failed"
     };
-    let mut source = std::error::Error::source(e);
-    let mut detail = String::new();
-    while let Some(s) = source {
-        detail = s.to_string();
-        source = s.source();
-    }
-    if detail.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}: {detail}")
+    match crate::redact::innermost_cause(e) {
+        Some(detail) => format!("{kind}: {detail}"),
+        None => kind.to_string(),
     }
 }
