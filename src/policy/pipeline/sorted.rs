@@ -1103,7 +1103,7 @@ mod tests {
         let mut hosts: Vec<HostState> = (1..=50)
             .map(|id| HostState::synthetic(id, cap, Resources::new(id, id * 1024, id)))
             .collect();
-        // Nova weighs 131,072 MB free on host 50 (ratio aside); its room left is 196,608 MB,
+        // Nova weighs 131,072 MB free on host 50 (ratio aside); its room left is 262,144 MB,
         // the most of all, which the row would have said.
         let inv = vec![
             (ClassId::VCPU, Inventory::of(64)),
