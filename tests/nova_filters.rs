@@ -7,7 +7,7 @@
 mod venv;
 
 use parasol::domain::{
-    HostAggregateMetadata, HostState, RequestContext, Resources, SchedulerHints,
+    HostAggregateMetadata, HostScan, HostState, RequestContext, Resources, SchedulerHints,
 };
 use parasol::policy::registry::builtin_filters;
 use parasol::policy::{FilterEnv, PolicyConfig};
@@ -247,11 +247,68 @@ const WEIGHERS: [&str; 11] = [
     "PCIWeigher",
 ];
 
+/// A host with seeded random VCPU, MEMORY_MB and DISK_GB inventories (allocation ratios
+/// above, at and below 1, fractional ones among them; reserved amounts) and usage, up to past
+/// its capacity (an allocation ratio lowered after the fact); with the same host as Nova's
+/// compute node describes it (`weigh.py` turns that into Nova's `HostState`): total, the
+/// `reserved_host_*` options Placement's `reserved` comes from, the instances' usage and the
+/// ratios. DISK_GB's reserved is whole GB: Placement's is the option's MB rounded up, the
+/// resource tracker's rounded down (docs/weighers.md).
+fn resource_host(rng: &mut impl Rng, id: i64) -> (HostState, Value) {
+    use parasol::domain::{ClassId, HostProfile, Inventory};
+    let total = [
+        *pick(rng, &[4, 7, 8, 16, 48]),
+        *pick(rng, &[2048, 4096, 8192, 12_000]),
+        *pick(rng, &[20, 40, 80, 101]),
+    ];
+    let reserved = [
+        *pick(rng, &[0, 0, 1, 2]),
+        *pick(rng, &[0, 0, 512, 1000]),
+        *pick(rng, &[0, 0, 1, 5]),
+    ];
+    let ratio = [
+        *pick(rng, &[1.0, 4.0, 16.0, 1.5, 1.3, 0.5, 0.9]),
+        *pick(rng, &[1.0, 1.0, 1.5, 0.9, 1.25]),
+        *pick(rng, &[1.0, 1.0, 2.0, 0.75, 1.1]),
+    ];
+    let classes = [ClassId::VCPU, ClassId::MEMORY_MB, ClassId::DISK_GB];
+    let inventories: Vec<_> = (0..3)
+        .map(|c| {
+            let inv = Inventory::of(total[c]).with(reserved[c], ratio[c]);
+            (classes[c], inv)
+        })
+        .collect();
+    // Up to a few past the capacity, in whole 256 MB for memory.
+    let usable: Vec<i64> = inventories.iter().map(|(_, inv)| inv.usable()).collect();
+    let used = Resources::new(
+        rng.gen_range(0..=usable[0] + 2),
+        rng.gen_range(0..=usable[1] / 256 + 4) * 256,
+        rng.gen_range(0..=usable[2] + 5),
+    );
+    let name = format!("host{id}");
+    let uuid = format!("00000000-0000-4000-8000-{id:012}");
+    let profile = HostProfile::new(&name, &name, &uuid, "nova", inventories);
+    let mut h = HostState::new(parasol::domain::HostId(id), Arc::new(profile));
+    h.used = used;
+    let fields = json!({
+        "vcpus": total[0], "memory_mb": total[1], "local_gb": total[2],
+        "reserved_host_cpus": reserved[0], "reserved_host_memory_mb": reserved[1],
+        "reserved_host_disk_mb": reserved[2] * 1024,
+        "cpu_allocation_ratio": ratio[0], "ram_allocation_ratio": ratio[1],
+        "disk_allocation_ratio": ratio[2],
+        "used_vcpus": used.vcpu(), "used_memory_mb": used.memory_mb(),
+        "used_disk_gb": used.disk_gb(),
+    });
+    (h, fields)
+}
+
 /// Nova's weight handler (normalise each weigher, multiply, sum) with Nova's own weighers
-/// against Parasol's on seeded random hosts (free memory, VCPU and disk — over capacity
-/// too, where Nova's `minval = 0` counts — I/O operations, failed builds, hypervisor
+/// against Parasol's on seeded random hosts (VCPU, memory and disk with random allocation
+/// ratios and reserved amounts, used up to past capacity — where Nova's `minval = 0` counts —
+/// Nova's `HostState` built from its compute node; I/O operations, failed builds, hypervisor
 /// versions, free PCI devices, instances, cells) and requests (cross-cell moves), random
-/// multipliers: the final weight of every host equal.
+/// multipliers: the final weight of every host equal, through `weigh` and through the scan
+/// row.
 #[test]
 fn parasol_weighers_equal_novas_on_seeded_random_cases() {
     use parasol::domain::{ComputeFacts, Destination};
@@ -302,30 +359,20 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
                 cell_uuid: Some(pick(&mut rng, &["cell-a", "cell-b"]).to_string()),
                 ..ComputeFacts::default()
             };
-            // Capacity with allocation ratios of 1 and nothing reserved (where Nova's free
-            // memory and disk, which ignore both, equal Parasol's); used up to past capacity.
-            let total = Resources::new(
-                *pick(&mut rng, &[4, 8, 16]),
-                *pick(&mut rng, &[2048, 4096, 8192]),
-                *pick(&mut rng, &[20, 40, 80]),
-            );
-            let used = Resources::new(
-                rng.gen_range(0..=total.vcpu() + 2),
-                rng.gen_range(0..=total.memory_mb() / 512 + 2) * 512,
-                rng.gen_range(0..=total.disk_gb() + 5),
-            );
-            let mut h = HostState::synthetic(id, total, used);
+            let (mut h, resources) = resource_host(&mut rng, id);
             h.num_instances = rng.gen_range(0..5);
             h.num_io_ops = rng.gen_range(0..4);
-            host_json.push(json!({
+            let mut fields = json!({
                 "host": format!("host{id}"), "failed_builds": facts.failed_builds,
                 "hypervisor_version": facts.hypervisor_version, "pci_free": facts.pci_free,
                 "cell_uuid": facts.cell_uuid, "num_instances": h.num_instances,
                 "num_io_ops": h.num_io_ops,
-                "free_ram_mb": total.memory_mb() - used.memory_mb(),
-                "vcpus_total": total.vcpu(), "vcpus_used": used.vcpu(),
-                "free_disk_mb": (total.disk_gb() - used.disk_gb()) * 1024,
-            }));
+            });
+            fields
+                .as_object_mut()
+                .unwrap()
+                .extend(resources.as_object().unwrap().clone());
+            host_json.push(fields);
             h.profile_mut().facts = Some(Arc::new(facts));
             hosts.push(h);
         }
@@ -338,6 +385,15 @@ fn parasol_weighers_equal_novas_on_seeded_random_cases() {
                     continue;
                 }
                 let raw: Vec<f64> = hosts.iter().map(|h| w.weigh(h, &req)).collect();
+                // The scan's fused weighing reads the same value from the host's row (or,
+                // where the row cannot say it, from the host).
+                if let Some(value) = w.scan_value() {
+                    let rows: Vec<f64> = hosts
+                        .iter()
+                        .map(|h| value.of_row(&HostScan::of(h), h))
+                        .collect();
+                    assert_eq!(raw, rows, "case {case}: {} on rows", w.name());
+                }
                 add_normalised(&raw, w.multiplier(), w.minval(), &mut scores);
             }
         }

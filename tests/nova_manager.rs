@@ -70,6 +70,11 @@ struct Host {
     uuid: String,
     cell: &'static str,
     total: (i64, i64, i64),
+    /// Placement's `reserved` of VCPU, MEMORY_MB, DISK_GB (Nova's `reserved_host_cpus`,
+    /// `reserved_host_memory_mb`, `reserved_host_disk_mb` / 1024).
+    reserved: (i64, i64, i64),
+    /// The allocation ratios of VCPU, MEMORY_MB, DISK_GB.
+    ratio: (f64, f64, f64),
     instances: Vec<(String, (i64, i64, i64))>,
 }
 
@@ -105,9 +110,27 @@ fn case(rng: &mut impl Rng, n: usize) -> Case {
     let mut memory: Vec<i64> = (4..=24).map(|k| k * 384).collect();
     memory.shuffle(rng);
     let mut next_instance = 0;
+    // Reserved memory alike on every host (free memory stays distinct); allocation ratios
+    // and reserved VCPU and disk per host, where Nova's weighers' free amounts (no ratio for
+    // memory and disk, reserved counted as used) part from the capacity Placement tests.
+    let reserved_memory = *[0, 0, 512].choose(rng).unwrap();
     let mut hosts: Vec<Host> = (0..count)
         .map(|h| {
             let total = (rng.gen_range(2..=8), memory[h], rng.gen_range(10..=60));
+            let reserved = (
+                if total.0 >= 4 {
+                    rng.gen_range(0..=1)
+                } else {
+                    0
+                },
+                reserved_memory,
+                *[0, 0, 2].choose(rng).unwrap(),
+            );
+            let ratio = (
+                *[1.0, 1.0, 1.5, 4.0].choose(rng).unwrap(),
+                *[1.0, 1.0, 1.5, 0.9].choose(rng).unwrap(),
+                *[1.0, 1.0, 2.0, 0.8].choose(rng).unwrap(),
+            );
             let mut instances = Vec::new();
             for _ in 0..rng.gen_range(0..=2) {
                 next_instance += 1;
@@ -119,6 +142,8 @@ fn case(rng: &mut impl Rng, n: usize) -> Case {
                 uuid: uuid(0x10 + n as u32, h + 1),
                 cell: CELLS[rng.gen_range(0..cells)],
                 total,
+                reserved,
+                ratio,
                 instances,
             }
         })
@@ -192,6 +217,8 @@ fn nova_input(c: &Case) -> Value {
             let used = h.used();
             json!({"host": h.name, "uuid": h.uuid, "cell": h.cell, "vcpus": h.total.0,
                 "memory_mb": h.total.1, "disk_gb": h.total.2, "used": [used.0, used.1, used.2],
+                "reserved": [h.reserved.0, h.reserved.1, h.reserved.2],
+                "ratio": [h.ratio.0, h.ratio.1, h.ratio.2],
                 "instances": h.instances.iter().map(|(u, _)| u).collect::<Vec<_>>()})
         })
         .collect();
@@ -272,7 +299,12 @@ async fn scheduler_for(c: &Case, backend: BackendKind, dir: &tempfile::TempDir) 
     let ledger = Ledger::open(&url, 2).await.unwrap();
     let mut records = HashMap::new();
     for h in &c.hosts {
-        let reg = HostRegistration::simple(&h.name, &h.uuid, h.total.0, h.total.1, h.total.2);
+        let mut reg = HostRegistration::simple(&h.name, &h.uuid, h.total.0, h.total.1, h.total.2);
+        let reserved = [h.reserved.0, h.reserved.1, h.reserved.2];
+        let ratio = [h.ratio.0, h.ratio.1, h.ratio.2];
+        for (k, (_, inv)) in reg.inventories.iter_mut().enumerate() {
+            *inv = inv.with(reserved[k], ratio[k]);
+        }
         let id = ledger.register_host(&reg, NOW_MS).await.unwrap();
         for (u, d) in &h.instances {
             let demand = Resources::new(d.0, d.1, d.2);
@@ -330,6 +362,8 @@ async fn a_multi_create_pays_for_the_alternates_pass_only_when_its_caller_reads_
             uuid: uuid(0x77, h),
             cell: CELLS[0],
             total: (8, 2048 * h as i64, 80),
+            reserved: (0, 0, 0),
+            ratio: (1.0, 1.0, 1.0),
             instances: Vec::new(),
         })
         .collect();

@@ -62,6 +62,9 @@ pub struct HostProfile {
     /// Some class has a unit rule beyond Placement's defaults (min 1, step 1, no max).
     #[serde(skip)]
     pub unit_rules: bool,
+    /// What Nova's resource weighers read of the host beside its usage.
+    #[serde(skip)]
+    pub weigh_base: WeighBase,
     pub traits: Traits,
     pub aggregates: Aggregates,
     /// Nova's records of the node, when Parasol reads them (`[nova_db]`).
@@ -88,6 +91,20 @@ impl HostProfile {
         let unit_rules = inventories
             .iter()
             .any(|(_, inv)| inv.min_unit > 1 || inv.step_size > 1 || inv.max_unit < inv.total);
+        let inventory = |class: ClassId| {
+            inventories
+                .binary_search_by_key(&class, |(c, _)| *c)
+                .ok()
+                .map(|i| inventories[i].1)
+        };
+        let weigh_base = WeighBase::new(
+            [
+                inventory(ClassId::VCPU),
+                inventory(ClassId::MEMORY_MB),
+                inventory(ClassId::DISK_GB),
+            ],
+            &usable,
+        );
         HostProfile {
             host: Arc::from(host),
             node: Arc::from(node),
@@ -96,6 +113,7 @@ impl HostProfile {
             inventories,
             usable,
             unit_rules,
+            weigh_base,
             traits: Traits::default(),
             aggregates: Aggregates::default(),
             facts: None,
@@ -118,6 +136,66 @@ impl HostProfile {
             || demand
                 .nonzero()
                 .all(|(c, amount)| self.inventory(c).is_some_and(|inv| inv.admits(amount)))
+    }
+}
+
+/// What Nova 34's `CPUWeigher`, `RAMWeigher` and `DiskWeigher` read of a host beside its
+/// usage. They weigh nova-scheduler's `HostState`, which is read from the compute node
+/// (`HostState._update_from_compute_node`, with Placement or without): `free_ram_mb` and
+/// `free_disk_mb` (total − used, the resource tracker counting the `reserved_host_*` options
+/// as used, no allocation ratio) and `vcpus_total × cpu_allocation_ratio − vcpus_used`
+/// (`vcpus_used` counting `reserved_host_cpus`). From Placement's inventories (whose
+/// `reserved` are those options) that is `total − reserved − used` for MEMORY_MB and DISK_GB
+/// and `total × ratio − (reserved + used)` for VCPU: not the capacity the filters test,
+/// `(total − reserved) × ratio` (docs/weighers.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WeighBase {
+    /// VCPU `total × allocation_ratio`.
+    pub vcpu_scaled: f64,
+    /// VCPU `reserved`.
+    pub vcpu_reserved: i64,
+    /// MEMORY_MB `total − reserved`.
+    pub memory_mb: i64,
+    /// DISK_GB `total − reserved`.
+    pub disk_gb: i64,
+    /// For each of the three classes the weighers' free amount is `usable − used`, all of
+    /// them below 2^52 (exact as `f64`): the host's [`HostScan`] row says it
+    /// ([`HostScan::WEIGH_FROM_ROW`]). True with allocation ratios of 1, or with nothing
+    /// reserved and an integral `total × ratio` (VCPU).
+    pub row_exact: bool,
+}
+
+impl WeighBase {
+    /// Below this, `i64` amounts convert to `f64` and subtract exactly.
+    const EXACT: i64 = 1 << 52;
+
+    /// The bases of the VCPU, MEMORY_MB and DISK_GB inventories (`None`: the host lacks
+    /// the class; then Nova's total is 0) of a host of capacity `usable`.
+    fn new(inventories: [Option<Inventory>; 3], usable: &Resources) -> Self {
+        let [vcpu, memory, disk] = inventories.map(|inv| inv.unwrap_or_else(|| Inventory::of(0)));
+        let unreserved = |inv: Inventory| inv.total.saturating_sub(inv.reserved);
+        let base = WeighBase {
+            vcpu_scaled: vcpu.total as f64 * vcpu.allocation_ratio,
+            vcpu_reserved: vcpu.reserved,
+            memory_mb: unreserved(memory),
+            disk_gb: unreserved(disk),
+            row_exact: false,
+        };
+        let small = |v: i64| v.unsigned_abs() < Self::EXACT as u64;
+        let scaled = base.vcpu_scaled;
+        let vcpu_exact = scaled.fract() == 0.0
+            && scaled.abs() < Self::EXACT as f64
+            && small(vcpu.reserved)
+            && scaled as i64 - vcpu.reserved == usable.vcpu();
+        WeighBase {
+            row_exact: vcpu_exact
+                && base.memory_mb == usable.memory_mb()
+                && base.disk_gb == usable.disk_gb()
+                && [usable.vcpu(), base.memory_mb, base.disk_gb]
+                    .into_iter()
+                    .all(small),
+            ..base
+        }
     }
 }
 
@@ -189,6 +267,24 @@ impl HostState {
     /// Room left in every class.
     pub fn free(&self) -> Resources {
         self.profile.usable - self.used
+    }
+
+    /// The free amount of class `i` (VCPU, MEMORY_MB or DISK_GB) Nova's `CPUWeigher`,
+    /// `RAMWeigher` or `DiskWeigher` weighs ([`WeighBase`]), before their `minval`; for a
+    /// host whose row says it, computed as the row computes it (the same value).
+    #[inline]
+    pub fn weigher_free(&self, i: usize) -> f64 {
+        let base = &self.profile.weigh_base;
+        if base.row_exact {
+            return self.profile.usable.0[i].saturating_sub(self.used.0[i]) as f64;
+        }
+        let used = self.used.0[i];
+        match i {
+            0 => base.vcpu_scaled - base.vcpu_reserved.saturating_add(used) as f64,
+            1 => base.memory_mb.saturating_sub(used) as f64,
+            2 => base.disk_gb.saturating_sub(used) as f64,
+            _ => 0.0,
+        }
     }
 
     /// True when `demand` fits in the room left in every class and respects the host's unit
@@ -271,7 +367,7 @@ pub struct HostScan {
     /// The host's traits' [`super::markers::MarkSet::low_mask`] (a request's forbidden
     /// `COMPUTE_STATUS_DISABLED` among them).
     pub traits: u32,
-    /// [`HostScan::SERVICE_OK`] and [`HostScan::UNIT_RULES`].
+    /// [`HostScan::SERVICE_OK`], [`HostScan::UNIT_RULES`] and [`HostScan::WEIGH_FROM_ROW`].
     pub flags: u8,
 }
 
@@ -280,6 +376,9 @@ impl HostScan {
     pub const SERVICE_OK: u8 = 1;
     /// The profile has unit rules ([`HostProfile::admits`] must be asked).
     pub const UNIT_RULES: u8 = 2;
+    /// The resource weighers' free amounts are [`HostScan::free`] ([`WeighBase::row_exact`]);
+    /// without it they are read from the host ([`HostState::weigher_free`]).
+    pub const WEIGH_FROM_ROW: u8 = 4;
 
     /// The row of `host`.
     #[inline]
@@ -294,6 +393,9 @@ impl HostScan {
         }
         if host.profile.unit_rules {
             flags |= Self::UNIT_RULES;
+        }
+        if host.profile.weigh_base.row_exact {
+            flags |= Self::WEIGH_FROM_ROW;
         }
         HostScan {
             used,

@@ -108,6 +108,22 @@ fn varied_hosts(now: i64) -> Vec<HostState> {
                 *h.profile_mut() = crate::domain::HostProfile::new("x", "x", "u", "nova", inv);
                 h.profile_mut().host = format!("host{id}").into();
             }
+            if g.gen_bool(0.15) {
+                // Allocation ratios and reserved amounts: the weighers' free amounts (Nova's)
+                // are not the room left, and the scan reads them from the host.
+                let name = format!("host{id}");
+                let inv = vec![
+                    (
+                        ClassId::VCPU,
+                        Inventory::of(16).with(g.gen_range(0..3), 1.5),
+                    ),
+                    (ClassId::MEMORY_MB, Inventory::of(4096).with(512, 1.25)),
+                    (ClassId::DISK_GB, Inventory::of(100).with(4, 1.0)),
+                ];
+                let profile = crate::domain::HostProfile::new(&name, &name, "u", "nova", inv);
+                assert!(!profile.weigh_base.row_exact);
+                *h.profile_mut() = profile;
+            }
             if g.gen_bool(0.3) {
                 h.profile_mut().traits = crate::domain::Traits::new([gold]);
             }

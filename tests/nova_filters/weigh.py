@@ -1,11 +1,18 @@
 """Nova 34's own weighers and weight handler on the cases tests/nova_filters.rs generates:
-reads the cases (JSON) on stdin, prints each case's final weight per host (JSON)."""
+reads the cases (JSON) on stdin, prints each case's final weight per host (JSON).
+
+A host's resource fields (`free_ram_mb`, `free_disk_mb`, `vcpus_total`, `vcpus_used`, the
+allocation ratios) are those of nova-scheduler's own `HostState` updated from a `ComputeNode`
+(`HostState._update_from_compute_node`, the same with Placement or without), the node filled
+as nova-compute's resource tracker fills it: reserved amounts counted as used
+(`_update_usage_from_instances`), each instance's usage added (`_update_usage`), free = total
+- used, the node's integer fields coercing as they do on assignment."""
 import json
 import sys
 
 import nova.conf
 from nova import objects
-from nova.scheduler import weights
+from nova.scheduler import host_manager, weights
 from nova.scheduler.weights import compute, cpu, cross_cell, disk, hypervisor_version
 from nova.scheduler.weights import image_props, io_ops, metrics, num_instances, pci, ram
 from nova.tests.unit.scheduler import fakes
@@ -33,6 +40,34 @@ class Pools:
         self.pools = [{"count": free}] if free else []
 
 
+def resource_fields(h):
+    """What Nova's HostState says of `h`'s compute node (see the module's docstring)."""
+    cn = objects.ComputeNode(
+        uuid="00000000-0000-4000-8000-000000000000", hypervisor_hostname=h["host"],
+        vcpus=h["vcpus"], memory_mb=h["memory_mb"], local_gb=h["local_gb"],
+        cpu_allocation_ratio=h["cpu_allocation_ratio"],
+        ram_allocation_ratio=h["ram_allocation_ratio"],
+        disk_allocation_ratio=h["disk_allocation_ratio"],
+        disk_available_least=None, numa_topology=None, pci_device_pools=None,
+        host_ip=None, hypervisor_type="QEMU", hypervisor_version=0, cpu_info="{}",
+        supported_hv_specs=[], stats={}, metrics="[]", updated_at=None)
+    # ResourceTracker._update_usage_from_instances: room reserved for the host.
+    cn.local_gb_used = h["reserved_host_disk_mb"] / 1024
+    cn.memory_mb_used = h["reserved_host_memory_mb"]
+    cn.vcpus_used = h["reserved_host_cpus"]
+    # ResourceTracker._update_usage: the instances' usage, summed.
+    cn.memory_mb_used += h["used_memory_mb"]
+    cn.local_gb_used += h["used_disk_gb"]
+    cn.vcpus_used += h["used_vcpus"]
+    cn.free_ram_mb = cn.memory_mb - cn.memory_mb_used
+    cn.free_disk_gb = cn.local_gb - cn.local_gb_used
+    state = host_manager.HostState(h["host"], h["host"], None)
+    state._update_from_compute_node(cn)
+    return {key: getattr(state, key) for key in (
+        "free_ram_mb", "free_disk_mb", "vcpus_total", "vcpus_used",
+        "cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio")}
+
+
 def main():
     out = []
     for case in json.load(sys.stdin):
@@ -52,11 +87,7 @@ def main():
                 "num_instances": h["num_instances"],
                 "cell_uuid": h["cell_uuid"],
                 "num_io_ops": h["num_io_ops"],
-                "free_ram_mb": h["free_ram_mb"],
-                "vcpus_total": h["vcpus_total"],
-                "vcpus_used": h["vcpus_used"],
-                "cpu_allocation_ratio": 1.0,
-                "free_disk_mb": h["free_disk_mb"],
+                **resource_fields(h),
             })
             host.pci_stats = Pools(h["pci_free"])
             host.aggregates = []

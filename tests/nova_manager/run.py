@@ -28,7 +28,11 @@ class Placement:
     """Placement's view of the case's providers: usage against inventory."""
 
     def __init__(self, hosts):
-        self.total = {h["uuid"]: (h["vcpus"], h["memory_mb"], h["disk_gb"]) for h in hosts}
+        # Placement's capacity: int((total - reserved) * allocation_ratio).
+        self.total = {
+            h["uuid"]: [int((t - r) * a) for t, r, a in zip(
+                (h["vcpus"], h["memory_mb"], h["disk_gb"]), h["reserved"], h["ratio"])]
+            for h in hosts}
         self.used = {h["uuid"]: list(h["used"]) for h in hosts}
 
     def fits(self, uuid, demand):
@@ -72,18 +76,21 @@ class Manager(manager.SchedulerManager):
 
 
 def host_state(h):
+    """The host's HostState as `_update_from_compute_node` leaves it for a compute node that
+    nova-compute's resource tracker filled: the reserved amounts counted as used, free =
+    total - used (no allocation ratio), the ratios beside."""
     state = host_manager.HostState(h["host"], h["host"], h["cell"])
     state.uuid = h["uuid"]
     vcpus_used, ram_used, disk_used = h["used"]
+    reserved_vcpus, reserved_ram, reserved_disk = h["reserved"]
     state.vcpus_total = h["vcpus"]
-    state.vcpus_used = vcpus_used
+    state.vcpus_used = reserved_vcpus + vcpus_used
     state.total_usable_ram_mb = h["memory_mb"]
-    state.free_ram_mb = h["memory_mb"] - ram_used
+    state.free_ram_mb = h["memory_mb"] - reserved_ram - ram_used
     state.total_usable_disk_gb = h["disk_gb"]
-    state.free_disk_mb = (h["disk_gb"] - disk_used) * 1024
-    state.cpu_allocation_ratio = 1.0
-    state.ram_allocation_ratio = 1.0
-    state.disk_allocation_ratio = 1.0
+    state.free_disk_mb = (h["disk_gb"] - reserved_disk - disk_used) * 1024
+    state.cpu_allocation_ratio, state.ram_allocation_ratio, state.disk_allocation_ratio = (
+        h["ratio"])
     state.num_instances = len(h["instances"])
     state.num_io_ops = len(h["instances"])
     state.instances = {u: objects.Instance(uuid=u) for u in h["instances"]}

@@ -700,7 +700,10 @@ impl Policy {
             scored.push(Scored { score: 0.0, idx: i });
             if fused {
                 for (c, &(value, _)) in columns.iter().enumerate() {
-                    let v = value.of_scan(row);
+                    // From the row, or from the host where the row cannot say it (allocation
+                    // ratios or reserved amounts that part Nova's free amounts from the
+                    // capacity, `HostScan::WEIGH_FROM_ROW`).
+                    let v = value.of_row(row, &hosts[i]);
                     lo[c] = lo[c].min(v);
                     hi[c] = hi[c].max(v);
                     raw.push(v);

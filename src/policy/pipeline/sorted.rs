@@ -263,6 +263,12 @@ impl SortedIndex {
             if columns.iter().any(|(k, _)| *k == key) {
                 continue;
             }
+            // An order only of values every row holds: where some host's free amount for the
+            // weighers is not its row's capacity less usage (`HostScan::WEIGH_FROM_ROW`), the
+            // walk finds no order to walk and the decision is the scan's.
+            if !rows.iter().all(|r| key.value.in_row(r)) {
+                continue;
+            }
             let mut keyed: Vec<(f64, u32)> = (0..rows.len() as u32)
                 .map(|i| (key.value.of_scan(&rows[i as usize]), i))
                 .collect();
@@ -667,7 +673,8 @@ impl<'a> Walk<'a> {
 
     /// The part of a column's `order` that may pass: hosts with less room in a demanded class
     /// than the demand fail the capacity test; they are one end of the order, and need not be
-    /// met.
+    /// met. (An order is built only when every row holds its value, and a row holds a free
+    /// amount only when it is the room left: `SortedIndex::build`.)
     fn with_room(&self, order: View<'a>, key: SortKey) -> View<'a> {
         let (value, rows) = (key.value, self.rows);
         let test = &self.test;
@@ -804,6 +811,9 @@ mod tests {
             Resources::new(16, 65_536, 500),
         ];
         let pristine = g.gen_bool(0.5);
+        // Some clouds have hosts with allocation ratios and reserved amounts that part the
+        // weighers' free amounts from the room left (no order is built of them: the scan).
+        let overcommitted = g.gen_bool(0.15);
         (1..=n as i64)
             .map(|id| {
                 let cap = pools[g.gen_range(0..pools.len())];
@@ -828,6 +838,19 @@ mod tests {
                     inv[0].1.step_size = 2;
                     *h.profile_mut() = crate::domain::HostProfile::new("x", "x", "u", "nova", inv);
                     h.profile_mut().host = format!("host{id}").into();
+                }
+                if overcommitted && g.gen_bool(0.3) {
+                    let name = format!("host{id}");
+                    let inv = vec![
+                        (ClassId::VCPU, Inventory::of(cap.vcpu()).with(2, 4.0)),
+                        (
+                            ClassId::MEMORY_MB,
+                            Inventory::of(cap.memory_mb()).with(512, 1.5),
+                        ),
+                        (ClassId::DISK_GB, Inventory::of(cap.disk_gb()).with(10, 1.0)),
+                    ];
+                    *h.profile_mut() =
+                        crate::domain::HostProfile::new(&name, &name, "u", "nova", inv);
                 }
                 if g.gen_bool(0.1) {
                     h.profile_mut().availability_zone = "az2".into();
@@ -1069,5 +1092,55 @@ mod tests {
             index.moved(&rows, pick, &before);
         }
         assert_eq!(scratch.walked, 200);
+    }
+
+    /// One host whose weighers' free amounts are not its room left (an allocation ratio of
+    /// 1.5 for memory): no order of free amounts is built, the free amounts are weighed by
+    /// the scan (from that host's state), and the decision is the pipeline's.
+    #[test]
+    fn a_host_whose_row_cannot_say_its_free_amounts_leaves_the_decision_to_the_scan() {
+        let cap = Resources::new(64, 262_144, 2_000);
+        let mut hosts: Vec<HostState> = (1..=50)
+            .map(|id| HostState::synthetic(id, cap, Resources::new(id, id * 1024, id)))
+            .collect();
+        // Nova weighs 131,072 MB free on host 50 (ratio aside); its room left is 262,144 MB,
+        // the most of all, which the row would have said.
+        let inv = vec![
+            (ClassId::VCPU, Inventory::of(64)),
+            (ClassId::MEMORY_MB, Inventory::of(262_144).with(0, 1.5)),
+            (ClassId::DISK_GB, Inventory::of(2_000)),
+        ];
+        *hosts[49].profile_mut() = crate::domain::HostProfile::new("h", "h", "u", "nova", inv);
+        hosts[49].used = Resources::new(0, 131_072, 0);
+        let cfg = PolicyConfig {
+            cpu_weight_multiplier: 0.0,
+            disk_weight_multiplier: 0.0,
+            io_ops_weight_multiplier: 0.0,
+            ..PolicyConfig::default()
+        };
+        let policy = Policy::from_config(&cfg).unwrap();
+        let rows: Vec<HostScan> = hosts.iter().map(HostScan::of).collect();
+        let index = SortedIndex::build(&rows, &policy.sorted_keys());
+        assert!(index.columns.is_empty(), "{:?}", index.columns);
+        let env = FilterEnv::without_heartbeats();
+        let r = RequestContext::with_demand("i", "t", Resources::new(1, 512, 1));
+        let args = RankArgs {
+            req: &r,
+            env: &env,
+            max: 3,
+        };
+        let (mut sorted, mut generic) = (Vec::new(), Vec::new());
+        let mut scratch = SortedScratch::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let view = ScanView::new(&hosts, &rows);
+        policy
+            .rank_sorted(view, &index, &mut scratch, args, &mut rng, &mut sorted)
+            .unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        policy.rank(&hosts, args, &mut rng, &mut generic).unwrap();
+        assert_eq!((scratch.walked, scratch.scanned), (0, 1));
+        // Host 1 (index 0) has the most free memory by Nova's reading: 261,120 MB.
+        assert_eq!(sorted, [0, 1, 2]);
+        assert_eq!(sorted, generic);
     }
 }

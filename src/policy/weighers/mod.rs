@@ -44,9 +44,10 @@ pub trait Weigher: Send + Sync {
     fn varies(&self, _req: &RequestContext) -> bool {
         true
     }
-    /// What this weigher reads, when a host's [`crate::domain::HostScan`] row holds it (the
+    /// What this weigher reads, when a host's [`crate::domain::HostScan`] row may hold it (the
     /// resource weighers): a full scan then reads the dense row instead of calling
-    /// [`Weigher::weigh`]. `None` (the default) always calls `weigh`.
+    /// [`Weigher::weigh`] (or the host, for a row that does not hold it:
+    /// [`HostValue::of_row`]). `None` (the default) always calls `weigh`.
     fn scan_value(&self) -> Option<HostValue> {
         None
     }

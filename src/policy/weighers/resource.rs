@@ -11,11 +11,14 @@ use crate::policy::config::PolicyConfig;
 /// once per host and weigher, and a `match` inlines where an indirect call cannot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostValue {
-    /// Free memory after allocation ratios.
+    /// Free memory as Nova's `RAMWeigher` reads it (`free_ram_mb`): total − reserved − used,
+    /// no allocation ratio ([`crate::domain::WeighBase`]).
     FreeMemoryMb,
-    /// Free VCPU after allocation ratios.
+    /// Free VCPU as Nova's `CPUWeigher` computes it: total × allocation ratio − (reserved +
+    /// used).
     FreeVcpu,
-    /// Free DISK_GB after allocation ratios.
+    /// Free DISK_GB as Nova's `DiskWeigher` reads it (`free_disk_mb`, in GB): total −
+    /// reserved − used, no allocation ratio.
     FreeDiskGb,
     /// Concurrent I/O-heavy operations.
     IoOps,
@@ -44,17 +47,17 @@ impl HostValue {
     #[inline]
     pub fn of(self, host: &HostState) -> f64 {
         let v = match self {
-            HostValue::FreeMemoryMb => host.free().memory_mb() as f64,
-            HostValue::FreeVcpu => host.free().vcpu() as f64,
-            HostValue::FreeDiskGb => host.free().disk_gb() as f64,
+            HostValue::FreeMemoryMb => host.weigher_free(ClassId::MEMORY_MB.index()),
+            HostValue::FreeVcpu => host.weigher_free(ClassId::VCPU.index()),
+            HostValue::FreeDiskGb => host.weigher_free(ClassId::DISK_GB.index()),
             HostValue::IoOps => host.num_io_ops as f64,
             HostValue::Instances => return host.num_instances as f64,
         };
         v.max(0.0)
     }
 
-    /// The same value read from the host's scan row (equal to [`HostValue::of`] for a row
-    /// built from that host).
+    /// The same value read from the host's scan row alone: equal to [`HostValue::of`] for a
+    /// row built from that host when the row holds the value ([`HostValue::in_row`]).
     #[inline]
     pub fn of_scan(self, row: &HostScan) -> f64 {
         let v = match self {
@@ -65,6 +68,26 @@ impl HostValue {
             HostValue::Instances => return row.num_instances as f64,
         };
         v.max(0.0)
+    }
+
+    /// True when `row` holds this value ([`HostValue::of_scan`] is [`HostValue::of`]): always
+    /// for I/O operations and instances; for the free amounts when the weighers' free amount is
+    /// the capacity less the usage ([`HostScan::WEIGH_FROM_ROW`]).
+    #[inline]
+    pub fn in_row(self, row: &HostScan) -> bool {
+        matches!(self, HostValue::IoOps | HostValue::Instances)
+            || row.flags & HostScan::WEIGH_FROM_ROW != 0
+    }
+
+    /// The value of `host`, whose row is `row`: from the row when it holds it, else from the
+    /// host (what the fused scan reads).
+    #[inline]
+    pub fn of_row(self, row: &HostScan, host: &HostState) -> f64 {
+        if self.in_row(row) {
+            self.of_scan(row)
+        } else {
+            self.of(host)
+        }
     }
 }
 
@@ -85,7 +108,8 @@ pub struct ResourceWeigherSpec {
 
 /// Every resource weigher, in Nova's `all_weighers` order.
 pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
-    // Free memory after allocation ratios: 1.0 spreads, negative stacks.
+    // Free memory (total − reserved − used, no allocation ratio): 1.0 spreads, negative
+    // stacks.
     ResourceWeigherSpec {
         name: "RAMWeigher",
         value: HostValue::FreeMemoryMb,
@@ -93,7 +117,7 @@ pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
         default_multiplier: 1.0,
         multiplier: |c| c.ram_weight_multiplier,
     },
-    // Free VCPU after allocation ratios.
+    // Free VCPU (total × allocation ratio − reserved − used).
     ResourceWeigherSpec {
         name: "CPUWeigher",
         value: HostValue::FreeVcpu,
@@ -101,7 +125,7 @@ pub static RESOURCE_WEIGHERS: [ResourceWeigherSpec; 5] = [
         default_multiplier: 1.0,
         multiplier: |c| c.cpu_weight_multiplier,
     },
-    // Free DISK_GB after allocation ratios.
+    // Free DISK_GB (total − reserved − used, no allocation ratio).
     ResourceWeigherSpec {
         name: "DiskWeigher",
         value: HostValue::FreeDiskGb,
@@ -277,6 +301,81 @@ mod tests {
                 (Resources::ZERO, 9, 7, 9.0),
             ],
         );
+    }
+
+    /// Nova's `RAMWeigher` and `DiskWeigher` weigh total − reserved − used, its `CPUWeigher`
+    /// total × ratio − reserved − used: not the capacity the filters test, `(total −
+    /// reserved) × ratio`. The scan reads them from the host when the row cannot say them,
+    /// from the row when it can; both the same as `weigh`.
+    #[test]
+    fn free_amounts_are_nova_s_not_the_capacity_after_allocation_ratios() {
+        use crate::domain::{ClassId, HostId, HostProfile, HostScan, Inventory};
+        use std::sync::Arc;
+        let host = |inv: [(i64, i64, f64); 3], used: Resources| {
+            let classes = [ClassId::VCPU, ClassId::MEMORY_MB, ClassId::DISK_GB];
+            let inventories = classes
+                .into_iter()
+                .zip(inv)
+                .map(|(c, (total, reserved, ratio))| {
+                    (c, Inventory::of(total).with(reserved, ratio))
+                })
+                .collect();
+            let profile = HostProfile::new("h", "h", "u", "nova", inventories);
+            let mut h = HostState::new(HostId(1), Arc::new(profile));
+            h.used = used;
+            h
+        };
+        let values = [
+            HostValue::FreeVcpu,
+            HostValue::FreeMemoryMb,
+            HostValue::FreeDiskGb,
+        ];
+        // (inventories, used, Nova's free VCPU, memory, disk, the row holds them)
+        let cases = [
+            // 16 VCPU at 4.0 with 2 reserved: Nova 64 − 2 − 10, capacity 56 − 10.
+            (
+                [(16, 2, 4.0), (32768, 512, 1.5), (400, 10, 2.0)],
+                Resources::new(10, 1024, 100),
+                [52.0, 31232.0, 290.0],
+                false,
+            ),
+            // Ratios below 1 and fractional VCPU: 7 × 1.3 − 1 − 3.
+            (
+                [(7, 1, 1.3), (4096, 0, 0.5), (100, 0, 0.75)],
+                Resources::new(3, 1024, 10),
+                [7.0 * 1.3 - 4.0, 3072.0, 90.0],
+                false,
+            ),
+            // Over-committed past Nova's free amounts (an allocation ratio lowered): 0.
+            (
+                [(8, 0, 4.0), (4096, 512, 2.0), (100, 0, 1.5)],
+                Resources::new(31, 5000, 120),
+                [1.0, 0.0, 0.0],
+                false,
+            ),
+            // Ratios of 1 (reserved or not), or an integral VCPU ratio with nothing reserved:
+            // the room left, which the row holds.
+            (
+                [(16, 0, 4.0), (32768, 512, 1.0), (400, 10, 1.0)],
+                Resources::new(10, 1024, 100),
+                [54.0, 31232.0, 290.0],
+                true,
+            ),
+        ];
+        for (inv, used, want, exact) in cases {
+            let h = host(inv, used);
+            let row = HostScan::of(&h);
+            assert_eq!(h.profile.weigh_base.row_exact, exact, "{inv:?}");
+            for (value, want) in values.into_iter().zip(want) {
+                assert_eq!(value.of(&h), want, "{value:?} {inv:?}");
+                assert_eq!(value.in_row(&row), exact, "{value:?} {inv:?}");
+                assert_eq!(value.of_row(&row, &h), want, "{value:?} {inv:?} row");
+                if exact {
+                    assert_eq!(value.of_scan(&row), want, "{value:?} {inv:?} row");
+                }
+            }
+            assert!(HostValue::IoOps.in_row(&row) && HostValue::Instances.in_row(&row));
+        }
     }
 
     #[test]
