@@ -83,7 +83,7 @@ fn rebalance_apply_live_migrates_through_nova_and_stops_at_a_refusal() {
     let (keystone, cloud) = runtime.block_on(keystone_for_nova());
     let results = run_harness_with(
         &["nova_functional.parasol_tests.test_rebalance"],
-        3,
+        4,
         &[
             ("PARASOL_NF_KEYSTONE", &cloud.to_string()),
             ("PARASOL_NF_PLUGINS", ""),
@@ -95,6 +95,7 @@ fn rebalance_apply_live_migrates_through_nova_and_stops_at_a_refusal() {
         "test_apply_live_migrates_as_planned_and_placement_and_parasol_agree",
         "test_a_move_nova_refuses_stops_the_apply_naming_the_server_and_reason",
         "test_a_token_keystone_no_longer_honours_is_refused_and_nothing_moves",
+        "test_a_live_migration_that_fails_after_nova_accepts_it_stops_the_apply_there",
     ] {
         assert!(ids.iter().any(|id| id.ends_with(name)), "{name}: {ids:?}");
     }

@@ -6,7 +6,10 @@ idle). The apply, run as the `parasol` binary, plans on that usage and live-migr
 `os-migrateLive`: every planned server ends on its planned host, the stopped one and the group
 are respected, F rises as planned, and Placement and Parasol's ledger agree (the apply checks
 after every move; the harness again at the end). With Nova's policy forbidding live migration,
-the apply stops at the first move naming the server and Nova's reason, and nothing moves.
+the apply stops at the first move naming the server and Nova's reason, and nothing moves. With
+the second move's destination failing `pre_live_migration` after Nova accepted the move, the
+apply stops after the first, naming the server, and says Nova put it back on its source with
+Placement and the ledger agreeing.
 
 Nova's API is served to the binary on a loopback port as a deployment serves it: api-paste.ini's
 `keystone` pipeline with the real `authtoken` filter (keystonemiddleware, from Nova's venv)
@@ -27,6 +30,7 @@ import functools
 import json
 import os
 import subprocess
+import time
 import uuid
 from unittest import mock
 
@@ -35,6 +39,7 @@ import requests
 from keystonemiddleware import auth_token
 from nova.api import auth as nova_auth
 from nova.api import wsgi as nova_wsgi
+from nova import test
 from nova.tests.functional import integrated_helpers
 from nova import utils
 
@@ -274,3 +279,68 @@ class RebalanceApplyTest(integrated_helpers.ProviderUsageBaseTestCase):
             self.assertEqual(server["OS-EXT-SRV-ATTR:host"], now["OS-EXT-SRV-ATTR:host"],
                              name)
         self.assertEqual([], self.admin_api.get_migrations())
+
+    def _placement_and_ledger_disagree(self):
+        """What Placement's usages and Parasol's ledger (`GET /v1/hosts` `used`) disagree on,
+        host by host and class by class (empty: they agree)."""
+        r = requests.get(f"{swap.parasol_url()}/v1/hosts", timeout=10)
+        self.assertEqual(200, r.status_code, r.text)
+        problems = []
+        for host in r.json()["hosts"]:
+            usages = self.placement.get(
+                f"/resource_providers/{host['compute_node_uuid']}/usages").body["usages"]
+            for cls in ("VCPU", "MEMORY_MB", "DISK_GB"):
+                ledger = host["used"].get(cls, 0)
+                if usages.get(cls, 0) != ledger:
+                    problems.append(f"{host['host']} {cls}: Placement {usages.get(cls, 0)}, "
+                                    f"Parasol {ledger}")
+        return problems
+
+    def test_a_live_migration_that_fails_after_nova_accepts_it_stops_the_apply_there(self):
+        servers = self._unbalanced_cloud()
+        calls = []
+
+        def pre_live_migration(*args, **kwargs):
+            # The second move's destination fails, as Nova's own rollback tests make it
+            # (test_servers' test_live_migrate_rollback_cleans_dest_node_allocations): Nova
+            # has accepted the os-migrateLive, scheduled it and claimed the destination.
+            calls.append(args)
+            if len(calls) == 2:
+                raise test.TestingException("the destination could not prepare the guest")
+            return args[-1]
+        self.useFixture(fixtures.MockPatch("nova.virt.fake.FakeDriver.pre_live_migration",
+                                           side_effect=pre_live_migration))
+        code, plan, lines, stderr = self._apply()
+        moves = [m for step in plan["steps"] for m in step]
+        self.assertGreater(len(moves), 1, plan)
+        first, second = moves[0], moves[1]
+        self.assertNotEqual(0, code, lines)
+        self.assertEqual([f"moved {first['instance']} {first['source']} -> "
+                          f"{first['destination']} (1/{len(moves)}); Placement and Parasol "
+                          "agree"], lines)
+        self.assertIn(f"stopped after 1 of {len(moves)} moves: the live migration of server "
+                      f"{second['instance']} to {second['destination']} failed: its migration "
+                      "is ", stderr)
+        # The apply waited for Nova to settle the server and says where it is, and that
+        # Placement and the ledger agree on it there.
+        self.assertIn(f"; the server is now ACTIVE on {second['source']} (the move's source), "
+                      "and Placement and Parasol's ledger agree", stderr)
+        # Nova rolled the second move back: the server is ACTIVE on its source, the others
+        # untouched, and Placement (the destination's claim dropped) and the ledger agree.
+        moved = self._wait_for_server_parameter(
+            {"id": second["instance"]}, {"OS-EXT-STS:task_state": None})
+        self.assertEqual(("ACTIVE", second["source"]),
+                         (moved["status"], moved["OS-EXT-SRV-ATTR:host"]))
+        for name, server in servers.items():
+            now = self.admin_api.get_server(server["id"])
+            want = (first["destination"] if server["id"] == first["instance"]
+                    else server["OS-EXT-SRV-ATTR:host"])
+            self.assertEqual(want, now["OS-EXT-SRV-ATTR:host"], name)
+            allocations = self._get_allocations_by_server_uuid(server["id"])
+            self.assertEqual([self._get_provider_uuid_by_host(want)], list(allocations), name)
+        for _ in range(100):
+            problems = self._placement_and_ledger_disagree()
+            if not problems:
+                break
+            time.sleep(0.2)
+        self.assertEqual([], problems)
