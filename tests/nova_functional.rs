@@ -83,7 +83,7 @@ fn rebalance_apply_live_migrates_through_nova_and_stops_at_a_refusal() {
     let (keystone, cloud) = runtime.block_on(keystone_for_nova());
     let results = run_harness_with(
         &["nova_functional.parasol_tests.test_rebalance"],
-        4,
+        5,
         &[
             ("PARASOL_NF_KEYSTONE", &cloud.to_string()),
             ("PARASOL_NF_PLUGINS", ""),
@@ -96,6 +96,7 @@ fn rebalance_apply_live_migrates_through_nova_and_stops_at_a_refusal() {
         "test_a_move_nova_refuses_stops_the_apply_naming_the_server_and_reason",
         "test_a_token_keystone_no_longer_honours_is_refused_and_nothing_moves",
         "test_a_live_migration_that_fails_after_nova_accepts_it_stops_the_apply_there",
+        "test_a_saved_plan_is_applied_as_saved_and_refused_once_the_ledger_changed",
     ] {
         assert!(ids.iter().any(|id| id.ends_with(name)), "{name}: {ids:?}");
     }

@@ -102,6 +102,25 @@ pub fn plan_moves(plan: &Value) -> Result<Vec<PlanMove>, ApplyError> {
     Ok(out)
 }
 
+/// A plan saved by `parasol rebalance plan --json`: the plan (its moves readable) and the
+/// ledger revision it was made on.
+pub fn saved_plan(text: &str) -> Result<(Value, String), ApplyError> {
+    let plan: Value =
+        serde_json::from_str(text).map_err(|e| ApplyError::BadPlan(format!("not JSON ({e})")))?;
+    if plan["actions"].is_array() {
+        return Err(ApplyError::BadPlan(
+            "it is Watcher's action list (--watcher); save Parasol's (--json)".into(),
+        ));
+    }
+    plan_moves(&plan)?;
+    let revision = plan["base_revision"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| ApplyError::BadPlan("no \"base_revision\"".into()))?
+        .to_string();
+    Ok((plan, revision))
+}
+
 /// Why Nova could not live-migrate `server` now, or `None` when it can (ACTIVE, no task).
 pub fn not_movable_reason(server: &ServerView) -> Option<String> {
     if server.status != "ACTIVE" {
@@ -450,6 +469,31 @@ mod tests {
             "{err}"
         );
         assert!(plan_moves(&json!({"error": {}})).is_err());
+    }
+
+    #[test]
+    fn a_saved_plan_needs_its_moves_and_revision() {
+        let text = r#"{"steps": [[{"instance": "a", "source": "h1", "destination": "h2"}]],
+                       "base_revision": "r1"}"#;
+        let (plan, revision) = saved_plan(text).unwrap();
+        assert_eq!(revision, "r1");
+        assert_eq!(plan_moves(&plan).unwrap().len(), 1);
+        for (text, why) in [
+            ("{", "not JSON"),
+            (
+                r#"{"actions": [], "base_revision": "r1"}"#,
+                "Watcher's action list",
+            ),
+            (
+                r#"{"steps": [], "base_revision": ""}"#,
+                "no \"base_revision\"",
+            ),
+            (r#"{"steps": []}"#, "no \"base_revision\""),
+            (r#"{"base_revision": "r1"}"#, "no \"steps\" list"),
+        ] {
+            let err = saved_plan(text).unwrap_err().to_string();
+            assert!(err.contains(why), "{text}: {err}");
+        }
     }
 
     #[test]

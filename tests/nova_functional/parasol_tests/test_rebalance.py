@@ -9,7 +9,9 @@ after every move; the harness again at the end). With Nova's policy forbidding l
 the apply stops at the first move naming the server and Nova's reason, and nothing moves. With
 the second move's destination failing `pre_live_migration` after Nova accepted the move, the
 apply stops after the first, naming the server, and says Nova put it back on its source with
-Placement and the ledger agreeing.
+Placement and the ledger agreeing. A plan saved with `apply --dry-run --json` is carried out
+as saved by `apply --plan FILE`, refused (nothing moved) once a server was booted since, and
+planned again with `--replan`.
 
 Nova's API is served to the binary on a loopback port as a deployment serves it: api-paste.ini's
 `keystone` pipeline with the real `authtoken` filter (keystonemiddleware, from Nova's venv)
@@ -182,7 +184,11 @@ class RebalanceApplyTest(integrated_helpers.ProviderUsageBaseTestCase):
         self.assertEqual(200, r.status_code, r.text)
 
     def _apply(self, *flags, token=None):
-        """Runs `parasol rebalance apply --json` with the running Parasol's configuration and
+        """`parasol rebalance apply --json`: see `_rebalance`."""
+        return self._rebalance("apply", *flags, token=token)
+
+    def _rebalance(self, command, *flags, token=None):
+        """Runs `parasol rebalance <command> --json` with the running Parasol's configuration and
         Nova's compute API; (exit code, the plan, the lines after it, stderr). The apply
         authenticates as a deployment's would: `[placement]`'s Keystone user (Nova's service
         user) gets its token from Keystone; with `token`, that static token instead."""
@@ -202,7 +208,7 @@ class RebalanceApplyTest(integrated_helpers.ProviderUsageBaseTestCase):
             f.write(swap._text(sections))
         env = {k: v for k, v in os.environ.items() if not k.startswith("PARASOL__")}
         done = subprocess.run(
-            [Current.parasol_bin, "--config", path, "rebalance", "apply", "--json",
+            [Current.parasol_bin, "--config", path, "rebalance", command, "--json",
              "--seed", "1", *flags],
             capture_output=True, text=True, timeout=300, env=env)
         out = done.stdout
@@ -344,3 +350,50 @@ class RebalanceApplyTest(integrated_helpers.ProviderUsageBaseTestCase):
                 break
             time.sleep(0.2)
         self.assertEqual([], problems)
+
+    def test_a_saved_plan_is_applied_as_saved_and_refused_once_the_ledger_changed(self):
+        servers = self._unbalanced_cloud()
+        # The plan apply would carry out (made with Nova's stopped server and group),
+        # saved; nothing moves.
+        code, saved, lines, stderr = self._apply("--dry-run")
+        self.assertEqual(0, code, stderr)
+        self.assertEqual([], lines)
+        moves = [m for step in saved["steps"] for m in step]
+        self.assertTrue(moves, saved)
+        for name, server in servers.items():
+            now = self.admin_api.get_server(server["id"])
+            self.assertEqual(server["OS-EXT-SRV-ATTR:host"], now["OS-EXT-SRV-ATTR:host"],
+                             name)
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, "plan.json")
+        with open(path, "w") as f:
+            json.dump(saved, f)
+        # The ledger is where the plan was made: the saved plan is the one carried out.
+        code, plan, lines, stderr = self._apply("--plan", path)
+        self.assertEqual(0, code, f"stdout: {lines}\nstderr: {stderr}")
+        self.assertEqual(saved, plan)
+        self.assertIn(f"applied {len(moves)} of {len(moves)} moves", lines[-1])
+        planned = {m["instance"]: m["destination"] for m in moves}
+        hosts = {}
+        for name, server in servers.items():
+            now = self.admin_api.get_server(server["id"])
+            want = planned.get(server["id"], server["OS-EXT-SRV-ATTR:host"])
+            self.assertEqual(want, now["OS-EXT-SRV-ATTR:host"], name)
+            hosts[name] = want
+        # A server booted since: the plan is older than the ledger, refused, nothing moved.
+        self._boot("h", "host1")
+        code, plan, lines, stderr = self._apply("--plan", path)
+        self.assertNotEqual(0, code, lines)
+        self.assertIsNone(plan, lines)
+        self.assertIn(f"the plan in {path} is older than the ledger's state, nothing was "
+                      "moved", stderr)
+        self.assertIn(saved["base_revision"], stderr)
+        for name, server in servers.items():
+            now = self.admin_api.get_server(server["id"])
+            self.assertEqual(hosts[name], now["OS-EXT-SRV-ATTR:host"], name)
+        # With --replan: planned again on the current state, and that plan carried out.
+        code, plan, lines, stderr = self._apply("--plan", path, "--replan")
+        self.assertEqual(0, code, f"stdout: {lines}\nstderr: {stderr}")
+        self.assertIn(f"the plan's base revision {saved['base_revision']} was stale", stderr)
+        self.assertIn("applying the new plan", stderr)
+        self.assertNotEqual(saved["base_revision"], plan["base_revision"])
+        self.assertIn("applied ", lines[-1])
