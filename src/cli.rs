@@ -47,7 +47,25 @@ pub enum RebalanceCommand {
     /// 2.68), each waited for, then Placement and Parasol's ledger checked to agree. The first
     /// move Nova refuses or that fails stops the apply, naming the server and the reason.
     /// Nova and Placement are reached as `[rebalance] nova_*` and `[placement]` say.
-    Apply(RebalancePlanArgs),
+    /// With --plan FILE, carries out a plan saved by `plan --json` instead of a new one.
+    Apply(RebalanceApplyArgs),
+}
+
+/// Flags of `parasol rebalance apply`: `plan`'s, and a saved plan to carry out.
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+pub struct RebalanceApplyArgs {
+    #[command(flatten)]
+    pub plan: RebalancePlanArgs,
+    /// Carry out this saved plan (`parasol rebalance plan --json > FILE`), the one reviewed,
+    /// rather than a new one. Refused, nothing moved, if the ledger changed since it was made
+    /// (its `base_revision`); with --replan, planned again on the current state instead.
+    #[arg(long = "plan", value_name = "FILE")]
+    pub plan_file: Option<PathBuf>,
+    /// Print the plan apply would carry out (made with what Nova knows: servers that cannot
+    /// move, hard server groups) and move nothing; `--dry-run --json > FILE` saves it for
+    /// --plan.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Flags of `parasol rebalance plan`; each one left out takes `[rebalance]`'s value.

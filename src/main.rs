@@ -128,10 +128,11 @@ async fn rebalance_plan(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> an
 }
 
 /// `parasol rebalance apply`: the service's plan (with what Nova knows of its servers and
-/// groups), printed, then carried out through Nova one move at a time.
-async fn rebalance_apply(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> anyhow::Result<()> {
+/// groups), or the saved one of `--plan` if the ledger has not changed since, printed, then
+/// carried out through Nova one move at a time.
+async fn rebalance_apply(cli: &Cli, args: &parasol::cli::RebalanceApplyArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
-        !args.watcher,
+        !args.plan.watcher,
         "parasol rebalance apply carries out Parasol's own plan; --watcher is for `plan`"
     );
     let settings = load(cli)?;
@@ -141,27 +142,21 @@ async fn rebalance_apply(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> a
     let placement =
         parasol::placement::PlacementClient::new(settings.placement.clone(), clock.clone())
             .context("parasol rebalance apply: Placement")?;
-    let (url, token) = service_endpoint(&settings, args);
-    let mut body = args.body();
+    let (url, token) = service_endpoint(&settings, &args.plan);
+    let mut body = args.plan.body();
     parasol::rebalance::from_nova(&nova, &mut body)
         .await
         .context("parasol rebalance apply: reading Nova's servers and server groups")?;
-    let call = parasol::rebalance::PlanCall {
-        base_url: &url,
-        token: token.as_deref(),
-        body: &body,
-        format: None,
-        timeout: std::time::Duration::from_secs(120),
-    };
-    let plan = parasol::rebalance::request_plan(&call)
-        .await
-        .context("parasol rebalance apply")?;
-    if args.json {
+    let plan = plan_to_apply(args, &url, token.as_deref(), body).await?;
+    if args.plan.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {
         print!("{}", parasol::rebalance::render_text(&plan));
     }
     let moves = parasol::rebalance::plan_moves(&plan)?;
+    if args.dry_run {
+        return Ok(());
+    }
     let r = &settings.rebalance;
     let apply = parasol::rebalance::Apply {
         nova: &nova,
@@ -185,6 +180,63 @@ async fn rebalance_apply(cli: &Cli, args: &parasol::cli::RebalancePlanArgs) -> a
         plan["after"]["utilization"]
     );
     Ok(())
+}
+
+/// The plan `apply` carries out: a new one from the service; with `--plan FILE`, the saved
+/// one when the ledger is still at its `base_revision` (the service checks it), else a
+/// refusal naming why (nothing moved), or with `--replan` the service's new plan.
+async fn plan_to_apply(
+    args: &parasol::cli::RebalanceApplyArgs,
+    url: &str,
+    token: Option<&str>,
+    mut body: serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    let mut saved = None;
+    if let Some(path) = &args.plan_file {
+        anyhow::ensure!(
+            args.plan.base_revision.is_none(),
+            "--plan takes the base revision from {}; leave --base-revision out",
+            path.display()
+        );
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("parasol rebalance apply: reading {}", path.display()))?;
+        let (plan, revision) = parasol::rebalance::saved_plan(&text).with_context(|| {
+            format!(
+                "parasol rebalance apply: {} is not a plan of `parasol rebalance plan --json`",
+                path.display()
+            )
+        })?;
+        body["base_revision"] = serde_json::Value::String(revision);
+        saved = Some(plan);
+    }
+    let call = parasol::rebalance::PlanCall {
+        base_url: url,
+        token,
+        body: &body,
+        format: None,
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let fresh =
+        match parasol::rebalance::request_plan(&call).await {
+            Err(parasol::rebalance::ClientError::Refused {
+                status: 409,
+                message,
+            }) if saved.is_some() => anyhow::bail!(
+            "parasol rebalance apply: the plan in {} is older than the ledger's state, nothing \
+             was moved (make a new plan, or add --replan to plan again on the current state): \
+             {message}",
+            args.plan_file.as_ref().map_or(String::new(), |p| p.display().to_string())
+        ),
+            other => other.context("parasol rebalance apply")?,
+        };
+    match (saved, fresh["replanned"].as_str()) {
+        (Some(_), Some(why)) => {
+            eprintln!("parasol rebalance apply: {why}; applying the new plan");
+            Ok(fresh)
+        }
+        (Some(saved), None) => Ok(saved),
+        (None, _) => Ok(fresh),
+    }
 }
 
 fn load(cli: &Cli) -> anyhow::Result<Settings> {

@@ -14,7 +14,13 @@
 //! ran at the check, or the check was skipped) counts as a failure: agreement must be shown,
 //! not assumed.
 
-use serde_json::Value;
+#[path = "keystone/mod.rs"]
+#[allow(dead_code)]
+mod keystone;
+
+use keystone::{Keystone, ADMIN_PASSWORD};
+use reqwest::Method;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 
@@ -66,25 +72,81 @@ fn run_fast_subset(plugins: Option<&str>) -> Value {
 /// conductor and fake-driver computes, on a cloud the test unbalances with injected usage:
 /// every planned server live-migrated to its planned host, the stopped server and the
 /// anti-affinity group respected, F rising as planned, Placement and Parasol's ledger agreeing
-/// after each move (and at the end); and a move Nova refuses stopping the apply with the
-/// server and Nova's reason named, nothing moved (`tests/nova_functional/parasol_tests/`).
+/// after each move (and at the end); a move Nova refuses stopping the apply with the server and
+/// Nova's reason named, nothing moved; and a revoked token refused by keystonemiddleware
+/// (401, nothing moved) (`tests/nova_functional/parasol_tests/`). Nova's API is behind the
+/// real `auth_token` filter validating against the real Keystone started here, and the apply
+/// authenticates to that Keystone as Nova's service user, as a deployment's would.
 #[test]
 fn rebalance_apply_live_migrates_through_nova_and_stops_at_a_refusal() {
-    let results = run_harness(&["nova_functional.parasol_tests.test_rebalance"], 2, None);
-    let ids: Vec<&String> = results["tests"].as_object().unwrap().keys().collect();
-    assert!(
-        ids.iter().any(|id| id
-            .ends_with("test_apply_live_migrates_as_planned_and_placement_and_parasol_agree"))
-            && ids.iter().any(|id| id.ends_with(
-                "test_a_move_nova_refuses_stops_the_apply_naming_the_server_and_reason"
-            )),
-        "{ids:?}"
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let (keystone, cloud) = runtime.block_on(keystone_for_nova());
+    let results = run_harness_with(
+        &["nova_functional.parasol_tests.test_rebalance"],
+        5,
+        &[
+            ("PARASOL_NF_KEYSTONE", &cloud.to_string()),
+            ("PARASOL_NF_PLUGINS", ""),
+        ],
     );
+    drop(keystone);
+    let ids: Vec<&String> = results["tests"].as_object().unwrap().keys().collect();
+    for name in [
+        "test_apply_live_migrates_as_planned_and_placement_and_parasol_agree",
+        "test_a_move_nova_refuses_stops_the_apply_naming_the_server_and_reason",
+        "test_a_token_keystone_no_longer_honours_is_refused_and_nothing_moves",
+        "test_a_live_migration_that_fails_after_nova_accepts_it_stops_the_apply_there",
+        "test_a_saved_plan_is_applied_as_saved_and_refused_once_the_ledger_changed",
+    ] {
+        assert!(ids.iter().any(|id| id.ends_with(name)), "{name}: {ids:?}");
+    }
+}
+
+/// The password of Nova's service user in the test's Keystone.
+const NOVA_PASSWORD: &str = "nova-service-pw";
+
+/// The real Keystone with Nova's service user (`nova`, role `admin` in project `service`, as
+/// DevStack makes it) and the identity endpoints in its catalog (keystonemiddleware finds the
+/// token validation API there, `internal` by default); what the harness's test needs of it.
+async fn keystone_for_nova() -> (Keystone, Value) {
+    let keystone = Keystone::start().await;
+    let root = keystone.token("admin", ADMIN_PASSWORD, "admin").await;
+    keystone
+        .user_with_role(&root, "nova", NOVA_PASSWORD, "service", "admin")
+        .await;
+    let body = json!({"service": {"type": "identity", "name": "keystone"}});
+    let (service, _) = keystone
+        .call(Method::POST, "/services", Some(&root), None, Some(body))
+        .await;
+    let base = keystone.url.trim_end_matches("/v3").to_string();
+    for interface in ["public", "internal", "admin"] {
+        let body = json!({"endpoint": {"service_id": service["service"]["id"],
+            "interface": interface, "url": base, "region_id": null}});
+        keystone
+            .call(Method::POST, "/endpoints", Some(&root), None, Some(body))
+            .await;
+    }
+    let cloud = json!({
+        "auth_url": keystone.url,
+        "username": "nova",
+        "password": NOVA_PASSWORD,
+        "project_name": "service",
+    });
+    (keystone, cloud)
 }
 
 /// Runs the harness in `parasol` mode on `selection` (patterns or `--suite`); asserts that
 /// `expected` tests ran and every one passed and agreed; the results.
 fn run_harness(selection: &[&str], expected: usize, plugins: Option<&str>) -> Value {
+    run_harness_with(
+        selection,
+        expected,
+        &[("PARASOL_NF_PLUGINS", plugins.unwrap_or(""))],
+    )
+}
+
+/// `run_harness` with `env` set for the harness (and its workers).
+fn run_harness_with(selection: &[&str], expected: usize, env: &[(&str, &str)]) -> Value {
     let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     let out_dir = tempfile::tempdir().expect("a temporary directory");
     let out = out_dir.path().join("parasol.json");
@@ -98,7 +160,7 @@ fn run_harness(selection: &[&str], expected: usize, plugins: Option<&str>) -> Va
         .arg(env!("CARGO_BIN_EXE_parasol"))
         .arg("--out")
         .arg(&out)
-        .env("PARASOL_NF_PLUGINS", plugins.unwrap_or(""))
+        .envs(env.iter().copied())
         .output()
         .expect("python3 runs the harness");
     let stderr = format!(

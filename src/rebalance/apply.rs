@@ -46,6 +46,13 @@ pub enum ApplyError {
         destination: String,
         reason: String,
     },
+    #[error("the live migration of server {instance} to {destination} was not done after {seconds} s ({state})")]
+    TimedOut {
+        instance: String,
+        destination: String,
+        seconds: i64,
+        state: String,
+    },
     #[error("after moving server {instance}, Placement and Parasol's ledger still disagree after {seconds} s: {detail}")]
     Disagree {
         instance: String,
@@ -93,6 +100,25 @@ pub fn plan_moves(plan: &Value) -> Result<Vec<PlanMove>, ApplyError> {
         }
     }
     Ok(out)
+}
+
+/// A plan saved by `parasol rebalance plan --json`: the plan (its moves readable) and the
+/// ledger revision it was made on.
+pub fn saved_plan(text: &str) -> Result<(Value, String), ApplyError> {
+    let plan: Value =
+        serde_json::from_str(text).map_err(|e| ApplyError::BadPlan(format!("not JSON ({e})")))?;
+    if plan["actions"].is_array() {
+        return Err(ApplyError::BadPlan(
+            "it is Watcher's action list (--watcher); save Parasol's (--json)".into(),
+        ));
+    }
+    plan_moves(&plan)?;
+    let revision = plan["base_revision"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| ApplyError::BadPlan("no \"base_revision\"".into()))?
+        .to_string();
+    Ok((plan, revision))
 }
 
 /// Why Nova could not live-migrate `server` now, or `None` when it can (ACTIVE, no task).
@@ -208,8 +234,64 @@ impl Apply<'_> {
                 other => other.into(),
             });
         }
-        self.wait_moved(m).await?;
-        self.wait_agreement(m).await
+        match self.wait_moved(m).await {
+            Ok(()) => self.wait_agreement(m, &m.destination).await,
+            Err(ApplyError::Failed {
+                instance,
+                destination,
+                reason,
+            }) => Err(ApplyError::Failed {
+                reason: format!("{reason}; {}", self.settled(m).await),
+                instance,
+                destination,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// After a move that failed: waits (at most `move_timeout_ms`) until Nova has settled the
+    /// server (rolled back, or left it elsewhere), then waits for Placement and the ledger to
+    /// agree with the server where it is; says where that is and whether they agree.
+    async fn settled(&self, m: &PlanMove) -> String {
+        let deadline = self.clock.now_ms() + self.move_timeout_ms;
+        let server = loop {
+            match self.nova.server(&m.instance).await {
+                Ok(s) if s.task_state.is_none() && s.status != "MIGRATING" => break s,
+                Ok(s) if self.clock.now_ms() >= deadline => {
+                    return format!(
+                        "the server is still {} (task {:?}) after {} s",
+                        s.status,
+                        s.task_state,
+                        self.move_timeout_ms / 1000
+                    )
+                }
+                Ok(_) => self.clock.sleep_ms(self.poll_ms).await,
+                Err(e) => return format!("then reading the server: {e}"),
+            }
+        };
+        let Some(host) = server.host.clone() else {
+            return format!("the server is now {} on no host", server.status);
+        };
+        let role = if host == m.source {
+            " (the move's source)"
+        } else if host == m.destination {
+            " (the move's destination)"
+        } else {
+            ""
+        };
+        let agreement = match self.wait_agreement(m, &host).await {
+            Ok(()) => "Placement and Parasol's ledger agree".to_string(),
+            Err(ApplyError::Disagree {
+                seconds, detail, ..
+            }) => {
+                format!("Placement and Parasol's ledger disagree after {seconds} s: {detail}")
+            }
+            Err(e) => format!("checking Placement against Parasol's ledger: {e}"),
+        };
+        format!(
+            "the server is now {} on {host}{role}, and {agreement}",
+            server.status
+        )
     }
 
     /// The server is ACTIVE, idle and on the move's source.
@@ -268,22 +350,26 @@ impl Apply<'_> {
                 }
             }
             if self.clock.now_ms() >= deadline {
-                return Err(failed(format!(
-                    "not done after {} s (status {}, task {:?}, migration {status:?})",
-                    self.move_timeout_ms / 1000,
-                    server.status,
-                    server.task_state
-                )));
+                return Err(ApplyError::TimedOut {
+                    instance: m.instance.clone(),
+                    destination: m.destination.clone(),
+                    seconds: self.move_timeout_ms / 1000,
+                    state: format!(
+                        "status {}, task {:?}, migration {status:?}",
+                        server.status, server.task_state
+                    ),
+                });
             }
             self.clock.sleep_ms(self.poll_ms).await;
         }
     }
 
-    /// Waits until Placement and Parasol's ledger agree on the move's two hosts.
-    async fn wait_agreement(&self, m: &PlanMove) -> Result<(), ApplyError> {
+    /// Waits until Placement and Parasol's ledger agree on the move's two hosts, with the
+    /// instance held on `on` alone.
+    async fn wait_agreement(&self, m: &PlanMove, on: &str) -> Result<(), ApplyError> {
         let started = self.clock.now_ms();
         loop {
-            let problems = self.disagreement(m).await?;
+            let problems = self.disagreement(m, on).await?;
             if problems.is_empty() {
                 return Ok(());
             }
@@ -299,20 +385,24 @@ impl Apply<'_> {
         }
     }
 
-    /// What Placement and the ledger disagree on for the move's hosts and instance (empty:
-    /// they agree).
-    async fn disagreement(&self, m: &PlanMove) -> Result<Vec<String>, ApplyError> {
+    /// What Placement and the ledger disagree on for the move's hosts and instance, which
+    /// should be on `on` alone (empty: they agree).
+    async fn disagreement(&self, m: &PlanMove, on: &str) -> Result<Vec<String>, ApplyError> {
         let hosts = self.parasol.hosts().await?;
         let mut problems = Vec::new();
-        let mut destination_uuid = None;
-        for name in [&m.source, &m.destination] {
-            let Some(host) = hosts.iter().find(|h| h["host"] == **name) else {
+        let mut held_uuid = None;
+        let mut names = vec![m.source.as_str(), m.destination.as_str()];
+        if !names.contains(&on) {
+            names.push(on);
+        }
+        for name in names {
+            let Some(host) = hosts.iter().find(|h| h["host"] == name) else {
                 problems.push(format!("Parasol's ledger has no host {name}"));
                 continue;
             };
             let uuid = host["compute_node_uuid"].as_str().unwrap_or_default();
-            if *name == m.destination {
-                destination_uuid = Some(uuid.to_string());
+            if name == on {
+                held_uuid = Some(uuid.to_string());
             }
             let usages = self
                 .placement_get(&format!("/resource_providers/{uuid}/usages"))
@@ -330,16 +420,16 @@ impl Apply<'_> {
         let allocations = self
             .placement_get(&format!("/allocations/{}", m.instance))
             .await?;
-        let on: BTreeMap<String, Value> = allocations["allocations"]
+        let held: BTreeMap<String, Value> = allocations["allocations"]
             .as_object()
             .map(|o| o.clone().into_iter().collect())
             .unwrap_or_default();
-        if let Some(dest) = destination_uuid {
-            if on.len() != 1 || !on.contains_key(&dest) {
-                let keys: Vec<&String> = on.keys().collect();
+        if let Some(uuid) = held_uuid {
+            if held.len() != 1 || !held.contains_key(&uuid) {
+                let keys: Vec<&String> = held.keys().collect();
                 problems.push(format!(
-                    "Placement holds {} on {keys:?}, not on {} ({dest}) alone",
-                    m.instance, m.destination
+                    "Placement holds {} on {keys:?}, not on {on} ({uuid}) alone",
+                    m.instance
                 ));
             }
         }
@@ -379,6 +469,31 @@ mod tests {
             "{err}"
         );
         assert!(plan_moves(&json!({"error": {}})).is_err());
+    }
+
+    #[test]
+    fn a_saved_plan_needs_its_moves_and_revision() {
+        let text = r#"{"steps": [[{"instance": "a", "source": "h1", "destination": "h2"}]],
+                       "base_revision": "r1"}"#;
+        let (plan, revision) = saved_plan(text).unwrap();
+        assert_eq!(revision, "r1");
+        assert_eq!(plan_moves(&plan).unwrap().len(), 1);
+        for (text, why) in [
+            ("{", "not JSON"),
+            (
+                r#"{"actions": [], "base_revision": "r1"}"#,
+                "Watcher's action list",
+            ),
+            (
+                r#"{"steps": [], "base_revision": ""}"#,
+                "no \"base_revision\"",
+            ),
+            (r#"{"steps": []}"#, "no \"base_revision\""),
+            (r#"{"base_revision": "r1"}"#, "no \"steps\" list"),
+        ] {
+            let err = saved_plan(text).unwrap_err().to_string();
+            assert!(err.contains(why), "{text}: {err}");
+        }
     }
 
     #[test]

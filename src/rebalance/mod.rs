@@ -24,8 +24,8 @@ mod review;
 mod state;
 
 pub use apply::{
-    from_nova, not_movable_reason, plan_moves, Apply, ApplyError, ParasolEndpoint, PlanMove,
-    Stopped,
+    from_nova, not_movable_reason, plan_moves, saved_plan, Apply, ApplyError, ParasolEndpoint,
+    PlanMove, Stopped,
 };
 pub use client::{request_plan, ClientError, PlanCall};
 pub use nova_api::{

@@ -24,6 +24,15 @@ pub enum NovaError {
     Unreachable { url: String, reason: String },
     #[error("authenticating to Nova's compute API: {0}")]
     Auth(String),
+    /// Nova's API (its `authtoken` filter) refused the token: 401 to the static token, or to
+    /// a Keystone token and then to a fresh one.
+    #[error("Nova's compute API refused {whose} (401 Unauthorized) to {what} at {url}: {message}")]
+    Unauthorized {
+        whose: String,
+        what: String,
+        url: String,
+        message: String,
+    },
     #[error("Nova answered {status} to {what}: {message}")]
     Status {
         what: String,
@@ -71,8 +80,21 @@ pub struct GroupView {
 /// How the apply authenticates to Nova.
 #[derive(Debug)]
 enum Auth {
-    Keystone(Box<KeystoneSession>),
+    /// `[placement]`'s service user, named in errors.
+    Keystone(Box<KeystoneSession>, String),
     Token(String),
+}
+
+impl Auth {
+    /// Whose token Nova refused, for the error.
+    fn whose(&self) -> String {
+        match self {
+            Auth::Token(_) => "the static token ([rebalance] nova_token)".into(),
+            Auth::Keystone(_, user) => format!(
+                "the Keystone token of [placement]'s user {user}, and a fresh one from Keystone"
+            ),
+        }
+    }
 }
 
 /// A client of Nova's compute API.
@@ -102,7 +124,10 @@ impl ComputeApi {
             let session =
                 KeystoneSession::new(&settings.placement.keystone, timeout, catalog, clock)
                     .map_err(|e| NovaError::Auth(e.to_string()))?;
-            Auth::Keystone(Box::new(session))
+            Auth::Keystone(
+                Box::new(session),
+                settings.placement.keystone.username.clone(),
+            )
         };
         Ok(ComputeApi {
             http,
@@ -115,7 +140,7 @@ impl ComputeApi {
     async fn session(&self, renew: bool) -> Result<(String, String), NovaError> {
         match &self.auth {
             Auth::Token(t) => Ok((t.clone(), self.url.clone())),
-            Auth::Keystone(k) => {
+            Auth::Keystone(k, _) => {
                 let token = k
                     .token(renew)
                     .await
@@ -130,15 +155,18 @@ impl ComputeApi {
         }
     }
 
-    /// One call: the status and the JSON body (`null` when empty), authenticating again once
-    /// when the token is refused.
+    /// One call: the status and the JSON body (`null` when empty). A Keystone token Nova
+    /// refuses (401) is renewed once; a 401 to the static token or to the renewed one is
+    /// `Unauthorized`, whatever the call (`what` names it).
     async fn call(
         &self,
         method: reqwest::Method,
         path: &str,
         body: Option<&Value>,
+        what: &str,
     ) -> Result<(u16, Value), NovaError> {
-        for renew in [false, true] {
+        let mut renew = false;
+        loop {
             let (token, base) = self.session(renew).await?;
             let url = format!("{}{path}", base.trim_end_matches('/'));
             let mut request = self
@@ -159,17 +187,30 @@ impl ComputeApi {
                 reason: e.to_string(),
             })?;
             let status = response.status().as_u16();
-            if status == 401 && !renew {
+            let text = response.text().await.unwrap_or_default();
+            let answer = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if status != 401 {
+                return Ok((status, answer));
+            }
+            if matches!(self.auth, Auth::Keystone(..)) && !renew {
+                renew = true;
                 continue;
             }
-            let text = response.text().await.unwrap_or_default();
-            return Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)));
+            return Err(NovaError::Unauthorized {
+                whose: self.auth.whose(),
+                what: what.to_string(),
+                url,
+                message: if answer.is_null() {
+                    text
+                } else {
+                    nova_message(&answer)
+                },
+            });
         }
-        Err(NovaError::Auth("Nova refused the token twice".into()))
     }
 
     async fn get(&self, path: &str, what: &str) -> Result<Value, NovaError> {
-        let (status, body) = self.call(reqwest::Method::GET, path, None).await?;
+        let (status, body) = self.call(reqwest::Method::GET, path, None, what).await?;
         if status >= 300 {
             return Err(NovaError::Status {
                 what: what.to_string(),
@@ -260,12 +301,15 @@ impl ComputeApi {
     pub async fn live_migrate(&self, server: &str, host: &str) -> Result<(), NovaError> {
         let body = json!({"os-migrateLive": {"host": host, "block_migration": "auto"}});
         let path = format!("/servers/{server}/action");
-        let (status, answer) = self.call(reqwest::Method::POST, &path, Some(&body)).await?;
+        let what = format!("os-migrateLive of {server} to {host}");
+        let (status, answer) = self
+            .call(reqwest::Method::POST, &path, Some(&body), &what)
+            .await?;
         if status == 202 {
             return Ok(());
         }
         Err(NovaError::Status {
-            what: format!("os-migrateLive of {server} to {host}"),
+            what,
             status,
             message: nova_message(&answer),
         })
