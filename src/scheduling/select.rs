@@ -343,6 +343,7 @@ impl Scheduler {
             hosts,
             demands,
             trees,
+            instances,
         } = decided;
         let per_instance = hosts?;
         super::select_chain::tell_claimed(&plugins, &args, &per_instance, &demands);
@@ -350,15 +351,18 @@ impl Scheduler {
         let selections = per_instance
             .iter()
             .zip(demands)
-            .zip(&trees)
-            .map(|((hosts, demand), trees)| {
+            .zip(trees.iter().zip(&instances))
+            .map(|((hosts, demand), (trees, instance))| {
                 hosts
                     .iter()
                     .map(|h| {
                         let mut s = selection_of(h, demand, cell, zones.as_deref());
-                        if let Some(c) = trees.as_deref().and_then(|t| t.first(h.uuid())) {
-                            // Placement's candidate for the host, as Nova's Selection
-                            // carries it (its `mappings` name each group's providers).
+                        if let Some(c) = trees.as_deref().and_then(|t| t.chosen(instance, h.uuid()))
+                        {
+                            // The candidate claimed on the host (an alternate's: the one it
+                            // would be claimed with), as Nova's Selection carries it: its
+                            // `mappings` name each group's providers, which the compute's
+                            // PCI claim reads.
                             s.demand = c.on_host;
                             s.allocation_request_body = Some(c.body.clone());
                         }
@@ -383,6 +387,7 @@ struct Decided {
     hosts: Result<Vec<Vec<HostState>>, ScheduleError>,
     demands: Vec<Resources>,
     trees: Vec<Option<std::sync::Arc<crate::domain::TreeCandidates>>>,
+    instances: Vec<String>,
 }
 
 impl Decided {
@@ -401,6 +406,7 @@ impl Scheduler {
     ) -> Decided {
         let demands = requests.iter().map(|r| r.demand).collect();
         let trees = requests.iter().map(|r| r.trees.clone()).collect();
+        let instances = requests.iter().map(|r| r.instance_uuid.clone()).collect();
         let hosts = self
             .schedule_with(requests, alternates)
             .instrument(span.clone())
@@ -409,6 +415,7 @@ impl Scheduler {
             hosts,
             demands,
             trees,
+            instances,
         }
     }
 
