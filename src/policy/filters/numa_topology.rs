@@ -13,7 +13,7 @@ use super::{Filter, FilterEnv};
 use crate::domain::numa::fit::{add_usage, fit_instance, PciFit};
 use crate::domain::numa::pci::ProviderMapping;
 use crate::domain::numa::{HostNuma, InstanceNuma, NumaLimits, NumaPciRequest, PciPools};
-use crate::domain::{ClassId, HostState, RequestContext};
+use crate::domain::{HostState, RequestContext};
 use crate::policy::config::PolicyConfig;
 use serde_json::Value;
 
@@ -32,19 +32,9 @@ impl NumaTopologyFilter {
     }
 }
 
-/// The allocation ratios of `host` as its inventories give them (Nova's `HostState`
-/// ratios, which nova-compute reports to Placement too), 1.0 where it has no such class.
+/// The allocation limits `host` fits `req` under ([`NumaLimits::of_host`]).
 pub fn limits(host: &HostState, req: &NumaPciRequest) -> NumaLimits {
-    let ratio = |c: ClassId| {
-        host.profile
-            .inventory(c)
-            .map_or(1.0, |i| i.allocation_ratio)
-    };
-    NumaLimits {
-        cpu_allocation_ratio: ratio(ClassId::VCPU),
-        ram_allocation_ratio: ratio(ClassId::MEMORY_MB),
-        network_metadata: req.network_metadata.clone(),
-    }
+    NumaLimits::of_host(host, req)
 }
 
 /// The `mappings` of an allocation request (Placement's candidate): each request group's
