@@ -6,6 +6,8 @@
 #[path = "support/placement_server.rs"]
 mod placement_server;
 use placement_server::venv;
+#[path = "placement_claims/pci.rs"]
+mod pci;
 mod support;
 #[path = "placement_claims/trees.rs"]
 mod trees;

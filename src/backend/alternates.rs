@@ -50,7 +50,8 @@ impl Backend {
             ranked.retain(|h| approved.contains(&h.id));
         }
         let taken: Vec<HostId> = selected.iter().map(|h| h.id).collect();
-        for selection in placed.iter_mut() {
+        let pack = self.pack();
+        for (i, selection) in placed.iter_mut().enumerate() {
             let Some(host) = selection.first() else {
                 continue;
             };
@@ -61,6 +62,9 @@ impl Backend {
                 .take(keep)
                 .cloned()
                 .collect();
+            if let Some(instance) = call.requests.get(i) {
+                super::trees::pick_alternates(&request, &instance.instance_uuid, &alternates, pack);
+            }
             selection.extend(alternates);
         }
     }
@@ -187,6 +191,9 @@ fn after_the_call(requests: &[RequestContext], selected: &[HostState]) -> Reques
     let mut taken = CallClaims::default();
     for (host, req) in selected.iter().zip(requests) {
         taken.add(host.id, req.demand);
+        if let Some(c) = super::trees::chosen(req, host) {
+            taken.add_candidate(host.id, c.body.clone());
+        }
     }
     request.call_claims = Some(Arc::new(taken));
     if let Some(group) = request.group.as_mut() {

@@ -250,6 +250,9 @@ impl Backend {
                     let chosen = hosts[0].host().to_string();
                     if multi && i + 1 < requests.len() {
                         taken.add(hosts[0].id, requests[i].demand);
+                        if let Some(c) = trees::chosen(&requests[i], &hosts[0]) {
+                            taken.add_candidate(hosts[0].id, c.body.clone());
+                        }
                         requests[i + 1].call_claims = Some(Arc::new(taken.clone()));
                     }
                     for later in requests.iter_mut().skip(i + 1) {
@@ -321,6 +324,12 @@ impl Backend {
         deps.stats
             .record(counts, Some(started.elapsed().as_micros() as u64));
         Ok(placed)
+    }
+
+    /// `[policy] packing_host_numa_cells_allocation_strategy` (Nova's `[compute]` option).
+    fn pack(&self) -> bool {
+        let policy = &self.deps.settings.policy;
+        policy.packing_host_numa_cells_allocation_strategy
     }
 
     /// The cell a Selection names for `host`: its node's from Nova's records, else the
@@ -403,7 +412,9 @@ impl Backend {
                 budget
             };
             let mut tried = 0;
-            for (pos, host) in candidates.iter().enumerate().take(tries) {
+            // A host none of whose candidates fits any more is skipped, as Nova skips it.
+            let fits = |(_, h): &(usize, &HostState)| trees::pick(req, h, self.pack());
+            for (pos, host) in candidates.iter().enumerate().filter(fits).take(tries) {
                 budget -= 1;
                 tried += 1;
                 match self.claim_on(host, req, counts).await? {
@@ -412,7 +423,7 @@ impl Backend {
                         self.source.placed();
                         let claimed = trees::demand_on(req, host);
                         self.source.consume(&mut worker, host, &claimed);
-                        let selection = self.answered(&candidates, pos, multi, max_attempts);
+                        let selection = self.answered(req, &candidates, pos, multi, max_attempts);
                         if empty_samples > 0 {
                             // A fitting host existed all along: those samples were avoidable.
                             counts.avoidable += empty_samples;
@@ -464,6 +475,7 @@ impl Backend {
     /// plugins kept for the alternates pass to keep to.
     fn answered(
         &self,
+        req: &RequestContext,
         candidates: &[HostState],
         pos: usize,
         multi: bool,
@@ -471,7 +483,9 @@ impl Backend {
     ) -> Vec<HostState> {
         let host = &candidates[pos];
         if !multi {
-            self.selection(host, &candidates[pos + 1..], max_attempts)
+            let selection = self.selection(host, &candidates[pos + 1..], max_attempts);
+            trees::pick_alternates(req, &req.instance_uuid, &selection[1..], self.pack());
+            selection
         } else if self.deps.plugins.has_candidate_plugins() {
             let kept = candidates.iter().filter(|h| h.id != host.id);
             std::iter::once(host).chain(kept).cloned().collect()

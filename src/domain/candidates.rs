@@ -8,7 +8,7 @@ use super::classes::{ClassError, ClassId};
 use super::resources::Resources;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One allocation request Placement offered for a host.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,12 +22,35 @@ pub struct Candidate {
 }
 
 /// The candidates of one request, by compute node (root provider) uuid.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct TreeCandidates {
     by_host: HashMap<Arc<str>, Vec<Candidate>>,
     /// Per class, the least any host's first candidate takes from the host: the demand the
     /// filters check (the ledger's claim takes the chosen candidate's own part).
     demand: Resources,
+    /// The candidate each instance of the call claims or is answered with on a host, where
+    /// it is not the host's first: `(instance uuid, host uuid, index)`. Written by the
+    /// placement loop (a request with a NUMA topology or PCI requests is claimed with the
+    /// first candidate its filters pass, as Nova's `CandidateFilterMixin` leaves it), read by
+    /// the claim and the Selection. One call's, as the candidates are.
+    picks: Mutex<Vec<(String, Arc<str>, usize)>>,
+}
+
+impl Clone for TreeCandidates {
+    fn clone(&self) -> Self {
+        TreeCandidates {
+            by_host: self.by_host.clone(),
+            demand: self.demand,
+            picks: Mutex::new(self.picks_now().clone()),
+        }
+    }
+}
+
+/// Equal when Placement offered the same: the picks are the call's, not the answer's.
+impl PartialEq for TreeCandidates {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_host == other.by_host && self.demand == other.demand
+    }
 }
 
 impl TreeCandidates {
@@ -64,7 +87,11 @@ impl TreeCandidates {
                 demand.set(class, amount.min(c.on_host.get(class)));
             }
         }
-        Ok(TreeCandidates { by_host, demand })
+        Ok(TreeCandidates {
+            by_host,
+            demand,
+            picks: Mutex::new(Vec::new()),
+        })
     }
 
     /// Whether Placement offered `host` (a compute node uuid) anything.
@@ -75,6 +102,36 @@ impl TreeCandidates {
     /// The candidate Nova claims on `host`: Placement's first for it.
     pub fn first(&self, host: &str) -> Option<&Candidate> {
         self.by_host.get(host).and_then(|c| c.first())
+    }
+
+    /// Every candidate Placement offered on `host`, in its order.
+    pub fn of_host(&self, host: &str) -> &[Candidate] {
+        self.by_host.get(host).map_or(&[], Vec::as_slice)
+    }
+
+    /// Records that `instance` goes to (or is answered with) `host`'s candidate `index`.
+    pub fn pick(&self, instance: &str, host: &str, index: usize) {
+        let mut picks = self.picks_now();
+        picks.retain(|(i, h, _)| !(i == instance && &**h == host));
+        if index > 0 {
+            picks.push((instance.to_string(), Arc::from(host), index));
+        }
+    }
+
+    /// The candidate `instance` is claimed or answered with on `host`: the one picked for
+    /// it, else Placement's first for the host (what Nova claims).
+    pub fn chosen(&self, instance: &str, host: &str) -> Option<&Candidate> {
+        let index = self
+            .picks_now()
+            .iter()
+            .find(|(i, h, _)| i == instance && &**h == host)
+            .map_or(0, |(_, _, index)| *index);
+        self.by_host.get(host).and_then(|c| c.get(index))
+    }
+
+    fn picks_now(&self) -> MutexGuard<'_, Vec<(String, Arc<str>, usize)>> {
+        // A poisoned lock holds a whole list: each write is one retain and one push.
+        self.picks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How many hosts Placement offered.

@@ -291,6 +291,10 @@ pub struct RequestContext {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CallClaims {
     hosts: Vec<(super::host::HostId, Resources)>,
+    /// On provider trees, the allocation request each earlier instance claimed, in order:
+    /// its `mappings` say which providers' PCI devices it took (Nova's
+    /// `consume_from_request` with the claimed candidate's request group mapping).
+    candidates: Vec<(super::host::HostId, Arc<serde_json::Value>)>,
 }
 
 impl CallClaims {
@@ -305,6 +309,23 @@ impl CallClaims {
             Some((_, taken)) => *taken = *taken + demand,
             None => self.hosts.push((id, demand)),
         }
+    }
+
+    /// Records that an earlier instance claimed Placement's allocation request `body` on
+    /// host `id`.
+    pub fn add_candidate(&mut self, id: super::host::HostId, body: Arc<serde_json::Value>) {
+        self.candidates.push((id, body));
+    }
+
+    /// The allocation requests the call's earlier instances claimed on host `id`, in order.
+    pub fn candidates_on(
+        &self,
+        id: super::host::HostId,
+    ) -> impl Iterator<Item = &serde_json::Value> + '_ {
+        self.candidates
+            .iter()
+            .filter(move |(h, _)| *h == id)
+            .map(|(_, body)| &**body)
     }
 
     /// How many hosts the call claimed on.

@@ -80,11 +80,15 @@ fn read_rule(rules: &Fields<'_>, key: &str) -> Result<Option<i64>> {
 }
 
 /// SchedulerLimits 1.0 (oversubscription limits a host reported; all optional).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Limits {
     pub vcpu: Option<i64>,
     pub memory_mb: Option<i64>,
     pub disk_gb: Option<i64>,
+    /// NUMATopologyLimits 1.1, set where `NUMATopologyFilter` passed an instance with a
+    /// NUMA topology (`host_state.limits['numa_topology']`): the compute's claim fits the
+    /// instance under them. Not read from a RequestSpec (nothing reads it there).
+    pub numa_topology: Option<crate::domain::numa::NumaLimits>,
 }
 
 impl Limits {
@@ -94,6 +98,7 @@ impl Limits {
             vcpu: l.opt_size("vcpu")?,
             memory_mb: l.opt_size("memory_mb")?,
             disk_gb: l.opt_size("disk_gb")?,
+            numa_topology: None,
         })
     }
 }

@@ -2,6 +2,7 @@
 
 use super::oslo::write_json;
 use super::request_spec::Limits;
+use crate::domain::numa::NumaLimits;
 use crate::domain::{HostState, Resources};
 use serde_json::{json, Map, Value};
 
@@ -206,19 +207,54 @@ impl Selection {
                     limits.insert(key.into(), json!(v));
                 }
             }
+            if let Some(numa) = &l.numa_topology {
+                // Nova's `Selection.to_dict` turns it into its primitive.
+                limits.insert("numa_topology".into(), numa_limits_primitive(numa));
+            }
         }
         json!({"host": self.service_host, "nodename": self.nodename, "limits": limits})
     }
 }
 
+/// A NUMATopologyLimits 1.1 primitive (its NetworkMetadata 1.0 only when the request had
+/// networks, as `NUMATopologyFilter` sets it).
+pub fn numa_limits_primitive(l: &NumaLimits) -> Value {
+    let mut data = Map::new();
+    data.insert("cpu_allocation_ratio".into(), json!(l.cpu_allocation_ratio));
+    data.insert("ram_allocation_ratio".into(), json!(l.ram_allocation_ratio));
+    let mut changes = vec!["cpu_allocation_ratio", "ram_allocation_ratio"];
+    if let Some(n) = &l.network_metadata {
+        let physnets: Vec<&String> = n.physnets.iter().collect();
+        data.insert(
+            "network_metadata".into(),
+            json!({
+                "nova_object.name": "NetworkMetadata",
+                "nova_object.namespace": "nova",
+                "nova_object.version": "1.0",
+                "nova_object.data": {"physnets": physnets, "tunneled": n.tunneled},
+                "nova_object.changes": ["physnets", "tunneled"],
+            }),
+        );
+        changes.push("network_metadata");
+    }
+    json!({
+        "nova_object.name": "NUMATopologyLimits",
+        "nova_object.namespace": "nova",
+        "nova_object.version": "1.1",
+        "nova_object.data": data,
+        "nova_object.changes": changes,
+    })
+}
+
 fn limits_primitive(limits: Option<&Limits>) -> Value {
     let l = limits.cloned().unwrap_or_default();
+    let numa = l.numa_topology.as_ref().map(numa_limits_primitive);
     json!({
         "nova_object.name": "SchedulerLimits",
         "nova_object.namespace": "nova",
         "nova_object.version": "1.0",
         "nova_object.data": {
-            "numa_topology": null,
+            "numa_topology": numa,
             "vcpu": l.vcpu,
             "disk_gb": l.disk_gb,
             "memory_mb": l.memory_mb,
@@ -318,7 +354,12 @@ fn write_primitive(out: &mut Vec<u8>, s: &Selection, version: SelectionVersion) 
     write_json(out, &l.and_then(|l| l.disk_gb));
     out.extend_from_slice(br#","memory_mb":"#);
     write_json(out, &l.and_then(|l| l.memory_mb));
-    out.extend_from_slice(br#","numa_topology":null,"vcpu":"#);
+    out.extend_from_slice(br#","numa_topology":"#);
+    match l.and_then(|l| l.numa_topology.as_ref()) {
+        Some(numa) => write_json(out, &numa_limits_primitive(numa)),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(br#","vcpu":"#);
     write_json(out, &l.and_then(|l| l.vcpu));
     out.extend_from_slice(
         br#"},"nova_object.name":"SchedulerLimits","nova_object.namespace":"nova","nova_object.version":"1.0"},"nodename":"#,
@@ -351,6 +392,76 @@ mod tests {
         Selection::from_host(&host, Resources::new(2, 1024, 0), "cell")
     }
 
+    fn numa_limits(networks: bool) -> NumaLimits {
+        NumaLimits {
+            cpu_allocation_ratio: 16.0,
+            ram_allocation_ratio: 1.5,
+            network_metadata: networks.then(|| crate::domain::numa::NetworkMetadata {
+                physnets: ["foo".to_string()].into(),
+                tunneled: true,
+            }),
+        }
+    }
+
+    /// `nova_object.changes` as a set: Nova lists a set's order.
+    fn changes_sorted(mut v: Value) -> Value {
+        if let Some(map) = v.as_object_mut() {
+            for (key, field) in map.iter_mut() {
+                if key == "nova_object.changes" {
+                    let mut names: Vec<String> = serde_json::from_value(field.clone()).unwrap();
+                    names.sort();
+                    *field = json!(names);
+                } else {
+                    *field = changes_sorted(field.take());
+                }
+            }
+        }
+        v
+    }
+
+    /// The NUMATopologyLimits `NUMATopologyFilter` sets travel in the Selection's
+    /// SchedulerLimits as Nova 34 writes them: `SchedulerLimits.from_dict({'numa_topology':
+    /// NUMATopologyLimits(cpu_allocation_ratio=16.0, ram_allocation_ratio=1.5,
+    /// network_metadata=NetworkMetadata(physnets={'foo'}, tunneled=True))
+    /// ).obj_to_primitive()` (and without `network_metadata` when the request has none),
+    /// and in the legacy dict as `Selection.to_dict()` puts them.
+    #[test]
+    fn numa_limits_are_nova_s_scheduler_limits_primitive() {
+        let nova = json!({"nova_object.changes": ["numa_topology", "vcpu", "disk_gb", "memory_mb"],
+            "nova_object.data": {"disk_gb": null, "memory_mb": null, "numa_topology": {
+                "nova_object.changes": ["ram_allocation_ratio", "cpu_allocation_ratio", "network_metadata"],
+                "nova_object.data": {"cpu_allocation_ratio": 16.0, "network_metadata": {
+                    "nova_object.changes": ["physnets", "tunneled"],
+                    "nova_object.data": {"physnets": ["foo"], "tunneled": true},
+                    "nova_object.name": "NetworkMetadata", "nova_object.namespace": "nova",
+                    "nova_object.version": "1.0"}, "ram_allocation_ratio": 1.5},
+                "nova_object.name": "NUMATopologyLimits", "nova_object.namespace": "nova",
+                "nova_object.version": "1.1"}, "vcpu": null},
+            "nova_object.name": "SchedulerLimits", "nova_object.namespace": "nova",
+            "nova_object.version": "1.0"});
+        let mut s = selection();
+        s.limits = Some(Limits {
+            numa_topology: Some(numa_limits(true)),
+            ..Limits::default()
+        });
+        let ours = s.to_primitive(SelectionVersion::V1_1)["nova_object.data"]["limits"].clone();
+        assert_eq!(changes_sorted(ours), changes_sorted(nova.clone()));
+        let legacy = s.to_legacy()["limits"].clone();
+        let numa = nova["nova_object.data"]["numa_topology"].clone();
+        assert_eq!(
+            changes_sorted(legacy),
+            changes_sorted(json!({"numa_topology": numa}))
+        );
+        let without = json!({"nova_object.changes": ["ram_allocation_ratio", "cpu_allocation_ratio"],
+            "nova_object.data": {"cpu_allocation_ratio": 16.0, "ram_allocation_ratio": 1.5},
+            "nova_object.name": "NUMATopologyLimits", "nova_object.namespace": "nova",
+            "nova_object.version": "1.1"});
+        assert_eq!(
+            changes_sorted(numa_limits_primitive(&numa_limits(false))),
+            changes_sorted(without)
+        );
+    }
+
     /// The body written straight to the serializer is the value tree's JSON, byte for byte.
     #[test]
     fn selections_body_writes_what_the_value_tree_writes() {
@@ -362,8 +473,14 @@ mod tests {
             vcpu: Some(8),
             memory_mb: None,
             disk_gb: Some(40),
+            numa_topology: None,
         });
-        let per_instance = vec![vec![selection(), second.clone()], vec![second]];
+        let mut third = selection();
+        third.limits = Some(Limits {
+            numa_topology: Some(numa_limits(true)),
+            ..Limits::default()
+        });
+        let per_instance = vec![vec![selection(), second.clone(), third], vec![second]];
         for version in [SelectionVersion::V1_0, SelectionVersion::V1_1] {
             for return_alternates in [false, true] {
                 let tree = encode_selections(&per_instance, version, return_alternates);

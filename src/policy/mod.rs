@@ -24,6 +24,7 @@ pub use config::{
     parse_metric_weight, Algorithm, PolicyConfig, TieBreak, DEFAULT_FILTERS, DEFAULT_WEIGHERS,
 };
 pub use error::{PolicyError, Rejection};
+pub use filters::numa_topology::first_fit as first_numa_pci_fit;
 pub use filters::{Filter, FilterEnv};
 pub use pipeline::{
     top_with_random_ties, Policy, RankArgs, RankScratch, ScanView, Scored, SortKey, SortedIndex,

@@ -48,6 +48,8 @@ async fn scheduler(
         let mut reg = HostRegistration::simple(&format!("host{n}"), &uuid(100 + n), 8, 8192, 100);
         reg.inventories
             .push(("PCPU".into(), crate::domain::Inventory::of(8)));
+        // Nova's NUMATopologyLimits carry the VCPU ratio (shared CPUs; these are pinned).
+        reg.inventories[0].1.allocation_ratio = 4.0;
         ledger.register_host(&reg, NOW_MS).await.unwrap();
     }
     let clock: SharedClock = Arc::new(ManualClock::new(NOW_MS));
@@ -217,4 +219,52 @@ async fn a_numa_multi_create_goes_one_instance_at_a_time_with_the_earlier_ones_c
             ),
         }
     }
+}
+
+/// The Selection carries the NUMATopologyLimits Nova's `NUMATopologyFilter` sets on a host it
+/// passes (`host_state.limits['numa_topology']`, which `Selection.from_host_state` copies and
+/// the compute's claim fits the instance under): the host's VCPU and MEMORY_MB allocation
+/// ratios, on the chosen host and each alternate; a request without a NUMA topology carries
+/// none, as before.
+#[tokio::test]
+async fn the_selection_carries_the_numa_limits_nova_s_filter_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scheduler(
+        &dir,
+        true,
+        [
+            (host_numa(8), PciPools::default()),
+            (host_numa(8), PciPools::default()),
+        ],
+    )
+    .await;
+    let answer = s.select(call(&uuid(1), 2, json!([]))).await.unwrap();
+    let list = &answer.selections[0];
+    assert_eq!(list.len(), 2, "the pick and an alternate");
+    for selection in list {
+        let numa = selection
+            .limits
+            .as_ref()
+            .and_then(|l| l.numa_topology.as_ref())
+            .unwrap_or_else(|| panic!("{} has no NUMA limits", selection.service_host));
+        assert_eq!(
+            (numa.cpu_allocation_ratio, numa.ram_allocation_ratio),
+            (4.0, 1.0)
+        );
+        let primitive = selection.to_primitive(crate::nova::SelectionVersion::V1_1);
+        let limits = &primitive["nova_object.data"]["limits"]["nova_object.data"];
+        assert_eq!(
+            limits["numa_topology"]["nova_object.data"]["cpu_allocation_ratio"],
+            json!(4.0)
+        );
+    }
+    // A flat request (no NUMA topology, no PCI request) carries no limits.
+    let mut flat = call(&uuid(2), 1, json!([]));
+    flat.spec.numa_pci = crate::domain::numa::NumaPciRequest::default();
+    flat.spec.flavor.extra_specs.clear();
+    let answer = s.select(flat).await.unwrap();
+    assert!(
+        answer.selections[0].iter().all(|x| x.limits.is_none()),
+        "{answer:?}"
+    );
 }

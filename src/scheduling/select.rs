@@ -2,6 +2,7 @@
 
 use super::Scheduler;
 use crate::backend::{Alternates, ScheduleError};
+use crate::domain::numa::{NumaLimits, NumaPciRequest};
 use crate::domain::{AggregateExtraSpecs, CapabilitySpecs, HostState, HostZones};
 use crate::domain::{
     AggregateId, ClassId, ConsumerOwner, Mark, PlacementQuery, RequestContext, Resources, TraitId,
@@ -9,7 +10,7 @@ use crate::domain::{
 use crate::ledger::LedgerError;
 use crate::nova::{
     encode_legacy, encode_selections, resources_from_request_spec, CloudView, ComputeNodeRef,
-    ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
+    Limits, ResourceRequest, SelectDestinationsArgs, Selection, SelectionVersion,
 };
 use serde_json::Value;
 use tracing::Instrument;
@@ -343,6 +344,8 @@ impl Scheduler {
             hosts,
             demands,
             trees,
+            instances,
+            numa_pci,
         } = decided;
         let per_instance = hosts?;
         super::select_chain::tell_claimed(&plugins, &args, &per_instance, &demands);
@@ -350,15 +353,19 @@ impl Scheduler {
         let selections = per_instance
             .iter()
             .zip(demands)
-            .zip(&trees)
-            .map(|((hosts, demand), trees)| {
+            .zip(trees.iter().zip(&instances).zip(&numa_pci))
+            .map(|((hosts, demand), ((trees, instance), numa_pci))| {
                 hosts
                     .iter()
                     .map(|h| {
                         let mut s = selection_of(h, demand, cell, zones.as_deref());
-                        if let Some(c) = trees.as_deref().and_then(|t| t.first(h.uuid())) {
-                            // Placement's candidate for the host, as Nova's Selection
-                            // carries it (its `mappings` name each group's providers).
+                        s.limits = numa_limits(h, numa_pci.as_deref());
+                        if let Some(c) = trees.as_deref().and_then(|t| t.chosen(instance, h.uuid()))
+                        {
+                            // The candidate claimed on the host (an alternate's: the one it
+                            // would be claimed with), as Nova's Selection carries it: its
+                            // `mappings` name each group's providers, which the compute's
+                            // PCI claim reads.
                             s.demand = c.on_host;
                             s.allocation_request_body = Some(c.body.clone());
                         }
@@ -383,6 +390,8 @@ struct Decided {
     hosts: Result<Vec<Vec<HostState>>, ScheduleError>,
     demands: Vec<Resources>,
     trees: Vec<Option<std::sync::Arc<crate::domain::TreeCandidates>>>,
+    instances: Vec<String>,
+    numa_pci: Vec<Option<std::sync::Arc<NumaPciRequest>>>,
 }
 
 impl Decided {
@@ -401,6 +410,8 @@ impl Scheduler {
     ) -> Decided {
         let demands = requests.iter().map(|r| r.demand).collect();
         let trees = requests.iter().map(|r| r.trees.clone()).collect();
+        let instances = requests.iter().map(|r| r.instance_uuid.clone()).collect();
+        let numa_pci = requests.iter().map(|r| r.numa_pci.clone()).collect();
         let hosts = self
             .schedule_with(requests, alternates)
             .instrument(span.clone())
@@ -409,6 +420,8 @@ impl Scheduler {
             hosts,
             demands,
             trees,
+            instances,
+            numa_pci,
         }
     }
 
@@ -731,6 +744,20 @@ fn selection_of(
         selection.availability_zone = Some(zones.zone_of(h).to_string());
     }
     selection
+}
+
+/// The Selection's limits on `h`: `NUMATopologyFilter`'s NUMATopologyLimits when the
+/// instance asks a NUMA topology and the host has one (`host_state.limits['numa_topology']`,
+/// which the compute's claim fits the instance under); none otherwise, as before.
+fn numa_limits(h: &HostState, numa_pci: Option<&NumaPciRequest>) -> Option<Limits> {
+    let np = numa_pci?;
+    np.numa.as_deref().filter(|i| !i.cells.is_empty())?;
+    let facts = h.profile.facts.as_deref()?;
+    facts.numa.as_deref().filter(|n| !n.cells.is_empty())?;
+    Some(Limits {
+        numa_topology: Some(NumaLimits::of_host(h, np)),
+        ..Limits::default()
+    })
 }
 
 /// The amounts and marks of a resource request in this process' class, trait and aggregate

@@ -4,7 +4,12 @@
 ``RequestSpec.obj_to_primitive()`` that nova-conductor sends to the scheduler, built with
 Nova's own objects (flavor with extra specs, image properties, boot from volume, forced
 hosts, ignored hosts, server group, requested destination aggregates, ``requested_resources``
-groups as a port's resource request gives them).
+groups as a port's resource request gives them, a flavor's PCI requests with the request
+groups ``[filter_scheduler] pci_in_placement`` makes of them).
+
+``cell``: reads ``{"url", "nodes": [{"host", "uuid", "pci_pools": [...]}]}`` and makes the
+cell database at ``url`` with Nova's own migrations and objects (a service and a compute
+node per node, the node's ``pci_stats`` from ``pci_pools``). Prints ``{"nodes": n}``.
 
 ``claim URL``: reads ``{"instance", "selection", "project_id", "user_id"}`` on stdin, where
 ``selection`` is a Selection primitive from Parasol's answer, and does what a reschedule does
@@ -81,7 +86,54 @@ def spec(d):
         network_metadata=objects.NetworkMetadata(physnets=set(),
                                                  tunneled=False),
         requested_networks=objects.NetworkRequestList(objects=[]))
+    if d.get('pci_requests'):
+        # A flavor's `pci_passthrough:alias`, with its request groups made by Nova's own
+        # `generate_request_groups_from_pci_requests` as `[filter_scheduler]
+        # pci_in_placement` makes them (one group of one device per device asked).
+        rs.pci_requests = objects.InstancePCIRequests(requests=[
+            objects.InstancePCIRequest(
+                count=r['count'], spec=[dict(r['spec'])], alias_name=r['alias_name'],
+                request_id=r['request_id'])
+            for r in d['pci_requests']])
+        import nova.conf
+        nova.conf.CONF.set_override('pci_in_placement', True, group='filter_scheduler')
+        rs.generate_request_groups_from_pci_requests()
     return rs.obj_to_primitive()
+
+
+def cell(d):
+    """A cell database made by Nova's own migrations, with each node's service and compute
+    node (its PCI device pools as the resource tracker reports them) made by Nova's objects.
+    """
+    import nova.conf
+    from nova import config
+    from nova.db import migration
+    # Before parse_args, which configures the database API from it.
+    nova.conf.CONF.set_override('connection', d['url'], group='database')
+    config.parse_args(['nova_side'], default_config_files=[])
+    migration.db_sync(database='main')
+    ctxt = nova_context.get_admin_context()
+    for n in d['nodes']:
+        service = objects.Service(ctxt, host=n['host'], binary='nova-compute',
+                                  topic='compute', report_count=0)
+        service.create()
+        service.report_count += 1
+        service.save()
+        pools = objects.PciDevicePoolList(objects=[
+            objects.PciDevicePool(vendor_id=p['vendor_id'], product_id=p['product_id'],
+                                  numa_node=p.get('numa_node'), count=p['count'],
+                                  tags=dict(p['tags']))
+            for p in n.get('pci_pools', [])])
+        objects.ComputeNode(
+            ctxt, uuid=n['uuid'], host=n['host'], hypervisor_hostname=n['host'],
+            service_id=service.id, vcpus=8, memory_mb=8192, local_gb=100, vcpus_used=0,
+            memory_mb_used=0, local_gb_used=0, free_ram_mb=8192, free_disk_gb=100,
+            disk_available_least=100, current_workload=0, running_vms=0,
+            hypervisor_type='QEMU', hypervisor_version=8002000, cpu_info='',
+            supported_hv_specs=[], numa_topology=None, pci_device_pools=pools,
+            host_ip='192.0.2.10', stats={}, cpu_allocation_ratio=16.0,
+            ram_allocation_ratio=1.5, disk_allocation_ratio=1.0, mapped=1).create()
+    return {'nodes': len(d['nodes'])}
 
 
 def claim(url, d):
@@ -112,6 +164,8 @@ def main():
     doc = json.load(sys.stdin)
     if command == 'spec':
         out = [spec(d) for d in doc]
+    elif command == 'cell':
+        out = cell(doc)
     elif command == 'claim':
         out = claim(sys.argv[2], doc)
     else:

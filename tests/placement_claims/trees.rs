@@ -11,7 +11,7 @@ const OTHER_CHILD: &str = "c0000000-0000-4000-8000-0000000000c2";
 const PORT: &str = "d0000000-0000-4000-8000-000000000001";
 
 /// A child provider of `parent` with `inventories`, its custom classes created first.
-async fn child(
+pub(super) async fn child(
     placement: &PlacementServer,
     name: &str,
     uuid: &str,

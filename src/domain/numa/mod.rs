@@ -305,3 +305,21 @@ pub struct NumaLimits {
     pub ram_allocation_ratio: f64,
     pub network_metadata: Option<NetworkMetadata>,
 }
+
+impl NumaLimits {
+    /// The limits `NUMATopologyFilter` sets for `req` on `host`: the allocation ratios of
+    /// its inventories (Nova's `HostState` ratios, which nova-compute reports to Placement
+    /// too), 1.0 where it has no such class, and the request's networks.
+    pub fn of_host(host: &super::host::HostState, req: &NumaPciRequest) -> Self {
+        let ratio = |c: super::classes::ClassId| {
+            host.profile
+                .inventory(c)
+                .map_or(1.0, |i| i.allocation_ratio)
+        };
+        NumaLimits {
+            cpu_allocation_ratio: ratio(super::classes::ClassId::VCPU),
+            ram_allocation_ratio: ratio(super::classes::ClassId::MEMORY_MB),
+            network_metadata: req.network_metadata.clone(),
+        }
+    }
+}

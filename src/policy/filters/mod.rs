@@ -25,7 +25,7 @@ mod isolated_hosts;
 pub mod json;
 mod metrics;
 mod num_instances;
-mod numa_topology;
+pub(crate) mod numa_topology;
 mod pci_passthrough;
 mod requested_destination;
 mod same_host;

@@ -2,17 +2,20 @@
 //! NUMA topology when the topology fits its cells (`hardware.numa_fit_instance_to_host`,
 //! `domain::numa::fit`) under its allocation ratios, PCI requests and networks included; a
 //! host with no NUMA topology passes no such request; `dedicated` CPUs with the `require`
-//! thread policy need a host with SMT threads. Per host: Parasol's flat candidate is the host
-//! itself (a request on provider trees is judged with its host's first candidate, the one it
-//! would claim). The earlier instances of a multi-create are fitted and added to the host's
-//! usage first, as Nova's `HostState.consume_from_request` does.
+//! thread policy need a host with SMT threads. Per allocation candidate, as Nova's
+//! `CandidateFilterMixin`: a host passes when one of its candidates fits (a flat host's one
+//! candidate is the host itself; on provider trees each of Placement's candidates is tried
+//! with its `mappings`), and [`first_fit`] names the candidate claimed. The earlier
+//! instances of a multi-create are fitted and added to the host's usage first, each with the
+//! candidate it claimed, as Nova's `HostState.consume_from_request` does.
 
 use super::{Filter, FilterEnv};
 use crate::domain::numa::fit::{add_usage, fit_instance, PciFit};
 use crate::domain::numa::pci::ProviderMapping;
-use crate::domain::numa::{HostNuma, NumaLimits, NumaPciRequest, PciPools};
-use crate::domain::{ClassId, HostState, RequestContext};
+use crate::domain::numa::{HostNuma, InstanceNuma, NumaLimits, NumaPciRequest, PciPools};
+use crate::domain::{HostState, RequestContext};
 use crate::policy::config::PolicyConfig;
+use serde_json::Value;
 
 /// Keeps hosts whose NUMA cells can take the instance's topology.
 pub struct NumaTopologyFilter {
@@ -29,29 +32,15 @@ impl NumaTopologyFilter {
     }
 }
 
-/// The allocation ratios of `host` as its inventories give them (Nova's `HostState`
-/// ratios, which nova-compute reports to Placement too), 1.0 where it has no such class.
+/// The allocation limits `host` fits `req` under ([`NumaLimits::of_host`]).
 pub fn limits(host: &HostState, req: &NumaPciRequest) -> NumaLimits {
-    let ratio = |c: ClassId| {
-        host.profile
-            .inventory(c)
-            .map_or(1.0, |i| i.allocation_ratio)
-    };
-    NumaLimits {
-        cpu_allocation_ratio: ratio(ClassId::VCPU),
-        ram_allocation_ratio: ratio(ClassId::MEMORY_MB),
-        network_metadata: req.network_metadata.clone(),
-    }
+    NumaLimits::of_host(host, req)
 }
 
-/// The mapping of the candidate a request is judged on: its host's first candidate on
-/// provider trees, none (no group of a PCI request) on a flat host.
-pub fn candidate_mapping(host: &HostState, req: &RequestContext) -> ProviderMapping {
-    let first = req.trees.as_deref().and_then(|t| t.first(host.uuid()));
-    let Some(mappings) = first
-        .and_then(|c| c.body.get("mappings"))
-        .and_then(|m| m.as_object())
-    else {
+/// The `mappings` of an allocation request (Placement's candidate): each request group's
+/// providers.
+pub fn mapping_of(body: &Value) -> ProviderMapping {
+    let Some(mappings) = body.get("mappings").and_then(Value::as_object) else {
         return ProviderMapping::new();
     };
     mappings
@@ -67,6 +56,19 @@ pub fn candidate_mapping(host: &HostState, req: &RequestContext) -> ProviderMapp
         .collect()
 }
 
+/// The candidates `req` is judged on at `host`, as their mappings: Placement's, in its
+/// order, on provider trees; the host itself (no group mapped) on a flat host.
+pub fn candidate_mappings(host: &HostState, req: &RequestContext) -> Vec<ProviderMapping> {
+    match req.trees.as_deref() {
+        Some(trees) => trees
+            .of_host(host.uuid())
+            .iter()
+            .map(|c| mapping_of(&c.body))
+            .collect(),
+        None => vec![ProviderMapping::new()],
+    }
+}
+
 /// The instances of this call already claimed on `host` (a multi-create's earlier ones, all
 /// with the same request).
 pub fn earlier_instances(host: &HostState, req: &RequestContext) -> i64 {
@@ -80,6 +82,17 @@ pub fn earlier_instances(host: &HostState, req: &RequestContext) -> i64 {
         .unwrap_or(0)
 }
 
+/// The mapping each of the call's earlier instances on `host` claimed with: on provider
+/// trees the candidate it claimed (Nova's request group mapping of the claimed allocation
+/// request), on a flat host none.
+fn earlier_mappings(host: &HostState, req: &RequestContext) -> Vec<ProviderMapping> {
+    match (req.trees.is_some(), req.call_claims.as_deref()) {
+        (true, Some(claims)) => claims.candidates_on(host.id).map(mapping_of).collect(),
+        (true, None) => Vec::new(),
+        (false, _) => vec![ProviderMapping::new(); earlier_instances(host, req).max(0) as usize],
+    }
+}
+
 /// The host's NUMA cells and PCI pools after the call's earlier instances on it, as Nova's
 /// `consume_from_request` leaves them.
 pub fn after_earlier(
@@ -91,9 +104,8 @@ pub fn after_earlier(
     let facts = host.profile.facts.as_deref();
     let mut numa = facts.and_then(|f| f.numa.as_deref()).cloned();
     let mut pools = facts.map(|f| (*f.pci).clone()).unwrap_or_default();
-    let mapping = candidate_mapping(host, req);
     let limits = limits(host, numa_pci);
-    for _ in 0..earlier_instances(host, req) {
+    for mapping in earlier_mappings(host, req) {
         let mut cells = Vec::new();
         if let (Some(n), Some(inst)) = (numa.as_ref(), numa_pci.numa.as_deref()) {
             let pci = PciFit {
@@ -113,6 +125,86 @@ pub fn after_earlier(
     (numa, pools)
 }
 
+/// One host as the two filters judge its candidates: its cells and pools after the call's
+/// earlier instances, the request and the host's allocation limits.
+pub struct Judged<'a> {
+    np: &'a NumaPciRequest,
+    /// The instance's topology, `None` when it has none (or no cell: Nova's false).
+    inst: Option<&'a InstanceNuma>,
+    numa: Option<HostNuma>,
+    pools: PciPools,
+    limits: NumaLimits,
+    pack: bool,
+}
+
+impl<'a> Judged<'a> {
+    pub fn new(
+        host: &HostState,
+        req: &'a RequestContext,
+        np: &'a NumaPciRequest,
+        pack: bool,
+    ) -> Self {
+        let (numa, pools) = after_earlier(host, req, np, pack);
+        Judged {
+            np,
+            inst: np.numa.as_deref().filter(|i| !i.cells.is_empty()),
+            numa,
+            pools,
+            limits: limits(host, np),
+            pack,
+        }
+    }
+
+    /// The host's topology after the call's earlier instances; `None` when it has none (or
+    /// no cell).
+    pub fn host_numa(&self) -> Option<&HostNuma> {
+        self.numa.as_ref().filter(|n| !n.cells.is_empty())
+    }
+
+    /// Whether the instance asks a NUMA topology.
+    pub fn asks_numa(&self) -> bool {
+        self.inst.is_some()
+    }
+
+    /// `NUMATopologyFilter`'s test of one candidate: the instance's topology fits the
+    /// host's cells with the candidate's PCI devices (true without a topology asked; false
+    /// when the host has none).
+    pub fn numa_fits(&self, mapping: &ProviderMapping) -> bool {
+        let Some(inst) = self.inst else {
+            return true;
+        };
+        let Some(numa) = self.host_numa() else {
+            return false;
+        };
+        let pci = PciFit {
+            requests: &self.np.pci,
+            pools: Some(&self.pools),
+            mapping: Some(mapping),
+        };
+        fit_instance(numa, inst, Some(&self.limits), pci, self.pack).is_some()
+    }
+
+    /// `PciPassthroughFilter`'s test of one candidate (`support_requests`).
+    pub fn pci_fits(&self, mapping: &ProviderMapping) -> bool {
+        self.np.pci.is_empty()
+            || self
+                .pools
+                .supports(&self.np.pci, Some(mapping), &[], self.numa.as_ref())
+    }
+}
+
+/// The index of `host`'s first candidate both filters' tests pass for `req` (0 on a flat
+/// host, whose one candidate is the host itself): the candidate Nova claims, the first its
+/// `CandidateFilterMixin` filters left. `None` when none passes, or the request asks
+/// neither NUMA nor PCI of it (then the first is claimed, as before).
+pub fn first_fit(host: &HostState, req: &RequestContext, pack: bool) -> Option<usize> {
+    let np = req.numa_pci.as_deref()?;
+    let judged = Judged::new(host, req, np, pack);
+    candidate_mappings(host, req)
+        .iter()
+        .position(|m| judged.numa_fits(m) && judged.pci_fits(m))
+}
+
 impl Filter for NumaTopologyFilter {
     fn name(&self) -> &'static str {
         Self::NAME
@@ -128,24 +220,20 @@ impl Filter for NumaTopologyFilter {
         let Some(np) = req.numa_pci.as_deref() else {
             return true;
         };
-        // Nova's topologies are false when they have no cell.
-        let inst = np.numa.as_deref().filter(|i| !i.cells.is_empty());
-        let (numa, pools) = after_earlier(host, req, np, self.pack);
-        let Some(numa) = numa.filter(|n| !n.cells.is_empty()) else {
-            return inst.is_none();
+        let judged = Judged::new(host, req, np, self.pack);
+        let Some(numa) = judged.host_numa() else {
+            return !judged.asks_numa();
         };
         if np.cpu_dedicated_asked && np.thread_require_asked && !numa.has_threads() {
             return false;
         }
-        let Some(inst) = inst else {
+        if !judged.asks_numa() {
             return true;
-        };
-        let mapping = candidate_mapping(host, req);
-        let pci = PciFit {
-            requests: &np.pci,
-            pools: Some(&pools),
-            mapping: Some(&mapping),
-        };
-        fit_instance(&numa, inst, Some(&limits(host, np)), pci, self.pack).is_some()
+        }
+        // Nova keeps the candidates that fit (`filter_candidates`): the host passes when one
+        // does.
+        candidate_mappings(host, req)
+            .iter()
+            .any(|m| judged.numa_fits(m))
     }
 }

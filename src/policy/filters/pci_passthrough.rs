@@ -1,9 +1,10 @@
 //! Nova 34's `PciPassthroughFilter` (`pci_passthrough_filter.py`): a host passes a request
 //! with PCI requests when its free devices can serve them all (`PciDeviceStats
 //! .support_requests`, `domain::numa::pci`), NUMA placement aside (that is
-//! `NUMATopologyFilter`'s). A host with no pool passes no such request.
+//! `NUMATopologyFilter`'s). A host with no pool passes no such request. Per allocation
+//! candidate: a host passes when one of its candidates does (docs/numa-pci.md).
 
-use super::numa_topology::{after_earlier, candidate_mapping};
+use super::numa_topology::{candidate_mappings, Judged};
 use super::{Filter, FilterEnv};
 use crate::domain::{HostState, RequestContext};
 
@@ -35,8 +36,15 @@ impl Filter for PciPassthroughFilter {
         let Some(np) = req.numa_pci.as_deref().filter(|n| !n.pci.is_empty()) else {
             return true;
         };
-        let (numa, pools) = after_earlier(host, req, np, self.pack);
-        let mapping = candidate_mapping(host, req);
-        pools.supports(&np.pci, Some(&mapping), &[], numa.as_ref())
+        let judged = Judged::new(host, req, np, self.pack);
+        let mappings = candidate_mappings(host, req);
+        // Nova's filters keep the candidates that pass (`filter_candidates`): on a host of
+        // several candidates this one judges those the NUMA fit leaves, as when it runs after
+        // `NUMATopologyFilter` (either order keeps the same hosts); a flat host's one
+        // candidate is judged on its devices alone.
+        let numa_too = mappings.len() > 1;
+        mappings
+            .iter()
+            .any(|m| judged.pci_fits(m) && (!numa_too || judged.numa_fits(m)))
     }
 }
