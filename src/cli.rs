@@ -47,7 +47,8 @@ pub enum RebalanceCommand {
     /// 2.68), each waited for, then Placement and Parasol's ledger checked to agree. The first
     /// move Nova refuses or that fails stops the apply, naming the server and the reason.
     /// Nova and Placement are reached as `[rebalance] nova_*` and `[placement]` say.
-    /// With --plan FILE, carries out a plan saved by `plan --json` instead of a new one.
+    /// With --plan FILE, carries out a plan saved by `apply --dry-run --json` instead of a new
+    /// one.
     Apply(RebalanceApplyArgs),
 }
 
@@ -56,8 +57,8 @@ pub enum RebalanceCommand {
 pub struct RebalanceApplyArgs {
     #[command(flatten)]
     pub plan: RebalancePlanArgs,
-    /// Carry out this saved plan (`parasol rebalance plan --json > FILE`), the one reviewed,
-    /// rather than a new one. Refused, nothing moved, if the ledger changed since it was made
+    /// Carry out this saved plan (`parasol rebalance apply --dry-run --json > FILE`), the one
+    /// reviewed, rather than a new one. Refused, nothing moved, if the ledger changed since it was made
     /// (its `base_revision`); with --replan, planned again on the current state instead.
     #[arg(long = "plan", value_name = "FILE")]
     pub plan_file: Option<PathBuf>,

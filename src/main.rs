@@ -202,7 +202,7 @@ async fn plan_to_apply(
             .with_context(|| format!("parasol rebalance apply: reading {}", path.display()))?;
         let (plan, revision) = parasol::rebalance::saved_plan(&text).with_context(|| {
             format!(
-                "parasol rebalance apply: {} is not a plan of `parasol rebalance plan --json`",
+                "parasol rebalance apply: {} is not a plan saved by `parasol rebalance apply --dry-run --json`",
                 path.display()
             )
         })?;

@@ -102,7 +102,7 @@ pub fn plan_moves(plan: &Value) -> Result<Vec<PlanMove>, ApplyError> {
     Ok(out)
 }
 
-/// A plan saved by `parasol rebalance plan --json`: the plan (its moves readable) and the
+/// A plan saved by `parasol rebalance apply --dry-run --json` (or `plan --json`): the plan (its moves readable) and the
 /// ledger revision it was made on.
 pub fn saved_plan(text: &str) -> Result<(Value, String), ApplyError> {
     let plan: Value =
