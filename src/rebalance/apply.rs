@@ -102,8 +102,8 @@ pub fn plan_moves(plan: &Value) -> Result<Vec<PlanMove>, ApplyError> {
     Ok(out)
 }
 
-/// A plan saved by `parasol rebalance apply --dry-run --json` (or `plan --json`): the plan (its moves readable) and the
-/// ledger revision it was made on.
+/// A plan saved by `parasol rebalance apply --dry-run --json` (or `plan --json`): the plan
+/// (its moves readable) and the ledger revision it was made on.
 pub fn saved_plan(text: &str) -> Result<(Value, String), ApplyError> {
     let plan: Value =
         serde_json::from_str(text).map_err(|e| ApplyError::BadPlan(format!("not JSON ({e})")))?;
