@@ -77,10 +77,7 @@ queue = "{queue}"
 enabled = {rpc}
 host = "{rpc_host}"
 topic = "{topic}"
-[batch]
-mode = "{batch_mode}"
-window_ms = {window_ms}
-"#,
+{batch}"#,
             data = data_dir.display(),
             backend = self.backend,
             workers = self.workers,
@@ -96,8 +93,20 @@ window_ms = {window_ms}
             rpc = self.rpc_topic.is_some(),
             rpc_host = RPC_HOST,
             topic = self.rpc_topic.as_deref().unwrap_or("scheduler"),
-            batch_mode = self.batch_mode,
-            window_ms = self.window_ms,
+            batch = self.batch_section(),
+        )
+    }
+
+    /// `[batch]`, written only when batching is on: without it the service's default (`off`)
+    /// applies, and a binary from before `[batch]` existed accepts the configuration, so an
+    /// A/B can drive an older build (`--parasol`).
+    fn batch_section(&self) -> String {
+        if self.batch_mode == "off" {
+            return String::new();
+        }
+        format!(
+            "[batch]\nmode = \"{}\"\nwindow_ms = {}\n",
+            self.batch_mode, self.window_ms
         )
     }
 }
@@ -345,6 +354,14 @@ mod tests {
         assert_eq!(s.batch.mode, parasol::configuration::BatchMode::Window);
         assert_eq!(s.batch.window_ms, 25);
         assert_eq!(s.server.port, 8999);
+        let off = ServiceConfig {
+            batch_mode: "off".into(),
+            ..cfg
+        };
+        let text = off.to_toml(8999, Path::new("/tmp/ledger"));
+        assert!(!text.contains("[batch]"), "{text}");
+        let s = parasol::configuration::Settings::from_toml(&text).expect("accepted");
+        assert_eq!(s.batch.mode, parasol::configuration::BatchMode::Off);
     }
 
     #[test]
