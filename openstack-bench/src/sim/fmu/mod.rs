@@ -80,6 +80,10 @@ pub struct FmuArgs {
     /// GBM's "prescribed fraction" of the best ΔC (§3.9.1; not printed, 0.9).
     #[arg(long, default_value_t = 0.9)]
     pub gbm_fraction: f64,
+    /// The scheduler sees each hungry VM's true desire instead of estimating one core
+    /// (docs/fmu.md §6 reading 4; an oracle no black box has, for isolation only).
+    #[arg(long)]
+    pub oracle_desire: bool,
     /// Also print every round with moves (seed, time, moves, C before and predicted after).
     #[arg(long)]
     pub rounds: bool,
@@ -134,6 +138,7 @@ fn testbed(args: &FmuArgs, built: &scenarios::Built, solver: Option<Solver>) -> 
         },
         max_rounds: (args.sa_once && matches!(solver, Some(Solver::Sa(_)))).then_some(1),
         resistance: args.resistance,
+        oracle_desire: args.oracle_desire,
     }
 }
 

@@ -51,6 +51,9 @@ pub struct Testbed {
     /// The scheduler stops after this many rounds with moves (`None`: it runs to the end, the
     /// reproduction's reading of §4.2 "runs for the remainder of the experiment").
     pub max_rounds: Option<usize>,
+    /// The scheduler knows each hungry VM's true desire (an oracle, for isolation) instead
+    /// of estimating one core (docs/fmu.md §6 reading 4).
+    pub oracle_desire: bool,
     /// The migration resistance given to the solver (`None`: the thesis', 5 % for BCPU/BCPU2
     /// and none for SA and GBM).
     pub resistance: Option<f64>,
@@ -185,7 +188,14 @@ pub fn run(
             .iter()
             .map(|h| h.iter().sum::<f64>() / h.len().max(1) as f64)
             .collect();
-        let problem = observed_problem(bed, &host, &usage);
+        let mut problem = observed_problem(bed, &host, &usage);
+        if bed.oracle_desire {
+            for (vm, desire) in problem.desires.iter_mut().enumerate() {
+                if desire[0] >= bed.mhz {
+                    desire[0] = workload.desire(vm, t).min(bed.mhz);
+                }
+            }
+        }
         let input = RebalanceInput {
             problem: &problem,
             usage: &usage,

@@ -21,6 +21,7 @@ fn bed(built: &scenarios::Built) -> Testbed {
         },
         max_rounds: None,
         resistance: None,
+        oracle_desire: false,
     }
 }
 
