@@ -31,8 +31,17 @@ pub struct SaParams {
     pub modulus: Option<usize>,
     /// Early stop below this cost (not printed; 1e-9 stops on a perfect schedule only).
     pub cost_threshold: f64,
+    /// Also apply `cost_threshold` to the current state: when it is already below, SA keeps
+    /// it without searching. §3.8.1's pseudocode tests new states only (`false`, the literal
+    /// reading); §3.8.2 calls `cost_thr` a "stopping criteria" that saves time "when an
+    /// acceptable assignment is close to the current assignment". With the default 1e-9 the
+    /// two coincide: below it only ties are found, and [`rebalance`] never moves to a tie.
+    pub threshold_on_start: bool,
     /// How often the neighbor makes a "good" move (§3.8.4; not printed, 0.5 here).
     pub good_move_probability: f64,
+    /// §3.8.1's `if cost_new ≤ cost_best`: a state that merely ties the best one replaces it
+    /// (`true`, as printed); `false` keeps the first state of the lowest cost found.
+    pub accept_ties: bool,
 }
 
 impl Default for SaParams {
@@ -43,7 +52,9 @@ impl Default for SaParams {
             time_max: None,
             modulus: None,
             cost_threshold: 1e-9,
+            threshold_on_start: false,
             good_move_probability: 0.5,
+            accept_ties: true,
         }
     }
 }
@@ -253,6 +264,9 @@ fn anneal(
     let mut temp = p.temp;
     let mut moved: Vec<usize> = Vec::new();
     let candidates: Vec<usize> = (0..vms).filter(|vm| movable(input, *vm)).collect();
+    if p.threshold_on_start && cur_eval.cost < p.cost_threshold {
+        return Ok((cur, moved));
+    }
     for time in 0..time_max {
         if let Some(new) = neighbor(input, &cur, &cur_eval, &candidates, p, rng) {
             let new_eval = evaluate(input.problem, &new, input.params)?;
@@ -266,7 +280,12 @@ fn anneal(
                 }
                 cur = new;
                 cur_eval = new_eval;
-                if cur_eval.cost <= best_cost {
+                let better = if p.accept_ties {
+                    cur_eval.cost <= best_cost
+                } else {
+                    cur_eval.cost < best_cost
+                };
+                if better {
                     best_cost = cur_eval.cost;
                     best = cur.clone();
                     if best_cost < p.cost_threshold {

@@ -168,3 +168,48 @@ fn every_plan_replays_within_ratios_and_groups() {
         }
     }
 }
+
+#[test]
+fn sa_threshold_on_start_keeps_an_acceptable_current_state() {
+    // HSA-18:3_6-35 before any move: C ≈ 0.27. A threshold above it stops SA before it
+    // searches only when the threshold also applies to the current state (§3.8.2).
+    let (problem, current) = hsa(6, 747.0);
+    let literal = SaParams {
+        cost_threshold: 0.5,
+        ..SaParams::default()
+    };
+    let on_start = SaParams {
+        threshold_on_start: true,
+        ..literal
+    };
+    let plan = plan_for(&problem, &current, Solver::Sa(on_start), 3);
+    assert_eq!(plan.plan.moves().count(), 0);
+    assert_eq!(plan.after.cost, plan.before.cost);
+    // The default threshold (1e-9) is below any cost here: the flag changes nothing.
+    let default = plan_for(&problem, &current, Solver::Sa(SaParams::default()), 3);
+    let flagged = SaParams {
+        threshold_on_start: true,
+        ..SaParams::default()
+    };
+    assert_eq!(
+        plan_for(&problem, &current, Solver::Sa(flagged), 3).plan,
+        default.plan
+    );
+    assert!(default.after.cost < default.before.cost);
+}
+
+#[test]
+fn sa_without_ties_still_lowers_the_cost() {
+    let (problem, current) = hsa(6, 747.0);
+    for accept_ties in [true, false] {
+        let params = SaParams {
+            accept_ties,
+            ..SaParams::default()
+        };
+        let plan = plan_for(&problem, &current, Solver::Sa(params), 5);
+        assert!(
+            plan.after.cost < plan.before.cost,
+            "accept_ties {accept_ties}"
+        );
+    }
+}

@@ -37,6 +37,9 @@ pub struct Testbed {
     pub average_s: u64,
     /// Seconds one step of migrations takes (128 MB over 1 Gbps plus Xen's rounds).
     pub migration_s: u64,
+    /// Seconds from a round's sample to its first migration: the solver's search time
+    /// (Tables 4.3–4.4 report 3–23 s; 0, the reproduction's default, plans instantly).
+    pub search_s: u64,
     /// Domain-0 CPU per migration on each of the two hosts, MHz.
     pub migration_mhz: f64,
     /// The loader's error (±5 %), redrawn every `noise_period_s`.
@@ -45,6 +48,15 @@ pub struct Testbed {
     pub noise_period_s: u64,
     /// Moves per source and at once.
     pub limits: PlanLimits,
+    /// The scheduler stops after this many rounds with moves (`None`: it runs to the end, the
+    /// reproduction's reading of §4.2 "runs for the remainder of the experiment").
+    pub max_rounds: Option<usize>,
+    /// The scheduler knows each hungry VM's true desire (an oracle, for isolation) instead
+    /// of estimating one core (docs/fmu.md §6 reading 4).
+    pub oracle_desire: bool,
+    /// The migration resistance given to the solver (`None`: the thesis', 5 % for BCPU/BCPU2
+    /// and none for SA and GBM).
+    pub resistance: Option<f64>,
 }
 
 /// One scheduling round that moved VMs.
@@ -56,6 +68,11 @@ pub struct Round {
     pub moves: usize,
     /// Seconds from the first migration's start to the last one's end.
     pub migration_s: u64,
+    /// The cost C the scheduler saw before the round and predicted after it (on its own
+    /// observed problem, docs/fmu.md §6 reading 4).
+    pub cost_before: f64,
+    /// See `cost_before`.
+    pub cost_after: f64,
 }
 
 /// What a run measured.
@@ -125,7 +142,8 @@ pub fn run(
             }
         }
         let mut dom0 = vec![0.0; bed.hosts];
-        for m in flight.iter().flat_map(|f| f.steps.front()).flatten() {
+        let migrating = flight.iter().filter(|f| t >= f.step_started);
+        for m in migrating.flat_map(|f| f.steps.front()).flatten() {
             dom0[m.from] += bed.migration_mhz;
             dom0[m.to] += bed.migration_mhz;
         }
@@ -155,7 +173,12 @@ pub fn run(
         }
         outcome.samples.push(sample(t, bed, &alloc, &hungry));
         let settled = !matches!(last_move_end, Some(end) if t < end + bed.average_s);
-        let Some(solver) = solver.filter(|_| t >= bed.scheduler_start_s && flight.is_none()) else {
+        let done = bed
+            .max_rounds
+            .is_some_and(|max| outcome.rounds.len() >= max);
+        let Some(solver) =
+            solver.filter(|_| t >= bed.scheduler_start_s && flight.is_none() && !done)
+        else {
             continue;
         };
         if !settled {
@@ -165,7 +188,14 @@ pub fn run(
             .iter()
             .map(|h| h.iter().sum::<f64>() / h.len().max(1) as f64)
             .collect();
-        let problem = observed_problem(bed, &host, &usage);
+        let mut problem = observed_problem(bed, &host, &usage);
+        if bed.oracle_desire {
+            for (vm, desire) in problem.desires.iter_mut().enumerate() {
+                if desire[0] >= bed.mhz {
+                    desire[0] = workload.desire(vm, t).min(bed.mhz);
+                }
+            }
+        }
         let input = RebalanceInput {
             problem: &problem,
             usage: &usage,
@@ -173,7 +203,7 @@ pub fn run(
             current: &host,
             rules: &rules,
             params: &params,
-            resistance: solver.thesis_resistance(),
+            resistance: bed.resistance.unwrap_or(solver.thesis_resistance()),
         };
         let plan = rebalance(&input, solver, bed.limits, rng.gen())?;
         let moves = plan.plan.moves().count();
@@ -182,11 +212,13 @@ pub fn run(
                 at_s: t,
                 moves,
                 migration_s: 0,
+                cost_before: plan.before.cost,
+                cost_after: plan.after.cost,
             });
             flight = Some(InFlight {
                 steps: plan.plan.steps.into_iter().collect(),
-                step_started: t,
-                first_started: t,
+                step_started: t + bed.search_s,
+                first_started: t + bed.search_s,
             });
         }
     }

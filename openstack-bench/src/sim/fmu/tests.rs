@@ -11,6 +11,7 @@ fn bed(built: &scenarios::Built) -> Testbed {
         sample_s: 20,
         average_s: 60,
         migration_s: 2,
+        search_s: 0,
         migration_mhz: 640.0,
         noise: 0.05,
         noise_period_s: 2,
@@ -18,6 +19,9 @@ fn bed(built: &scenarios::Built) -> Testbed {
             max_concurrent_per_source: 1,
             parallel: 2,
         },
+        max_rounds: None,
+        resistance: None,
+        oracle_desire: false,
     }
 }
 
@@ -54,4 +58,34 @@ fn gpcw_spreads_120_vms_six_per_host() {
         assert_eq!(built.placement.iter().filter(|p| **p == h).count(), 6);
     }
     assert!(build("GPCW-XX", &mut rng).is_err());
+}
+
+fn outcome_on(scenario: &str, solver: Solver, tweak: impl Fn(&mut Testbed)) -> Outcome {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let built = build(scenario, &mut rng).unwrap();
+    let mut testbed = bed(&built);
+    tweak(&mut testbed);
+    run_testbed(&testbed, built.workload.as_ref(), Some(solver), &mut rng).unwrap()
+}
+
+#[test]
+fn max_rounds_stops_the_scheduler_after_its_first_round_with_moves() {
+    let sa = Solver::Sa(SaParams::default());
+    let free = outcome_on("HSA-18:3_6-35", sa, |_| {});
+    assert!(free.rounds.len() > 1, "{free:?}");
+    let once = outcome_on("HSA-18:3_6-35", sa, |b| b.max_rounds = Some(1));
+    assert_eq!(once.rounds, free.rounds[..1]);
+    assert!(once.rounds[0].cost_after < once.rounds[0].cost_before);
+}
+
+#[test]
+fn a_search_delay_postpones_the_next_round() {
+    let gbm = Solver::Gbm(GbmParams::default());
+    let instant = outcome_on("HSA-18:3_5-20", gbm, |_| {});
+    assert_eq!(instant.rounds[1].at_s, 340, "{instant:?}");
+    // Migrations start 30 s after the 260 s sample, so the minute of averages after them
+    // ends after 340 s.
+    let slow = outcome_on("HSA-18:3_5-20", gbm, |b| b.search_s = 30);
+    assert_eq!(slow.rounds[0].at_s, 260);
+    assert!(slow.rounds[1].at_s >= 360, "{slow:?}");
 }
