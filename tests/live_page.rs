@@ -89,7 +89,8 @@ fn config(port: u16, dir: &Path, backend: &str) -> String {
          seed = 5\n[amqp]\nurl = \"\"\n[apsr]\nround_interval_s = 0.5\n\
          [plugins]\nbreaker_failures = 1\nbreaker_open_s = 3600\n\
          [[plugins.chain]]\nname = \"site-rule\"\nevent = \"select\"\nignorable = true\n\
-         url = \"http://127.0.0.1:1/select\"\n",
+         url = \"http://127.0.0.1:1/select\"\n\
+         [flex]\nenabled = true\nupdate_period_s = 1\nqos_source = \"host_saturation\"\n",
         dir.display()
     )
 }
@@ -309,10 +310,15 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
     wait_for(&format!("http://127.0.0.1:{driver_port}/status")).await;
 
     let http = reqwest::Client::new();
+    // Measured usage: the first 8 hosts saturated (62 of 64 VCPU), then 72 idle, so Flex's
+    // Q(t) (`host_saturation`) only rises towards 0.9 of the hosts: P grows once (Alg. 3 line
+    // 23, from 1.5 to 2) and then holds, and the numbers settle once the load stops.
     for i in 0..80 {
+        let vcpu = if i < 8 { 62.0 } else { 4.0 };
         let event = json!({"message_id": format!("m{i}"), "event_type": "compute.host.state", "priority": "INFO",
             "payload": {"host": format!("compute{i:02}"), "compute_node_uuid": uuid::Uuid::new_v4().to_string(),
-                "inventory": {"VCPU": {"total": 64}, "MEMORY_MB": {"total": 262144}, "DISK_GB": {"total": 2000}}}});
+                "inventory": {"VCPU": {"total": 64}, "MEMORY_MB": {"total": 262144}, "DISK_GB": {"total": 2000}},
+                "usage": {"VCPU": vcpu, "MEMORY_MB": 1024}}});
         let r = http
             .post(format!("{base}/v1/notifications"))
             .json(&event)
@@ -406,7 +412,7 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
         .await
         .unwrap();
     assert_eq!(active, "apsr");
-    // Four charts drawn by uPlot, each with a line per backend.
+    // Four charts drawn by uPlot, each with a line per backend, and Flex's.
     let canvases = client
         .execute(
             "return document.querySelectorAll('#charts canvas').length",
@@ -414,7 +420,8 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
         )
         .await
         .unwrap();
-    assert_eq!(canvases, 4);
+    assert_eq!(canvases, 5);
+    flex_chart_shows_the_services_periods(&client, &base, &want).await;
 
     // Everything came from Parasol: the page works with no other network.
     let loaded = client
@@ -453,6 +460,47 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
     std::fs::write(&out, &png).unwrap();
     client.close().await.unwrap();
     Ok(())
+}
+
+/// Flex's chart holds the controller's periods as `/v1/stats` keeps them (the page is at most
+/// a redraw behind: its periods are the first of the service's), among them the fall of Q(t)
+/// to half the hosts and P raised once to 2.
+async fn flex_chart_shows_the_services_periods(
+    client: &Client,
+    base: &str,
+    want: &Map<String, Value>,
+) {
+    assert_eq!(want["service/flex.qos"], json!(0.9));
+    assert_eq!(want["service/flex.penalty"], json!(2.0));
+    let shown = client
+        .execute(
+            "return document.getElementById('chart-flex').dataset.periods",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let shown: Vec<Value> = serde_json::from_str(shown.as_str().expect("data-periods")).unwrap();
+    let kept: Vec<Value> = stats(base).await["flex"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| json!([p["at_ms"], p["penalty"], p["qos"]]))
+        .collect();
+    assert!(shown.len() >= 2, "{shown:?}");
+    assert!(kept.len() >= shown.len(), "{kept:?} {shown:?}");
+    // As numbers: the page writes 2.0 as 2.
+    let number = |v: &Value| v.as_f64();
+    for (page, service) in shown.iter().zip(&kept) {
+        for k in 0..3 {
+            assert_eq!(number(&page[k]), number(&service[k]), "{page} vs {service}");
+        }
+    }
+    assert!(
+        shown
+            .iter()
+            .any(|p| p[2].as_f64() == Some(0.9) && p[1].as_f64() == Some(2.0)),
+        "{shown:?}"
+    );
 }
 
 /// Issue 40, item 11: under token auth the page's own assets load without a token, and the

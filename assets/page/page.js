@@ -232,6 +232,43 @@ function drawCharts() {
   chartBackends = key;
 }
 
+// Flex ([flex] enabled): the controller's penalty P and QoS Q(t) per period, from the periods
+// /v1/stats keeps (`flex.history`, the service's record, not only what this page has seen);
+// each period also in the chart's data-periods as [at_ms, P, Q(t)], for tests.
+let flexChart = null;
+
+function drawFlex(flex) {
+  const figure = document.getElementById("flex-figure");
+  const el = document.getElementById("chart-flex");
+  if (!flex || !flex.enabled) {
+    figure.hidden = true;
+    if (flexChart) flexChart.destroy();
+    flexChart = null;
+    delete el.dataset.periods;
+    return;
+  }
+  figure.hidden = false;
+  const periods = (flex.history || []).map((p) => [p.at_ms, p.penalty, p.qos ?? null]);
+  el.dataset.periods = JSON.stringify(periods);
+  const data = [periods.map((p) => p[0] / 1000), periods.map((p) => p[1]), periods.map((p) => p[2])];
+  if (flexChart) {
+    flexChart.setData(data);
+    return;
+  }
+  el.textContent = "";
+  flexChart = new uPlot({
+    width: Math.max(300, el.clientWidth - 10),
+    height: 220,
+    scales: { x: { time: false }, p: {}, q: { range: [0, 1] } },
+    series: [
+      { label: "s" },
+      { label: "P", stroke: SPARE[0], width: 2, scale: "p" },
+      { label: "Q(t)", stroke: COLOURS.filter, width: 2, scale: "q" },
+    ],
+    axes: [{}, { scale: "p", size: 60 }, { scale: "q", side: 1, size: 60 }],
+  }, data, el);
+}
+
 // Under token auth (`[auth] strategy = "token"` or "keystone") /v1/stats needs an
 // X-Auth-Token: the page asks for it once and keeps it for this tab only.
 let token = sessionStorage.getItem("parasol-token") || "";
@@ -278,6 +315,7 @@ async function refresh() {
     if (anyWindow) document.getElementById("window-seconds").textContent = anyWindow.window.seconds;
     remember(now, stats.backends);
     drawCharts();
+    drawFlex(stats.flex);
     document.getElementById("updated").textContent = new Date().toLocaleTimeString();
     document.getElementById("error").textContent = "";
     redraws += 1;
