@@ -6,8 +6,8 @@
 
 use super::breaker::Breaker;
 use super::http::{Caller, HttpHook};
-use super::plugin::{Clients, Failure, Plugin};
-use super::settings::{read_token, PluginEvent, PluginSettings, PluginSpec};
+use super::plugin::{Clients, Failure, Hook, Plugin};
+use super::settings::{read_token, PluginEvent, PluginSettings, PluginSpec, Transport};
 use super::wire::{self, AnswerError, SelectRequest, Verdict};
 use super::Additions;
 use crate::clock::SharedClock;
@@ -117,15 +117,22 @@ impl Chains {
                 name: spec.name.clone(),
                 message,
             };
-            let url = reqwest::Url::parse(&spec.url).map_err(|e| built(format!("url: {e}")))?;
-            let token = match &spec.token_file {
-                Some(path) => Some(read_token(path).map_err(built)?),
-                None => None,
+            let hook = match spec.transport {
+                Transport::Http => {
+                    let url =
+                        reqwest::Url::parse(&spec.url).map_err(|e| built(format!("url: {e}")))?;
+                    let token = match &spec.token_file {
+                        Some(path) => Some(read_token(path).map_err(built)?),
+                        None => None,
+                    };
+                    let client = clients.get(spec.ca_file.as_deref()).map_err(built)?;
+                    Hook::Http(HttpHook::new(client, url, spec.timeout_ms, token))
+                }
+                Transport::Wasm => wasm_hook(spec).map_err(built)?,
             };
-            let client = clients.get(spec.ca_file.as_deref()).map_err(built)?;
             let plugin_stats = stats.plugin(spec.event.as_str(), &spec.name);
             let plugin = Plugin {
-                hook: HttpHook::new(client, url, spec.timeout_ms, token),
+                hook,
                 breaker: Breaker::new(
                     settings.breaker_failures,
                     settings.breaker_open_s,
@@ -174,14 +181,15 @@ impl Chains {
             chain
                 .iter()
                 .map(|p| {
-                    let mut url = p.hook.url().clone();
-                    let _ = url.set_password(None);
-                    let _ = url.set_username("");
                     let mut v = json!({
-                        "name": p.spec.name, "order": p.spec.order, "url": url.as_str(),
+                        "name": p.spec.name, "order": p.spec.order,
+                        "transport": crate::choice::Choice::as_str(p.spec.transport),
                         "timeout_ms": p.spec.timeout_ms, "ignorable": p.spec.ignorable,
-                        "bearer_token": p.hook.has_token(), "ca_file": p.spec.ca_file,
+                        "ca_file": p.spec.ca_file,
                     });
+                    v.as_object_mut()
+                        .expect("an object")
+                        .extend(p.hook.describe());
                     if p.spec.event == PluginEvent::Weigh {
                         v["weight_multiplier"] = json!(p.spec.weight_multiplier);
                     }
@@ -404,6 +412,24 @@ impl Chains {
             candidates = reorder(candidates, &added);
         }
         Ok(candidates)
+    }
+}
+
+/// The `wasm` plugin of `spec`, its module compiled (or why this build has none).
+fn wasm_hook(spec: &PluginSpec) -> Result<Hook, String> {
+    #[cfg(feature = "wasm-plugins")]
+    {
+        let module = spec.module.as_deref().ok_or("no module")?;
+        let fuel = spec.fuel.unwrap_or(super::settings::DEFAULT_FUEL);
+        let pages = spec
+            .memory_pages
+            .unwrap_or(super::settings::DEFAULT_MEMORY_PAGES);
+        super::wasm::WasmHook::load(module, spec.event.as_str(), fuel, pages).map(Hook::Wasm)
+    }
+    #[cfg(not(feature = "wasm-plugins"))]
+    {
+        let _ = spec;
+        Err("transport \"wasm\" needs the cargo feature `wasm-plugins`".into())
     }
 }
 
