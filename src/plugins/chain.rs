@@ -238,9 +238,12 @@ impl Chains {
                 "plan": plan,
             });
             let started = Instant::now();
-            let verdict = plugin.call(&body, caller).await.and_then(|answer| {
-                wire::read_move(&current, hosts, answer).map_err(Failure::Answer)
-            });
+            let verdict = plugin
+                .call(&encode(&body), caller)
+                .await
+                .and_then(|answer| {
+                    wire::read_move(&current, hosts, answer).map_err(Failure::Answer)
+                });
             match verdict {
                 Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
                 Ok(Verdict::Modified(destination)) => {
@@ -319,7 +322,7 @@ impl Chains {
             });
             let started = Instant::now();
             let verdict = plugin
-                .call(&body, caller)
+                .call(&encode(&body), caller)
                 .await
                 .and_then(|answer| wire::read_select(&current, answer).map_err(Failure::Answer));
             match verdict {
@@ -446,7 +449,7 @@ async fn tell_claimed(mut queue: tokio::sync::mpsc::Receiver<Value>, plugins: Ar
         for plugin in plugins.iter() {
             body["plugin"] = json!(plugin.spec.name);
             let started = Instant::now();
-            match plugin.call(&body, caller).await {
+            match plugin.call(&encode(&body), caller).await {
                 Ok(_) => plugin.record(PluginOutcome::Approved, started),
                 Err(failure) => {
                     // Never stops anything: a claimed plugin's failure is skipped.
@@ -471,19 +474,18 @@ async fn ask<T>(
     read(candidates, answer).map_err(Failure::Answer)
 }
 
-fn offer(plugin: &Plugin, instance: &Value, candidates: &[HostState]) -> Value {
-    let hosts: Vec<Value> = candidates
-        .iter()
-        .enumerate()
-        .map(|(rank, h)| wire::candidate_view(h, rank))
-        .collect();
-    json!({
-        "api_version": wire::API_VERSION,
-        "event": plugin.spec.event.as_str(),
-        "plugin": plugin.spec.name,
-        "request": instance,
-        "candidates": hosts,
-    })
+fn offer(plugin: &Plugin, instance: &Value, candidates: &[HostState]) -> Vec<u8> {
+    wire::offer_body(
+        plugin.spec.event.as_str(),
+        &plugin.spec.name,
+        instance,
+        candidates,
+    )
+}
+
+/// A request's body as sent.
+fn encode(body: &Value) -> Vec<u8> {
+    serde_json::to_vec(body).unwrap_or_default()
 }
 
 /// Nova's normalisation of one weigher's values to [0, 1] (all equal: all 0).

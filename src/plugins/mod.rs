@@ -39,6 +39,7 @@ pub use settings::{
 #[cfg(feature = "wasm-plugins")]
 pub use wasm::WasmHook;
 pub use wire::{
-    additions, additive_view, candidate_view, instance_view, read_filter, read_move, read_select,
-    read_weigh, Additions, AnswerError, SelectRequest, Verdict, ADDITIVE_KEYS, API_VERSION,
+    additions, additive_view, candidate_view, instance_view, offer_body, read_filter, read_move,
+    read_select, read_weigh, Additions, AnswerError, SelectRequest, Verdict, ADDITIVE_KEYS,
+    API_VERSION,
 };

@@ -28,7 +28,7 @@ pub(super) enum Hook {
 }
 
 impl Hook {
-    async fn call(&self, body: &Value, caller: Caller<'_>) -> Result<Value, CallError> {
+    async fn call(&self, body: &[u8], caller: Caller<'_>) -> Result<Value, CallError> {
         match self {
             Hook::Http(hook) => hook.call(body, caller).await,
             // In process and bounded by its fuel: run on the caller's thread.
@@ -97,7 +97,7 @@ impl Clients {
 
 impl Plugin {
     /// Calls the plugin unless its breaker spares it.
-    pub(super) async fn call(&self, body: &Value, caller: Caller<'_>) -> Result<Value, Failure> {
+    pub(super) async fn call(&self, body: &[u8], caller: Caller<'_>) -> Result<Value, Failure> {
         if self.breaker.admit() == Admit::Spare {
             return Err(Failure::Open);
         }

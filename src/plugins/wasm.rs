@@ -135,14 +135,12 @@ impl WasmHook {
         })
     }
 
-    /// Runs the module on `body` and reads its JSON answer (empty: `null`).
-    pub fn call(&self, body: &Value) -> Result<Value, CallError> {
-        self.exchange(body).map_err(|f| CallError::Failed(f.0))
+    /// Runs the module on `request` (JSON) and reads its JSON answer (empty: `null`).
+    pub fn call(&self, request: &[u8]) -> Result<Value, CallError> {
+        self.exchange(request).map_err(|f| CallError::Failed(f.0))
     }
 
-    fn exchange(&self, body: &Value) -> Result<Value, Fault> {
-        let request = serde_json::to_vec(body)
-            .map_err(|e| Fault(format!("cannot encode the request: {e}")))?;
+    fn exchange(&self, request: &[u8]) -> Result<Value, Fault> {
         let len = i32::try_from(request.len())
             .map_err(|_| Fault("the request is larger than 2 GiB".into()))?;
         let Instance {
@@ -155,7 +153,7 @@ impl WasmHook {
             .call(&mut store, len)
             .map_err(|e| self.fault("alloc failed", &e))?;
         memory
-            .write(&mut store, ptr as u32 as usize, &request)
+            .write(&mut store, ptr as u32 as usize, request)
             .map_err(|_| {
                 Fault(format!(
                     "alloc({len}) returned {ptr}, which is not {len} bytes inside its memory"
