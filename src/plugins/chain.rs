@@ -6,8 +6,8 @@
 
 use super::breaker::Breaker;
 use super::http::{Caller, HttpHook};
-use super::plugin::{Clients, Failure, Plugin};
-use super::settings::{read_token, PluginEvent, PluginSettings, PluginSpec};
+use super::plugin::{Clients, Failure, Hook, Plugin};
+use super::settings::{read_token, PluginEvent, PluginSettings, PluginSpec, Transport};
 use super::wire::{self, AnswerError, SelectRequest, Verdict};
 use super::Additions;
 use crate::clock::SharedClock;
@@ -117,15 +117,22 @@ impl Chains {
                 name: spec.name.clone(),
                 message,
             };
-            let url = reqwest::Url::parse(&spec.url).map_err(|e| built(format!("url: {e}")))?;
-            let token = match &spec.token_file {
-                Some(path) => Some(read_token(path).map_err(built)?),
-                None => None,
+            let hook = match spec.transport {
+                Transport::Http => {
+                    let url =
+                        reqwest::Url::parse(&spec.url).map_err(|e| built(format!("url: {e}")))?;
+                    let token = match &spec.token_file {
+                        Some(path) => Some(read_token(path).map_err(built)?),
+                        None => None,
+                    };
+                    let client = clients.get(spec.ca_file.as_deref()).map_err(built)?;
+                    Hook::Http(HttpHook::new(client, url, spec.timeout_ms, token))
+                }
+                Transport::Wasm => wasm_hook(spec).map_err(built)?,
             };
-            let client = clients.get(spec.ca_file.as_deref()).map_err(built)?;
             let plugin_stats = stats.plugin(spec.event.as_str(), &spec.name);
             let plugin = Plugin {
-                hook: HttpHook::new(client, url, spec.timeout_ms, token),
+                hook,
                 breaker: Breaker::new(
                     settings.breaker_failures,
                     settings.breaker_open_s,
@@ -174,14 +181,15 @@ impl Chains {
             chain
                 .iter()
                 .map(|p| {
-                    let mut url = p.hook.url().clone();
-                    let _ = url.set_password(None);
-                    let _ = url.set_username("");
                     let mut v = json!({
-                        "name": p.spec.name, "order": p.spec.order, "url": url.as_str(),
+                        "name": p.spec.name, "order": p.spec.order,
+                        "transport": crate::choice::Choice::as_str(p.spec.transport),
                         "timeout_ms": p.spec.timeout_ms, "ignorable": p.spec.ignorable,
-                        "bearer_token": p.hook.has_token(), "ca_file": p.spec.ca_file,
+                        "ca_file": p.spec.ca_file,
                     });
+                    v.as_object_mut()
+                        .expect("an object")
+                        .extend(p.hook.describe());
                     if p.spec.event == PluginEvent::Weigh {
                         v["weight_multiplier"] = json!(p.spec.weight_multiplier);
                     }
@@ -230,9 +238,12 @@ impl Chains {
                 "plan": plan,
             });
             let started = Instant::now();
-            let verdict = plugin.call(&body, caller).await.and_then(|answer| {
-                wire::read_move(&current, hosts, answer).map_err(Failure::Answer)
-            });
+            let verdict = plugin
+                .call(&encode(&body), caller)
+                .await
+                .and_then(|answer| {
+                    wire::read_move(&current, hosts, answer).map_err(Failure::Answer)
+                });
             match verdict {
                 Ok(Verdict::Approved) => plugin.record(PluginOutcome::Approved, started),
                 Ok(Verdict::Modified(destination)) => {
@@ -311,7 +322,7 @@ impl Chains {
             });
             let started = Instant::now();
             let verdict = plugin
-                .call(&body, caller)
+                .call(&encode(&body), caller)
                 .await
                 .and_then(|answer| wire::read_select(&current, answer).map_err(Failure::Answer));
             match verdict {
@@ -407,6 +418,24 @@ impl Chains {
     }
 }
 
+/// The `wasm` plugin of `spec`, its module compiled (or why this build has none).
+fn wasm_hook(spec: &PluginSpec) -> Result<Hook, String> {
+    #[cfg(feature = "wasm-plugins")]
+    {
+        let module = spec.module.as_deref().ok_or("no module")?;
+        let fuel = spec.fuel.unwrap_or(super::settings::DEFAULT_FUEL);
+        let pages = spec
+            .memory_pages
+            .unwrap_or(super::settings::DEFAULT_MEMORY_PAGES);
+        super::wasm::WasmHook::load(module, spec.event.as_str(), fuel, pages).map(Hook::Wasm)
+    }
+    #[cfg(not(feature = "wasm-plugins"))]
+    {
+        let _ = spec;
+        Err("transport \"wasm\" needs the cargo feature `wasm-plugins`".into())
+    }
+}
+
 /// Tells each queued notification to every `claimed` plugin in order; their answers change
 /// nothing, their failures are counted (as skipped: no call waits for them), and a plugin whose
 /// breaker is open is not told (counted as short-circuited).
@@ -420,7 +449,7 @@ async fn tell_claimed(mut queue: tokio::sync::mpsc::Receiver<Value>, plugins: Ar
         for plugin in plugins.iter() {
             body["plugin"] = json!(plugin.spec.name);
             let started = Instant::now();
-            match plugin.call(&body, caller).await {
+            match plugin.call(&encode(&body), caller).await {
                 Ok(_) => plugin.record(PluginOutcome::Approved, started),
                 Err(failure) => {
                     // Never stops anything: a claimed plugin's failure is skipped.
@@ -445,19 +474,18 @@ async fn ask<T>(
     read(candidates, answer).map_err(Failure::Answer)
 }
 
-fn offer(plugin: &Plugin, instance: &Value, candidates: &[HostState]) -> Value {
-    let hosts: Vec<Value> = candidates
-        .iter()
-        .enumerate()
-        .map(|(rank, h)| wire::candidate_view(h, rank))
-        .collect();
-    json!({
-        "api_version": wire::API_VERSION,
-        "event": plugin.spec.event.as_str(),
-        "plugin": plugin.spec.name,
-        "request": instance,
-        "candidates": hosts,
-    })
+fn offer(plugin: &Plugin, instance: &Value, candidates: &[HostState]) -> Vec<u8> {
+    wire::offer_body(
+        plugin.spec.event.as_str(),
+        &plugin.spec.name,
+        instance,
+        candidates,
+    )
+}
+
+/// A request's body as sent.
+fn encode(body: &Value) -> Vec<u8> {
+    serde_json::to_vec(body).unwrap_or_default()
 }
 
 /// Nova's normalisation of one weigher's values to [0, 1] (all equal: all 0).

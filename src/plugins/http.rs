@@ -72,10 +72,14 @@ impl HttpHook {
         &self.url
     }
 
-    /// Sends `body` and reads the JSON answer; the whole exchange within `timeout_ms`.
-    pub async fn call(&self, body: &Value, caller: Caller<'_>) -> Result<Value, CallError> {
+    /// Sends `body` (JSON) and reads the JSON answer; the whole exchange within `timeout_ms`.
+    pub async fn call(&self, body: &[u8], caller: Caller<'_>) -> Result<Value, CallError> {
         let timeout = Duration::from_millis(self.timeout_ms);
-        let mut request = self.client.post(self.url.clone()).json(body);
+        let mut request = self
+            .client
+            .post(self.url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }

@@ -12,6 +12,8 @@
 //! - `settings`: `[plugins]` and its `[[plugins.chain]]` entries, with their checks.
 //! - `wire`: what a plugin is sent and answers, and the checks on an answer.
 //! - `http`: the webhook transport (bearer token, CA bundle, the caller's project and user).
+//! - `wasm`: the in-process transport, a WebAssembly module run by wasmi (cargo feature
+//!   `wasm-plugins`).
 //! - `breaker`: each plugin's circuit breaker, on the injected clock.
 //! - `plugin`: one plugin of a chain, and how each of its calls is counted.
 //! - `chain`: [`Chains`], the chains of one configuration, and how a call walks them.
@@ -21,6 +23,8 @@ mod chain;
 mod http;
 mod plugin;
 mod settings;
+#[cfg(feature = "wasm-plugins")]
+mod wasm;
 mod wire;
 
 pub use breaker::{Admit, Breaker};
@@ -28,10 +32,14 @@ pub use chain::{reorder, Chains, MoveReview, PluginError, Stopped};
 pub use http::{CallError, Caller, HttpHook, MAX_ANSWER_BYTES};
 pub use settings::{
     read_ca, read_token, PluginEvent, PluginSettings, PluginSpec, Transport,
-    DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_OPEN_S, DEFAULT_CLAIMED_QUEUE, DEFAULT_TIMEOUT_MS,
-    MAX_BREAKER_OPEN_S, MAX_CANDIDATES, MAX_CLAIMED_QUEUE, MAX_TIMEOUT_MS, MAX_TOKEN_BYTES,
+    DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_OPEN_S, DEFAULT_CLAIMED_QUEUE, DEFAULT_FUEL,
+    DEFAULT_MEMORY_PAGES, DEFAULT_TIMEOUT_MS, MAX_BREAKER_OPEN_S, MAX_CANDIDATES,
+    MAX_CLAIMED_QUEUE, MAX_FUEL, MAX_MEMORY_PAGES, MAX_TIMEOUT_MS, MAX_TOKEN_BYTES, WASM_BUILT,
 };
+#[cfg(feature = "wasm-plugins")]
+pub use wasm::WasmHook;
 pub use wire::{
-    additions, additive_view, candidate_view, instance_view, read_filter, read_move, read_select,
-    read_weigh, Additions, AnswerError, SelectRequest, Verdict, ADDITIVE_KEYS, API_VERSION,
+    additions, additive_view, candidate_view, instance_view, offer_body, read_filter, read_move,
+    read_select, read_weigh, Additions, AnswerError, SelectRequest, Verdict, ADDITIVE_KEYS,
+    API_VERSION,
 };

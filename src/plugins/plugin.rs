@@ -15,9 +15,49 @@ use std::time::Instant;
 /// One plugin registered for one event.
 pub(super) struct Plugin {
     pub(super) spec: PluginSpec,
-    pub(super) hook: HttpHook,
+    pub(super) hook: Hook,
     pub(super) stats: Arc<PluginStats>,
     pub(super) breaker: Breaker,
+}
+
+/// How a plugin is reached: both take and answer the same JSON (docs/plugins.md §5).
+pub(super) enum Hook {
+    Http(HttpHook),
+    #[cfg(feature = "wasm-plugins")]
+    Wasm(super::wasm::WasmHook),
+}
+
+impl Hook {
+    async fn call(&self, body: &[u8], caller: Caller<'_>) -> Result<Value, CallError> {
+        match self {
+            Hook::Http(hook) => hook.call(body, caller).await,
+            // In process and bounded by its fuel: run on the caller's thread.
+            #[cfg(feature = "wasm-plugins")]
+            Hook::Wasm(hook) => hook.call(body),
+        }
+    }
+
+    /// Where the plugin is, for `/v1/stats`: `url` (without credentials), `bearer_token`,
+    /// or `module`, `fuel`, `memory_pages`.
+    pub(super) fn describe(&self) -> serde_json::Map<String, Value> {
+        let mut out = serde_json::Map::new();
+        match self {
+            Hook::Http(hook) => {
+                let mut url = hook.url().clone();
+                let _ = url.set_password(None);
+                let _ = url.set_username("");
+                out.insert("url".into(), url.as_str().into());
+                out.insert("bearer_token".into(), hook.has_token().into());
+            }
+            #[cfg(feature = "wasm-plugins")]
+            Hook::Wasm(hook) => {
+                out.insert("module".into(), hook.path().into());
+                out.insert("fuel".into(), hook.fuel().into());
+                out.insert("memory_pages".into(), hook.memory_pages().into());
+            }
+        }
+        out
+    }
 }
 
 /// Why a plugin's call did not count.
@@ -57,7 +97,7 @@ impl Clients {
 
 impl Plugin {
     /// Calls the plugin unless its breaker spares it.
-    pub(super) async fn call(&self, body: &Value, caller: Caller<'_>) -> Result<Value, Failure> {
+    pub(super) async fn call(&self, body: &[u8], caller: Caller<'_>) -> Result<Value, Failure> {
         if self.breaker.admit() == Admit::Spare {
             return Err(Failure::Open);
         }

@@ -56,15 +56,18 @@ pub enum Transport {
     /// A JSON `POST` to `url` (docs/plugins.md §5, `etc/plugin-schema.json`).
     #[default]
     Http,
+    /// A WebAssembly module run in process (cargo feature `wasm-plugins`), given the same JSON.
+    Wasm,
 }
 
 crate::choice_from_string!(Transport);
 
 impl Choice for Transport {
-    const ALL: &'static [Self] = &[Transport::Http];
+    const ALL: &'static [Self] = &[Transport::Http, Transport::Wasm];
     fn as_str(self) -> &'static str {
         match self {
             Transport::Http => "http",
+            Transport::Wasm => "wasm",
         }
     }
 }
@@ -88,6 +91,17 @@ pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
 pub const DEFAULT_BREAKER_OPEN_S: u64 = 30;
 /// The longest `[plugins] breaker_open_s`.
 pub const MAX_BREAKER_OPEN_S: u64 = 3600;
+/// The default `fuel` of a `wasm` plugin's call: about ten million WebAssembly instructions,
+/// some milliseconds of wasmi; a module in an endless loop costs that, once per call.
+pub const DEFAULT_FUEL: u64 = 10_000_000;
+/// The most `fuel` a call may be given (about a second of wasmi).
+pub const MAX_FUEL: u64 = 1_000_000_000;
+/// The default `memory_pages` of a `wasm` plugin (64 KiB each: 16 MiB).
+pub const DEFAULT_MEMORY_PAGES: u32 = 256;
+/// The most `memory_pages` (1 GiB).
+pub const MAX_MEMORY_PAGES: u32 = 16_384;
+/// Whether this build runs `wasm` plugins.
+pub const WASM_BUILT: bool = cfg!(feature = "wasm-plugins");
 /// The largest bearer token file read.
 pub const MAX_TOKEN_BYTES: usize = 8192;
 
@@ -104,9 +118,21 @@ pub struct PluginSpec {
     pub order: i64,
     #[serde(default)]
     pub transport: Transport,
-    /// `http://` or `https://` URL the request is `POST`ed to.
+    /// `http`: the `http://` or `https://` URL the request is `POST`ed to.
+    #[serde(default)]
     pub url: String,
-    /// How long a call may take before it is a timeout.
+    /// `wasm`: the WebAssembly module's file (docs/plugins.md §8 for its exports).
+    #[serde(default)]
+    pub module: Option<String>,
+    /// `wasm`: the fuel one call may burn (about one unit per instruction); default
+    /// [`DEFAULT_FUEL`].
+    #[serde(default)]
+    pub fuel: Option<u64>,
+    /// `wasm`: the most 64 KiB pages its memory may reach; default [`DEFAULT_MEMORY_PAGES`].
+    #[serde(default)]
+    pub memory_pages: Option<u32>,
+    /// `http`: how long a call may take before it is a timeout (a `wasm` call is bounded by its
+    /// fuel instead).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     /// On a timeout, an error or a refused answer: `true` skips the plugin (counted), `false`
@@ -242,18 +268,9 @@ impl PluginSettings {
                 )),
             ));
         }
-        match reqwest::Url::parse(&p.url) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
-            Ok(url) => {
-                return Err((
-                    key("url"),
-                    named(format!(
-                        "has scheme {:?}: a plugin is reached at http:// or https://",
-                        url.scheme()
-                    )),
-                ))
-            }
-            Err(e) => return Err((key("url"), named(format!("{:?} is not a URL: {e}", p.url)))),
+        match p.transport {
+            Transport::Http => self.validate_http(i)?,
+            Transport::Wasm => self.validate_wasm(i)?,
         }
         if !(1..=MAX_TIMEOUT_MS).contains(&p.timeout_ms) {
             return Err((
@@ -270,12 +287,6 @@ impl PluginSettings {
                 named("must be a finite number".into()),
             ));
         }
-        if let Some(path) = &p.token_file {
-            read_token(path).map_err(|m| (key("token_file"), named(m)))?;
-        }
-        if let Some(path) = &p.ca_file {
-            read_ca(path).map_err(|m| (key("ca_file"), named(m)))?;
-        }
         if p.event != PluginEvent::Weigh && p.weight_multiplier != 1.0 {
             return Err((
                 key("weight_multiplier"),
@@ -285,6 +296,93 @@ impl PluginSettings {
                 )),
             ));
         }
+        Ok(())
+    }
+
+    /// The checks of an `http` plugin: its URL, token and CA files; no `wasm` keys.
+    fn validate_http(&self, i: usize) -> Result<(), (String, String)> {
+        let p = &self.chain[i];
+        let key = |field: &str| format!("chain[{i}].{field}");
+        let named = |message: String| format!("{message} (plugin {:?})", p.name);
+        for (field, set) in [
+            ("module", p.module.is_some()),
+            ("fuel", p.fuel.is_some()),
+            ("memory_pages", p.memory_pages.is_some()),
+        ] {
+            if set {
+                return Err((key(field), named("is for transport = \"wasm\"".into())));
+            }
+        }
+        match reqwest::Url::parse(&p.url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
+            Ok(url) => {
+                return Err((
+                    key("url"),
+                    named(format!(
+                        "has scheme {:?}: a plugin is reached at http:// or https://",
+                        url.scheme()
+                    )),
+                ))
+            }
+            Err(e) => return Err((key("url"), named(format!("{:?} is not a URL: {e}", p.url)))),
+        }
+        if let Some(path) = &p.token_file {
+            read_token(path).map_err(|m| (key("token_file"), named(m)))?;
+        }
+        if let Some(path) = &p.ca_file {
+            read_ca(path).map_err(|m| (key("ca_file"), named(m)))?;
+        }
+        Ok(())
+    }
+
+    /// The checks of a `wasm` plugin: this build runs them, its module loads and exports what
+    /// its event needs, its limits are in range; no `http` keys.
+    fn validate_wasm(&self, i: usize) -> Result<(), (String, String)> {
+        let p = &self.chain[i];
+        let key = |field: &str| format!("chain[{i}].{field}");
+        let named = |message: String| format!("{message} (plugin {:?})", p.name);
+        if !WASM_BUILT {
+            return Err((
+                key("transport"),
+                named(
+                    "is \"wasm\", but this parasol was built without the cargo feature \
+                     `wasm-plugins` (cargo build --features wasm-plugins)"
+                        .into(),
+                ),
+            ));
+        }
+        for (field, set) in [
+            ("url", !p.url.is_empty()),
+            ("token_file", p.token_file.is_some()),
+            ("ca_file", p.ca_file.is_some()),
+        ] {
+            if set {
+                return Err((key(field), named("is for transport = \"http\"".into())));
+            }
+        }
+        let fuel = p.fuel.unwrap_or(DEFAULT_FUEL);
+        if !(1..=MAX_FUEL).contains(&fuel) {
+            return Err((
+                key("fuel"),
+                named(format!("must be from 1 to {MAX_FUEL}, not {fuel}")),
+            ));
+        }
+        let pages = p.memory_pages.unwrap_or(DEFAULT_MEMORY_PAGES);
+        if !(1..=MAX_MEMORY_PAGES).contains(&pages) {
+            return Err((
+                key("memory_pages"),
+                named(format!("must be from 1 to {MAX_MEMORY_PAGES}, not {pages}")),
+            ));
+        }
+        let Some(_module) = &p.module else {
+            return Err((
+                key("module"),
+                named("is needed: the WebAssembly module's file".into()),
+            ));
+        };
+        #[cfg(feature = "wasm-plugins")]
+        super::wasm::WasmHook::load(_module, p.event.as_str(), fuel, pages)
+            .map_err(|m| (key("module"), named(m)))?;
         Ok(())
     }
 }
@@ -333,6 +431,9 @@ mod tests {
             order: 0,
             transport: Transport::Http,
             url: url.into(),
+            module: None,
+            fuel: None,
+            memory_pages: None,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             ignorable: false,
             weight_multiplier: 1.0,
@@ -394,6 +495,13 @@ mod tests {
                 },
                 "chain[1].token_file",
             ),
+            (
+                PluginSpec {
+                    fuel: Some(1000),
+                    ..spec("x", PluginEvent::Filter, "https://a/")
+                },
+                "chain[1].fuel",
+            ),
         ];
         for (bad, key) in cases {
             let settings = PluginSettings {
@@ -439,5 +547,24 @@ mod tests {
             ..PluginSettings::default()
         };
         assert_eq!(set.candidates_for(3, 10), 4);
+    }
+
+    #[cfg(not(feature = "wasm-plugins"))]
+    #[test]
+    fn a_wasm_plugin_is_refused_naming_the_feature_this_build_lacks() {
+        let settings = PluginSettings {
+            chain: vec![PluginSpec {
+                transport: Transport::Wasm,
+                module: Some("/srv/site-rule.wasm".into()),
+                ..spec("site-rule", PluginEvent::Filter, "")
+            }],
+            ..PluginSettings::default()
+        };
+        let (key, message) = settings.validate().expect_err("a wasm plugin accepted");
+        assert_eq!(key, "chain[0].transport");
+        assert!(
+            message.contains("cargo feature `wasm-plugins`"),
+            "{message}"
+        );
     }
 }

@@ -27,6 +27,8 @@ mod notifications;
 mod plugin_examples;
 mod plugin_transport;
 mod plugins;
+#[cfg(feature = "wasm-plugins")]
+mod plugins_wasm;
 mod ready;
 mod rebalance;
 mod redaction;

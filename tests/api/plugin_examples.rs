@@ -1,4 +1,5 @@
-//! Issue 47's examples as webhooks the tests run (`support/plugin_server.rs`): a `select`
+//! Issue 47's examples as webhooks the tests run (and, with the feature `wasm-plugins`, the
+//! first two as WebAssembly modules: `plugins_wasm.rs`) (`support/plugin_server.rs`): a `select`
 //! plugin that adds a trait for a flavor family, and a `weigh` plugin that follows an outside
 //! carbon-intensity feed (a file the test writes and rewrites). The first example, keeping a
 //! tenant off hosts in maintenance, is `plugins.rs`'
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 
 /// A filter-backend app with `chain` and `hosts` (name, MiB of RAM, traits); Nova's default
 /// weighers rank them by free RAM.
-async fn app_with(chain: Vec<PluginSpec>, hosts: &[(&str, i64, Value)]) -> TestApp {
+pub(super) async fn app_with(chain: Vec<PluginSpec>, hosts: &[(&str, i64, Value)]) -> TestApp {
     let (mut s, db) = settings("sqlite", BackendKind::Filter).await;
     s.plugins.chain = chain;
     let app = spawn_with(s, db).await;
@@ -40,7 +41,7 @@ fn hosts_of(body: &Value) -> Vec<String> {
         .collect()
 }
 
-fn named(name: &str) -> Value {
+pub(super) fn named(name: &str) -> Value {
     let mut f = flavor(1, 512, 1);
     f["nova_object.data"]["name"] = json!(name);
     f

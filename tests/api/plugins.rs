@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 /// A filter-backend app with `chain`, and three hosts the default (Nova) weighers rank
 /// `big`, `mid`, `small` by free RAM; `big` carries the maintenance trait.
-async fn app_with(engine: &str, chain: Vec<PluginSpec>) -> TestApp {
+pub(super) async fn app_with(engine: &str, chain: Vec<PluginSpec>) -> TestApp {
     let plugins = PluginSettings {
         chain,
         ..PluginSettings::default()
@@ -48,7 +48,7 @@ async fn app_on(engine: &str, backend: BackendKind, plugins: PluginSettings) -> 
 }
 
 /// The hosts of the first instance's Selections, the chosen one first.
-fn hosts_of(body: &Value) -> Vec<String> {
+pub(super) fn hosts_of(body: &Value) -> Vec<String> {
     body[0]
         .as_array()
         .map(|sels| {
@@ -99,11 +99,11 @@ pub(crate) fn assert_schema_keys(def: &str, value: &Value) {
     }
 }
 
-async fn figures(app: &TestApp, event: &str, name: &str) -> Value {
+pub(super) async fn figures(app: &TestApp, event: &str, name: &str) -> Value {
     app.get_json("/v1/stats").await["plugins"][event][name].clone()
 }
 
-async fn nothing_claimed(app: &TestApp) {
+pub(super) async fn nothing_claimed(app: &TestApp) {
     let used = app.used().await;
     assert!(
         used.iter().all(|(_, v, m, d)| (*v, *m, *d) == (0, 0, 0)),

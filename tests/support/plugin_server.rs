@@ -278,10 +278,49 @@ pub fn plugin(
         order: 0,
         transport: parasol::plugins::Transport::Http,
         url,
+        module: None,
+        fuel: None,
+        memory_pages: None,
         timeout_ms: 5_000,
         ignorable: false,
         weight_multiplier: 1.0,
         token_file: None,
         ca_file: None,
     }
+}
+
+/// A WebAssembly plugin of `event` running `module` (feature `wasm-plugins`): the default fuel
+/// and memory, not ignorable.
+pub fn wasm_plugin(
+    name: &str,
+    event: parasol::plugins::PluginEvent,
+    module: &std::path::Path,
+) -> parasol::plugins::PluginSpec {
+    parasol::plugins::PluginSpec {
+        transport: parasol::plugins::Transport::Wasm,
+        url: String::new(),
+        module: Some(module.display().to_string()),
+        ..plugin(name, event, String::new())
+    }
+}
+
+/// The test plugin module `name` (`tests/wasm/<name>.wat` after the shared prelude), compiled
+/// to a temporary file that lives as long as the path returned.
+pub fn wasm_module(name: &str) -> tempfile::TempPath {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wasm");
+    let read = |file: &str| {
+        std::fs::read_to_string(format!("{dir}/{file}")).unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    let text = format!(
+        "(module\n{}\n{}\n)",
+        read("prelude.wat"),
+        read(&format!("{name}.wat"))
+    );
+    let binary = wat::parse_str(&text).unwrap_or_else(|e| panic!("{name}.wat: {e}"));
+    let file = tempfile::Builder::new()
+        .suffix(".wasm")
+        .tempfile()
+        .expect("a temporary file");
+    std::fs::write(file.path(), binary).expect("write the module");
+    file.into_temp_path()
 }

@@ -1,0 +1,292 @@
+//! What one `filter` plugin adds to a decision (docs/plugins.md §8), in process on the same
+//! `Scheduler` the service runs: no plugin; one WebAssembly filter (feature `wasm-plugins`)
+//! that answers at once (`pass`: the transport's cost: the request built and encoded, a fresh
+//! instance, the answer read) or reads the whole request first (`scan`, tests/wasm/
+//! scan_filter.wat); one webhook filter on loopback, a keep-alive HTTP/1.1 server in a thread of
+//! its own answering `{}`. Each plugin sees K candidates. CPU is the process' less the webhook
+//! server's thread: what the service spends.
+//!
+//! `cargo run --profile perf -p openstack-bench --features wasm-plugins --example bench_plugins -- --hosts 10000 --candidates 64`
+
+use clap::Parser;
+use parasol::clock::{Clock, SharedClock, SystemClock};
+use parasol::configuration::{BackendKind, Settings};
+use parasol::domain::{Inventory, RequestContext, Resources};
+use parasol::ledger::{HostRegistration, Ledger};
+use parasol::plugins::{PluginEvent, PluginSpec, Transport};
+use parasol::stats::Stats;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The service's allocator (`src/main.rs`), so that this measures what the service runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, default_value_t = 10_000)]
+    hosts: usize,
+    /// K: the candidates the plugin sees.
+    #[arg(long, default_value_t = 64)]
+    candidates: usize,
+    #[arg(long, default_value = "filter")]
+    backend: BackendKind,
+    /// Plugins to measure: none, wasm-pass, wasm-scan, webhook.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,wasm-pass,wasm-scan,webhook"
+    )]
+    plugins: Vec<String>,
+    /// Decisions measured per plugin, after `warmup` unmeasured.
+    #[arg(long, default_value_t = 2000)]
+    decisions: usize,
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+async fn ledger_with_hosts(dir: &std::path::Path, n: usize) -> Ledger {
+    let url = format!("sqlite://{}", dir.join("ledger.db").display());
+    let ledger = Ledger::connect(&url, 4).await.expect("ledger");
+    ledger.migrate().await.expect("migrate");
+    for i in 0..n {
+        let mut reg = HostRegistration::simple(
+            &format!("compute{i}"),
+            &format!("00000000-0000-4000-8000-{i:012}"),
+            64,
+            262_144,
+            2_000,
+        );
+        reg.inventories[0].1 = Inventory::of(64).with(0, 16.0);
+        ledger
+            .register_host(&reg, SystemClock.now_ms())
+            .await
+            .expect("register");
+    }
+    ledger
+}
+
+fn pct(v: &mut [u64], q: f64) -> u64 {
+    v.sort_unstable();
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+/// CPU time in µs on `clock`: the process' (`CLOCK_PROCESS_CPUTIME_ID`) or a thread's.
+fn cpu_us(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to; a bad clock id only returns an error.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+/// A loopback webhook answering `{}` to every request, keep-alive, `TCP_NODELAY`, on a thread
+/// and runtime of its own; its URL and the thread's CPU clock.
+fn start_webhook() -> (String, libc::clockid_t) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/filter", listener.local_addr().expect("addr"));
+    let (tell, told) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: the calling thread's own handle, and a valid place for its clock id.
+        unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
+        let _ = tell.send(clock);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            listener.set_nonblocking(true).expect("nonblocking");
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(serve(stream));
+            }
+        });
+    });
+    (url, told.recv().expect("the webhook's thread"))
+}
+
+async fn serve(mut stream: tokio::net::TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = Vec::with_capacity(1 << 16);
+    loop {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 16384];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            let mut chunk = [0u8; 16384];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..head_end + length);
+        let answer =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+        if stream.write_all(answer).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The test module `name` (tests/wasm), compiled to a file in `dir`.
+#[cfg(feature = "wasm-plugins")]
+fn wasm_module(dir: &std::path::Path, name: &str) -> String {
+    let wat = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/wasm");
+    let read = |f: &str| std::fs::read_to_string(format!("{wat}/{f}")).expect("a .wat file");
+    let text = match name {
+        // Answers `{}` at once.
+        "pass" => format!(
+            "(module\n{}\n(func (export \"filter\") (param i32 i32) (result i64) \
+             (call $answer (i32.const 288) (i32.const 2))))",
+            read("prelude.wat")
+        ),
+        _ => format!(
+            "(module\n{}\n{}\n)",
+            read("prelude.wat"),
+            read(&format!("{name}.wat"))
+        ),
+    };
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::write(&path, wat::parse_str(text).expect("valid WAT")).expect("write");
+    path.display().to_string()
+}
+
+#[cfg(not(feature = "wasm-plugins"))]
+fn wasm_module(_: &std::path::Path, _: &str) -> String {
+    panic!("the wasm plugins need --features wasm-plugins")
+}
+
+fn spec(name: &str, transport: Transport, url: String, module: Option<String>) -> PluginSpec {
+    PluginSpec {
+        name: name.into(),
+        event: PluginEvent::Filter,
+        order: 0,
+        transport,
+        url,
+        module,
+        fuel: None,
+        memory_pages: None,
+        timeout_ms: 5_000,
+        ignorable: false,
+        weight_multiplier: 1.0,
+        token_file: None,
+        ca_file: None,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ledger = ledger_with_hosts(dir.path(), args.hosts).await;
+    let (webhook, webhook_clock) = start_webhook();
+    let process = libc::CLOCK_PROCESS_CPUTIME_ID;
+    println!("# bench_plugins: one filter plugin's cost per decision, one caller, in process, SQLite ledger");
+    println!(
+        "# hosts {}, backend {}, K = {} candidates, {} decisions after {} of warm-up, flavor 1 VCPU / 512 MB / 1 GB, seed {}",
+        args.hosts,
+        args.backend.as_str(),
+        args.candidates,
+        args.decisions,
+        args.warmup,
+        args.seed
+    );
+    println!("| plugin | p50 decision (µs) | p99 decision (µs) | CPU per decision (µs) | plugin call p50 / p99 (µs, Parasol's count) |");
+    println!("|---|---|---|---|---|");
+    for (round, plugin) in args.plugins.iter().enumerate() {
+        let chain = match plugin.as_str() {
+            "none" => vec![],
+            "wasm-pass" => vec![spec(
+                plugin,
+                Transport::Wasm,
+                String::new(),
+                Some(wasm_module(dir.path(), "pass")),
+            )],
+            "wasm-scan" => vec![spec(
+                plugin,
+                Transport::Wasm,
+                String::new(),
+                Some(wasm_module(dir.path(), "scan_filter")),
+            )],
+            "webhook" => vec![spec(plugin, Transport::Http, webhook.clone(), None)],
+            other => panic!("unknown plugin {other:?}: none, wasm-pass, wasm-scan, webhook"),
+        };
+        let mut settings = Settings::default();
+        settings.scheduler.backend = args.backend;
+        settings.scheduler.workers = 1;
+        settings.scheduler.seed = Some(args.seed);
+        settings.amqp.url = String::new();
+        settings.policy.host_timeout_s = 0;
+        settings.plugins.candidates = args.candidates;
+        settings.plugins.chain = chain;
+        let clock: SharedClock = Arc::new(SystemClock);
+        let stats = Arc::new(Stats::new(clock.clone(), 60));
+        let scheduler = parasol::scheduling::Scheduler::start(
+            Arc::new(settings),
+            ledger.clone(),
+            stats.clone(),
+            clock,
+        )
+        .await
+        .expect("scheduler");
+        let mut lat = Vec::with_capacity(args.decisions);
+        let mut cpu = (0, 0);
+        let mut names = Vec::new();
+        for i in 0..args.warmup + args.decisions {
+            if i == args.warmup {
+                cpu = (cpu_us(process), cpu_us(webhook_clock));
+            }
+            let name = format!("r{round}-{i}");
+            let req =
+                RequestContext::with_demand(name.clone(), "m1.tiny", Resources::new(1, 512, 1));
+            names.push(name);
+            let t = Instant::now();
+            scheduler.schedule(vec![req]).await.expect("placed");
+            if i >= args.warmup {
+                lat.push(t.elapsed().as_micros() as u64);
+            }
+        }
+        let service_cpu = (cpu_us(process) - cpu.0) - (cpu_us(webhook_clock) - cpu.1);
+        let call = stats.plugin("filter", plugin).to_json();
+        let us = |q: &str| (call["latency_ms"][q].as_f64().unwrap_or(0.0) * 1000.0).round();
+        let calls = call["calls"].as_u64().unwrap_or(0);
+        assert_eq!(call["errors"], 0, "{plugin}: {call}");
+        println!(
+            "| {plugin} | {} | {} | {:.1} | {} |",
+            pct(&mut lat, 0.5),
+            pct(&mut lat, 0.99),
+            service_cpu as f64 / args.decisions as f64,
+            if calls > 0 {
+                format!("{} / {}", us("p50"), us("p99"))
+            } else {
+                "—".into()
+            }
+        );
+        scheduler.backend().stop();
+        for name in names {
+            ledger.release(&name).await.expect("release");
+        }
+    }
+}
