@@ -704,8 +704,14 @@ impl Policy {
                     // ratios or reserved amounts that part Nova's free amounts from the
                     // capacity, `HostScan::WEIGH_FROM_ROW`).
                     let v = value.of_row(row, &hosts[i]);
-                    lo[c] = lo[c].min(v);
-                    hi[c] = hi[c].max(v);
+                    // Comparisons rather than f64::min/max, whose NaN handling costs several
+                    // instructions here: the values are never NaN (`HostValue::of_row`).
+                    if v < lo[c] {
+                        lo[c] = v;
+                    }
+                    if v > hi[c] {
+                        hi[c] = v;
+                    }
                     raw.push(v);
                 }
             }

@@ -53,7 +53,7 @@ impl HostValue {
             HostValue::IoOps => host.num_io_ops as f64,
             HostValue::Instances => return host.num_instances as f64,
         };
-        v.max(0.0)
+        at_least_zero(v)
     }
 
     /// The same value read from the host's scan row alone: equal to [`HostValue::of`] for a
@@ -67,7 +67,7 @@ impl HostValue {
             HostValue::IoOps => row.num_io_ops as f64,
             HostValue::Instances => return row.num_instances as f64,
         };
-        v.max(0.0)
+        at_least_zero(v)
     }
 
     /// True when `row` holds this value ([`HostValue::of_scan`] is [`HostValue::of`]): always
@@ -88,6 +88,18 @@ impl HostValue {
         } else {
             self.of(host)
         }
+    }
+}
+
+/// `v`, or 0 when it is below (or NaN): `f64::max(v, 0.0)` for the values weighers read, as
+/// one comparison. `f64::max`'s NaN handling costs several instructions per value in the
+/// fused scan, the hottest loop of `filter` (callgrind, docs/bench-history/2026-12-03-*).
+#[inline]
+fn at_least_zero(v: f64) -> f64 {
+    if v > 0.0 {
+        v
+    } else {
+        0.0
     }
 }
 
