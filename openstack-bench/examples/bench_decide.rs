@@ -7,11 +7,13 @@
 use clap::Parser;
 use parasol::clock::{SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
-use parasol::domain::{Inventory, RequestContext, Resources};
-use parasol::ledger::{HostRegistration, Ledger};
+use parasol::domain::{RequestContext, Resources};
 use parasol::stats::Stats;
 use std::sync::Arc;
 use std::time::Instant;
+
+mod common;
+use common::{ledger_with_hosts, pct};
 
 /// The service's allocator (`src/main.rs`), so that this measures what the service runs.
 #[global_allocator]
@@ -33,42 +35,6 @@ struct Args {
     apsr_max_d: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-}
-
-async fn ledger_with_hosts(dir: &std::path::Path, n: usize) -> Ledger {
-    let url = format!("sqlite://{}", dir.join("ledger.db").display());
-    let ledger = Ledger::connect(&url, 4).await.expect("ledger");
-    ledger.migrate().await.expect("migrate");
-    for i in 0..n {
-        let mut reg = HostRegistration::simple(
-            &format!("compute{i}"),
-            &format!("00000000-0000-4000-8000-{i:012}"),
-            64,
-            262_144,
-            2_000,
-        );
-        reg.inventories[0].1 = Inventory::of(64).with(0, 16.0);
-        ledger
-            .register_host(&reg, SystemClock.now_ms_static())
-            .await
-            .expect("register");
-    }
-    ledger
-}
-
-trait NowStatic {
-    fn now_ms_static(&self) -> i64;
-}
-impl NowStatic for SystemClock {
-    fn now_ms_static(&self) -> i64 {
-        use parasol::clock::Clock;
-        self.now_ms()
-    }
-}
-
-fn pct(v: &mut [u64], q: f64) -> u64 {
-    v.sort_unstable();
-    v[((v.len() as f64 - 1.0) * q).round() as usize]
 }
 
 #[tokio::main]

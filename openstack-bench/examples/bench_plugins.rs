@@ -9,15 +9,17 @@
 //! `cargo run --profile perf -p openstack-bench --features wasm-plugins --example bench_plugins -- --hosts 10000 --candidates 64`
 
 use clap::Parser;
-use parasol::clock::{Clock, SharedClock, SystemClock};
+use parasol::clock::{SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
-use parasol::domain::{Inventory, RequestContext, Resources};
-use parasol::ledger::{HostRegistration, Ledger};
+use parasol::domain::{RequestContext, Resources};
 use parasol::plugins::{PluginEvent, PluginSpec, Transport};
 use parasol::stats::Stats;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
+use common::{ledger_with_hosts, pct};
 
 /// The service's allocator (`src/main.rs`), so that this measures what the service runs.
 #[global_allocator]
@@ -46,32 +48,6 @@ struct Args {
     warmup: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-}
-
-async fn ledger_with_hosts(dir: &std::path::Path, n: usize) -> Ledger {
-    let url = format!("sqlite://{}", dir.join("ledger.db").display());
-    let ledger = Ledger::connect(&url, 4).await.expect("ledger");
-    ledger.migrate().await.expect("migrate");
-    for i in 0..n {
-        let mut reg = HostRegistration::simple(
-            &format!("compute{i}"),
-            &format!("00000000-0000-4000-8000-{i:012}"),
-            64,
-            262_144,
-            2_000,
-        );
-        reg.inventories[0].1 = Inventory::of(64).with(0, 16.0);
-        ledger
-            .register_host(&reg, SystemClock.now_ms())
-            .await
-            .expect("register");
-    }
-    ledger
-}
-
-fn pct(v: &mut [u64], q: f64) -> u64 {
-    v.sort_unstable();
-    v[((v.len() as f64 - 1.0) * q).round() as usize]
 }
 
 /// CPU time in µs on `clock`: the process' (`CLOCK_PROCESS_CPUTIME_ID`) or a thread's.

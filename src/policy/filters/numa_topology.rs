@@ -32,11 +32,6 @@ impl NumaTopologyFilter {
     }
 }
 
-/// The allocation limits `host` fits `req` under ([`NumaLimits::of_host`]).
-pub fn limits(host: &HostState, req: &NumaPciRequest) -> NumaLimits {
-    NumaLimits::of_host(host, req)
-}
-
 /// The `mappings` of an allocation request (Placement's candidate): each request group's
 /// providers.
 pub fn mapping_of(body: &Value) -> ProviderMapping {
@@ -104,7 +99,7 @@ pub fn after_earlier(
     let facts = host.profile.facts.as_deref();
     let mut numa = facts.and_then(|f| f.numa.as_deref()).cloned();
     let mut pools = facts.map(|f| (*f.pci).clone()).unwrap_or_default();
-    let limits = limits(host, numa_pci);
+    let limits = NumaLimits::of_host(host, numa_pci);
     for mapping in earlier_mappings(host, req) {
         let mut cells = Vec::new();
         if let (Some(n), Some(inst)) = (numa.as_ref(), numa_pci.numa.as_deref()) {
@@ -150,7 +145,7 @@ impl<'a> Judged<'a> {
             inst: np.numa.as_deref().filter(|i| !i.cells.is_empty()),
             numa,
             pools,
-            limits: limits(host, np),
+            limits: NumaLimits::of_host(host, np),
             pack,
         }
     }
