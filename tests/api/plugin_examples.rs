@@ -6,6 +6,7 @@
 //! `a_select_plugin_forbidding_a_trait_keeps_the_tenant_off_hosts_with_it`.
 
 use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
+use super::plugins::hosts_of;
 use crate::plugin_server::{plugin, PluginServer, GPU_TRAIT};
 use parasol::configuration::BackendKind;
 use parasol::plugins::{PluginEvent, PluginSpec};
@@ -24,21 +25,6 @@ pub(super) async fn app_with(chain: Vec<PluginSpec>, hosts: &[(&str, i64, Value)
         assert_eq!(resp.status(), 200, "registering {host}");
     }
     app
-}
-
-/// The hosts of the first instance's Selections, the chosen one first.
-fn hosts_of(body: &Value) -> Vec<String> {
-    body[0]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            s["nova_object.data"]["service_host"]
-                .as_str()
-                .unwrap_or("?")
-                .to_string()
-        })
-        .collect()
 }
 
 pub(super) fn named(name: &str) -> Value {
@@ -63,11 +49,16 @@ async fn a_select_plugin_adds_a_trait_for_a_flavor_family() {
         ],
     )
     .await;
-    // Another family: approved, Parasol's ranking as without the plugin.
+    the_gpu_family_gets_only_the_host_with_its_trait(&app).await;
+}
+
+/// The `gpu-family` select plugin's outcome, whatever its transport: another family is
+/// approved with Parasol's ranking as without the plugin; the `gpu.` family gets only the host
+/// with the family's trait, chosen and no alternate (approved, modified).
+pub(super) async fn the_gpu_family_gets_only_the_host_with_its_trait(app: &TestApp) {
     let (status, body) = app.place(named("m1.small"), 1, json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(hosts_of(&body), ["big", "gpu", "small"]);
-    // The gpu. family: only the host with the family's trait, chosen and no alternate.
     let (status, body) = app.place(named("gpu.large"), 1, json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(hosts_of(&body), ["gpu"]);

@@ -172,19 +172,24 @@ async fn a_select_plugin_forbidding_a_trait_keeps_the_tenant_off_hosts_with_it()
         )],
     )
     .await;
-    // Another tenant: approved, the best host as without the plugin.
+    tenant_x_is_kept_off_hosts_in_maintenance(&app).await;
+}
+
+/// The `maintenance` select plugin's outcome, whatever its transport: another tenant gets the
+/// best host as without the plugin (approved); tenant X has the maintenance trait forbidden, so
+/// `big`, which carries it, is neither chosen nor an alternate (approved, modified).
+pub(super) async fn tenant_x_is_kept_off_hosts_in_maintenance(app: &TestApp) {
     let (status, body) = app
         .place(flavor(1, 512, 1), 1, json!({"project_id": "other"}))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(hosts_of(&body)[0], "big");
-    // Tenant X: the maintenance trait is forbidden, so `big` is neither chosen nor an alternate.
     let (status, body) = app
         .place(flavor(1, 512, 1), 1, json!({"project_id": "tenant-x"}))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(hosts_of(&body), ["mid", "small"]);
-    let f = figures(&app, "select", "maintenance").await;
+    let f = figures(app, "select", "maintenance").await;
     assert_eq!(
         (f["approvals"].as_u64(), f["modifications"].as_u64()),
         (Some(1), Some(1)),

@@ -5,8 +5,10 @@
 //! errs — NoValidHost naming it, or skipped when ignorable — counted the same way.
 
 use super::helpers::flavor;
-use super::plugin_examples::{self, named};
-use super::plugins::{app_with, figures, hosts_of, nothing_claimed};
+use super::plugin_examples;
+use super::plugins::{
+    app_with, figures, hosts_of, nothing_claimed, tenant_x_is_kept_off_hosts_in_maintenance,
+};
 use crate::plugin_server::{wasm_module, wasm_plugin, GPU_TRAIT};
 use parasol::plugins::{PluginEvent, PluginSettings, PluginSpec};
 use serde_json::json;
@@ -19,23 +21,7 @@ async fn a_wasm_select_plugin_keeps_tenant_x_off_hosts_in_maintenance() {
         vec![wasm_plugin("maintenance", PluginEvent::Select, &module)],
     )
     .await;
-    let (status, body) = app
-        .place(flavor(1, 512, 1), 1, json!({"project_id": "other"}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(hosts_of(&body)[0], "big");
-    // Tenant X: `big` carries CUSTOM_MAINTENANCE, now forbidden: neither chosen nor an alternate.
-    let (status, body) = app
-        .place(flavor(1, 512, 1), 1, json!({"project_id": "tenant-x"}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(hosts_of(&body), ["mid", "small"]);
-    let f = figures(&app, "select", "maintenance").await;
-    assert_eq!(
-        (f["approvals"].as_u64(), f["modifications"].as_u64()),
-        (Some(1), Some(1)),
-        "{f}"
-    );
+    tenant_x_is_kept_off_hosts_in_maintenance(&app).await;
     let chain = &app.get_json("/v1/stats").await["plugin_chains"]["select"][0];
     assert_eq!(chain["transport"], "wasm", "{chain}");
     assert_eq!(chain["module"], module.display().to_string(), "{chain}");
@@ -53,18 +39,7 @@ async fn a_wasm_select_plugin_adds_a_trait_for_a_flavor_family() {
         ],
     )
     .await;
-    let (status, body) = app.place(named("m1.small"), 1, json!({})).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(hosts_of(&body), ["big", "gpu", "small"]);
-    let (status, body) = app.place(named("gpu.large"), 1, json!({})).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(hosts_of(&body), ["gpu"]);
-    let f = figures(&app, "select", "gpu-family").await;
-    assert_eq!(
-        (f["approvals"].as_u64(), f["modifications"].as_u64()),
-        (Some(1), Some(1)),
-        "{f}"
-    );
+    plugin_examples::the_gpu_family_gets_only_the_host_with_its_trait(&app).await;
 }
 
 /// Each way a module can fail: NoValidHost naming the plugin and what went wrong, counted as
