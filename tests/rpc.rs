@@ -537,6 +537,8 @@ async fn a_plugin_denial_is_nova_s_no_valid_host_over_rpc() {
         weight_multiplier: 1.0,
         token_file: None,
         ca_file: None,
+        cert_file: None,
+        key_file: None,
     };
     for (plugin, path, expected) in [
         ("freeze", "/select/deny", plugin_server::DENY_REASON),

@@ -169,6 +169,8 @@ fn spec(name: &str, transport: Transport, url: String, module: Option<String>) -
         weight_multiplier: 1.0,
         token_file: None,
         ca_file: None,
+        cert_file: None,
+        key_file: None,
     }
 }
 

@@ -125,7 +125,7 @@ impl Chains {
                         Some(path) => Some(read_token(path).map_err(built)?),
                         None => None,
                     };
-                    let client = clients.get(spec.ca_file.as_deref()).map_err(built)?;
+                    let client = clients.get(spec).map_err(built)?;
                     Hook::Http(HttpHook::new(client, url, spec.timeout_ms, token))
                 }
                 Transport::Wasm => wasm_hook(spec).map_err(built)?,
@@ -174,7 +174,7 @@ impl Chains {
     }
 
     /// `{"select": [{"name", "order", "url", "timeout_ms", "ignorable", "bearer_token",
-    /// "ca_file"}, …], "filter": …,
+    /// "ca_file", "cert_file"}, …], "filter": …,
     /// "weigh": …, "candidates": K}`, for `/v1/stats` (the URL without its credentials).
     pub fn describe(&self) -> Value {
         let list = |chain: &[Plugin]| -> Vec<Value> {
@@ -185,7 +185,7 @@ impl Chains {
                         "name": p.spec.name, "order": p.spec.order,
                         "transport": crate::choice::Choice::as_str(p.spec.transport),
                         "timeout_ms": p.spec.timeout_ms, "ignorable": p.spec.ignorable,
-                        "ca_file": p.spec.ca_file,
+                        "ca_file": p.spec.ca_file, "cert_file": p.spec.cert_file,
                     });
                     v.as_object_mut()
                         .expect("an object")

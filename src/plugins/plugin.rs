@@ -5,7 +5,7 @@
 use super::breaker::{Admit, Breaker};
 use super::chain::Stopped;
 use super::http::{CallError, Caller, HttpHook};
-use super::settings::{read_ca, PluginSpec};
+use super::settings::{read_ca, read_identity, PluginSpec};
 use super::wire::AnswerError;
 use crate::stats::{PluginOutcome, PluginStats};
 use serde_json::Value;
@@ -68,31 +68,52 @@ pub(super) enum Failure {
     Answer(AnswerError),
 }
 
-/// One client per CA bundle (the bundled Mozilla roots when none), shared by the plugins that
-/// name it: one connection pool each.
+/// One client per CA bundle (the default roots when none) and client certificate, shared by the
+/// plugins that name the same: one connection pool each.
 #[derive(Default)]
-pub(super) struct Clients(std::collections::HashMap<Option<String>, reqwest::Client>);
+pub(super) struct Clients(std::collections::HashMap<ClientKey, reqwest::Client>);
+
+/// `ca_file`, `cert_file`, `key_file`.
+type ClientKey = (Option<String>, Option<String>, Option<String>);
 
 impl Clients {
-    pub(super) fn get(&mut self, ca_file: Option<&str>) -> Result<reqwest::Client, String> {
-        let key = ca_file.map(str::to_string);
+    pub(super) fn get(&mut self, spec: &PluginSpec) -> Result<reqwest::Client, String> {
+        let key = (
+            spec.ca_file.clone(),
+            spec.cert_file.clone(),
+            spec.key_file.clone(),
+        );
         if let Some(client) = self.0.get(&key) {
             return Ok(client.clone());
         }
-        let mut builder =
-            reqwest::Client::builder().user_agent(concat!("parasol/", env!("CARGO_PKG_VERSION")));
-        if let Some(path) = ca_file {
-            builder = builder.tls_built_in_root_certs(false);
-            for cert in read_ca(path)? {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let client = builder
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let client = build_client(spec)?;
         self.0.insert(key, client.clone());
         Ok(client)
     }
+}
+
+/// The HTTP client of an `http` plugin: its CA file instead of the default roots, its client
+/// certificate if it has one.
+pub(super) fn build_client(spec: &PluginSpec) -> Result<reqwest::Client, String> {
+    let mut builder =
+        reqwest::Client::builder().user_agent(concat!("parasol/", env!("CARGO_PKG_VERSION")));
+    if let Some(path) = &spec.ca_file {
+        builder = builder.tls_built_in_root_certs(false);
+        for cert in read_ca(path)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    if let (Some(cert), Some(key)) = (&spec.cert_file, &spec.key_file) {
+        builder = builder.identity(read_identity(cert, key).map_err(|(_, m)| m)?);
+    }
+    builder
+        .build()
+        .map_err(|e| match (&spec.cert_file, &spec.key_file) {
+            (Some(cert), Some(key)) => format!(
+                "cannot build the HTTP client with the certificate {cert:?} and key {key:?}: {e}"
+            ),
+            _ => format!("cannot build the HTTP client: {e}"),
+        })
 }
 
 impl Plugin {

@@ -152,6 +152,13 @@ pub struct PluginSpec {
     /// instead of the bundled Mozilla roots.
     #[serde(default)]
     pub ca_file: Option<String>,
+    /// A PEM file of the client certificate (and any intermediates) Parasol presents to an
+    /// `https://` plugin that asks for one (mutual TLS); with `key_file`.
+    #[serde(default)]
+    pub cert_file: Option<String>,
+    /// The PEM file of `cert_file`'s private key (PKCS#8, PKCS#1 or SEC1).
+    #[serde(default)]
+    pub key_file: Option<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -332,6 +339,26 @@ impl PluginSettings {
         if let Some(path) = &p.ca_file {
             read_ca(path).map_err(|m| (key("ca_file"), named(m)))?;
         }
+        match (&p.cert_file, &p.key_file) {
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err((
+                    key("key_file"),
+                    named("is needed with cert_file: the client certificate's key".into()),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err((
+                    key("cert_file"),
+                    named("is needed with key_file: the client certificate".into()),
+                ))
+            }
+            (Some(cert), Some(pkey)) => {
+                read_identity(cert, pkey).map_err(|(field, m)| (key(field), named(m)))?;
+                // rustls checks the key against the certificate only when the client is built.
+                super::plugin::build_client(p).map_err(|m| (key("cert_file"), named(m)))?;
+            }
+        }
         Ok(())
     }
 
@@ -355,6 +382,8 @@ impl PluginSettings {
             ("url", !p.url.is_empty()),
             ("token_file", p.token_file.is_some()),
             ("ca_file", p.ca_file.is_some()),
+            ("cert_file", p.cert_file.is_some()),
+            ("key_file", p.key_file.is_some()),
         ] {
             if set {
                 return Err((key(field), named("is for transport = \"http\"".into())));
@@ -420,6 +449,45 @@ pub fn read_ca(path: &str) -> Result<Vec<reqwest::Certificate>, String> {
     Ok(certs)
 }
 
+/// The client identity of mutual TLS: the certificates in the PEM file `cert` and the private
+/// key in the PEM file `key`. An error names the key (`cert_file` or `key_file`) at fault.
+pub fn read_identity(cert: &str, key: &str) -> Result<reqwest::Identity, (&'static str, String)> {
+    let certs =
+        std::fs::read(cert).map_err(|e| ("cert_file", format!("cannot read {cert:?}: {e}")))?;
+    if !String::from_utf8_lossy(&certs).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(("cert_file", format!("{cert:?} holds no PEM certificate")));
+    }
+    let private =
+        std::fs::read(key).map_err(|e| ("key_file", format!("cannot read {key:?}: {e}")))?;
+    let text = String::from_utf8_lossy(&private);
+    if ![
+        "PRIVATE KEY-----",
+        "RSA PRIVATE KEY-----",
+        "EC PRIVATE KEY-----",
+    ]
+    .iter()
+    .any(|tag| text.contains(&format!("-----BEGIN {tag}")))
+    {
+        return Err(("key_file", format!("{key:?} holds no PEM private key")));
+    }
+    if text.contains("-----BEGIN CERTIFICATE-----") {
+        return Err((
+            "key_file",
+            format!("{key:?} holds a certificate too: the certificates go in cert_file"),
+        ));
+    }
+    // rustls' identity reads the key and the certificates from one PEM buffer.
+    let mut pem = private;
+    pem.push(b'\n');
+    pem.extend_from_slice(&certs);
+    reqwest::Identity::from_pem(&pem).map_err(|e| {
+        (
+            "cert_file",
+            format!("{cert:?} and {key:?} are not a usable certificate and key: {e}"),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,7 +507,75 @@ mod tests {
             weight_multiplier: 1.0,
             token_file: None,
             ca_file: None,
+            cert_file: None,
+            key_file: None,
         }
+    }
+
+    /// The client certificate's keys: one without the other, a file that is not what its key
+    /// says, a key that is not the certificate's, the keys on a `wasm` plugin.
+    fn certificate_cases(
+        empty: &tempfile::NamedTempFile,
+        dir: &std::path::Path,
+    ) -> Vec<(PluginSpec, &'static str)> {
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let cert = rcgen::CertificateParams::new(vec!["parasol".to_string()])
+            .expect("parameters")
+            .self_signed(&key)
+            .expect("a certificate");
+        let other = rcgen::KeyPair::generate().expect("another key");
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).expect("write");
+            Some(path.display().to_string())
+        };
+        let (cert_pem, key_pem) = (
+            write("c.pem", &cert.pem()),
+            write("k.pem", &key.serialize_pem()),
+        );
+        let other_pem = write("o.pem", &other.serialize_pem());
+        let both = write(
+            "both.pem",
+            &format!("{}{}", key.serialize_pem(), cert.pem()),
+        );
+        let empty = Some(empty.path().display().to_string());
+        let with = |cert_file: &Option<String>, key_file: &Option<String>| PluginSpec {
+            cert_file: cert_file.clone(),
+            key_file: key_file.clone(),
+            ..spec("x", PluginEvent::Filter, "https://a/")
+        };
+        // The pair that is right is accepted: the cases below fail for what they name.
+        let good = PluginSettings {
+            chain: vec![with(&cert_pem, &key_pem)],
+            ..PluginSettings::default()
+        };
+        assert_eq!(good.validate(), Ok(()));
+        vec![
+            (with(&cert_pem, &None), "chain[1].key_file"),
+            (with(&None, &key_pem), "chain[1].cert_file"),
+            (with(&empty, &key_pem), "chain[1].cert_file"),
+            (with(&key_pem, &key_pem), "chain[1].cert_file"),
+            (with(&cert_pem, &cert_pem), "chain[1].key_file"),
+            (with(&cert_pem, &both), "chain[1].key_file"),
+            (
+                with(&cert_pem, &Some("/nonexistent/k.pem".into())),
+                "chain[1].key_file",
+            ),
+            (with(&cert_pem, &other_pem), "chain[1].cert_file"),
+            (
+                PluginSpec {
+                    transport: Transport::Wasm,
+                    url: String::new(),
+                    ..with(&cert_pem, &key_pem)
+                },
+                // A build without the runtime refuses the transport itself first.
+                if WASM_BUILT {
+                    "chain[1].cert_file"
+                } else {
+                    "chain[1].transport"
+                },
+            ),
+        ]
     }
 
     #[test]
@@ -503,7 +639,11 @@ mod tests {
                 "chain[1].fuel",
             ),
         ];
-        for (bad, key) in cases {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for (bad, key) in cases
+            .into_iter()
+            .chain(certificate_cases(&empty, dir.path()))
+        {
             let settings = PluginSettings {
                 chain: vec![ok.clone(), bad.clone()],
                 ..PluginSettings::default()

@@ -234,3 +234,61 @@ async fn a_plugin_over_tls_with_a_ca_file_gets_the_token_and_the_caller() {
     assert_eq!(status, 409, "{message}");
     assert!(message.contains("answered 401"), "{message}");
 }
+
+/// A plugin behind a TLS front that asks for a client certificate (mutual TLS): with
+/// `cert_file` and `key_file` the handshake passes and the plugin answers; without them the
+/// handshake is refused, no request reaches the plugin, and the call is a NoValidHost naming
+/// it. `/v1/stats` shows the certificate's file, never the key's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plugin_that_asks_for_a_client_certificate_gets_the_configured_one() {
+    let server = PluginServer::start().await;
+    let front = TlsFront::start_mutual(server.base.trim_start_matches("http://").to_string()).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        Some(path.display().to_string())
+    };
+    let ca = write("ca.pem", &front.ca_pem);
+    let cert = write("client.pem", &front.client_cert_pem);
+    let key = write("client.key", &front.client_key_pem);
+    let spec = |cert_file: &Option<String>, key_file: &Option<String>| PluginSpec {
+        ca_file: ca.clone(),
+        cert_file: cert_file.clone(),
+        key_file: key_file.clone(),
+        ..plugin(
+            "mtls",
+            PluginEvent::Select,
+            front.url("/select/maintenance"),
+        )
+    };
+    let with = |spec: PluginSpec| PluginSettings {
+        chain: vec![spec],
+        ..PluginSettings::default()
+    };
+    let clock: SharedClock = Arc::new(parasol::clock::SystemClock);
+
+    let app = app_with(with(spec(&cert, &key)), clock.clone()).await;
+    let (status, body) = app
+        .place(flavor(1, 512, 1), 1, json!({"project_id": "tenant-x"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server.seen("/select/maintenance").len(), 1);
+    assert_eq!(figures(&app, "select", "mtls").await["modifications"], 1);
+    let chains = &app.get_json("/v1/stats").await["plugin_chains"]["select"][0];
+    assert_eq!(chains["cert_file"], json!(cert), "{chains}");
+    assert!(
+        !chains.to_string().contains("client.key"),
+        "the key's file is not shown: {chains}"
+    );
+
+    let app = app_with(with(spec(&None, &None)), clock).await;
+    let (status, message) = message_of(&app).await;
+    assert_eq!(status, 409, "{message}");
+    assert!(message.contains("plugin mtls (select)"), "{message}");
+    assert_eq!(
+        server.seen("/select/maintenance").len(),
+        1,
+        "no request got through without the certificate"
+    );
+}

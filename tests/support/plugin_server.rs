@@ -286,6 +286,8 @@ pub fn plugin(
         weight_multiplier: 1.0,
         token_file: None,
         ca_file: None,
+        cert_file: None,
+        key_file: None,
     }
 }
 
