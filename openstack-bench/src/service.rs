@@ -219,7 +219,7 @@ impl Service {
             .create(true)
             .append(true)
             .open(dir.join("parasol.log"))?;
-        let child = Command::new(bin)
+        let child = dies_with_parent(&mut Command::new(bin))
             .arg("--config")
             .arg(&config_path)
             .arg("serve")
@@ -253,6 +253,28 @@ impl Service {
             "parasol did not answer /healthz within 30 s; see {}/parasol.log",
             dir.display()
         )
+    }
+}
+
+/// Has the child started by `cmd` sent SIGTERM when the thread that starts it ends (Linux's
+/// `PR_SET_PDEATHSIG`): a run interrupted by Ctrl-C or killed leaves no `parasol serve`
+/// consuming from the broker's shared queues (the soak, interrupted, left its two). The
+/// services are started from the runtime's worker threads, which live as long as the run.
+pub fn dies_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only calls prctl and getppid, both
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the line above: no signal will come.
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("the parent has already exited"));
+            }
+            Ok(())
+        })
     }
 }
 
@@ -328,6 +350,33 @@ fn parse_cpu_seconds(stat: &str, ticks_per_s: f64) -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child started through [`dies_with_parent`] is sent SIGTERM when the thread that
+    /// started it ends; one started without it runs on.
+    #[test]
+    fn a_child_is_terminated_when_its_starting_thread_ends() {
+        use std::os::unix::process::ExitStatusExt;
+        let start = |tied: bool| {
+            std::thread::spawn(move || {
+                let mut cmd = Command::new("sleep");
+                cmd.arg("30");
+                if tied {
+                    dies_with_parent(&mut cmd);
+                }
+                cmd.spawn().expect("sleep starts")
+            })
+            .join()
+            .expect("the starting thread")
+        };
+        let mut tied = start(true);
+        let status = tied.wait().expect("the tied child ends");
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+        let mut free = start(false);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(free.try_wait().expect("try_wait").is_none(), "runs on");
+        free.kill().expect("kill");
+        free.wait().expect("reaped");
+    }
 
     /// The configuration a run writes is one the service accepts, with the run's batch mode.
     #[test]
