@@ -1,0 +1,507 @@
+//! Issue 45's Prometheus usage poller (`[usage.prometheus]`, `usage_poll`) against a real
+//! Prometheus (Debian's `prometheus`, `/usr/bin/prometheus`, run here on a free port with its
+//! own configuration and storage): a tiny exporter serves series in the text exposition
+//! format, Prometheus scrapes it every second, the poller queries Prometheus' HTTP API, and
+//! the readings reach the live table's soft state through the same checks as every other
+//! source — taken, refused with a reason and counted, or expired on the injected clock once
+//! Prometheus is gone. Every wait is on something observable, with a deadline.
+
+use super::helpers::{host_state_event, settings, spawn_with_clock, TestApp};
+use parasol::clock::{Clock, ManualClock};
+use parasol::configuration::BackendKind;
+use parasol::usage_poll::PrometheusSettings;
+use serde_json::Value;
+use std::future::Future;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+const PROMETHEUS: &str = "/usr/bin/prometheus";
+
+/// How long anything here may take on a loaded machine.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Why the test cannot run here, as its failure: a message naming the command that sets the
+/// machine up (a failed test, not a panic's backtrace).
+struct NotInstalled;
+
+impl std::fmt::Debug for NotInstalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{PROMETHEUS} not installed: run the tests with `./test` (README.md), which installs \
+             Debian's prometheus package first (without starting its service)"
+        )
+    }
+}
+
+/// Polls `check` until it gives `Some`, at most [`DEADLINE`]; `what` names the wait.
+async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One series the exporter serves: a gauge, or a counter rising at `per_s` from the
+/// exporter's start (as libvirt's CPU time of a domain).
+#[derive(Clone)]
+enum Series {
+    Gauge(&'static str, f64),
+    Counter(&'static str, f64),
+}
+
+/// A scrape target serving its series in Prometheus' text exposition format (any path).
+struct Exporter {
+    port: u16,
+    series: Arc<Mutex<Vec<Series>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Exporter {
+    async fn start(series: Vec<Series>) -> Exporter {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let series = Arc::new(Mutex::new(series));
+        let served = series.clone();
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                let body = exposition(&served.lock().unwrap(), started.elapsed());
+                tokio::spawn(async move {
+                    // One request a connection: read its head, answer, close.
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                    let _ = conn.shutdown().await;
+                });
+            }
+        });
+        Exporter { port, series, task }
+    }
+
+    fn set(&self, series: Vec<Series>) {
+        *self.series.lock().unwrap() = series;
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn exposition(series: &[Series], elapsed: Duration) -> String {
+    let mut text = String::new();
+    for s in series {
+        let (line, value) = match s {
+            Series::Gauge(line, v) => (line, *v),
+            Series::Counter(line, per_s) => (line, per_s * elapsed.as_secs_f64()),
+        };
+        // The exposition format writes NaN as `NaN`; Rust's `{}` gives `NaN` too.
+        text.push_str(&format!("{line} {value}\n"));
+    }
+    text
+}
+
+/// A real Prometheus scraping one target every second, killed (its process group) on drop.
+struct Prometheus {
+    port: u16,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    async fn start(target_port: u16) -> Result<Prometheus, NotInstalled> {
+        if !Path::new(PROMETHEUS).is_file() {
+            return Err(NotInstalled);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: parasol_test\n    static_configs:\n\
+                 \x20     - targets: ['127.0.0.1:{target_port}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+        let child = Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{PROMETHEUS}: {e}"));
+        let prometheus = Prometheus {
+            port,
+            child: Some(child),
+            dir,
+        };
+        let ready = format!("{}/-/ready", prometheus.url());
+        wait_for("Prometheus to be ready", || async {
+            let answer = reqwest::get(&ready).await.ok()?;
+            answer.status().is_success().then_some(())
+        })
+        .await;
+        Ok(prometheus)
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The values `query` gives now, by the `host` label.
+    async fn values(&self, query: &str) -> Vec<(String, String)> {
+        let answer: Value = reqwest::Client::new()
+            .get(format!("{}/api/v1/query", self.url()))
+            .query(&[("query", query)])
+            .send()
+            .await
+            .expect("Prometheus answers")
+            .json()
+            .await
+            .expect("JSON");
+        let result = answer["data"]["result"].as_array().cloned();
+        result
+            .unwrap_or_default()
+            .iter()
+            .map(|s| {
+                let host = s["metric"]["host"].as_str().unwrap_or("").to_string();
+                (host, s["value"][1].as_str().unwrap_or("").to_string())
+            })
+            .collect()
+    }
+
+    /// Waits until `query` gives a series for every host in `hosts` (the target scraped,
+    /// twice for a `rate`), or fails with Prometheus' log.
+    async fn wait_series(&self, query: &str, hosts: &[&str]) {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let values = self.values(query).await;
+            if hosts.iter().all(|h| values.iter().any(|(v, _)| v == h)) {
+                return;
+            }
+            if Instant::now() > end {
+                let log = std::fs::read_to_string(self.dir.path().join("prometheus.log"));
+                panic!("{query} gave {values:?} for {hosts:?}; Prometheus' log:\n{log:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Kills Prometheus now.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Prometheus' view of the domains of `compute1` as libvirt exporters give it: CPU time
+/// counters per domain (1 and 2 CPU-seconds a second) and memory per domain.
+const VCPU_QUERY: &str = "sum by (host) (rate(parasol_test_domain_cpu_seconds_total[5s]))";
+const MEMORY_QUERY: &str = "sum by (host) (parasol_test_domain_memory_mb)";
+
+fn domains(memory_mb: [f64; 2]) -> Vec<Series> {
+    vec![
+        Series::Counter(
+            r#"parasol_test_domain_cpu_seconds_total{host="compute1",domain="instance-1"}"#,
+            1.0,
+        ),
+        Series::Counter(
+            r#"parasol_test_domain_cpu_seconds_total{host="compute1",domain="instance-2"}"#,
+            2.0,
+        ),
+        Series::Gauge(
+            r#"parasol_test_domain_memory_mb{host="compute1",domain="instance-1"}"#,
+            memory_mb[0],
+        ),
+        Series::Gauge(
+            r#"parasol_test_domain_memory_mb{host="compute1",domain="instance-2"}"#,
+            memory_mb[1],
+        ),
+    ]
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A service on `clock` with host `compute1` (16 VCPU, 32 GB, 400 GB), readings valid 30 s,
+/// and the poller on `prometheus` with `queries`, polling every second of `clock` until the
+/// returned token is cancelled.
+async fn service(
+    clock: &ManualClock,
+    prometheus: &Prometheus,
+    queries: &[(&str, &str)],
+) -> (TestApp, CancellationToken) {
+    let (mut s, db) = settings("sqlite", BackendKind::Filter).await;
+    s.usage.max_age_s = 30.0;
+    s.usage.prometheus = PrometheusSettings {
+        url: prometheus.url(),
+        poll_interval_s: 1.0,
+        timeout_s: 5.0,
+        queries: queries
+            .iter()
+            .map(|(c, q)| (c.to_string(), q.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
+    let event = host_state_event("prom-1", "compute1", 16, 32_768, 400);
+    let resp = app.post("/v1/notifications", &event).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let stop = CancellationToken::new();
+    tokio::spawn(parasol::usage_poll::run_prometheus_poller(
+        app.handles.settings.usage.prometheus.clone(),
+        app.scheduler.ledger().table().clone(),
+        app.handles.clock.clone(),
+        stop.clone(),
+    ));
+    (app, stop)
+}
+
+async fn usage_of(app: &TestApp) -> Value {
+    app.get_json("/v1/stats").await["usage"].clone()
+}
+
+/// Waits until the poller has sent `queries` queries that ended `outcome` (each counted once
+/// its samples are in the table). With a `clock`, moves it on by the poll interval each time
+/// it waits (each move lets one more poll start); without, waits for the first poll alone.
+async fn wait_polls(
+    app: &TestApp,
+    clock: Option<&ManualClock>,
+    outcome: &str,
+    queries: u64,
+) -> Value {
+    wait_for(
+        &format!("{queries} {outcome} Prometheus queries"),
+        || async {
+            let usage = usage_of(app).await;
+            if usage["polls"]["prometheus"][outcome].as_u64() >= Some(queries) {
+                return Some(usage);
+            }
+            if let Some(clock) = clock {
+                clock.advance_ms(1_000);
+            }
+            None
+        },
+    )
+    .await
+}
+
+async fn measured(app: &TestApp) -> Value {
+    let hosts = app.get_json("/v1/hosts").await;
+    hosts["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "compute1")
+        .map(|h| h["measured"].clone())
+        .expect("compute1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_poller_feeds_prometheus_series_into_the_usage_soft_state() -> Result<(), NotInstalled>
+{
+    let exporter = Exporter::start(domains([1024.0, 2048.0])).await;
+    let prometheus = Prometheus::start(exporter.port).await?;
+    // rate() is exact once its 5 s window is full of samples (before, Prometheus'
+    // extrapolation covers only part of the window).
+    let full = "count_over_time(parasol_test_domain_cpu_seconds_total[5s]) >= 5";
+    prometheus.wait_series(full, &["compute1"]).await;
+    prometheus.wait_series(MEMORY_QUERY, &["compute1"]).await;
+    let clock = ManualClock::new(now_ms());
+    let queries = [("VCPU", VCPU_QUERY), ("MEMORY_MB", MEMORY_QUERY)];
+    let (app, stop) = service(&clock, &prometheus, &queries).await;
+
+    let usage = wait_polls(&app, None, "ok", 2).await;
+    assert_eq!(usage["polls"]["prometheus"]["enabled"], true, "{usage}");
+    assert_eq!(usage["polls"]["prometheus"]["failed"], 0, "{usage}");
+    assert_eq!(
+        usage["polls"]["prometheus"]["last_error"],
+        Value::Null,
+        "{usage}"
+    );
+    assert_eq!(usage["accepted"]["prometheus"], 2, "{usage}");
+    assert_eq!(usage["hosts"]["fresh"], 1, "{usage}");
+    let m = measured(&app).await;
+    let vcpu = &m["classes"]["VCPU"];
+    assert_eq!(vcpu["source"], "prometheus", "{m}");
+    assert_eq!(vcpu["fresh"], true, "{m}");
+    // rate() of counters rising at 1 and 2 CPU-seconds a second, summed by host.
+    let cpu = vcpu["value"].as_f64().unwrap();
+    assert!((cpu - 3.0).abs() < 0.3, "VCPU {cpu}, not about 3: {m}");
+    // Timed by Prometheus' evaluation, which happened after the exporter started.
+    assert!(
+        vcpu["at_ms"].as_i64().unwrap() >= clock.now_ms() - 60_000,
+        "{m}"
+    );
+    assert_eq!(m["classes"]["MEMORY_MB"]["value"], 3072.0, "{m}");
+    assert_eq!(m["classes"]["MEMORY_MB"]["source"], "prometheus", "{m}");
+
+    // A new value, once Prometheus has scraped it, is the next poll's reading.
+    exporter.set(domains([1024.0, 4096.0]));
+    wait_for("Prometheus to scrape the new memory", || async {
+        let values = prometheus.values(MEMORY_QUERY).await;
+        (values == [("compute1".to_string(), "5120".to_string())]).then_some(())
+    })
+    .await;
+    wait_for("the poller to take the new memory", || async {
+        let m = measured(&app).await;
+        if m["classes"]["MEMORY_MB"]["value"] == 5120.0 {
+            return Some(());
+        }
+        clock.advance_ms(1_000);
+        None
+    })
+    .await;
+    let usage = usage_of(&app).await;
+    assert_eq!(usage["refused"]["older"], 0, "{usage}");
+    stop.cancel();
+    app.shutdown.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prometheus_samples_above_total_negative_nan_or_of_an_unknown_host_are_refused_and_counted(
+) -> Result<(), NotInstalled> {
+    let exporter = Exporter::start(vec![
+        Series::Gauge(r#"parasol_test_vcpu_used{host="compute1"}"#, 100.0),
+        Series::Gauge(r#"parasol_test_vcpu_used{host="nowhere"}"#, 1.0),
+        Series::Gauge(r#"parasol_test_memory_used_mb{host="compute1"}"#, -5.0),
+        Series::Gauge(r#"parasol_test_disk_used_gb{host="compute1"}"#, f64::NAN),
+    ])
+    .await;
+    let prometheus = Prometheus::start(exporter.port).await?;
+    let queries = [
+        ("VCPU", "parasol_test_vcpu_used"),
+        ("MEMORY_MB", "parasol_test_memory_used_mb"),
+        ("DISK_GB", "parasol_test_disk_used_gb"),
+    ];
+    for (_, query) in queries {
+        prometheus.wait_series(query, &["compute1"]).await;
+    }
+    prometheus
+        .wait_series("parasol_test_vcpu_used", &["nowhere"])
+        .await;
+    let clock = ManualClock::new(now_ms());
+    let (app, stop) = service(&clock, &prometheus, &queries).await;
+
+    // The first poll alone (the clock does not move): each sample refused once.
+    let usage = wait_polls(&app, None, "ok", 3).await;
+    let refused = &usage["refused"];
+    assert_eq!(refused["above_total"], 1, "{usage}");
+    assert_eq!(refused["unknown_host"], 1, "{usage}");
+    assert_eq!(refused["negative"], 1, "{usage}");
+    assert_eq!(refused["not_a_number"], 1, "{usage}");
+    assert_eq!(usage["accepted"]["prometheus"], 0, "{usage}");
+    assert_eq!(usage["hosts"]["none"], 1, "nothing taken: {usage}");
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = r#"parasol_usage_readings_total{outcome="above_total",source="prometheus"} 1"#;
+    assert!(metrics.contains(line), "{metrics}");
+    let line = r#"parasol_usage_polls_total{outcome="ok",source="prometheus"} 3"#;
+    assert!(metrics.contains(line), "{metrics}");
+    stop.cancel();
+    app.shutdown.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_prometheus_counts_failed_polls_and_its_readings_expire(
+) -> Result<(), NotInstalled> {
+    let exporter = Exporter::start(domains([1024.0, 2048.0])).await;
+    let mut prometheus = Prometheus::start(exporter.port).await?;
+    prometheus.wait_series(MEMORY_QUERY, &["compute1"]).await;
+    let clock = ManualClock::new(now_ms());
+    let (app, stop) = service(&clock, &prometheus, &[("MEMORY_MB", MEMORY_QUERY)]).await;
+    wait_polls(&app, None, "ok", 1).await;
+    assert_eq!(measured(&app).await["classes"]["MEMORY_MB"]["fresh"], true);
+
+    prometheus.stop();
+    let usage = wait_polls(&app, Some(&clock), "failed", 1).await;
+    let error = usage["polls"]["prometheus"]["last_error"].as_str().unwrap();
+    assert!(error.starts_with("MEMORY_MB: "), "{error}");
+    assert!(error.contains(&prometheus.url()), "names where: {error}");
+    // Not expired yet: the reading keeps deciding until max_age_s has passed.
+    assert_eq!(usage["hosts"]["fresh"], 1, "{usage}");
+
+    // max_age_s (30 s) of the service's clock later, nothing renewed it: expired, kept, and
+    // deciding nothing; every poll meanwhile failed and was counted.
+    for _ in 0..31 {
+        clock.advance_ms(1_000);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let usage = wait_polls(&app, Some(&clock), "failed", 5).await;
+    assert_eq!(usage["hosts"]["fresh"], 0, "{usage}");
+    assert_eq!(usage["hosts"]["expired"], 1, "{usage}");
+    let m = measured(&app).await;
+    assert_eq!(m["classes"]["MEMORY_MB"]["fresh"], false, "{m}");
+    assert_eq!(m["classes"]["MEMORY_MB"]["value"], 3072.0, "{m}");
+    let usage = usage_of(&app).await;
+    assert_eq!(usage["polls"]["prometheus"]["ok"], 1, "{usage}");
+    stop.cancel();
+    app.shutdown.stop().await;
+    Ok(())
+}
