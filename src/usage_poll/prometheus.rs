@@ -27,6 +27,7 @@ pub struct PrometheusClient {
     client: reqwest::Client,
     query_url: reqwest::Url,
     token: Option<String>,
+    timeout_s: f64,
 }
 
 impl PrometheusClient {
@@ -52,6 +53,7 @@ impl PrometheusClient {
             client,
             query_url,
             token,
+            timeout_s: settings.timeout_s,
         })
     }
 
@@ -65,19 +67,17 @@ impl PrometheusClient {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
-        let mut response = request.send().await.map_err(|e| {
-            format!(
-                "{}: {}",
-                crate::redact::redact_url(self.query_url.as_str()),
-                innermost(&e)
-            )
+        let where_ = crate::redact::redact_url(self.query_url.as_str());
+        let mut response = request.send().await.map_err(|e| match e.is_timeout() {
+            true => format!("{where_}: no answer within {} s", self.timeout_s),
+            false => format!("{where_}: {}", innermost(&e)),
         })?;
         let status = response.status();
         let mut body = Vec::new();
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| format!("reading the answer: {}", innermost(&e)))?
+            .map_err(|e| format!("{where_}: reading the answer: {}", innermost(&e)))?
         {
             if body.len() + chunk.len() > MAX_ANSWER_BYTES {
                 return Err(format!("answer larger than {MAX_ANSWER_BYTES} bytes"));
@@ -88,16 +88,14 @@ impl PrometheusClient {
     }
 }
 
-/// The innermost cause of a transport error (`Connection refused`, not reqwest's wrapper).
+/// The innermost cause of a transport error (`Connection refused (os error 111)`, not
+/// reqwest's wrapper, which repeats the URL with its query).
 fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(next) = cause.source() {
         cause = next;
     }
-    match cause.to_string() {
-        inner if inner == e.to_string() => inner,
-        inner => format!("{e}: {inner}"),
-    }
+    cause.to_string()
 }
 
 /// Prometheus' answer envelope (`/api/v1/query`).

@@ -142,14 +142,66 @@ struct Prometheus {
     port: u16,
     child: Option<Child>,
     dir: tempfile::TempDir,
+    /// With TLS: the CA file a client must trust (Prometheus serves https).
+    cafile: Option<String>,
+    client: reqwest::Client,
+}
+
+/// A throw-away CA's certificate and a server certificate and key it signed for 127.0.0.1,
+/// PEM, written into `dir` as `ca.pem`, `server.pem` and `server.key`.
+fn certificates(dir: &Path) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "parasol test Prometheus CA");
+    let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
+    let key = KeyPair::generate().expect("a server key");
+    let mut server = CertificateParams::new(vec!["localhost".to_string()]).expect("parameters");
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+    let cert = server
+        .signed_by(&key, &ca_cert, &ca_key)
+        .expect("the server certificate");
+    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
 }
 
 impl Prometheus {
     async fn start(target_port: u16) -> Result<Prometheus, NotInstalled> {
+        Self::start_with(target_port, false).await
+    }
+
+    /// With `tls`, Prometheus serves https (its `--web.config.file`'s `tls_server_config`)
+    /// with a certificate of a throw-away CA.
+    async fn start_with(target_port: u16, tls: bool) -> Result<Prometheus, NotInstalled> {
         if !Path::new(PROMETHEUS).is_file() {
             return Err(NotInstalled);
         }
         let dir = tempfile::tempdir().unwrap();
+        let mut web = Vec::new();
+        let mut client = reqwest::Client::builder();
+        let mut cafile = None;
+        if tls {
+            certificates(dir.path());
+            let web_config = dir.path().join("web.yml");
+            std::fs::write(
+                &web_config,
+                format!(
+                    "tls_server_config:\n  cert_file: {0}/server.pem\n  key_file: {0}/server.key\n",
+                    dir.path().display()
+                ),
+            )
+            .unwrap();
+            web.push(format!("--web.config.file={}", web_config.display()));
+            let ca = dir.path().join("ca.pem").display().to_string();
+            let pem = std::fs::read(&ca).unwrap();
+            client = client.add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap());
+            cafile = Some(ca);
+        }
         let config = dir.path().join("prometheus.yml");
         std::fs::write(
             &config,
@@ -169,6 +221,7 @@ impl Prometheus {
                 dir.path().join("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(&web)
             .stdout(Stdio::null())
             .stderr(log)
             .process_group(0)
@@ -178,10 +231,12 @@ impl Prometheus {
             port,
             child: Some(child),
             dir,
+            cafile,
+            client: client.build().unwrap(),
         };
         let ready = format!("{}/-/ready", prometheus.url());
         wait_for("Prometheus to be ready", || async {
-            let answer = reqwest::get(&ready).await.ok()?;
+            let answer = prometheus.client.get(&ready).send().await.ok()?;
             answer.status().is_success().then_some(())
         })
         .await;
@@ -189,12 +244,18 @@ impl Prometheus {
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.cafile.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The values `query` gives now, by the `host` label.
     async fn values(&self, query: &str) -> Vec<(String, String)> {
-        let answer: Value = reqwest::Client::new()
+        let answer: Value = self
+            .client
             .get(format!("{}/api/v1/query", self.url()))
             .query(&[("query", query)])
             .send()
@@ -294,6 +355,7 @@ async fn service(
         url: prometheus.url(),
         poll_interval_s: 1.0,
         timeout_s: 5.0,
+        cafile: prometheus.cafile.clone().unwrap_or_default(),
         queries: queries
             .iter()
             .map(|(c, q)| (c.to_string(), q.to_string()))
@@ -501,6 +563,35 @@ async fn a_stopped_prometheus_counts_failed_polls_and_its_readings_expire(
     assert_eq!(m["classes"]["MEMORY_MB"]["value"], 3072.0, "{m}");
     let usage = usage_of(&app).await;
     assert_eq!(usage["polls"]["prometheus"]["ok"], 1, "{usage}");
+    stop.cancel();
+    app.shutdown.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_poller_reads_a_prometheus_served_over_tls_trusting_its_cafile(
+) -> Result<(), NotInstalled> {
+    let exporter = Exporter::start(domains([1024.0, 2048.0])).await;
+    let prometheus = Prometheus::start_with(exporter.port, true).await?;
+    prometheus.wait_series(MEMORY_QUERY, &["compute1"]).await;
+    assert!(prometheus.url().starts_with("https://"));
+
+    // Without the CA file, the handshake fails: a failed query naming the certificate.
+    let untrusting = parasol::usage_poll::PrometheusClient::new(&PrometheusSettings {
+        url: prometheus.url(),
+        ..Default::default()
+    })
+    .unwrap();
+    let err = untrusting.query(MEMORY_QUERY).await.unwrap_err();
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+
+    let clock = ManualClock::new(now_ms());
+    let (app, stop) = service(&clock, &prometheus, &[("MEMORY_MB", MEMORY_QUERY)]).await;
+    let usage = wait_polls(&app, None, "ok", 1).await;
+    assert_eq!(usage["polls"]["prometheus"]["failed"], 0, "{usage}");
+    let m = measured(&app).await;
+    assert_eq!(m["classes"]["MEMORY_MB"]["value"], 3072.0, "{m}");
+    assert_eq!(m["classes"]["MEMORY_MB"]["source"], "prometheus", "{m}");
     stop.cancel();
     app.shutdown.stop().await;
     Ok(())
