@@ -71,3 +71,4 @@ pub mod systemd;
 pub mod table;
 pub mod telemetry;
 pub mod transport_url;
+pub mod usage_poll;

@@ -1,5 +1,6 @@
 //! Building and running the service: ledger, scheduler, the HTTP server and, when configured,
-//! the background parts (notification consumer, Nova RPC server, Placement sync), all stopped
+//! the background parts (notification consumer, Nova RPC server, Placement sync, Nova's
+//! databases, the Prometheus usage poller), all stopped
 //! by one shutdown signal. Tests bind port 0 and inject the clock.
 
 use crate::amqp::{run_notification_consumer, BrokerStatus};
@@ -161,6 +162,11 @@ impl Application {
             "Measured usage readings by outcome (accepted, or the reason refused) and source",
             ledger.table().usage_counters().readings.clone(),
         );
+        metrics.register(
+            "usage_polls",
+            "Queries a measured-usage poller sent, by source (prometheus) and outcome (ok, failed)",
+            ledger.table().usage_counters().polls.clone(),
+        );
         let settings = Arc::new(settings);
         let ingest = Ingest::new(ledger.clone(), clock.clone(), stats.clone());
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));
@@ -291,6 +297,21 @@ impl Application {
         ));
     }
 
+    /// Starts polling Prometheus for measured usage when `[usage.prometheus] url` is set
+    /// (see [`crate::usage_poll`]).
+    pub fn start_usage_poller(&self) {
+        let settings = self.handles.settings.usage.prometheus.clone();
+        if !settings.enabled() {
+            return;
+        }
+        self.tasks.spawn(crate::usage_poll::run_prometheus_poller(
+            settings,
+            self.handles.scheduler.ledger().table().clone(),
+            self.handles.clock.clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
     /// On PostgreSQL, keeps the live table in step with the other processes' writes.
     pub fn start_follow(&self) {
         let ledger = self.handles.scheduler.ledger().clone();
@@ -335,6 +356,7 @@ impl Application {
         self.start_rpc_server();
         self.start_placement_sync();
         self.start_nova_db();
+        self.start_usage_poller();
     }
 
     /// Serves until [`Shutdown::stop`]; then waits for the background parts to drain, at

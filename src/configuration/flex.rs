@@ -6,23 +6,29 @@ use super::ConfigError;
 use crate::control::FlexParams;
 use crate::domain::{is_valid_class_name, ClassId};
 use crate::policy::{filters::FlexFilter, weighers::FlexWeigher, PolicyConfig};
+use crate::usage_poll::PrometheusSettings;
 use serde::{Deserialize, Serialize};
 
 /// The longest `[usage] max_age_s` (a day).
 const MAX_AGE_S: f64 = 86_400.0;
 
-/// `[usage]`: how long a measured reading decides anything.
+/// `[usage]`: how long a measured reading decides anything, and the Prometheus poller.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UsageSettings {
     /// Seconds after which a reading is expired: decisions fall back to the allocations.
     /// 180 s: three of nova-compute's resource updates (60 s each).
     pub max_age_s: f64,
+    /// `[usage.prometheus]`: measured usage polled from Prometheus (off without a `url`).
+    pub prometheus: PrometheusSettings,
 }
 
 impl Default for UsageSettings {
     fn default() -> Self {
-        UsageSettings { max_age_s: 180.0 }
+        UsageSettings {
+            max_age_s: 180.0,
+            prometheus: PrometheusSettings::default(),
+        }
     }
 }
 
@@ -38,6 +44,20 @@ impl UsageSettings {
                 "usage.max_age_s",
                 format!(
                     "must be a number of seconds from 0.001 to {MAX_AGE_S}, not {}",
+                    self.max_age_s
+                ),
+            ));
+        }
+        let prometheus = &self.prometheus;
+        prometheus
+            .validate()
+            .map_err(|(key, why)| ConfigError::key(format!("usage.prometheus.{key}"), why))?;
+        if prometheus.enabled() && prometheus.poll_interval_s >= self.max_age_s {
+            return Err(ConfigError::key(
+                "usage.prometheus.poll_interval_s",
+                format!(
+                    "must be below usage.max_age_s ({} s): each reading would expire before \
+                     the next poll",
                     self.max_age_s
                 ),
             ));
@@ -276,7 +296,12 @@ mod tests {
             .to_string()
             .contains("flex.beta"));
         for bad in [0.0, -1.0, f64::NAN, 86_401.0] {
-            let err = UsageSettings { max_age_s: bad }.validate().unwrap_err();
+            let err = UsageSettings {
+                max_age_s: bad,
+                ..Default::default()
+            }
+            .validate()
+            .unwrap_err();
             assert!(err.to_string().contains("usage.max_age_s"), "{err}");
         }
     }

@@ -453,6 +453,31 @@ mod tests {
             "[policy]\nmetrics_weight_of_unavailable = nan",
             "invalid policy setting `metrics_weight_of_unavailable`",
         ),
+        (
+            "[usage.prometheus]\nurl = \"http://p:9090\"",
+            "key `usage.prometheus.queries` needs a query for at least one resource class",
+        ),
+        (
+            "[usage.prometheus]\nurl = \"p:9090\"\nqueries = { VCPU = \"up\" }",
+            "key `usage.prometheus.url`",
+        ),
+        (
+            "[usage.prometheus]\nurl = \"http://p:9090\"\nqueries = { VCPUS = \"up\" }",
+            "key `usage.prometheus.queries.VCPUS` is not a resource class",
+        ),
+        (
+            "[usage.prometheus]\nurl = \"http://p:9090\"\npoll_interval_s = 180\n\
+             queries = { VCPU = \"up\" }",
+            "key `usage.prometheus.poll_interval_s` must be below usage.max_age_s",
+        ),
+        (
+            "[usage.prometheus]\nhost_label = \"host name\"",
+            "key `usage.prometheus.host_label`",
+        ),
+        (
+            "[usage.prometheus]\nquery = \"up\"",
+            "key `usage.prometheus.query` is not a known key",
+        ),
     ];
 
     #[test]
@@ -480,6 +505,26 @@ mod tests {
             dir.path().display()
         );
         assert!(Settings::from_toml(&fine).is_ok());
+    }
+
+    #[test]
+    fn a_prometheus_query_per_class_is_read_with_the_class_in_capitals() {
+        let s = Settings::from_toml(
+            "[usage.prometheus]\nurl = \"http://127.0.0.1:9090\"\nhost_label = \"instance\"\n\
+             [usage.prometheus.queries]\nVCPU = \"sum by (instance) (rate(x[1m]))\"\n\
+             CUSTOM_GPU_MEM = \"y\"",
+        )
+        .unwrap();
+        let p = &s.usage.prometheus;
+        assert!(p.enabled());
+        let classes: Vec<(String, &str)> = p.classes().collect();
+        assert_eq!(
+            classes,
+            vec![
+                ("CUSTOM_GPU_MEM".to_string(), "y"),
+                ("VCPU".to_string(), "sum by (instance) (rate(x[1m]))")
+            ]
+        );
     }
 
     #[test]

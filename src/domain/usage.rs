@@ -20,13 +20,16 @@ pub enum UsageSource {
     /// The `metrics` column of the node's `compute_nodes` row, read through `[nova_db]`
     /// (where nova-scheduler's `HostState` reads them): monitor metrics only.
     NovaDb,
+    /// A PromQL query of `[usage.prometheus]`, one sample per host and class.
+    Prometheus,
 }
 
 impl UsageSource {
-    pub const ALL: [UsageSource; 3] = [
+    pub const ALL: [UsageSource; 4] = [
         UsageSource::HostState,
         UsageSource::NovaMetrics,
         UsageSource::NovaDb,
+        UsageSource::Prometheus,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -34,6 +37,7 @@ impl UsageSource {
             UsageSource::HostState => "host_state",
             UsageSource::NovaMetrics => "nova_metrics",
             UsageSource::NovaDb => "nova_db",
+            UsageSource::Prometheus => "prometheus",
         }
     }
 }

@@ -41,9 +41,10 @@ pub async fn get_stats(
 
 /// Measured usage (soft state): how many hosts have a fresh reading, only expired ones
 /// (decided on their allocations) or none, and the readings taken by source and refused by
-/// reason.
+/// reason; the pollers' queries (`[usage.prometheus]`) by outcome, with the last failure.
 fn usage_json(scheduler: &Scheduler) -> serde_json::Value {
     use crate::domain::{UsageRefusal, UsageSource};
+    use crate::table::PollOutcome;
     let table = scheduler.ledger().table();
     let max_age_ms = scheduler.flex().max_age_ms();
     let counts = table.usage_counts(scheduler.clock().now_ms(), max_age_ms);
@@ -56,12 +57,21 @@ fn usage_json(scheduler: &Scheduler) -> serde_json::Value {
         .iter()
         .map(|r| (r.as_str().to_string(), json!(counters.refused(*r))))
         .collect();
+    let prometheus = UsageSource::Prometheus;
     json!({
         "max_age_s": max_age_ms as f64 / 1_000.0,
         "hosts": {"fresh": counts.fresh, "expired": counts.expired, "none": counts.none},
         "instances": counts.instances,
         "accepted": accepted,
         "refused": refused,
+        "polls": {
+            "prometheus": {
+                "enabled": scheduler.settings().usage.prometheus.enabled(),
+                "ok": counters.polls(prometheus, PollOutcome::Ok),
+                "failed": counters.polls(prometheus, PollOutcome::Failed),
+                "last_error": counters.last_poll_error(prometheus),
+            }
+        },
     })
 }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 mod events;
 mod usage;
 pub use events::{EventOrder, HostCounters};
-pub use usage::{Amount, NodeRef, UsageCounters, UsageCounts, UsageReading};
+pub use usage::{Amount, NodeRef, PollOutcome, UsageCounters, UsageCounts, UsageReading};
 
 /// What a reserve came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use crate::domain::{
     check_usage_value, ClassId, ClassUsage, HostState, InstanceUsage, MeasuredUsage, MonitorMetric,
     MonitorMetrics, ReadingClock, UsageError, UsageRefusal, UsageSource,
 };
+use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use std::sync::Arc;
@@ -22,6 +23,10 @@ pub enum NodeRef {
     Uuid(String),
     /// By service host and node name (Nova's `metrics.update` names no uuid).
     Name { host: String, node: String },
+    /// By service host alone (a Prometheus series' host label): its node when it has one,
+    /// else the one of its nodes named the same (an Ironic-style service's nodes need a
+    /// label each).
+    Service(String),
 }
 
 /// A measured amount of one class.
@@ -59,6 +64,28 @@ pub struct UsageCounters {
     /// `parasol_usage_readings_total{outcome, source}`: `outcome` is `accepted` or the
     /// refusal's reason.
     pub readings: Family<OutcomeLabel, Counter>,
+    /// `parasol_usage_polls_total{outcome, source}`: the queries a poller sent to a source
+    /// it reads (`prometheus`), `ok` or `failed`.
+    pub polls: Family<OutcomeLabel, Counter>,
+    /// The error of each polled source's last failed query, until a round of its queries
+    /// all succeed.
+    last_poll_error: Arc<Mutex<Vec<(UsageSource, String)>>>,
+}
+
+/// What became of one query of a polled source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollOutcome {
+    Ok,
+    Failed,
+}
+
+impl PollOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PollOutcome::Ok => "ok",
+            PollOutcome::Failed => "failed",
+        }
+    }
 }
 
 impl UsageCounters {
@@ -74,6 +101,48 @@ impl UsageCounters {
     /// Readings taken from `source`.
     pub fn accepted(&self, source: UsageSource) -> u64 {
         self.counter("accepted", source).get()
+    }
+
+    fn poll_counter(&self, outcome: PollOutcome, source: UsageSource) -> Counter {
+        self.polls
+            .get_or_create(&vec![
+                ("outcome".to_string(), outcome.as_str().to_string()),
+                ("source".to_string(), source.as_str().to_string()),
+            ])
+            .clone()
+    }
+
+    /// Counts one query of `source`; a failure's error becomes its last error.
+    pub fn poll(&self, source: UsageSource, outcome: Result<(), String>) {
+        let counted = match outcome {
+            Ok(()) => PollOutcome::Ok,
+            Err(e) => {
+                let mut errors = self.last_poll_error.lock();
+                errors.retain(|(s, _)| *s != source);
+                errors.push((source, e));
+                PollOutcome::Failed
+            }
+        };
+        self.poll_counter(counted, source).inc();
+    }
+
+    /// A round of `source`'s queries all succeeded: its last error is forgotten.
+    pub fn clear_poll_error(&self, source: UsageSource) {
+        self.last_poll_error.lock().retain(|(s, _)| *s != source);
+    }
+
+    /// Queries of `source` that ended `outcome`.
+    pub fn polls(&self, source: UsageSource, outcome: PollOutcome) -> u64 {
+        self.poll_counter(outcome, source).get()
+    }
+
+    /// The error of `source`'s last query, if it failed.
+    pub fn last_poll_error(&self, source: UsageSource) -> Option<String> {
+        let errors = self.last_poll_error.lock();
+        errors
+            .iter()
+            .find(|(s, _)| *s == source)
+            .map(|(_, e)| e.clone())
     }
 
     /// Readings refused for `reason`, every source together.
@@ -130,6 +199,18 @@ impl HostTable {
                         .find(|s| *inner.hosts[*s].profile.node == **node)
                 })
             }),
+            NodeRef::Service(host) => {
+                inner
+                    .by_host
+                    .get(host.as_str())
+                    .and_then(|slots| match slots.as_slice() {
+                        [only] => Some(*only),
+                        _ => slots
+                            .iter()
+                            .copied()
+                            .find(|s| *inner.hosts[*s].profile.node == **host),
+                    })
+            }
         };
         let Some(slot) = slot else {
             return Err(UsageError::new(
@@ -380,6 +461,46 @@ mod tests {
             .class(ClassId::VCPU)
             .unwrap()
             .estimate()
+    }
+
+    #[test]
+    fn a_service_host_names_its_only_node_or_the_node_of_its_name() {
+        let t = table();
+        let by = |host: &str| UsageReading {
+            node: NodeRef::Service(host.into()),
+            source: UsageSource::Prometheus,
+            ..reading(1_000, &[("VCPU", Amount::Units(2.0))])
+        };
+        assert_eq!(t.record_usage(&by("cmp1"), 1_000), Ok(1));
+        assert_eq!(vcpu_estimate(&t), 2.0);
+        let err = t.record_usage(&by("cmp1.node"), 1_000).unwrap_err();
+        assert_eq!(
+            err.reason,
+            UsageRefusal::UnknownHost,
+            "a node name is no service host"
+        );
+        let profile = |node: &str, uuid: &str| {
+            let vcpu = vec![(ClassId::VCPU, Inventory::of(16))];
+            Arc::new(HostProfile::new("ironic", node, uuid, "nova", vcpu))
+        };
+        t.load([
+            HostState::new(
+                HostId(2),
+                profile("ironic", "00000000-0000-4000-8000-000000000002"),
+            ),
+            HostState::new(
+                HostId(3),
+                profile("bm-1", "00000000-0000-4000-8000-000000000003"),
+            ),
+        ]);
+        assert_eq!(t.record_usage(&by("ironic"), 1_000), Ok(1));
+        let node2 = t.get(HostId(2)).unwrap().measured.unwrap();
+        assert_eq!(
+            node2.class(ClassId::VCPU).unwrap().source,
+            UsageSource::Prometheus
+        );
+        assert!(t.get(HostId(3)).unwrap().measured.is_none());
+        assert_eq!(t.usage_counters().accepted(UsageSource::Prometheus), 2);
     }
 
     #[test]

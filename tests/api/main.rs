@@ -29,6 +29,7 @@ mod plugin_transport;
 mod plugins;
 #[cfg(feature = "wasm-plugins")]
 mod plugins_wasm;
+mod prometheus;
 mod ready;
 mod rebalance;
 mod redaction;
