@@ -132,7 +132,7 @@ pub fn read_cafile(path: &str) -> Result<Vec<reqwest::Certificate>, ClientError>
 }
 
 /// An HTTP client whose requests are abandoned after `timeout`, trusting the certificates of
-/// `cafile` (when not empty) besides the built-in roots.
+/// `cafile` (when not empty) besides the system's trust store.
 pub fn http_client(timeout: Duration, cafile: &str) -> Result<reqwest::Client, ClientError> {
     let mut builder = reqwest::Client::builder().timeout(timeout);
     if !cafile.is_empty() {

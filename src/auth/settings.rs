@@ -50,10 +50,10 @@ pub struct KeystoneCredentials<U: ServiceUser> {
     pub user_domain_name: String,
     #[serde(deserialize_with = "scalar_text")]
     pub project_domain_name: String,
-    /// A PEM file of CA certificates to trust, besides the built-in roots, for this section's
-    /// HTTPS endpoints: Keystone and, in `[placement]`, Placement (and Nova's API for
-    /// `rebalance apply`). keystoneauth's `cafile`, as Nova's `[placement] cafile`; empty: the
-    /// built-in roots only.
+    /// A PEM file of CA certificates to trust, besides the system's trust store
+    /// (`/etc/ssl/certs`, or `SSL_CERT_FILE`), for this section's HTTPS endpoints: Keystone
+    /// and, in `[placement]`, Placement (and Nova's API for `rebalance apply`). keystoneauth's `cafile`, as Nova's `[placement] cafile`; empty: the
+    /// system's only.
     #[serde(deserialize_with = "scalar_text")]
     pub cafile: String,
     #[serde(skip)]

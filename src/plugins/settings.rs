@@ -149,7 +149,7 @@ pub struct PluginSpec {
     #[serde(default)]
     pub token_file: Option<String>,
     /// A PEM file of the CA certificates an `https://` plugin's certificate must chain to,
-    /// instead of the bundled Mozilla roots.
+    /// instead of the system's trust store.
     #[serde(default)]
     pub ca_file: Option<String>,
     /// A PEM file of the client certificate (and any intermediates) Parasol presents to an

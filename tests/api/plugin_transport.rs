@@ -163,7 +163,7 @@ async fn an_ignorable_plugin_with_an_open_breaker_is_skipped_without_a_call() {
 
 /// Over `https://` with the CA file that signed the plugin's certificate and a bearer token
 /// from a file, the plugin answers and sees the token and the caller's project and user;
-/// without the CA file the handshake fails (the test CA is no Mozilla root), and with another
+/// without the CA file the handshake fails (the test CA is not in the system's trust store), and with another
 /// token the plugin refuses: each a NoValidHost naming the plugin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_plugin_over_tls_with_a_ca_file_gets_the_token_and_the_caller() {
