@@ -152,24 +152,10 @@ struct Prometheus {
 /// A throw-away CA's certificate and a server certificate and key it signed for 127.0.0.1,
 /// PEM, written into `dir` as `ca.pem`, `server.pem` and `server.key`.
 fn certificates(dir: &Path) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
-    let ca_key = KeyPair::generate().expect("a CA key");
-    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "parasol test Prometheus CA");
-    let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
-    let key = KeyPair::generate().expect("a server key");
-    let mut server = CertificateParams::new(vec!["localhost".to_string()]).expect("parameters");
-    server
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-    let cert = server
-        .signed_by(&key, &ca_cert, &ca_key)
-        .expect("the server certificate");
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-    std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let c = crate::tls_front::certificates();
+    std::fs::write(dir.join("ca.pem"), c.ca_pem).unwrap();
+    std::fs::write(dir.join("server.pem"), c.server_pem).unwrap();
+    std::fs::write(dir.join("server.key"), c.server_key_pem).unwrap();
 }
 
 impl Prometheus {

@@ -32,16 +32,20 @@ impl Drop for TlsFront {
 
 /// A CA, a server certificate it signed for 127.0.0.1 and `localhost`, and a client
 /// certificate it signed.
-struct Certificates {
-    ca_pem: String,
-    ca_der: CertificateDer<'static>,
-    server: CertificateDer<'static>,
-    server_key: PrivateKeyDer<'static>,
-    client_pem: String,
-    client_key_pem: String,
+pub struct Certificates {
+    pub ca_pem: String,
+    pub ca_der: CertificateDer<'static>,
+    pub server: CertificateDer<'static>,
+    pub server_key: PrivateKeyDer<'static>,
+    /// The server's certificate and key, PEM (for a server configured by files).
+    pub server_pem: String,
+    pub server_key_pem: String,
+    pub client_pem: String,
+    pub client_key_pem: String,
 }
 
-fn certificates() -> Certificates {
+/// A throw-away CA and the certificates it signed (see [`Certificates`]).
+pub fn certificates() -> Certificates {
     let ca_key = KeyPair::generate().expect("a CA key");
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -67,6 +71,8 @@ fn certificates() -> Certificates {
         ca_der: ca_cert.der().clone(),
         server: cert.der().clone(),
         server_key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        server_pem: cert.pem(),
+        server_key_pem: key.serialize_pem(),
         client_pem: client_cert.pem(),
         client_key_pem: client_key.serialize_pem(),
     }
