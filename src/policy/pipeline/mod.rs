@@ -154,6 +154,32 @@ fn service_up(row: &HostScan, env: &FilterEnv) -> bool {
 /// Most weighers a fused scan weighs (Nova has seven).
 const SCAN_WEIGHERS: usize = 8;
 
+/// Appends one host's weigher values (`read` of each column's value) to `raw` and widens each
+/// column's range `lo[c]..=hi[c]` to hold them: the inner loop of the fused scan. The columns,
+/// bounds and values walked together (no bounds checks) and appended as one `extend` (no
+/// capacity check per value), and comparisons rather than `f64::min`/`max`, whose NaN handling
+/// costs several instructions here: the values are never NaN (`HostValue::of_row`).
+#[inline(always)]
+fn weigh_columns(
+    columns: &[(HostValue, f64)],
+    read: impl Fn(HostValue) -> f64,
+    lo: &mut [f64; SCAN_WEIGHERS],
+    hi: &mut [f64; SCAN_WEIGHERS],
+    raw: &mut Vec<f64>,
+) {
+    let bounds = lo.iter_mut().zip(hi.iter_mut());
+    raw.extend(columns.iter().zip(bounds).map(|(&(value, _), (lo, hi))| {
+        let v = read(value);
+        if v < *lo {
+            *lo = v;
+        }
+        if v > *hi {
+            *hi = v;
+        }
+        v
+    }));
+}
+
 #[cfg(test)]
 impl RankScratch {
     /// The capacity of every buffer, to check that a call grew none.
@@ -699,20 +725,15 @@ impl Policy {
             }
             scored.push(Scored { score: 0.0, idx: i });
             if fused {
-                for (c, &(value, _)) in columns.iter().enumerate() {
-                    // From the row, or from the host where the row cannot say it (allocation
-                    // ratios or reserved amounts that part Nova's free amounts from the
-                    // capacity, `HostScan::WEIGH_FROM_ROW`).
-                    let v = value.of_row(row, &hosts[i]);
-                    // Comparisons rather than f64::min/max, whose NaN handling costs several
-                    // instructions here: the values are never NaN (`HostValue::of_row`).
-                    if v < lo[c] {
-                        lo[c] = v;
-                    }
-                    if v > hi[c] {
-                        hi[c] = v;
-                    }
-                    raw.push(v);
+                // From the row, or from the host where the row cannot say it (allocation
+                // ratios or reserved amounts that part Nova's free amounts from the capacity,
+                // `HostScan::WEIGH_FROM_ROW`): the row's flag tested once per host, not once
+                // per column as `HostValue::of_row` tests it.
+                if row.flags & HostScan::WEIGH_FROM_ROW != 0 {
+                    weigh_columns(columns, |value| value.of_scan(row), &mut lo, &mut hi, raw);
+                } else {
+                    let host = &hosts[i];
+                    weigh_columns(columns, |v| v.of_row(row, host), &mut lo, &mut hi, raw);
                 }
             }
         }
