@@ -49,8 +49,9 @@ impl HostValue {
     #[inline]
     pub fn raise(self, v: f64) -> f64 {
         match self.minval() {
-            Some(min) if !(v > min) => min,
-            _ => v,
+            Some(min) if v > min => v,
+            Some(min) => min,
+            None => v,
         }
     }
 
