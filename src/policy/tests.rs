@@ -235,6 +235,30 @@ fn equal_weights_keep_host_order() {
     );
 }
 
+/// A host over its capacity in a class the request does not ask for passes, and weighs there
+/// as Nova's `minval` says: its negative free amount counts as 0, tied with a full host (the
+/// scan reads rows before that raise and raises the column afterwards; `rank` checks that the
+/// scan answers as the pipeline does).
+#[test]
+fn free_amounts_below_minval_weigh_as_minval() {
+    let p = policy(Algorithm::Nova, 1);
+    let vcpu_only = RequestContext::with_demand("inst-1", "f", Resources::new(1, 0, 0));
+    let hosts_with_memory_used = |used: &[i64]| -> Vec<HostState> {
+        let cap = Resources::new(100, 100, 100);
+        let ids = 1..;
+        ids.zip(used)
+            .map(|(id, &u)| HostState::synthetic(id, cap, Resources::new(0, u, 0)))
+            .collect()
+    };
+    // Free memory −30, 0, 100, −60: 0, 0, 100, 0 to RAMWeigher, ties in host order.
+    let hosts = hosts_with_memory_used(&[130, 100, 0, 160]);
+    assert!(hosts[0].profile.weigh_base.row_exact);
+    assert_eq!(rank(&p, &hosts, &vcpu_only, 0, 4).unwrap(), [2, 0, 1, 3]);
+    // Every host over its memory: all 0, the column adds nothing.
+    let hosts = hosts_with_memory_used(&[130, 160, 110]);
+    assert_eq!(rank(&p, &hosts, &vcpu_only, 0, 3).unwrap(), [0, 1, 2]);
+}
+
 #[test]
 fn negative_multiplier_inverts_a_weigher() {
     let mut hosts = hosts_with_vcpu_used(&[0, 0, 0]);

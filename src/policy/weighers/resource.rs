@@ -43,6 +43,18 @@ impl HostValue {
         }
     }
 
+    /// `v` raised to [`HostValue::minval`]: the minval when `v` is below it (or NaN), else
+    /// `v`. One comparison: `f64::max`'s NaN handling costs several instructions per value in
+    /// the fused scan, the hottest loop of `filter` (callgrind, docs/bench-history/2026-12-03-*).
+    #[inline]
+    pub fn raise(self, v: f64) -> f64 {
+        match self.minval() {
+            Some(min) if v > min => v,
+            Some(min) => min,
+            None => v,
+        }
+    }
+
     /// The value of `host`, raised to [`HostValue::minval`].
     #[inline]
     pub fn of(self, host: &HostState) -> f64 {
@@ -53,21 +65,27 @@ impl HostValue {
             HostValue::IoOps => host.num_io_ops as f64,
             HostValue::Instances => return host.num_instances as f64,
         };
-        at_least_zero(v)
+        self.raise(v)
     }
 
     /// The same value read from the host's scan row alone: equal to [`HostValue::of`] for a
     /// row built from that host when the row holds the value ([`HostValue::in_row`]).
     #[inline]
     pub fn of_scan(self, row: &HostScan) -> f64 {
-        let v = match self {
+        self.raise(self.of_scan_unraised(row))
+    }
+
+    /// [`HostValue::of_scan`] before the raise to [`HostValue::minval`] (never NaN): what the
+    /// fused scan reads, raising afterwards only the columns whose least value is below it.
+    #[inline]
+    pub fn of_scan_unraised(self, row: &HostScan) -> f64 {
+        match self {
             HostValue::FreeMemoryMb => row.free(ClassId::MEMORY_MB.index()) as f64,
             HostValue::FreeVcpu => row.free(ClassId::VCPU.index()) as f64,
             HostValue::FreeDiskGb => row.free(ClassId::DISK_GB.index()) as f64,
             HostValue::IoOps => row.num_io_ops as f64,
-            HostValue::Instances => return row.num_instances as f64,
-        };
-        at_least_zero(v)
+            HostValue::Instances => row.num_instances as f64,
+        }
     }
 
     /// True when `row` holds this value ([`HostValue::of_scan`] is [`HostValue::of`]): always
@@ -88,18 +106,6 @@ impl HostValue {
         } else {
             self.of(host)
         }
-    }
-}
-
-/// `v`, or 0 when it is below (or NaN): `f64::max(v, 0.0)` for the values weighers read, as
-/// one comparison. `f64::max`'s NaN handling costs several instructions per value in the
-/// fused scan, the hottest loop of `filter` (callgrind, docs/bench-history/2026-12-03-*).
-#[inline]
-fn at_least_zero(v: f64) -> f64 {
-    if v > 0.0 {
-        v
-    } else {
-        0.0
     }
 }
 
