@@ -972,6 +972,7 @@ pub(crate) fn host_state_event(
             aggregates: Vec::new(),
             usage: None,
             instance_usage: None,
+            instance_qos: None,
         }),
     }
 }

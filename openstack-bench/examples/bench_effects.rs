@@ -90,6 +90,7 @@ fn host_state(h: usize, vcpu: i64) -> HostEvent {
         aggregates: Vec::new(),
         usage: None,
         instance_usage: None,
+        instance_qos: None,
     })
 }
 

@@ -1,15 +1,17 @@
 //! Flex in the service (seed 002, issue 45): the estimation penalty P that `FlexFilter` and
 //! `FlexWeigher` read, moved once per `[flex] update_period_s` of the injected clock by
 //! `control::FlexController` from the cluster's QoS Q(t), which `[flex] qos_source` names:
-//! `none` (every period ends with no Q(t), so P stays at `p_start`) or `host_saturation`
+//! `none` (every period ends with no Q(t), so P stays at `p_start`), `host_saturation`
 //! (the share of measured hosts whose load is at most `qos_saturation_threshold` of their
-//! capacity, from the same readings Flex admits on; `control::unsaturated_share`). Shared by
-//! every backend, so a backend switch keeps P.
+//! capacity, from the same readings Flex admits on; `control::unsaturated_share`) or
+//! `instance_signals` (eq. 14 from the hosts' report of each instance: the share of
+//! instances whose CPU wait and memory stall are within their thresholds;
+//! `control::served_share`). Shared by every backend, so a backend switch keeps P.
 
 use crate::clock::SharedClock;
 use crate::configuration::{QosSource, Settings};
-use crate::control::{unsaturated_share, ControlError, FlexController};
-use crate::domain::{ClassId, FlexContext, ReadingClock};
+use crate::control::{served_share, unsaturated_share, ControlError, FlexController};
+use crate::domain::{ClassId, FlexContext, InstanceQos, QosSignal, ReadingClock};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::{Arc, Weak};
@@ -17,6 +19,29 @@ use std::sync::{Arc, Weak};
 /// Each measured host's load over `classes` at a time (the live table's
 /// `measured_loads`), injected so that the controller needs no ledger.
 pub type MeasuredLoads = Arc<dyn Fn(&[ClassId], ReadingClock) -> Vec<f64> + Send + Sync>;
+
+/// Visits every instance of every host whose QoS report is fresh at a time (the live
+/// table's `visit_instance_qos`), injected as [`MeasuredLoads`] is.
+pub type InstanceSignals = Arc<dyn Fn(ReadingClock, &mut dyn FnMut(&InstanceQos)) + Send + Sync>;
+
+/// What Flex's QoS sources read.
+#[derive(Clone)]
+pub struct QosInputs {
+    /// `host_saturation`'s.
+    pub loads: MeasuredLoads,
+    /// `instance_signals`'.
+    pub instances: InstanceSignals,
+}
+
+impl QosInputs {
+    /// Inputs that hold nothing (no host measured).
+    pub fn empty() -> Self {
+        QosInputs {
+            loads: Arc::new(|_, _| Vec::new()),
+            instances: Arc::new(|_, _| {}),
+        }
+    }
+}
 
 /// How many periods `/v1/stats` shows.
 const SHOWN_PERIODS: usize = 60;
@@ -34,7 +59,12 @@ pub struct Flex {
     qos: prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
     qos_source: QosSource,
     saturation: f64,
-    loads: MeasuredLoads,
+    /// `instance_signals`: each signal's threshold.
+    signal_limits: [(QosSignal, f64); 2],
+    /// How many hosts (`host_saturation`) or instances (`instance_signals`) the last Q(t)
+    /// was measured on.
+    measured_on: std::sync::atomic::AtomicUsize,
+    inputs: QosInputs,
 }
 
 impl std::fmt::Debug for Flex {
@@ -50,12 +80,12 @@ impl std::fmt::Debug for Flex {
 
 impl Flex {
     /// Flex as `settings` say (`[flex]`, `[usage]`), with its controller's task on `clock`
-    /// when it is on, reading Q(t) from `loads` when `qos_source` is `host_saturation`; the
-    /// task ends when the returned value is dropped.
+    /// when it is on, reading Q(t) from `inputs` as `qos_source` says; the task ends when
+    /// the returned value is dropped.
     pub fn start(
         settings: &Settings,
         clock: SharedClock,
-        loads: MeasuredLoads,
+        inputs: QosInputs,
     ) -> Result<Arc<Flex>, ControlError> {
         let params = settings
             .flex
@@ -71,7 +101,15 @@ impl Flex {
             qos: Default::default(),
             qos_source: settings.flex.qos_source,
             saturation: settings.flex.qos_saturation_threshold,
-            loads,
+            signal_limits: [
+                (QosSignal::CpuWait, settings.flex.qos_cpu_wait_threshold),
+                (
+                    QosSignal::MemoryPressure,
+                    settings.flex.qos_memory_pressure_threshold,
+                ),
+            ],
+            measured_on: Default::default(),
+            inputs,
             controller: Mutex::new(controller),
         });
         flex.penalty.set(flex.penalty());
@@ -118,19 +156,35 @@ impl Flex {
         p
     }
 
-    /// Q(t) at `now_ms` from `[flex] qos_source`: `None` with `none`, or when no host has
-    /// a fresh reading.
+    /// Q(t) at `now_ms` from `[flex] qos_source`: `None` with `none`, or when no host (or
+    /// instance) has a fresh reading.
     pub fn measure_qos(&self, now_ms: i64) -> Option<f64> {
-        match self.qos_source {
-            QosSource::None => None,
+        let clock = ReadingClock {
+            now_ms,
+            max_age_ms: self.max_age_ms,
+        };
+        let (qos, on) = match self.qos_source {
+            QosSource::None => return None,
             QosSource::HostSaturation => {
-                let clock = ReadingClock {
-                    now_ms,
-                    max_age_ms: self.max_age_ms,
-                };
-                unsaturated_share((self.loads)(&self.classes, clock), self.saturation)
+                let loads = (self.inputs.loads)(&self.classes, clock);
+                let on = loads.len();
+                (unsaturated_share(loads, self.saturation), on)
             }
-        }
+            QosSource::InstanceSignals => {
+                let mut each = Vec::new();
+                (self.inputs.instances)(clock, &mut |i| {
+                    each.push(
+                        self.signal_limits
+                            .map(|(signal, limit)| (i.signal(signal).unwrap_or(f64::NAN), limit)),
+                    );
+                });
+                let on = each.len();
+                (served_share(each), on)
+            }
+        };
+        self.measured_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        qos
     }
 
     /// The gauge of the last Q(t), for `/metrics`.
@@ -162,6 +216,9 @@ impl Flex {
             "qos_target": c.params().qos_target,
             "qos_source": self.qos_source.as_str(),
             "qos_saturation_threshold": self.saturation,
+            "qos_cpu_wait_threshold": self.signal_limits[0].1,
+            "qos_memory_pressure_threshold": self.signal_limits[1].1,
+            "qos_measured_on": self.measured_on.load(std::sync::atomic::Ordering::Relaxed),
             "update_period_s": c.params().update_period_ms as f64 / 1_000.0,
             "periods": c.history().iter().len(),
             "history": history,
@@ -193,8 +250,8 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
 
-    fn no_loads() -> MeasuredLoads {
-        Arc::new(|_, _| Vec::new())
+    fn no_loads() -> QosInputs {
+        QosInputs::empty()
     }
 
     /// Runs `periods` periods of 10 s on `clock`, from period `from`.
@@ -228,10 +285,15 @@ mod tests {
             s.lock().push((classes.to_vec(), at));
             l.lock().clone()
         });
-        let flex = Flex::start(&settings, Arc::new(clock.clone()), source).unwrap();
+        let inputs = QosInputs {
+            loads: source,
+            ..QosInputs::empty()
+        };
+        let flex = Flex::start(&settings, Arc::new(clock.clone()), inputs).unwrap();
         periods(&flex, &clock, 1, 1).await;
         let stats = flex.to_json();
         assert_eq!(stats["qos"], 0.5, "{stats}");
+        assert_eq!(stats["qos_measured_on"], 2, "{stats}");
         assert_eq!(stats["qos_source"], "host_saturation");
         assert_eq!(stats["penalty"], 1.5 + (1.5 - 1.0), "P + β(P − 1)");
         assert_eq!(flex.qos_gauge().get(), 0.5);
@@ -248,6 +310,64 @@ mod tests {
         periods(&flex, &clock, 3, 3).await;
         assert_eq!(flex.penalty(), 2.0 * 0.99);
         assert_eq!(flex.measure_qos(0), None);
+    }
+
+    fn instance(uuid: &str, signals: &[(QosSignal, f64)]) -> InstanceQos {
+        InstanceQos {
+            instance: uuid.into(),
+            signals: signals.to_vec(),
+        }
+    }
+
+    /// `instance_signals`: Q(t) is the share of reported instances whose CPU wait and
+    /// memory stall are within `[flex] qos_*_threshold`, read at each period's time.
+    #[tokio::test]
+    async fn instance_signals_move_p_with_the_share_of_instances_served() {
+        use QosSignal::{CpuWait, MemoryPressure};
+        let clock = ManualClock::new(0);
+        let mut settings = Settings::default();
+        settings.flex.enabled = true;
+        settings.flex.update_period_s = 10.0;
+        settings.flex.qos_source = QosSource::InstanceSignals;
+        settings.flex.qos_cpu_wait_threshold = 0.1;
+        settings.flex.qos_memory_pressure_threshold = 0.2;
+        let reported = Arc::new(Mutex::new(vec![
+            instance("a", &[(CpuWait, 0.05), (MemoryPressure, 0.0)]),
+            instance("b", &[(CpuWait, 0.3)]),
+            instance("c", &[(MemoryPressure, 0.25)]),
+            instance("d", &[(CpuWait, 0.1), (MemoryPressure, 0.2)]),
+        ]));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (r, s) = (reported.clone(), seen.clone());
+        let inputs = QosInputs {
+            instances: Arc::new(move |at, visit| {
+                s.lock().push(at);
+                r.lock().iter().for_each(&mut *visit);
+            }),
+            ..QosInputs::empty()
+        };
+        let flex = Flex::start(&settings, Arc::new(clock.clone()), inputs).unwrap();
+        periods(&flex, &clock, 1, 1).await;
+        let stats = flex.to_json();
+        // a and d (at the thresholds exactly) are served; b waited, c stalled.
+        assert_eq!(stats["qos"], 0.5, "{stats}");
+        assert_eq!(stats["qos_source"], "instance_signals");
+        assert_eq!(stats["qos_measured_on"], 4);
+        assert_eq!(stats["qos_cpu_wait_threshold"], 0.1);
+        assert_eq!(stats["qos_memory_pressure_threshold"], 0.2);
+        assert_eq!(flex.penalty(), 2.0, "P + β(P − 1) when Q(t) falls below ρ");
+        let at = seen.lock()[0];
+        assert_eq!((at.now_ms, at.max_age_ms), (10_000, 180_000));
+
+        *reported.lock() = vec![instance("a", &[(CpuWait, 0.0)])];
+        periods(&flex, &clock, 2, 2).await;
+        assert_eq!(flex.to_json()["qos"], 1.0);
+        assert_eq!(flex.penalty(), 2.0 * 0.99, "decays while Q(t) holds");
+        // No instance reported (or every report expired): no Q(t), P unchanged.
+        reported.lock().clear();
+        periods(&flex, &clock, 3, 3).await;
+        assert_eq!(flex.penalty(), 2.0 * 0.99);
+        assert_eq!(flex.to_json()["qos_measured_on"], 0);
     }
 
     #[tokio::test]

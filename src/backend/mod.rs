@@ -26,7 +26,7 @@ mod window;
 mod workers;
 
 pub use cache::Snapshot;
-pub use flex::{Flex, MeasuredLoads};
+pub use flex::{Flex, InstanceSignals, MeasuredLoads, QosInputs};
 pub use source::HostSource;
 pub use workers::{Worker, WorkerPool};
 

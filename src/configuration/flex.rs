@@ -77,12 +77,20 @@ pub enum QosSource {
     /// measured usage (plus what was claimed since) at most `qos_saturation_threshold` of
     /// total − reserved (`control::unsaturated_share`).
     HostSaturation,
+    /// Eq. 14 from the hosts' own report of each instance (`instance_qos` in the host-state
+    /// event): the share of instances with a fresh report whose every signal (`cpu_wait`,
+    /// `memory_pressure`) is at most its threshold (`control::served_share`).
+    InstanceSignals,
 }
 
 crate::choice_from_string!(QosSource);
 
 impl crate::choice::Choice for QosSource {
-    const ALL: &'static [Self] = &[QosSource::None, QosSource::HostSaturation];
+    const ALL: &'static [Self] = &[
+        QosSource::None,
+        QosSource::HostSaturation,
+        QosSource::InstanceSignals,
+    ];
     fn as_str(self) -> &'static str {
         QosSource::as_str(self)
     }
@@ -93,6 +101,7 @@ impl QosSource {
         match self {
             QosSource::None => "none",
             QosSource::HostSaturation => "host_saturation",
+            QosSource::InstanceSignals => "instance_signals",
         }
     }
 }
@@ -120,11 +129,18 @@ pub struct FlexSettings {
     pub beta: f64,
     pub qos_target: f64,
     pub update_period_s: f64,
-    /// Where Q(t) comes from: `none` (P stays at `p_start`) or `host_saturation`.
+    /// Where Q(t) comes from: `none` (P stays at `p_start`), `host_saturation` or
+    /// `instance_signals`.
     pub qos_source: QosSource,
     /// `host_saturation`: a host whose measured load is above this share of its capacity
     /// counts as not served (0.9).
     pub qos_saturation_threshold: f64,
+    /// `instance_signals`: an instance whose vCPUs waited for a host CPU more than this
+    /// share of the interval counts as not served (0.05).
+    pub qos_cpu_wait_threshold: f64,
+    /// `instance_signals`: an instance that stalled on memory more than this share of the
+    /// interval counts as not served (0.05).
+    pub qos_memory_pressure_threshold: f64,
 }
 
 impl Default for FlexSettings {
@@ -142,6 +158,8 @@ impl Default for FlexSettings {
             update_period_s: p.update_period_ms as f64 / 1_000.0,
             qos_source: QosSource::None,
             qos_saturation_threshold: 0.9,
+            qos_cpu_wait_threshold: 0.05,
+            qos_memory_pressure_threshold: 0.05,
         }
     }
 }
@@ -180,12 +198,29 @@ impl FlexSettings {
 
     pub fn validate(&self, policy: &PolicyConfig) -> Result<(), ConfigError> {
         self.params()?;
-        let t = self.qos_saturation_threshold;
-        if !(t.is_finite() && t > 0.0 && t <= 1.0) {
-            return Err(ConfigError::key(
+        for (key, t, of) in [
+            (
                 "flex.qos_saturation_threshold",
-                format!("must be a share of capacity above 0 and at most 1, not {t}"),
-            ));
+                self.qos_saturation_threshold,
+                "capacity",
+            ),
+            (
+                "flex.qos_cpu_wait_threshold",
+                self.qos_cpu_wait_threshold,
+                "the interval",
+            ),
+            (
+                "flex.qos_memory_pressure_threshold",
+                self.qos_memory_pressure_threshold,
+                "the interval",
+            ),
+        ] {
+            if !(t.is_finite() && t > 0.0 && t <= 1.0) {
+                return Err(ConfigError::key(
+                    key,
+                    format!("must be a share of {of} above 0 and at most 1, not {t}"),
+                ));
+            }
         }
         if self.classes.is_empty() {
             return Err(ConfigError::key(
@@ -282,6 +317,15 @@ mod tests {
             ("classes = []", "flex.classes"),
             ("classes = [\"vcpu\"]", "flex.classes"),
             ("classes = [\"VCPU\", \"VCPU\"]", "flex.classes"),
+            ("qos_cpu_wait_threshold = 0", "flex.qos_cpu_wait_threshold"),
+            (
+                "qos_memory_pressure_threshold = 1.5",
+                "flex.qos_memory_pressure_threshold",
+            ),
+            (
+                "qos_saturation_threshold = -1",
+                "flex.qos_saturation_threshold",
+            ),
         ] {
             let err = flex(text).validate(&policy).unwrap_err().to_string();
             assert!(err.contains(key), "{text}: {err}");

@@ -109,9 +109,56 @@ pub fn unsaturated_share(loads: impl IntoIterator<Item = f64>, threshold: f64) -
     (all > 0).then(|| ok as f64 / all as f64)
 }
 
+/// Q(t) (eq. 14) from what hosts report of each instance (`[flex] qos_source =
+/// "instance_signals"`): an instance is served when every signal reported of it is at most
+/// its limit. Each signal is a share of the interval in which the instance was denied what
+/// it asked for: its vCPUs runnable but waiting for a host CPU, or it stalled on memory.
+/// A KVM guest can use no more CPU than its vCPUs nor more memory than its flavor's, so its
+/// demand is at most its request and a wait means a_j < min(d_j, r_j): q_j(t) = 0 (§5.1).
+/// Each item is one instance's (value, limit) pairs; `None` with no instance (or no
+/// finite value).
+pub fn served_share<I, S>(instances: I) -> Option<f64>
+where
+    I: IntoIterator<Item = S>,
+    S: IntoIterator<Item = (f64, f64)>,
+{
+    let (served, all) = instances
+        .into_iter()
+        .fold((0usize, 0usize), |(served, all), signals| {
+            let mut any = false;
+            let mut ok = true;
+            for (value, limit) in signals {
+                if value.is_finite() {
+                    any = true;
+                    ok &= value <= limit;
+                }
+            }
+            (served + usize::from(any && ok), all + usize::from(any))
+        });
+    (all > 0).then(|| served as f64 / all as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_share_counts_instances_whose_every_signal_is_within_its_limit() {
+        let limits = |cpu: f64, mem: f64| [(cpu, 0.05), (mem, 0.05)];
+        // Served; waited for CPU; stalled on memory; both at the limit exactly (served).
+        let q = served_share([
+            limits(0.0, 0.0),
+            limits(0.2, 0.0),
+            limits(0.01, 0.3),
+            limits(0.05, 0.05),
+        ]);
+        assert_eq!(q, Some(0.5));
+        // An instance reporting one signal is judged on it alone; one with no finite value
+        // is not counted.
+        let q = served_share(vec![vec![(0.01, 0.05)], vec![(f64::NAN, 0.05)], vec![]]);
+        assert_eq!(q, Some(1.0));
+        assert_eq!(served_share(Vec::<Vec<(f64, f64)>>::new()), None);
+    }
 
     #[test]
     fn unsaturated_share_counts_hosts_at_most_the_threshold() {

@@ -61,7 +61,9 @@ pub use flex_admission::{
 };
 pub use flex_controller::{FlexController, FlexPeriod, PenaltyStep};
 pub use flex_params::FlexParams;
-pub use flex_qos::{cluster_qos, fair_allocation, node_qos, served, unsaturated_share, Share};
+pub use flex_qos::{
+    cluster_qos, fair_allocation, node_qos, served, served_share, unsaturated_share, Share,
+};
 pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};
 pub use plan_cli::{run_plan, PlanArgs};

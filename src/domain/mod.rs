@@ -51,7 +51,8 @@ pub use request::{
 };
 pub use resources::{Inventory, Resources};
 pub use usage::{
-    check_value as check_usage_value, ClassUsage, FlexContext, InstanceUsage, MeasuredUsage,
-    MonitorMetric, MonitorMetrics, ReadingClock, UsageError, UsageRefusal, UsageSource,
+    check_value as check_usage_value, ClassUsage, FlexContext, InstanceQos, InstanceUsage,
+    MeasuredUsage, MonitorMetric, MonitorMetrics, QosReport, QosSignal, ReadingClock, UsageError,
+    UsageRefusal, UsageSource,
 };
 pub use zones::HostZones;

@@ -215,6 +215,63 @@ pub struct InstanceUsage {
     pub classes: Vec<(ClassId, f64)>,
 }
 
+/// A signal of an instance's quality of service: how much of what it asked for it was not
+/// given, as a share of the last interval (eq. 14's q_j(t), docs/flex.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QosSignal {
+    /// The share of the interval the instance's vCPUs were runnable but not running (libvirt's
+    /// `vcpu.N.delay` over the interval and its vCPUs: steal as the guest sees it).
+    CpuWait,
+    /// The share of the interval the instance stalled waiting for memory (the `some` line of
+    /// its cgroup's `memory.pressure`, or the guest's own PSI).
+    MemoryPressure,
+}
+
+impl QosSignal {
+    pub const ALL: [QosSignal; 2] = [QosSignal::CpuWait, QosSignal::MemoryPressure];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosSignal::CpuWait => "cpu_wait",
+            QosSignal::MemoryPressure => "memory_pressure",
+        }
+    }
+
+    pub fn lookup(name: &str) -> Option<QosSignal> {
+        QosSignal::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// One instance's QoS signals as its host last reported them (each a share in [0, 1]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InstanceQos {
+    pub instance: Arc<str>,
+    /// Per signal reported, sorted by signal.
+    pub signals: Vec<(QosSignal, f64)>,
+}
+
+impl InstanceQos {
+    /// The value of `signal`, when reported.
+    pub fn signal(&self, signal: QosSignal) -> Option<f64> {
+        self.signals
+            .iter()
+            .find(|(s, _)| *s == signal)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// A host's last report of its instances' QoS signals: the whole list, replaced by the next.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QosReport {
+    /// When it was measured, ms since the epoch.
+    pub at_ms: i64,
+    /// When Parasol received it (the service's clock), ms since the epoch.
+    pub received_ms: i64,
+    pub source: UsageSource,
+    pub instances: Vec<InstanceQos>,
+}
+
 /// A host's measured usage: per class its last reading, and per instance where reported.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct MeasuredUsage {
@@ -223,6 +280,8 @@ pub struct MeasuredUsage {
     pub instances: Vec<InstanceUsage>,
     /// The node's monitor metrics (`metrics.update`), when it reports any.
     pub metrics: Option<MonitorMetrics>,
+    /// Its instances' QoS signals, when it reports any (Flex's `instance_signals`).
+    pub qos: Option<QosReport>,
 }
 
 impl MeasuredUsage {
@@ -263,6 +322,13 @@ impl MeasuredUsage {
     /// (see [`MonitorMetrics::value`]); `None`: unavailable.
     pub fn metric(&self, name: &str, clock: Option<ReadingClock>) -> Option<f64> {
         self.metrics.as_ref()?.value(name, clock)
+    }
+
+    /// The host's report of its instances' QoS signals, when it has one fresh at `clock`.
+    pub fn fresh_qos(&self, clock: ReadingClock) -> Option<&QosReport> {
+        self.qos
+            .as_ref()
+            .filter(|q| clock.fresh(q.at_ms, q.received_ms))
     }
 
     /// Whether some class has a reading younger than `max_age_ms`.

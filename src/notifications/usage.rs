@@ -1,6 +1,7 @@
 //! The measured usage a message carries, as one reading of the table's soft state
 //! (`table::usage`): the `usage` and `instance_usage` blocks of Parasol's host-state event
-//! (per host and per instance, by class), and Nova's `metrics.update`: its `cpu.percent` as
+//! (per host and per instance, by class), its `instance_qos` block (per instance, by QoS
+//! signal), and Nova's `metrics.update`: its `cpu.percent` as
 //! the host's VCPU usage (host CPU only: Nova's `cpu.virt_driver` monitor reports the node's
 //! busy share of its CPU time, an integer percentage), and every metric it lists as the
 //! node's monitor metrics (`MetricsFilter`, `MetricsWeigher`).
@@ -8,6 +9,7 @@
 use crate::domain::UsageSource;
 use crate::nova::{HostEvent, Notification};
 use crate::table::{Amount, NodeRef, UsageReading};
+use std::collections::BTreeMap;
 
 /// Nova's monitor metric of the node's CPU use: (user + kernel + iowait) time over the
 /// whole, since its last reading, in percent.
@@ -19,7 +21,7 @@ const CPU_PERCENT: &str = "cpu.percent";
 pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
     match &n.event {
         HostEvent::HostState(p) => {
-            if p.usage.is_none() && p.instance_usage.is_none() {
+            if p.usage.is_none() && p.instance_usage.is_none() && p.instance_qos.is_none() {
                 return None;
             }
             Some(UsageReading {
@@ -32,16 +34,9 @@ pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
                     .flatten()
                     .map(|(class, v)| (class.clone(), Amount::Units(*v)))
                     .collect(),
-                instances: p
-                    .instance_usage
-                    .iter()
-                    .flatten()
-                    .map(|(uuid, classes)| {
-                        let classes = classes.iter().map(|(c, v)| (c.clone(), *v)).collect();
-                        (uuid.clone(), classes)
-                    })
-                    .collect(),
+                instances: per_instance(p.instance_usage.as_ref()),
                 metrics: Vec::new(),
+                qos: per_instance(p.instance_qos.as_ref()),
             })
         }
         HostEvent::Metrics(p) => {
@@ -62,8 +57,23 @@ pub(super) fn reading_of(n: &Notification) -> Option<UsageReading> {
                     .iter()
                     .map(|m| (m.name.clone(), m.value, m.at_ms))
                     .collect(),
+                qos: Vec::new(),
             })
         }
         _ => None,
     }
+}
+
+/// A per-instance block as the table takes it: per instance uuid, values by name.
+type PerInstance = Vec<(String, Vec<(String, f64)>)>;
+
+fn per_instance(block: Option<&BTreeMap<String, BTreeMap<String, f64>>>) -> PerInstance {
+    block
+        .into_iter()
+        .flatten()
+        .map(|(uuid, values)| {
+            let values = values.iter().map(|(c, v)| (c.clone(), *v)).collect();
+            (uuid.clone(), values)
+        })
+        .collect()
 }

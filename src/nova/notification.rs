@@ -79,6 +79,9 @@ pub struct HostStatePayload {
     /// Measured usage per instance uuid and class (`instance_usage`), when reported: the
     /// host's whole list of instances.
     pub instance_usage: Option<BTreeMap<String, BTreeMap<String, f64>>>,
+    /// QoS signals per instance uuid (`instance_qos`: `cpu_wait`, `memory_pressure`, each a
+    /// share of the last interval), when reported: the host's whole list of instances.
+    pub instance_qos: Option<BTreeMap<String, BTreeMap<String, f64>>>,
 }
 
 /// Nova's `metrics.update` (`MetricsPayload` 1.0, sent by nova-compute with
@@ -198,20 +201,8 @@ impl HostStatePayload {
             None => None,
             Some(u) => Some(usage_block(&u)?),
         };
-        let instance_usage = match p.opt_dict("instance_usage")? {
-            None => None,
-            Some(list) => Some({
-                check_count(list.path(), list.map().len())?;
-                list.map()
-                    .iter()
-                    .map(|(instance, classes)| {
-                        let path = list.path_of(instance);
-                        let uuid = super::bounds::uuid(&path, instance)?;
-                        Ok((uuid, usage_block(&Fields::new(classes, path)?)?))
-                    })
-                    .collect::<Result<BTreeMap<_, _>>>()?
-            }),
-        };
+        let instance_usage = per_instance(p, "instance_usage")?;
+        let instance_qos = per_instance(p, "instance_qos")?;
         Ok(HostStatePayload {
             node: p.opt_str("node")?.unwrap_or_else(|| host.clone()),
             host,
@@ -224,8 +215,30 @@ impl HostStatePayload {
             aggregates: p.opt_str_list("aggregates")?.unwrap_or_default(),
             usage,
             instance_usage,
+            instance_qos,
         })
     }
+}
+
+/// A per-instance block (`instance_usage`, `instance_qos`): numbers by name, per instance
+/// uuid.
+fn per_instance(
+    p: &Fields<'_>,
+    key: &str,
+) -> Result<Option<BTreeMap<String, BTreeMap<String, f64>>>> {
+    let Some(list) = p.opt_dict(key)? else {
+        return Ok(None);
+    };
+    check_count(list.path(), list.map().len())?;
+    list.map()
+        .iter()
+        .map(|(instance, values)| {
+            let path = list.path_of(instance);
+            let uuid = super::bounds::uuid(&path, instance)?;
+            Ok((uuid, usage_block(&Fields::new(values, path)?)?))
+        })
+        .collect::<Result<BTreeMap<_, _>>>()
+        .map(Some)
 }
 
 /// A `usage` block: amounts by class name.

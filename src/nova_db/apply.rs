@@ -215,6 +215,7 @@ pub fn metric_readings(snapshot: &NovaDbSnapshot) -> Vec<UsageReading> {
                 classes: Vec::new(),
                 instances: Vec::new(),
                 metrics,
+                qos: Vec::new(),
             }
         })
         .collect()

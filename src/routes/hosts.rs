@@ -42,7 +42,8 @@ fn placement_view(placement: &PlacementStatus, uuid: &str, used: &Resources) -> 
 /// The host's measured usage (soft state, `table::usage`) per class: the reading, what was
 /// claimed since, when and where from, and whether it still decides (`fresh`); the
 /// instances with a reading; the node's monitor metrics (`MetricsFilter`, `MetricsWeigher`),
-/// each with its time and whether it is fresh. `null` when no source reported any.
+/// each with its time and whether it is fresh; its instances' QoS signals (Flex's
+/// `instance_signals`). `null` when no source reported any.
 fn measured_view(host: Option<crate::domain::HostState>, now_ms: i64, max_age_ms: i64) -> Value {
     let Some(measured) = host.and_then(|h| h.measured) else {
         return Value::Null;
@@ -77,7 +78,33 @@ fn measured_view(host: Option<crate::domain::HostState>, now_ms: i64, max_age_ms
             .collect();
         json!({"values": values, "received_ms": set.received_ms, "source": set.source})
     });
-    json!({"classes": classes, "instances": measured.instances.len(), "metrics": metrics})
+    let qos = measured.qos.as_ref().map(|report| {
+        let instances: Map<String, Value> = report
+            .instances
+            .iter()
+            .map(|i| {
+                let signals: Map<String, Value> = i
+                    .signals
+                    .iter()
+                    .map(|(s, v)| (s.as_str().to_string(), json!(v)))
+                    .collect();
+                (i.instance.to_string(), Value::Object(signals))
+            })
+            .collect();
+        json!({
+            "instances": instances,
+            "at_ms": report.at_ms,
+            "received_ms": report.received_ms,
+            "source": report.source,
+            "fresh": clock.fresh(report.at_ms, report.received_ms),
+        })
+    });
+    json!({
+        "classes": classes,
+        "instances": measured.instances.len(),
+        "metrics": metrics,
+        "qos": qos,
+    })
 }
 
 pub async fn list_hosts(

@@ -62,6 +62,7 @@ fn usage_json(scheduler: &Scheduler) -> serde_json::Value {
         "max_age_s": max_age_ms as f64 / 1_000.0,
         "hosts": {"fresh": counts.fresh, "expired": counts.expired, "none": counts.none},
         "instances": counts.instances,
+        "qos_instances": counts.qos_instances,
         "accepted": accepted,
         "refused": refused,
         "polls": {

@@ -81,10 +81,12 @@ impl Scheduler {
         };
         let backend = Backend::start(kind, deps).await?;
         set_event_clock_reset(&ledger, &settings);
-        let table = ledger.clone();
-        let loads: crate::backend::MeasuredLoads =
-            Arc::new(move |classes, at| table.table().measured_loads(classes, at));
-        let flex = crate::backend::Flex::start(&settings, clock.clone(), loads)?;
+        let (table, signals) = (ledger.clone(), ledger.clone());
+        let inputs = crate::backend::QosInputs {
+            loads: Arc::new(move |classes, at| table.table().measured_loads(classes, at)),
+            instances: Arc::new(move |at, visit| signals.table().visit_instance_qos(at, visit)),
+        };
+        let flex = crate::backend::Flex::start(&settings, clock.clone(), inputs)?;
         Ok(Scheduler {
             ledger,
             cloud: Arc::new(crate::cloud::Cloud::new()),

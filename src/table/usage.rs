@@ -8,8 +8,9 @@
 
 use super::HostTable;
 use crate::domain::{
-    check_usage_value, ClassId, ClassUsage, HostState, InstanceUsage, MeasuredUsage, MonitorMetric,
-    MonitorMetrics, ReadingClock, UsageError, UsageRefusal, UsageSource,
+    check_usage_value, ClassId, ClassUsage, HostState, InstanceQos, InstanceUsage, MeasuredUsage,
+    MonitorMetric, MonitorMetrics, QosReport, QosSignal, ReadingClock, UsageError, UsageRefusal,
+    UsageSource,
 };
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
@@ -53,6 +54,9 @@ pub struct UsageReading {
     /// Monitor metrics by name (`cpu.percent`, …), each with its own time when it has one;
     /// when present, the node's whole list.
     pub metrics: Vec<(String, f64, Option<i64>)>,
+    /// QoS signals per instance uuid, per signal name (`cpu_wait`, `memory_pressure`);
+    /// when present, the host's whole list of instances.
+    pub qos: Vec<(String, Vec<(String, f64)>)>,
 }
 
 /// The label of the readings counter: what became of a reading.
@@ -162,6 +166,8 @@ pub struct UsageCounts {
     pub none: usize,
     /// Instances with a reading, over every host.
     pub instances: usize,
+    /// Instances with QoS signals, over every host (fresh or not).
+    pub qos_instances: usize,
 }
 
 impl HostTable {
@@ -183,7 +189,10 @@ impl HostTable {
     }
 
     fn take_usage(&self, reading: &UsageReading, now_ms: i64) -> Result<usize, UsageError> {
-        if reading.classes.is_empty() && reading.instances.is_empty() && reading.metrics.is_empty()
+        if reading.classes.is_empty()
+            && reading.instances.is_empty()
+            && reading.metrics.is_empty()
+            && reading.qos.is_empty()
         {
             return Err(UsageError::new(UsageRefusal::NoUsage, "no class measured"));
         }
@@ -249,6 +258,9 @@ impl HostTable {
         if !reading.metrics.is_empty() {
             measured.metrics = Some(metrics_of(reading, &measured, at_ms, now_ms)?);
         }
+        if !reading.qos.is_empty() {
+            measured.qos = Some(qos_of(reading, &measured, at_ms, now_ms)?);
+        }
         let set = reading.classes.len();
         inner.hosts[slot].measured = Some(Arc::new(measured));
         Ok(set)
@@ -266,6 +278,11 @@ impl HostTable {
                 _ => counts.none += 1,
             }
             counts.instances += h.measured.as_ref().map_or(0, |m| m.instances.len());
+            counts.qos_instances += h
+                .measured
+                .as_ref()
+                .and_then(|m| m.qos.as_ref())
+                .map_or(0, |q| q.instances.len());
         }
         counts
     }
@@ -295,6 +312,22 @@ impl HostTable {
                     .reduce(f64::max)
             })
             .collect()
+    }
+}
+
+impl HostTable {
+    /// Passes every instance of every host whose QoS report is fresh at `clock` to `visit`
+    /// (Flex's `instance_signals` QoS). A host whose last report expired counts no instance.
+    pub fn visit_instance_qos(&self, clock: ReadingClock, visit: &mut dyn FnMut(&InstanceQos)) {
+        let inner = self.inner.read();
+        for h in &inner.hosts {
+            let Some(report) = h.measured.as_deref().and_then(|m| m.fresh_qos(clock)) else {
+                continue;
+            };
+            for instance in &report.instances {
+                visit(instance);
+            }
+        }
     }
 }
 
@@ -373,6 +406,63 @@ fn metrics_of(
     })
 }
 
+/// The instances' QoS signals of `reading`, the host's whole list, or why they are refused:
+/// a name that is no signal, a value that is not a share in [0, 1], or a report measured
+/// before the one held.
+fn qos_of(
+    reading: &UsageReading,
+    measured: &MeasuredUsage,
+    at_ms: i64,
+    now_ms: i64,
+) -> Result<QosReport, UsageError> {
+    if let Some(held) = measured.qos.as_ref().filter(|q| q.at_ms > at_ms) {
+        return Err(UsageError::new(
+            UsageRefusal::Older,
+            format!(
+                "QoS signals measured at {at_ms} ms, before the {} ms held",
+                held.at_ms
+            ),
+        ));
+    }
+    let mut instances = Vec::with_capacity(reading.qos.len());
+    for (uuid, signals) in &reading.qos {
+        let mut values = Vec::with_capacity(signals.len());
+        for (name, value) in signals {
+            let signal = QosSignal::lookup(name).ok_or_else(|| {
+                let known: Vec<_> = QosSignal::ALL.iter().map(|s| s.as_str()).collect();
+                UsageError::new(
+                    UsageRefusal::UnknownClass,
+                    format!(
+                        "instance {uuid}: {name} is not a QoS signal ({})",
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            let what = format!("instance {uuid} {name}");
+            check_usage_value(&what, *value)?;
+            if *value > 1.0 {
+                return Err(UsageError::new(
+                    UsageRefusal::AboveTotal,
+                    format!("{what} {value} is above 1 (a share of the interval)"),
+                ));
+            }
+            values.push((signal, *value));
+        }
+        values.sort_by_key(|(s, _)| *s);
+        values.dedup_by_key(|(s, _)| *s);
+        instances.push(InstanceQos {
+            instance: Arc::from(uuid.as_str()),
+            signals: values,
+        });
+    }
+    Ok(QosReport {
+        at_ms,
+        received_ms: now_ms,
+        source: reading.source,
+        instances,
+    })
+}
+
 /// Class `name`'s measured `amount` in units of a class of `total`, or why it is refused.
 fn class_value(name: &str, amount: Amount, total: f64) -> Result<f64, UsageError> {
     let value = match amount {
@@ -447,6 +537,7 @@ mod tests {
             classes: classes.iter().map(|(n, a)| (n.to_string(), *a)).collect(),
             instances: Vec::new(),
             metrics: Vec::new(),
+            qos: Vec::new(),
         }
     }
 
@@ -534,6 +625,7 @@ mod tests {
             classes: vec![("VCPU".into(), Amount::Percent(25.0))],
             instances: Vec::new(),
             metrics: Vec::new(),
+            qos: Vec::new(),
         };
         t.record_usage(&nova, 2_000).unwrap();
         let m = measured(&t).unwrap();
@@ -650,6 +742,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), *v, None))
                 .collect(),
+            qos: Vec::new(),
         };
         let mut first = report(1_000, &[("cpu.percent", 40.0), ("cpu.frequency", 2400.0)]);
         first.metrics[1].2 = Some(900);
@@ -689,6 +782,96 @@ mod tests {
         let m = measured(&t).unwrap();
         assert_eq!(m.metric("cpu.percent", None), None, "no longer reported");
         assert_eq!(m.metric("cpu.user.time", None), Some(7.0));
+    }
+
+    /// A host's `instance_qos`: its whole list of instances, each with the signals reported;
+    /// a name that is no signal, a value outside [0, 1] or an older report is refused whole;
+    /// the report expires as a reading does.
+    #[test]
+    fn instance_qos_is_the_hosts_whole_last_list_and_expires() {
+        let t = table();
+        let report = |at_ms: i64, instances: &[(&str, &[(&str, f64)])]| UsageReading {
+            qos: instances
+                .iter()
+                .map(|(uuid, signals)| {
+                    let signals = signals.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+                    (uuid.to_string(), signals)
+                })
+                .collect(),
+            ..reading(at_ms, &[])
+        };
+        let (a, b) = (
+            "10000000-0000-4000-8000-000000000001",
+            "10000000-0000-4000-8000-000000000002",
+        );
+        let first = report(
+            1_000,
+            &[
+                (a, &[("memory_pressure", 0.0), ("cpu_wait", 0.25)]),
+                (b, &[("cpu_wait", 0.0)]),
+            ],
+        );
+        assert_eq!(t.record_usage(&first, 1_100), Ok(0));
+        let m = measured(&t).unwrap();
+        let q = m.qos.as_ref().unwrap();
+        assert_eq!(
+            (q.at_ms, q.received_ms, q.instances.len()),
+            (1_000, 1_100, 2)
+        );
+        assert_eq!(q.instances[0].signal(QosSignal::CpuWait), Some(0.25));
+        assert_eq!(
+            q.instances[0].signals[0].0,
+            QosSignal::CpuWait,
+            "sorted by signal"
+        );
+        assert_eq!(q.instances[1].signal(QosSignal::MemoryPressure), None);
+        assert!(m.classes.is_empty(), "no class from QoS signals alone");
+        assert_eq!(t.usage_counts(1_100, 60_000).qos_instances, 2);
+
+        let visited = |now_ms| {
+            let mut seen = Vec::new();
+            let clock = ReadingClock {
+                now_ms,
+                max_age_ms: 60_000,
+            };
+            t.visit_instance_qos(clock, &mut |i| seen.push(i.instance.to_string()));
+            seen
+        };
+        assert_eq!(visited(61_000), [a, b]);
+        assert!(visited(61_001).is_empty(), "expired");
+
+        for (bad, reason) in [
+            (
+                report(2_000, &[(a, &[("steal", 0.1)])]),
+                UsageRefusal::UnknownClass,
+            ),
+            (
+                report(2_000, &[(a, &[("cpu_wait", 1.5)])]),
+                UsageRefusal::AboveTotal,
+            ),
+            (
+                report(2_000, &[(a, &[("cpu_wait", -0.1)])]),
+                UsageRefusal::Negative,
+            ),
+            (
+                report(
+                    2_000,
+                    &[(b, &[("cpu_wait", 0.0)]), (a, &[("cpu_wait", f64::NAN)])],
+                ),
+                UsageRefusal::NotANumber,
+            ),
+            (
+                report(999, &[(a, &[("cpu_wait", 0.0)])]),
+                UsageRefusal::Older,
+            ),
+        ] {
+            let err = t.record_usage(&bad, 2_000).unwrap_err();
+            assert_eq!(err.reason, reason, "{err}");
+            assert_eq!(measured(&t), Some(m.clone()), "{reason:?} changed nothing");
+        }
+        t.record_usage(&report(3_000, &[(b, &[("cpu_wait", 0.5)])]), 3_000)
+            .unwrap();
+        assert_eq!(visited(3_000), [b], "a is no longer reported");
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Measured usage polled from a monitoring system (issue 45): Prometheus' HTTP API, one
-//! PromQL query per resource class (`[usage.prometheus]`), each answer's samples fed to the
-//! live table as readings of source `prometheus` (`table::usage`), so the same checks apply
-//! as to every other source: a sample that is negative, not a number, above the class's
-//! total, of a host the table does not have or older than the reading held is refused and
-//! counted (`parasol_usage_readings_total`).
+//! PromQL query per resource class (`[usage.prometheus]`) and one per instance QoS signal
+//! (`qos_queries`, each host's instances' signals together as its report), each answer's
+//! samples fed to the live table as readings of source `prometheus` (`table::usage`), so
+//! the same checks apply as to every other source: a sample that is negative, not a
+//! number, above the class's total, of a host the table does not have or older than the
+//! reading held is refused and counted (`parasol_usage_readings_total`).
 //!
 //! A series names its host by the label `host_label` (default `host`), whose value must be
 //! the compute service's host as Nova knows it (`CONF.host`); a service host with several
@@ -28,7 +29,10 @@
 mod prometheus;
 mod settings;
 
-pub use prometheus::{parse_answer, readings, PrometheusClient, Sample, MAX_ANSWER_BYTES};
+pub use prometheus::{
+    check_qos_samples, parse_answer, qos_readings, readings, PrometheusClient, Sample,
+    MAX_ANSWER_BYTES,
+};
 pub use settings::PrometheusSettings;
 
 use crate::clock::SharedClock;
@@ -58,6 +62,7 @@ pub async fn run_prometheus_poller(
         url = %crate::redact::redact_url(&settings.url),
         interval_s = settings.poll_interval_s,
         classes = ?settings.classes().map(|(c, _)| c).collect::<Vec<_>>(),
+        qos_signals = ?settings.qos_queries.keys().collect::<Vec<_>>(),
         "polling Prometheus for measured usage"
     );
     loop {
@@ -70,6 +75,51 @@ pub async fn run_prometheus_poller(
             () = shutdown.cancelled() => break,
         }
     }
+}
+
+/// The QoS signals' queries (`qos_queries`), their answers together as each host's
+/// instance QoS report, taken only when every query of the round succeeded (a report missing
+/// a signal would judge the instances on the others alone): otherwise the reports held stay
+/// until they expire. False when a query failed.
+async fn poll_qos(
+    client: &PrometheusClient,
+    settings: &PrometheusSettings,
+    table: &HostTable,
+    clock: &SharedClock,
+) -> bool {
+    if settings.qos_queries.is_empty() {
+        return true;
+    }
+    let counters = table.usage_counters();
+    let (host_label, instance_label) = (&settings.host_label, &settings.instance_label);
+    let mut answers = Vec::with_capacity(settings.qos_queries.len());
+    let mut ok = true;
+    for (signal, query) in &settings.qos_queries {
+        let outcome = client.query(query).await.and_then(|samples| {
+            check_qos_samples(signal, host_label, instance_label, &samples).map(|()| samples)
+        });
+        match outcome {
+            Ok(samples) => answers.push((signal.clone(), samples)),
+            Err(e) => {
+                tracing::warn!(signal = %signal, error = %e, "polling Prometheus failed");
+                counters.poll(UsageSource::Prometheus, Err(format!("{signal}: {e}")));
+                ok = false;
+            }
+        }
+    }
+    if !ok {
+        return false;
+    }
+    let now_ms = clock.now_ms();
+    for reading in qos_readings(host_label, instance_label, &answers) {
+        if let Err(e) = table.record_usage(&reading, now_ms) {
+            tracing::debug!(node = ?reading.node, reason = e.reason.as_str(), error = %e, "a Prometheus QoS report not taken");
+        }
+    }
+    for _ in &answers {
+        counters.poll(UsageSource::Prometheus, Ok(()));
+    }
+    ok
 }
 
 /// One poll: every class's query, each sample offered to the table.
@@ -104,6 +154,7 @@ pub async fn poll(
         // Counted once its samples are in the table: a query counted is a query applied.
         counters.poll(UsageSource::Prometheus, Ok(()));
     }
+    failed |= !poll_qos(client, settings, table, clock).await;
     if !failed {
         counters.clear_poll_error(UsageSource::Prometheus);
     }

@@ -195,8 +195,88 @@ pub fn readings(
             classes: vec![(class.to_string(), Amount::Units(s.value))],
             instances: Vec::new(),
             metrics: Vec::new(),
+            qos: Vec::new(),
         })
         .collect())
+}
+
+/// Checks one QoS signal's answer: every series names a host (`host_label`) and an
+/// instance by its uuid (`instance_label`), once each. The error names what is wrong: the
+/// query must keep both labels (`max by (host, uuid) (…)`).
+pub fn check_qos_samples(
+    signal: &str,
+    host_label: &str,
+    instance_label: &str,
+    samples: &[Sample],
+) -> Result<(), String> {
+    let mut keys = Vec::with_capacity(samples.len());
+    for s in samples {
+        let label = |name: &str| s.labels.get(name).map(String::as_str);
+        let (Some(host), Some(instance)) = (label(host_label), label(instance_label)) else {
+            return Err(format!(
+                "{signal}: a series without the labels {host_label} and {instance_label}; keep \
+                 both (`max by ({host_label}, {instance_label}) (…)`)"
+            ));
+        };
+        if uuid::Uuid::try_parse(instance).is_err() || instance.len() != 36 {
+            let shown: String = instance.chars().take(40).collect();
+            return Err(format!(
+                "{signal}: {instance_label}={shown:?} is not an instance uuid; name the label that \
+                 holds Nova's instance uuid (instance_label)"
+            ));
+        }
+        keys.push((host, instance));
+    }
+    keys.sort_unstable();
+    if let Some(twice) = keys.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "{signal}: several series for {host_label}={:?}, {instance_label}={:?}; aggregate \
+             the query by both",
+            twice[0].0, twice[0].1
+        ));
+    }
+    Ok(())
+}
+
+/// The hosts' instance QoS reports in the checked answers of the signals' queries (signal
+/// name, samples): per host, one reading listing each of its instances with the value of
+/// every signal that has a series for it, timed by the latest evaluation time among them.
+pub fn qos_readings(
+    host_label: &str,
+    instance_label: &str,
+    answers: &[(String, Vec<Sample>)],
+) -> Vec<UsageReading> {
+    type Instances = BTreeMap<String, Vec<(String, f64)>>;
+    let mut hosts: BTreeMap<&str, (i64, Instances)> = BTreeMap::new();
+    for (signal, samples) in answers {
+        for s in samples {
+            let (Some(host), Some(instance)) =
+                (s.labels.get(host_label), s.labels.get(instance_label))
+            else {
+                continue;
+            };
+            let (at_ms, instances) = hosts
+                .entry(host.as_str())
+                .or_insert((s.at_ms, Instances::new()));
+            *at_ms = (*at_ms).max(s.at_ms);
+            instances
+                .entry(instance.to_ascii_lowercase())
+                .or_default()
+                .push((signal.clone(), s.value));
+        }
+    }
+    hosts
+        .into_iter()
+        .map(|(host, (at_ms, instances))| UsageReading {
+            node: NodeRef::Service(host.to_string()),
+            source: UsageSource::Prometheus,
+            at_ms: Some(at_ms),
+            classes: Vec::new(),
+            instances: Vec::new(),
+            metrics: Vec::new(),
+            qos: instances.into_iter().collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -277,5 +357,71 @@ mod tests {
         ];
         let err = readings("VCPU", "host", &twice).unwrap_err();
         assert!(err.contains("host=\"cmp1\""), "{err}");
+    }
+
+    #[test]
+    fn qos_samples_become_each_hosts_whole_list_and_bad_labels_refuse_the_query() {
+        const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+        const B: &str = "BBBBBBBB-0000-4000-8000-000000000002";
+        let sample = |labels: &[(&str, &str)], at_ms, value| Sample {
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            at_ms,
+            value,
+        };
+        let wait = vec![
+            sample(&[("host", "cmp1"), ("uuid", A)], 5_000, 0.3),
+            sample(&[("host", "cmp2"), ("uuid", B)], 5_000, 0.0),
+        ];
+        let pressure = vec![sample(&[("host", "cmp1"), ("uuid", A)], 6_000, 0.01)];
+        for samples in [&wait, &pressure] {
+            check_qos_samples("cpu_wait", "host", "uuid", samples).unwrap();
+        }
+        let answers = [
+            ("cpu_wait".to_string(), wait),
+            ("memory_pressure".to_string(), pressure),
+        ];
+        let got = qos_readings("host", "uuid", &answers);
+        assert_eq!(got.len(), 2, "one reading per host");
+        assert_eq!(got[0].node, NodeRef::Service("cmp1".into()));
+        assert_eq!(got[0].at_ms, Some(6_000), "the latest evaluation time");
+        assert_eq!(
+            got[0].qos,
+            vec![(
+                A.to_string(),
+                vec![("cpu_wait".into(), 0.3), ("memory_pressure".into(), 0.01)]
+            )]
+        );
+        assert_eq!(got[1].qos[0].0, B.to_ascii_lowercase(), "uuids lowercased");
+        assert!(got
+            .iter()
+            .all(|r| r.classes.is_empty() && r.source == UsageSource::Prometheus));
+
+        for (samples, want) in [
+            (
+                vec![sample(&[("uuid", A)], 0, 0.0)],
+                "without the labels host and uuid",
+            ),
+            (
+                vec![sample(
+                    &[("host", "cmp1"), ("uuid", "instance-0000000a")],
+                    0,
+                    0.0,
+                )],
+                "is not an instance uuid",
+            ),
+            (
+                vec![
+                    sample(&[("host", "cmp1"), ("uuid", A)], 0, 0.0),
+                    sample(&[("host", "cmp1"), ("uuid", A), ("vcpu", "1")], 0, 0.1),
+                ],
+                "several series for host=\"cmp1\"",
+            ),
+        ] {
+            let err = check_qos_samples("cpu_wait", "host", "uuid", &samples).unwrap_err();
+            assert!(err.contains(want) && err.starts_with("cpu_wait: "), "{err}");
+        }
     }
 }

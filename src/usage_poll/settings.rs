@@ -1,7 +1,7 @@
 //! `[usage.prometheus]`: where Prometheus is, how often to ask it, and one PromQL query per
 //! resource class. Off (no `url`) by default.
 
-use crate::domain::is_valid_class_name;
+use crate::domain::{is_valid_class_name, QosSignal};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,6 +29,12 @@ pub struct PrometheusSettings {
     /// Per resource class, the PromQL query whose instant vector gives that class's usage
     /// per host, in the class's unit, one series per value of `host_label`.
     pub queries: BTreeMap<String, String>,
+    /// The label whose value is an instance's uuid, in `qos_queries`' series.
+    pub instance_label: String,
+    /// Per QoS signal (`cpu_wait`, `memory_pressure`), the PromQL query whose instant vector
+    /// gives that signal per instance (a share of the interval, 0 to 1), one series per
+    /// `host_label` and `instance_label`: each host's instances, as its `instance_qos`.
+    pub qos_queries: BTreeMap<String, String>,
 }
 
 impl Default for PrometheusSettings {
@@ -41,6 +47,8 @@ impl Default for PrometheusSettings {
             token_file: String::new(),
             host_label: "host".into(),
             queries: BTreeMap::new(),
+            instance_label: "uuid".into(),
+            qos_queries: BTreeMap::new(),
         }
     }
 }
@@ -55,6 +63,8 @@ impl fmt::Debug for PrometheusSettings {
             .field("token_file", &self.token_file)
             .field("host_label", &self.host_label)
             .field("queries", &self.queries)
+            .field("instance_label", &self.instance_label)
+            .field("qos_queries", &self.qos_queries)
             .finish()
     }
 }
@@ -86,14 +96,35 @@ impl PrometheusSettings {
                 return Err((key.into(), why));
             }
         }
-        if !is_label_name(&self.host_label) {
+        for (key, label) in [
+            ("host_label", &self.host_label),
+            ("instance_label", &self.instance_label),
+        ] {
+            if !is_label_name(label) {
+                return Err((
+                    key.into(),
+                    format!("{label:?} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+                ));
+            }
+        }
+        if self.instance_label == self.host_label {
             return Err((
-                "host_label".into(),
+                "instance_label".into(),
                 format!(
-                    "{:?} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)",
+                    "is host_label's {:?}; name the instance's uuid label",
                     self.host_label
                 ),
             ));
+        }
+        for (name, query) in &self.qos_queries {
+            let key = format!("qos_queries.{name}");
+            if QosSignal::lookup(name).is_none() {
+                let known: Vec<_> = QosSignal::ALL.iter().map(|s| s.as_str()).collect();
+                return Err((key, format!("is not a QoS signal ({})", known.join(", "))));
+            }
+            if query.trim().is_empty() {
+                return Err((key, "is an empty query".into()));
+            }
         }
         let mut seen: Vec<String> = Vec::new();
         for (class, query) in self.classes() {
@@ -116,17 +147,20 @@ impl PrometheusSettings {
             crate::plugins::read_token(&self.token_file)
                 .map_err(|e| ("token_file".to_string(), e))?;
         }
+        let none = self.queries.is_empty() && self.qos_queries.is_empty();
         if self.url.is_empty() {
-            return match self.queries.is_empty() {
+            return match none {
                 true => Ok(()),
                 false => Err(("url".into(), "is required when queries are given".into())),
             };
         }
         query_url(&self.url).map_err(|e| ("url".to_string(), e))?;
-        if self.queries.is_empty() {
+        if none {
             return Err((
                 "queries".into(),
-                "needs a query for at least one resource class when url is set".into(),
+                "needs a query for at least one resource class (or qos_queries one for a QoS \
+                 signal) when url is set"
+                    .into(),
             ));
         }
         Ok(())
@@ -184,6 +218,10 @@ mod tests {
         assert!(!s.enabled());
         s.validate().unwrap();
         on(&[("VCPU", "up")]).validate().unwrap();
+        // QoS queries alone are enough.
+        let mut qos = on(&[]);
+        qos.qos_queries.insert("cpu_wait".into(), "up".into());
+        qos.validate().unwrap();
     }
 
     #[test]
@@ -221,6 +259,26 @@ mod tests {
             (with(&|s| s.url = "ftp://p/".into()), "url"),
             (with(&|s| s.url = "http://p:9090/?x=1".into()), "url"),
             (with(&|s| s.queries.clear()), "queries"),
+            (
+                with(&|s| s.instance_label = "in stance".into()),
+                "instance_label",
+            ),
+            (
+                with(&|s| s.instance_label = "host".into()),
+                "instance_label",
+            ),
+            (
+                with(&|s| {
+                    s.qos_queries.insert("steal".into(), "x".into());
+                }),
+                "qos_queries.steal",
+            ),
+            (
+                with(&|s| {
+                    s.qos_queries.insert("cpu_wait".into(), "".into());
+                }),
+                "qos_queries.cpu_wait",
+            ),
             (on(&[("VCPUS", "up")]), "queries.VCPUS"),
             (on(&[("VCPU", " ")]), "queries.VCPU"),
             (on(&[("VCPU", "up"), ("vcpu", "up")]), "queries.VCPU"),

@@ -327,6 +327,20 @@ async fn host_saturation_qos_moves_p_in_the_service() {
     let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
     post(&app, &event("q-1", "hot", 0, json!({"VCPU": 15}))).await;
     post(&app, &event("q-2", "calm", 0, json!({"VCPU": 2}))).await;
+    let stats = first_period(&app, &clock).await;
+    assert_eq!(stats["flex"]["qos_source"], "host_saturation");
+    assert_eq!(stats["flex"]["qos"], 0.5, "{stats}");
+    assert_eq!(stats["flex"]["penalty"], 2.0, "1.5 + β(1.5 − 1)");
+    assert_eq!(app.metric("parasol_flex_qos").await.as_deref(), Some("0.5"));
+    assert_eq!(
+        app.metric("parasol_flex_penalty").await.as_deref(),
+        Some("2.0")
+    );
+}
+
+/// Ends Flex's first period of 10 s on `clock` (once its task has armed it) and returns
+/// `/v1/stats` once the period is counted.
+async fn first_period(app: &TestApp, clock: &ManualClock) -> Value {
     for _ in 0..1_000 {
         if clock.deadlines().contains(&(t0() + 10_000)) {
             break;
@@ -343,12 +357,68 @@ async fn host_saturation_qos_moves_p_in_the_service() {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     assert_eq!(stats["flex"]["periods"], 1, "{stats}");
-    assert_eq!(stats["flex"]["qos_source"], "host_saturation");
-    assert_eq!(stats["flex"]["qos"], 0.5, "{stats}");
-    assert_eq!(stats["flex"]["penalty"], 2.0, "1.5 + β(1.5 − 1)");
-    assert_eq!(app.metric("parasol_flex_qos").await.as_deref(), Some("0.5"));
+    stats
+}
+
+/// `[flex] qos_source = "instance_signals"`: the hosts' `instance_qos` blocks (per instance,
+/// the share of the interval it waited for a CPU or stalled on memory) are taken whole as
+/// soft state, shown in `/v1/hosts`, refused whole with a reason when bad (the event's
+/// heartbeat still applies); at the period's end Q(t) is the share of instances within both
+/// thresholds: 3 of 4 → below the target, P grows by β(P − 1).
+async fn instance_signals_qos_moves_p_in_the_service(engine: &str) {
+    let clock = ManualClock::new(t0());
+    let (mut s, db) = settings(engine, BackendKind::Filter).await;
+    s.usage.max_age_s = 60.0;
+    s.flex.enabled = true;
+    s.flex.update_period_s = 10.0;
+    s.flex.qos_source = parasol::configuration::QosSource::InstanceSignals;
+    let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
+    let (a, b, c, d) = (
+        "178b0921-8f85-4257-88b6-2e743b5a975c",
+        "278b0921-8f85-4257-88b6-2e743b5a975c",
+        "378b0921-8f85-4257-88b6-2e743b5a975c",
+        "478b0921-8f85-4257-88b6-2e743b5a975c",
+    );
+    let mut one = event("s-1", "cmp1", 0, Value::Null);
+    one["payload"]["instance_qos"] = json!({
+        a: {"cpu_wait": 0.2, "memory_pressure": 0.0},
+        b: {"cpu_wait": 0.0},
+    });
+    let mut two = event("s-2", "cmp2", 0, Value::Null);
+    two["payload"]["instance_qos"] = json!({c: {"memory_pressure": 0.01}, d: {"cpu_wait": 0.05}});
+    post(&app, &one).await;
+    post(&app, &two).await;
+    let m = measured(&app, "cmp1").await;
+    assert_eq!(m["qos"]["instances"][a]["cpu_wait"], 0.2, "{m}");
+    assert_eq!(m["qos"]["source"], "host_state");
+    assert_eq!(m["qos"]["fresh"], true);
+
+    // A signal that is no share of the interval: refused whole, counted; the event itself
+    // applies (its registration and heartbeat), the report held stays.
+    let mut bad = event("s-3", "cmp1", 500, Value::Null);
+    bad["payload"]["instance_qos"] = json!({a: {"cpu_wait": 0.0}, b: {"cpu_wait": 1.5}});
+    let body = post(&app, &bad).await;
+    assert_eq!(body["outcome"], "applied", "{body}");
+    let stats = app.get_json("/v1/stats").await;
+    assert_eq!(stats["usage"]["refused"]["above_total"], 1, "{stats}");
+    assert_eq!(stats["usage"]["qos_instances"], 4);
     assert_eq!(
-        app.metric("parasol_flex_penalty").await.as_deref(),
-        Some("2.0")
+        measured(&app, "cmp1").await,
+        m,
+        "the refused report changed nothing"
+    );
+
+    let stats = first_period(&app, &clock).await;
+    assert_eq!(stats["flex"]["qos_source"], "instance_signals");
+    assert_eq!(stats["flex"]["qos_measured_on"], 4, "{stats}");
+    assert_eq!(stats["flex"]["qos"], 0.75, "{stats}");
+    assert_eq!(stats["flex"]["penalty"], 2.0, "1.5 + β(1.5 − 1)");
+    assert_eq!(
+        app.metric("parasol_flex_qos").await.as_deref(),
+        Some("0.75")
     );
 }
+on_both_engines!(
+    instance_signals,
+    super::instance_signals_qos_moves_p_in_the_service
+);

@@ -337,6 +337,21 @@ async fn service(
     prometheus: &Prometheus,
     queries: &[(&str, &str)],
 ) -> TestApp {
+    service_with_qos(clock, prometheus, queries, &[]).await
+}
+
+/// [`service`] with `qos_queries` too (per QoS signal).
+async fn service_with_qos(
+    clock: &ManualClock,
+    prometheus: &Prometheus,
+    queries: &[(&str, &str)],
+    qos_queries: &[(&str, &str)],
+) -> TestApp {
+    let owned = |list: &[(&str, &str)]| {
+        list.iter()
+            .map(|(k, q)| (k.to_string(), q.to_string()))
+            .collect()
+    };
     let (mut s, db) = settings("sqlite", BackendKind::Filter).await;
     s.usage.max_age_s = 30.0;
     s.usage.prometheus = PrometheusSettings {
@@ -344,10 +359,8 @@ async fn service(
         poll_interval_s: 1.0,
         timeout_s: 5.0,
         cafile: prometheus.cafile.clone().unwrap_or_default(),
-        queries: queries
-            .iter()
-            .map(|(c, q)| (c.to_string(), q.to_string()))
-            .collect(),
+        queries: owned(queries),
+        qos_queries: owned(qos_queries),
         ..Default::default()
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
@@ -635,6 +648,120 @@ async fn the_poller_reads_a_prometheus_served_over_tls_trusting_its_cafile(
     assert_eq!(polls(&app, PollOutcome::Failed), 0);
     assert_eq!(m["classes"]["MEMORY_MB"]["value"], 3072.0, "{m}");
     assert_eq!(m["classes"]["MEMORY_MB"]["source"], "prometheus", "{m}");
+    app.shutdown.stop().await;
+    Ok(())
+}
+
+/// Two instances of compute1 as a libvirt exporter with Nova's instance uuid as a label
+/// gives them: vCPU delay counters (instance A's vCPU waits 0.3 s a second, B's never) and a
+/// memory-pressure gauge.
+const INSTANCE_A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+const INSTANCE_B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
+const CPU_WAIT_QUERY: &str =
+    "max by (host, uuid) (rate(parasol_test_domain_vcpu_delay_seconds_total[5s]))";
+const MEMORY_PRESSURE_QUERY: &str = "max by (host, uuid) (parasol_test_domain_memory_pressure)";
+
+fn instance_signals(domain_label: &str) -> Vec<Series> {
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let (a, b) = match domain_label {
+        "uuid" => (INSTANCE_A.to_string(), INSTANCE_B.to_string()),
+        _ => (
+            "instance-0000000a".to_string(),
+            "instance-0000000b".to_string(),
+        ),
+    };
+    vec![
+        Series::Counter(
+            leak(format!(
+                r#"parasol_test_domain_vcpu_delay_seconds_total{{host="compute1",uuid="{a}"}}"#
+            )),
+            0.3,
+        ),
+        Series::Counter(
+            leak(format!(
+                r#"parasol_test_domain_vcpu_delay_seconds_total{{host="compute1",uuid="{b}"}}"#
+            )),
+            0.0,
+        ),
+        Series::Gauge(
+            leak(format!(
+                r#"parasol_test_domain_memory_pressure{{host="compute1",uuid="{a}"}}"#
+            )),
+            0.0,
+        ),
+        Series::Gauge(
+            leak(format!(
+                r#"parasol_test_domain_memory_pressure{{host="compute1",uuid="{b}"}}"#
+            )),
+            0.02,
+        ),
+    ]
+}
+
+/// `[usage.prometheus] qos_queries`: per QoS signal a query giving it per host and instance
+/// uuid; the answers become compute1's instance QoS report (both instances, each signal),
+/// shown in `/v1/hosts` and counted; a series whose uuid label holds no uuid (a libvirt
+/// domain name) fails that query, counted and named in `last_error`, and the round's other
+/// answers are not taken: the report held stays whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn qos_queries_give_each_hosts_instance_signals() -> Result<(), NotInstalled> {
+    let exporter = Exporter::start(instance_signals("uuid")).await;
+    let prometheus = Prometheus::start(exporter.port).await?;
+    let full = "count_over_time(parasol_test_domain_vcpu_delay_seconds_total[5s]) >= 5";
+    prometheus.wait_series(full, &["compute1"]).await;
+    prometheus
+        .wait_series(MEMORY_PRESSURE_QUERY, &["compute1"])
+        .await;
+    let clock = ManualClock::new(now_ms());
+    let qos = [
+        ("cpu_wait", CPU_WAIT_QUERY),
+        ("memory_pressure", MEMORY_PRESSURE_QUERY),
+    ];
+    let app = service_with_qos(&clock, &prometheus, &[], &qos).await;
+    let m = wait_for("compute1's instance QoS report", || async {
+        let m = measured(&app).await;
+        let both = [INSTANCE_A, INSTANCE_B]
+            .iter()
+            .all(|i| m["qos"]["instances"][i]["memory_pressure"].is_number());
+        if both && m["qos"]["instances"][INSTANCE_A]["cpu_wait"].is_number() {
+            return Some(m);
+        }
+        clock.advance_ms(1_000);
+        None
+    })
+    .await;
+    let qos_report = &m["qos"];
+    assert_eq!(qos_report["source"], "prometheus", "{m}");
+    assert_eq!(qos_report["fresh"], true, "{m}");
+    let wait_a = qos_report["instances"][INSTANCE_A]["cpu_wait"]
+        .as_f64()
+        .unwrap();
+    assert!((0.25..=0.35).contains(&wait_a), "rate of 0.3 s/s: {m}");
+    assert_eq!(qos_report["instances"][INSTANCE_B]["cpu_wait"], 0.0, "{m}");
+    assert_eq!(qos_report["instances"][INSTANCE_B]["memory_pressure"], 0.02);
+    let usage = usage_of(&app).await;
+    assert_eq!(usage["qos_instances"], 2, "{usage}");
+    assert_eq!(usage["polls"]["prometheus"]["failed"], 0, "{usage}");
+
+    // The exporter now labels its series with libvirt's domain names: the queries fail,
+    // named, and nothing of the report held changes.
+    exporter.set(instance_signals("domain"));
+    let usage = wait_polls(&app, &clock, "failed", 1).await;
+    let error = usage["polls"]["prometheus"]["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("uuid=\"instance-0000000") && error.contains("instance_label"),
+        "{usage}"
+    );
+    // A round with a failed query renews no report. (A round between the exporter's change
+    // and Prometheus' next scrape may still have renewed it from the old series: A's rate
+    // moves a little, the rest is exact.)
+    let held = measured(&app).await["qos"]["instances"].clone();
+    let uuids: Vec<_> = held.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(uuids, [INSTANCE_A, INSTANCE_B], "{held}");
+    assert_eq!(held[INSTANCE_B]["memory_pressure"], 0.02, "{held}");
     app.shutdown.stop().await;
     Ok(())
 }

@@ -70,6 +70,7 @@ fn host_state(rng: &mut impl Rng, h: usize) -> HostEvent {
         aggregates: Vec::new(),
         usage: None,
         instance_usage: None,
+        instance_qos: None,
     })
 }
 

@@ -57,6 +57,7 @@ fn state(host: &str, uuid: &str, vcpu: i64, at: Option<&str>) -> Notification {
             aggregates: Vec::new(),
             usage: None,
             instance_usage: None,
+            instance_qos: None,
         }),
     }
 }

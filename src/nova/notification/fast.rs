@@ -227,6 +227,9 @@ struct Payload<'a> {
     /// Per-instance usage: left to the general decode.
     #[serde(default)]
     instance_usage: Option<serde::de::IgnoredAny>,
+    /// Per-instance QoS signals: left to the general decode.
+    #[serde(default)]
+    instance_qos: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(serde::Deserialize)]
@@ -308,7 +311,7 @@ fn host_state_message(m: Message<Payload>) -> Option<Notification> {
         return None;
     }
     let Obj(p) = m.payload;
-    if p.instance_usage.is_some() {
+    if p.instance_usage.is_some() || p.instance_qos.is_some() {
         return None;
     }
     let mut inventory = BTreeMap::new();
@@ -368,6 +371,7 @@ fn host_state_message(m: Message<Payload>) -> Option<Notification> {
         aggregates: names(p.aggregates)?,
         usage,
         instance_usage: None,
+        instance_qos: None,
     };
     let publisher_id = match m.publisher_id {
         Some(p) if p.len() > 2 * MAX_NAME_BYTES => return None,

@@ -585,3 +585,23 @@ fn instance_usage_is_decoded_per_instance_uuid() {
     let err = Notification::from_inner(&v).unwrap_err().to_string();
     assert!(err.contains("payload.instance_usage.not-a-uuid"), "{err}");
 }
+
+#[test]
+fn instance_qos_is_decoded_per_instance_uuid() {
+    let mut v = host_state();
+    v["payload"]["instance_qos"] = json!({I1: {"cpu_wait": 0.25, "memory_pressure": 2}});
+    let HostEvent::HostState(p) = Notification::from_inner(&v).unwrap().event else {
+        panic!("not a host state")
+    };
+    // Names and ranges are the usage table's to judge: a share above 1 decodes.
+    let qos = p.instance_qos.unwrap();
+    assert_eq!(qos[I1]["cpu_wait"], 0.25);
+    assert_eq!(qos[I1]["memory_pressure"], 2.0);
+    assert_eq!(p.instance_usage, None);
+    v["payload"]["instance_qos"] = json!({I1: {"cpu_wait": "high"}});
+    let err = Notification::from_inner(&v).unwrap_err().to_string();
+    assert!(err.contains("payload.instance_qos"), "{err}");
+    v["payload"]["instance_qos"] = json!({"not-a-uuid": {"cpu_wait": 0.5}});
+    let err = Notification::from_inner(&v).unwrap_err().to_string();
+    assert!(err.contains("payload.instance_qos.not-a-uuid"), "{err}");
+}
