@@ -670,31 +670,16 @@ fn instance_signals(domain_label: &str) -> Vec<Series> {
             "instance-0000000b".to_string(),
         ),
     };
+    let line = |metric: &str, uuid: &str| -> &'static str {
+        leak(format!(r#"{metric}{{host="compute1",uuid="{uuid}"}}"#))
+    };
+    let delay = "parasol_test_domain_vcpu_delay_seconds_total";
+    let pressure = "parasol_test_domain_memory_pressure";
     vec![
-        Series::Counter(
-            leak(format!(
-                r#"parasol_test_domain_vcpu_delay_seconds_total{{host="compute1",uuid="{a}"}}"#
-            )),
-            0.3,
-        ),
-        Series::Counter(
-            leak(format!(
-                r#"parasol_test_domain_vcpu_delay_seconds_total{{host="compute1",uuid="{b}"}}"#
-            )),
-            0.0,
-        ),
-        Series::Gauge(
-            leak(format!(
-                r#"parasol_test_domain_memory_pressure{{host="compute1",uuid="{a}"}}"#
-            )),
-            0.0,
-        ),
-        Series::Gauge(
-            leak(format!(
-                r#"parasol_test_domain_memory_pressure{{host="compute1",uuid="{b}"}}"#
-            )),
-            0.02,
-        ),
+        Series::Counter(line(delay, &a), 0.3),
+        Series::Counter(line(delay, &b), 0.0),
+        Series::Gauge(line(pressure, &a), 0.0),
+        Series::Gauge(line(pressure, &b), 0.02),
     ]
 }
 
