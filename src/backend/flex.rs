@@ -250,10 +250,6 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
 
-    fn no_loads() -> QosInputs {
-        QosInputs::empty()
-    }
-
     /// Runs `periods` periods of 10 s on `clock`, from period `from`.
     async fn periods(flex: &Flex, clock: &ManualClock, from: i64, to: i64) {
         for period in from..=to {
@@ -376,7 +372,7 @@ mod tests {
         let mut settings = Settings::default();
         settings.flex.enabled = true;
         settings.flex.update_period_s = 10.0;
-        let flex = Flex::start(&settings, Arc::new(clock.clone()), no_loads()).unwrap();
+        let flex = Flex::start(&settings, Arc::new(clock.clone()), QosInputs::empty()).unwrap();
         periods(&flex, &clock, 1, 3).await;
         let stats = flex.to_json();
         assert_eq!(stats["penalty"], 1.5);
@@ -388,7 +384,7 @@ mod tests {
         // With a signal the same controller moves P (Alg. 3, line 21).
         assert_eq!(flex.on_period(Some(1.0)), 1.5 * 0.99);
 
-        let off = Flex::start(&Settings::default(), Arc::new(clock), no_loads()).unwrap();
+        let off = Flex::start(&Settings::default(), Arc::new(clock), QosInputs::empty()).unwrap();
         assert!(off.context(0).is_none());
     }
 }

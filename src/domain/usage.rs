@@ -241,6 +241,11 @@ impl QosSignal {
     pub fn lookup(name: &str) -> Option<QosSignal> {
         QosSignal::ALL.into_iter().find(|s| s.as_str() == name)
     }
+
+    /// Every signal's name, for an error that lists them (`cpu_wait, memory_pressure`).
+    pub fn names() -> String {
+        QosSignal::ALL.map(QosSignal::as_str).join(", ")
+    }
 }
 
 /// One instance's QoS signals as its host last reported them (each a share in [0, 1]).

@@ -232,17 +232,7 @@ impl HostTable {
         for (name, amount) in &reading.classes {
             let (class, total) = class_of(host, name)?;
             let value = class_value(name, *amount, total)?;
-            if let Some(held) = measured.class(class) {
-                if held.at_ms > at_ms {
-                    return Err(UsageError::new(
-                        UsageRefusal::Older,
-                        format!(
-                            "{name} measured at {at_ms} ms, before the {} ms held",
-                            held.at_ms
-                        ),
-                    ));
-                }
-            }
+            not_older(name, at_ms, measured.class(class).map(|held| held.at_ms))?;
             measured.set(ClassUsage {
                 class,
                 value,
@@ -338,15 +328,8 @@ fn instances_of(
     measured: &MeasuredUsage,
     at_ms: i64,
 ) -> Result<Vec<InstanceUsage>, UsageError> {
-    if let Some(held) = measured.instances.iter().find(|i| i.at_ms > at_ms) {
-        return Err(UsageError::new(
-            UsageRefusal::Older,
-            format!(
-                "instances measured at {at_ms} ms, before the {} ms held",
-                held.at_ms
-            ),
-        ));
-    }
+    let held = measured.instances.iter().map(|i| i.at_ms).max();
+    not_older("instances", at_ms, held)?;
     let mut instances = Vec::with_capacity(reading.instances.len());
     for (uuid, classes) in &reading.instances {
         let mut values = Vec::with_capacity(classes.len());
@@ -380,15 +363,7 @@ fn metrics_of(
     at_ms: i64,
     now_ms: i64,
 ) -> Result<MonitorMetrics, UsageError> {
-    if let Some(held) = measured.metrics.as_ref().filter(|m| m.at_ms > at_ms) {
-        return Err(UsageError::new(
-            UsageRefusal::Older,
-            format!(
-                "metrics measured at {at_ms} ms, before the {} ms held",
-                held.at_ms
-            ),
-        ));
-    }
+    not_older("metrics", at_ms, measured.metrics.as_ref().map(|m| m.at_ms))?;
     let mut metrics = Vec::with_capacity(reading.metrics.len());
     for (name, value, own_ms) in &reading.metrics {
         check_usage_value(&format!("metric {name}"), *value)?;
@@ -415,26 +390,17 @@ fn qos_of(
     at_ms: i64,
     now_ms: i64,
 ) -> Result<QosReport, UsageError> {
-    if let Some(held) = measured.qos.as_ref().filter(|q| q.at_ms > at_ms) {
-        return Err(UsageError::new(
-            UsageRefusal::Older,
-            format!(
-                "QoS signals measured at {at_ms} ms, before the {} ms held",
-                held.at_ms
-            ),
-        ));
-    }
+    not_older("QoS signals", at_ms, measured.qos.as_ref().map(|q| q.at_ms))?;
     let mut instances = Vec::with_capacity(reading.qos.len());
     for (uuid, signals) in &reading.qos {
         let mut values = Vec::with_capacity(signals.len());
         for (name, value) in signals {
             let signal = QosSignal::lookup(name).ok_or_else(|| {
-                let known: Vec<_> = QosSignal::ALL.iter().map(|s| s.as_str()).collect();
                 UsageError::new(
                     UsageRefusal::UnknownClass,
                     format!(
                         "instance {uuid}: {name} is not a QoS signal ({})",
-                        known.join(", ")
+                        QosSignal::names()
                     ),
                 )
             })?;
@@ -461,6 +427,17 @@ fn qos_of(
         source: reading.source,
         instances,
     })
+}
+
+/// Refuses `what` measured at `at_ms` when the reading held was measured later (`held_ms`).
+fn not_older(what: &str, at_ms: i64, held_ms: Option<i64>) -> Result<(), UsageError> {
+    match held_ms {
+        Some(held) if held > at_ms => Err(UsageError::new(
+            UsageRefusal::Older,
+            format!("{what} measured at {at_ms} ms, before the {held} ms held"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Class `name`'s measured `amount` in units of a class of `total`, or why it is refused.

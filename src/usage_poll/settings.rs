@@ -119,8 +119,7 @@ impl PrometheusSettings {
         for (name, query) in &self.qos_queries {
             let key = format!("qos_queries.{name}");
             if QosSignal::lookup(name).is_none() {
-                let known: Vec<_> = QosSignal::ALL.iter().map(|s| s.as_str()).collect();
-                return Err((key, format!("is not a QoS signal ({})", known.join(", "))));
+                return Err((key, format!("is not a QoS signal ({})", QosSignal::names())));
             }
             if query.trim().is_empty() {
                 return Err((key, "is an empty query".into()));
