@@ -629,6 +629,66 @@ async fn a_process_table_follows_another_process_changes_on_postgres() {
     follow.await.unwrap();
 }
 
+/// PostgreSQL: a host counts as oversubscribed (`parasol_oversubscribed_hosts`) only when
+/// what the ledger committed to it exceeds what it can give. A claim this process reserved and
+/// has not committed yet, on a host another process has since filled, shows in the live table
+/// on top of the other's commit (the table loads `used` = committed + reserved) until the
+/// ledger declines it: not an oversubscribed host (the soak of 2026-12-03 read 1 once so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_in_flight_on_a_host_another_process_filled_is_not_oversubscription_on_postgres() {
+    let (a, b, _db, stop, follow) = two_processes_on_postgres().await;
+    let id = a
+        .register_host(&registration("c1", 8, 8192, 80), 1)
+        .await
+        .unwrap();
+    let t = b.table().clone();
+    wait("the new host", Box::new(move || t.get(id).is_some())).await;
+    // b has room in its view and reserves it; its commit has not run yet.
+    let demand = Resources::new(8, 100, 1);
+    assert_eq!(
+        b.table().reserve(id, &demand),
+        parasol::table::Reserve::Reserved
+    );
+    // a fills the host and commits first; b follows a's change.
+    assert_eq!(
+        a.claim(id, "i1", &demand, 2).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let t = b.table().clone();
+    wait(
+        "a's claim under its own reservation",
+        Box::new(move || {
+            t.get(id)
+                .is_some_and(|h| h.used == Resources::new(16, 200, 2))
+        }),
+    )
+    .await;
+    assert_eq!(
+        b.table().oversubscribed(),
+        0,
+        "b's reservation is not an allocation: the ledger holds 8 of 8"
+    );
+    assert_eq!(a.table().oversubscribed(), 0);
+    // The ledger declines b's claim (here: b gives its reservation back, as a declined commit
+    // does), and b's view is the ledger's again.
+    b.table().undo(id, &demand);
+    assert_eq!(b.table().get(id).unwrap().used, demand);
+    // A host really over what it can give (its inventory lowered under what runs there)
+    // counts, in both processes.
+    a.register_host(&registration("c1", 4, 8192, 80), 3)
+        .await
+        .unwrap();
+    assert_eq!(a.table().oversubscribed(), 1);
+    let t = b.table().clone();
+    wait(
+        "the lowered inventory",
+        Box::new(move || t.oversubscribed() == 1),
+    )
+    .await;
+    stop.cancel();
+    follow.await.unwrap();
+}
+
 /// PostgreSQL: two processes' batches re-registering the same hosts in opposite orders lock
 /// the hosts in one order (by id, as claim rounds do), so neither is rolled back as a deadlock
 /// (which the consumer would take for an outage and requeue the batch after).

@@ -14,16 +14,12 @@ pub async fn metrics(
 ) -> HttpResponse {
     let metrics = stats.metrics();
     // Read at scrape time: the moves from the ledger (one read; kept as it was if the ledger
-    // cannot answer now), the oversubscribed hosts from the live table.
+    // cannot answer now), the oversubscribed hosts from the live table (committed usage, see
+    // `HostTable::oversubscribed`).
     if let Ok(held) = ledger.held_moves().await {
         metrics.held_moves.set(held.len() as i64);
     }
-    let over = ledger.table().with_hosts(|hosts| {
-        hosts
-            .iter()
-            .filter(|h| h.used.nonzero().any(|(c, used)| used > h.usable().get(c)))
-            .count()
-    });
+    let over = ledger.table().oversubscribed();
     metrics.oversubscribed_hosts.set(over as i64);
     let usage = ledger
         .table()

@@ -118,6 +118,11 @@ struct Inner {
     by_host: FastMap<Arc<str>, Vec<usize>>,
 }
 
+/// Whether `used` is over `usable` in some class.
+fn exceeds(used: &Resources, usable: &Resources) -> bool {
+    used.nonzero().any(|(c, u)| u > usable.get(c))
+}
+
 /// The table's indexes hash with foldhash (seeded per process) instead of SipHash: every
 /// host-state event and claim looks hosts up by id or uuid, and SipHash was 1.6 % of a
 /// notification backlog drain's instructions (BENCHMARKS.md). Their keys come from Nova and
@@ -535,6 +540,21 @@ impl HostTable {
     pub fn with_scan<R>(&self, f: impl FnOnce(&[HostState], &[HostScan]) -> R) -> R {
         let inner = self.inner.read();
         f(&inner.hosts, &inner.rows)
+    }
+
+    /// How many hosts hold more than they can give in some class, counting what the ledger
+    /// has committed to them: the `parasol_oversubscribed_hosts` gauge. A claim reserved here
+    /// and not committed yet is left out: once another process has filled the host, a reload
+    /// shows the reservation on top of the other's commit until the ledger declines it, and
+    /// the host is not over for that.
+    pub fn oversubscribed(&self) -> usize {
+        let inner = self.inner.read();
+        inner
+            .hosts
+            .iter()
+            .zip(&inner.pending)
+            .filter(|(h, (reserved, _))| exceeds(&(h.used - *reserved), h.usable()))
+            .count()
     }
 
     /// A copy of every host (a `caching`/`asc` snapshot).

@@ -94,6 +94,22 @@ fn a_reload_keeps_what_is_reserved_and_not_yet_committed() {
 }
 
 #[test]
+fn only_committed_usage_over_capacity_counts_as_oversubscribed() {
+    let t = HostTable::new();
+    t.load([row(1, "a", 8, 0), row(2, "b", 8, 0)]);
+    t.reserve(HostId(1), &vcpus(8));
+    // Another process filled host a meanwhile: the table shows 16 of 8 until the ledger
+    // declines the reservation, yet the ledger holds 8 of 8.
+    t.load([row(1, "a", 8, 8)]);
+    assert_eq!(t.get(HostId(1)).unwrap().used, vcpus(16));
+    assert_eq!(t.oversubscribed(), 0);
+    t.undo(HostId(1), &vcpus(8));
+    // Host b's inventory lowered under what the ledger holds there: over.
+    t.load([row(2, "b", 4, 6)]);
+    assert_eq!(t.oversubscribed(), 1);
+}
+
+#[test]
 fn hosts_are_found_by_uuid_and_by_service_host_and_node() {
     let t = HostTable::new();
     let mut ironic = row(2, "ironic", 1, 0);
