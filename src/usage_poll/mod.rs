@@ -1,6 +1,8 @@
 //! Measured usage polled from a monitoring system (issue 45): Prometheus' HTTP API, one
-//! PromQL query per resource class (`[usage.prometheus]`) and one per instance QoS signal
-//! (`qos_queries`, each host's instances' signals together as its report), each answer's
+//! PromQL query per resource class (`[usage.prometheus] queries`), one per class per instance
+//! (`instance_queries`, each host's instances' usage together as its `instance_usage`) and
+//! one per instance QoS signal (`qos_queries`, each host's instances' signals together as its
+//! report), each answer's
 //! samples fed to the live table as readings of source `prometheus` (`table::usage`), so
 //! the same checks apply as to every other source: a sample that is negative, not a
 //! number, above the class's total, of a host the table does not have or older than the
@@ -30,14 +32,14 @@ mod prometheus;
 mod settings;
 
 pub use prometheus::{
-    check_qos_samples, parse_answer, qos_readings, readings, PrometheusClient, Sample,
-    MAX_ANSWER_BYTES,
+    check_instance_samples, instance_readings, parse_answer, qos_readings, readings,
+    PrometheusClient, Sample, MAX_ANSWER_BYTES,
 };
 pub use settings::PrometheusSettings;
 
 use crate::clock::SharedClock;
 use crate::domain::UsageSource;
-use crate::table::HostTable;
+use crate::table::{HostTable, UsageReading};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -62,6 +64,7 @@ pub async fn run_prometheus_poller(
         url = %crate::redact::redact_url(&settings.url),
         interval_s = settings.poll_interval_s,
         classes = ?settings.classes().map(|(c, _)| c).collect::<Vec<_>>(),
+        instance_classes = ?settings.instance_classes().map(|(c, _)| c).collect::<Vec<_>>(),
         qos_signals = ?settings.qos_queries.keys().collect::<Vec<_>>(),
         "polling Prometheus for measured usage"
     );
@@ -77,32 +80,38 @@ pub async fn run_prometheus_poller(
     }
 }
 
-/// The QoS signals' queries (`qos_queries`), their answers together as each host's
-/// instance QoS report, taken only when every query of the round succeeded (a report missing
-/// a signal would judge the instances on the others alone): otherwise the reports held stay
+/// What a per-instance query's answers become: [`instance_readings`] or [`qos_readings`].
+type PerInstance = fn(&str, &str, &[(String, Vec<Sample>)]) -> Vec<UsageReading>;
+
+/// The per-instance queries of one kind — instance usage by class (`instance_queries`) or
+/// instance QoS by signal (`qos_queries`) — their answers together as each host's list,
+/// taken only when every query of the kind succeeded this round (a list missing a class or a
+/// signal would replace the whole list with a part of it): otherwise the lists held stay
 /// until they expire. False when a query failed.
-async fn poll_qos(
+async fn poll_per_instance(
     client: &PrometheusClient,
     settings: &PrometheusSettings,
     table: &HostTable,
     clock: &SharedClock,
+    queries: Vec<(String, &str)>,
+    into_readings: PerInstance,
 ) -> bool {
-    if settings.qos_queries.is_empty() {
+    if queries.is_empty() {
         return true;
     }
     let counters = table.usage_counters();
     let (host_label, instance_label) = (&settings.host_label, &settings.instance_label);
-    let mut answers = Vec::with_capacity(settings.qos_queries.len());
+    let mut answers = Vec::with_capacity(queries.len());
     let mut ok = true;
-    for (signal, query) in &settings.qos_queries {
+    for (name, query) in queries {
         let outcome = client.query(query).await.and_then(|samples| {
-            check_qos_samples(signal, host_label, instance_label, &samples).map(|()| samples)
+            check_instance_samples(&name, host_label, instance_label, &samples).map(|()| samples)
         });
         match outcome {
-            Ok(samples) => answers.push((signal.clone(), samples)),
+            Ok(samples) => answers.push((name, samples)),
             Err(e) => {
-                tracing::warn!(signal = %signal, error = %e, "polling Prometheus failed");
-                counters.poll(UsageSource::Prometheus, Err(format!("{signal}: {e}")));
+                tracing::warn!(query = %name, error = %e, "polling Prometheus failed");
+                counters.poll(UsageSource::Prometheus, Err(format!("{name}: {e}")));
                 ok = false;
             }
         }
@@ -111,9 +120,9 @@ async fn poll_qos(
         return false;
     }
     let now_ms = clock.now_ms();
-    for reading in qos_readings(host_label, instance_label, &answers) {
+    for reading in into_readings(host_label, instance_label, &answers) {
         if let Err(e) = table.record_usage(&reading, now_ms) {
-            tracing::debug!(node = ?reading.node, reason = e.reason.as_str(), error = %e, "a Prometheus QoS report not taken");
+            tracing::debug!(node = ?reading.node, reason = e.reason.as_str(), error = %e, "a Prometheus per-instance list not taken");
         }
     }
     for _ in &answers {
@@ -154,7 +163,15 @@ pub async fn poll(
         // Counted once its samples are in the table: a query counted is a query applied.
         counters.poll(UsageSource::Prometheus, Ok(()));
     }
-    failed |= !poll_qos(client, settings, table, clock).await;
+    let instances = settings.instance_classes().collect();
+    failed |=
+        !poll_per_instance(client, settings, table, clock, instances, instance_readings).await;
+    let signals = settings
+        .qos_queries
+        .iter()
+        .map(|(signal, query)| (signal.clone(), query.as_str()))
+        .collect();
+    failed |= !poll_per_instance(client, settings, table, clock, signals, qos_readings).await;
     if !failed {
         counters.clear_poll_error(UsageSource::Prometheus);
     }

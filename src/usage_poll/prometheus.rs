@@ -200,11 +200,12 @@ pub fn readings(
         .collect())
 }
 
-/// Checks one QoS signal's answer: every series names a host (`host_label`) and an
-/// instance by its uuid (`instance_label`), once each. The error names what is wrong: the
-/// query must keep both labels (`max by (host, uuid) (…)`).
-pub fn check_qos_samples(
-    signal: &str,
+/// Checks the answer of one per-instance query (`name`: a QoS signal of `qos_queries`, or a
+/// class of `instance_queries`): every series names a host (`host_label`) and an instance by
+/// its uuid (`instance_label`), once each. The error names what is wrong: the query must
+/// keep both labels (`max by (host, uuid) (…)`).
+pub fn check_instance_samples(
+    name: &str,
     host_label: &str,
     instance_label: &str,
     samples: &[Sample],
@@ -214,14 +215,14 @@ pub fn check_qos_samples(
         let label = |name: &str| s.labels.get(name).map(String::as_str);
         let (Some(host), Some(instance)) = (label(host_label), label(instance_label)) else {
             return Err(format!(
-                "{signal}: a series without the labels {host_label} and {instance_label}; keep \
+                "{name}: a series without the labels {host_label} and {instance_label}; keep \
                  both (`max by ({host_label}, {instance_label}) (…)`)"
             ));
         };
         if uuid::Uuid::try_parse(instance).is_err() || instance.len() != 36 {
             let shown: String = instance.chars().take(40).collect();
             return Err(format!(
-                "{signal}: {instance_label}={shown:?} is not an instance uuid; name the label that \
+                "{name}: {instance_label}={shown:?} is not an instance uuid; name the label that \
                  holds Nova's instance uuid (instance_label)"
             ));
         }
@@ -230,7 +231,7 @@ pub fn check_qos_samples(
     keys.sort_unstable();
     if let Some(twice) = keys.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!(
-            "{signal}: several series for {host_label}={:?}, {instance_label}={:?}; aggregate \
+            "{name}: several series for {host_label}={:?}, {instance_label}={:?}; aggregate \
              the query by both",
             twice[0].0, twice[0].1
         ));
@@ -238,17 +239,20 @@ pub fn check_qos_samples(
     Ok(())
 }
 
-/// The hosts' instance QoS reports in the checked answers of the signals' queries (signal
-/// name, samples): per host, one reading listing each of its instances with the value of
-/// every signal that has a series for it, timed by the latest evaluation time among them.
-pub fn qos_readings(
+/// One host's instances out of per-instance answers: its name, the latest evaluation time
+/// among its samples, and each instance (lower-case uuid) with the value of every name that
+/// has a series for it.
+type HostInstances = (String, i64, Vec<(String, Vec<(String, f64)>)>);
+
+/// Each host's instances in the checked answers of per-instance queries (name, samples).
+fn by_host(
     host_label: &str,
     instance_label: &str,
     answers: &[(String, Vec<Sample>)],
-) -> Vec<UsageReading> {
+) -> Vec<HostInstances> {
     type Instances = BTreeMap<String, Vec<(String, f64)>>;
     let mut hosts: BTreeMap<&str, (i64, Instances)> = BTreeMap::new();
-    for (signal, samples) in answers {
+    for (name, samples) in answers {
         for s in samples {
             let (Some(host), Some(instance)) =
                 (s.labels.get(host_label), s.labels.get(instance_label))
@@ -262,19 +266,60 @@ pub fn qos_readings(
             instances
                 .entry(instance.to_ascii_lowercase())
                 .or_default()
-                .push((signal.clone(), s.value));
+                .push((name.clone(), s.value));
         }
     }
     hosts
         .into_iter()
-        .map(|(host, (at_ms, instances))| UsageReading {
-            node: NodeRef::Service(host.to_string()),
-            source: UsageSource::Prometheus,
-            at_ms: Some(at_ms),
-            classes: Vec::new(),
-            instances: Vec::new(),
-            metrics: Vec::new(),
-            qos: instances.into_iter().collect(),
+        .map(|(host, (at_ms, instances))| {
+            (host.to_string(), at_ms, instances.into_iter().collect())
+        })
+        .collect()
+}
+
+/// A reading of `host` at `at_ms` with nothing in it yet.
+fn empty_reading(host: String, at_ms: i64) -> UsageReading {
+    UsageReading {
+        node: NodeRef::Service(host),
+        source: UsageSource::Prometheus,
+        at_ms: Some(at_ms),
+        classes: Vec::new(),
+        instances: Vec::new(),
+        metrics: Vec::new(),
+        qos: Vec::new(),
+    }
+}
+
+/// The hosts' instance QoS reports in the checked answers of the signals' queries (signal
+/// name, samples): per host, one reading listing each of its instances with the value of
+/// every signal that has a series for it, timed by the latest evaluation time among them.
+pub fn qos_readings(
+    host_label: &str,
+    instance_label: &str,
+    answers: &[(String, Vec<Sample>)],
+) -> Vec<UsageReading> {
+    by_host(host_label, instance_label, answers)
+        .into_iter()
+        .map(|(host, at_ms, qos)| UsageReading {
+            qos,
+            ..empty_reading(host, at_ms)
+        })
+        .collect()
+}
+
+/// The hosts' per-instance usage in the checked answers of `instance_queries` (class name,
+/// samples): per host, one reading listing each of its instances with its usage in every
+/// class that has a series for it (its `instance_usage`), timed as [`qos_readings`].
+pub fn instance_readings(
+    host_label: &str,
+    instance_label: &str,
+    answers: &[(String, Vec<Sample>)],
+) -> Vec<UsageReading> {
+    by_host(host_label, instance_label, answers)
+        .into_iter()
+        .map(|(host, at_ms, instances)| UsageReading {
+            instances,
+            ..empty_reading(host, at_ms)
         })
         .collect()
 }
@@ -377,7 +422,7 @@ mod tests {
         ];
         let pressure = vec![sample(&[("host", "cmp1"), ("uuid", A)], 6_000, 0.01)];
         for samples in [&wait, &pressure] {
-            check_qos_samples("cpu_wait", "host", "uuid", samples).unwrap();
+            check_instance_samples("cpu_wait", "host", "uuid", samples).unwrap();
         }
         let answers = [
             ("cpu_wait".to_string(), wait),
@@ -420,8 +465,50 @@ mod tests {
                 "several series for host=\"cmp1\"",
             ),
         ] {
-            let err = check_qos_samples("cpu_wait", "host", "uuid", &samples).unwrap_err();
+            let err = check_instance_samples("cpu_wait", "host", "uuid", &samples).unwrap_err();
             assert!(err.contains(want) && err.starts_with("cpu_wait: "), "{err}");
         }
+    }
+
+    #[test]
+    fn instance_usage_samples_become_each_hosts_instance_list() {
+        const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+        const B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
+        let sample = |host: &str, uuid: &str, at_ms, value| Sample {
+            labels: [("host", host), ("uuid", uuid)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            at_ms,
+            value,
+        };
+        let answers = [
+            (
+                "VCPU".to_string(),
+                vec![
+                    sample("cmp1", A, 5_000, 1.5),
+                    sample("cmp1", B, 5_000, 0.25),
+                ],
+            ),
+            (
+                "MEMORY_MB".to_string(),
+                vec![sample("cmp1", A, 5_500, 900.0)],
+            ),
+        ];
+        let got = instance_readings("host", "uuid", &answers);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].node, NodeRef::Service("cmp1".into()));
+        assert_eq!(got[0].at_ms, Some(5_500));
+        assert_eq!(
+            got[0].instances,
+            vec![
+                (
+                    A.to_string(),
+                    vec![("VCPU".into(), 1.5), ("MEMORY_MB".into(), 900.0)]
+                ),
+                (B.to_string(), vec![("VCPU".into(), 0.25)]),
+            ]
+        );
+        assert!(got[0].classes.is_empty() && got[0].qos.is_empty());
     }
 }

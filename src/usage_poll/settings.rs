@@ -1,5 +1,5 @@
 //! `[usage.prometheus]`: where Prometheus is, how often to ask it, and one PromQL query per
-//! resource class. Off (no `url`) by default.
+//! resource class (per host, and per instance) and per QoS signal. Off (no `url`) by default.
 
 use crate::domain::{is_valid_class_name, QosSignal};
 use serde::{Deserialize, Serialize};
@@ -29,8 +29,13 @@ pub struct PrometheusSettings {
     /// Per resource class, the PromQL query whose instant vector gives that class's usage
     /// per host, in the class's unit, one series per value of `host_label`.
     pub queries: BTreeMap<String, String>,
-    /// The label whose value is an instance's uuid, in `qos_queries`' series.
+    /// The label whose value is an instance's uuid, in `instance_queries`' and
+    /// `qos_queries`' series.
     pub instance_label: String,
+    /// Per resource class, the PromQL query whose instant vector gives that class's usage
+    /// per instance, in the class's unit, one series per `host_label` and `instance_label`:
+    /// each host's instances, as its `instance_usage`.
+    pub instance_queries: BTreeMap<String, String>,
     /// Per QoS signal (`cpu_wait`, `memory_pressure`), the PromQL query whose instant vector
     /// gives that signal per instance (a share of the interval, 0 to 1), one series per
     /// `host_label` and `instance_label`: each host's instances, as its `instance_qos`.
@@ -48,6 +53,7 @@ impl Default for PrometheusSettings {
             host_label: "host".into(),
             queries: BTreeMap::new(),
             instance_label: "uuid".into(),
+            instance_queries: BTreeMap::new(),
             qos_queries: BTreeMap::new(),
         }
     }
@@ -64,6 +70,7 @@ impl fmt::Debug for PrometheusSettings {
             .field("host_label", &self.host_label)
             .field("queries", &self.queries)
             .field("instance_label", &self.instance_label)
+            .field("instance_queries", &self.instance_queries)
             .field("qos_queries", &self.qos_queries)
             .finish()
     }
@@ -78,9 +85,12 @@ impl PrometheusSettings {
     /// The queries by class, with class names in capitals: the configuration's reader
     /// gives table keys in lower case (`vcpu`), and every resource class is in capitals.
     pub fn classes(&self) -> impl Iterator<Item = (String, &str)> {
-        self.queries
-            .iter()
-            .map(|(class, query)| (class.to_ascii_uppercase(), query.as_str()))
+        upper(&self.queries)
+    }
+
+    /// The per-instance queries by class, class names in capitals (as [`Self::classes`]).
+    pub fn instance_classes(&self) -> impl Iterator<Item = (String, &str)> {
+        upper(&self.instance_queries)
     }
 
     /// Checks every key; the error names the key (`queries.VCPU`) and what is wrong.
@@ -125,19 +135,24 @@ impl PrometheusSettings {
                 return Err((key, "is an empty query".into()));
             }
         }
-        let mut seen: Vec<String> = Vec::new();
-        for (class, query) in self.classes() {
-            let key = format!("queries.{class}");
-            if !is_valid_class_name(&class) {
-                return Err((key, "is not a resource class".into()));
+        for (table, queries) in [
+            ("queries", self.classes().collect::<Vec<_>>()),
+            ("instance_queries", self.instance_classes().collect()),
+        ] {
+            let mut seen: Vec<String> = Vec::new();
+            for (class, query) in queries {
+                let key = format!("{table}.{class}");
+                if !is_valid_class_name(&class) {
+                    return Err((key, "is not a resource class".into()));
+                }
+                if seen.contains(&class) {
+                    return Err((key, "is given twice".into()));
+                }
+                if query.trim().is_empty() {
+                    return Err((key, "is an empty query".into()));
+                }
+                seen.push(class);
             }
-            if seen.contains(&class) {
-                return Err((key, "is given twice".into()));
-            }
-            if query.trim().is_empty() {
-                return Err((key, "is an empty query".into()));
-            }
-            seen.push(class);
         }
         if !self.cafile.is_empty() {
             crate::plugins::read_ca(&self.cafile).map_err(|e| ("cafile".to_string(), e))?;
@@ -146,7 +161,9 @@ impl PrometheusSettings {
             crate::plugins::read_token(&self.token_file)
                 .map_err(|e| ("token_file".to_string(), e))?;
         }
-        let none = self.queries.is_empty() && self.qos_queries.is_empty();
+        let none = self.queries.is_empty()
+            && self.instance_queries.is_empty()
+            && self.qos_queries.is_empty();
         if self.url.is_empty() {
             return match none {
                 true => Ok(()),
@@ -157,8 +174,8 @@ impl PrometheusSettings {
         if none {
             return Err((
                 "queries".into(),
-                "needs a query for at least one resource class (or qos_queries one for a QoS \
-                 signal) when url is set"
+                "needs a query for at least one resource class (or instance_queries one, or \
+                 qos_queries one for a QoS signal) when url is set"
                     .into(),
             ));
         }
@@ -185,6 +202,13 @@ pub(super) fn query_url(url: &str) -> Result<reqwest::Url, String> {
     }
     base.join("api/v1/query")
         .map_err(|e| format!("{url:?} cannot take a path: {e}"))
+}
+
+/// `queries`' entries with the class names in capitals.
+fn upper(queries: &BTreeMap<String, String>) -> impl Iterator<Item = (String, &str)> {
+    queries
+        .iter()
+        .map(|(class, query)| (class.to_ascii_uppercase(), query.as_str()))
 }
 
 /// Prometheus' label names: `[a-zA-Z_][a-zA-Z0-9_]*`.
@@ -221,6 +245,16 @@ mod tests {
         let mut qos = on(&[]);
         qos.qos_queries.insert("cpu_wait".into(), "up".into());
         qos.validate().unwrap();
+        // So are per-instance usage queries.
+        let mut instances = on(&[]);
+        instances
+            .instance_queries
+            .insert("vcpu".into(), "up".into());
+        instances.validate().unwrap();
+        assert_eq!(
+            instances.instance_classes().collect::<Vec<_>>(),
+            [("VCPU".to_string(), "up")]
+        );
     }
 
     #[test]
@@ -281,6 +315,18 @@ mod tests {
             (on(&[("VCPUS", "up")]), "queries.VCPUS"),
             (on(&[("VCPU", " ")]), "queries.VCPU"),
             (on(&[("VCPU", "up"), ("vcpu", "up")]), "queries.VCPU"),
+            (
+                with(&|s| {
+                    s.instance_queries.insert("VCPUS".into(), "up".into());
+                }),
+                "instance_queries.VCPUS",
+            ),
+            (
+                with(&|s| {
+                    s.instance_queries.insert("MEMORY_MB".into(), "".into());
+                }),
+                "instance_queries.MEMORY_MB",
+            ),
             (with(&|s| s.url.clear()), "url"),
             (with(&|s| s.cafile = "/nonexistent/ca.pem".into()), "cafile"),
             (

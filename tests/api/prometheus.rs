@@ -9,7 +9,7 @@
 use super::helpers::{host_state_event, settings, TestApp};
 use parasol::clock::{Clock, ManualClock};
 use parasol::configuration::BackendKind;
-use parasol::domain::UsageSource;
+use parasol::domain::{ClassId, UsageSource};
 use parasol::startup::Application;
 use parasol::table::PollOutcome;
 use parasol::usage_poll::PrometheusSettings;
@@ -347,6 +347,17 @@ async fn service_with_qos(
     queries: &[(&str, &str)],
     qos_queries: &[(&str, &str)],
 ) -> TestApp {
+    service_with(clock, prometheus, queries, &[], qos_queries).await
+}
+
+/// [`service`] with `instance_queries` (per class) and `qos_queries` (per QoS signal) too.
+async fn service_with(
+    clock: &ManualClock,
+    prometheus: &Prometheus,
+    queries: &[(&str, &str)],
+    instance_queries: &[(&str, &str)],
+    qos_queries: &[(&str, &str)],
+) -> TestApp {
     let owned = |list: &[(&str, &str)]| {
         list.iter()
             .map(|(k, q)| (k.to_string(), q.to_string()))
@@ -360,6 +371,7 @@ async fn service_with_qos(
         timeout_s: 5.0,
         cafile: prometheus.cafile.clone().unwrap_or_default(),
         queries: owned(queries),
+        instance_queries: owned(instance_queries),
         qos_queries: owned(qos_queries),
         ..Default::default()
     };
@@ -747,6 +759,119 @@ async fn qos_queries_give_each_hosts_instance_signals() -> Result<(), NotInstall
     let uuids: Vec<_> = held.as_object().unwrap().keys().cloned().collect();
     assert_eq!(uuids, [INSTANCE_A, INSTANCE_B], "{held}");
     assert_eq!(held[INSTANCE_B]["memory_pressure"], 0.02, "{held}");
+    app.shutdown.stop().await;
+    Ok(())
+}
+
+/// compute1's two instances as a libvirt exporter labelled with Nova's uuids gives them: CPU
+/// time counters (A uses 1 CPU-second a second, B 2) and memory gauges.
+fn instance_usage(domain_label: &str, memory_mb: [f64; 2]) -> Vec<Series> {
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let (a, b) = match domain_label {
+        "uuid" => (INSTANCE_A.to_string(), INSTANCE_B.to_string()),
+        _ => (
+            "instance-0000000a".to_string(),
+            "instance-0000000b".to_string(),
+        ),
+    };
+    let line = |metric: &str, uuid: &str| -> &'static str {
+        leak(format!(r#"{metric}{{host="compute1",uuid="{uuid}"}}"#))
+    };
+    let cpu = "parasol_test_instance_cpu_seconds_total";
+    let memory = "parasol_test_instance_memory_mb";
+    vec![
+        Series::Counter(line(cpu, &a), 1.0),
+        Series::Counter(line(cpu, &b), 2.0),
+        Series::Gauge(line(memory, &a), memory_mb[0]),
+        Series::Gauge(line(memory, &b), memory_mb[1]),
+    ]
+}
+
+const INSTANCE_VCPU_QUERY: &str =
+    "sum by (host, uuid) (rate(parasol_test_instance_cpu_seconds_total[5s]))";
+const INSTANCE_MEMORY_QUERY: &str = "max by (host, uuid) (parasol_test_instance_memory_mb)";
+
+/// compute1's instances' usage as the table holds it: (uuid, [VCPU, MEMORY_MB]).
+fn instance_usage_held(app: &TestApp) -> Vec<(String, [Option<f64>; 2])> {
+    let table = app.scheduler.ledger().table();
+    let host = table.by_name("compute1", None).expect("compute1");
+    let Some(measured) = host.measured else {
+        return Vec::new();
+    };
+    measured
+        .instances
+        .iter()
+        .map(|i| {
+            let of = |class: ClassId| i.classes.iter().find(|(c, _)| *c == class).map(|c| c.1);
+            (
+                i.instance.to_string(),
+                [of(ClassId::VCPU), of(ClassId::MEMORY_MB)],
+            )
+        })
+        .collect()
+}
+
+/// `[usage.prometheus] instance_queries`: per class a query giving it per host and instance
+/// uuid; the answers become compute1's `instance_usage` (both instances, each class), counted
+/// in `/v1/stats` and `/v1/hosts`; a series whose uuid label holds no uuid fails that query,
+/// named in `last_error`, and the round's other answers are not taken: the list held stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instance_queries_give_each_hosts_instance_usage() -> Result<(), NotInstalled> {
+    let exporter = Exporter::start(instance_usage("uuid", [900.0, 1_800.0])).await;
+    let prometheus = Prometheus::start(exporter.port).await?;
+    let full = "count_over_time(parasol_test_instance_cpu_seconds_total[5s]) >= 5";
+    prometheus.wait_series(full, &["compute1"]).await;
+    prometheus
+        .wait_series(INSTANCE_MEMORY_QUERY, &["compute1"])
+        .await;
+    let clock = ManualClock::new(now_ms());
+    let instance_queries = [
+        ("VCPU", INSTANCE_VCPU_QUERY),
+        ("MEMORY_MB", INSTANCE_MEMORY_QUERY),
+    ];
+    let app = service_with(&clock, &prometheus, &[], &instance_queries, &[]).await;
+    let held = wait_for("compute1's instance usage", || async {
+        let held = instance_usage_held(&app);
+        if held.len() == 2 && held.iter().all(|(_, c)| c.iter().all(Option::is_some)) {
+            return Some(held);
+        }
+        clock.advance_ms(1_000);
+        None
+    })
+    .await;
+    assert_eq!(held[0].0, INSTANCE_A);
+    assert_eq!(held[1].0, INSTANCE_B);
+    let (a, b) = (held[0].1, held[1].1);
+    assert!(
+        (0.9..=1.1).contains(&a[0].unwrap()),
+        "1 CPU-second a second: {held:?}"
+    );
+    assert!(
+        (1.8..=2.2).contains(&b[0].unwrap()),
+        "2 CPU-seconds a second: {held:?}"
+    );
+    assert_eq!((a[1], b[1]), (Some(900.0), Some(1_800.0)));
+    let usage = usage_of(&app).await;
+    assert_eq!(usage["instances"], 2, "{usage}");
+    assert_eq!(usage["polls"]["prometheus"]["failed"], 0, "{usage}");
+    assert_eq!(measured(&app).await["instances"], 2);
+
+    // The exporter now labels its series with libvirt's domain names (and the memory moves):
+    // the queries fail, named, and the list held is not replaced.
+    exporter.set(instance_usage("domain", [100.0, 200.0]));
+    let usage = wait_polls(&app, &clock, "failed", 1).await;
+    let error = usage["polls"]["prometheus"]["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("uuid=\"instance-0000000") && error.contains("instance_label"),
+        "{usage}"
+    );
+    let held = instance_usage_held(&app);
+    let uuids: Vec<&str> = held.iter().map(|(u, _)| u.as_str()).collect();
+    assert_eq!(uuids, [INSTANCE_A, INSTANCE_B], "{held:?}");
+    assert_eq!(held[1].1[1], Some(1_800.0), "{held:?}");
     app.shutdown.stop().await;
     Ok(())
 }
