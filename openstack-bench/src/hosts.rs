@@ -1,8 +1,12 @@
 //! Emulated compute hosts: one tokio task per host that announces its inventory at start and
 //! every `heartbeat`, boots what the driver sends it (publishing `instance.create.end`), and
 //! deletes each instance when its lifetime ends (publishing `instance.delete.end`). Each host
-//! keeps its own books: a boot that does not fit is an oversubscription violation.
+//! keeps its own books: a boot that does not fit (its capacity times its allocation ratio) is
+//! an oversubscription violation. Under a demand model ([`crate::demand`]) each heartbeat also
+//! carries what the host measured: its usage, each instance's, and each instance's QoS
+//! signals.
 
+use crate::demand::{DemandModel, Profile};
 use crate::notify::Notifier;
 use crate::wire;
 use parasol::domain::Resources;
@@ -33,8 +37,22 @@ pub struct FleetCounters {
     /// Host-state events published on the heartbeat's tick (the announcement at start apart).
     pub heartbeats: AtomicU64,
     pub booted: AtomicU64,
+    /// VCPU of the instances booted.
+    pub booted_vcpu: AtomicU64,
     pub deleted: AtomicU64,
     pub violations: AtomicU64,
+    /// Under a demand model: instances judged at heartbeats, and those served (§5.1's
+    /// q_j = 1 in every class), summed over heartbeats: their ratio is the run's Q.
+    pub qos_judged: AtomicU64,
+    pub qos_served: AtomicU64,
+}
+
+/// How the hosts use what they run: with a demand model, and overcommitted by an allocation
+/// ratio (VCPU and MEMORY_MB) that they report in their inventory.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured {
+    pub model: DemandModel,
+    pub allocation_ratio: f64,
 }
 
 /// The running fleet.
@@ -53,6 +71,18 @@ impl Fleet {
         notifier: Notifier,
         heartbeat: Duration,
     ) -> Fleet {
+        Self::start_measured(n, capacity, notifier, heartbeat, None).await
+    }
+
+    /// [`Fleet::start`], the hosts using what they run as `measured` says.
+    pub async fn start_measured(
+        n: usize,
+        capacity: Resources,
+        notifier: Notifier,
+        heartbeat: Duration,
+        measured: Option<Measured>,
+    ) -> Fleet {
+        let started = tokio::time::Instant::now();
         let (stop, stop_rx) = watch::channel(false);
         let counters = Arc::new(FleetCounters::default());
         let mut senders = Vec::with_capacity(n);
@@ -64,6 +94,8 @@ impl Fleet {
                 capacity,
                 used: Resources::ZERO,
                 running: HashMap::new(),
+                measured,
+                started,
                 notifier: notifier.clone(),
                 counters: counters.clone(),
                 own: tx.clone(),
@@ -131,7 +163,10 @@ struct Host {
     name: String,
     capacity: Resources,
     used: Resources,
-    running: HashMap<String, Resources>,
+    /// Each instance's request and, under a demand model, its profile.
+    running: HashMap<String, (Resources, Option<Profile>)>,
+    measured: Option<Measured>,
+    started: tokio::time::Instant,
     notifier: Notifier,
     counters: Arc<FleetCounters>,
     own: mpsc::UnboundedSender<Command>,
@@ -139,8 +174,42 @@ struct Host {
 
 impl Host {
     async fn announce(&self) {
-        let event = wire::host_state(&self.name, self.capacity);
+        let event = match &self.measured {
+            None => wire::host_state(&self.name, self.capacity),
+            Some(m) => {
+                let t_s = self.started.elapsed().as_secs_f64();
+                let report = crate::demand::measure(
+                    &m.model,
+                    &self.capacity,
+                    self.running
+                        .iter()
+                        .filter_map(|(uuid, (r, p))| Some((uuid.as_str(), r, p.as_ref()?))),
+                    t_s,
+                );
+                self.counters
+                    .qos_judged
+                    .fetch_add(report.judged as u64, Ordering::Relaxed);
+                self.counters
+                    .qos_served
+                    .fetch_add(report.served as u64, Ordering::Relaxed);
+                wire::host_state_measured(
+                    &self.name,
+                    self.capacity,
+                    m.allocation_ratio,
+                    Some(&report),
+                )
+            }
+        };
         self.notifier.publish(wire::HOST_STATE_KEY, &event).await;
+    }
+
+    /// What the host's books may hold of each class: its capacity times its ratio.
+    fn fits(&self, after: &Resources) -> bool {
+        let ratio = self.measured.map_or(1.0, |m| m.allocation_ratio);
+        (0..3).all(|c| {
+            let r = if c < 2 { ratio } else { 1.0 };
+            after.0[c] as f64 <= (self.capacity.0[c] as f64 * r).floor()
+        })
     }
 
     async fn run(
@@ -186,13 +255,17 @@ impl Host {
                 lifetime,
             } => {
                 let after = add(self.used, demand);
-                if (0..3).any(|c| after.0[c] > self.capacity.0[c]) {
+                if !self.fits(&after) {
                     self.counters.violations.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
                 self.used = after;
-                self.running.insert(uuid.clone(), demand);
+                let profile = self.measured.map(|m| m.model.profile(&uuid));
+                self.running.insert(uuid.clone(), (demand, profile));
                 self.counters.booted.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .booted_vcpu
+                    .fetch_add(u64::try_from(demand.0[0]).unwrap_or(0), Ordering::Relaxed);
                 let event = wire::instance_event("instance.create.end", &uuid, &self.name, demand);
                 self.notifier.publish(wire::NOVA_KEY, &event).await;
                 if let Some(life) = lifetime {
@@ -204,7 +277,7 @@ impl Host {
                 }
             }
             Command::Delete { uuid } => {
-                if let Some(demand) = self.running.remove(&uuid) {
+                if let Some((demand, _)) = self.running.remove(&uuid) {
                     for c in 0..3 {
                         self.used.0[c] -= demand.0[c];
                     }

@@ -28,6 +28,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod demand;
 mod driver;
 mod hosts;
 mod notify;
@@ -69,7 +70,8 @@ enum Cmd {
         name: ScenarioName,
         #[command(flatten)]
         common: Common,
-        /// Host counts (throughput-vs-hosts) or the host count (apsr-vs-parallel-filter).
+        /// Host counts (throughput-vs-hosts) or the host count (apsr-vs-parallel-filter,
+        /// flex-service).
         #[arg(long, value_delimiter = ',')]
         hosts: Option<Vec<usize>>,
     },
@@ -95,6 +97,9 @@ enum ScenarioName {
     ThroughputVsHosts,
     AscOpenstack,
     ApsrVsParallelFilter,
+    /// Flex against the request-based filter at several allocation ratios, on hosts under the
+    /// demand model (issue 45; implies --demand-model).
+    FlexService,
 }
 
 #[derive(Args, Clone)]
@@ -135,6 +140,14 @@ struct Common {
     /// measured).
     #[arg(long, default_value_t = 5.0)]
     ingest_window_s: f64,
+    /// The hosts use what they run by seed 002's demand model (`--seed`) and report their
+    /// usage and each instance's QoS signals at every heartbeat (issue 45).
+    #[arg(long)]
+    demand_model: bool,
+    /// Length of one demand of the demand model, seconds (real time, as --heartbeat-s; the
+    /// trace's usage sample and `sim flex`'s period: 300).
+    #[arg(long, default_value_t = 300.0)]
+    demand_period_s: f64,
 }
 
 #[derive(Args, Clone)]
@@ -263,6 +276,14 @@ struct CompareArgs {
     /// `[batch] window_ms` of the `window` runs (1–100).
     #[arg(long, default_value_t = 10)]
     window_ms: u64,
+    /// With --demand-model: the hosts' VCPU and MEMORY_MB allocation ratio (Placement's), in
+    /// their inventory and their books.
+    #[arg(long, default_value_t = 1.0)]
+    allocation_ratio: f64,
+    /// `[flex]` on in every run, QoS from the hosts' signals, the penalty moved every this
+    /// many seconds (real time).
+    #[arg(long)]
+    flex_update_period_s: Option<f64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -300,6 +321,17 @@ fn main() -> anyhow::Result<()> {
                     common.seed,
                     ts.unwrap_or(100.0),
                 )?,
+                ScenarioName::FlexService => scenarios::flex_service(
+                    hosts.and_then(|h| h.first().copied()).unwrap_or(100),
+                    common.seed,
+                    24.0,
+                    60.0,
+                    common.max_duration.unwrap_or(240),
+                )?,
+            };
+            let common = Common {
+                demand_model: common.demand_model || matches!(name, ScenarioName::FlexService),
+                ..common
             };
             (plan, common)
         }
@@ -325,6 +357,9 @@ async fn bench(plan: Plan, common: Common) -> anyhow::Result<()> {
         run_id: run_id.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
         heartbeat: Duration::from_secs_f64(common.heartbeat_s.max(0.1)),
         ingest_window: Duration::from_secs_f64(common.ingest_window_s.max(0.0)),
+        demand: common
+            .demand_model
+            .then(|| demand::DemandModel::paper(common.seed, common.demand_period_s)),
     };
     let results = plan.execute(&env, &command).await?;
     anyhow::ensure!(
@@ -432,6 +467,8 @@ fn compare_plan(a: &CompareArgs) -> anyhow::Result<Plan> {
                 refresh_interval_s: a.refresh_interval,
                 batch_mode: mode.as_str().into(),
                 window_ms: a.window_ms,
+                allocation_ratio: a.allocation_ratio,
+                flex_update_period_s: a.flex_update_period_s,
                 ..Variant::plain(b.as_str())
             });
         }

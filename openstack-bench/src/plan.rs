@@ -18,6 +18,11 @@ pub struct Variant {
     /// `[batch] mode` and `window_ms` (the service's defaults: off, 10 ms).
     pub batch_mode: String,
     pub window_ms: u64,
+    /// Under a demand model (`--demand-model`): the hosts' VCPU and MEMORY_MB allocation
+    /// ratio, in their inventory and their books.
+    pub allocation_ratio: f64,
+    /// `[flex]` on, its penalty moved every this many seconds (real time); `None`: off.
+    pub flex_update_period_s: Option<f64>,
 }
 
 impl Variant {
@@ -30,6 +35,8 @@ impl Variant {
             refresh_interval_s: 60.0,
             batch_mode: "off".into(),
             window_ms: 10,
+            allocation_ratio: 1.0,
+            flex_update_period_s: None,
         }
     }
 }
@@ -131,6 +138,11 @@ impl Plan {
                 cfg.window_ms = v.window_ms;
                 cfg.time_scale = self.drive.time_scale;
                 cfg.seed = self.seed;
+                cfg.flex_update_period_s = v.flex_update_period_s;
+                let measured = env.demand.map(|model| crate::hosts::Measured {
+                    model,
+                    allocation_ratio: v.allocation_ratio,
+                });
                 let bar = bars.add(ProgressBar::new(requests.len() as u64));
                 bar.set_style(style.clone());
                 bar.set_prefix(format!("{}@{hosts}", v.label));
@@ -138,6 +150,7 @@ impl Plan {
                     env,
                     &v.label,
                     cfg,
+                    measured,
                     hosts,
                     &self.dataset,
                     &requests,

@@ -94,6 +94,40 @@ pub fn write(
     Ok(())
 }
 
+/// Under a demand model (`--demand-model`), what each run admitted and the QoS its hosts
+/// gave: Q is the share of instance-heartbeats served (§5.1 of seed 002), violations the rest.
+fn demand_table(runs: &[RunResult]) -> String {
+    if runs.iter().all(|r| r.allocation_ratio.is_none()) {
+        return String::new();
+    }
+    let mut md = String::from(
+        "\n| run | allocation ratio | Flex | admitted VCPU | instances booted | instance-heartbeats judged | QoS violations | Q |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in runs {
+        let Some(ratio) = r.allocation_ratio else {
+            continue;
+        };
+        let q = if r.qos_judged == 0 {
+            "–".to_string()
+        } else {
+            format!("{:.4}", r.qos_served as f64 / r.qos_judged as f64)
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {ratio} | {} | {} | {} | {} | {} | {q} |",
+            r.label,
+            r.config
+                .flex_update_period_s
+                .map_or_else(|| "off".to_string(), |p| format!("on ({p} s)")),
+            r.booted_vcpu,
+            r.booted,
+            r.qos_judged,
+            r.qos_judged - r.qos_served,
+        );
+    }
+    md
+}
+
 /// The Markdown table of runs.
 pub fn table(runs: &[RunResult]) -> String {
     let mut md = String::from(
@@ -127,6 +161,7 @@ pub fn table(runs: &[RunResult]) -> String {
             },
         );
     }
+    md.push_str(&demand_table(runs));
     // After a blank line, so that Markdown ends the table before it: one item per run.
     md.push('\n');
     for r in runs {

@@ -29,6 +29,9 @@ pub struct Env {
     pub heartbeat: Duration,
     /// How long the service's ingestion alone is measured before each run's requests.
     pub ingest_window: Duration,
+    /// The hosts' demand model (`--demand-model`), else none: hosts report no usage and
+    /// take what they are given up to their capacity.
+    pub demand: Option<crate::demand::DemandModel>,
 }
 
 /// The outcome of one run.
@@ -43,6 +46,14 @@ pub struct RunResult {
     pub service: Value,
     pub violations: u64,
     pub booted: u64,
+    /// VCPU of every instance booted (the admitted request, issue 45's service benchmark).
+    pub booted_vcpu: u64,
+    /// Under a demand model: instances judged at the hosts' heartbeats during the run and
+    /// those served (§5.1), their ratio the run's Q; 0 without one.
+    pub qos_judged: u64,
+    pub qos_served: u64,
+    /// The hosts' allocation ratio under a demand model, else `None`.
+    pub allocation_ratio: Option<f64>,
     pub deleted: u64,
     pub notifications_sent: u64,
     pub notifications_failed: u64,
@@ -181,6 +192,7 @@ pub async fn run_one(
     env: &Env,
     label: &str,
     cfg: ServiceConfig,
+    measured: Option<crate::hosts::Measured>,
     hosts: usize,
     ds: &Dataset,
     requests: &[Request],
@@ -208,7 +220,9 @@ pub async fn run_one(
         NotifyVia::Http => Notifier::http(client.clone(), &first.base)?,
     };
     progress.set_message(format!("{label} n={hosts}: registering hosts"));
-    let fleet = Arc::new(Fleet::start(hosts, ds.host, notifier.clone(), env.heartbeat).await);
+    let fleet = Arc::new(
+        Fleet::start_measured(hosts, ds.host, notifier.clone(), env.heartbeat, measured).await,
+    );
     let registered =
         wait_applied(&client, &first.base, hosts as u64, Duration::from_secs(120)).await;
     anyhow::ensure!(
@@ -245,6 +259,10 @@ pub async fn run_one(
     let cpu_before = service.cpu_seconds()?;
     let own_before = process_cpu_seconds(std::process::id())?;
     let beats_before = fleet.counters.heartbeats.load(Ordering::Relaxed);
+    let qos_before = (
+        fleet.counters.qos_judged.load(Ordering::Relaxed),
+        fleet.counters.qos_served.load(Ordering::Relaxed),
+    );
     let result = driver::drive(&target, ds, requests, fleet.clone(), spec, progress).await?;
     let _ = stop_tx.send(());
     let params = sampler.await.unwrap_or_default();
@@ -298,6 +316,10 @@ pub async fn run_one(
         service: service_stats,
         violations: counters.violations.load(Ordering::Relaxed),
         booted: counters.booted.load(Ordering::Relaxed),
+        booted_vcpu: counters.booted_vcpu.load(Ordering::Relaxed),
+        qos_judged: counters.qos_judged.load(Ordering::Relaxed) - qos_before.0,
+        qos_served: counters.qos_served.load(Ordering::Relaxed) - qos_before.1,
+        allocation_ratio: measured.map(|m| m.allocation_ratio),
         deleted: counters.deleted.load(Ordering::Relaxed),
         notifications_sent: sent,
         notifications_failed: notifier.failed.load(Ordering::Relaxed),
@@ -371,6 +393,7 @@ pub fn config(env: &Env, backend: &str, label: &str, hosts: usize) -> ServiceCon
             .then(|| format!("scheduler.bench.{}.{plain}.{hosts}", env.run_id)),
         batch_mode: "off".into(),
         window_ms: 10,
+        flex_update_period_s: None,
     }
 }
 

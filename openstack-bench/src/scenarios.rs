@@ -169,3 +169,139 @@ fn apsr_notes(runs: &[RunResult]) -> String {
     }
     md
 }
+
+/// The allocation ratios the request-based filter runs at in `flex-service`.
+const FLEX_SERVICE_RATIOS: [f64; 5] = [1.0, 1.25, 1.5, 1.75, 2.0];
+
+/// `flex-service` (issue 45): the service with Flex against the request-based filter, on hosts
+/// that use what they run by seed 002's demand model (`crate::demand`) and report it. Amazon's
+/// flavors on `hosts` hosts, Poisson arrivals at `rate`/s with exponential lifetimes of mean
+/// `lifetime_s`, so that the offered load is about three times what the hosts hold at ratio
+/// 1; `filter` at each ratio of [`FLEX_SERVICE_RATIOS`], and Flex (`filter` with `[flex]` on)
+/// at the highest. The notes compare them at equal admitted VCPU and at equal violations.
+pub fn flex_service(
+    hosts: usize,
+    seed: u64,
+    rate: f64,
+    lifetime_s: f64,
+    max_s: u64,
+) -> anyhow::Result<Plan> {
+    let top = FLEX_SERVICE_RATIOS[FLEX_SERVICE_RATIOS.len() - 1];
+    let mut variants: Vec<Variant> = FLEX_SERVICE_RATIOS
+        .iter()
+        .map(|&r| Variant {
+            label: format!("filter-r{r:.2}"),
+            allocation_ratio: r,
+            ..Variant::plain("filter")
+        })
+        .collect();
+    variants.push(Variant {
+        label: format!("flex-r{top:.2}"),
+        allocation_ratio: top,
+        flex_update_period_s: Some(10.0),
+        ..Variant::plain("filter")
+    });
+    let requests = (rate * max_s as f64).ceil() as usize;
+    Ok(Plan {
+        name: "flex-service".into(),
+        dataset: Dataset::named("amazon")?,
+        hosts: vec![hosts],
+        variants,
+        workload: Box::new(move |_| WorkloadSpec {
+            requests,
+            arrival_rate: Some(rate),
+            mean_lifetime_s: Some(lifetime_s),
+            seed,
+        }),
+        drive: DriveSpec {
+            concurrency: 64,
+            time_scale: 1.0,
+            open_loop: true,
+            batch: None,
+            max_duration: Duration::from_secs(max_s),
+        },
+        seed,
+        notes: Box::new(flex_notes),
+    })
+}
+
+/// A run's admitted VCPU and its share of instance-heartbeats not served.
+fn admitted_and_violations(r: &RunResult) -> (f64, f64) {
+    let v = if r.qos_judged == 0 {
+        0.0
+    } else {
+        (r.qos_judged - r.qos_served) as f64 / r.qos_judged as f64
+    };
+    (r.booted_vcpu as f64, v)
+}
+
+/// `y` at `x` on the polyline `points` (sorted by x), `None` outside it.
+fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
+    points.windows(2).find_map(|w| {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        let inside = (x0.min(x1)..=x0.max(x1)).contains(&x);
+        inside.then(|| {
+            if x1 == x0 {
+                y0.min(y1)
+            } else {
+                y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+            }
+        })
+    })
+}
+
+fn flex_notes(runs: &[RunResult]) -> String {
+    let filter: Vec<(f64, f64)> = runs
+        .iter()
+        .filter(|r| r.config.flex_update_period_s.is_none())
+        .map(admitted_and_violations)
+        .collect();
+    let mut md = String::from(
+        "## Flex against the request-based filter (issue 45)\n\n\
+         Violations: the share of instance-heartbeats whose instance did not get min(demand, \
+         request) in every class (§5.1 of seed 002); admitted: VCPU of the instances booted.\n\n",
+    );
+    let by_admitted = {
+        let mut p = filter.clone();
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p
+    };
+    let by_violations: Vec<(f64, f64)> = {
+        let mut p: Vec<(f64, f64)> = filter.iter().map(|&(a, v)| (v, a)).collect();
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p
+    };
+    for r in runs
+        .iter()
+        .filter(|r| r.config.flex_update_period_s.is_some())
+    {
+        let (a, v) = admitted_and_violations(r);
+        let at_equal_admitted = interpolate(&by_admitted, a).map_or_else(
+            || "outside the filter's range".to_string(),
+            |fv| {
+                format!(
+                    "{:.3} % against the filter's {:.3} % (ratio {:.2}; bar ≤ 0.5)",
+                    100.0 * v,
+                    100.0 * fv,
+                    if fv > 0.0 { v / fv } else { f64::INFINITY }
+                )
+            },
+        );
+        let at_equal_violations = interpolate(&by_violations, v).map_or_else(
+            || "outside the filter's range".to_string(),
+            |fa| {
+                format!(
+                    "{a:.0} VCPU against the filter's {fa:.0} ({:.2}×; bar ≥ 1.2)",
+                    a / fa
+                )
+            },
+        );
+        let _ = writeln!(
+            md,
+            "- {}: at equal admitted VCPU, violations {at_equal_admitted}; at equal violations, \
+             admitted {at_equal_violations}.",
+            r.label
+        );
+    }
+    md
+}

@@ -29,6 +29,10 @@ pub struct ServiceConfig {
     /// `[batch] mode` (`off`, `call` or `window`) and `window_ms`.
     pub batch_mode: String,
     pub window_ms: u64,
+    /// `[flex]` on, judging QoS from the hosts' reports (`qos_source = "instance_signals"`),
+    /// its penalty moved every this many seconds (real time, as the hosts' heartbeats);
+    /// `None`: Flex off, the default.
+    pub flex_update_period_s: Option<f64>,
 }
 
 /// `[rpc] host` of the bench's services: the server also consumes `<topic>.<host>`.
@@ -77,7 +81,7 @@ queue = "{queue}"
 enabled = {rpc}
 host = "{rpc_host}"
 topic = "{topic}"
-{batch}"#,
+{batch}{flex}"#,
             data = data_dir.display(),
             backend = self.backend,
             workers = self.workers,
@@ -94,6 +98,11 @@ topic = "{topic}"
             rpc_host = RPC_HOST,
             topic = self.rpc_topic.as_deref().unwrap_or("scheduler"),
             batch = self.batch_section(),
+            flex = self
+                .flex_update_period_s
+                .map_or_else(String::new, |p| format!(
+                "[flex]\nenabled = true\nqos_source = \"instance_signals\"\nupdate_period_s = {p}\n"
+            )),
         )
     }
 
@@ -397,6 +406,7 @@ mod tests {
             rpc_topic: None,
             batch_mode: "window".into(),
             window_ms: 25,
+            flex_update_period_s: None,
         };
         let text = cfg.to_toml(8999, Path::new("/tmp/ledger"));
         let s = parasol::configuration::Settings::from_toml(&text).expect("accepted");
@@ -411,6 +421,16 @@ mod tests {
         assert!(!text.contains("[batch]"), "{text}");
         let s = parasol::configuration::Settings::from_toml(&text).expect("accepted");
         assert_eq!(s.batch.mode, parasol::configuration::BatchMode::Off);
+        assert!(!s.flex.enabled);
+        let flex = ServiceConfig {
+            flex_update_period_s: Some(30.0),
+            time_scale: 10.0,
+            ..off
+        };
+        let text = flex.to_toml(8999, Path::new("/tmp/ledger"));
+        let s = parasol::configuration::Settings::from_toml(&text).expect("accepted");
+        assert!(s.flex.enabled, "{text}");
+        assert_eq!(s.flex.update_period_s, 30.0, "real time, not scaled");
     }
 
     #[test]

@@ -288,6 +288,7 @@ pub async fn run(spec: SoakSpec) -> anyhow::Result<SoakReport> {
         rpc_topic: Some(format!("scheduler.soak.{}", spec.run_id)),
         batch_mode: "off".into(),
         window_ms: 10,
+        flex_update_period_s: None,
     };
     let env = vec![
         ("PARASOL__LEDGER__URL".to_string(), ledger_url.clone()),

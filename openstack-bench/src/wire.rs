@@ -98,14 +98,28 @@ struct HostState<'a> {
     up: bool,
     disabled: bool,
     inventory: Inventories,
+    /// `usage`, `instance_usage` and `instance_qos` of a host under the demand model.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    measured: Option<&'a crate::demand::Report>,
 }
 
 /// Parasol's host-state event for a host of capacity `cap`, ratios 1.
 pub fn host_state(host: &str, cap: Resources) -> String {
+    host_state_measured(host, cap, 1.0, None)
+}
+
+/// Parasol's host-state event for a host of capacity `cap` whose VCPU and MEMORY_MB
+/// inventories have `allocation_ratio` (DISK_GB's is 1), with what it measured.
+pub fn host_state_measured(
+    host: &str,
+    cap: Resources,
+    allocation_ratio: f64,
+    measured: Option<&crate::demand::Report>,
+) -> String {
     let inv = |total: i64| Inventory {
         total,
         reserved: 0,
-        allocation_ratio: 1.0,
+        allocation_ratio,
     };
     let payload = HostState {
         host,
@@ -117,8 +131,12 @@ pub fn host_state(host: &str, cap: Resources) -> String {
         inventory: Inventories {
             vcpu: inv(cap.0[0]),
             memory_mb: inv(cap.0[1]),
-            disk_gb: inv(cap.0[2]),
+            disk_gb: Inventory {
+                allocation_ratio: 1.0,
+                ..inv(cap.0[2])
+            },
         },
+        measured,
     };
     inner(
         "compute.host.state",
@@ -375,6 +393,32 @@ mod tests {
             .map(|(class, inv)| (class.as_str(), inv.total))
             .collect();
         assert_eq!(totals, [("DISK_GB", 40), ("MEMORY_MB", 4096), ("VCPU", 2)]);
+    }
+
+    #[test]
+    fn a_measured_host_state_is_read_by_the_service_with_its_usage_and_signals() {
+        const VM: &str = "6f1a3c2e-0b4d-4e8a-9c1f-2d3e4f5a6b7c";
+        let model = crate::demand::DemandModel::paper(5, 60.0);
+        let (request, profile) = (demand(), model.profile(VM));
+        let report = crate::demand::measure(&model, &demand(), [(VM, &request, &profile)], 0.0);
+        let text = host_state_measured("bench-00007", demand(), 1.5, Some(&report));
+        let inner: Value = serde_json::from_str(&text).unwrap();
+        let n = Notification::from_inner(&inner).expect("a host-state event");
+        let HostEvent::HostState(state) = n.event else {
+            panic!("read as {:?}", n.event);
+        };
+        assert_eq!(state.inventory["VCPU"].allocation_ratio, 1.5);
+        assert_eq!(state.inventory["DISK_GB"].allocation_ratio, 1.0);
+        assert_eq!(state.usage.unwrap()["VCPU"], report.usage["VCPU"]);
+        assert_eq!(
+            state.instance_usage.unwrap()[VM]["MEMORY_MB"],
+            report.instance_usage[VM]["MEMORY_MB"]
+        );
+        let qos = &state.instance_qos.unwrap()[VM];
+        assert_eq!(qos["cpu_wait"], 0.0);
+        assert_eq!(qos["memory_pressure"], 0.0);
+        // Without a report, none of the three blocks.
+        assert!(!host_state("bench-00007", demand()).contains("usage"));
     }
 
     #[test]
