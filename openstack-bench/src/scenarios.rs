@@ -242,12 +242,33 @@ fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
         let inside = (x0.min(x1)..=x0.max(x1)).contains(&x);
         inside.then(|| {
             if x1 == x0 {
-                y0.min(y1)
+                y0.max(y1)
             } else {
                 y0 + (y1 - y0) * (x - x0) / (x1 - x0)
             }
         })
     })
+}
+
+/// The most the filter admits with at most `violations`, along its runs sorted by admitted
+/// (each ratio admits more than the one below it): the last run within the bar, or the point
+/// between it and the next where the polyline crosses it; `None` when even the first run
+/// violates more.
+fn admitted_within(points: &[(f64, f64)], violations: f64) -> Option<f64> {
+    let mut best = None;
+    for (i, &(a, v)) in points.iter().enumerate() {
+        if v <= violations {
+            best = Some(a);
+        } else if let Some(&(a0, v0)) = i.checked_sub(1).and_then(|j| points.get(j)) {
+            if v0 <= violations {
+                best = Some(a0 + (a - a0) * (violations - v0) / (v - v0));
+            }
+            break;
+        } else {
+            break;
+        }
+    }
+    best
 }
 
 fn flex_notes(runs: &[RunResult]) -> String {
@@ -263,11 +284,6 @@ fn flex_notes(runs: &[RunResult]) -> String {
     );
     let by_admitted = {
         let mut p = filter.clone();
-        p.sort_by(|a, b| a.0.total_cmp(&b.0));
-        p
-    };
-    let by_violations: Vec<(f64, f64)> = {
-        let mut p: Vec<(f64, f64)> = filter.iter().map(|&(a, v)| (v, a)).collect();
         p.sort_by(|a, b| a.0.total_cmp(&b.0));
         p
     };
@@ -287,7 +303,7 @@ fn flex_notes(runs: &[RunResult]) -> String {
                 )
             },
         );
-        let at_equal_violations = interpolate(&by_violations, v).map_or_else(
+        let at_equal_violations = admitted_within(&by_admitted, v).map_or_else(
             || "outside the filter's range".to_string(),
             |fa| {
                 format!(
@@ -304,4 +320,28 @@ fn flex_notes(runs: &[RunResult]) -> String {
         );
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_is_read_along_its_runs_at_flex_s_admission_and_violations() {
+        // (admitted, violations) of ratios 1, 1.25, 1.5, 1.75, 2.
+        let runs = [
+            (100.0, 0.0),
+            (120.0, 0.0),
+            (140.0, 0.0),
+            (160.0, 0.004),
+            (180.0, 0.008),
+        ];
+        assert_eq!(interpolate(&runs, 150.0), Some(0.002));
+        assert_eq!(interpolate(&runs, 200.0), None);
+        // Zero violations: the most the filter admits without any is ratio 1.5's.
+        assert_eq!(admitted_within(&runs, 0.0), Some(140.0));
+        assert_eq!(admitted_within(&runs, 0.002), Some(150.0));
+        assert_eq!(admitted_within(&runs, 0.01), Some(180.0));
+        assert_eq!(admitted_within(&[(100.0, 0.01)], 0.0), None);
+    }
 }
