@@ -560,15 +560,6 @@ impl Ledger {
                         Ok(())
                     })
                 })
-                // A connection keeps the buffers its largest message grew (a backlog's batch
-                // of a few hundred messages, a reload of every host) for its whole life, each
-                // of the pool's: the soak of 2026-12-04 saw a process grow 35 MB that way
-                // after a broker fault, freed only when PostgreSQL ended the sessions. Back
-                // to their default size on release; a no-op when they did not grow.
-                .after_release(|conn, _| {
-                    sqlx::Connection::shrink_buffers(conn);
-                    Box::pin(async { Ok(true) })
-                })
                 .connect_with(opts)
                 .await?;
             Pools::Postgres(pool)
