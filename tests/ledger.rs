@@ -585,17 +585,23 @@ async fn wait(what: &str, check: Box<dyn Fn() -> bool + Send>) {
     }
 }
 
-/// PostgreSQL: each process' live table follows the hosts, claims and releases the others
-/// commit, without being asked (the ledger's change notifications).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_process_table_follows_another_process_changes_on_postgres() {
-    let (a, b, _db, stop, follow) = two_processes_on_postgres().await;
+/// Registers host `c1` (8 VCPU, 8 GB, 80 GB) through `a` and waits until `b` has it.
+async fn host_both_see(a: &Ledger, b: &Ledger) -> parasol::domain::HostId {
     let id = a
         .register_host(&registration("c1", 8, 8192, 80), 1)
         .await
         .unwrap();
     let t = b.table().clone();
     wait("the new host", Box::new(move || t.get(id).is_some())).await;
+    id
+}
+
+/// PostgreSQL: each process' live table follows the hosts, claims and releases the others
+/// commit, without being asked (the ledger's change notifications).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_process_table_follows_another_process_changes_on_postgres() {
+    let (a, b, _db, stop, follow) = two_processes_on_postgres().await;
+    let id = host_both_see(&a, &b).await;
     assert_eq!(
         a.claim(id, "i1", &Resources::new(6, 100, 1), 2)
             .await
@@ -637,12 +643,7 @@ async fn a_process_table_follows_another_process_changes_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_in_flight_on_a_host_another_process_filled_is_not_oversubscription_on_postgres() {
     let (a, b, _db, stop, follow) = two_processes_on_postgres().await;
-    let id = a
-        .register_host(&registration("c1", 8, 8192, 80), 1)
-        .await
-        .unwrap();
-    let t = b.table().clone();
-    wait("the new host", Box::new(move || t.get(id).is_some())).await;
+    let id = host_both_see(&a, &b).await;
     // b has room in its view and reserves it; its commit has not run yet.
     let demand = Resources::new(8, 100, 1);
     assert_eq!(

@@ -303,13 +303,20 @@ mod tests {
     /// A loopback HTTP endpoint that takes every POST and answers 204, as the service's
     /// `/v1/notifications` does for an event it applied; counts the requests it took.
     async fn sink() -> (String, Arc<AtomicU64>) {
+        let (base, taken, _) = recording_sink().await;
+        (base, taken)
+    }
+
+    /// [`sink`], also keeping every body it took.
+    async fn recording_sink() -> (String, Arc<AtomicU64>, Arc<parking_lot::Mutex<Vec<String>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let taken = Arc::new(AtomicU64::new(0));
-        let count = taken.clone();
+        let bodies = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (count, kept) = (taken.clone(), bodies.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let count = count.clone();
+                let (count, kept) = (count.clone(), kept.clone());
                 tokio::spawn(async move {
                     let mut stream = BufReader::new(stream);
                     loop {
@@ -333,6 +340,8 @@ mod tests {
                             return;
                         }
                         count.fetch_add(1, Ordering::Relaxed);
+                        kept.lock()
+                            .push(String::from_utf8_lossy(&body).into_owned());
                         let answer = b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n";
                         if stream.get_mut().write_all(answer).await.is_err() {
                             return;
@@ -341,7 +350,7 @@ mod tests {
                 });
             }
         });
-        (base, taken)
+        (base, taken, bodies)
     }
 
     /// Boots handed to a host just before the fleet stops were claimed by the service: the
@@ -369,5 +378,61 @@ mod tests {
         // The announcement at start and one instance.create.end per boot reached the service.
         assert_eq!(notifier.sent.load(Ordering::Relaxed), 6);
         assert_eq!(taken.load(Ordering::Relaxed), 6);
+    }
+
+    /// Under a demand model a host's books hold up to capacity × its ratio, and its
+    /// heartbeats carry its usage, each instance's and each instance's QoS signals.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_measured_host_overcommits_to_its_ratio_and_reports_what_it_measured() {
+        let (base, _, bodies) = recording_sink().await;
+        let notifier = Notifier::http(reqwest::Client::new(), &base).unwrap();
+        let capacity = Resources::new(4, 8192, 100);
+        let measured = Measured {
+            model: DemandModel::paper(1, 60.0),
+            allocation_ratio: 2.0,
+        };
+        let fleet = Fleet::start_measured(
+            1,
+            capacity,
+            notifier,
+            Duration::from_millis(20),
+            Some(measured),
+        )
+        .await;
+        let uuid = |i: u32| format!("00000000-0000-4000-8000-{i:012}");
+        for i in 0..5 {
+            assert!(fleet.boot(0, uuid(i), Resources::new(2, 1024, 10), None));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let counters = fleet.counters.clone();
+        let books = fleet.stop().await;
+        assert_eq!(
+            books[0],
+            Resources::new(8, 4096, 40),
+            "4 of 2 VCPU fit in 4 × 2"
+        );
+        assert_eq!(counters.violations.load(Ordering::Relaxed), 1);
+        assert_eq!(counters.booted_vcpu.load(Ordering::Relaxed), 8);
+        assert!(counters.qos_judged.load(Ordering::Relaxed) >= 4);
+        let bodies = bodies.lock();
+        let beat = bodies
+            .iter()
+            .rev()
+            .find(|b| b.contains("compute.host.state"))
+            .expect("a heartbeat");
+        let event: serde_json::Value = serde_json::from_str(beat).unwrap();
+        let payload = &event["payload"];
+        assert_eq!(payload["inventory"]["VCPU"]["allocation_ratio"], 2.0);
+        assert!(
+            payload["usage"]["VCPU"].as_f64().unwrap() <= 4.0,
+            "{payload}"
+        );
+        for i in 0..4 {
+            assert!(
+                payload["instance_qos"][uuid(i)]["cpu_wait"].is_number(),
+                "{payload}"
+            );
+            assert!(payload["instance_usage"][uuid(i)]["MEMORY_MB"].is_number());
+        }
     }
 }

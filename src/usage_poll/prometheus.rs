@@ -242,7 +242,10 @@ pub fn check_instance_samples(
 /// One host's instances out of per-instance answers: its name, the latest evaluation time
 /// among its samples, and each instance (lower-case uuid) with the value of every name that
 /// has a series for it.
-type HostInstances = (String, i64, Vec<(String, Vec<(String, f64)>)>);
+type HostInstances = (String, i64, InstanceList);
+
+/// Instances (uuid) with a value per name (a class or a QoS signal).
+type InstanceList = Vec<(String, Vec<(String, f64)>)>;
 
 /// Each host's instances in the checked answers of per-instance queries (name, samples).
 fn by_host(
@@ -277,17 +280,29 @@ fn by_host(
         .collect()
 }
 
-/// A reading of `host` at `at_ms` with nothing in it yet.
-fn empty_reading(host: String, at_ms: i64) -> UsageReading {
-    UsageReading {
-        node: NodeRef::Service(host),
-        source: UsageSource::Prometheus,
-        at_ms: Some(at_ms),
-        classes: Vec::new(),
-        instances: Vec::new(),
-        metrics: Vec::new(),
-        qos: Vec::new(),
-    }
+/// One reading per host of the per-instance answers, each host's list put in place by `put`.
+fn per_host(
+    host_label: &str,
+    instance_label: &str,
+    answers: &[(String, Vec<Sample>)],
+    put: fn(&mut UsageReading, InstanceList),
+) -> Vec<UsageReading> {
+    by_host(host_label, instance_label, answers)
+        .into_iter()
+        .map(|(host, at_ms, list)| {
+            let mut reading = UsageReading {
+                node: NodeRef::Service(host),
+                source: UsageSource::Prometheus,
+                at_ms: Some(at_ms),
+                classes: Vec::new(),
+                instances: Vec::new(),
+                metrics: Vec::new(),
+                qos: Vec::new(),
+            };
+            put(&mut reading, list);
+            reading
+        })
+        .collect()
 }
 
 /// The hosts' instance QoS reports in the checked answers of the signals' queries (signal
@@ -298,13 +313,7 @@ pub fn qos_readings(
     instance_label: &str,
     answers: &[(String, Vec<Sample>)],
 ) -> Vec<UsageReading> {
-    by_host(host_label, instance_label, answers)
-        .into_iter()
-        .map(|(host, at_ms, qos)| UsageReading {
-            qos,
-            ..empty_reading(host, at_ms)
-        })
-        .collect()
+    per_host(host_label, instance_label, answers, |r, list| r.qos = list)
 }
 
 /// The hosts' per-instance usage in the checked answers of `instance_queries` (class name,
@@ -315,13 +324,9 @@ pub fn instance_readings(
     instance_label: &str,
     answers: &[(String, Vec<Sample>)],
 ) -> Vec<UsageReading> {
-    by_host(host_label, instance_label, answers)
-        .into_iter()
-        .map(|(host, at_ms, instances)| UsageReading {
-            instances,
-            ..empty_reading(host, at_ms)
-        })
-        .collect()
+    per_host(host_label, instance_label, answers, |r, list| {
+        r.instances = list
+    })
 }
 
 #[cfg(test)]

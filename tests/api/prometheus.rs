@@ -674,25 +674,42 @@ const CPU_WAIT_QUERY: &str =
 const MEMORY_PRESSURE_QUERY: &str = "max by (host, uuid) (parasol_test_domain_memory_pressure)";
 
 fn instance_signals(domain_label: &str) -> Vec<Series> {
+    per_instance(
+        domain_label,
+        &[
+            (
+                "parasol_test_domain_vcpu_delay_seconds_total",
+                true,
+                [0.3, 0.0],
+            ),
+            ("parasol_test_domain_memory_pressure", false, [0.0, 0.02]),
+        ],
+    )
+}
+
+/// compute1's instances A and B as an exporter gives them: per (metric, counter or gauge,
+/// [A's, B's] rate or value), one series each, labelled `uuid` with Nova's instance uuid, or
+/// with libvirt's domain names when `domain_label` is not "uuid".
+fn per_instance(domain_label: &str, metrics: &[(&str, bool, [f64; 2])]) -> Vec<Series> {
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-    let (a, b) = match domain_label {
-        "uuid" => (INSTANCE_A.to_string(), INSTANCE_B.to_string()),
-        _ => (
+    let names = match domain_label {
+        "uuid" => [INSTANCE_A.to_string(), INSTANCE_B.to_string()],
+        _ => [
             "instance-0000000a".to_string(),
             "instance-0000000b".to_string(),
-        ),
+        ],
     };
-    let line = |metric: &str, uuid: &str| -> &'static str {
-        leak(format!(r#"{metric}{{host="compute1",uuid="{uuid}"}}"#))
-    };
-    let delay = "parasol_test_domain_vcpu_delay_seconds_total";
-    let pressure = "parasol_test_domain_memory_pressure";
-    vec![
-        Series::Counter(line(delay, &a), 0.3),
-        Series::Counter(line(delay, &b), 0.0),
-        Series::Gauge(line(pressure, &a), 0.0),
-        Series::Gauge(line(pressure, &b), 0.02),
-    ]
+    let mut series = Vec::new();
+    for (metric, counter, values) in metrics {
+        for (uuid, value) in names.iter().zip(values) {
+            let line = leak(format!(r#"{metric}{{host="compute1",uuid="{uuid}"}}"#));
+            series.push(match counter {
+                true => Series::Counter(line, *value),
+                false => Series::Gauge(line, *value),
+            });
+        }
+    }
+    series
 }
 
 /// `[usage.prometheus] qos_queries`: per QoS signal a query giving it per host and instance
@@ -766,25 +783,13 @@ async fn qos_queries_give_each_hosts_instance_signals() -> Result<(), NotInstall
 /// compute1's two instances as a libvirt exporter labelled with Nova's uuids gives them: CPU
 /// time counters (A uses 1 CPU-second a second, B 2) and memory gauges.
 fn instance_usage(domain_label: &str, memory_mb: [f64; 2]) -> Vec<Series> {
-    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-    let (a, b) = match domain_label {
-        "uuid" => (INSTANCE_A.to_string(), INSTANCE_B.to_string()),
-        _ => (
-            "instance-0000000a".to_string(),
-            "instance-0000000b".to_string(),
-        ),
-    };
-    let line = |metric: &str, uuid: &str| -> &'static str {
-        leak(format!(r#"{metric}{{host="compute1",uuid="{uuid}"}}"#))
-    };
-    let cpu = "parasol_test_instance_cpu_seconds_total";
-    let memory = "parasol_test_instance_memory_mb";
-    vec![
-        Series::Counter(line(cpu, &a), 1.0),
-        Series::Counter(line(cpu, &b), 2.0),
-        Series::Gauge(line(memory, &a), memory_mb[0]),
-        Series::Gauge(line(memory, &b), memory_mb[1]),
-    ]
+    per_instance(
+        domain_label,
+        &[
+            ("parasol_test_instance_cpu_seconds_total", true, [1.0, 2.0]),
+            ("parasol_test_instance_memory_mb", false, memory_mb),
+        ],
+    )
 }
 
 const INSTANCE_VCPU_QUERY: &str =
