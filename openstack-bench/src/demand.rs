@@ -129,14 +129,19 @@ pub fn measure<'a>(
         judged: instances.len(),
         ..Report::default()
     };
+    let demands: Vec<[f64; 2]> = instances
+        .iter()
+        .map(|(_, request, profile)| model.demand(profile, request, t_s))
+        .collect();
     let mut ok = vec![true; instances.len()];
     let mut denied = vec![[0.0f64; 2]; instances.len()];
     for (k, (slot, class)) in CLASSES.iter().enumerate() {
         let shares: Vec<Share> = instances
             .iter()
-            .map(|(_, request, profile)| Share {
+            .zip(&demands)
+            .map(|((_, request, _), demand)| Share {
                 request: request.0[*slot] as f64,
-                demand: model.demand(profile, request, t_s)[k],
+                demand: demand[k],
             })
             .collect();
         let allocation = fair_allocation(capacity.0[*slot] as f64, &shares);

@@ -107,11 +107,9 @@ fn demand_table(runs: &[RunResult]) -> String {
         let Some(ratio) = r.allocation_ratio else {
             continue;
         };
-        let q = if r.qos_judged == 0 {
-            "–".to_string()
-        } else {
-            format!("{:.4}", r.qos_served as f64 / r.qos_judged as f64)
-        };
+        let q = r
+            .qos()
+            .map_or_else(|| "–".to_string(), |q| format!("{q:.4}"));
         let _ = writeln!(
             md,
             "| {} | {ratio} | {} | {} | {} | {} | {} | {q} |",

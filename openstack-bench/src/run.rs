@@ -85,6 +85,12 @@ impl RunResult {
     pub fn stat(&self, key: &str) -> f64 {
         self.service[key].as_f64().unwrap_or(f64::NAN)
     }
+
+    /// The run's Q under a demand model: the share of instance-heartbeats served; `None`
+    /// when none was judged.
+    pub fn qos(&self) -> Option<f64> {
+        (self.qos_judged > 0).then(|| self.qos_served as f64 / self.qos_judged as f64)
+    }
 }
 
 async fn get_json(client: &reqwest::Client, url: String) -> anyhow::Result<Value> {

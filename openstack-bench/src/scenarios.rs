@@ -227,12 +227,7 @@ pub fn flex_service(
 
 /// A run's admitted VCPU and its share of instance-heartbeats not served.
 fn admitted_and_violations(r: &RunResult) -> (f64, f64) {
-    let v = if r.qos_judged == 0 {
-        0.0
-    } else {
-        (r.qos_judged - r.qos_served) as f64 / r.qos_judged as f64
-    };
-    (r.booted_vcpu as f64, v)
+    (r.booted_vcpu as f64, r.qos().map_or(0.0, |q| 1.0 - q))
 }
 
 /// `y` at `x` on the polyline `points` (sorted by x), `None` outside it.
