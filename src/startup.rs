@@ -85,7 +85,37 @@ impl Handles {
             stats: self.scheduler.stats().clone(),
             status: self.placement.clone(),
             resync: self.scheduler.resync().clone(),
+            ratios: self.scheduler.flex().ratios().cloned(),
         }
+    }
+}
+
+/// Flex's figures in `/metrics`: P, Q(t), and the managed allocation ratios when on.
+fn register_flex_metrics(scheduler: &Scheduler) {
+    let metrics = scheduler.stats().metrics();
+    metrics.register(
+        "flex_penalty",
+        "Flex's estimation penalty P (stays at p_start while no QoS signal exists)",
+        scheduler.flex().penalty_gauge(),
+    );
+    metrics.register(
+        "flex_qos",
+        "Flex's last cluster QoS Q(t) from [flex] qos_source (NaN until one exists)",
+        scheduler.flex().qos_gauge(),
+    );
+    if let Some(ratios) = scheduler.flex().ratios() {
+        metrics.register(
+            "flex_allocation_ratio",
+            "The allocation ratio Flex wants per managed class, 1/(P·u) within its bounds \
+             (NaN without measured hosts)",
+            ratios.metrics().target.clone(),
+        );
+        metrics.register(
+            "flex_allocation_ratio_writes",
+            "Placement inventory records Flex's ratio manager wrote, or could not (conflict, \
+             failed), or found changed by someone else (overridden)",
+            ratios.metrics().writes.clone(),
+        );
     }
 }
 
@@ -175,16 +205,7 @@ impl Application {
         // nova-api's aggregate casts come on the fanout queue the notification consumer reads.
         let ingest = Arc::new(ingest.with_cloud(scheduler.cloud().clone()));
         let placement = Arc::new(PlacementStatus::default());
-        scheduler.stats().metrics().register(
-            "flex_penalty",
-            "Flex's estimation penalty P (stays at p_start while no QoS signal exists)",
-            scheduler.flex().penalty_gauge(),
-        );
-        scheduler.stats().metrics().register(
-            "flex_qos",
-            "Flex's last cluster QoS Q(t) from [flex] qos_source (NaN until one exists)",
-            scheduler.flex().qos_gauge(),
-        );
+        register_flex_metrics(&scheduler);
         let rpc = Arc::new(RpcCounters::registered(scheduler.stats().metrics()));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let data = HttpData {

@@ -191,6 +191,23 @@ fn expected(stats: &Value) -> Map<String, Value> {
     if let Some(flex) = stats.get("flex") {
         put("flex.penalty".into(), flex["penalty"].clone());
         put("flex.qos".into(), flex["qos"].clone());
+        let managed = &flex["allocation_ratio"];
+        let on = managed["enabled"] == true;
+        put(
+            "flex.allocation_ratio.enabled".into(),
+            json!(if on { "yes" } else { "no" }),
+        );
+        for (class, c) in managed["classes"].as_object().into_iter().flatten() {
+            put(
+                format!("flex.allocation_ratio.classes.{class}.target"),
+                c["target"].clone(),
+            );
+        }
+        if on {
+            for k in ["writes", "conflicts", "failures", "overridden"] {
+                put(format!("flex.allocation_ratio.{k}"), managed[k].clone());
+            }
+        }
     }
     if let Some(hosts) = stats.get("usage").map(|u| &u["hosts"]) {
         for state in ["fresh", "expired", "none"] {

@@ -102,6 +102,23 @@ fn rebalance_apply_live_migrates_through_nova_and_stops_at_a_refusal() {
     }
 }
 
+/// Issue 45 item 3: with `[flex] manage_allocation_ratio`, the ratio Flex writes to Placement
+/// survives nova-compute's own `update_available_resource` — from a stale provider cache that
+/// must write a changed `reserved`, with nothing to write, and after its cache is dropped — and
+/// a ratio nova.conf sets afterwards wins and is left alone by Parasol
+/// (`tests/nova_functional/parasol_tests/test_flex_ratio.py`).
+#[test]
+fn flexs_allocation_ratio_survives_nova_computes_resource_updates() {
+    let results = run_harness(&["nova_functional.parasol_tests.test_flex_ratio"], 2, None);
+    let ids: Vec<&String> = results["tests"].as_object().unwrap().keys().collect();
+    for name in [
+        "test_update_available_resource_keeps_flexs_ratio",
+        "test_a_ratio_set_in_nova_conf_is_left_alone",
+    ] {
+        assert!(ids.iter().any(|id| id.ends_with(name)), "{name}: {ids:?}");
+    }
+}
+
 /// The password of Nova's service user in the test's Keystone.
 const NOVA_PASSWORD: &str = "nova-service-pw";
 

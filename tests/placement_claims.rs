@@ -8,6 +8,8 @@ mod placement_server;
 use placement_server::venv;
 #[path = "placement_claims/pci.rs"]
 mod pci;
+#[path = "placement_claims/ratios.rs"]
+mod ratios;
 mod support;
 #[path = "placement_claims/trees.rs"]
 mod trees;

@@ -138,6 +138,19 @@ function serviceCard(stats) {
       cell("service", "flex.penalty", flex.penalty, "rate"));
     row(table, "Flex QoS Q(t) (source: " + flex.qos_source + ")",
       cell("service", "flex.qos", flex.qos, "ratio"));
+    // [flex] manage_allocation_ratio: each managed class's ratio 1/(P·u) and the writes.
+    const managed = flex.allocation_ratio || {};
+    row(table, "Flex manages allocation ratios",
+      cell("service", "flex.allocation_ratio.enabled", managed.enabled ? "yes" : "no", "state"));
+    if (managed.enabled) {
+      for (const [cls, c] of Object.entries(managed.classes || {}).sort()) {
+        row(table, "Flex ratio " + cls + " [" + c.min + ", " + c.max + "]",
+          cell("service", "flex.allocation_ratio.classes." + cls + ".target", c.target, "rate"));
+      }
+      for (const k of ["writes", "conflicts", "failures", "overridden"]) {
+        row(table, "Flex ratio " + k, cell("service", "flex.allocation_ratio." + k, managed[k], "count"));
+      }
+    }
   }
   const hosts = (stats.usage || {}).hosts;
   if (hosts) {

@@ -12,6 +12,7 @@ use crate::clock::SharedClock;
 use crate::configuration::{QosSource, Settings};
 use crate::control::{served_share, unsaturated_share, ControlError, FlexController};
 use crate::domain::{ClassId, FlexContext, InstanceQos, QosSignal, ReadingClock};
+use crate::placement::RatioManager;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::{Arc, Weak};
@@ -65,6 +66,9 @@ pub struct Flex {
     /// was measured on.
     measured_on: std::sync::atomic::AtomicUsize,
     inputs: QosInputs,
+    /// Placement's allocation ratios, moved after each sync (`[flex]
+    /// manage_allocation_ratio`).
+    ratios: Option<Arc<RatioManager>>,
 }
 
 impl std::fmt::Debug for Flex {
@@ -93,11 +97,21 @@ impl Flex {
             .map_err(|e| ControlError::param("flex", e.to_string()))?;
         let period_ms = params.update_period_ms;
         let controller = FlexController::new(params)?;
+        let penalty = prometheus_client::metrics::gauge::Gauge::<f64, _>::default();
+        let ratios = settings.flex.ratio_settings().map(|ratio_settings| {
+            let p = penalty.clone();
+            Arc::new(RatioManager::new(
+                ratio_settings,
+                Arc::new(move || p.get()),
+                settings.usage.max_age_ms(),
+            ))
+        });
         let flex = Arc::new(Flex {
             enabled: settings.flex.enabled,
             classes: settings.flex.class_ids(),
             max_age_ms: settings.usage.max_age_ms(),
-            penalty: Default::default(),
+            penalty,
+            ratios,
             qos: Default::default(),
             qos_source: settings.flex.qos_source,
             saturation: settings.flex.qos_saturation_threshold,
@@ -187,6 +201,11 @@ impl Flex {
         qos
     }
 
+    /// The manager of Placement's allocation ratios, when `[flex] manage_allocation_ratio`.
+    pub fn ratios(&self) -> Option<&Arc<RatioManager>> {
+        self.ratios.as_ref()
+    }
+
     /// The gauge of the last Q(t), for `/metrics`.
     pub fn qos_gauge(
         &self,
@@ -223,6 +242,10 @@ impl Flex {
             "periods": c.history().iter().len(),
             "history": history,
             "classes": self.classes,
+            "allocation_ratio": self
+                .ratios
+                .as_ref()
+                .map_or_else(|| json!({"enabled": false}), |r| r.to_json()),
         })
     }
 }

@@ -141,7 +141,41 @@ pub struct FlexSettings {
     /// `instance_signals`: an instance that stalled on memory more than this share of the
     /// interval counts as not served (0.05).
     pub qos_memory_pressure_threshold: f64,
+    /// Lets Flex move each compute node's allocation ratio in Placement (and the ledger) to
+    /// where its filter binds, 1 / (P·u), within `allocation_ratio_bounds`, never below what
+    /// the node's allocations take; once per Placement sync. Needs `[placement] enabled` and
+    /// nova.conf's `cpu_allocation_ratio` (and the RAM and disk ones) unset, as Nova leaves a
+    /// ratio set in Placement alone only then. Off by default.
+    pub manage_allocation_ratio: bool,
+    /// The bounds of the managed ratio per class of `classes` (`{class, min, max}`); a class
+    /// not named here keeps its ratio. VCPU 1–4 (Nova's `initial_cpu_allocation_ratio` is
+    /// 4.0), MEMORY_MB 1–1.5.
+    pub allocation_ratio_bounds: Vec<RatioBound>,
+    /// A ratio is written only when it moved by at least this much (or left its bounds).
+    pub allocation_ratio_min_change: f64,
 }
+
+/// One class's bounds in `[flex] allocation_ratio_bounds`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatioBound {
+    pub class: String,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl RatioBound {
+    fn new(class: &str, min: f64, max: f64) -> Self {
+        RatioBound {
+            class: class.to_string(),
+            min,
+            max,
+        }
+    }
+}
+
+/// The largest managed allocation ratio accepted.
+const MAX_MANAGED_RATIO: f64 = 100.0;
 
 impl Default for FlexSettings {
     fn default() -> Self {
@@ -160,6 +194,12 @@ impl Default for FlexSettings {
             qos_saturation_threshold: 0.9,
             qos_cpu_wait_threshold: 0.05,
             qos_memory_pressure_threshold: 0.05,
+            manage_allocation_ratio: false,
+            allocation_ratio_bounds: vec![
+                RatioBound::new("VCPU", 1.0, 4.0),
+                RatioBound::new("MEMORY_MB", 1.0, 1.5),
+            ],
+            allocation_ratio_min_change: 0.05,
         }
     }
 }
@@ -244,6 +284,7 @@ impl FlexSettings {
                 ));
             }
         }
+        self.validate_ratio_management()?;
         if !self.enabled {
             let named = |list: &[String], name: &str| {
                 list.iter().any(|n| n.rsplit('.').next() == Some(name))
@@ -269,6 +310,75 @@ impl FlexSettings {
             }
         }
         Ok(())
+    }
+
+    /// `manage_allocation_ratio` and its bounds (`[placement] enabled` is checked with the
+    /// other sections).
+    fn validate_ratio_management(&self) -> Result<(), ConfigError> {
+        if self.manage_allocation_ratio && !self.enabled {
+            return Err(ConfigError::key(
+                "flex.manage_allocation_ratio",
+                "needs [flex] enabled = true",
+            ));
+        }
+        let step = self.allocation_ratio_min_change;
+        if !(step.is_finite() && step > 0.0 && step <= 1.0) {
+            return Err(ConfigError::key(
+                "flex.allocation_ratio_min_change",
+                format!("must be above 0 and at most 1, not {step}"),
+            ));
+        }
+        for (i, RatioBound { class, min, max }) in self.allocation_ratio_bounds.iter().enumerate() {
+            let key = format!("flex.allocation_ratio_bounds.{class}");
+            if self.allocation_ratio_bounds[..i]
+                .iter()
+                .any(|b| b.class == *class)
+            {
+                return Err(ConfigError::key(key, format!("names {class} twice")));
+            }
+            if !self.classes.contains(class) {
+                return Err(ConfigError::key(
+                    key,
+                    format!(
+                        "names {class}, which is not in flex.classes {:?}",
+                        self.classes
+                    ),
+                ));
+            }
+            if !(min.is_finite() && max.is_finite() && *min > 0.0 && min <= max)
+                || *max > MAX_MANAGED_RATIO
+            {
+                return Err(ConfigError::key(
+                    key,
+                    format!(
+                        "must be [min, max] with 0 < min <= max <= {MAX_MANAGED_RATIO}, \
+                         not [{min}, {max}]"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the Placement sync's ratio manager needs (`None` unless
+    /// `manage_allocation_ratio`).
+    pub fn ratio_settings(&self) -> Option<crate::placement::RatioSettings> {
+        self.manage_allocation_ratio
+            .then(|| crate::placement::RatioSettings {
+                classes: self
+                    .allocation_ratio_bounds
+                    .iter()
+                    .filter_map(|b| {
+                        let id = ClassId::intern(&b.class).ok()?;
+                        let bounds = crate::control::RatioBounds {
+                            min: b.min,
+                            max: b.max,
+                        };
+                        Some((id, bounds))
+                    })
+                    .collect(),
+                min_change: self.allocation_ratio_min_change,
+            })
     }
 
     /// `policy` with Flex's filter and weigher added when Flex is on and they are not

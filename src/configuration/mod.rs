@@ -21,7 +21,7 @@ mod validate;
 
 pub use crate::choice::{nearest, parse_choice, Choice, UnknownChoice};
 pub use batch::{BatchMode, BatchSettings, MAX_WINDOW_MS};
-pub use flex::{FlexSettings, QosSource, UsageSettings};
+pub use flex::{FlexSettings, QosSource, RatioBound, UsageSettings};
 pub use load::{ConfigError, Source};
 pub use rebalance::{
     NovaAuth, RebalanceSettings, RebalanceSolver, MAX_MOVES as MAX_REBALANCE_MOVES,

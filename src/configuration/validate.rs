@@ -195,6 +195,12 @@ impl Settings {
             })?;
         self.usage.validate()?;
         self.flex.validate(&self.policy)?;
+        if self.flex.manage_allocation_ratio && !self.placement.enabled {
+            return Err(ConfigError::key(
+                "flex.manage_allocation_ratio",
+                "needs [placement] enabled = true: the ratio it manages is Placement's",
+            ));
+        }
         crate::policy::Policy::from_config(&self.flex.policy(&self.policy))
             .map_err(|e| ConfigError::Invalid(format!("[policy] {e}")))?;
         if self.policy.default_availability_zone.trim().is_empty() {
@@ -449,6 +455,31 @@ mod tests {
             "key `flex.qos_saturation_threshold` must be a share of capacity above 0 and at most 1",
         ),
         ("[flex]\nqos_source = \"libvirt\"", "host_saturation"),
+        (
+            "[flex]\nenabled = true\nmanage_allocation_ratio = true",
+            "key `flex.manage_allocation_ratio` needs [placement] enabled = true",
+        ),
+        (
+            "[flex]\nmanage_allocation_ratio = true",
+            "key `flex.manage_allocation_ratio` needs [flex] enabled = true",
+        ),
+        (
+            "[flex]\nallocation_ratio_bounds = [{ class = \"DISK_GB\", min = 1.0, max = 2.0 }]",
+            "key `flex.allocation_ratio_bounds.DISK_GB` names DISK_GB, which is not in \
+             flex.classes",
+        ),
+        (
+            "[flex]\nallocation_ratio_bounds = [{ class = \"VCPU\", min = 2.0, max = 1.0 }]",
+            "key `flex.allocation_ratio_bounds.VCPU` must be [min, max] with 0 < min <= max",
+        ),
+        (
+            "[flex]\nallocation_ratio_bounds = [{ class = \"VCPU\", min = 0.0, max = 1.0 }]",
+            "key `flex.allocation_ratio_bounds.VCPU` must be [min, max]",
+        ),
+        (
+            "[flex]\nallocation_ratio_min_change = 0",
+            "key `flex.allocation_ratio_min_change` must be above 0 and at most 1",
+        ),
         (
             "[policy]\nmetrics_weight_of_unavailable = nan",
             "invalid policy setting `metrics_weight_of_unavailable`",

@@ -16,6 +16,8 @@
 //! - `flex_qos`: §3's fair allocation under contention, eq. 14's QoS Q(t), and a QoS from
 //!   hosts' measured load (the share of hosts not saturated).
 //! - `flex_admission`: Alg. 3's admission test P·L̂ + r ≤ C and its score.
+//! - `flex_ratio`: the Placement allocation ratio at which Flex's filter binds
+//!   (`[flex] manage_allocation_ratio`).
 //! - `plan_cli`: `parasol apsr plan`, the same planning offline ([`PlanArgs`], [`run_plan`]).
 //! - `history`: the bounded decision history both controllers keep for stats and plots.
 //! - `ecsched`: ECSched's batch placement as a min-cost flow (seed 004).
@@ -38,6 +40,7 @@ mod flex_admission;
 mod flex_controller;
 mod flex_params;
 mod flex_qos;
+mod flex_ratio;
 mod history;
 mod k_estimator;
 mod plan_cli;
@@ -63,6 +66,10 @@ pub use flex_controller::{FlexController, FlexPeriod, PenaltyStep};
 pub use flex_params::FlexParams;
 pub use flex_qos::{
     cluster_qos, fair_allocation, node_qos, served, served_share, unsaturated_share, Share,
+};
+pub use flex_ratio::{
+    cluster_ratio as flex_cluster_ratio, floor_ratio as flex_floor_ratio,
+    provider_ratio as flex_provider_ratio, RatioBounds, UsageEvidence,
 };
 pub use history::History;
 pub use k_estimator::{KEstimator, SampleCounters};

@@ -581,6 +581,38 @@ impl Ledger {
         self.reload(&[host]).await
     }
 
+    /// Replaces some of a host's inventory records (as Placement has them now: after Flex
+    /// moved an allocation ratio, `[flex] manage_allocation_ratio`) and loads it into the live
+    /// table. Usage recorded is kept; other classes are left as they are.
+    pub async fn set_inventories(
+        &self,
+        host: HostId,
+        inventories: &[(String, Inventory)],
+    ) -> Result<(), LedgerError> {
+        for (class, inv) in inventories {
+            ClassId::intern(class).map_err(|e| LedgerError::Invalid(e.to_string()))?;
+            inv.validate()
+                .map_err(|e| LedgerError::Invalid(format!("inventory {class}: {e}")))?;
+        }
+        write_tx!(self, Db, tx => {
+            for (class, inv) in inventories {
+                sqlx::query(UPSERT_INVENTORY)
+                    .bind(host.0)
+                    .bind(class)
+                    .bind(inv.total)
+                    .bind(inv.reserved)
+                    .bind(inv.min_unit)
+                    .bind(inv.max_unit)
+                    .bind(inv.step_size)
+                    .bind(inv.allocation_ratio)
+                    .bind(inv.usable())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        });
+        self.reload(&[host]).await
+    }
+
     /// Loads `ids` from the ledger into the live table; hosts the ledger no longer has (a
     /// retired compute node gone with its last allocation, migration 0014) leave it. Claims
     /// in flight keep their reservation (see [`crate::table`]).

@@ -11,12 +11,14 @@
 mod claims;
 mod client;
 mod consistency;
+mod ratios;
 mod settings;
 mod sync;
 
 pub use claims::{PlacementClaim, PlacementClaims, CONSUMER_GENERATION_VERSION};
 pub use client::PlacementClient;
 pub use consistency::{provider_usages, reconcile, Repairs};
+pub use ratios::{Penalty, RatioManager, RatioMetrics, RatioSettings};
 pub use settings::{AuthKind, PlacementSettings};
 pub use sync::{sync_once, SyncReport};
 
@@ -279,6 +281,8 @@ pub struct SyncDeps {
     pub status: Arc<PlacementStatus>,
     /// Syncs asked for out of turn.
     pub resync: Arc<Resync>,
+    /// Flex's allocation ratios, managed after each sync (`[flex] manage_allocation_ratio`).
+    pub ratios: Option<Arc<RatioManager>>,
 }
 
 /// The periodic sync, when `[placement] enabled`: one full sync now, then one every
@@ -352,6 +356,12 @@ async fn run_one(
             }
             Err(e) => outcome = Err(e),
         }
+    }
+    if let (Ok(report), Some(ratios)) = (&outcome, &deps.ratios) {
+        let usages = provider_usages(report);
+        ratios
+            .round(client, &deps.ledger, &usages, deps.clock.now_ms())
+            .await;
     }
     let metrics = deps.stats.metrics();
     metrics

@@ -166,6 +166,9 @@ class ExternalScheduler:
         batch_mode = os.environ.get("PARASOL_NF_BATCH_MODE")
         if batch_mode:
             sections["batch"] = {"mode": batch_mode}
+        # A Parasol test's own settings (`parasol_sections` on its class, `parasol_tests/`).
+        for name, values in getattr(self._test, "parasol_sections", {}).items():
+            sections[name] = {**sections.get(name, {}), **values}
         return sections, record
 
     def start(self):
