@@ -323,21 +323,25 @@ impl RatioManager {
             .iter()
             .filter_map(|(class, _)| Some((class.clone(), *now.get(class)?)))
             .collect();
-        ledger.set_inventories(change.host.id, &applied).await?;
-        let mut s = self.state.lock();
-        for (class, inv) in &applied {
-            if let Ok(id) = ClassId::intern(class) {
-                s.written.insert((uuid.clone(), id), inv.allocation_ratio);
+        // Recorded before the ledger's write: should that fail, the next sync brings
+        // Placement's record (this one) to the ledger, which must not read as an override.
+        {
+            let mut s = self.state.lock();
+            for (class, inv) in &applied {
+                if let Ok(id) = ClassId::intern(class) {
+                    s.written.insert((uuid.clone(), id), inv.allocation_ratio);
+                }
+                s.writes += 1;
+                self.metrics.outcome("written").inc();
+                tracing::info!(
+                    provider = %uuid,
+                    class = %class,
+                    allocation_ratio = inv.allocation_ratio,
+                    "Flex set the allocation ratio"
+                );
             }
-            s.writes += 1;
-            self.metrics.outcome("written").inc();
-            tracing::info!(
-                provider = %uuid,
-                class = %class,
-                allocation_ratio = inv.allocation_ratio,
-                "Flex set the allocation ratio"
-            );
         }
+        ledger.set_inventories(change.host.id, &applied).await?;
         Ok(())
     }
 
