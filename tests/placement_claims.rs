@@ -148,6 +148,22 @@ impl Api {
             .expect("text")
     }
 
+    /// `POST /v1/notifications` of `message`, which must be taken.
+    async fn notify(&self, message: &Value) {
+        let response = self
+            .http
+            .post(format!("{}/v1/notifications", self.address))
+            .json(message)
+            .send()
+            .await
+            .expect("post");
+        assert!(
+            response.status().is_success(),
+            "{:?}",
+            response.text().await
+        );
+    }
+
     /// `POST /v1/select_destinations` with Selection objects and alternates.
     async fn select(&self, spec: &Value, uuids: &[String]) -> (u16, Value) {
         let body = json!({"spec_obj": spec, "instance_uuids": uuids,
@@ -1319,18 +1335,7 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
                     "nova_object.data": {"host": "host2", "binary": "nova-compute",
                                          "disabled": false, "forced_down": false}},
     });
-    let response = parasol
-        .http
-        .post(format!("{}/v1/notifications", parasol.address))
-        .json(&created)
-        .send()
-        .await
-        .expect("post");
-    assert!(
-        response.status().is_success(),
-        "{:?}",
-        response.text().await
-    );
+    parasol.notify(&created).await;
     placement
         .provider("host2", P2, room(4, 8192), &[], &[])
         .await;

@@ -160,6 +160,28 @@ pub(crate) const UPSERT_INVENTORY: &str = "INSERT INTO inventories (host_id, res
 pub(crate) const DROP_UNUSED_EMPTY: &str =
     "DELETE FROM inventories WHERE host_id = $1 AND total = 0 AND used = 0";
 
+/// Upserts `$inventories` (validated `(class name, Inventory)` pairs) of host id `$id` on
+/// `$exec` (a connection or transaction), usage kept.
+macro_rules! upsert_inventories {
+    ($exec:expr, $id:expr, $inventories:expr) => {{
+        for (class, inv) in $inventories {
+            sqlx::query($crate::ledger::hosts::UPSERT_INVENTORY)
+                .bind($id)
+                .bind(class)
+                .bind(inv.total)
+                .bind(inv.reserved)
+                .bind(inv.min_unit)
+                .bind(inv.max_unit)
+                .bind(inv.step_size)
+                .bind(inv.allocation_ratio)
+                .bind(inv.usable())
+                .execute(&mut *$exec)
+                .await?;
+        }
+    }};
+}
+pub(crate) use upsert_inventories;
+
 /// Registers `$reg` (a validated [`HostRegistration`]) on `$exec` (a connection or transaction
 /// of engine `$db`); evaluates to the host id. Usage already recorded is kept.
 macro_rules! upsert_host {
@@ -177,20 +199,7 @@ macro_rules! upsert_host {
             .bind(reg.aggregates_json())
             .fetch_one(&mut *$exec)
             .await?;
-        for (class, inv) in &reg.inventories {
-            sqlx::query($crate::ledger::hosts::UPSERT_INVENTORY)
-                .bind(id)
-                .bind(class)
-                .bind(inv.total)
-                .bind(inv.reserved)
-                .bind(inv.min_unit)
-                .bind(inv.max_unit)
-                .bind(inv.step_size)
-                .bind(inv.allocation_ratio)
-                .bind(inv.usable())
-                .execute(&mut *$exec)
-                .await?;
-        }
+        $crate::ledger::hosts::upsert_inventories!($exec, id, &reg.inventories);
         sqlx::query(<$db as $crate::ledger::dialect::Dialect>::ZERO_OTHER_CLASSES)
             .bind(id)
             .bind(reg.classes_json())
@@ -595,20 +604,7 @@ impl Ledger {
                 .map_err(|e| LedgerError::Invalid(format!("inventory {class}: {e}")))?;
         }
         write_tx!(self, Db, tx => {
-            for (class, inv) in inventories {
-                sqlx::query(UPSERT_INVENTORY)
-                    .bind(host.0)
-                    .bind(class)
-                    .bind(inv.total)
-                    .bind(inv.reserved)
-                    .bind(inv.min_unit)
-                    .bind(inv.max_unit)
-                    .bind(inv.step_size)
-                    .bind(inv.allocation_ratio)
-                    .bind(inv.usable())
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            upsert_inventories!(tx, host.0, inventories);
         });
         self.reload(&[host]).await
     }

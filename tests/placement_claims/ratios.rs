@@ -35,18 +35,7 @@ fn cpu_percent(n: u32, percent: i64) -> Value {
 }
 
 async fn measure(parasol: &Parasol, n: u32, percent: i64) {
-    let response = parasol
-        .http
-        .post(format!("{}/v1/notifications", parasol.address))
-        .json(&cpu_percent(n, percent))
-        .send()
-        .await
-        .expect("post");
-    assert!(
-        response.status().is_success(),
-        "{:?}",
-        response.text().await
-    );
+    parasol.notify(&cpu_percent(n, percent)).await;
 }
 
 /// (Placement's, the ledger's) allocation ratio of `class` on the node.

@@ -20,40 +20,21 @@ Parasol sees a ratio it did not write, counts it as `overridden` and leaves it a
 Runs only in `parasol` mode (the running Parasol is what is tested).
 """
 
-import datetime
 import time
-import uuid
 
 import requests
 from nova.tests.functional import integrated_helpers
 
 from nova_functional import swap
+from nova_functional.parasol_tests import messages
 from nova_functional.state import Current
 
 FLEX_RATIO = round(1 / (1.5 * 0.25), 2)
-
-
-def _metrics_update(host, percent):
-    """Nova's versioned `metrics.update` for `host` (node named as the host, as the fake
-    driver names it) with `cpu.percent`, sent now."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    metric = {"nova_object.name": "MetricPayload", "nova_object.namespace": "nova",
-              "nova_object.version": "1.0",
-              "nova_object.data": {"name": "cpu.percent", "value": percent,
-                                   "numa_membw_values": None,
-                                   "timestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                   "source": "fake.MediumFakeDriver"}}
-    return {"message_id": str(uuid.uuid4()), "publisher_id": f"nova-compute:{host}",
-            "event_type": "metrics.update", "priority": "INFO",
-            "timestamp": now.strftime("%Y-%m-%d %H:%M:%S.%f"),
-            "payload": {"nova_object.name": "MetricsPayload", "nova_object.namespace": "nova",
-                        "nova_object.version": "1.0",
-                        "nova_object.data": {"host": host, "host_ip": "10.0.0.2",
-                                             "nodename": host, "metrics": [metric]}}}
+DRIVER = "fake.MediumFakeDriver"
 
 
 class FlexAllocationRatioTest(integrated_helpers.ProviderUsageBaseTestCase):
-    compute_driver = "fake.MediumFakeDriver"
+    compute_driver = DRIVER
     microversion = "2.74"
     parasol_sections = {
         "flex": {"enabled": True, "manage_allocation_ratio": True,
@@ -89,9 +70,7 @@ class FlexAllocationRatioTest(integrated_helpers.ProviderUsageBaseTestCase):
 
     def _flex_sets_its_ratio(self):
         self.assertEqual(4.0, self._vcpu()["allocation_ratio"], "Nova's initial ratio")
-        r = requests.post(f"{swap.parasol_url()}/v1/notifications",
-                          json=_metrics_update("host1", 10), timeout=10)
-        self.assertEqual(200, r.status_code, r.text)
+        messages.notify(self, messages.metrics_update("host1", 10, DRIVER))
         self._eventually("Flex's ratio in Placement",
                          lambda: self._vcpu()["allocation_ratio"] == FLEX_RATIO)
 
@@ -130,9 +109,7 @@ class FlexAllocationRatioTest(integrated_helpers.ProviderUsageBaseTestCase):
         self._eventually("the override seen", lambda: self._stats()["overridden"] == 1)
         # More idle usage would raise Flex's ratio: it stays Nova's.
         time.sleep(1.1)
-        r = requests.post(f"{swap.parasol_url()}/v1/notifications",
-                          json=_metrics_update("host1", 1), timeout=10)
-        self.assertEqual(200, r.status_code, r.text)
+        messages.notify(self, messages.metrics_update("host1", 1, DRIVER))
         time.sleep(1.0)
         self.assertEqual(2.0, self._vcpu()["allocation_ratio"])
         self.assertEqual(1, self._stats()["writes"])

@@ -27,13 +27,11 @@ Runs only in `parasol` mode (the binary and the running Parasol are what is test
 `PARASOL_NF_KEYSTONE` it fails, naming what it needs.
 """
 
-import datetime
 import functools
 import json
 import os
 import subprocess
 import time
-import uuid
 from unittest import mock
 
 import fixtures
@@ -46,6 +44,7 @@ from nova.tests.functional import integrated_helpers
 from nova import utils
 
 from nova_functional import placement_tcp, swap
+from nova_functional.parasol_tests import messages
 from nova_functional.state import Current
 
 # Nova's own middleware as this module is loaded, before a test's OSAPIFixture stubs them for
@@ -76,25 +75,6 @@ def _authtoken_conf(keystone):
         "project_domain_name = Default",
         "",
     ])
-
-
-def _metrics_update(host, percent):
-    """Nova's versioned `metrics.update` for `host` (node named as the host, as the fake
-    driver names it) with `cpu.percent`, sent now."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    metric = {"nova_object.name": "MetricPayload", "nova_object.namespace": "nova",
-              "nova_object.version": "1.0",
-              "nova_object.data": {"name": "cpu.percent", "value": percent,
-                                   "numa_membw_values": None,
-                                   "timestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                   "source": "fake.SmallFakeDriver"}}
-    return {"message_id": str(uuid.uuid4()), "publisher_id": f"nova-compute:{host}",
-            "event_type": "metrics.update", "priority": "INFO",
-            "timestamp": now.strftime("%Y-%m-%d %H:%M:%S.%f"),
-            "payload": {"nova_object.name": "MetricsPayload", "nova_object.namespace": "nova",
-                        "nova_object.version": "1.0",
-                        "nova_object.data": {"host": host, "host_ip": "10.0.0.2",
-                                             "nodename": host, "metrics": [metric]}}}
 
 
 class RebalanceApplyTest(integrated_helpers.ProviderUsageBaseTestCase):
@@ -175,13 +155,8 @@ class RebalanceApplyTest(integrated_helpers.ProviderUsageBaseTestCase):
         servers["g"] = self._boot("g", "host2", group["id"])
         servers["e"] = self._stop_server(servers["e"])
         for host, percent in (("host1", 100), ("host2", 50), ("host3", 0)):
-            self._notify_parasol(_metrics_update(host, percent))
+            messages.notify(self, messages.metrics_update(host, percent, "fake.SmallFakeDriver"))
         return servers
-
-    def _notify_parasol(self, message):
-        import requests
-        r = requests.post(f"{swap.parasol_url()}/v1/notifications", json=message, timeout=10)
-        self.assertEqual(200, r.status_code, r.text)
 
     def _apply(self, *flags, token=None):
         """`parasol rebalance apply --json`: see `_rebalance`."""
