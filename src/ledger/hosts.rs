@@ -85,12 +85,7 @@ impl HostRegistration {
                 return invalid(format!("{what} is longer than {MAX_NAME_BYTES} bytes"));
             }
         }
-        for (class, inv) in &self.inventories {
-            ClassId::intern(class).map_err(|e| LedgerError::Invalid(e.to_string()))?;
-            if let Err(e) = inv.validate() {
-                return invalid(format!("inventory {class}: {e}"));
-            }
-        }
+        validate_inventories(&self.inventories)?;
         for name in self.traits.iter().chain(&self.aggregates) {
             if name.is_empty() || name.len() > MAX_NAME_BYTES {
                 return invalid(format!(
@@ -140,6 +135,16 @@ impl HostRegistration {
     pub(crate) fn classes_json(&self) -> String {
         super::json_list(self.inventories.iter().map(|(c, _)| c.clone()))
     }
+}
+
+/// Refuses an unknown class name or an inventory Placement would refuse, naming the class.
+fn validate_inventories(inventories: &[(String, Inventory)]) -> Result<(), LedgerError> {
+    for (class, inv) in inventories {
+        ClassId::intern(class).map_err(|e| LedgerError::Invalid(e.to_string()))?;
+        inv.validate()
+            .map_err(|e| LedgerError::Invalid(format!("inventory {class}: {e}")))?;
+    }
+    Ok(())
 }
 
 pub(crate) const UPSERT_HOST: &str = "INSERT INTO hosts (host, node, uuid, availability_zone, \
@@ -598,11 +603,7 @@ impl Ledger {
         host: HostId,
         inventories: &[(String, Inventory)],
     ) -> Result<(), LedgerError> {
-        for (class, inv) in inventories {
-            ClassId::intern(class).map_err(|e| LedgerError::Invalid(e.to_string()))?;
-            inv.validate()
-                .map_err(|e| LedgerError::Invalid(format!("inventory {class}: {e}")))?;
-        }
+        validate_inventories(inventories)?;
         write_tx!(self, Db, tx => {
             upsert_inventories!(tx, host.0, inventories);
         });

@@ -91,11 +91,7 @@ impl PlacementClaims {
             .send(Method::GET, &path, SAME_SUBTREE_VERSION, None)
             .await?;
         if status != 200 {
-            return Err(PlacementError::Status {
-                url: path,
-                status,
-                body: body.to_string().chars().take(300).collect(),
-            });
+            return Err(PlacementError::status(path, status, &body));
         }
         Ok(body)
     }
@@ -158,13 +154,7 @@ impl PlacementClaims {
                     }
                     last = detail;
                 }
-                _ => {
-                    return Err(PlacementError::Status {
-                        url: path,
-                        status,
-                        body: body.to_string().chars().take(300).collect(),
-                    })
-                }
+                _ => return Err(PlacementError::status(path, status, &body)),
             }
         }
         Ok(PlacementClaim::Conflict(format!(
@@ -182,11 +172,7 @@ impl PlacementClaims {
             .await?;
         match status {
             200..=299 | 404 => Ok(()),
-            _ => Err(PlacementError::Status {
-                url: path,
-                status,
-                body: body.to_string().chars().take(300).collect(),
-            }),
+            _ => Err(PlacementError::status(path, status, &body)),
         }
     }
 }

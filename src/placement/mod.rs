@@ -52,6 +52,18 @@ pub enum PlacementError {
     Ledger(#[from] LedgerError),
 }
 
+impl PlacementError {
+    /// Placement answered `status` at `path` where the caller expected another: the first 300
+    /// characters of its answer kept.
+    pub(crate) fn status(path: impl Into<String>, status: u16, body: &Value) -> Self {
+        PlacementError::Status {
+            url: path.into(),
+            status,
+            body: body.to_string().chars().take(300).collect(),
+        }
+    }
+}
+
 /// The sync's state for `/healthz` (a `parking_lot` lock, held only to copy fields).
 #[derive(Debug, Default)]
 pub struct PlacementStatus {

@@ -48,7 +48,7 @@ pub struct RatioSettings {
 pub type Penalty = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 /// One managed class's last round.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 struct ClassRound {
     /// R* after the bounds (`None`: no evidence, nothing changed).
     target: Option<f64>,
@@ -286,20 +286,19 @@ impl RatioManager {
             .send(reqwest::Method::GET, &path, INVENTORY_VERSION, None)
             .await?;
         if status != 200 {
-            return Err(status_error(&path, status, &body));
+            return Err(PlacementError::status(path, status, &body));
         }
         let generation = body["resource_provider_generation"].clone();
         let mut inventories = body["inventories"].clone();
+        // Placement's records as they are now, only the ratio changed (a total or reserved
+        // that moved since the sync is kept; the floor was judged on the sync's).
         let mut written = Vec::new();
         for (class, inv) in &mine {
             let Some(record) = inventories.get_mut(class.as_str()) else {
                 continue;
             };
-            // Placement's record as it is now: its total and reserved may have moved since
-            // the sync; the ratio never goes under what the allocations take (checked again
-            // by Placement, which refuses nothing here but would leave the provider over).
             record["allocation_ratio"] = json!(inv.allocation_ratio);
-            written.push((class.clone(), inv.allocation_ratio));
+            written.push(class);
         }
         if written.is_empty() {
             return Ok(());
@@ -315,13 +314,13 @@ impl RatioManager {
             return Ok(());
         }
         if status != 200 {
-            return Err(status_error(&path, status, &body));
+            return Err(PlacementError::status(path, status, &body));
         }
         let now: BTreeMap<String, Inventory> =
             serde_json::from_value(body["inventories"].clone()).unwrap_or_default();
         let applied: Vec<(String, Inventory)> = written
             .iter()
-            .filter_map(|(class, _)| Some((class.clone(), *now.get(class)?)))
+            .filter_map(|&class| Some((class.clone(), *now.get(class)?)))
             .collect();
         // Recorded before the ledger's write: should that fail, the next sync brings
         // Placement's record (this one) to the ledger, which must not read as an override.
@@ -387,12 +386,4 @@ fn evidence(hosts: &[HostState], class: ClassId, clock: ReadingClock) -> UsageEv
         e.hosts += 1;
     }
     e
-}
-
-fn status_error(path: &str, status: u16, body: &Value) -> PlacementError {
-    PlacementError::Status {
-        url: path.to_string(),
-        status,
-        body: body.to_string().chars().take(300).collect(),
-    }
 }
