@@ -16,6 +16,7 @@ pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), St
         .resolve_url()
         .map_err(StartupError::DataDir)?;
     let _lock = crate::ledger::lock_for_process(&url)?;
+    huge_pages(&settings.server);
     let app = Application::build(settings).await?;
     app.start_background();
     let shutdown = app.shutdown();
@@ -33,6 +34,34 @@ pub async fn serve(settings: Settings, config: (PathBuf, bool)) -> Result<(), St
             addr: "http".into(),
             source,
         })
+}
+
+/// `[server] huge_pages`: unless asked for, the process opts out of transparent huge pages
+/// before the ledger and the host table are read in (the allocator's arena asked the kernel for
+/// them when the process started; from here the kernel neither faults in nor assembles any).
+fn huge_pages(server: &crate::configuration::ServerSettings) {
+    if server.huge_pages {
+        tracing::info!("transparent huge pages allowed ([server] huge_pages = true)");
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: PR_SET_THP_DISABLE takes integers only and changes no memory of ours.
+        let rc = unsafe {
+            libc::prctl(
+                libc::PR_SET_THP_DISABLE,
+                1 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            )
+        };
+        if rc != 0 {
+            tracing::warn!(error = %std::io::Error::last_os_error(),
+                "could not opt out of transparent huge pages ([server] huge_pages = false); \
+                 the resident memory may grow in 2 MiB steps");
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -298,6 +298,19 @@ pub fn rss_kb(pid: u32) -> anyhow::Result<u64> {
         .context("no VmRSS in /proc/<pid>/status")
 }
 
+/// Anonymous memory of process `pid` the kernel backs with transparent huge pages, in kB
+/// (`AnonHugePages` of `/proc/<pid>/smaps_rollup`): a 2 MiB page stays whole in the RSS while
+/// any byte of it is in use.
+pub fn anon_huge_kb(pid: u32) -> anyhow::Result<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("reading /proc/{pid}/smaps_rollup"))?;
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no AnonHugePages in /proc/<pid>/smaps_rollup")
+}
+
 /// CPU seconds the threads of process `pid` now running have used, to the nanosecond (the
 /// first field of each `/proc/<pid>/task/<tid>/schedstat`): for short windows, where
 /// `/proc/<pid>/stat`'s clock ticks (10 ms) are too coarse. Threads that ended are not

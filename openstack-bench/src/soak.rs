@@ -19,7 +19,7 @@
 
 use crate::hosts::Fleet;
 use crate::notify::Notifier;
-use crate::service::{free_port, rss_kb, Service, ServiceConfig};
+use crate::service::{anon_huge_kb, free_port, rss_kb, Service, ServiceConfig};
 use crate::wire;
 use crate::workload::{self, Dataset, Request};
 use anyhow::Context;
@@ -864,7 +864,8 @@ async fn rpc_call(ctx: &Ctx, body: Value) -> Option<String> {
     }
 }
 
-/// Every 5 s until stopped: both processes' RSS and `parasol_oversubscribed_hosts`, to a CSV.
+/// Every 5 s until stopped: both processes' RSS, `parasol_oversubscribed_hosts` and the RSS held
+/// in transparent huge pages, to a CSV.
 /// Returns the highest gauge seen and the first process's RSS at `baseline_s`.
 async fn sample(
     pair: Arc<Pair>,
@@ -874,12 +875,16 @@ async fn sample(
     csv: PathBuf,
 ) -> (i64, u64) {
     let client = reqwest::Client::new();
-    let mut lines = vec!["t_s,rss_kb_a,rss_kb_b,oversubscribed_a,oversubscribed_b".to_string()];
+    let mut lines = vec![
+        "t_s,rss_kb_a,rss_kb_b,oversubscribed_a,oversubscribed_b,anon_huge_kb_a,anon_huge_kb_b"
+            .to_string(),
+    ];
     let (mut gauge_max, mut baseline) = (0i64, 0u64);
     loop {
         let t = start.elapsed().as_secs_f64();
         let pids = *pair.pids.lock();
         let rss = pids.map(|p| rss_kb(p).unwrap_or(0));
+        let huge = pids.map(|p| anon_huge_kb(p).unwrap_or(0));
         let mut gauges = [-1i64; 2];
         for (i, g) in gauges.iter_mut().enumerate() {
             if let Ok(r) = client.get(format!("{}/metrics", pair.base(i))).send().await {
@@ -896,8 +901,8 @@ async fn sample(
             baseline = rss[0];
         }
         lines.push(format!(
-            "{t:.1},{},{},{},{}",
-            rss[0], rss[1], gauges[0], gauges[1]
+            "{t:.1},{},{},{},{},{},{}",
+            rss[0], rss[1], gauges[0], gauges[1], huge[0], huge[1]
         ));
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}

@@ -56,8 +56,8 @@ fn an_unknown_key_suggests_the_nearest_one() {
         (
             "[server]\nzzz = 1",
             "key `server.zzz` is not a known key; known keys here: body_timeout_s, \
-             client_request_timeout_s, host, http_workers, keep_alive_s, max_body_bytes, \
-             max_connections, max_pipelined_requests, port, shutdown_grace_s, \
+             client_request_timeout_s, host, http_workers, huge_pages, keep_alive_s, \
+             max_body_bytes, max_connections, max_pipelined_requests, port, shutdown_grace_s, \
              socket_receive_buffer_bytes",
         ),
     ];
