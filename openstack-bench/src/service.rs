@@ -289,26 +289,24 @@ pub fn dies_with_parent(cmd: &mut Command) -> &mut Command {
 
 /// Resident memory of process `pid` in kB (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_kb(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS in /proc/<pid>/status")
+    proc_kb(pid, "status", "VmRSS")
 }
 
 /// Anonymous memory of process `pid` the kernel backs with transparent huge pages, in kB
 /// (`AnonHugePages` of `/proc/<pid>/smaps_rollup`): a 2 MiB page stays whole in the RSS while
 /// any byte of it is in use.
 pub fn anon_huge_kb(pid: u32) -> anyhow::Result<u64> {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .with_context(|| format!("reading /proc/{pid}/smaps_rollup"))?;
-    rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+    proc_kb(pid, "smaps_rollup", "AnonHugePages")
+}
+
+/// The `<field>:  <n> kB` line of `/proc/<pid>/<file>`.
+fn proc_kb(pid: u32, file: &str, field: &str) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .with_context(|| format!("reading /proc/{pid}/{file}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no AnonHugePages in /proc/<pid>/smaps_rollup")
+        .with_context(|| format!("no {field} in /proc/<pid>/{file}"))
 }
 
 /// CPU seconds the threads of process `pid` now running have used, to the nanosecond (the
