@@ -105,7 +105,11 @@ impl HostSource {
                 cache.refresh_copy(deps, cache_epoch, snapshot, counts);
                 let Snapshot { hosts, rows, index } = &*snapshot;
                 let view = ScanView::new(hosts, rows);
-                policy.rank_sorted(view, index, sorted, args, rng, ranked)?;
+                let (walked, scanned) = (sorted.walked, sorted.scanned);
+                let answer = policy.rank_sorted(view, index, sorted, args, rng, ranked);
+                counts.sorted_walks += sorted.walked - walked;
+                counts.sorted_scans += sorted.scanned - scanned;
+                answer?;
                 Ok(ranked.iter().map(|&i| hosts[i].clone()).collect())
             }
             // The sampled hosts are read where they are, under the table's read lock, through

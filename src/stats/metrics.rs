@@ -11,6 +11,8 @@
 //! - `parasol_placement_attempts_total{backend}`, `parasol_declines_total{backend,cause}`,
 //!   `parasol_avoidable_declines_total{backend}`: the papers' attempts and declines, by cause.
 //! - `parasol_queries_total{backend}`: host states read.
+//! - `parasol_sorted_walks_total{backend}`, `parasol_sorted_scans_total{backend}`: rankings of
+//!   a snapshot answered by the sorted walk, and by reading every host.
 //! - `parasol_batch_rounds_total{backend}`, `parasol_batch_size{backend}`,
 //!   `parasol_batch_solve_duration_seconds{backend}`, `parasol_batch_unscheduled_total{backend}`,
 //!   `parasol_batch_fallbacks_total{backend,reason}`: batch placement (`[batch]`).
@@ -84,6 +86,8 @@ pub struct Metrics {
     declines: Family<CauseLabel, Counter>,
     avoidable_declines: Family<BackendLabel, Counter>,
     queries: Family<BackendLabel, Counter>,
+    sorted_walks: Family<BackendLabel, Counter>,
+    sorted_scans: Family<BackendLabel, Counter>,
     batch_rounds: Family<BackendLabel, Counter>,
     batch_size: Histograms<BackendLabel>,
     batch_solve: Histograms<BackendLabel>,
@@ -135,6 +139,8 @@ impl Default for Metrics {
             declines: Family::default(),
             avoidable_declines: Family::default(),
             queries: Family::default(),
+            sorted_walks: Family::default(),
+            sorted_scans: Family::default(),
             batch_rounds: Family::default(),
             batch_size: Family::new_with_constructor(size_histogram),
             batch_solve: Family::new_with_constructor(latency_histogram),
@@ -157,11 +163,20 @@ impl Default for Metrics {
         };
         m.register_scheduling();
         m.register_placement();
+        m.register_ranking();
         m
     }
 }
 
 impl Metrics {
+    /// Registers how snapshot rankings were answered (README "Metrics").
+    fn register_ranking(&self) {
+        let help = "Snapshot rankings the sorted walk answered";
+        self.register("sorted_walks", help, self.sorted_walks.clone());
+        let help = "Snapshot rankings that read every host";
+        self.register("sorted_scans", help, self.sorted_scans.clone());
+    }
+
     /// Registers the series of scheduling, host state and notifications.
     fn register_scheduling(&self) {
         let m = self;
@@ -323,6 +338,8 @@ pub(super) struct BackendMetrics {
     declines: [Counter; DeclineCause::ALL.len()],
     avoidable_declines: Counter,
     queries: Counter,
+    sorted_walks: Counter,
+    sorted_scans: Counter,
     pub(super) placement_claim: Histogram,
     batch_rounds: Counter,
     batch_size: Histogram,
@@ -342,6 +359,8 @@ impl BackendMetrics {
         }
         self.avoidable_declines.inc_by(d.avoidable);
         self.queries.inc_by(d.queries);
+        self.sorted_walks.inc_by(d.sorted_walks);
+        self.sorted_scans.inc_by(d.sorted_scans);
         if let Some(us) = latency_us {
             let result = if d.errors > 0 {
                 2
@@ -409,6 +428,8 @@ impl Metrics {
             }),
             avoidable_declines: get(&self.avoidable_declines, &b),
             queries: get(&self.queries, &b),
+            sorted_walks: get(&self.sorted_walks, &b),
+            sorted_scans: get(&self.sorted_scans, &b),
             placement_claim: self.placement_claim_seconds.clone(),
             batch_rounds: get(&self.batch_rounds, &b),
             batch_size: get(&self.batch_size, &b),

@@ -81,6 +81,10 @@ pub struct Counts {
     /// Instances of calls that failed for another reason than NoValidHost (the ledger failed).
     pub errors: u64,
     pub queries: u64,
+    /// Rankings of a snapshot answered by the sorted walk, and by the full scan (the walk
+    /// could not prove the top k within its budget, or the policy is not one it walks).
+    pub sorted_walks: u64,
+    pub sorted_scans: u64,
     /// Time spent in ledger claims, in microseconds (to split decide from claim latency).
     #[serde(skip)]
     pub claim_us: u64,
@@ -125,6 +129,8 @@ impl Counts {
         self.no_valid_host += o.no_valid_host;
         self.errors += o.errors;
         self.queries += o.queries;
+        self.sorted_walks += o.sorted_walks;
+        self.sorted_scans += o.sorted_scans;
         self.claim_us += o.claim_us;
     }
 }
@@ -298,6 +304,10 @@ fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
     m.insert("errors".into(), json!(c.errors));
     m.insert("queries".into(), json!(c.queries));
     m.insert("queries_per_request".into(), json!(c.queries_per_request()));
+    m.insert(
+        "ranked_by".into(),
+        json!({"sorted_walk": c.sorted_walks, "scan": c.sorted_scans}),
+    );
     m.insert("latency_ms".into(), percentiles(h));
     m
 }

@@ -130,6 +130,12 @@ async fn metrics_follow_prometheus_conventions_and_declines_by_cause(engine: &st
     assert_eq!(value(&m, "parasol_placement_attempts_total", &[b]), 3.0);
     assert_eq!(value(&m, "parasol_avoidable_declines_total", &[b]), 1.0);
     assert!(value(&m, "parasol_queries_total", &[b]) >= 2.0);
+    // First fit is not a policy the sorted walk answers: every ranking read every host.
+    let scans = value(&m, "parasol_sorted_scans_total", &[b]);
+    assert!(scans >= 2.0, "{scans}");
+    assert_eq!(value(&m, "parasol_sorted_walks_total", &[b]), 0.0);
+    assert_eq!(after["ranked_by"]["scan"], scans as u64);
+    assert_eq!(after["ranked_by"]["sorted_walk"], 0);
     for (result, want) in [("scheduled", 1.0), ("unschedulable", 1.0)] {
         assert_eq!(
             observations(
@@ -177,4 +183,32 @@ async fn metrics_follow_prometheus_conventions_and_declines_by_cause(engine: &st
 on_both_engines!(
     metrics_follow_prometheus_conventions_and_declines_by_cause,
     super::metrics_follow_prometheus_conventions_and_declines_by_cause
+);
+
+/// Under Nova's weighers (the default policy) a caching ranking is the sorted walk's: it
+/// proves the top k of the snapshot without reading every host, and says so in `/metrics` and
+/// `/v1/stats`; with a policy the walk does not take (first fit), the same ranking is a scan.
+async fn snapshot_rankings_say_whether_the_sorted_walk_answered(engine: &str) {
+    let (mut s, db) = settings(engine, BackendKind::Caching).await;
+    s.caching.refresh_interval_s = 3600.0;
+    let app = spawn_with(s, db).await;
+    for i in 0..6 {
+        app.register(&format!("w{i}"), 8 + i, 8192, 80).await;
+    }
+    app.scheduler
+        .reconfigure(app.scheduler.settings())
+        .await
+        .unwrap();
+    let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let stats = app.stats("caching").await;
+    let m = scrape(&app).await;
+    let b = ("backend", "caching");
+    assert_eq!(value(&m, "parasol_sorted_walks_total", &[b]), 1.0);
+    assert_eq!(value(&m, "parasol_sorted_scans_total", &[b]), 0.0);
+    assert_eq!(stats["ranked_by"], json!({"sorted_walk": 1, "scan": 0}));
+}
+on_both_engines!(
+    snapshot_rankings_say_whether_the_sorted_walk_answered,
+    super::snapshot_rankings_say_whether_the_sorted_walk_answered
 );
