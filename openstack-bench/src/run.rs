@@ -220,6 +220,19 @@ pub async fn run_one(
         rpc_topic: None,
         ..cfg.clone()
     };
+    // A run of the same name stopped before its end (a benchmark interrupted, a test run
+    // killed) leaves its queues on the broker with its hosts' notifications in them, which
+    // this run's service would apply as its own (the ledger then differs from the books on
+    // every host): start from none.
+    if !cfg.amqp_url.is_empty() {
+        let queues = cfg.broker_queues();
+        if let Err(e) = Notifier::cleanup_amqp(&cfg.amqp_url, &queues, &cfg.exchange).await {
+            eprintln!(
+                "warning: could not delete {} left by an earlier run: {e}",
+                queues.join(", ")
+            );
+        }
+    }
     let first = Service::start(&env.parasol, &first_cfg, &dir).await?;
     let notifier = match env.notify {
         NotifyVia::Amqp => Notifier::amqp(&env.amqp_url, &cfg.exchange, &cfg.queue).await?,

@@ -187,7 +187,7 @@ on_both_engines!(
 
 /// Under Nova's weighers (the default policy) a caching ranking is the sorted walk's: it
 /// proves the top k of the snapshot without reading every host, and says so in `/metrics` and
-/// `/v1/stats`; with a policy the walk does not take (first fit), the same ranking is a scan.
+/// `/v1/stats` (a policy the walk does not take, first fit, counts scans: the test above).
 async fn snapshot_rankings_say_whether_the_sorted_walk_answered(engine: &str) {
     let (mut s, db) = settings(engine, BackendKind::Caching).await;
     s.caching.refresh_interval_s = 3600.0;
