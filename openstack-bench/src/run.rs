@@ -224,15 +224,7 @@ pub async fn run_one(
     // killed) leaves its queues on the broker with its hosts' notifications in them, which
     // this run's service would apply as its own (the ledger then differs from the books on
     // every host): start from none.
-    if !cfg.amqp_url.is_empty() {
-        let queues = cfg.broker_queues();
-        if let Err(e) = Notifier::cleanup_amqp(&cfg.amqp_url, &queues, &cfg.exchange).await {
-            eprintln!(
-                "warning: could not delete {} left by an earlier run: {e}",
-                queues.join(", ")
-            );
-        }
-    }
+    delete_broker_state(&cfg).await;
     let first = Service::start(&env.parasol, &first_cfg, &dir).await?;
     let notifier = match env.notify {
         NotifyVia::Amqp => Notifier::amqp(&env.amqp_url, &cfg.exchange, &cfg.queue).await?,
@@ -315,12 +307,7 @@ pub async fn run_one(
     let mismatch = mismatches(&ledger, &books);
     let service_stats = stats["backends"][&cfg.backend].clone();
     drop(service);
-    if !cfg.amqp_url.is_empty() {
-        let queues = cfg.broker_queues();
-        if let Err(e) = Notifier::cleanup_amqp(&cfg.amqp_url, &queues, &cfg.exchange).await {
-            eprintln!("warning: could not delete {}: {e}", queues.join(", "));
-        }
-    }
+    delete_broker_state(&cfg).await;
     let s = |k: &str| service_stats[k].as_u64().unwrap_or(u64::MAX);
     let accounted = result.placed + result.no_valid_host + result.errors == result.issued
         && result.errors == 0
@@ -352,6 +339,18 @@ pub async fn run_one(
         accounted,
         params,
     })
+}
+
+/// Deletes the run's queues and exchange from the broker (nothing without one); a failure is
+/// a warning, not the run's.
+async fn delete_broker_state(cfg: &ServiceConfig) {
+    if cfg.amqp_url.is_empty() {
+        return;
+    }
+    let queues = cfg.broker_queues();
+    if let Err(e) = Notifier::cleanup_amqp(&cfg.amqp_url, &queues, &cfg.exchange).await {
+        eprintln!("warning: could not delete {}: {e}", queues.join(", "));
+    }
 }
 
 pub(crate) fn mismatches(ledger: &Value, books: &[parasol::domain::Resources]) -> usize {

@@ -17,10 +17,7 @@ async fn fill_to_90_percent(engine: &str, backend: BackendKind) -> Value {
     for i in 0..200 {
         app.register(&format!("c{i}"), 10, 10240, 100).await;
     }
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
     let per_caller = 9;
     let calls: Vec<_> = (0..200)
         .map(|_| {

@@ -16,10 +16,7 @@ async fn declined_claim_moves_on_to_the_next_alternate(engine: &str) {
     let app = spawn_with(s, db).await;
     app.register("c1", 4, 4096, 40).await;
     app.register("c2", 4, 4096, 40).await;
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
     // Another process fills c1 behind the cache's back.
     let ledger = app.scheduler.ledger();
     let c1 = ledger.host_id_by_name("c1", None).await.unwrap().unwrap();
@@ -51,10 +48,7 @@ async fn caching_declines_a_host_filled_by_another_worker_until_the_next_refresh
     app.register("c1", 4, 4096, 40).await;
     app.register("c2", 64, 65536, 640).await;
     // Rebuilding the backend reads a first snapshot holding both hosts.
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
     let ledger = app.scheduler.ledger();
     let c1 = ledger.host_id_by_name("c1", None).await.unwrap().unwrap();
     ledger
@@ -130,10 +124,7 @@ async fn asc_shrinks_its_interval_under_a_decline_burst(engine: &str) {
     app.register("big", 512, 524288, 5120).await;
     // Rebuilding the backend reads a first snapshot holding the three hosts, and arms the
     // first interval (0.4 s of the clock).
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
     let end_of_interval = t0 + 400;
     let armed = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !clock.deadlines().contains(&end_of_interval) {

@@ -28,10 +28,7 @@ async fn big_and_roomy(app: &TestApp) {
     app.register("big", 4, 65536, 400).await;
     app.register("roomy", 16, 32768, 200).await;
     // A snapshot or sample backend reads the hosts registered since it started.
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
 }
 
 /// Calls select_destinations for `ids` with `extra` spec fields: status and body.

@@ -295,17 +295,11 @@ async fn every_backend_applies_flex(engine: &str) {
         s.flex.enabled = true;
         let app = spawn_with_clock(s, db, Arc::new(clock.clone())).await;
         post(&app, &event("b-1", "cmp1", 0, json!({"VCPU": 9}))).await;
-        app.scheduler
-            .reconfigure(app.scheduler.settings())
-            .await
-            .unwrap();
+        app.rebuild_backend().await;
         let (status, body) = app.place(flavor(4, 512, 1), 1, json!({})).await;
         assert_eq!(status, 409, "{kind:?}: 1.5 × 9 + 4 > 16: {body}");
         post(&app, &event("b-2", "cmp1", 1_000, json!({"VCPU": 8}))).await;
-        app.scheduler
-            .reconfigure(app.scheduler.settings())
-            .await
-            .unwrap();
+        app.rebuild_backend().await;
         let (status, body) = app.place(flavor(4, 512, 1), 1, json!({})).await;
         assert_eq!(status, 200, "{kind:?}: 1.5 × 8 + 4 ≤ 16: {body}");
     }

@@ -253,6 +253,15 @@ impl TestApp {
             .find_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
     }
 
+    /// Rebuilds the backend from the current settings: a snapshot backend then reads the
+    /// table as it is now (its refresh interval need not pass).
+    pub async fn rebuild_backend(&self) {
+        self.scheduler
+            .reconfigure(self.scheduler.settings())
+            .await
+            .expect("rebuild the backend");
+    }
+
     pub async fn stats(&self, backend: &str) -> Value {
         self.get_json("/v1/stats").await["backends"][backend].clone()
     }

@@ -64,10 +64,7 @@ async fn metrics_follow_prometheus_conventions_and_declines_by_cause(engine: &st
     let app = spawn_with(s, db).await;
     app.register("c1", 4, 4096, 40).await;
     app.register("c2", 4, 4096, 40).await;
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
     // Another process fills c1 behind the cache's back: the cached c1 is stale, its claim
     // is declined (avoidable: a fresh scheduler would have picked c2).
     let ledger = app.scheduler.ledger();
@@ -195,10 +192,7 @@ async fn snapshot_rankings_say_whether_the_sorted_walk_answered(engine: &str) {
     for i in 0..6 {
         app.register(&format!("w{i}"), 8 + i, 8192, 80).await;
     }
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
     let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
     assert_eq!(status, 200, "{body}");
     let stats = app.stats("caching").await;

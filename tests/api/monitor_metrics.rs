@@ -43,10 +43,7 @@ async fn post(app: &TestApp, body: &Value) {
 /// Where one instance goes now (`None`: NoValidHost). `caching` and `asc` decide on their
 /// snapshot: it is rebuilt first, as a refresh would.
 async fn place(app: &TestApp) -> Option<String> {
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .unwrap();
+    app.rebuild_backend().await;
     let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
     match status {
         200 => Some(

@@ -40,10 +40,7 @@ async fn app_on(engine: &str, backend: BackendKind, plugins: PluginSettings) -> 
         let resp = app.post("/v1/notifications", &event).await;
         assert_eq!(resp.status(), 200, "registering {host}");
     }
-    app.scheduler
-        .reconfigure(app.scheduler.settings())
-        .await
-        .expect("rebuild the backend");
+    app.rebuild_backend().await;
     app
 }
 
