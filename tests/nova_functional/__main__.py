@@ -22,6 +22,9 @@ from pathlib import Path
 
 from nova_functional import runner, suites, venv
 
+# Environment variables of the harness that change how Parasol runs (tests/nova_functional/README.md).
+RUN_SETTINGS = ("PARASOL_NF_BATCH_MODE", "PARASOL_NF_PLUGINS")
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
@@ -56,7 +59,11 @@ def cmd_run(args):
     this = {
         "mode": args.mode,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": "cd tests && python3 -m nova_functional " + shlex.join(sys.argv[1:]),
+        # The settings that change what Parasol runs with are part of the command: a run with
+        # a batch mode or a plugin chain says so (not PARASOL_NF_KEYSTONE: it holds a password).
+        "command": "cd tests && " + "".join(
+            f"{k}={shlex.quote(os.environ[k])} " for k in RUN_SETTINGS if os.environ.get(k))
+        + "python3 -m nova_functional " + shlex.join(sys.argv[1:]),
         "patterns": patterns,
         "concurrency": args.concurrency,
         "wall_s": round(wall, 1),
