@@ -450,28 +450,44 @@ fn offer(best: &mut Vec<Scored>, k: usize, s: Scored) {
 /// host (equal values are in host order), so after the k-th when some cursor host is not before
 /// it; an unmet host worse in some column is bounded by that column's next worse value (the
 /// others at their cursors), which must score below the k-th.
-fn tie_closed(columns: &[Column], rows: &[HostScan], pos: usize, last: Scored) -> bool {
+///
+/// `run_ends[w]` is where column `w`'s run of equal values last searched ends: a walk's cursor
+/// only moves forward, so while it is inside that run the run ends there (identical hosts make
+/// runs of thousands, met at every position of them).
+fn tie_closed(
+    columns: &[Column],
+    rows: &[HostScan],
+    pos: usize,
+    last: Scored,
+    run_ends: &mut [usize],
+) -> bool {
     let cursors = columns.iter().map(|c| c.at(pos) as usize);
     if cursors.max().is_none_or(|i| i < last.idx) {
         return false;
     }
     let value = |c: &Column, at: usize| c.value.of_scan(&rows[c.order.at(at) as usize]);
     for (w, worse) in columns.iter().enumerate() {
-        let here = value(worse, pos);
-        let ties = worse.order.partition_point_from(pos, |j| {
-            worse
-                .value
-                .of_scan(&rows[j as usize])
-                .total_cmp(&here)
-                .is_eq()
-        });
-        if pos + ties == worse.order.len() {
+        let run_end = if run_ends[w] > pos {
+            run_ends[w]
+        } else {
+            let here = value(worse, pos);
+            let ties = worse.order.partition_point_from(pos, |j| {
+                worse
+                    .value
+                    .of_scan(&rows[j as usize])
+                    .total_cmp(&here)
+                    .is_eq()
+            });
+            run_ends[w] = pos + ties;
+            pos + ties
+        };
+        if run_end == worse.order.len() {
             continue; // no host is worse in this column
         }
         let mut bound = 0.0;
         for (c, col) in columns.iter().enumerate() {
             let v = if c == w {
-                value(col, pos + ties)
+                value(col, run_end)
             } else {
                 value(col, pos)
             };
@@ -756,6 +772,7 @@ impl<'a> Walk<'a> {
         // Every host that may pass is in every column's order.
         let end = columns.iter().map(|c| c.order.len()).min().unwrap_or(0);
         let mut pos = 0;
+        let mut run_ends = [0; SCAN_WEIGHERS];
         loop {
             if pos == end {
                 // Every host that may pass was met.
@@ -771,7 +788,9 @@ impl<'a> Walk<'a> {
                 let last = scratch.best[k - 1];
                 match last.score.total_cmp(&bound) {
                     Ordering::Greater => return true,
-                    Ordering::Equal if tie_closed(columns, rows, pos, last) => return true,
+                    Ordering::Equal if tie_closed(columns, rows, pos, last, &mut run_ends) => {
+                        return true
+                    }
                     Ordering::Equal if last.idx <= 256 => {
                         // Only an unmet host scoring exactly the bound with a lower index
                         // could still enter: meet every host before the k-th.
