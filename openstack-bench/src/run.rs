@@ -57,6 +57,9 @@ pub struct RunResult {
     pub deleted: u64,
     pub notifications_sent: u64,
     pub notifications_failed: u64,
+    /// Notifications counted sent to the measured service that it had not handled when the
+    /// drain ended (nothing handled for a second, or 60 s): 0 when the count closes.
+    pub unhandled_at_end: u64,
     /// CPU seconds the measured service used from the first request until the run's
     /// notifications were applied (`/proc/<pid>/stat`), and that per decision in µs.
     pub service_cpu_s: f64,
@@ -105,14 +108,25 @@ fn applied(stats: &Value) -> u64 {
         .sum()
 }
 
-/// Waits (bounded) until the service has handled `target` notifications.
-async fn wait_applied(client: &reqwest::Client, base: &str, target: u64, limit: Duration) -> u64 {
+/// Waits (bounded by `limit`) until the service has handled `target` notifications; with
+/// `stall`, gives up sooner when the count has not moved for that long (the events the target
+/// counts may include some another service took). Returns the count last seen.
+async fn wait_applied(
+    client: &reqwest::Client,
+    base: &str,
+    target: u64,
+    limit: Duration,
+    stall: Option<Duration>,
+) -> u64 {
     let deadline = Instant::now() + limit;
-    let mut seen = 0;
+    let (mut seen, mut moved) = (0, Instant::now());
     while Instant::now() < deadline {
         if let Ok(s) = get_json(client, format!("{base}/v1/stats")).await {
-            seen = applied(&s);
-            if seen >= target {
+            let now = applied(&s);
+            if now != seen {
+                (seen, moved) = (now, Instant::now());
+            }
+            if seen >= target || stall.is_some_and(|d| moved.elapsed() >= d) {
                 break;
             }
         }
@@ -234,8 +248,14 @@ pub async fn run_one(
     let fleet = Arc::new(
         Fleet::start_measured(hosts, ds.host, notifier.clone(), env.heartbeat, measured).await,
     );
-    let registered =
-        wait_applied(&client, &first.base, hosts as u64, Duration::from_secs(120)).await;
+    let registered = wait_applied(
+        &client,
+        &first.base,
+        hosts as u64,
+        Duration::from_secs(120),
+        None,
+    )
+    .await;
     anyhow::ensure!(
         registered >= hosts as u64,
         "{label}: only {registered} of {hosts} host-state events were applied in 120 s (is the consumer running? see {}/parasol.log)",
@@ -245,6 +265,14 @@ pub async fn run_one(
         .await
         .map_or(registered, |s| applied(&s));
     drop(first);
+    // What the measured service is sent starts here. Over HTTP the first service, now stopped,
+    // took every event counted sent so far, heartbeats after `applied_before` among them (a
+    // target counting those as the second's would never be reached); over RabbitMQ the queue
+    // holds what it left, and `applied_before` is the best count there is.
+    let to_first = match env.notify {
+        NotifyVia::Http => notifier.sent.load(Ordering::Relaxed),
+        NotifyVia::Amqp => applied_before,
+    };
     let service = Service::start(&env.parasol, &cfg, &dir).await?;
     notifier.retarget(&service.base)?;
     progress.set_message(format!("{label} n={hosts}: ingestion alone"));
@@ -283,13 +311,18 @@ pub async fn run_one(
     let counters = fleet.counters.clone();
     let books = fleet.stop().await;
     let sent = notifier.sent.load(Ordering::Relaxed);
-    wait_applied(
+    // The drain ends when every event is handled or none has been for a second: an idle wait
+    // would add the idle service's CPU to every decision's.
+    let target = sent.saturating_sub(to_first);
+    let drained = wait_applied(
         &client,
         &service.base,
-        sent.saturating_sub(applied_before),
+        target,
         Duration::from_secs(60),
+        Some(Duration::from_secs(1)),
     )
     .await;
+    let unhandled_at_end = target.saturating_sub(drained);
     let service_cpu_s = service.cpu_seconds()? - cpu_before;
     let service_cpu_us_per_decision = 1e6 * service_cpu_s / (result.issued.max(1) as f64);
     let heartbeats_during_run = counters.heartbeats.load(Ordering::Relaxed) - beats_before;
@@ -329,6 +362,7 @@ pub async fn run_one(
         deleted: counters.deleted.load(Ordering::Relaxed),
         notifications_sent: sent,
         notifications_failed: notifier.failed.load(Ordering::Relaxed),
+        unhandled_at_end,
         service_cpu_s,
         service_cpu_us_per_decision,
         ingestion,
