@@ -15,6 +15,7 @@
 //! - [`sim`]: the papers' experiments in virtual time, their tables and figures.
 //! - [`fonts`]: the font embedded for every plot (the simulator's and the benchmark's).
 //! - [`plot`]: every figure's palette, markers, axes and panels.
+//! - [`trace_files`]: the 2011 Google trace's files as published (folders of gzip parts).
 
 // As in the service crate (issue 41); the research tools' few longer functions carry a
 // targeted allowance each.
@@ -25,3 +26,4 @@ pub mod ecsched;
 pub mod fonts;
 pub mod plot;
 pub mod sim;
+pub mod trace_files;

@@ -68,7 +68,8 @@ pub struct Table1Args {
     /// of how coarse the tasks are against the VMs, not the fixed parameters.
     #[arg(long, default_value_t = 1.0)]
     pub size_scale: f64,
-    /// Read tasks from a `task_events` CSV of the 2011 trace instead of the generator.
+    /// Read tasks from the 2011 trace's `task_events` instead of the generator: a CSV file or
+    /// the folder of its part files, gzip-compressed (`.gz`, as published) or not.
     #[arg(long)]
     pub task_events: Option<std::path::PathBuf>,
 }
@@ -82,7 +83,8 @@ pub struct Fig4Args {
     /// The largest ECSched batch per round.
     #[arg(long, default_value_t = 300)]
     pub window: usize,
-    /// Read tasks from a `task_events` CSV of the 2011 trace instead of the generator.
+    /// Read tasks from the 2011 trace's `task_events` instead of the generator: a CSV file or
+    /// the folder of its part files, gzip-compressed (`.gz`, as published) or not.
     #[arg(long)]
     pub task_events: Option<std::path::PathBuf>,
 }

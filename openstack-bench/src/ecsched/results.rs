@@ -23,13 +23,14 @@ pub enum Source {
 }
 
 impl Source {
-    /// The generator with §4.1's figures, or the file `path` when given.
+    /// The generator with §4.1's figures, or the trace at `path` when given: a `task_events`
+    /// file or the folder of its part files, gzip-compressed (`.gz`, as published) or not.
     pub fn new(path: Option<&std::path::Path>) -> anyhow::Result<Source> {
         Ok(match path {
             None => Source::Generated(TraceModel::PUBLISHED),
             Some(path) => {
-                let file = std::io::BufReader::new(std::fs::File::open(path)?);
-                Source::Loaded(load_task_events(file, TraceModel::PUBLISHED.window_s)?)
+                let text = crate::trace_files::reader(path)?;
+                Source::Loaded(load_task_events(text, TraceModel::PUBLISHED.window_s)?)
             }
         })
     }

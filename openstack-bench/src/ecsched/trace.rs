@@ -196,11 +196,9 @@ mod tests {
         assert!(tasks.iter().all(|t| t.cpu <= 0.25 && t.mem <= 0.25));
     }
 
-    #[test]
-    fn task_events_keep_finished_tasks_with_their_requests() {
-        // job 7 task 0: submitted 1 s, scheduled 2 s, finished 12 s; task 1 killed (5);
-        // job 8 task 0 finishes after the window.
-        let csv = "\
+    /// Job 7 task 0: submitted 1 s, scheduled 2 s, finished 12 s; task 1 killed (5); job 8
+    /// task 0 finishes after the window.
+    const EVENTS: &str = "\
 1000000,,7,0,,0,u,0,9,0.125,0.0625,0.0,1
 1000000,,7,1,,0,u,0,9,0.5,0.5,0.0,0
 2000000,,7,0,42,1,u,0,9,0.125,0.0625,0.0,1
@@ -211,6 +209,10 @@ mod tests {
 12000000,,7,0,42,4,u,0,9,0.125,0.0625,0.0,1
 99000000,,8,0,44,4,u,0,9,0.01,0.02,,0
 ";
+
+    #[test]
+    fn task_events_keep_finished_tasks_with_their_requests() {
+        let csv = EVENTS;
         let tasks = load_task_events(csv.as_bytes(), 60.0).unwrap();
         assert_eq!(
             tasks,
@@ -224,5 +226,27 @@ mod tests {
         );
         let err = load_task_events("1,,x,0,,0,u,0,9,0.1,0.1,0,0\n".as_bytes(), 60.0).unwrap_err();
         assert_eq!(err.to_string(), "task_events line 1: job id");
+    }
+
+    /// The trace as published: a folder of gzip part files (`part-NNNNN-of-MMMMM.csv.gz`),
+    /// split here mid-job, loads as the one plain file does.
+    #[test]
+    fn published_gzip_parts_load_as_the_plain_file() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let lines: Vec<&str> = EVENTS.lines().collect();
+        for (k, part) in lines.chunks(4).enumerate() {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(part.join("\n").as_bytes()).unwrap();
+            let name = format!("part-{k:05}-of-00002.csv.gz");
+            std::fs::write(dir.path().join(name), gz.finish().unwrap()).unwrap();
+        }
+        // Source::new keeps what ends within the published window (5 h): both jobs here.
+        let plain = load_task_events(EVENTS.as_bytes(), TraceModel::PUBLISHED.window_s).unwrap();
+        match crate::ecsched::results::Source::new(Some(dir.path())).unwrap() {
+            crate::ecsched::results::Source::Loaded(tasks) => assert_eq!(tasks, plain),
+            crate::ecsched::results::Source::Generated(_) => panic!("the generator, not the file"),
+        }
+        assert_eq!(plain.len(), 2);
     }
 }

@@ -11,7 +11,9 @@
 //! the text does not give is fixed here and named in [`TraceParams`]: request sizes, lifetimes
 //! (set from the offered load) and the spread of usage.
 
+use anyhow::Context;
 use std::collections::HashMap;
+use std::io::BufRead;
 use std::path::Path;
 
 use rand::Rng;
@@ -285,24 +287,15 @@ pub fn load(
 }
 
 /// The lines of a CSV file, or of every file in a folder in name order.
+/// The non-empty lines of the table at `path` (a file or a folder of part files, gzip or
+/// not: [`crate::trace_files`]).
 fn lines(path: &Path) -> anyhow::Result<Vec<String>> {
-    let mut files = if path.is_dir() {
-        std::fs::read_dir(path)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        vec![path.to_path_buf()]
-    };
-    files.sort();
     let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
-        out.extend(
-            text.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_owned),
-        );
+    for line in crate::trace_files::reader(path)?.lines() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if !line.trim().is_empty() {
+            out.push(line);
+        }
     }
     Ok(out)
 }
