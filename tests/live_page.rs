@@ -90,17 +90,24 @@ fn config(port: u16, dir: &Path, backend: &str) -> String {
          [plugins]\nbreaker_failures = 1\nbreaker_open_s = 3600\n\
          [[plugins.chain]]\nname = \"site-rule\"\nevent = \"select\"\nignorable = true\n\
          url = \"http://127.0.0.1:1/select\"\n\
-         [flex]\nenabled = true\nupdate_period_s = 1\nqos_source = \"host_saturation\"\n",
+         [flex]\nenabled = true\nupdate_period_s = 1\nqos_source = \"host_saturation\"\n\
+         [batch]\nmode = \"call\"\n",
         dir.display()
     )
 }
 
 fn request(vcpus: i64) -> Value {
+    multi_create(vcpus, 1)
+}
+
+/// A call for `n` instances of one flavor (`[batch] mode = "call"` solves it as one round).
+fn multi_create(vcpus: i64, n: usize) -> Value {
+    let uuids: Vec<String> = (0..n).map(|_| uuid::Uuid::new_v4().to_string()).collect();
     let flavor = json!({"nova_object.name": "Flavor", "nova_object.namespace": "nova", "nova_object.version": "1.2",
         "nova_object.data": {"name": "f", "vcpus": vcpus, "memory_mb": 1024, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}});
     json!({"spec_obj": {"nova_object.name": "RequestSpec", "nova_object.namespace": "nova", "nova_object.version": "1.15",
-        "nova_object.data": {"flavor": flavor, "num_instances": 1}},
-        "instance_uuids": [uuid::Uuid::new_v4().to_string()], "return_objects": true, "return_alternates": true})
+        "nova_object.data": {"flavor": flavor, "num_instances": n}},
+        "instance_uuids": uuids, "return_objects": true, "return_alternates": true})
 }
 
 /// Sends calls from 4 tasks for `duration`; one in ten asks for more than any host has.
@@ -182,6 +189,14 @@ fn expected(stats: &Value) -> Map<String, Value> {
                 .map(|(_, n)| n.as_u64().unwrap())
                 .sum();
             put("batch.fallbacks", json!(fallbacks));
+            for (k, p) in [
+                ("size", "p50"),
+                ("size", "max"),
+                ("solve_latency_ms", "p50"),
+                ("solve_latency_ms", "p99"),
+            ] {
+                put(&format!("batch.{k}.{p}"), batch[k][p].clone());
+            }
         }
     }
     // The service's card: Flex, measured usage, operator plugins, provider trees, rebalancing.
@@ -362,6 +377,14 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     load(&base, Duration::from_secs(4)).await;
+    // One multi-create of 3, solved as one batch round on apsr: its size and solve time shown.
+    let r = http
+        .post(format!("{base}/v1/select_destinations"))
+        .json(&multi_create(1, 3))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 
     // Load stopped: the next redraws show numbers that no longer move.
     let n = redraws(&client).await;
@@ -388,6 +411,10 @@ async fn the_live_page_shows_what_v1_stats_says_in_a_real_chromium() -> Result<(
     // The plugin nothing answers (port 1): its chain listed, its breaker shown open.
     assert_eq!(want["service/plugin_chains.select"], "site-rule");
     assert_eq!(want["service/plugins.select.site-rule.breaker"], "open");
+    // The batch round's figures are numbers on apsr's card, and null (shown "—") on filter's.
+    assert_eq!(want["apsr/batch.size.max"], 3);
+    assert!(want["apsr/batch.solve_latency_ms.p50"].as_f64().is_some());
+    assert!(want["filter/batch.size.p50"].is_null());
     let mut seen = Map::new();
     for entry in shown.as_array().unwrap() {
         let key = entry[0].as_str().unwrap().to_string();

@@ -109,14 +109,22 @@ function card(name, i, b, active) {
   row(table, "requests (run)", cell(name, "requests", f.requests, "count"));
   row(table, "placed (run)", cell(name, "placed", f.placed, "count"));
   // Batch placement ([batch], ECSched): rounds solved, instances in them, left unscheduled,
-  // and calls sent back to one at a time (all causes).
+  // calls sent back to one at a time (all causes), the rounds' sizes and solve times.
   if (b.batch) {
     const fallbacks = Object.values(b.batch.fallbacks || {}).reduce((a, n) => a + n, 0);
+    const size = b.batch.size || {};
+    const solve = b.batch.solve_latency_ms || {};
     row(table, "batch rounds (run)", cell(name, "batch.rounds", b.batch.rounds, "count"));
     row(table, "batch instances (run)", cell(name, "batch.instances", b.batch.instances, "count"));
     row(table, "batch unscheduled (run)",
       cell(name, "batch.unscheduled", b.batch.unscheduled, "count"));
     row(table, "batch fallbacks (run)", cell(name, "batch.fallbacks", fallbacks, "count"));
+    row(table, "batch size p50 (run)", cell(name, "batch.size.p50", size.p50, "count"));
+    row(table, "batch size max (run)", cell(name, "batch.size.max", size.max, "count"));
+    row(table, "batch solve p50 (run)",
+      cell(name, "batch.solve_latency_ms.p50", solve.p50, "ms"));
+    row(table, "batch solve p99 (run)",
+      cell(name, "batch.solve_latency_ms.p99", solve.p99, "ms"));
   }
   div.append(h, table);
   return div;
