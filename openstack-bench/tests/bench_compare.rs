@@ -59,8 +59,7 @@ fn a_small_compare_keeps_every_invariant_and_apsr_reads_fewer_hosts() {
     ] {
         assert!(dir.join(file).is_file(), "{file} not written");
     }
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let results = results(&dir);
     assert_eq!(results["invariants_hold"], true);
     let runs = results["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), 4);
@@ -78,6 +77,11 @@ fn a_small_compare_keeps_every_invariant_and_apsr_reads_fewer_hosts() {
         "host reads per request: {reads:?}"
     );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A run's `results.json`.
+fn results(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap()
 }
 
 /// The invariants of one run of `requests` requests; returns its backend.
@@ -123,10 +127,7 @@ fn a_compare_over_http_drains_exactly_what_the_measured_service_was_sent() {
         status.success(),
         "openstack-bench compare --notify http failed"
     );
-    let results: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("ci-http").join("results.json")).unwrap(),
-    )
-    .unwrap();
+    let results = results(&out.join("ci-http"));
     let runs = results["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), 1);
     check_run(&runs[0], 200);
@@ -149,8 +150,7 @@ fn a_small_compare_over_nova_rpc_keeps_every_invariant() {
     );
     assert!(status.success(), "openstack-bench compare --via rpc failed");
     let dir = out.join("ci-rpc");
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let results = results(&dir);
     assert_eq!(results["invariants_hold"], true);
     assert_eq!(results["scenario"]["select_destinations via"], "rpc");
     let runs = results["runs"].as_array().expect("runs");
