@@ -451,9 +451,9 @@ fn offer(best: &mut Vec<Scored>, k: usize, s: Scored) {
 /// it; an unmet host worse in some column is bounded by that column's next worse value (the
 /// others at their cursors), which must score below the k-th.
 ///
-/// `run_ends[w]` is where column `w`'s run of equal values last searched ends: a walk's cursor
-/// only moves forward, so while it is inside that run the run ends there (identical hosts make
-/// runs of thousands, met at every position of them).
+/// `run_ends[w]` is the end of the run of equal values last searched in column `w`: a walk's
+/// cursor only moves forward, so while it stays inside that run the run still ends there
+/// (identical hosts make runs of thousands, and this is asked at every position of them).
 fn tie_closed(
     columns: &[Column],
     rows: &[HostScan],
