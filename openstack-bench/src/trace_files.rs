@@ -9,22 +9,24 @@ use std::path::{Path, PathBuf};
 
 /// The files of `path`: the file itself, or a folder's files in name order (the part files'
 /// order, which is the trace's time order).
-pub fn files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+fn files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut files = std::fs::read_dir(path)
-        .with_context(|| format!("cannot read the folder {}", path.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<Vec<_>, _>>()
+        .and_then(|dir| {
+            dir.map(|e| e.map(|e| e.path()))
+                .collect::<Result<Vec<_>, _>>()
+        })
         .with_context(|| format!("cannot read the folder {}", path.display()))?;
     files.retain(|f| f.is_file());
     files.sort();
     Ok(files)
 }
 
-/// One file's text, decompressed when its name ends in `.gz`.
-pub fn open(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
+/// One file's bytes, decompressed when its name ends in `.gz` (unbuffered: [`reader`]
+/// buffers them all once).
+fn open(path: &Path) -> anyhow::Result<Box<dyn Read>> {
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let gz = path
@@ -32,22 +34,48 @@ pub fn open(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
     Ok(if gz {
         // A part file may hold several gzip members: read them all.
-        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(file)))
+        Box::new(flate2::read::MultiGzDecoder::new(file))
     } else {
-        Box::new(BufReader::new(file))
+        Box::new(file)
     })
 }
 
-/// The text of every file of `path` (see [`files`]) read one after the other, a line break
-/// between two files so that a file without a last one cannot join its last line to the next
-/// file's first (both loaders skip empty lines).
+/// The text of every file of `path` (see [`files`]) read one after the other, each file
+/// opened when the one before it is done (a table of 500 parts holds one open at a time), a
+/// line break between two files so that a file without a last one cannot join its last line
+/// to the next file's first (both loaders skip empty lines). The first file is opened here, so
+/// a missing one is this call's error; a later one's is the read's, naming it.
 pub fn reader(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
-    let mut all: Box<dyn BufRead> = Box::new(std::io::empty());
-    for file in files(path)? {
-        let next = open(&file)?.chain(&b"\n"[..]);
-        all = Box::new(BufReader::new(all.chain(next)));
+    let mut rest = files(path)?.into_iter();
+    let current = rest.next().map(|first| open(&first)).transpose()?;
+    Ok(Box::new(BufReader::new(Parts { rest, current })))
+}
+
+/// The files of a table read in turn: `current` until it ends, then the next of `rest`.
+struct Parts {
+    rest: std::vec::IntoIter<PathBuf>,
+    current: Option<Box<dyn Read>>,
+}
+
+impl Read for Parts {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let Some(current) = self.current.as_mut() else {
+                return Ok(0);
+            };
+            let n = current.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            self.current = match self.rest.next() {
+                Some(next) => {
+                    let next = open(&next).map_err(std::io::Error::other)?;
+                    Some(Box::new((&b"\n"[..]).chain(next)))
+                }
+                None => None,
+            };
+        }
     }
-    Ok(all)
 }
 
 #[cfg(test)]
@@ -91,6 +119,18 @@ mod tests {
         std::fs::write(&path, b"not gzip at all").unwrap();
         let mut text = String::new();
         assert!(reader(&path).unwrap().read_to_string(&mut text).is_err());
+    }
+
+    #[test]
+    fn a_part_that_goes_missing_is_a_read_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("part-00000-of-00002.csv"), "a,1\n").unwrap();
+        std::fs::write(dir.path().join("part-00001-of-00002.csv"), "b,2\n").unwrap();
+        let mut text = reader(dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join("part-00001-of-00002.csv")).unwrap();
+        let mut all = String::new();
+        let err = text.read_to_string(&mut all).unwrap_err();
+        assert!(err.to_string().contains("part-00001-of-00002.csv"), "{err}");
     }
 
     #[test]

@@ -212,8 +212,7 @@ mod tests {
 
     #[test]
     fn task_events_keep_finished_tasks_with_their_requests() {
-        let csv = EVENTS;
-        let tasks = load_task_events(csv.as_bytes(), 60.0).unwrap();
+        let tasks = load_task_events(EVENTS.as_bytes(), 60.0).unwrap();
         assert_eq!(
             tasks,
             vec![Task {

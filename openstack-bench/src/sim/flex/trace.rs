@@ -286,7 +286,6 @@ pub fn load(
     Ok((out, report))
 }
 
-/// The lines of a CSV file, or of every file in a folder in name order.
 /// The non-empty lines of the table at `path` (a file or a folder of part files, gzip or
 /// not: [`crate::trace_files`]).
 fn lines(path: &Path) -> anyhow::Result<Vec<String>> {
