@@ -8,6 +8,8 @@ mod placement_server;
 use placement_server::venv;
 #[path = "placement_claims/pci.rs"]
 mod pci;
+#[path = "support/plugin_server.rs"]
+mod plugin_server;
 #[path = "placement_claims/ratios.rs"]
 mod ratios;
 mod support;
@@ -1407,4 +1409,87 @@ async fn traits_set_in_placement_since_the_last_sync_count_on_the_next_call() {
     let (status, answer) = parasol.select(&specs[1], &[instance(3)]).await;
     assert_eq!(status, 409, "{answer}");
     parasol.shutdown.stop().await;
+}
+
+/// A call an operator's plugin denies leaves nothing claimed in the ledger or in Placement
+/// (issue 47): a `select` plugin's denial comes before any claim; a `filter` plugin that
+/// removes the best-ranked host leaves the second instance of a multi-create no host after the
+/// first was claimed in both, and the call's claims are removed from both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_a_plugin_denies_leaves_nothing_claimed_in_the_ledger_or_placement() {
+    use parasol::plugins::PluginEvent;
+    let server = plugin_server::PluginServer::start().await;
+    let placement = PlacementServer::start().await;
+    placement.provider("one", P1, room(2, 8192), &[], &[]).await;
+    placement.provider("two", P2, room(2, 8192), &[], &[]).await;
+    let uuids = [instance(1), instance(2)];
+    let specs = specs(vec![
+        json!({"instance_uuids": uuids, "num_instances": 2, "vcpus": 2, "memory_mb": 512, "root_gb": 1}),
+    ])
+    .await;
+    for (event, path, calls) in [
+        (PluginEvent::Select, "/select/deny", 1),
+        (PluginEvent::Filter, "/filter/remove-best", 2),
+    ] {
+        let db = tempfile::tempdir().expect("temp dir");
+        let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+        let spec = plugin_server::plugin("deny", event, server.url(path));
+        let parasol = Parasol::start_with(&placement, &ledger_url, 3600.0, |s| {
+            s.plugins.chain = vec![spec];
+        })
+        .await;
+        eventually("the first sync", || async {
+            parasol.used().await.len() == 2
+        })
+        .await;
+        let before = server.seen(path).len();
+        let (status, answer) = parasol.select(&specs[0], &uuids).await;
+        assert_eq!(status, 409, "{path}: {answer}");
+        assert_eq!(answer["error"]["class"], "NoValidHost", "{path}: {answer}");
+        // A call that finds no valid host is tried again (Placement's candidates, then after a
+        // sync: `Scheduler::select`), the plugin asked each time.
+        let asked = server.seen(path)[before..].to_vec();
+        assert!(asked.len() >= calls, "{path}: asked {} times", asked.len());
+        if event == PluginEvent::Filter {
+            for body in asked
+                .iter()
+                .filter(|b| b["request"]["instance_uuid"] == uuids[1])
+            {
+                let offered: Vec<&str> = body["candidates"]
+                    .as_array()
+                    .expect("candidates")
+                    .iter()
+                    .map(|c| c["host"].as_str().unwrap_or("?"))
+                    .collect();
+                assert_eq!(offered, ["one"], "the first instance was claimed on two");
+            }
+        }
+        let ledger = parasol.handles.scheduler.ledger();
+        for uuid in &uuids {
+            let (resources, _) = held(&placement, uuid).await;
+            assert!(
+                resources.is_empty(),
+                "{path}: {uuid} keeps nothing in Placement"
+            );
+            assert!(
+                ledger.allocation(uuid).await.unwrap().is_none(),
+                "{path}: {uuid} keeps nothing in the ledger"
+            );
+        }
+        for p in [P1, P2] {
+            assert!(
+                nonzero(&placement.usages(p).await).is_empty(),
+                "{path}: {p}"
+            );
+        }
+        assert!(
+            parasol
+                .used()
+                .await
+                .values()
+                .all(|u| u.values().all(|v| *v == 0)),
+            "{path}: the ledger's hosts are empty"
+        );
+        parasol.shutdown.stop().await;
+    }
 }

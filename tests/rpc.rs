@@ -560,3 +560,122 @@ async fn a_plugin_denial_is_nova_s_no_valid_host_over_rpc() {
         assert_eq!(used, 0, "{path}: nothing claimed");
     }
 }
+
+/// Each verb of an operator's chain changes what nova-conductor is answered over RPC as it does
+/// over HTTP, on every backend (issue 47): three hosts the default weighers rank `big`, `mid`,
+/// `small` (free RAM), `big` in maintenance. A `select` plugin forbids the maintenance trait for
+/// tenant X (`big` neither chosen nor an alternate); a `filter` plugin removes the best-ranked
+/// candidate; a `weigh` plugin puts `small` first; a `claimed` plugin is told the chosen hosts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_verb_changes_the_answer_over_rpc_on_every_backend() {
+    use parasol::plugins::{PluginEvent, PluginSettings};
+    use plugin_server::{plugin, PluginServer, MAINTENANCE_TRAIT};
+    let server = PluginServer::start().await;
+    let hosts_of = |reply: &CallReply| -> Vec<String> {
+        assert_eq!(reply.failure, None, "{:?}", reply.failure);
+        reply.result[0]
+            .as_array()
+            .expect("the instance's selections")
+            .iter()
+            .map(|s| {
+                s["nova_object.data"]["service_host"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_string()
+            })
+            .collect()
+    };
+    let spec_for = |project: &str| {
+        json!({"spec_obj": request_spec(flavor(1, 512, 1), 1, json!({"project_id": project})),
+               "instance_uuids": uuids(1), "return_objects": true, "return_alternates": true})
+    };
+    for backend in BackendKind::ALL {
+        let on = |event: PluginEvent, name: &str, path: &str| {
+            let mut spec = plugin(name, event, server.url(path));
+            if event == PluginEvent::Weigh {
+                spec.weight_multiplier = 10.0;
+            }
+            PluginSettings {
+                chain: vec![spec],
+                ..PluginSettings::default()
+            }
+        };
+        let start = |plugins: PluginSettings| async move {
+            let rpc = spawn_rpc_with(|s| {
+                s.scheduler.backend = backend;
+                s.plugins = plugins;
+            })
+            .await;
+            for (host, ram, traits) in [
+                ("big", 16384, json!([MAINTENANCE_TRAIT])),
+                ("mid", 8192, json!([])),
+                ("small", 4096, json!([])),
+            ] {
+                let id = uuid::Uuid::new_v4().to_string();
+                let mut event = helpers::host_state_event(&id, host, 8, ram, 100);
+                event["payload"]["traits"] = traits;
+                let resp = rpc.app.post("/v1/notifications", &event).await;
+                assert_eq!(resp.status(), 200, "registering {host}");
+            }
+            rpc.app.rebuild_backend().await;
+            rpc
+        };
+
+        let rpc = start(on(
+            PluginEvent::Select,
+            "maintenance",
+            "/select/maintenance",
+        ))
+        .await;
+        let reply = rpc
+            .call("select_destinations", spec_for("tenant-x"), "4.5")
+            .await;
+        let hosts = hosts_of(&reply);
+        assert!(
+            !hosts.contains(&"big".to_string()),
+            "{backend:?}: {hosts:?}"
+        );
+        assert_eq!(hosts.len(), 2, "{backend:?}: {hosts:?}");
+
+        let rpc = start(on(PluginEvent::Filter, "keep-best", "/filter/remove-best")).await;
+        let before = server.seen("/filter/remove-best").len();
+        let reply = rpc.call("select_destinations", spec_for("p"), "4.5").await;
+        let hosts = hosts_of(&reply);
+        let sent = server.seen("/filter/remove-best");
+        assert_eq!(sent.len(), before + 1, "{backend:?}");
+        let removed = sent[before]["candidates"][0]["host"]
+            .as_str()
+            .unwrap_or("?");
+        assert!(
+            !hosts.iter().any(|h| h == removed),
+            "{backend:?}: {removed} in {hosts:?}"
+        );
+        assert_eq!(hosts.len(), 2, "{backend:?}: {hosts:?}");
+
+        let rpc = start(on(
+            PluginEvent::Weigh,
+            "prefer-small",
+            "/weigh/prefer/small",
+        ))
+        .await;
+        let reply = rpc.call("select_destinations", spec_for("p"), "4.5").await;
+        let hosts = hosts_of(&reply);
+        assert_eq!(
+            hosts.first().map(String::as_str),
+            Some("small"),
+            "{backend:?}: {hosts:?}"
+        );
+
+        let rpc = start(on(PluginEvent::Claimed, "audit", "/claimed")).await;
+        let before = server.seen("/claimed").len();
+        let reply = rpc.call("select_destinations", spec_for("p"), "4.5").await;
+        let hosts = hosts_of(&reply);
+        tokio::time::timeout(WAIT, server.wait_for("/claimed", before + 1))
+            .await
+            .unwrap_or_else(|_| panic!("{backend:?}: the claimed plugin was never told"));
+        let told = &server.seen("/claimed")[before];
+        assert_eq!(told["claims"][0]["host"], json!(hosts[0]), "{backend:?}");
+        let used: i64 = rpc.app.used().await.iter().map(|h| h.1).sum();
+        assert_eq!(used, 1, "{backend:?}: the one placement claimed");
+    }
+}

@@ -518,6 +518,115 @@ async fn a_filter_plugin_removes_its_host_on_every_backend() {
     }
 }
 
+/// A chain of one webhook plugin.
+fn chain_of(spec: PluginSpec) -> PluginSettings {
+    PluginSettings {
+        chain: vec![spec],
+        ..PluginSettings::default()
+    }
+}
+
+/// The other verbs on every backend, as the filter's above (issue 47: "each verb changes the
+/// outcome as documented, on every backend"): a `select` plugin that forbids the maintenance
+/// trait keeps tenant X off `big` (neither chosen nor an alternate) while another tenant may
+/// still get it; a `weigh` plugin whose weight outweighs the backend's ranking puts `small`
+/// first on every call; a `claimed` plugin is told the hosts each call was answered with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn select_weigh_and_claimed_plugins_change_the_outcome_on_every_backend() {
+    let server = PluginServer::start().await;
+    for backend in BackendKind::ALL {
+        let select = plugin(
+            "maintenance",
+            PluginEvent::Select,
+            server.url("/select/maintenance"),
+        );
+        let app = app_on("sqlite", backend, chain_of(select)).await;
+        let mut others = Vec::new();
+        for _ in 0..3 {
+            let (status, body) = app
+                .place(flavor(1, 512, 1), 1, json!({"project_id": "tenant-x"}))
+                .await;
+            assert_eq!(status, 200, "{backend:?}: {body}");
+            let hosts = hosts_of(&body);
+            assert!(
+                !hosts.contains(&"big".to_string()),
+                "{backend:?}: {hosts:?}"
+            );
+            assert_eq!(hosts.len(), 2, "{backend:?}: mid and small, {hosts:?}");
+            let (status, body) = app
+                .place(flavor(1, 512, 1), 1, json!({"project_id": "other"}))
+                .await;
+            assert_eq!(status, 200, "{backend:?}: {body}");
+            others.extend(hosts_of(&body));
+        }
+        assert!(
+            others.contains(&"big".to_string()),
+            "{backend:?}: another tenant is offered big: {others:?}"
+        );
+        let f = figures(&app, "select", "maintenance").await;
+        assert_eq!(
+            (f["approvals"].as_u64(), f["modifications"].as_u64()),
+            (Some(3), Some(3)),
+            "{backend:?}: {f}"
+        );
+
+        // A weight of 1 × 10 beats any ranking's spread (a backend's own scores lie in [0, 1]).
+        let weigh = PluginSpec {
+            weight_multiplier: 10.0,
+            ..plugin(
+                "prefer-small",
+                PluginEvent::Weigh,
+                server.url("/weigh/prefer/small"),
+            )
+        };
+        let app = app_on("sqlite", backend, chain_of(weigh)).await;
+        for _ in 0..3 {
+            let (status, body) = app.place(flavor(1, 512, 1), 1, json!({})).await;
+            assert_eq!(status, 200, "{backend:?}: {body}");
+            let hosts = hosts_of(&body);
+            assert_eq!(
+                hosts.first().map(String::as_str),
+                Some("small"),
+                "{backend:?}: {hosts:?}"
+            );
+            assert_eq!(
+                hosts.len(),
+                3,
+                "{backend:?}: the others stay alternates, {hosts:?}"
+            );
+        }
+        let f = figures(&app, "weigh", "prefer-small").await;
+        assert_eq!(f["modifications"], 3, "{backend:?}: {f}");
+
+        let claimed = plugin("audit", PluginEvent::Claimed, server.url("/claimed"));
+        let app = app_on("sqlite", backend, chain_of(claimed)).await;
+        let before = server.seen("/claimed").len();
+        let (status, body) = app.place(flavor(1, 512, 1), 2, json!({})).await;
+        assert_eq!(status, 200, "{backend:?}: {body}");
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            server.wait_for("/claimed", before + 1),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{backend:?}: the claimed plugin was never told"));
+        let told = &server.seen("/claimed")[before];
+        let told: Vec<&str> = told["claims"]
+            .as_array()
+            .expect("claims")
+            .iter()
+            .map(|c| c["host"].as_str().unwrap_or("?"))
+            .collect();
+        let chosen: Vec<&str> = (0..2)
+            .map(|i| {
+                body[i][0]["nova_object.data"]["service_host"]
+                    .as_str()
+                    .unwrap_or("?")
+            })
+            .collect();
+        assert_eq!(told, chosen, "{backend:?}");
+    }
+}
+
 /// Batch placement solves a multi-create as one assignment, where no instance's candidates
 /// are shown to a filter plugin: with filter or weigh plugins every call goes one instance
 /// at a time, so the plugin's removal holds for each instance.
