@@ -153,6 +153,12 @@ impl ClassId {
         TABLE.read().names[self.index()].clone()
     }
 
+    /// Placement's name of a class every process has at the same index ([`FIXED`]: VCPU,
+    /// MEMORY_MB, DISK_GB, PCPU), without the table's lock; `None` for the others.
+    pub fn fixed_name(self) -> Option<&'static str> {
+        FIXED.get(self.index()).copied()
+    }
+
     /// Position in every [`super::Resources`] vector.
     pub fn index(self) -> usize {
         usize::from(self.0)

@@ -72,6 +72,47 @@ pub struct HostProfile {
     /// `host` was laid over from Nova's records and the ledger's row holds another name.
     #[serde(skip)]
     pub renamed: bool,
+    /// This profile's part of a candidate as operator plugins are offered it, encoded once
+    /// (`plugins::wire`); emptied whenever the profile is changed or copied.
+    #[serde(skip)]
+    pub encoded: EncodedOnce,
+}
+
+/// Bytes derived from a [`HostProfile`] once, on first use. Not part of what a host is: it
+/// compares equal to any other, and a copy starts empty (a copy is made to be changed).
+/// Whoever changes a profile in place goes through [`HostState::profile_mut`] or calls
+/// [`EncodedOnce::clear`].
+#[derive(Default)]
+pub struct EncodedOnce(std::sync::OnceLock<Box<[u8]>>);
+
+impl EncodedOnce {
+    /// The bytes, computed by `encode` the first time.
+    pub fn get_or_init(&self, encode: impl FnOnce() -> Box<[u8]>) -> &[u8] {
+        self.0.get_or_init(encode)
+    }
+
+    /// Forgets the bytes: the profile they came from changed.
+    pub fn clear(&mut self) {
+        self.0 = std::sync::OnceLock::new();
+    }
+}
+
+impl Clone for EncodedOnce {
+    fn clone(&self) -> Self {
+        EncodedOnce::default()
+    }
+}
+
+impl PartialEq for EncodedOnce {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for EncodedOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EncodedOnce")
+    }
 }
 
 impl HostProfile {
@@ -118,6 +159,7 @@ impl HostProfile {
             aggregates: Aggregates::default(),
             facts: None,
             renamed: false,
+            encoded: EncodedOnce::default(),
         }
     }
 
@@ -237,7 +279,9 @@ impl HostState {
 
     /// This copy's profile, to change (names, zone, marks); shared copies are not affected.
     pub fn profile_mut(&mut self) -> &mut HostProfile {
-        Arc::make_mut(&mut self.profile)
+        let profile = Arc::make_mut(&mut self.profile);
+        profile.encoded.clear();
+        profile
     }
 
     /// Nova's `service_host`.

@@ -40,7 +40,9 @@ pub use capabilities::CapabilitySpecs;
 pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDARD_CLASSES};
 pub use extra_specs::AggregateExtraSpecs;
 pub use hints::SchedulerHints;
-pub use host::{ComputeFacts, HostId, HostProfile, HostScan, HostState, WeighBase, SCAN_CLASSES};
+pub use host::{
+    ComputeFacts, EncodedOnce, HostId, HostProfile, HostScan, HostState, WeighBase, SCAN_CLASSES,
+};
 pub use host_aggregates::HostAggregateMetadata;
 pub use markers::{
     AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits, COMPUTE_STATUS_DISABLED,

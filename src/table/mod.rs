@@ -93,6 +93,7 @@ impl NodeRecords {
             profile.host == record.service_host && profile.facts.as_ref() == Some(&record.facts);
         if !same {
             let p = Arc::make_mut(profile);
+            p.encoded.clear();
             // A name laid over one laid before may also differ from the ledger's: counted too.
             p.renamed |= p.host != record.service_host;
             p.host = record.service_host.clone();

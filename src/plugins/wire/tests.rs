@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::Resources;
+use crate::domain::{MarkSet, Resources};
 
 fn sent() -> SelectRequest {
     let Value::Object(m) = json!({
@@ -218,4 +218,53 @@ fn move_answers_approve_deny_or_name_another_host_of_the_plan() {
             "{malformed}"
         );
     }
+}
+
+/// The body written straight from the hosts holds exactly their [`candidate_view`]s, a class
+/// beyond the fixed four (a custom one, with a name to escape-check) and marks included; a
+/// profile changed after it was first offered (a trait, its host name) is offered as it is
+/// now, not as it was encoded.
+#[test]
+fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
+    use crate::domain::{ClassId, TraitId};
+    let custom = ClassId::intern("CUSTOM_OFFER_TEST").expect("a valid class");
+    let mut usable = Resources::new(8, 8192, 80);
+    usable.set(custom, 3);
+    let mut hosts: Vec<HostState> = (1..=4)
+        .map(|i| HostState::synthetic(i, usable, Resources::new(i, 512 * i, 0)))
+        .collect();
+    hosts[1].used.set(custom, 2);
+    hosts[1].num_instances = 7;
+    hosts[2].profile_mut().traits = MarkSet::new([TraitId::intern("CUSTOM_MAINTENANCE")]);
+    let instance = json!({"instance_uuid": "i-1", "resources": {"VCPU": 1}});
+    let expected = |hosts: &[HostState]| {
+        json!({
+            "api_version": API_VERSION, "event": "filter", "plugin": "p", "request": instance,
+            "candidates": hosts.iter().enumerate().map(|(r, h)| candidate_view(h, r)).collect::<Vec<_>>(),
+        })
+    };
+    let body = |hosts: &[HostState]| -> Value {
+        serde_json::from_slice(&offer_body("filter", "p", &instance, hosts)).expect("JSON")
+    };
+    assert_eq!(body(&hosts), expected(&hosts));
+    assert_eq!(
+        body(&hosts[1..3]),
+        expected(&hosts[1..3]),
+        "ranks follow the list"
+    );
+    assert_eq!(body(&[]), expected(&[]));
+
+    // Changed in place after the first offer: through profile_mut, which forgets the encoding.
+    hosts[0].profile_mut().traits = MarkSet::new([TraitId::intern("HW_CPU_X86_AVX2")]);
+    hosts[0].profile_mut().host = "renamed".into();
+    // A copy shares nothing encoded either: it is made to be changed.
+    let mut copy = (*hosts[3].profile).clone();
+    copy.availability_zone = "az2".into();
+    hosts[3].profile = std::sync::Arc::new(copy);
+    let again = body(&hosts);
+    assert_eq!(again, expected(&hosts));
+    assert_eq!(again["candidates"][0]["host"], "renamed");
+    assert_eq!(again["candidates"][0]["traits"], json!(["HW_CPU_X86_AVX2"]));
+    assert_eq!(again["candidates"][3]["availability_zone"], "az2");
+    assert_eq!(again["candidates"][1]["used"]["CUSTOM_OFFER_TEST"], 2);
 }
