@@ -573,17 +573,7 @@ async fn every_verb_changes_the_answer_over_rpc_on_every_backend() {
     let server = PluginServer::start().await;
     let hosts_of = |reply: &CallReply| -> Vec<String> {
         assert_eq!(reply.failure, None, "{:?}", reply.failure);
-        reply.result[0]
-            .as_array()
-            .expect("the instance's selections")
-            .iter()
-            .map(|s| {
-                s["nova_object.data"]["service_host"]
-                    .as_str()
-                    .unwrap_or("?")
-                    .to_string()
-            })
-            .collect()
+        helpers::hosts_of(&reply.result)
     };
     let spec_for = |project: &str| {
         json!({"spec_obj": request_spec(flavor(1, 512, 1), 1, json!({"project_id": project})),

@@ -150,6 +150,24 @@ pub fn call_body(spec: Value, uuids: &[String]) -> Value {
     json!({"spec_obj": spec, "instance_uuids": uuids, "return_objects": true, "return_alternates": true})
 }
 
+/// The hosts of the first instance's Selections in a select_destinations answer (the HTTP
+/// body or the RPC result), the chosen one first.
+pub fn hosts_of(answer: &Value) -> Vec<String> {
+    answer[0]
+        .as_array()
+        .map(|sels| {
+            sels.iter()
+                .map(|s| {
+                    s["nova_object.data"]["service_host"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn uuids(n: usize) -> Vec<String> {
     (0..n).map(|_| uuid::Uuid::new_v4().to_string()).collect()
 }

@@ -3,6 +3,7 @@
 //! failing plugin is skipped when ignorable and otherwise ends the call with NoValidHost naming
 //! it, nothing stays claimed after a denial, and every call is counted per plugin.
 
+pub(super) use super::helpers::hosts_of;
 use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
 use crate::on_both_engines;
 use crate::plugin_server::{plugin, PluginServer, DENY_REASON, MAINTENANCE_TRAIT};
@@ -42,23 +43,6 @@ async fn app_on(engine: &str, backend: BackendKind, plugins: PluginSettings) -> 
     }
     app.rebuild_backend().await;
     app
-}
-
-/// The hosts of the first instance's Selections, the chosen one first.
-pub(super) fn hosts_of(body: &Value) -> Vec<String> {
-    body[0]
-        .as_array()
-        .map(|sels| {
-            sels.iter()
-                .map(|s| {
-                    s["nova_object.data"]["service_host"]
-                        .as_str()
-                        .unwrap_or("?")
-                        .to_string()
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// `value` has exactly the keys `etc/plugin-schema.json` requires of definition `def` (every
