@@ -154,8 +154,12 @@ pub fn offer_body(
 fn write_candidate(out: &mut Vec<u8>, h: &HostState, rank: usize) {
     let mut number = itoa::Buffer::new();
     out.push(b'{');
-    out.extend_from_slice(h.profile.encoded.get_or_init(|| profile_part(h)));
-    out.extend_from_slice(b",\"rank\":");
+    let part = h.profile.encoded.get_or_init(|| profile_part(h));
+    out.extend_from_slice(part);
+    if !part.is_empty() {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"rank\":");
     out.extend_from_slice(number.format(rank).as_bytes());
     out.extend_from_slice(b",\"used\":");
     write_amounts(out, &h.used);
@@ -187,8 +191,12 @@ fn profile_part(h: &HostState) -> Box<[u8]> {
         traits: h.profile.traits.names(),
         aggregates: h.profile.aggregates.names(),
     };
-    let json = serde_json::to_vec(&part).unwrap_or_else(|_| b"{}".to_vec());
-    json[1..json.len() - 1].into()
+    // Strings, lists of strings and a map with string keys: serde_json cannot fail on them;
+    // were it to, the candidate goes out with the keys that move only.
+    match serde_json::to_vec(&part) {
+        Ok(json) if json.len() >= 2 => json[1..json.len() - 1].into(),
+        _ => Box::default(),
+    }
 }
 
 /// Resources as `{"VCPU": 4, …}`, the classes that are not zero, as [`Amounts`] writes them.

@@ -221,7 +221,7 @@ fn move_answers_approve_deny_or_name_another_host_of_the_plan() {
 }
 
 /// The body written straight from the hosts holds exactly their [`candidate_view`]s, a class
-/// beyond the fixed four (a custom one, with a name to escape-check) and marks included; a
+/// beyond the fixed four (named through the class table) and marks included; a
 /// profile changed after it was first offered (a trait, its host name) is offered as it is
 /// now, not as it was encoded.
 #[test]
