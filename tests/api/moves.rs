@@ -178,6 +178,23 @@ async fn issue_40_item_2_a_cold_migration_holds_its_source_until_confirmed(engin
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 0), ("mb", 2)]));
+    let hosts = app.get_json("/v1/hosts").await;
+    let counts: Vec<(String, i64)> = hosts["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["host"].as_str().unwrap().to_string(),
+                h["num_instances"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        on(&[("ma", 0), ("mb", 1)]),
+        "instance counts after the confirm"
+    );
     assert!(held_on(&app, "ma").await.is_empty());
     assert_eq!(app.metric("parasol_held_moves").await.as_deref(), Some("0"));
     let (status, body) = app.place(flavor(2, 1024, 10), 1, json!({})).await;
