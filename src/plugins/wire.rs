@@ -2,7 +2,6 @@
 //! `etc/plugin-schema.json`), and the checks an answer must pass before it counts.
 
 use crate::domain::{AggregateId, HostState, Mark, RequestContext, TraitId};
-use serde::ser::{SerializeMap, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -108,14 +107,16 @@ pub fn instance_view(req: &RequestContext) -> Value {
 
 /// One candidate host as a plugin sees it; `rank` is its place in Parasol's ranking (0 best).
 pub fn candidate_view(host: &HostState, rank: usize) -> Value {
-    serde_json::to_value(Candidate(host, rank)).unwrap_or(Value::Null)
+    let mut out = Vec::new();
+    write_candidate(&mut out, host, rank);
+    serde_json::from_slice(&out).unwrap_or(Value::Null)
 }
 
 /// The body of a `filter` or `weigh` call, written straight from the hosts: building a
 /// `Value` per candidate cost ~4 µs each, most of a call at K = 64 (docs/plugins.md §8). Each
 /// host's unchanging part (names, zone, usable amounts, traits, aggregates) is encoded once
 /// per profile ([`crate::domain::EncodedOnce`]); a call writes only the rank and the amounts
-/// that move. The same JSON as [`candidate_view`] gives, keys in another order.
+/// that move.
 pub fn offer_body(
     event: &str,
     plugin: &str,
@@ -154,12 +155,8 @@ pub fn offer_body(
 fn write_candidate(out: &mut Vec<u8>, h: &HostState, rank: usize) {
     let mut number = itoa::Buffer::new();
     out.push(b'{');
-    let part = h.profile.encoded.get_or_init(|| profile_part(h));
-    out.extend_from_slice(part);
-    if !part.is_empty() {
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"rank\":");
+    out.extend_from_slice(h.profile.encoded.get_or_init(|| profile_part(h)));
+    out.extend_from_slice(b",\"rank\":");
     out.extend_from_slice(number.format(rank).as_bytes());
     out.extend_from_slice(b",\"used\":");
     write_amounts(out, &h.used);
@@ -172,34 +169,29 @@ fn write_candidate(out: &mut Vec<u8>, h: &HostState, rank: usize) {
 
 /// The keys of a candidate that come from its host's profile, without the braces.
 fn profile_part(h: &HostState) -> Box<[u8]> {
-    #[derive(Serialize)]
-    struct Part<'a> {
-        uuid: &'a str,
-        host: &'a str,
-        node: &'a str,
-        availability_zone: &'a str,
-        usable: Amounts,
-        traits: Vec<String>,
-        aggregates: Vec<String>,
+    let mut out = Vec::with_capacity(256);
+    let p = &h.profile;
+    let names = [
+        ("\"uuid\":", &*p.uuid),
+        (",\"host\":", &*p.host),
+        (",\"node\":", &*p.node),
+        (",\"availability_zone\":", &*p.availability_zone),
+    ];
+    // Writing strings and lists of strings into a Vec cannot fail.
+    for (key, name) in names {
+        out.extend_from_slice(key.as_bytes());
+        let _ = serde_json::to_writer(&mut out, name);
     }
-    let part = Part {
-        uuid: &h.profile.uuid,
-        host: h.host(),
-        node: h.node(),
-        availability_zone: h.availability_zone(),
-        usable: Amounts(*h.usable()),
-        traits: h.profile.traits.names(),
-        aggregates: h.profile.aggregates.names(),
-    };
-    // Strings, lists of strings and a map with string keys: serde_json cannot fail on them;
-    // were it to, the candidate goes out with the keys that move only.
-    match serde_json::to_vec(&part) {
-        Ok(json) if json.len() >= 2 => json[1..json.len() - 1].into(),
-        _ => Box::default(),
-    }
+    out.extend_from_slice(b",\"usable\":");
+    write_amounts(&mut out, &p.usable);
+    out.extend_from_slice(b",\"traits\":");
+    let _ = serde_json::to_writer(&mut out, &p.traits.names());
+    out.extend_from_slice(b",\"aggregates\":");
+    let _ = serde_json::to_writer(&mut out, &p.aggregates.names());
+    out.into()
 }
 
-/// Resources as `{"VCPU": 4, …}`, the classes that are not zero, as [`Amounts`] writes them.
+/// Resources as `{"VCPU": 4, …}`, the classes that are not zero.
 fn write_amounts(out: &mut Vec<u8>, amounts: &crate::domain::Resources) {
     let mut number = itoa::Buffer::new();
     out.push(b'{');
@@ -222,41 +214,6 @@ fn write_amounts(out: &mut Vec<u8>, amounts: &crate::domain::Resources) {
         out.extend_from_slice(number.format(v).as_bytes());
     }
     out.push(b'}');
-}
-
-/// A candidate's keys, as `etc/plugin-schema.json`'s `Candidate`.
-struct Candidate<'a>(&'a HostState, usize);
-
-impl Serialize for Candidate<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let Candidate(h, rank) = *self;
-        let mut c = s.serialize_struct("Candidate", 11)?;
-        c.serialize_field("uuid", &*h.profile.uuid)?;
-        c.serialize_field("host", &**h.host())?;
-        c.serialize_field("node", &**h.node())?;
-        c.serialize_field("availability_zone", &**h.availability_zone())?;
-        c.serialize_field("rank", &rank)?;
-        c.serialize_field("usable", &Amounts(*h.usable()))?;
-        c.serialize_field("used", &Amounts(h.used))?;
-        c.serialize_field("free", &Amounts(h.free()))?;
-        c.serialize_field("num_instances", &h.num_instances)?;
-        c.serialize_field("traits", &h.profile.traits.names())?;
-        c.serialize_field("aggregates", &h.profile.aggregates.names())?;
-        c.end()
-    }
-}
-
-/// Resources as `{"VCPU": 4, …}`, the classes that are not zero.
-struct Amounts(crate::domain::Resources);
-
-impl Serialize for Amounts {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        for (class, v) in self.0.nonzero() {
-            m.serialize_entry(&*class.name(), &v)?;
-        }
-        m.end()
-    }
 }
 
 /// A `select` plugin's answer.

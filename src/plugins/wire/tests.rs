@@ -220,8 +220,9 @@ fn move_answers_approve_deny_or_name_another_host_of_the_plan() {
     }
 }
 
-/// The body written straight from the hosts holds exactly their [`candidate_view`]s, a class
-/// beyond the fixed four (named through the class table) and marks included; a
+/// The body written straight from the hosts holds each candidate with exactly the schema's
+/// keys, read from the host here field by field, a class beyond the fixed four (named through
+/// the class table) and marks included; [`candidate_view`] is the same; a
 /// profile changed after it was first offered (a trait, its host name) is offered as it is
 /// now, not as it was encoded.
 #[test]
@@ -237,10 +238,25 @@ fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
     hosts[1].num_instances = 7;
     hosts[2].profile_mut().traits = MarkSet::new([TraitId::intern("CUSTOM_MAINTENANCE")]);
     let instance = json!({"instance_uuid": "i-1", "resources": {"VCPU": 1}});
+    let amounts = |r: &Resources| -> Value {
+        r.nonzero()
+            .map(|(class, v)| (class.name().to_string(), json!(v)))
+            .collect::<Map<_, _>>()
+            .into()
+    };
+    let view = |h: &HostState, rank: usize| {
+        json!({
+            "uuid": &*h.profile.uuid, "host": &**h.host(), "node": &**h.node(),
+            "availability_zone": &**h.availability_zone(), "rank": rank,
+            "usable": amounts(h.usable()), "used": amounts(&h.used), "free": amounts(&h.free()),
+            "num_instances": h.num_instances,
+            "traits": h.profile.traits.names(), "aggregates": h.profile.aggregates.names(),
+        })
+    };
     let expected = |hosts: &[HostState]| {
         json!({
             "api_version": API_VERSION, "event": "filter", "plugin": "p", "request": instance,
-            "candidates": hosts.iter().enumerate().map(|(r, h)| candidate_view(h, r)).collect::<Vec<_>>(),
+            "candidates": hosts.iter().enumerate().map(|(r, h)| view(h, r)).collect::<Vec<_>>(),
         })
     };
     let body = |hosts: &[HostState]| -> Value {
@@ -253,6 +269,7 @@ fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
         "ranks follow the list"
     );
     assert_eq!(body(&[]), expected(&[]));
+    assert_eq!(candidate_view(&hosts[1], 4), view(&hosts[1], 4));
 
     // Changed in place after the first offer: through profile_mut, which forgets the encoding.
     hosts[0].profile_mut().traits = MarkSet::new([TraitId::intern("HW_CPU_X86_AVX2")]);
