@@ -11,6 +11,9 @@
 //! - `instance.resize_finish.end` and `instance.live_migration_pre.end` start the move: the
 //!   destination took the instance, and no TTL frees the source from then on (Nova's
 //!   `resize_confirm_window` defaults to 0: a resize may wait days for its confirmation).
+//!   A finished resize also stops counting the source as an instance, as Nova counts
+//!   instances by `instance.host` (which `finish_resize` sets to the destination); a live
+//!   migration's source counts until the migration ends, as Nova's does.
 //! - `instance.resize_confirm.end`, `instance.live_migration_post.end` (and `_post_dest.end`)
 //!   and an evacuation's `instance.rebuild.end` end it: the source is released.
 //! - `instance.resize_revert.end` and `instance.live_migration_rollback.end` undo it: the
@@ -51,6 +54,24 @@ pub(crate) const SQLITE_HOLD_SOURCE: &str = "UPDATE allocations SET instance_uui
 pub(crate) const START_MOVE: &str =
     "UPDATE allocations SET move_started = TRUE WHERE move_of = $1 AND NOT move_started";
 
+/// [`START_RESIZE`] for the held sources of instance `$1` on hosts other than `$2`, where its
+/// own allocation is and whose nova-compute lists it (`update_instance_info` after
+/// `finish_resize`, `sync_instance_info`): `instance.host` names the destination, so the
+/// move started, whether or not its notification arrives. (A source on the same host proves
+/// nothing: `instance.host` named it all along.)
+pub(crate) const START_RESIZE_LISTED: &str = "UPDATE allocations SET move_started = TRUE, \
+    instance = FALSE WHERE move_of = $1 AND host_id <> $2 AND (NOT move_started OR instance) \
+    RETURNING host_id";
+
+/// A resize or cold migration of instance `$1` finished on its destination: its source is no
+/// longer freed by a TTL, and no longer counts as an instance on its host (Nova's
+/// `finish_resize` sets `instance.host` to the destination, and the source's resource tracker
+/// stops counting it in `num_instances` while it still holds the source's amounts until the
+/// confirmation); evaluates to the hosts it changed. A live migration keeps counting on its
+/// source ([`START_MOVE`]): its `instance.host` changes only at its end.
+pub(crate) const START_RESIZE: &str = "UPDATE allocations SET move_started = TRUE, \
+    instance = FALSE WHERE move_of = $1 AND (NOT move_started OR instance) RETURNING host_id";
+
 /// Gives instance `$1` its held source back as its own, confirmed allocation (the most recent
 /// one, should there be several).
 pub(crate) const RESTORE_SOURCE: &str = "UPDATE allocations SET instance_uuid = $1, \
@@ -65,6 +86,7 @@ pub(crate) const CONFIRM_MOVING: &str = "UPDATE allocations SET confirmed = TRUE
 
 /// Removes the held sources of instance `$1` and gives their usage back inside `$tx` of engine
 /// `$db`; evaluates to where each was and what it held, for the live table.
+/// With `on $host`, only those held on that host (a confirmation's `delete_instance_info`).
 macro_rules! release_held_in_tx {
     ($db:ty, $tx:expr, $uuid:expr) => {{
         let uuid: &str = $uuid;
@@ -73,6 +95,22 @@ macro_rules! release_held_in_tx {
                 .bind(uuid)
                 .fetch_all(&mut *$tx)
                 .await?;
+        $crate::ledger::moves::release_held_in_tx!(@give_back $db, $tx, rows)
+    }};
+    ($db:ty, $tx:expr, $uuid:expr, on $host:expr) => {{
+        let (uuid, host): (&str, i64) = ($uuid, $host);
+        let rows = sqlx::query(
+            "DELETE FROM allocations WHERE move_of = $1 AND host_id = $2 \
+             RETURNING host_id, resources",
+        )
+        .bind(uuid)
+        .bind(host)
+        .fetch_all(&mut *$tx)
+        .await?;
+        $crate::ledger::moves::release_held_in_tx!(@give_back $db, $tx, rows)
+    }};
+    (@give_back $db:ty, $tx:expr, $rows:expr) => {{
+        let rows = $rows;
         let mut held: Vec<($crate::domain::HostId, $crate::domain::Resources)> =
             Vec::with_capacity(rows.len());
         for row in &rows {

@@ -48,6 +48,29 @@ fn sync_instance_info(host: &str, instances: &[&str]) -> Value {
         "version": "4.0"})
 }
 
+/// nova-compute's fanout `update_instance_info` from `host` for `instance` (sent after
+/// `finish_resize` on a move's destination, with `instance.host` naming it).
+fn update_instance_info(host: &str, instance: &str) -> Value {
+    json!({"method": "update_instance_info", "_unique_id": new_id().replace('-', ""),
+        "args": {"host_name": host, "instance_info": {
+            "nova_object.name": "InstanceList", "nova_object.namespace": "nova",
+            "nova_object.version": "2.6", "nova_object.data": {"objects": [{
+                "nova_object.name": "Instance", "nova_object.namespace": "nova",
+                "nova_object.version": "2.8",
+                "nova_object.data": {"host": host, "node": host, "uuid": instance},
+                "nova_object.changes": ["uuid", "host", "node"]}]},
+            "nova_object.changes": ["objects"]}},
+        "namespace": null, "version": "4.2"})
+}
+
+/// nova-compute's fanout `delete_instance_info` from `host` (sent by `confirm_resize` from a
+/// move's source once it dropped the source's allocation).
+fn delete_instance_info(host: &str, instance: &str) -> Value {
+    json!({"method": "delete_instance_info", "_unique_id": new_id().replace('-', ""),
+        "args": {"host_name": host, "instance_uuid": instance}, "namespace": null,
+        "version": "4.2"})
+}
+
 async fn notify(app: &TestApp, message: &Value) {
     let resp = app.post("/v1/notifications", message).await;
     let status = resp.status().as_u16();
@@ -67,6 +90,22 @@ async fn vcpus(app: &TestApp) -> Vec<(String, i64)> {
 
 fn on(hosts: &[(&str, i64)]) -> Vec<(String, i64)> {
     hosts.iter().map(|(h, v)| (h.to_string(), *v)).collect()
+}
+
+/// `/v1/hosts`' instance count per host name.
+async fn instances(app: &TestApp) -> Vec<(String, i64)> {
+    let hosts = app.get_json("/v1/hosts").await;
+    hosts["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["host"].as_str().unwrap().to_string(),
+                h["num_instances"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
 }
 
 /// The moves `/v1/hosts` shows held on `host`.
@@ -171,6 +210,28 @@ async fn issue_40_item_2_a_cold_migration_holds_its_source_until_confirmed(engin
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
     assert_eq!(held_on(&app, "ma").await[0]["started"], true);
+    // Nova counts X where `instance.host` is, which `finish_resize` set to mb: ma keeps X's
+    // amounts until the confirmation, not X (NumInstancesFilter and IoOpsFilter read the
+    // count). Read back from the ledger too, as a restart would.
+    assert_eq!(
+        instances(&app).await,
+        on(&[("ma", 0), ("mb", 1)]),
+        "instance counts once the destination took X"
+    );
+    let reloaded: Vec<(String, i64)> = app
+        .scheduler
+        .ledger()
+        .load_hosts(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.profile.host.to_string(), h.num_instances))
+        .collect();
+    assert_eq!(
+        reloaded,
+        on(&[("ma", 0), ("mb", 1)]),
+        "the ledger's own count"
+    );
     // Confirmed: the source is free, and a new instance lands there.
     notify(
         &app,
@@ -178,20 +239,8 @@ async fn issue_40_item_2_a_cold_migration_holds_its_source_until_confirmed(engin
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 0), ("mb", 2)]));
-    let hosts = app.get_json("/v1/hosts").await;
-    let counts: Vec<(String, i64)> = hosts["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            (
-                h["host"].as_str().unwrap().to_string(),
-                h["num_instances"].as_i64().unwrap_or(-1),
-            )
-        })
-        .collect();
     assert_eq!(
-        counts,
+        instances(&app).await,
         on(&[("ma", 0), ("mb", 1)]),
         "instance counts after the confirm"
     );
@@ -210,6 +259,44 @@ on_both_engines!(
     super::issue_40_item_2_a_cold_migration_holds_its_source_until_confirmed
 );
 
+/// A deployment whose instance notifications do not reach Parasol (Nova's functional
+/// `MultiCellSchedulerTestCase` runs so) still follows a cold migration through nova-compute's
+/// casts: the destination's `update_instance_info` after `finish_resize` starts the move (X
+/// counts there, not on its source, whose amounts stay held), and the source's
+/// `delete_instance_info` from `confirm_resize` ends it.
+async fn issue_40_item_2_a_cold_migration_followed_by_the_casts_alone(engine: &str) {
+    let app = spawn_app(engine).await;
+    let x = moved_instance_on_ma(&app).await;
+    assert_eq!(instances(&app).await, on(&[("ma", 1), ("mb", 1)]));
+    notify(&app, &update_instance_info("mb", &x)).await;
+    assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
+    assert_eq!(
+        instances(&app).await,
+        on(&[("ma", 0), ("mb", 1)]),
+        "finished on mb: Nova counts X there"
+    );
+    let held = held_on(&app, "ma").await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["started"], true, "no TTL frees the source now");
+    let ledger = app.scheduler.ledger();
+    assert!(ledger.allocation(&x).await.unwrap().unwrap().confirmed);
+    // The source's periodic sync (no X: `instance.host` is mb) changes nothing.
+    notify(&app, &sync_instance_info("ma", &[])).await;
+    assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
+    // Confirmed: the source's cast releases the held source, X stays on mb.
+    notify(&app, &delete_instance_info("ma", &x)).await;
+    assert_eq!(vcpus(&app).await, on(&[("ma", 0), ("mb", 2)]));
+    assert_eq!(instances(&app).await, on(&[("ma", 0), ("mb", 1)]));
+    assert!(held_on(&app, "ma").await.is_empty());
+    let a = ledger.allocation(&x).await.unwrap().expect("X stays on mb");
+    assert_eq!(ledger.allocation_count().await.unwrap(), 1);
+    assert!(a.confirmed);
+}
+on_both_engines!(
+    issue_40_item_2_a_cold_migration_followed_by_the_casts_alone,
+    super::issue_40_item_2_a_cold_migration_followed_by_the_casts_alone
+);
+
 async fn issue_40_item_2_a_reverted_resize_releases_the_destination(engine: &str) {
     let app = spawn_app(engine).await;
     let x = moved_instance_on_ma(&app).await;
@@ -224,6 +311,11 @@ async fn issue_40_item_2_a_reverted_resize_releases_the_destination(engine: &str
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 0)]));
+    assert_eq!(
+        instances(&app).await,
+        on(&[("ma", 1), ("mb", 0)]),
+        "X counts on its source again"
+    );
     assert!(held_on(&app, "ma").await.is_empty());
     let ledger = app.scheduler.ledger();
     let a = ledger
@@ -267,6 +359,11 @@ async fn issue_40_item_2_a_resize_on_the_same_host_holds_both_flavors(engine: &s
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("h", 3)]));
+    assert_eq!(
+        instances(&app).await,
+        on(&[("h", 1)]),
+        "one instance, both flavors"
+    );
     notify(
         &app,
         &instance_event("instance.resize_confirm.end", &x, "h", big),
@@ -290,6 +387,7 @@ async fn issue_40_item_2_a_resize_on_the_same_host_holds_both_flavors(engine: &s
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("h", 2)]));
+    assert_eq!(instances(&app).await, on(&[("h", 1)]));
     let a = app
         .scheduler
         .ledger()
@@ -313,6 +411,8 @@ async fn issue_40_item_2_a_live_migration_holds_its_source_until_post_or_rollbac
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
+    // A live migration's `instance.host` is the source until it ends: X still counts there.
+    assert_eq!(instances(&app).await, on(&[("ma", 1), ("mb", 1)]));
     let ledger = app.scheduler.ledger();
     assert!(
         ledger.allocation(&x).await.unwrap().unwrap().confirmed,
@@ -349,6 +449,7 @@ async fn issue_40_item_2_a_live_migration_holds_its_source_until_post_or_rollbac
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 0), ("mb", 2)]));
+    assert_eq!(instances(&app).await, on(&[("ma", 0), ("mb", 1)]));
     assert!(held_on(&app, "ma").await.is_empty());
 }
 on_both_engines!(

@@ -11,7 +11,10 @@ use crate::domain::{Aggregates, ClassId, HostProfile, Resources, Traits};
 use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
 use crate::ledger::hosts::{may_take_over, takeover, takeover_rusqlite, upsert_host, Takeover};
 use crate::ledger::messages::MARK_PROCESSED;
-use crate::ledger::moves::{release_held_in_tx, restore_source_in_tx, CONFIRM_MOVING, START_MOVE};
+use crate::ledger::moves::{
+    release_held_in_tx, restore_source_in_tx, CONFIRM_MOVING, START_MOVE, START_RESIZE,
+    START_RESIZE_LISTED,
+};
 use crate::ledger::{HostRegistration, HostTable};
 use crate::nova::MoveStep;
 use crate::table::EventOrder;
@@ -496,7 +499,13 @@ macro_rules! define_effect {
                     touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid));
                 }
                 Placed::ResizeFinished => {
-                    sqlx::query(START_MOVE).bind(instance_uuid).execute(&mut **tx).await?;
+                    // The held source stops counting as an instance: the table reads
+                    // its host back.
+                    let sources: Vec<i64> = sqlx::query_scalar(START_RESIZE)
+                        .bind(instance_uuid)
+                        .fetch_all(&mut **tx)
+                        .await?;
+                    touched.reload.extend(sources.into_iter().map(HostId));
                 }
                 Placed::MoveEnded => {
                     let held = release_held_in_tx!($db, *tx, instance_uuid);
@@ -657,6 +666,18 @@ macro_rules! define_effect {
             if ids.is_empty() {
                 return Err(rejected(format!("unknown host {host:?}")));
             }
+            // A move's source held here: nova-compute's `confirm_resize` sends this cast from
+            // the source once it dropped the source's allocation, so the move ended (as
+            // `instance.resize_confirm.end` says); the instance keeps its destination.
+            let mut ended = false;
+            for id in &ids {
+                let held = release_held_in_tx!($db, *tx, instance_uuid, on *id);
+                ended |= !held.is_empty();
+                touched.reload.extend(held.into_iter().map(|(h, _)| h));
+            }
+            if ended {
+                return Ok(Applied::Applied);
+            }
             let on_host: Option<i64> = sqlx::query_scalar("SELECT host_id FROM allocations WHERE instance_uuid = $1")
                 .bind(instance_uuid)
                 .fetch_optional(&mut **tx)
@@ -708,6 +729,14 @@ macro_rules! define_effect {
                 }
                 if !confirmed || !instance {
                     sqlx::query(CONFIRM_CLAIM).bind(uuid).bind(current).execute(&mut **tx).await?;
+                    // A move's destination listing the instance: it finished there (the
+                    // listing is by `instance.host`), as `instance.resize_finish.end` says.
+                    let sources: Vec<i64> = sqlx::query_scalar(START_RESIZE_LISTED)
+                        .bind(uuid)
+                        .bind(current)
+                        .fetch_all(&mut **tx)
+                        .await?;
+                    touched.reload.extend(sources.into_iter().map(HostId));
                 }
             }
             Ok(Applied::Applied)
