@@ -1493,3 +1493,113 @@ async fn a_call_a_plugin_denies_leaves_nothing_claimed_in_the_ledger_or_placemen
         parasol.shutdown.stop().await;
     }
 }
+
+/// Nova's `update_instance_info` cast from `host` for `instance`.
+fn runs_on(host: &str, instance: &str) -> Value {
+    json!({"method": "update_instance_info", "_unique_id": uuid::Uuid::new_v4().simple().to_string(),
+        "args": {"host_name": host, "instance_info": {
+            "nova_object.name": "InstanceList", "nova_object.namespace": "nova",
+            "nova_object.version": "2.6", "nova_object.data": {"objects": [{
+                "nova_object.name": "Instance", "nova_object.namespace": "nova",
+                "nova_object.version": "2.8",
+                "nova_object.data": {"host": host, "node": host, "uuid": instance},
+                "nova_object.changes": ["uuid", "host", "node"]}]},
+            "nova_object.changes": ["objects"]}},
+        "namespace": null, "version": "4.2"})
+}
+
+/// Issue 40: a move Nova undoes before a sync saw its migration record (a `prep_resize` or
+/// `resize_instance` that fails at once: nova-compute's `_revert_allocation` puts the
+/// instance's allocation back as it was, and no notification says so). The sync finds the
+/// instance with its source's amounts on its source again; the move's held source there is
+/// that same allocation and goes with the repair — the host used to hold the instance twice,
+/// for good (Nova's `test_resize_to_same_host_prep_resize_fails`). `resize`: to a larger
+/// flavor on the same host (`allow_resize_to_same_host`), otherwise a cold migration to `b`.
+async fn a_move_nova_undoes(resize: bool) {
+    let placement = PlacementServer::start().await;
+    placement.provider("a", P1, room(4, 8192), &[], &[]).await;
+    placement.provider("b", P2, room(4, 8192), &[], &[]).await;
+    let db = tempfile::tempdir().expect("temp dir");
+    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
+    let parasol = Parasol::start(&placement, &ledger_url, 0.2).await;
+    eventually("the first sync", || async {
+        parasol.used().await.len() == 2
+    })
+    .await;
+    let x = instance(1);
+    let moved = if resize {
+        json!({"instance_uuids": [x], "vcpus": 2, "memory_mb": 1024, "root_gb": 2,
+               "ignore_hosts": ["b"]})
+    } else {
+        json!({"instance_uuids": [x], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "ignore_hosts": ["a"]})
+    };
+    let specs = specs(vec![
+        json!({"instance_uuids": [x], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "ignore_hosts": ["b"]}),
+        moved,
+    ])
+    .await;
+    let small = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
+    let (status, answer) = parasol.select(&specs[0], std::slice::from_ref(&x)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(data(&answer[0][0])["compute_node_uuid"], P1);
+    parasol.notify(&runs_on("a", &x)).await;
+    // The move: the destination claimed, the source held.
+    let (status, answer) = parasol.select(&specs[1], std::slice::from_ref(&x)).await;
+    assert_eq!(status, 200, "{answer}");
+    let used = parasol.used().await;
+    if resize {
+        assert_eq!(data(&answer[0][0])["compute_node_uuid"], P1);
+        assert_eq!(
+            used[P1],
+            demand(&[("VCPU", 3), ("MEMORY_MB", 1536), ("DISK_GB", 3)])
+        );
+    } else {
+        assert_eq!(data(&answer[0][0])["compute_node_uuid"], P2);
+        assert_eq!((&used[P1], &used[P2]), (&small, &small));
+    }
+    // Nova undoes it: the instance's allocation is the source's alone again.
+    let current = placement.allocations(&x).await;
+    let body = json!({
+        "allocations": {P1: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}},
+        "project_id": "p0", "user_id": "u0",
+        "consumer_generation": current["consumer_generation"],
+    });
+    placement
+        .call(
+            reqwest::Method::PUT,
+            &format!("/allocations/{x}"),
+            Some(body),
+        )
+        .await;
+    eventually("the ledger to hold the instance once, on a", || async {
+        let used = parasol.used().await;
+        used.get(P1) == Some(&small) && used.get(P2).is_none_or(BTreeMap::is_empty)
+    })
+    .await;
+    assert!(placement_matches_ledger(&placement, &parasol).await);
+    let hosts = parasol.get("/v1/hosts").await;
+    for h in hosts["hosts"].as_array().unwrap() {
+        let expected = i64::from(h["compute_node_uuid"] == P1);
+        assert_eq!(h["num_instances"], expected, "{h}");
+        assert_eq!(h["held_moves"].as_array().map_or(0, Vec::len), 0, "{h}");
+    }
+    let ledger = parasol.handles.scheduler.ledger();
+    assert_eq!(ledger.allocation_count().await.unwrap(), 1);
+    assert!(ledger.allocation(&x).await.unwrap().unwrap().confirmed);
+    // Settled: later syncs change nothing.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(parasol.used().await.get(P1), Some(&small));
+    parasol.shutdown.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_on_the_same_host_nova_undoes_leaves_its_instance_once() {
+    a_move_nova_undoes(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_migration_nova_undoes_leaves_its_instance_once_on_its_source() {
+    a_move_nova_undoes(false).await;
+}

@@ -217,6 +217,44 @@ impl Ledger {
                         .bind(stored.instance)
                         .execute(&mut *tx)
                         .await?;
+                    // Placement holds the instance where its move's source is held, with the
+                    // source's amounts: Nova undid the move (a failed `prep_resize` or
+                    // `resize_instance`, whose `_revert_allocation` moves the source's
+                    // allocation back to the instance, and which no notification of ours
+                    // reports). The held source is that same allocation: it goes, or the
+                    // host would hold the instance twice (`moves`).
+                    let key = super::moves::held_key(&stored.instance_uuid);
+                    let held: Vec<String> = sqlx::query_scalar(
+                        "SELECT resources FROM allocations WHERE instance_uuid = $1 \
+                         AND host_id = $2",
+                    )
+                    .bind(&key)
+                    .bind(host.0)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    for json in held {
+                        if super::claims::parse_resources(&json)? != *demand {
+                            continue;
+                        }
+                        sqlx::query("DELETE FROM allocations WHERE instance_uuid = $1")
+                            .bind(&key)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(<Db as super::dialect::Dialect>::ADD_USAGE)
+                            .bind(host.0)
+                            .bind(&json)
+                            .bind(-1i64)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(
+                            "UPDATE allocations SET instance = TRUE, confirmed = TRUE \
+                             WHERE instance_uuid = $1",
+                        )
+                        .bind(&stored.instance_uuid)
+                        .execute(&mut *tx)
+                        .await?;
+                        break;
+                    }
                 }
             }
             deleted

@@ -4,7 +4,9 @@
 //! compute's deletions). Each repair is counted (`/metrics`, `/healthz`, `/v1/stats`).
 //!
 //! - An allocation the ledger has on a host where Placement has the same consumer with other
-//!   amounts takes Placement's amounts (`resized`).
+//!   amounts takes Placement's amounts (`resized`). Put back where its move's source is held,
+//!   with the source's amounts, the instance's move was undone (a failed `prep_resize` or
+//!   `resize_instance`): the held source goes with it (`Ledger::repair_allocation`).
 //! - With claims on, an allocation Parasol made that Placement has on another synced provider
 //!   moves there (`moved`: the conductor claimed an alternate), and one Placement has nowhere
 //!   is released (`released`: the instance was deleted or its build cleaned up, and the
@@ -125,7 +127,10 @@ pub async fn reconcile(
         let here = there.and_then(|list| list.iter().find(|(h, _)| *h == stored.host_id));
         let settled = stored.created_ms < created_before_ms;
         let (kind, to) = match (here, there) {
-            (Some((_, resources)), _) if stored.imported || own_claims => {
+            // Parasol's own claim waits for the grace as the other repairs do: Placement was
+            // read before the ledger, so a claim made since (a resize on the same host: the
+            // instance's new amounts) may not be in what was read.
+            (Some((_, resources)), _) if stored.imported || (own_claims && settled) => {
                 match demand_of(resources) {
                     Some(d) if d != stored.demand && !d.is_zero() => {
                         ("resized", Some((stored.host_id, d)))
