@@ -1494,20 +1494,6 @@ async fn a_call_a_plugin_denies_leaves_nothing_claimed_in_the_ledger_or_placemen
     }
 }
 
-/// Nova's `update_instance_info` cast from `host` for `instance`.
-fn runs_on(host: &str, instance: &str) -> Value {
-    json!({"method": "update_instance_info", "_unique_id": uuid::Uuid::new_v4().simple().to_string(),
-        "args": {"host_name": host, "instance_info": {
-            "nova_object.name": "InstanceList", "nova_object.namespace": "nova",
-            "nova_object.version": "2.6", "nova_object.data": {"objects": [{
-                "nova_object.name": "Instance", "nova_object.namespace": "nova",
-                "nova_object.version": "2.8",
-                "nova_object.data": {"host": host, "node": host, "uuid": instance},
-                "nova_object.changes": ["uuid", "host", "node"]}]},
-            "nova_object.changes": ["objects"]}},
-        "namespace": null, "version": "4.2"})
-}
-
 /// Issue 40: a move Nova undoes before a sync saw its migration record (a `prep_resize` or
 /// `resize_instance` that fails at once: nova-compute's `_revert_allocation` puts the
 /// instance's allocation back as it was, and no notification says so). The sync finds the
@@ -1544,7 +1530,9 @@ async fn a_move_nova_undoes(resize: bool) {
     let (status, answer) = parasol.select(&specs[0], std::slice::from_ref(&x)).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(data(&answer[0][0])["compute_node_uuid"], P1);
-    parasol.notify(&runs_on("a", &x)).await;
+    parasol
+        .notify(&support::update_instance_info("a", &x))
+        .await;
     // The move: the destination claimed, the source held.
     let (status, answer) = parasol.select(&specs[1], std::slice::from_ref(&x)).await;
     assert_eq!(status, 200, "{answer}");

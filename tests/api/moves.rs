@@ -10,6 +10,7 @@
 use super::claim_ttl::create_end;
 use super::helpers::{call_body, flavor, request_spec, spawn_app, TestApp};
 use crate::on_both_engines;
+use crate::support::update_instance_info;
 use serde_json::{json, Value};
 
 const SMALL: (i64, i64, i64) = (2, 1024, 10);
@@ -46,21 +47,6 @@ fn sync_instance_info(host: &str, instances: &[&str]) -> Value {
     json!({"method": "sync_instance_info", "_unique_id": new_id().replace('-', ""),
         "args": {"host_name": host, "instance_uuids": instances}, "namespace": null,
         "version": "4.0"})
-}
-
-/// nova-compute's fanout `update_instance_info` from `host` for `instance` (sent after
-/// `finish_resize` on a move's destination, with `instance.host` naming it).
-fn update_instance_info(host: &str, instance: &str) -> Value {
-    json!({"method": "update_instance_info", "_unique_id": new_id().replace('-', ""),
-        "args": {"host_name": host, "instance_info": {
-            "nova_object.name": "InstanceList", "nova_object.namespace": "nova",
-            "nova_object.version": "2.6", "nova_object.data": {"objects": [{
-                "nova_object.name": "Instance", "nova_object.namespace": "nova",
-                "nova_object.version": "2.8",
-                "nova_object.data": {"host": host, "node": host, "uuid": instance},
-                "nova_object.changes": ["uuid", "host", "node"]}]},
-            "nova_object.changes": ["objects"]}},
-        "namespace": null, "version": "4.2"})
 }
 
 /// nova-compute's fanout `delete_instance_info` from `host` (sent by `confirm_resize` from a

@@ -119,3 +119,20 @@ pub fn queue_types(part: &str) -> Vec<(String, String)> {
     found.sort();
     found
 }
+
+/// nova-compute's fanout `update_instance_info` from `host` for `instance`: the instance runs
+/// there (`instance.host` names it), as a build's end, `finish_resize` and the periodic sync
+/// say it.
+pub fn update_instance_info(host: &str, instance: &str) -> serde_json::Value {
+    serde_json::json!({"method": "update_instance_info",
+        "_unique_id": uuid::Uuid::new_v4().simple().to_string(),
+        "args": {"host_name": host, "instance_info": {
+            "nova_object.name": "InstanceList", "nova_object.namespace": "nova",
+            "nova_object.version": "2.6", "nova_object.data": {"objects": [{
+                "nova_object.name": "Instance", "nova_object.namespace": "nova",
+                "nova_object.version": "2.8",
+                "nova_object.data": {"host": host, "node": host, "uuid": instance},
+                "nova_object.changes": ["uuid", "host", "node"]}]},
+            "nova_object.changes": ["objects"]}},
+        "namespace": null, "version": "4.2"})
+}
