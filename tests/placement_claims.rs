@@ -498,18 +498,11 @@ async fn claims_in_placement_match_the_ledger_after_a_seeded_series() {
     }
     // A resize on the same host, confirmed in Placement (the instance now holds 2 VCPU).
     let resized = instance(9);
-    let current = placement.allocations(&resized).await;
     let host9 = placed[&resized].0.clone();
-    let body = json!({
-        "allocations": {host9.clone(): {"resources": {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 1}}},
-        "project_id": "p0", "user_id": "u0",
-        "consumer_generation": current["consumer_generation"],
-    });
     placement
-        .call(
-            reqwest::Method::PUT,
-            &format!("/allocations/{resized}"),
-            Some(body),
+        .replace_allocations(
+            &resized,
+            json!({host9.clone(): {"resources": {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 1}}}),
         )
         .await;
     placed.get_mut(&resized).unwrap().1 =
@@ -710,18 +703,11 @@ async fn a_409_from_placement_tries_the_next_host_and_a_request_with_no_candidat
     // An evacuation in progress doubles instance 1's allocation onto P3 in Placement; the
     // ledger holds the instance on P2 and, after the next sync, its part on P3 too
     // (`<consumer>@<provider>`, not an instance), so both views of P3 agree.
-    let current = placement.allocations(&instance(1)).await;
     let small = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
-    let body = json!({
-        "allocations": {P2: {"resources": small}, P3: {"resources": small}},
-        "project_id": "p0", "user_id": "u0",
-        "consumer_generation": current["consumer_generation"],
-    });
     placement
-        .call(
-            reqwest::Method::PUT,
-            &format!("/allocations/{}", instance(1)),
-            Some(body),
+        .replace_allocations(
+            &instance(1),
+            json!({P2: {"resources": small}, P3: {"resources": small}}),
         )
         .await;
     let (status, _) = parasol.select(&specs[2], &[instance(3)]).await;
@@ -1548,17 +1534,10 @@ async fn a_move_nova_undoes(resize: bool) {
         assert_eq!((&used[P1], &used[P2]), (&small, &small));
     }
     // Nova undoes it: the instance's allocation is the source's alone again.
-    let current = placement.allocations(&x).await;
-    let body = json!({
-        "allocations": {P1: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}},
-        "project_id": "p0", "user_id": "u0",
-        "consumer_generation": current["consumer_generation"],
-    });
     placement
-        .call(
-            reqwest::Method::PUT,
-            &format!("/allocations/{x}"),
-            Some(body),
+        .replace_allocations(
+            &x,
+            json!({P1: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}}),
         )
         .await;
     eventually("the ledger to hold the instance once, on a", || async {

@@ -180,6 +180,19 @@ impl PlacementServer {
         .0
     }
 
+    /// Replaces an existing consumer's allocations with `allocations` (`{provider:
+    /// {"resources": ...}}`) under its current consumer generation, as Nova's own updates do.
+    pub async fn replace_allocations(&self, consumer: &str, allocations: Value) {
+        let current = self.allocations(consumer).await;
+        let body = json!({
+            "allocations": allocations,
+            "project_id": "p0", "user_id": "u0",
+            "consumer_generation": current["consumer_generation"],
+        });
+        let path = format!("/allocations/{consumer}");
+        self.call(reqwest::Method::PUT, &path, Some(body)).await;
+    }
+
     /// A provider's usages by class.
     pub async fn usages(&self, provider: &str) -> Value {
         let path = format!("/resource_providers/{provider}/usages");
