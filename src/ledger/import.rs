@@ -224,36 +224,35 @@ impl Ledger {
                     // reports). The held source is that same allocation: it goes, or the
                     // host would hold the instance twice (`moves`).
                     let key = super::moves::held_key(&stored.instance_uuid);
-                    let held: Vec<String> = sqlx::query_scalar(
+                    // One row at most: the key is the instance's own.
+                    let held: Option<String> = sqlx::query_scalar(
                         "SELECT resources FROM allocations WHERE instance_uuid = $1 \
                          AND host_id = $2",
                     )
                     .bind(&key)
                     .bind(host.0)
-                    .fetch_all(&mut *tx)
+                    .fetch_optional(&mut *tx)
                     .await?;
-                    for json in held {
-                        if super::claims::parse_resources(&json)? != *demand {
-                            continue;
+                    if let Some(json) = held {
+                        if super::claims::parse_resources(&json)? == *demand {
+                            sqlx::query("DELETE FROM allocations WHERE instance_uuid = $1")
+                                .bind(&key)
+                                .execute(&mut *tx)
+                                .await?;
+                            sqlx::query(<Db as super::dialect::Dialect>::ADD_USAGE)
+                                .bind(host.0)
+                                .bind(&json)
+                                .bind(-1i64)
+                                .execute(&mut *tx)
+                                .await?;
+                            sqlx::query(
+                                "UPDATE allocations SET instance = TRUE, confirmed = TRUE \
+                                 WHERE instance_uuid = $1",
+                            )
+                            .bind(&stored.instance_uuid)
+                            .execute(&mut *tx)
+                            .await?;
                         }
-                        sqlx::query("DELETE FROM allocations WHERE instance_uuid = $1")
-                            .bind(&key)
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(<Db as super::dialect::Dialect>::ADD_USAGE)
-                            .bind(host.0)
-                            .bind(&json)
-                            .bind(-1i64)
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(
-                            "UPDATE allocations SET instance = TRUE, confirmed = TRUE \
-                             WHERE instance_uuid = $1",
-                        )
-                        .bind(&stored.instance_uuid)
-                        .execute(&mut *tx)
-                        .await?;
-                        break;
                     }
                 }
             }

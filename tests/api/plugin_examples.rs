@@ -5,8 +5,8 @@
 //! tenant off hosts in maintenance, is `plugins.rs`'
 //! `a_select_plugin_forbidding_a_trait_keeps_the_tenant_off_hosts_with_it`.
 
+use super::helpers::hosts_of;
 use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
-use super::plugins::hosts_of;
 use crate::plugin_server::{plugin, PluginServer, GPU_TRAIT};
 use parasol::configuration::BackendKind;
 use parasol::plugins::{PluginEvent, PluginSpec};

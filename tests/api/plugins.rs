@@ -3,8 +3,7 @@
 //! failing plugin is skipped when ignorable and otherwise ends the call with NoValidHost naming
 //! it, nothing stays claimed after a denial, and every call is counted per plugin.
 
-pub(super) use super::helpers::hosts_of;
-use super::helpers::{flavor, host_state_event, settings, spawn_with, TestApp};
+use super::helpers::{flavor, host_state_event, hosts_of, settings, spawn_with, TestApp};
 use crate::on_both_engines;
 use crate::plugin_server::{plugin, PluginServer, DENY_REASON, MAINTENANCE_TRAIT};
 use parasol::configuration::BackendKind;
