@@ -4,10 +4,10 @@
 //! fuel, grows past its memory, traps or answers what is not JSON fails as a webhook that
 //! errs — NoValidHost naming it, or skipped when ignorable — counted the same way.
 
-use super::helpers::flavor;
+use super::helpers::{flavor, hosts_of};
 use super::plugin_examples;
 use super::plugins::{
-    app_with, figures, hosts_of, nothing_claimed, tenant_x_is_kept_off_hosts_in_maintenance,
+    app_with, figures, nothing_claimed, tenant_x_is_kept_off_hosts_in_maintenance,
 };
 use crate::plugin_server::{wasm_module, wasm_plugin, GPU_TRAIT};
 use parasol::plugins::{PluginEvent, PluginSettings, PluginSpec};
