@@ -1,10 +1,10 @@
 //! What one `filter` plugin adds to a decision (docs/plugins.md §8), in process on the same
 //! `Scheduler` the service runs: no plugin; one WebAssembly filter (feature `wasm-plugins`)
-//! that answers at once (`pass`: the transport's cost: the request built and encoded, a fresh
-//! instance, the answer read) or reads the whole request first (`scan`, tests/wasm/
-//! scan_filter.wat); one webhook filter on loopback, a keep-alive HTTP/1.1 server in a thread of
-//! its own answering `{}`. Each plugin sees K candidates. CPU is the process' less the webhook
-//! server's thread: what the service spends.
+//! that answers at once (`pass`: the transport's cost: the request built and encoded, copied
+//! into an instance put back as instantiated, the answer read) or reads the whole request
+//! first (`scan`, tests/wasm/scan_filter.wat); one webhook filter on loopback, a keep-alive
+//! HTTP/1.1 server in a thread of its own answering `{}`. Each plugin sees K candidates. CPU is
+//! the process' less the webhook server's thread: what the service spends.
 //!
 //! `cargo run --profile perf -p openstack-bench --features wasm-plugins --example bench_plugins -- --hosts 10000 --candidates 64`
 

@@ -13,7 +13,7 @@
 //! - `wire`: what a plugin is sent and answers, and the checks on an answer.
 //! - `http`: the webhook transport (bearer token, CA bundle, the caller's project and user).
 //! - `wasm`: the in-process transport, a WebAssembly module run by wasmi (cargo feature
-//!   `wasm-plugins`).
+//!   `wasm-plugins`); `wasm_reset`: whether its instance can be kept and put back between calls.
 //! - `breaker`: each plugin's circuit breaker, on the injected clock.
 //! - `plugin`: one plugin of a chain, and how each of its calls is counted.
 //! - `chain`: [`Chains`], the chains of one configuration, and how a call walks them.
@@ -25,6 +25,8 @@ mod plugin;
 mod settings;
 #[cfg(feature = "wasm-plugins")]
 mod wasm;
+#[cfg(feature = "wasm-plugins")]
+mod wasm_reset;
 mod wire;
 
 pub use breaker::{Admit, Breaker};

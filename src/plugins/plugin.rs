@@ -38,7 +38,7 @@ impl Hook {
     }
 
     /// Where the plugin is, for `/v1/stats`: `url` (without credentials), `bearer_token`,
-    /// or `module`, `fuel`, `memory_pages`.
+    /// or `module`, `fuel`, `memory_pages`, `instances`.
     pub(super) fn describe(&self) -> serde_json::Map<String, Value> {
         let mut out = serde_json::Map::new();
         match self {
@@ -54,6 +54,7 @@ impl Hook {
                 out.insert("module".into(), hook.path().into());
                 out.insert("fuel".into(), hook.fuel().into());
                 out.insert("memory_pages".into(), hook.memory_pages().into());
+                out.insert("instances".into(), hook.instances().into());
             }
         }
         out

@@ -25,6 +25,7 @@ async fn a_wasm_select_plugin_keeps_tenant_x_off_hosts_in_maintenance() {
     let chain = &app.get_json("/v1/stats").await["plugin_chains"]["select"][0];
     assert_eq!(chain["transport"], "wasm", "{chain}");
     assert_eq!(chain["module"], module.display().to_string(), "{chain}");
+    assert_eq!(chain["instances"], "kept and reset", "{chain}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

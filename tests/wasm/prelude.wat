@@ -15,7 +15,8 @@
   (data (i32.const 224) "\"CUSTOM_GPU_FAMILY\"") ;; 19 bytes
   (data (i32.const 256) "not json") ;; 8 bytes
   (data (i32.const 288) "{}") ;; 2 bytes
-  ;; Allocations start past the strings and are never freed: each call is a fresh instance.
+  ;; Allocations start past the strings and are never freed: each call starts from the instance
+  ;; as instantiated (docs/plugins.md §8), $heap at 4096 again.
   (global $heap (mut i32) (i32.const 4096))
 
   (func $alloc (export "alloc") (param $len i32) (result i32)
