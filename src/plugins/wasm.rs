@@ -5,9 +5,9 @@
 //! instruction) and at most `memory_pages` pages of 64 KiB; the module imports nothing, so it
 //! cannot reach a file, a socket or a clock.
 //!
-//! An instance is kept after a call that answered and put back as it was — its memory copied
-//! back from a copy taken after instantiation, its mutable globals set to their first values
-//! (`wasm_reset`) — so a call does not create, map and zero a new one. A module that grew its
+//! An instance is kept after a call that answered and put back as it was — its memory
+//! rewritten from an image taken after instantiation, its mutable globals set to their first
+//! values (`wasm_reset`), its fuel refilled — so a call does not create, map and zero a new one. A module that grew its
 //! memory or failed loses its instance; one whose state a reset cannot put back (it changes a
 //! table, drops a segment, has two memories) gets a fresh instance for each call.
 //!
