@@ -611,9 +611,19 @@ async fn parasol_after_first_sync(
     placement: &PlacementServer,
     hosts: usize,
 ) -> (Parasol, tempfile::TempDir) {
+    parasol_syncing_every(placement, hosts, 3600.0).await
+}
+
+/// Parasol on a ledger of its own syncing with Placement every `sync_interval_s`, once the
+/// first sync has loaded `hosts` hosts.
+async fn parasol_syncing_every(
+    placement: &PlacementServer,
+    hosts: usize,
+    sync_interval_s: f64,
+) -> (Parasol, tempfile::TempDir) {
     let db = tempfile::tempdir().expect("temp dir");
     let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    let parasol = Parasol::start(placement, &ledger_url, 3600.0).await;
+    let parasol = Parasol::start(placement, &ledger_url, sync_interval_s).await;
     eventually("the first sync", || async {
         parasol.used().await.len() == hosts
     })
@@ -755,13 +765,7 @@ async fn a_multi_create_that_cannot_place_every_instance_removes_its_claims_in_p
     let mut placement = PlacementServer::start().await;
     placement.provider("one", P1, room(2, 8192), &[], &[]).await;
     placement.provider("two", P2, room(2, 8192), &[], &[]).await;
-    let db = tempfile::tempdir().expect("temp dir");
-    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
-    eventually("the first sync", || async {
-        parasol.used().await.len() == 2
-    })
-    .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 2).await;
     let uuids = [instance(1), instance(2), instance(3)];
     let specs = specs(vec![
         json!({"instance_uuids": uuids, "num_instances": 3, "vcpus": 2, "memory_mb": 512, "root_gb": 1}),
@@ -822,13 +826,7 @@ async fn an_affinity_multi_create_one_at_a_time_refuses_is_claimed_whole_in_plac
         json!({"VCPU": {"total": 16}, "MEMORY_MB": {"total": 32768}, "DISK_GB": {"total": 200}});
     placement.provider("big", P1, big, &[], &[]).await;
     placement.provider("roomy", P2, roomy, &[], &[]).await;
-    let db = tempfile::tempdir().expect("temp dir");
-    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    let parasol = Parasol::start(&placement, &ledger_url, 3600.0).await;
-    eventually("the first sync", || async {
-        parasol.used().await.len() == 2
-    })
-    .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 2).await;
     let group = |n: u32| json!({"uuid": format!("6a000000-0000-4000-8000-00000000000{n}"), "policy": "affinity"});
     let first: Vec<String> = (1..=10).map(instance).collect();
     let second: Vec<String> = (11..=20).map(instance).collect();
@@ -1491,13 +1489,7 @@ async fn a_move_nova_undoes(resize: bool) {
     let placement = PlacementServer::start().await;
     placement.provider("a", P1, room(4, 8192), &[], &[]).await;
     placement.provider("b", P2, room(4, 8192), &[], &[]).await;
-    let db = tempfile::tempdir().expect("temp dir");
-    let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    let parasol = Parasol::start(&placement, &ledger_url, 0.2).await;
-    eventually("the first sync", || async {
-        parasol.used().await.len() == 2
-    })
-    .await;
+    let (parasol, _db) = parasol_syncing_every(&placement, 2, 0.2).await;
     let x = instance(1);
     let moved = if resize {
         json!({"instance_uuids": [x], "vcpus": 2, "memory_mb": 1024, "root_gb": 2,

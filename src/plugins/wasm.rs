@@ -69,7 +69,6 @@ struct Instance {
 /// An instance's state just after instantiation.
 struct First {
     memory: Image,
-    pages: u64,
     globals: Vec<(Global, Val)>,
 }
 
@@ -133,9 +132,7 @@ impl Instance {
         let Some(first) = &self.first else {
             return false;
         };
-        if self.memory.size(&self.store) != first.pages
-            || self.memory.data(&self.store).len() != first.memory.len
-        {
+        if self.memory.data(&self.store).len() != first.memory.len {
             return false;
         }
         first.memory.restore(self.memory.data_mut(&mut self.store));
@@ -160,8 +157,25 @@ impl WasmHook {
         config.consume_fuel(true);
         config.compilation_mode(CompilationMode::Eager);
         let engine = Engine::new(&config);
-        let mut module = Module::new(&engine, &bytes)
-            .map_err(|e| format!("{path:?} is not a valid WebAssembly module: {e}"))?;
+        let compile = |bytes: &[u8]| {
+            Module::new(&engine, bytes)
+                .map_err(|e| format!("{path:?} is not a valid WebAssembly module: {e}"))
+        };
+        // Compiled once: with an export for each mutable global when its instances can be
+        // reset, else as it is (and as it is, too, for the error naming what is wrong with it).
+        let (module, reset) = match resettable(&bytes) {
+            Ok(resettable) => match Module::new(&engine, &resettable.bytes) {
+                Ok(module) => (module, Ok(resettable.globals.into())),
+                Err(_) => (
+                    compile(&bytes)?,
+                    Err("a fresh instance for each call: its globals cannot be exported".into()),
+                ),
+            },
+            Err(why) => (
+                compile(&bytes)?,
+                Err(format!("a fresh instance for each call: {why}")),
+            ),
+        };
         if let Some(import) = module.imports().next() {
             return Err(format!(
                 "{path:?} imports {}::{}: a plugin module may import nothing",
@@ -169,15 +183,6 @@ impl WasmHook {
                 import.name()
             ));
         }
-        let reset = match resettable(&bytes) {
-            Ok(resettable) => {
-                module = Module::new(&engine, &resettable.bytes).map_err(|e| {
-                    format!("{path:?} with its globals exported is not a valid module: {e}")
-                })?;
-                Ok(resettable.globals.into())
-            }
-            Err(why) => Err(format!("a fresh instance for each call: {why}")),
-        };
         let hook = WasmHook {
             engine,
             module,
@@ -247,7 +252,6 @@ impl WasmHook {
         let first = match &self.reset {
             Ok(names) => Some(First {
                 memory: Image::of(memory.data(&store)),
-                pages: memory.size(&store),
                 globals: names
                     .iter()
                     .map(|name| {

@@ -23,7 +23,8 @@ pub struct Resettable {
     pub globals: Vec<String>,
 }
 
-/// `bytes` (a module already validated by wasmi) made resettable, or why it cannot be.
+/// `bytes` made resettable, or why it cannot be (a module that does not parse is one that
+/// cannot; its compilation then says what is wrong with it).
 pub fn resettable(bytes: &[u8]) -> Result<Resettable, String> {
     let mut memories = 0;
     let mut mutable = Vec::new();
