@@ -105,10 +105,11 @@ impl HostSource {
                 cache.refresh_copy(deps, cache_epoch, snapshot, counts);
                 let Snapshot { hosts, rows, index } = &*snapshot;
                 let view = ScanView::new(hosts, rows);
-                let (walked, scanned) = (sorted.walked, sorted.scanned);
+                let (walked, scanned, skipped) = (sorted.walked, sorted.scanned, sorted.skipped);
                 let answer = policy.rank_sorted(view, index, sorted, args, rng, ranked);
                 counts.sorted_walks += sorted.walked - walked;
                 counts.sorted_scans += sorted.scanned - scanned;
+                counts.sorted_skips += sorted.skipped - skipped;
                 answer?;
                 Ok(ranked.iter().map(|&i| hosts[i].clone()).collect())
             }

@@ -12,7 +12,9 @@
 //!   `parasol_avoidable_declines_total{backend}`: the papers' attempts and declines, by cause.
 //! - `parasol_queries_total{backend}`: host states read.
 //! - `parasol_sorted_walks_total{backend}`, `parasol_sorted_scans_total{backend}`: rankings of
-//!   a snapshot answered by the sorted walk, and by reading every host.
+//!   a snapshot answered by the sorted walk, and by reading every host;
+//!   `parasol_sorted_walks_skipped_total{backend}`: of the scans, those that did not try the
+//!   walk because walks had been giving up.
 //! - `parasol_batch_rounds_total{backend}`, `parasol_batch_size{backend}`,
 //!   `parasol_batch_solve_duration_seconds{backend}`, `parasol_batch_unscheduled_total{backend}`,
 //!   `parasol_batch_fallbacks_total{backend,reason}`: batch placement (`[batch]`).
@@ -88,6 +90,7 @@ pub struct Metrics {
     queries: Family<BackendLabel, Counter>,
     sorted_walks: Family<BackendLabel, Counter>,
     sorted_scans: Family<BackendLabel, Counter>,
+    sorted_walks_skipped: Family<BackendLabel, Counter>,
     batch_rounds: Family<BackendLabel, Counter>,
     batch_size: Histograms<BackendLabel>,
     batch_solve: Histograms<BackendLabel>,
@@ -141,6 +144,7 @@ impl Default for Metrics {
             queries: Family::default(),
             sorted_walks: Family::default(),
             sorted_scans: Family::default(),
+            sorted_walks_skipped: Family::default(),
             batch_rounds: Family::default(),
             batch_size: Family::new_with_constructor(size_histogram),
             batch_solve: Family::new_with_constructor(latency_histogram),
@@ -175,6 +179,13 @@ impl Metrics {
         self.register("sorted_walks", help, self.sorted_walks.clone());
         let help = "Snapshot rankings that read every host";
         self.register("sorted_scans", help, self.sorted_scans.clone());
+        let help = "Snapshot rankings that read every host without trying the sorted walk, \
+                    because walks had been giving up";
+        self.register(
+            "sorted_walks_skipped",
+            help,
+            self.sorted_walks_skipped.clone(),
+        );
     }
 
     /// Registers the series of scheduling, host state and notifications.
@@ -340,6 +351,7 @@ pub(super) struct BackendMetrics {
     queries: Counter,
     sorted_walks: Counter,
     sorted_scans: Counter,
+    sorted_walks_skipped: Counter,
     pub(super) placement_claim: Histogram,
     batch_rounds: Counter,
     batch_size: Histogram,
@@ -361,6 +373,7 @@ impl BackendMetrics {
         self.queries.inc_by(d.queries);
         self.sorted_walks.inc_by(d.sorted_walks);
         self.sorted_scans.inc_by(d.sorted_scans);
+        self.sorted_walks_skipped.inc_by(d.sorted_skips);
         if let Some(us) = latency_us {
             let result = if d.errors > 0 {
                 2
@@ -430,6 +443,7 @@ impl Metrics {
             queries: get(&self.queries, &b),
             sorted_walks: get(&self.sorted_walks, &b),
             sorted_scans: get(&self.sorted_scans, &b),
+            sorted_walks_skipped: get(&self.sorted_walks_skipped, &b),
             placement_claim: self.placement_claim_seconds.clone(),
             batch_rounds: get(&self.batch_rounds, &b),
             batch_size: get(&self.batch_size, &b),

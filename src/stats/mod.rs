@@ -85,6 +85,8 @@ pub struct Counts {
     /// could not prove the top k within its budget, or the policy is not one it walks).
     pub sorted_walks: u64,
     pub sorted_scans: u64,
+    /// Of `sorted_scans`, those that did not try the walk: walks had been giving up.
+    pub sorted_skips: u64,
     /// Time spent in ledger claims, in microseconds (to split decide from claim latency).
     #[serde(skip)]
     pub claim_us: u64,
@@ -131,6 +133,7 @@ impl Counts {
         self.queries += o.queries;
         self.sorted_walks += o.sorted_walks;
         self.sorted_scans += o.sorted_scans;
+        self.sorted_skips += o.sorted_skips;
         self.claim_us += o.claim_us;
     }
 }
@@ -306,7 +309,11 @@ fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
     m.insert("queries_per_request".into(), json!(c.queries_per_request()));
     m.insert(
         "ranked_by".into(),
-        json!({"sorted_walk": c.sorted_walks, "scan": c.sorted_scans}),
+        json!({
+            "sorted_walk": c.sorted_walks,
+            "scan": c.sorted_scans,
+            "scan_without_walk": c.sorted_skips,
+        }),
     );
     m.insert("latency_ms".into(), percentiles(h));
     m

@@ -133,6 +133,9 @@ async fn metrics_follow_prometheus_conventions_and_declines_by_cause(engine: &st
     assert_eq!(value(&m, "parasol_sorted_walks_total", &[b]), 0.0);
     assert_eq!(after["ranked_by"]["scan"], scans as u64);
     assert_eq!(after["ranked_by"]["sorted_walk"], 0);
+    // Not a walk that gave up: no walk was tried, and none is skipped.
+    assert_eq!(after["ranked_by"]["scan_without_walk"], 0);
+    assert_eq!(value(&m, "parasol_sorted_walks_skipped_total", &[b]), 0.0);
     for (result, want) in [("scheduled", 1.0), ("unschedulable", 1.0)] {
         assert_eq!(
             observations(
@@ -200,7 +203,11 @@ async fn snapshot_rankings_say_whether_the_sorted_walk_answered(engine: &str) {
     let b = ("backend", "caching");
     assert_eq!(value(&m, "parasol_sorted_walks_total", &[b]), 1.0);
     assert_eq!(value(&m, "parasol_sorted_scans_total", &[b]), 0.0);
-    assert_eq!(stats["ranked_by"], json!({"sorted_walk": 1, "scan": 0}));
+    assert_eq!(value(&m, "parasol_sorted_walks_skipped_total", &[b]), 0.0);
+    assert_eq!(
+        stats["ranked_by"],
+        json!({"sorted_walk": 1, "scan": 0, "scan_without_walk": 0})
+    );
 }
 on_both_engines!(
     snapshot_rankings_say_whether_the_sorted_walk_answered,
