@@ -171,14 +171,18 @@ pub fn table(runs: &[RunResult]) -> String {
              {:.4} s of service CPU (all the service did in that window, its backend's rounds, \
              refreshes and sweeps included: an upper bound of ingestion's cost); decisions alone = the run's service CPU less its {} \
              heartbeats at that cost (each decision's claim and build confirmation stay in it); \
-             the driver and its emulated hosts used {:.0} µs of CPU per decision",
+             the driver and its emulated hosts used {:.0} µs of CPU per decision; of the \
+             service's CPU over the run {:.0} % was in the kernel, and its threads switched {:.2} \
+             times per decision",
             r.label,
             i.settle_s,
             i.events,
             i.window_s,
             i.cpu_s,
             r.heartbeats_during_run,
-            r.driver_cpu_us_per_decision
+            r.driver_cpu_us_per_decision,
+            100.0 * r.service_system_cpu_s / r.service_cpu_s.max(f64::MIN_POSITIVE),
+            r.service_context_switches_per_decision
         );
         if let Some(late) = &r.driver.release_late_ms {
             let _ = write!(

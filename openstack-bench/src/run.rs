@@ -64,6 +64,10 @@ pub struct RunResult {
     /// notifications were applied (`/proc/<pid>/stat`), and that per decision in µs.
     pub service_cpu_s: f64,
     pub service_cpu_us_per_decision: f64,
+    /// Of `service_cpu_s`, the part in system (kernel) mode, and the context switches of the
+    /// service's threads over the same span, per decision.
+    pub service_system_cpu_s: f64,
+    pub service_context_switches_per_decision: f64,
     /// The service's CPU per host-state heartbeat applied, measured before the requests with
     /// the heartbeats alone (see [`Ingestion`]).
     pub ingestion: Ingestion,
@@ -296,6 +300,7 @@ pub async fn run_one(
         },
     };
     let cpu_before = service.cpu_seconds()?;
+    let split_before = service.cpu_split()?;
     let own_before = process_cpu_seconds(std::process::id())?;
     let beats_before = fleet.counters.heartbeats.load(Ordering::Relaxed);
     let qos_before = (
@@ -324,6 +329,8 @@ pub async fn run_one(
     .await;
     let unhandled_at_end = target.saturating_sub(drained);
     let service_cpu_s = service.cpu_seconds()? - cpu_before;
+    let split = service.cpu_split()? - split_before;
+    let switches_per_decision = split.context_switches as f64 / result.issued.max(1) as f64;
     let service_cpu_us_per_decision = 1e6 * service_cpu_s / (result.issued.max(1) as f64);
     let heartbeats_during_run = counters.heartbeats.load(Ordering::Relaxed) - beats_before;
     let beats_cpu_s = if ingestion.cpu_us_per_event.is_finite() {
@@ -365,6 +372,8 @@ pub async fn run_one(
         unhandled_at_end,
         service_cpu_s,
         service_cpu_us_per_decision,
+        service_system_cpu_s: split.system_s,
+        service_context_switches_per_decision: switches_per_decision,
         ingestion,
         heartbeats_during_run,
         decision_cpu_us_per_decision,

@@ -195,6 +195,11 @@ impl Service {
         process_cpu_seconds(self.child.id())
     }
 
+    /// Its CPU so far split into user and system time, and its threads' context switches.
+    pub fn cpu_split(&self) -> anyhow::Result<CpuSplit> {
+        process_cpu_split(self.child.id())
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -338,6 +343,55 @@ pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     parse_cpu_seconds(&stat, clock_ticks_per_second())
 }
 
+/// A process' CPU seconds in user and in system (kernel) mode, and the context switches of
+/// its threads (voluntary and not): where a difference in CPU between two builds that run the
+/// same instructions goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuSplit {
+    pub user_s: f64,
+    pub system_s: f64,
+    pub context_switches: u64,
+}
+
+impl std::ops::Sub for CpuSplit {
+    type Output = CpuSplit;
+    fn sub(self, o: CpuSplit) -> CpuSplit {
+        CpuSplit {
+            user_s: self.user_s - o.user_s,
+            system_s: self.system_s - o.system_s,
+            context_switches: self.context_switches.saturating_sub(o.context_switches),
+        }
+    }
+}
+
+/// [`CpuSplit`] of process `pid`: `/proc/<pid>/stat`, and each `/proc/<pid>/task/*/status`
+/// (a thread that has exited no longer counts its switches).
+pub fn process_cpu_split(pid: u32) -> anyhow::Result<CpuSplit> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    let (user_s, system_s) = parse_cpu_times(&stat, clock_ticks_per_second())?;
+    let mut context_switches = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
+        if let Ok(status) = std::fs::read_to_string(task.path().join("status")) {
+            context_switches += parse_context_switches(&status);
+        }
+    }
+    Ok(CpuSplit {
+        user_s,
+        system_s,
+        context_switches,
+    })
+}
+
+/// `voluntary_ctxt_switches` + `nonvoluntary_ctxt_switches` of a `/proc/.../status` text.
+fn parse_context_switches(status: &str) -> u64 {
+    status
+        .lines()
+        .filter(|l| l.contains("ctxt_switches:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf only reads a constant of the system.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -348,9 +402,15 @@ fn clock_ticks_per_second() -> f64 {
     }
 }
 
-/// utime + stime of one `/proc/<pid>/stat` line. The command name (field 2) may hold spaces
-/// and parentheses, so fields are counted after its last `)`.
+/// utime + stime of one `/proc/<pid>/stat` line.
 fn parse_cpu_seconds(stat: &str, ticks_per_s: f64) -> anyhow::Result<f64> {
+    let (user, system) = parse_cpu_times(stat, ticks_per_s)?;
+    Ok(user + system)
+}
+
+/// (utime, stime) in seconds of one `/proc/<pid>/stat` line. The command name (field 2) may
+/// hold spaces and parentheses, so fields are counted after its last `)`.
+fn parse_cpu_times(stat: &str, ticks_per_s: f64) -> anyhow::Result<(f64, f64)> {
     let rest = stat
         .rsplit_once(')')
         .map(|(_, rest)| rest)
@@ -364,7 +424,7 @@ fn parse_cpu_seconds(stat: &str, ticks_per_s: f64) -> anyhow::Result<f64> {
             .parse::<f64>()
             .context("non-numeric /proc stat field")
     };
-    Ok((field(11)? + field(12)?) / ticks_per_s)
+    Ok((field(11)? / ticks_per_s, field(12)? / ticks_per_s))
 }
 
 #[cfg(test)]
@@ -449,7 +509,27 @@ mod tests {
         let line =
             "4242 (parasol (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 9 0 1 0 0";
         assert_eq!(parse_cpu_seconds(line, 100.0).unwrap(), 3.0);
+        assert_eq!(parse_cpu_times(line, 100.0).unwrap(), (2.5, 0.5));
         assert!(parse_cpu_seconds("4242 parasol S", 100.0).is_err());
+    }
+
+    #[test]
+    fn context_switches_are_the_voluntary_and_the_involuntary_summed() {
+        let status =
+            "Name:\tparasol\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(parse_context_switches(status), 127);
+        assert_eq!(parse_context_switches("Name:\tparasol\n"), 0);
+    }
+
+    /// This process' own split: some user time spent, and switches counted over its threads.
+    #[test]
+    fn this_process_splits_its_cpu_into_user_and_system() {
+        let spin = (0..2_000_000u64).fold(0u64, |a, b| a.wrapping_add(b * b));
+        assert!(spin > 0);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let s = process_cpu_split(std::process::id()).unwrap();
+        assert!(s.user_s > 0.0 && s.system_s >= 0.0, "{s:?}");
+        assert!(s.context_switches > 0, "{s:?}");
     }
 
     #[test]
