@@ -299,8 +299,7 @@ pub async fn run_one(
             base: service.base.clone(),
         },
     };
-    let cpu_before = service.cpu_seconds()?;
-    let split_before = service.cpu_split()?;
+    let cpu_before = service.cpu_split()?;
     let own_before = process_cpu_seconds(std::process::id())?;
     let beats_before = fleet.counters.heartbeats.load(Ordering::Relaxed);
     let qos_before = (
@@ -328,8 +327,8 @@ pub async fn run_one(
     )
     .await;
     let unhandled_at_end = target.saturating_sub(drained);
-    let service_cpu_s = service.cpu_seconds()? - cpu_before;
-    let split = service.cpu_split()? - split_before;
+    let split = service.cpu_split()? - cpu_before;
+    let service_cpu_s = split.user_s + split.system_s;
     let switches_per_decision = split.context_switches as f64 / result.issued.max(1) as f64;
     let service_cpu_us_per_decision = 1e6 * service_cpu_s / (result.issued.max(1) as f64);
     let heartbeats_during_run = counters.heartbeats.load(Ordering::Relaxed) - beats_before;

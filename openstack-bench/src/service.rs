@@ -191,10 +191,6 @@ impl Service {
     /// CPU seconds (user + system) the service process has used so far, from
     /// `/proc/<pid>/stat` (fields 14 and 15, in clock ticks): the service's own cost, whatever
     /// else shares the machine.
-    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        process_cpu_seconds(self.child.id())
-    }
-
     /// Its CPU so far split into user and system time, and its threads' context switches.
     pub fn cpu_split(&self) -> anyhow::Result<CpuSplit> {
         process_cpu_split(self.child.id())
@@ -338,9 +334,13 @@ pub fn threads_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
 
 /// User + system CPU seconds of process `pid` (Linux `/proc/<pid>/stat`).
 pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    parse_cpu_seconds(&stat, clock_ticks_per_second())
+    parse_cpu_seconds(&proc_stat(pid)?, clock_ticks_per_second())
+}
+
+/// The `/proc/<pid>/stat` line of process `pid`.
+fn proc_stat(pid: u32) -> anyhow::Result<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))
 }
 
 /// A process' CPU seconds in user and in system (kernel) mode, and the context switches of
@@ -367,9 +367,7 @@ impl std::ops::Sub for CpuSplit {
 /// [`CpuSplit`] of process `pid`: `/proc/<pid>/stat`, and each `/proc/<pid>/task/*/status`
 /// (a thread that has exited no longer counts its switches).
 pub fn process_cpu_split(pid: u32) -> anyhow::Result<CpuSplit> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    let (user_s, system_s) = parse_cpu_times(&stat, clock_ticks_per_second())?;
+    let (user_s, system_s) = parse_cpu_times(&proc_stat(pid)?, clock_ticks_per_second())?;
     let mut context_switches = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
         if let Ok(status) = std::fs::read_to_string(task.path().join("status")) {

@@ -109,7 +109,7 @@ impl HostSource {
                 let answer = policy.rank_sorted(view, index, sorted, args, rng, ranked);
                 counts.sorted_walks += sorted.walked - walked;
                 counts.sorted_scans += sorted.scanned - scanned;
-                counts.sorted_skips += sorted.skipped - skipped;
+                counts.sorted_walks_skipped += sorted.skipped - skipped;
                 answer?;
                 Ok(ranked.iter().map(|&i| hosts[i].clone()).collect())
             }

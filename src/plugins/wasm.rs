@@ -7,9 +7,10 @@
 //!
 //! An instance is kept after a call that answered and put back as it was — its memory
 //! rewritten from an image taken after instantiation, its mutable globals set to their first
-//! values (`wasm_reset`), its fuel refilled — so a call does not create, map and zero a new one. A module that grew its
-//! memory or failed loses its instance; one whose state a reset cannot put back (it changes a
-//! table, drops a segment, has two memories) gets a fresh instance for each call.
+//! values (`wasm_reset`), its fuel refilled — so a call does not create, map and zero a new
+//! one. A module that grew its memory or failed loses its instance; one whose state a reset
+//! cannot put back (it changes a table, drops a segment, has two memories) gets a fresh
+//! instance for each call.
 //!
 //! The ABI: the module exports `memory`, `alloc(len: i32) -> i32` (where Parasol writes the
 //! request) and one function named after the event (`select`, `filter`, `weigh`, `claimed`,
@@ -164,7 +165,7 @@ impl WasmHook {
         // Compiled once: with an export for each mutable global when its instances can be
         // reset, else as it is (and as it is, too, for the error naming what is wrong with it).
         let (module, reset) = match resettable(&bytes) {
-            Ok(resettable) => match Module::new(&engine, &resettable.bytes) {
+            Ok(resettable) => match compile(&resettable.bytes) {
                 Ok(module) => (module, Ok(resettable.globals.into())),
                 Err(_) => (
                     compile(&bytes)?,

@@ -373,7 +373,7 @@ impl BackendMetrics {
         self.queries.inc_by(d.queries);
         self.sorted_walks.inc_by(d.sorted_walks);
         self.sorted_scans.inc_by(d.sorted_scans);
-        self.sorted_walks_skipped.inc_by(d.sorted_skips);
+        self.sorted_walks_skipped.inc_by(d.sorted_walks_skipped);
         if let Some(us) = latency_us {
             let result = if d.errors > 0 {
                 2

@@ -86,7 +86,7 @@ pub struct Counts {
     pub sorted_walks: u64,
     pub sorted_scans: u64,
     /// Of `sorted_scans`, those that did not try the walk: walks had been giving up.
-    pub sorted_skips: u64,
+    pub sorted_walks_skipped: u64,
     /// Time spent in ledger claims, in microseconds (to split decide from claim latency).
     #[serde(skip)]
     pub claim_us: u64,
@@ -133,7 +133,7 @@ impl Counts {
         self.queries += o.queries;
         self.sorted_walks += o.sorted_walks;
         self.sorted_scans += o.sorted_scans;
-        self.sorted_skips += o.sorted_skips;
+        self.sorted_walks_skipped += o.sorted_walks_skipped;
         self.claim_us += o.claim_us;
     }
 }
@@ -312,7 +312,7 @@ fn counts_json(c: &Counts, h: &Histogram<u64>) -> Map<String, Value> {
         json!({
             "sorted_walk": c.sorted_walks,
             "scan": c.sorted_scans,
-            "scan_without_walk": c.sorted_skips,
+            "scan_without_walk": c.sorted_walks_skipped,
         }),
     );
     m.insert("latency_ms".into(), percentiles(h));

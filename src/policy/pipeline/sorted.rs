@@ -446,7 +446,6 @@ impl SortedScratch {
         }
         self.stamp += 1;
         self.best.clear();
-        self.evaluated = 0;
     }
 
     #[inline]
@@ -636,6 +635,7 @@ impl Policy {
     ) -> bool {
         let ScanView { hosts, rows } = view;
         let n = rows.len();
+        // Zero before any early return: the gate reads it after every walk.
         scratch.evaluated = 0;
         if n == 0 || hosts.len() != n || index.len() != n || self.tie_break != TieBreak::HostOrder {
             return false;
