@@ -4,7 +4,7 @@ Nova's `RPCFixture` puts every service on oslo.messaging's in-memory `fake:/` dr
 cell mappings on `fake://nowhere/`. `RabbitRPCFixture` replaces it: the same services, clients
 and cells, on oslo.messaging's rabbit driver in this worker's own vhost. As Nova's fixture
 collapses every cell's transport onto one bus, every transport URL here is the worker's vhost
-(in one process with one CONF, cell2's computes cannot listen on another broker). Three
+(in one process with one CONF, cell2's computes cannot listen on another broker). Four
 differences a real broker makes, each handled here:
 
 - `CheatingSerializer` puts the cell's database and transport objects into the RPC context;
@@ -15,6 +15,9 @@ differences a real broker makes, each handled here:
   it is capped at `POLL_CAP_S`.
 - Nova's queue names are fixed and outlive a test on a broker: the queues a test declared
   are deleted when it ends, as the fake driver's exchanges were reset.
+- A remote exception comes back as a subclass named `<Name>_Remote` whose text carries the
+  remote traceback (the fake driver passes the object itself); tests assert the class's name
+  and the text, so it is put back in the class that was raised.
 
 Versioned notifications still reach `FakeVersionedNotifier` (the tests wait on it) and are
 also published with `messagingv2` on `versioned_notifications.info`, where an outside
@@ -31,6 +34,7 @@ import fixtures
 import oslo_messaging as messaging
 from oslo_messaging import conffixture as messaging_conffixture
 from oslo_messaging._drivers import amqpdriver, impl_rabbit
+from oslo_messaging._drivers import common as rpc_common
 from unittest import mock
 
 from nova import rpc
@@ -222,10 +226,29 @@ def _cells_on_the_broker(orig):
     return _setup_cells
 
 
+def _as_raised(deserialize):
+    """oslo.messaging re-raises a remote exception as a subclass named `<Name>_Remote` in
+    module `<module>_Remote` whose text carries the remote traceback; the fake driver hands
+    over the exception object itself. Tests assert the class's name (an API error's, a fault
+    notification's `exception`) and its text (`exception_message`), so the exception is put
+    back in the class that was raised."""
+    suffix = rpc_common._REMOTE_POSTFIX
+
+    def deserialize_remote_exception(data, allowed_remote_exmods):
+        failure = deserialize(data, allowed_remote_exmods)
+        remote = type(failure)
+        if remote.__name__.endswith(suffix) and remote.__module__.endswith(suffix):
+            failure.__class__ = remote.__mro__[1]
+        return failure
+    return deserialize_remote_exception
+
+
 def install(url):
     """Puts every Nova test of this process on the rabbit vhost `url`."""
     Broker.url = url
     amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MAX = POLL_CAP_S
+    rpc_common.deserialize_remote_exception = _as_raised(
+        rpc_common.deserialize_remote_exception)
     nova_fixtures.RPCFixture = RabbitRPCFixture
     nova_fixtures_nova.RPCFixture = RabbitRPCFixture
     cheat = nova_fixtures_nova.CheatingSerializer

@@ -69,18 +69,27 @@ class Recorder(testtools.TestResult):
 
 
 def _check_at_the_end(test):
-    """Runs the agreement check right after the test body, before its cleanups."""
-    name = test._testMethodName
-    body = getattr(test, name)
+    """Runs the agreement check right after the test body, before its cleanups.
 
-    def body_then_check(*args, **kwargs):
+    The body is wrapped in a subclass made for this test (same name and module, so the same
+    id), not on the instance: a `testscenarios` class runs copies of the test, one per
+    scenario, and a wrapper bound to this instance would run the body on it rather than on
+    the copy that `setUp` prepared."""
+    name = test._testMethodName
+    klass = type(test)
+    body = getattr(klass, name)
+
+    def body_then_check(self, *args, **kwargs):
         try:
-            return body(*args, **kwargs)
+            return body(self, *args, **kwargs)
         finally:
             from nova_functional import swap
             Current.record["agreement"] = agreement.check(
                 placement_tcp.Served.url, swap.parasol_url())
-    setattr(test, name, body_then_check)
+
+    checked = type(klass.__name__, (klass,), {name: body_then_check})
+    checked.__module__, checked.__qualname__ = klass.__module__, klass.__qualname__
+    test.__class__ = checked
 
 
 def _source_of(test):
