@@ -167,9 +167,7 @@ fn run_harness_with(selection: &[&str], expected: usize, env: &[(&str, &str)]) -
     let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     let out_dir = tempfile::tempdir().expect("a temporary directory");
     let out = out_dir.path().join("parasol.json");
-    let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
-    let run = Command::new(&python)
-        .current_dir(&tests_dir)
+    let run = harness_command(&tests_dir)
         .args(["-m", "nova_functional", "run", "--mode", "parasol"])
         .args(selection)
         .args(["--concurrency", "2", "--timeout", "120"])
@@ -244,4 +242,100 @@ fn an_agreement_without_the_parasol_pairs_is_not_counted_as_compared() {
     assert!(!parasol_pairs_compared(&nova_only));
     assert!(!parasol_pairs_compared(&skipped));
     assert!(parasol_pairs_compared(&all));
+}
+
+/// Issue 42's measure: `--suite widened` is every module of `nova.tests.functional` but `db`,
+/// `api_sample_tests` and the held-out `regressions`, `test_cold_migrate` and
+/// `test_json_filter`; `--sample N --seed S` takes every test of a module with at most N and N
+/// of a larger one, the same ones for the same seed and others for another; a pattern that
+/// selects a held-out test is refused without `--held-out`. Listed from the installed Nova.
+#[test]
+fn the_widened_suite_leaves_out_the_held_out_modules_and_samples_every_module_by_seed() {
+    let full = per_module(&list(&["--suite", "widened", "--by-module"]));
+    assert!(full.len() > 50, "modules of the widened set: {full:?}");
+    assert!(full.contains_key("nova.tests.functional.test_servers"));
+    for module in full.keys() {
+        for gone in [
+            "db",
+            "api_sample_tests",
+            "regressions",
+            "test_cold_migrate",
+            "test_json_filter",
+        ] {
+            let name = format!("nova.tests.functional.{gone}");
+            assert!(
+                *module != name && !module.starts_with(&format!("{name}.")),
+                "{module} is in the widened set"
+            );
+        }
+    }
+    let sampled = per_module(&list(&[
+        "--suite",
+        "widened",
+        "--sample",
+        "3",
+        "--by-module",
+    ]));
+    assert_eq!(sampled.len(), full.len(), "every module is sampled");
+    for (module, n) in &full {
+        assert_eq!(sampled[module], (*n).min(3), "{module}: {n} tests");
+    }
+    assert!(
+        full.values().any(|n| *n > 3),
+        "a module larger than the sample"
+    );
+    let ids = |seed: &str| list(&["--suite", "widened", "--sample", "3", "--seed", seed]);
+    let all = list(&["--suite", "widened"]);
+    let (one, again, two) = (ids("1"), ids("1"), ids("2"));
+    assert_eq!(one, again, "the same seed, the same sample");
+    assert_ne!(one, two, "another seed, another sample");
+    assert!(one.iter().all(|id| all.contains(id)));
+
+    let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let refused = harness_command(&tests_dir)
+        .args(["-m", "nova_functional", "list", "test_cold_migrate"])
+        .output()
+        .expect("python3 runs the harness");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a held-out module was listed");
+    assert!(said.contains("held-out"), "{said}");
+}
+
+/// The harness's Python, from `tests/`.
+fn harness_command(tests_dir: &Path) -> Command {
+    let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut command = Command::new(python);
+    command.current_dir(tests_dir);
+    command
+}
+
+/// The lines `python3 -m nova_functional list ARGS` prints.
+fn list(args: &[&str]) -> Vec<String> {
+    let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let done = harness_command(&tests_dir)
+        .args(["-m", "nova_functional", "list"])
+        .args(args)
+        .output()
+        .expect("python3 runs the harness");
+    assert!(
+        done.status.success(),
+        "list {args:?}: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    String::from_utf8_lossy(&done.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `list --by-module`'s counts by module (its last line, the total, left out).
+fn per_module(lines: &[String]) -> std::collections::BTreeMap<String, usize> {
+    lines
+        .iter()
+        .filter(|l| !l.contains(" tests in "))
+        .map(|l| {
+            let (n, module) = l.trim().split_once(' ').expect("`count module`");
+            (module.trim().to_owned(), n.parse().expect("a count"))
+        })
+        .collect()
 }

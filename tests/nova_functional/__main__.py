@@ -1,11 +1,12 @@
 """`python -m nova_functional` (from `tests/`, standard library only):
 
     run [--mode nova|parasol] [--concurrency N] [--parasol-bin PATH] [--out FILE] [--merge]
-        [--suite visible|fast] [PATTERN ...]
+        [--suite visible|fast|widened] [--sample N [--seed S]] [PATTERN ...]
                                       run tests (default: the visible set), write results JSON
     report [--nova FILE] [--parasol FILE] [--out FILE]
                                       write docs/nova-functional.md from the two results files
-    list [PATTERN ...]                print the test ids the patterns select
+    list [--suite S] [--sample N [--seed S]] [--by-module] [PATTERN ...]
+                                      print the test ids the patterns select
     venv                              build (once) and print the cached virtualenv
 
 A PATTERN is a test id, a module or class prefix, or a glob over ids, from the installed Nova;
@@ -23,7 +24,7 @@ from pathlib import Path
 from nova_functional import runner, suites, venv
 
 # Environment variables of the harness that change how Parasol runs (tests/nova_functional/README.md).
-RUN_SETTINGS = ("PARASOL_NF_BATCH_MODE", "PARASOL_NF_PLUGINS")
+RUN_SETTINGS = ("PARASOL_NF_BATCH_MODE", "PARASOL_NF_PLUGINS", "PARASOL_NF_SETTINGS")
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -37,10 +38,29 @@ def default_parasol_bin():
     return base / "release" / "parasol"
 
 
-def cmd_run(args):
+def select(args, python):
+    """The tests `run` and `list` take: the patterns or the suite, less what the suite
+    excludes, sampled if asked; a held-out test is refused unless `--held-out`."""
     patterns = args.patterns or suites.by_name(args.suite)
+    exclude = [] if args.patterns else suites.excluded_by(args.suite)
+    tests = runner.list_tests(python, patterns, exclude)
+    if args.sample:
+        tests = suites.stratified_sample(tests, args.sample, args.seed)
+    held = suites.held_out_hits(tests)
+    if held and not args.held_out:
+        raise SystemExit(f"nova_functional: {len(held)} of the selected tests (first "
+                         f"{held[0]}) are in issue 42's held-out modules "
+                         f"({', '.join(suites.HELD_OUT)}); pass --held-out to run them anyway")
+    return patterns, exclude, tests
+
+
+def cmd_run(args):
+    settings = os.environ.get("PARASOL_NF_SETTINGS", "")
+    if settings not in ("", "shipped"):
+        raise SystemExit(f"nova_functional: PARASOL_NF_SETTINGS={settings!r}: the only value is "
+                         f"'shipped' (Parasol's shipped intervals); unset, the harness's fast ones")
     python = venv.python_of(venv.ensure_venv())
-    tests = runner.list_tests(python, patterns)
+    patterns, exclude, tests = select(args, python)
     parasol_bin = None
     if args.mode == "parasol":
         parasol_bin = Path(args.parasol_bin or default_parasol_bin()).resolve()
@@ -65,6 +85,8 @@ def cmd_run(args):
             f"{k}={shlex.quote(os.environ[k])} " for k in RUN_SETTINGS if os.environ.get(k))
         + "python3 -m nova_functional " + shlex.join(sys.argv[1:]),
         "patterns": patterns,
+        "excluded": exclude,
+        "sample": {"per_module": args.sample, "seed": args.seed} if args.sample else None,
         "concurrency": args.concurrency,
         "wall_s": round(wall, 1),
         "tests_run": len(run.results),
@@ -93,9 +115,30 @@ def cmd_run(args):
 
 def cmd_list(args):
     python = venv.python_of(venv.ensure_venv())
-    for _module, test_id in runner.list_tests(python, args.patterns or suites.VISIBLE):
+    _patterns, _exclude, tests = select(args, python)
+    if args.by_module:
+        counts = {}
+        for module, _test_id in tests:
+            counts[module] = counts.get(module, 0) + 1
+        for module, n in counts.items():
+            print(f"{n:5} {module}")
+        print(f"{len(tests):5} tests in {len(counts)} modules")
+        return 0
+    for _module, test_id in tests:
         print(test_id)
     return 0
+
+
+def add_selection(parser):
+    parser.add_argument("--suite", choices=sorted(suites.SUITES), default="visible",
+                        help="the tests to take when no PATTERN is given")
+    parser.add_argument("--sample", type=int, metavar="N",
+                        help="a stratified sample: every test of a module with at most N, "
+                        "N drawn from a larger one")
+    parser.add_argument("--seed", type=int, default=1, help="the sample's seed (default 1)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="allow tests of issue 42's held-out modules")
+    parser.add_argument("patterns", nargs="*")
 
 
 def cmd_report(args):
@@ -125,11 +168,10 @@ def main(argv=None):
                      "header: this run is listed under `merged`)")
     run.add_argument("--timeout", type=int, default=240,
                      help="seconds per test (OS_TEST_TIMEOUT); the worker is killed 120 s later")
-    run.add_argument("--suite", choices=sorted(suites.SUITES), default="visible",
-                     help="the tests to run when no PATTERN is given")
-    run.add_argument("patterns", nargs="*")
+    add_selection(run)
     lst = sub.add_parser("list", help="print the ids the patterns select")
-    lst.add_argument("patterns", nargs="*")
+    add_selection(lst)
+    lst.add_argument("--by-module", action="store_true", help="print a count per module")
     rep = sub.add_parser("report", help="write docs/nova-functional.md")
     rep.add_argument("--nova", default=str(RESULTS / "nova.json"))
     rep.add_argument("--parasol", default=str(RESULTS / "parasol.json"))

@@ -1,4 +1,6 @@
-"""Prints the tests the patterns select, as JSON `[[module, id], ...]` (runs in the venv)."""
+"""Prints the tests the patterns select, as JSON `[[module, id], ...]` (runs in the venv).
+
+`--exclude NAME` (repeated) leaves out a module or package: its tests are never loaded."""
 
 import json
 import os
@@ -15,7 +17,17 @@ from nova_functional import loading
 
 def main():
     try:
-        found = loading.expand(sys.argv[1:])
+        args, exclude = [], []
+        argv = iter(sys.argv[1:])
+        for arg in argv:
+            if arg == "--exclude":
+                name = next(argv, None)
+                if name is None:
+                    raise LookupError("--exclude: needs a module or package name")
+                exclude.append(name)
+            else:
+                args.append(arg)
+        found = loading.expand(args, exclude)
     except LookupError as e:
         print(f"nova_functional: {e}", file=sys.stderr)
         return 2

@@ -112,14 +112,23 @@ def matches(test_id, pattern):
             or test_id.startswith(pattern + "("))
 
 
-def expand(patterns):
-    """[(module, test id)] for `patterns`, each test once, in the order given."""
+def excluded(module, exclude):
+    """Whether `module` is one of the `exclude` modules or packages (normalised names)."""
+    return any(module == e or module.startswith(e + ".") for e in exclude)
+
+
+def expand(patterns, exclude=()):
+    """[(module, test id)] for `patterns`, each test once, in the order given; the modules
+    and packages `exclude` names are never loaded."""
+    exclude = [normalise(e) for e in exclude]
     seen = set()
     found = []
     for raw in patterns:
         pattern = normalise(raw)
         hits = 0
         for module in candidate_modules(pattern):
+            if excluded(module, exclude):
+                continue
             for test_id in tests_of(module):
                 if matches(test_id, pattern):
                     hits += 1

@@ -23,6 +23,11 @@ def _run_line(doc, who):
     line = (f"- {who}: `{doc.get('command')}` on {doc.get('date')}: {len(doc.get('tests', {}))} "
             f"tests, `--concurrency {doc.get('concurrency')}`, {doc.get('wall_s')} s wall "
             f"for the {doc.get('tests_run')} it ran")
+    if doc.get("excluded"):
+        line += f", leaving out {', '.join(f'`{e}`' for e in doc['excluded'])}"
+    if doc.get("sample"):
+        line += (f", a stratified sample of {doc['sample']['per_module']} tests per module "
+                 f"(all of a smaller one), seed {doc['sample']['seed']}")
     for m in doc.get("merged", []):
         line += (f"; then `{m.get('command')}` on {m.get('date')} reran {m.get('tests_run')} "
                  f"of them ({m.get('wall_s')} s wall), whose records replace the first run's")
@@ -43,6 +48,9 @@ def render(nova, parasol, command):
     baseline = sorted(t for t, r in nt.items() if r.get("status") == "pass")
     passing = [t for t in baseline if pt.get(t, {}).get("status") == "pass"]
     found = {t: causes.cause(nt[t], pt.get(t)) for t in baseline if t not in passing}
+    internals = sum(1 for c, _ in found.values() if c == "scheduler-internals")
+    judged = len(baseline) - internals
+    share = f"{100.0 * len(passing) / judged:.1f} %" if judged else "n/a"
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     out = [
         "# Nova's functional tests with Parasol as the scheduler",
@@ -51,6 +59,11 @@ def render(nova, parasol, command):
         "",
         _run_line(nova, "Nova's scheduler (`tests/nova_functional/results/nova.json`)"),
         _run_line(parasol, "Parasol (`tests/nova_functional/results/parasol.json`)"),
+        "",
+        f"{internals} of the tests that pass with Nova's scheduler reach into the in-process "
+        f"scheduler (`scheduler-internals`: its manager, host manager, filters or weighers), "
+        f"which no scheduler in another process can satisfy; of the other {judged}, Parasol "
+        f"passes {len(passing)} ({share}).",
         "",
         f"**Parasol passes {len(passing)} of {len(baseline)} tests that pass with Nova's "
         f"scheduler**",

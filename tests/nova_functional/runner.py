@@ -48,8 +48,9 @@ class Rabbit:
             print(f"nova_functional: {e}", file=sys.stderr)
 
 
-def list_tests(python, patterns):
-    done = subprocess.run([str(python), "-m", "nova_functional.list_tests", *patterns],
+def list_tests(python, patterns, exclude=()):
+    args = [a for name in exclude for a in ("--exclude", name)]
+    done = subprocess.run([str(python), "-m", "nova_functional.list_tests", *args, *patterns],
                           cwd=TESTS_DIR, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(TESTS_DIR)))
     if done.returncode != 0:
