@@ -1,6 +1,6 @@
 //! Hardware features of flavor and image that Nova turns into traits and resources:
-//! `ResourceRequest._translate_{vtpm,pci_numa_affinity_policy,secure_boot,maxphysaddr,
-//! stateless_firmware,vpmems}_request` and the request filters that read only the flavor
+//! `ResourceRequest._translate_{vtpm,mem_encryption,pci_numa_affinity_policy,secure_boot,
+//! maxphysaddr,stateless_firmware,vpmems}_request` and the request filters that read only the flavor
 //! and the image (`packed_virtqueue_filter`, `ephemeral_encryption_filter`,
 //! `virtio_sound_filter`, `tpm_secret_security_filter`, `require_image_type_support`,
 //! `transform_image_metadata`). Trait names are those of os-traits 3.9.0 (Nova 34's pin).
@@ -9,6 +9,15 @@ use super::error::{CodecError, Result};
 use super::settings::Settings;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// `MemEncryptionModel` and the CPU trait each model requires (`MemEncryptionConfig*.
+/// required_trait`, `nova/virt/hardware.py`); the first is Nova's default model.
+const MEM_ENCRYPTION_MODELS: [(&str, &str); 4] = [
+    ("amd-sev", "HW_CPU_X86_AMD_SEV"),
+    ("amd-sev-es", "HW_CPU_X86_AMD_SEV_ES"),
+    ("amd-sev-snp", "HW_CPU_X86_AMD_SEV_SNP"),
+    ("intel-tdx", "HW_CPU_X86_INTEL_TDX"),
+];
 
 const SOUND_MODELS: [&str; 8] = [
     "sb16", "es1370", "pcspk", "ac97", "ich6", "ich9", "usb", "virtio",
@@ -107,9 +116,12 @@ const STORAGE_BUSES: [&str; 9] = [
 /// What the hardware features of a flavor and its image ask.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Features {
-    /// Traits required of the unnumbered group: vTPM, PCI NUMA `socket`, secure boot,
-    /// maxphysaddr, stateless firmware.
+    /// Traits required of the unnumbered group: vTPM, memory encryption's model, PCI NUMA
+    /// `socket`, secure boot, maxphysaddr, stateless firmware.
     pub traits: Vec<String>,
+    /// Memory encryption asked (`hw:mem_encryption` / `hw_mem_encryption`): the
+    /// unnumbered group then asks one `MEM_ENCRYPTION_CONTEXT`.
+    pub mem_encryption: bool,
     /// `hw:pmem` namespaces: `CUSTOM_PMEM_NAMESPACE_<label>` → count.
     pub pmem: BTreeMap<String, u64>,
     /// Root-provider traits of the request filters that read flavor and image only:
@@ -123,8 +135,6 @@ pub struct Features {
     /// `accel:device_profile`: its groups come in `requested_resources`; the request
     /// filters ask the root for `COMPUTE_ACCELERATORS`.
     pub device_profile: Option<String>,
-    /// What Parasol cannot translate into Nova's request (memory encryption).
-    pub untranslatable: Vec<String>,
 }
 
 impl Features {
@@ -141,6 +151,10 @@ impl Features {
                 "COMPUTE_SECURITY_TPM_{}",
                 version.replace('.', "_")
             ));
+        }
+        if let Some(model_trait) = mem_encryption(s)? {
+            f.mem_encryption = true;
+            f.traits.push(model_trait.into());
         }
         let security = s.spec_enum("hw:tpm_secret_security", &["user", "host", "deployment"])?;
         if vtpm.is_some() {
@@ -197,11 +211,6 @@ impl Features {
             .filter(|t| IMAGE_TYPES.contains(&t.as_str()))
             .map(|t| format!("COMPUTE_IMAGE_TYPE_{t}"));
         f.image_metadata_traits = image_metadata_traits(s);
-        if s.agreeing_bools("mem_encryption")? {
-            f.untranslatable.push(
-                "memory encryption (hw:mem_encryption / hw_mem_encryption) is not translated by Parasol".into(),
-            );
-        }
         f.device_profile = s
             .spec("accel:device_profile")
             .filter(|p| !p.is_empty())
@@ -228,6 +237,22 @@ fn vtpm(s: &Settings<'_>) -> Result<Option<(String, String)>> {
         ));
     }
     Ok(Some((version, model)))
+}
+
+/// `get_mem_encryption_constraint`'s model, as the trait it requires, when flavor or image
+/// asks for memory encryption (they must agree, and so must their models; `amd-sev` when
+/// neither names one). Nova's API has already checked the firmware and machine type.
+fn mem_encryption(s: &Settings<'_>) -> Result<Option<&'static str>> {
+    if !s.agreeing_bools("mem_encryption")? {
+        return Ok(None);
+    }
+    let names = MEM_ENCRYPTION_MODELS.map(|(name, _)| name);
+    let model = s.unique("hw", "mem_encryption_model", &names)?;
+    let model = model.as_deref().unwrap_or(MEM_ENCRYPTION_MODELS[0].0);
+    Ok(MEM_ENCRYPTION_MODELS
+        .iter()
+        .find(|(name, _)| *name == model)
+        .map(|(_, model_trait)| *model_trait))
 }
 
 /// `get_pci_numa_policy_constraint`: flavor and image must agree.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 /// The image properties the resource request reads, by their ImageMetaProps names.
 /// `traits_required` is a list, these others are single values.
-pub const SCALAR_PROPS: [&str; 22] = [
+pub const SCALAR_PROPS: [&str; 23] = [
     "hw_cpu_policy",
     "hw_cpu_thread_policy",
     "hw_cpu_realtime_mask",
@@ -26,6 +26,7 @@ pub const SCALAR_PROPS: [&str; 22] = [
     "hw_ephemeral_encryption_format",
     "hw_sound_model",
     "hw_mem_encryption",
+    "hw_mem_encryption_model",
     "hw_cdrom_bus",
     "hw_disk_bus",
     "hw_video_model",

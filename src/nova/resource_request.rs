@@ -175,7 +175,7 @@ pub fn resources_from_request_spec(
     pinning_translate: bool,
 ) -> Result<ResourceRequest, Refusal> {
     let mut request =
-        ResourceRequest::from_request_spec(spec, pinning_translate, options.max_placement_results)?;
+        ResourceRequest::from_request_spec(spec, pinning_translate, options.max_placement_results);
     let specs = &spec.resource_specs;
     let dest = spec.destination.clone().unwrap_or_default();
     let mut aggregates = dest.aggregates.clone();

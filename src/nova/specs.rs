@@ -87,12 +87,6 @@ impl ResourceSpecs {
         }
         Ok(specs)
     }
-
-    /// What Parasol cannot translate into Nova's request (memory encryption), if anything.
-    pub fn untranslatable(&self) -> Option<String> {
-        let reasons = &self.features.untranslatable;
-        (!reasons.is_empty()).then(|| reasons.join("; "))
-    }
 }
 
 /// `ResourceRequest.XS_KEYPAT`: `^(resources|trait)([a-zA-Z0-9_-]{1,64})?:(.*)$` as

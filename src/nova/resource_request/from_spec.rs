@@ -1,7 +1,7 @@
 //! `ResourceRequest.from_request_spec` (Nova 34, `nova/scheduler/utils.py`): every request
 //! group of a RequestSpec, before the request filters and the destination touch it.
 
-use super::{Refusal, ResourceRequest};
+use super::ResourceRequest;
 use crate::nova::cpu::CpuPolicy;
 use crate::nova::request_spec::RequestSpec;
 use std::collections::BTreeSet;
@@ -13,18 +13,14 @@ impl ResourceRequest {
     /// `pinning_translate` is false: the PCPU fallback), `requested_resources` as they
     /// are, the flavor's sizes where no group asked that class, the hardware features, the
     /// request-level root traits and `same_subtree`; zeros stripped, empty groups dropped.
-    /// Only what Parasol cannot translate at all (memory encryption) is refused.
     pub fn from_request_spec(
         spec: &RequestSpec,
         pinning_translate: bool,
         max_placement_results: u32,
-    ) -> Result<Self, Refusal> {
-        if let Some(reason) = spec.resource_specs.untranslatable() {
-            return Err(Refusal::Unsupported(reason));
-        }
+    ) -> Self {
         let mut r = build(spec, pinning_translate);
         r.limit = Some(max_placement_results);
-        Ok(r)
+        r
     }
 
     /// Nova's `all_required_traits`: the required traits of every group.
@@ -44,7 +40,7 @@ impl ResourceRequest {
     }
 }
 
-/// `from_request_spec` without the limit and whatever Parasol does not translate.
+/// `from_request_spec` without the limit.
 pub(super) fn build(spec: &RequestSpec, pinning_translate: bool) -> ResourceRequest {
     let specs = &spec.resource_specs;
     let flavor = &spec.flavor;
@@ -96,6 +92,9 @@ pub(super) fn build(spec: &RequestSpec, pinning_translate: bool) -> ResourceRequ
     let disk = flavor.disk_gb(spec.is_bfv) as u64;
     if !r.asks("DISK_GB") && disk > 0 {
         r.resources.insert("DISK_GB".into(), disk);
+    }
+    if specs.features.mem_encryption {
+        r.resources.insert("MEM_ENCRYPTION_CONTEXT".into(), 1);
     }
     for (class, n) in &specs.features.pmem {
         r.resources.insert(class.clone(), *n);
