@@ -317,3 +317,38 @@ async fn an_api_database_that_is_missing_or_not_nova_s_is_an_error_naming_it() {
         reader.close().await;
     }
 }
+
+/// Shutdown ends the reads of Nova's databases at once, although the refresh state's sender
+/// is still held elsewhere (the service's health report holds one): a `serve` with
+/// `[nova_db]` took its whole `shutdown_grace_s` (30 s) to stop, so a SIGTERM was met with
+/// a SIGKILL by a supervisor waiting less.
+#[tokio::test]
+async fn the_reads_of_nova_s_databases_end_when_the_service_shuts_down() {
+    let sqlite = Databases::create(Engine::Sqlite, &[]).await;
+    let settings = NovaDbSettings {
+        enabled: true,
+        api_database_url: SecretUrl(sqlite.url("absent")),
+        refresh_interval_s: 0.05,
+        timeout_s: 5.0,
+        ..Default::default()
+    };
+    let reader =
+        Arc::new(NovaDbReader::new(settings, Arc::new(ManualClock::new(0))).expect("settings"));
+    let state = tokio::sync::watch::Sender::new(parasol::nova_db::RefreshState::default());
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(parasol::nova_db::run_nova_db(
+        reader,
+        Arc::new(parasol::table::HostTable::new()),
+        Arc::new(Cloud::new()),
+        state.clone(),
+        shutdown.clone(),
+    ));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(!running.is_finished(), "the reads stopped before shutdown");
+    shutdown.cancel();
+    tokio::time::timeout(std::time::Duration::from_secs(10), running)
+        .await
+        .expect("the reads still run 10 s after shutdown")
+        .expect("the reads ended without a panic");
+    drop(state);
+}

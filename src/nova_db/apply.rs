@@ -172,7 +172,13 @@ pub async fn run_nova_db(
         // What was last logged of each host: its reason not to be schedulable, if any.
         let mut logged: HashMap<String, Option<String>> = HashMap::new();
         let mut previous: Option<Arc<NovaDbSnapshot>> = None;
-        while reads.changed().await.is_ok() {
+        // Until shutdown: the state's sender outlives the refresh (the health report holds
+        // one), so the reads never end by themselves.
+        loop {
+            tokio::select! {
+                changed = reads.changed() => if changed.is_err() { break },
+                () = shutdown.cancelled() => break,
+            }
             let snapshot = reads.borrow_and_update().snapshot.clone();
             let Some(snapshot) = snapshot else { continue };
             if previous.as_ref().is_some_and(|p| Arc::ptr_eq(p, &snapshot)) {
