@@ -13,7 +13,9 @@ while it runs rewrites the file and sends SIGHUP. The process is killed, by pid,
 ends, however it ends.
 """
 
+import datetime
 import importlib
+import math
 import os
 import shutil
 import signal
@@ -24,6 +26,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import oslo_messaging as messaging
 import requests
+from oslo_utils import timeutils
 
 from nova import context as nova_context
 from nova import rpc
@@ -68,6 +71,31 @@ def _fast(values):
     return {} if SHIPPED else values
 
 
+_behind_s = {}  # a frozen time -> how far behind the real clock it was when first seen
+
+
+def service_down_time_s():
+    """Nova's `service_down_time`, widened by how far a test set Nova's clock back.
+
+    The notification sample tests freeze oslo's `timeutils.utcnow` in 2012 (`TimeFixture`):
+    Nova writes its services' heartbeats at that time and judges them on it, so they are up.
+    Parasol, another process, judges them on the real clock. The gap is added: a heartbeat
+    Nova calls fresh is fresh to Parasol too. It is measured once per frozen time, so the
+    section stays the same while the test runs (a changed `[nova_db]` restarts Parasol)."""
+    down = float(CONF.service_down_time)
+    # The override itself: `utcnow()` would pop a listed one, which the test would miss.
+    frozen = getattr(timeutils, "_override_time", None)
+    if isinstance(frozen, list):
+        frozen = frozen[0] if frozen else None
+    if frozen is None:
+        return down
+    if frozen not in _behind_s:
+        real = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        _behind_s[frozen] = math.ceil((real - frozen.replace(tzinfo=None)).total_seconds())
+    behind = _behind_s[frozen]
+    return down + behind if behind > down else down
+
+
 def nova_db_section(test):
     """`[nova_db]` naming the test's cell databases, or disabled when they are not files."""
     cells = []
@@ -80,7 +108,7 @@ def nova_db_section(test):
         cells.append({"uuid": mapping.uuid, "name": name, "database_url": url})
     if not cells:
         return {"enabled": False}
-    return {"enabled": True, "cells": cells, "service_down_time_s": float(CONF.service_down_time),
+    return {"enabled": True, "cells": cells, "service_down_time_s": service_down_time_s(),
             **_fast({"refresh_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0})}
 
 
@@ -190,6 +218,7 @@ class ExternalScheduler:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PARASOL__")}
         env["RUST_LOG"] = "info,parasol=debug"
         log = open(self.log_path, "ab")
+        started = time.monotonic()
         self.proc = subprocess.Popen(
             [Current.parasol_bin, "--config", self.config_path, "serve"],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env,
@@ -198,6 +227,8 @@ class ExternalScheduler:
         _running[self.proc.pid] = self
         Current.send("pid", pid=self.proc.pid, exe=Current.parasol_bin)
         self._wait_ready()
+        # Where a test's time goes in this mode (issue 42: the per-test overhead).
+        Current.note("parasol_start_s", round(time.monotonic() - started, 2))
 
     def _wait_ready(self):
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -279,7 +310,9 @@ class ExternalScheduler:
     def _end_process(self):
         """Ends the process (TERM, then KILL), keeping its ledger file and queues."""
         proc, self.proc = self.proc, None
+        stopping = time.monotonic()
         Current.record.setdefault("parasol", {}).update(_metrics(self.http_url))
+        Current.note("parasol_metrics_s", round(time.monotonic() - stopping, 2))
         if proc.poll() is None:
             proc.terminate()
             try:
@@ -287,6 +320,8 @@ class ExternalScheduler:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        Current.note("parasol_stop_s", round(time.monotonic() - stopping, 2))
+        Current.note("parasol_exit", proc.returncode)
         _running.pop(proc.pid, None)
         Current.send("pid_gone", pid=proc.pid)
 
