@@ -93,12 +93,34 @@ def render(nova, parasol, command):
         "| Parasol | " + " | ".join(map(str, _counts(parasol))) + " |",
         "",
     ]
+    out += _time_table(nt, pt)
     out += _cause_table(found)
     out += agreement_report.section(nova, parasol)
     out += _baseline_failures(nova)
     out += causes.settings_table(pt, found)
     out += _per_test(nt, pt, found)
     return "\n".join(out) + "\n"
+
+
+def _time_table(nt, pt):
+    """Issue 42: the per-test time in Parasol mode against Nova mode, on the tests that pass
+    in both (each test's own duration, setup and cleanups included, not the run's wall)."""
+    both = [t for t, r in nt.items()
+            if r.get("status") == "pass" and pt.get(t, {}).get("status") == "pass"]
+    out = ["## Time per test", ""]
+    if not both:
+        return out + ["No test passed in both runs.", ""]
+    nova = sum(nt[t].get("duration_s", 0.0) for t in both)
+    parasol = sum(pt[t].get("duration_s", 0.0) for t in both)
+    ratios = sorted(pt[t]["duration_s"] / nt[t]["duration_s"] for t in both
+                    if nt[t].get("duration_s") and pt[t].get("duration_s") is not None)
+    median = ratios[len(ratios) // 2] if ratios else float("nan")
+    return out + [
+        f"On the {len(both)} tests that pass in both runs, Parasol mode took {parasol:.0f} s "
+        f"and Nova mode {nova:.0f} s: **{parasol / nova:.2f}×** (the median test "
+        f"{median:.2f}×). A test's time includes its setup and cleanups: in Parasol mode, "
+        "starting `parasol serve` and waiting for its first Placement sync and read of "
+        "Nova's records, and stopping it.", ""]
 
 
 def _cause_table(found):
