@@ -1338,6 +1338,65 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
     parasol.shutdown.stop().await;
 }
 
+/// With Nova's records read (`[nova_db]`), a node the sync has loaded but whose record has
+/// not been read yet cannot pass `ComputeFilter`; Nova's scheduler reads both on every call.
+/// A call that finds no host then waits, after the sync it asked for, for one read of the
+/// records, and is decided on it. Here the read takes 300 ms after it is asked for (the
+/// service's reads are as slow as the databases): without the wait, the retry came first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_finds_a_host_without_its_record_waits_for_a_read_of_nova_s_records() {
+    let placement = PlacementServer::start().await;
+    placement
+        .provider("host1", P1, room(4, 8192), &[], &[])
+        .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 1).await;
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+    ])
+    .await;
+    let table = parasol.handles.scheduler.ledger().table().clone();
+    let record = |with_host: bool| {
+        let mut records = parasol::table::NodeRecords {
+            read: true,
+            ..Default::default()
+        };
+        if with_host {
+            records.by_uuid.insert(
+                P1.to_string(),
+                parasol::table::NodeRecord {
+                    service_host: Arc::from("host1"),
+                    facts: Arc::new(Default::default()),
+                    up: true,
+                    disabled: false,
+                    forced_down: false,
+                },
+            );
+        }
+        Arc::new(records)
+    };
+    // A read of Nova's records that has not seen host1 yet (its node record came after).
+    table.set_records(record(false));
+    assert_eq!(table.hosts_without_records(), 1);
+    // That read asked for another at once (a host lacks its record): taken here.
+    tokio::time::timeout(Duration::from_secs(1), table.missing_record())
+        .await
+        .expect("a host without its record asks for a read");
+    let reader = {
+        let table = table.clone();
+        tokio::spawn(async move {
+            table.missing_record().await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            table.set_records(record(true));
+        })
+    };
+
+    let (status, answer) = parasol.select(&specs[0], &[instance(1)]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(nodes(&answer[0])[0], P1, "{answer}");
+    reader.await.expect("the read");
+    parasol.shutdown.stop().await;
+}
+
 /// Sets `uuid`'s traits in Placement (as `openstack resource provider trait set` does).
 async fn set_traits(placement: &PlacementServer, uuid: &str, traits: &[&str]) {
     for t in traits.iter().filter(|t| t.starts_with("CUSTOM_")) {

@@ -144,7 +144,42 @@ impl Scheduler {
             tracing::info!(sync, "the Placement sync did not finish in time");
             return answer;
         }
+        self.wait_for_records_of_new_hosts(timeout_ms).await;
         self.select_once(args).await
+    }
+
+    /// When Parasol reads Nova's records and a host has none yet (a node the sync just
+    /// loaded, which `ComputeFilter` cannot pass without its service's record): asks for a
+    /// read and waits for it, one read at most `timeout_ms`, so the retry judges the node on
+    /// its record, as Nova's scheduler, reading both on every call, would. A host still
+    /// without one after that read is one Nova's records do not have.
+    async fn wait_for_records_of_new_hosts(&self, timeout_ms: u64) {
+        let table = self.ledger().table();
+        let Some(before) = table.records() else {
+            return;
+        };
+        let lacking = table.hosts_without_records();
+        if lacking == 0 {
+            return;
+        }
+        tracing::info!(
+            hosts = lacking,
+            "hosts without Nova's records: waiting for a read of them"
+        );
+        table.want_records();
+        let clock = self.clock();
+        let start = clock.now_ms();
+        while table
+            .records()
+            .is_some_and(|r| std::sync::Arc::ptr_eq(&r, &before))
+        {
+            let left = start + timeout_ms as i64 - clock.now_ms();
+            if left <= 0 {
+                tracing::info!("Nova's records were not read in time");
+                return;
+            }
+            clock.sleep_ms(ANNOUNCED_POLL_MS.min(left as u64)).await;
+        }
     }
 
     /// A request with a NUMA topology or PCI requests, which Parasol decides only on Nova's

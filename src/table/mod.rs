@@ -374,6 +374,20 @@ impl HostTable {
         self.missing_record.notified().await
     }
 
+    /// How many hosts have no record of Nova's laid over them: a node Placement's sync
+    /// loaded since the last read of Nova's records (0 when Parasol reads none).
+    pub fn hosts_without_records(&self) -> usize {
+        let inner = self.inner.read();
+        let Some(records) = inner.records.as_ref() else {
+            return 0;
+        };
+        inner
+            .hosts
+            .iter()
+            .filter(|h| !records.by_uuid.contains_key(&*h.profile.uuid))
+            .count()
+    }
+
     /// Asks for a read of Nova's records now (a `service.update` arrived); a no-op when
     /// Parasol does not read them.
     pub fn want_records(&self) {
