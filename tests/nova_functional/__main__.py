@@ -144,10 +144,14 @@ def add_selection(parser):
 def cmd_report(args):
     from nova_functional import report
     out = Path(args.out or runner.REPO / "docs" / "nova-functional.md")
+    def shown(path):
+        path = Path(path).resolve()
+        return str(path.relative_to(runner.REPO)) if path.is_relative_to(runner.REPO) else str(path)
     text = report.render(json.loads(Path(args.nova).read_text()),
                          json.loads(Path(args.parasol).read_text()),
                          " ".join(["cd tests && python3 -m nova_functional"]
-                                  + [shlex.quote(a) for a in sys.argv[1:]]))
+                                  + [shlex.quote(a) for a in sys.argv[1:]]),
+                         shown(args.nova), shown(args.parasol))
     out.write_text(text)
     print(f"wrote {out}", file=sys.stderr)
     return 0

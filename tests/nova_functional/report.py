@@ -43,7 +43,8 @@ def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def render(nova, parasol, command):
+def render(nova, parasol, command, nova_path="tests/nova_functional/results/nova.json",
+           parasol_path="tests/nova_functional/results/parasol.json"):
     nt, pt = nova["tests"], parasol["tests"]
     baseline = sorted(t for t, r in nt.items() if r.get("status") == "pass")
     passing = [t for t in baseline if pt.get(t, {}).get("status") == "pass"]
@@ -57,8 +58,8 @@ def render(nova, parasol, command):
         "",
         f"Written by `{command}` on {now}, from:",
         "",
-        _run_line(nova, "Nova's scheduler (`tests/nova_functional/results/nova.json`)"),
-        _run_line(parasol, "Parasol (`tests/nova_functional/results/parasol.json`)"),
+        _run_line(nova, f"Nova's scheduler (`{nova_path}`)"),
+        _run_line(parasol, f"Parasol (`{parasol_path}`)"),
         "",
         f"{internals} of the tests that pass with Nova's scheduler reach into the in-process "
         f"scheduler (`scheduler-internals`: its manager, host manager, filters or weighers), "

@@ -84,8 +84,10 @@ def _check_at_the_end(test):
             return body(self, *args, **kwargs)
         finally:
             from nova_functional import swap
+            checking = time.monotonic()
             Current.record["agreement"] = agreement.check(
                 placement_tcp.Served.url, swap.parasol_url())
+            Current.record["agreement_s"] = round(time.monotonic() - checking, 2)
 
     checked = type(klass.__name__, (klass,), {name: body_then_check})
     checked.__module__, checked.__qualname__ = klass.__module__, klass.__qualname__
