@@ -631,6 +631,22 @@ async fn parasol_syncing_every(
     (parasol, db)
 }
 
+/// Placement with host1 (`P1`, 4 VCPU, 8 GiB), Parasol once its first sync loaded it, and
+/// the spec of one 1-VCPU instance (`instance(1)`).
+async fn one_host_synced_and_a_small_spec(
+) -> (PlacementServer, Parasol, tempfile::TempDir, Vec<Value>) {
+    let placement = PlacementServer::start().await;
+    placement
+        .provider("host1", P1, room(4, 8192), &[], &[])
+        .await;
+    let (parasol, db) = parasol_after_first_sync(&placement, 1).await;
+    let specs = specs(vec![
+        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
+    ])
+    .await;
+    (placement, parasol, db, specs)
+}
+
 /// The compute node uuids of one instance's Selections (chosen host, then alternates).
 fn nodes(selections: &Value) -> Vec<&str> {
     selections
@@ -1298,18 +1314,9 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
 /// no alternate on it — even when the hosts Parasol already has can take the request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
-    let placement = PlacementServer::start().await;
-    placement
-        .provider("host1", P1, room(4, 8192), &[], &[])
-        .await;
-    let (parasol, _db) = parasol_after_first_sync(&placement, 1).await;
-
-    // Built first: Nova's objects take seconds to import, and the wait is for a service
-    // announced less than `timeout_s` ago.
-    let specs = specs(vec![
-        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
-    ])
-    .await;
+    // The spec is built first: Nova's objects take seconds to import, and the wait is for a
+    // service announced less than `timeout_s` ago.
+    let (placement, parasol, _db, specs) = one_host_synced_and_a_small_spec().await;
     let created = json!({
         "message_id": "7d0c1d7e-5b7a-4c55-9d0e-8f3b2f0a0001",
         "publisher_id": "nova-compute:host2",
@@ -1345,15 +1352,7 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
 /// service's reads are as slow as the databases): without the wait, the retry came first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_finds_a_host_without_its_record_waits_for_a_read_of_nova_s_records() {
-    let placement = PlacementServer::start().await;
-    placement
-        .provider("host1", P1, room(4, 8192), &[], &[])
-        .await;
-    let (parasol, _db) = parasol_after_first_sync(&placement, 1).await;
-    let specs = specs(vec![
-        json!({"instance_uuids": [instance(1)], "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
-    ])
-    .await;
+    let (_placement, parasol, _db, specs) = one_host_synced_and_a_small_spec().await;
     let table = parasol.handles.scheduler.ledger().table().clone();
     let record = |with_host: bool| {
         let mut records = parasol::table::NodeRecords {
