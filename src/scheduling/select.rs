@@ -95,7 +95,8 @@ impl Answer {
 
 /// How often a call waiting for an announced compute's node looks again when no Placement
 /// sync can be asked for (one already asked within `resync_min_interval_s`): the node may
-/// come from a read of Nova's records instead.
+/// come from a read of Nova's records instead; and how often one waiting for a read of
+/// Nova's records looks whether it came.
 const ANNOUNCED_POLL_MS: u64 = 50;
 
 /// Most hosts whose traits one call re-reads from Placement (a host the table has and

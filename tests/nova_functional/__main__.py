@@ -141,17 +141,20 @@ def add_selection(parser):
     parser.add_argument("patterns", nargs="*")
 
 
+def _in_repo(path):
+    """`path` relative to the repository when it is inside it (as the report names it)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(runner.REPO)) if path.is_relative_to(runner.REPO) else str(path)
+
+
 def cmd_report(args):
     from nova_functional import report
     out = Path(args.out or runner.REPO / "docs" / "nova-functional.md")
-    def shown(path):
-        path = Path(path).resolve()
-        return str(path.relative_to(runner.REPO)) if path.is_relative_to(runner.REPO) else str(path)
     text = report.render(json.loads(Path(args.nova).read_text()),
                          json.loads(Path(args.parasol).read_text()),
                          " ".join(["cd tests && python3 -m nova_functional"]
                                   + [shlex.quote(a) for a in sys.argv[1:]]),
-                         shown(args.nova), shown(args.parasol))
+                         _in_repo(args.nova), _in_repo(args.parasol))
     out.write_text(text)
     print(f"wrote {out}", file=sys.stderr)
     return 0

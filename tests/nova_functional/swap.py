@@ -312,7 +312,6 @@ class ExternalScheduler:
         proc, self.proc = self.proc, None
         stopping = time.monotonic()
         Current.record.setdefault("parasol", {}).update(_metrics(self.http_url))
-        Current.note("parasol_metrics_s", round(time.monotonic() - stopping, 2))
         if proc.poll() is None:
             proc.terminate()
             try:
