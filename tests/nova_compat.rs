@@ -92,6 +92,7 @@ enabled = true
 host = "{host}"
 topic = "{topic}"
 debug_delay_s = {delay:.1}
+versioned_notifications = true
 "#
     );
     let path = dir.join(format!("{host}.toml"));

@@ -427,6 +427,14 @@ pub struct RpcSettings {
     /// Test aid only: every `select_destinations` call sleeps this long before deciding, so
     /// tests can watch heartbeats keep a slow call alive. Leave at 0 in production.
     pub debug_delay_s: f64,
+    /// Emit nova-scheduler's versioned notifications `scheduler.select_destinations.start`
+    /// and `.end` on every RPC call (Nova's `[notifications] notification_format` of
+    /// `versioned` or `both`, with an `[oslo_messaging_notifications] driver`). Off, as
+    /// Nova's default `unversioned` format emits none.
+    pub versioned_notifications: bool,
+    /// The topics they go to, at priority `info` (routing key `<topic>.info` on `[amqp]
+    /// exchange`): Nova's `[notifications] versioned_notifications_topics`.
+    pub versioned_notifications_topics: Vec<String>,
 }
 
 impl Default for RpcSettings {
@@ -436,6 +444,8 @@ impl Default for RpcSettings {
             host: machine_hostname(),
             topic: "scheduler".into(),
             debug_delay_s: 0.0,
+            versioned_notifications: false,
+            versioned_notifications_topics: vec!["versioned_notifications".into()],
         }
     }
 }

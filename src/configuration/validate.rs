@@ -168,6 +168,19 @@ impl Settings {
                 "and rpc.host must not be empty when rpc.enabled",
             );
         }
+        if self.rpc.versioned_notifications
+            && (self.rpc.versioned_notifications_topics.is_empty()
+                || self
+                    .rpc
+                    .versioned_notifications_topics
+                    .iter()
+                    .any(|t| t.is_empty()))
+        {
+            return key(
+                "rpc.versioned_notifications_topics",
+                "must name at least one topic, none empty, when rpc.versioned_notifications",
+            );
+        }
         if self.rpc.enabled && self.amqp.url.is_empty() {
             return key("rpc.enabled", "needs [amqp] url");
         }

@@ -20,6 +20,8 @@
 //! - `selection`: [`Selection`] 1.1/1.0 primitives, [`encode_selections`], [`encode_legacy`].
 //! - `failure`: NoValidHost and other oslo failure strings, and the HTTP error body.
 //! - `oslo`: the `oslo.version` 2.0 envelope, [`RpcMessage`] and [`Reply`] (with heartbeats).
+//! - `scheduler_notification`: the `scheduler.select_destinations.start`/`.end` notifications
+//!   Parasol emits as nova-scheduler does ([`request_spec_payload`], [`notification_message`]).
 //! - `notification`: versioned notifications, `compute.host.state` and the fanout casts →
 //!   [`Notification`] with a typed [`HostEvent`].
 //!
@@ -44,6 +46,7 @@ mod request_filters;
 mod request_group;
 mod request_spec;
 mod resource_request;
+mod scheduler_notification;
 mod select;
 mod selection;
 mod settings;
@@ -80,6 +83,10 @@ pub use request_group::{GroupOrigin, RequestGroup};
 pub use request_spec::{Flavor, InstanceGroup, Limits, RequestSpec, MAX_INSTANCES};
 pub use resource_request::{
     resources_from_request_spec, translate, Refusal, ResourceRequest, COMPUTE_STATUS_DISABLED,
+};
+pub use scheduler_notification::{
+    notification_message, request_spec_payload, required_aggregates, Phase,
+    REQUEST_SPEC_PAYLOAD_VERSION,
 };
 pub use select::SelectDestinationsArgs;
 pub use selection::{

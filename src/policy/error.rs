@@ -32,6 +32,28 @@ pub struct Rejection {
     pub removed: Vec<(&'static str, usize)>,
 }
 
+/// The reason when there were no hosts to filter.
+const NO_HOSTS: &str = "There are not enough hosts available. No hosts to schedule on.";
+
+/// How the reason begins when a request on provider trees finds no allocation candidate in
+/// Placement's own answer (`scheduling::trees`).
+pub const NO_TREE_CANDIDATE: &str = "Placement has no allocation candidate";
+
+/// Whether a NoValidHost reason says Placement would have listed no allocation candidate:
+/// there was no host at all, Placement's candidate test (`CapacityFilter`, which always runs
+/// first) left none, or Placement's own answer had none. nova-scheduler raises
+/// `NoValidHost(reason="")` then, before any filter runs and before its
+/// `scheduler.select_destinations` notifications (`nova/scheduler/manager.py`).
+pub fn no_allocation_candidate(reason: &str) -> bool {
+    let capacity = super::filters::CapacityFilter::NAME;
+    reason == NO_HOSTS
+        || reason.starts_with(NO_TREE_CANDIDATE)
+        || reason
+            .strip_prefix("There are not enough hosts available. Filter ")
+            .and_then(|r| r.strip_prefix(capacity))
+            .is_some_and(|r| r.starts_with(" returned 0 hosts."))
+}
+
 impl Rejection {
     /// The filter that returned 0 hosts (`None` when there were no hosts to filter).
     pub fn filter(&self) -> Option<&'static str> {
@@ -46,7 +68,7 @@ impl Rejection {
     /// per-filter `(start, end)` results up to it.
     pub fn reason(&self) -> String {
         let Some(last) = self.filter() else {
-            return "There are not enough hosts available. No hosts to schedule on.".to_string();
+            return NO_HOSTS.to_string();
         };
         let mut left = self.hosts;
         let mut results = Vec::new();
@@ -85,6 +107,28 @@ mod tests {
              Filter results: ['ComputeFilter: (start: 10, end: 7)', 'CapacityFilter: (start: 7, end: 0)']"
         );
         assert_eq!(r.to_string(), r.reason());
+    }
+
+    #[test]
+    fn only_a_host_list_capacity_emptied_is_no_allocation_candidate() {
+        let capacity_only = Rejection {
+            hosts: 3,
+            removed: vec![("CapacityFilter", 3), ("ComputeFilter", 0)],
+        };
+        assert!(no_allocation_candidate(&capacity_only.reason()));
+        let none = Rejection {
+            hosts: 0,
+            removed: vec![("CapacityFilter", 0)],
+        };
+        assert!(no_allocation_candidate(&none.reason()));
+        let later = Rejection {
+            hosts: 3,
+            removed: vec![("CapacityFilter", 1), ("ComputeFilter", 2)],
+        };
+        assert!(!no_allocation_candidate(&later.reason()));
+        assert!(!no_allocation_candidate(
+            "unsupported request: a NUMA topology"
+        ));
     }
 
     #[test]

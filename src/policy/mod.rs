@@ -23,7 +23,7 @@ pub mod weighers;
 pub use config::{
     parse_metric_weight, Algorithm, PolicyConfig, TieBreak, DEFAULT_FILTERS, DEFAULT_WEIGHERS,
 };
-pub use error::{PolicyError, Rejection};
+pub use error::{no_allocation_candidate, PolicyError, Rejection, NO_TREE_CANDIDATE};
 pub use filters::numa_topology::first_fit as first_numa_pci_fit;
 pub use filters::{Filter, FilterEnv};
 pub use pipeline::{

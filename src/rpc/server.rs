@@ -11,7 +11,10 @@ use super::{Dedup, RpcCounters};
 use crate::amqp::{connect, BrokerStatus, DeadLetters, Letter, Link, Sessions};
 use crate::cloud::Cloud;
 use crate::notifications::Ingest;
-use crate::nova::{decode_envelope, no_valid_host_failure, oslo_failure, Reply, RpcMessage};
+use crate::nova::{
+    decode_envelope, encode_envelope, no_valid_host_failure, notification_message, oslo_failure,
+    request_spec_payload, required_aggregates, Phase, Reply, RpcMessage,
+};
 use crate::scheduling::{Scheduler, SelectError};
 use futures::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
@@ -315,6 +318,7 @@ async fn run(
             Err(e) => Err(Failure::builtin("ValueError", e.to_string())),
         },
         Action::Select(args) => {
+            let started_ms = server.deps.ingest.clock().now_ms();
             // Pinned where it is made and lent: a future passed or bound by value keeps a
             // slot of its own in every async state it passes through, which made each
             // call's task twice the size of the scheduling it runs (over 16 KB, so tokio
@@ -327,20 +331,27 @@ async fn run(
                 server.deps.scheduler.select(*args).await
             });
             let answer = with_heartbeats(server, ch, msg, work).await;
+            notify_selection(server, ch, msg, started_ms, &answer).await;
             match answer {
                 Ok(answer) => Ok(answer.to_text()),
                 Err(SelectError::NoValidHost { reason }) => {
                     server.deps.counters.count("no_valid_host");
-                    // Nova's scheduler raises NoValidHost with this one reason whatever the
-                    // filters said (`_ensure_sufficient_hosts`); the conductor writes it into
-                    // the instance's fault, which users and Nova's own tests read. Which
-                    // filter left no host goes to the log, as in Nova.
+                    // Nova's scheduler raises NoValidHost with one reason whatever the
+                    // filters said (`_ensure_sufficient_hosts`), and with none when Placement
+                    // listed no allocation candidate; the conductor writes it into the
+                    // instance's fault, which users and Nova's own tests read. Which filter
+                    // left no host goes to the log, as in Nova.
+                    let nova_reason = if crate::policy::no_allocation_candidate(&reason) {
+                        ""
+                    } else {
+                        NOVA_NO_VALID_HOST_REASON
+                    };
                     let message = format!(
                         "{} ({reason})",
-                        crate::nova::no_valid_host_message(NOVA_NO_VALID_HOST_REASON)
+                        crate::nova::no_valid_host_message(nova_reason)
                     );
                     Err(Failure {
-                        reply: no_valid_host_failure(NOVA_NO_VALID_HOST_REASON),
+                        reply: no_valid_host_failure(nova_reason),
                         reason: message,
                     })
                 }
@@ -363,8 +374,93 @@ async fn run(
     }
 }
 
-/// The reason of every NoValidHost nova-scheduler raises (`nova/scheduler/manager.py`).
+/// The reason of every NoValidHost nova-scheduler raises after its filters
+/// (`nova/scheduler/manager.py`); when Placement listed no candidate it raises one with "".
 const NOVA_NO_VALID_HOST_REASON: &str = "There are not enough hosts available.";
+
+/// With `[rpc] versioned_notifications`, publishes nova-scheduler's
+/// `scheduler.select_destinations.start` and `.end` for a `select_destinations` call (RPC
+/// 4.3+, which carries `spec_obj`) before its reply, as Nova emits them inside the call:
+/// both when it placed every instance, `.start` alone when its filters left no host, none
+/// when Placement would have listed no allocation candidate or the call was refused before
+/// scheduling (Nova raises before its notifications then). `.start` carries the time the
+/// call began.
+async fn notify_selection(
+    server: &Server,
+    ch: &Channel,
+    msg: &RpcMessage,
+    started_ms: i64,
+    answer: &Result<crate::scheduling::Answer, SelectError>,
+) {
+    let settings = server.deps.scheduler.settings();
+    if !settings.rpc.versioned_notifications {
+        return;
+    }
+    let Some(spec_obj) = msg.args.get("spec_obj") else {
+        return;
+    };
+    let phases: &[Phase] = match answer {
+        Ok(_) => &[Phase::Start, Phase::End],
+        Err(SelectError::NoValidHost { reason })
+            if !crate::policy::no_allocation_candidate(reason) =>
+        {
+            &[Phase::Start]
+        }
+        Err(_) => return,
+    };
+    let aggregates = server.deps.cloud.aggregates();
+    let cloud = crate::nova::CloudView {
+        aggregates: &aggregates,
+        ..Default::default()
+    };
+    let options = settings.scheduler.request_filters();
+    let required = required_aggregates(spec_obj, &cloud, &options);
+    let payload = request_spec_payload(spec_obj, &required);
+    let publisher = format!("nova-scheduler:{}", settings.rpc.host);
+    let clock = server.deps.ingest.clock();
+    let mut props = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_content_encoding("utf-8".into());
+    if settings.amqp.durable() {
+        props = props.with_delivery_mode(2);
+    }
+    for phase in phases {
+        let at_ms = match phase {
+            Phase::Start => started_ms,
+            Phase::End => clock.now_ms(),
+        };
+        let message = notification_message(
+            phase.event_type(),
+            &publisher,
+            payload.clone(),
+            &msg.context,
+            &crate::nova::oslo_timestamp(at_ms.saturating_mul(1000)),
+            (
+                &uuid::Uuid::new_v4().to_string(),
+                &uuid::Uuid::new_v4().simple().to_string(),
+            ),
+        );
+        let body = encode_envelope(&message);
+        for topic in &settings.rpc.versioned_notifications_topics {
+            let sent = ch
+                .basic_publish(
+                    &settings.amqp.exchange,
+                    &format!("{topic}.info"),
+                    BasicPublishOptions::default(),
+                    &body,
+                    props.clone(),
+                )
+                .await;
+            match sent {
+                Ok(_) => server.deps.counters.count("notification"),
+                Err(e) => {
+                    server.deps.counters.count("notification_lost");
+                    tracing::warn!(error = %e, event_type = phase.event_type(), "notification not sent");
+                }
+            }
+        }
+    }
+}
 
 /// Applies an instance-info cast, one message on its own: a message the ledger refuses for its
 /// content fails at once (and is dead-lettered with the reason); during a ledger outage it is

@@ -66,8 +66,8 @@ impl Scheduler {
             counted("none");
             return Err(SelectError::NoValidHost {
                 reason: format!(
-                    "Placement has no allocation candidate on a known compute node for \
-                     GET /allocation_candidates?{query}"
+                    "{} on a known compute node for GET /allocation_candidates?{query}",
+                    crate::policy::NO_TREE_CANDIDATE
                 ),
             });
         }

@@ -6,6 +6,7 @@ import json
 import os
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,11 @@ def nova():
     """Nova configured as nova-conductor would be, on the test's exchange."""
     import nova.conf
 
-    configure("nova-compat", AMQP_URL, EXCHANGE)
+    # Versioned notifications on, as for the Parasol processes (`[rpc]
+    # versioned_notifications`): Nova's payload classes build nothing otherwise.
+    configure("nova-compat", AMQP_URL, EXCHANGE,
+              "[notifications]\nnotification_format = versioned\n"
+              "[oslo_messaging_notifications]\ndriver = messagingv2\n")
     return nova.conf.CONF
 
 
@@ -180,6 +185,141 @@ def test_fanout_and_instance_info_casts(nova):
     assert api.select_destinations(ctx(), spec, uuids, return_objects=True)
 
 
+def _nova_payload(spec):
+    """The RequestSpecPayload Nova's own code builds from `spec`, as Nova emits it."""
+    from nova.notifications.objects import request_spec as payloads
+
+    payload = payloads.RequestSpecPayload(request_spec=spec)
+    payload.obj_reset_changes(recursive=True)
+    return json.loads(json.dumps(payload.obj_to_primitive()))
+
+
+def _differences(got, want, path="payload"):
+    """Where two JSON values differ, as `path: got != want` lines."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        out = []
+        for k in sorted(set(got) | set(want)):
+            if k not in got or k not in want:
+                out.append(f"{path}.{k}: {got.get(k, '<absent>')!r} != {want.get(k, '<absent>')!r}")
+            else:
+                out += _differences(got[k], want[k], f"{path}.{k}")
+        return out
+    return [] if got == want else [f"{path}: {got!r} != {want!r}"]
+
+
+def _varied_specs(ctxt):
+    """RequestSpecs that exercise every part of the payload Parasol can place: a server
+    group with rules, a retry, forced hosts, a requested destination in a cell, security
+    groups by name and by uuid, image properties, scheduler hints."""
+    from nova import objects
+
+    spec, uuids = request_spec(ctxt)
+    spec.image = objects.ImageMeta.from_dict({
+        "id": str(uuid.uuid4()), "name": "img", "status": "active", "min_ram": 0,
+        "disk_format": "qcow2", "container_format": "bare", "size": 1024, "tags": ["t"],
+        "properties": {"hw_architecture": "x86_64", "hw_disk_bus": "virtio"}})
+    spec.scheduler_hints = {"group": ["g"], "same_host": []}
+    spec.security_groups = objects.SecurityGroupList(objects=[
+        objects.SecurityGroup(name="default"),
+        objects.SecurityGroup(name="web", uuid=str(uuid.uuid4()))])
+    spec.instance_group = objects.InstanceGroup(
+        uuid=str(uuid.uuid4()), name="g", policy="anti-affinity", members=[uuids[0]],
+        hosts=[], rules={"max_server_per_host": "2"}, user_id="u", project_id="p")
+    spec.retry = objects.SchedulerRetries(num_attempts=2, hosts=objects.ComputeNodeList(
+        objects=[objects.ComputeNode(host="compute05", hypervisor_hostname="compute05")]))
+    forced, _ = request_spec(ctxt)
+    forced.force_hosts = ["compute03"]
+    forced.force_nodes = ["compute03"]
+    aimed, _ = request_spec(ctxt)
+    aimed.requested_destination = objects.Destination(
+        host="compute04", node="compute04",
+        cell=objects.CellMapping(uuid=str(uuid.uuid4()), name="cell1", disabled=False))
+    return [(spec, uuids), (forced, [forced.instance_uuid]), (aimed, [aimed.instance_uuid])]
+
+
+def test_select_destinations_emits_nova_s_versioned_notifications(nova):
+    """`[rpc] versioned_notifications`: every call publishes `scheduler.select_destinations
+    .start` and `.end` as nova-scheduler does, received here by oslo.messaging's own
+    notification listener, with the payload Nova's own `RequestSpecPayload` builds from the
+    same RequestSpec; a call refused by a filter (a PCI request, which Parasol cannot place
+    without [nova_db]) sends `.start` alone, and one Placement would have had no candidate
+    for (more VCPUs than any host has) sends none, as Nova raises before its notifications."""
+    import amqp
+    import oslo_messaging as messaging
+    from nova import exception, objects, rpc
+
+    got = []
+
+    class Endpoint:
+        def info(self, ctxt, publisher_id, event_type, payload, metadata):
+            got.append({"ctxt": ctxt, "publisher_id": publisher_id, "event_type": event_type,
+                        "payload": payload})
+
+    pool = f"parasol-compat-notifications-{uuid.uuid4().hex}"
+    listener = messaging.get_notification_listener(
+        rpc.NOTIFICATION_TRANSPORT,
+        [messaging.Target(topic="versioned_notifications", exchange=EXCHANGE)],
+        [Endpoint()], executor="threading", pool=pool)
+    listener.start()
+
+    def notifications_of(instance, n):
+        for _ in range(100):
+            mine = [g for g in got if g["payload"]["nova_object.data"]["instance_uuid"] == instance]
+            if len(mine) >= n:
+                time.sleep(0.2)  # nothing more may come
+                return [g for g in got
+                        if g["payload"]["nova_object.data"]["instance_uuid"] == instance]
+            time.sleep(0.05)
+        return [g for g in got if g["payload"]["nova_object.data"]["instance_uuid"] == instance]
+
+    try:
+        api = scheduler_api(nova, "4.5")
+        ctxt = ctx()
+        for spec, uuids in _varied_specs(ctxt):
+            api.select_destinations(ctxt, spec, uuids, return_objects=True,
+                                    return_alternates=True)
+            mine = notifications_of(spec.instance_uuid, 2)
+            assert [m["event_type"] for m in mine] == [
+                "scheduler.select_destinations.start", "scheduler.select_destinations.end"]
+            expected = _nova_payload(spec)
+            for m in mine:
+                assert m["publisher_id"] in ("nova-scheduler:p1", "nova-scheduler:p2")
+                assert m["ctxt"]["request_id"] == ctxt.request_id
+                assert m["payload"] == expected, _differences(m["payload"], expected)
+
+        refused, uuids = request_spec(ctxt)
+        refused.pci_requests = objects.InstancePCIRequests(requests=[objects.InstancePCIRequest(
+            count=1, spec=[{"vendor_id": "8086", "product_id": "1520"}], alias_name="a1",
+            request_id=str(uuid.uuid4()))])
+        refused.numa_topology = objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
+            id=0, cpuset=set([0]), pcpuset=set(), memory=512)])
+        with pytest.raises(exception.NoValidHost):
+            api.select_destinations(ctxt, refused, uuids, return_objects=True)
+        mine = notifications_of(refused.instance_uuid, 1)
+        assert [m["event_type"] for m in mine] == ["scheduler.select_destinations.start"]
+        expected = _nova_payload(refused)
+        assert mine[0]["payload"] == expected, _differences(mine[0]["payload"], expected)
+
+        too_big, uuids = request_spec(ctxt, vcpus=HOST_VCPUS + 1)
+        with pytest.raises(exception.NoValidHost) as e:
+            api.select_destinations(ctxt, too_big, uuids, return_objects=True)
+        # Nova's NoValidHost(reason="") when Placement lists no candidate (the remote
+        # exception's text goes on with the remote traceback).
+        assert e.value.kwargs.get("reason") == "", e.value.kwargs
+        assert str(e.value).split("\n")[0] == "No valid host was found. "
+        assert notifications_of(too_big.instance_uuid, 1) == []
+    finally:
+        listener.stop()
+        listener.wait()
+        parts = urllib.parse.urlsplit(AMQP_URL)
+        conn = amqp.Connection(host=f"{parts.hostname}:{parts.port or 5672}",
+                               userid=parts.username, password=parts.password,
+                               virtual_host=urllib.parse.unquote(parts.path[1:]) or "/")
+        conn.connect()
+        conn.channel().queue_delete(pool)
+        conn.close()
+
+
 def test_32_concurrent_nova_clients_never_oversubscribe(nova):
     from nova import exception
 
@@ -214,3 +354,4 @@ def test_32_concurrent_nova_clients_never_oversubscribe(nova):
     per_process = [get("/v1/stats", b)["backends"]["filter"]["requests"] for b in HTTP]
     assert sum(per_process) - requests_before == clients * calls_per_client, "each call decided once"
     assert all(n > 0 for n in per_process), f"both processes served calls: {per_process}"
+

@@ -198,3 +198,58 @@ pub(super) fn nova_db(conf: &NovaConf, out: &mut Out) {
         );
     }
 }
+
+/// nova-scheduler's versioned notifications: emitted when `[notifications]
+/// notification_format` is `versioned` or `both` and `[oslo_messaging_notifications] driver`
+/// names a driver other than `noop` (`nova.rpc.if_notifications_enabled`).
+pub(super) fn notifications(conf: &NovaConf, out: &mut Out) {
+    const SECTION: &str = "notifications";
+    const DRIVER: &str = "oslo_messaging_notifications";
+    let text = Value::String(String::new());
+    let format = out.typed(conf, SECTION, "notification_format", &text);
+    let format = format
+        .as_ref()
+        .and_then(Value::as_str)
+        .unwrap_or("unversioned")
+        .to_string();
+    let driver = out.typed(conf, DRIVER, "driver", &text);
+    let driver = driver.as_ref().and_then(Value::as_str).unwrap_or("").trim();
+    let sends = !driver.is_empty() && driver != "noop";
+    let versioned = matches!(format.as_str(), "versioned" | "both");
+    if sends && versioned {
+        out.set(
+            "rpc",
+            "versioned_notifications",
+            Value::Boolean(true),
+            format!("[{SECTION}] notification_format = {format}, [{DRIVER}] driver = {driver}"),
+        );
+    }
+    if let Some(topics) = out.typed(conf, SECTION, "versioned_notifications_topics", &text) {
+        let topics: Vec<Value> = topics
+            .as_str()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| Value::String(t.to_string()))
+            .collect();
+        if topics.is_empty() {
+            out.warn(format!(
+                "[{SECTION}] versioned_notifications_topics names no topic: not carried"
+            ));
+        } else {
+            out.set(
+                "rpc",
+                "versioned_notifications_topics",
+                Value::Array(topics),
+                format!("[{SECTION}] versioned_notifications_topics"),
+            );
+        }
+    }
+    if sends && matches!(format.as_str(), "unversioned" | "both") {
+        out.warn(format!(
+            "[{SECTION}] notification_format = {format}: Parasol emits no legacy unversioned \
+             scheduler.select_destinations notifications (only the versioned ones)"
+        ));
+    }
+}

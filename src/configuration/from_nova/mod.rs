@@ -173,6 +173,7 @@ pub fn translate(conf: &NovaConf, source: &str) -> Translation {
     links::transport(conf, &mut out);
     links::placement(conf, &mut out);
     links::nova_db(conf, &mut out);
+    links::notifications(conf, &mut out);
     let on = Some(Value::Boolean(true));
     if out.typed(conf, "DEFAULT", "debug", &Value::Boolean(false)) == on {
         out.set(

@@ -362,3 +362,26 @@ fn the_default_availability_zone_is_carried_else_novas_default_stays() {
     let (s, _) = run("[DEFAULT]\nservice_down_time = 90\n");
     assert_eq!(s.policy.default_availability_zone, "nova");
 }
+
+#[test]
+fn versioned_notifications_are_carried_when_nova_would_send_them() {
+    let (s, t) = run("[DEFAULT]\n");
+    assert!(
+        !s.rpc.versioned_notifications,
+        "Nova's default format is unversioned"
+    );
+    assert!(!warned(&t, "unversioned"), "no driver: nothing is sent");
+    let (s, t) = run(
+        "[notifications]\nnotification_format = both\nversioned_notifications_topics = a, b\n\
+         [oslo_messaging_notifications]\ndriver = messagingv2\n",
+    );
+    assert!(s.rpc.versioned_notifications);
+    assert_eq!(s.rpc.versioned_notifications_topics, ["a", "b"]);
+    assert!(warned(&t, "no legacy unversioned"), "{:?}", t.warnings);
+    let (s, _) = run("[notifications]\nnotification_format = versioned\n\
+         [oslo_messaging_notifications]\ndriver = noop\n");
+    assert!(
+        !s.rpc.versioned_notifications,
+        "the noop driver sends nothing"
+    );
+}
