@@ -332,6 +332,7 @@ async fn run(
             });
             let answer = with_heartbeats(server, ch, msg, work).await;
             notify_selection(server, ch, msg, started_ms, &answer).await;
+            let no_candidate = matches!(&answer, Err(e) if e.no_allocation_candidate());
             match answer {
                 Ok(answer) => Ok(answer.to_text()),
                 Err(SelectError::NoValidHost { reason }) => {
@@ -341,7 +342,7 @@ async fn run(
                     // listed no allocation candidate; the conductor writes it into the
                     // instance's fault, which users and Nova's own tests read. Which filter
                     // left no host goes to the log, as in Nova.
-                    let nova_reason = if crate::policy::no_allocation_candidate(&reason) {
+                    let nova_reason = if no_candidate {
                         ""
                     } else {
                         NOVA_NO_VALID_HOST_REASON
@@ -401,11 +402,7 @@ async fn notify_selection(
     };
     let phases: &[Phase] = match answer {
         Ok(_) => &[Phase::Start, Phase::End],
-        Err(SelectError::NoValidHost { reason })
-            if !crate::policy::no_allocation_candidate(reason) =>
-        {
-            &[Phase::Start]
-        }
+        Err(e @ SelectError::NoValidHost { .. }) if !e.no_allocation_candidate() => &[Phase::Start],
         Err(_) => return,
     };
     let aggregates = server.deps.cloud.aggregates();

@@ -34,6 +34,15 @@ pub enum SelectError {
     Unavailable(String),
 }
 
+impl SelectError {
+    /// Whether this is a NoValidHost for which Placement would have listed no allocation
+    /// candidate (`policy::no_allocation_candidate`): nova-scheduler raises
+    /// `NoValidHost(reason="")` then, before its filters and its notifications.
+    pub fn no_allocation_candidate(&self) -> bool {
+        matches!(self, SelectError::NoValidHost { reason } if crate::policy::no_allocation_candidate(reason))
+    }
+}
+
 impl From<ScheduleError> for SelectError {
     fn from(e: ScheduleError) -> Self {
         match e {
