@@ -34,7 +34,7 @@ from nova import objects
 from nova import test as nova_test
 from nova.scheduler import rpcapi as scheduler_rpcapi
 
-from nova_functional import parasol_config, passthrough_plugins, transport
+from nova_functional import parasol_config, passthrough_plugins, scheduler_notifications, transport
 from nova_functional.placement_tcp import Served
 from nova_functional.state import Current
 
@@ -71,7 +71,7 @@ def _fast(values):
     return {} if SHIPPED else values
 
 
-_behind_s = {}  # a frozen time -> how far behind the real clock it was when first seen
+_behind_s = {}  # (test, frozen time) -> how far behind the real clock it was when first seen
 
 
 def service_down_time_s():
@@ -80,8 +80,10 @@ def service_down_time_s():
     The notification sample tests freeze oslo's `timeutils.utcnow` in 2012 (`TimeFixture`):
     Nova writes its services' heartbeats at that time and judges them on it, so they are up.
     Parasol, another process, judges them on the real clock. The gap is added: a heartbeat
-    Nova calls fresh is fresh to Parasol too. It is measured once per frozen time, so the
-    section stays the same while the test runs (a changed `[nova_db]` restarts Parasol)."""
+    Nova calls fresh is fresh to Parasol too. It is measured once per test and frozen time,
+    so the section stays the same while the test runs (a changed `[nova_db]` restarts
+    Parasol); not once per run: every notification test freezes the same time, and a gap
+    measured at the first would be minutes short at a later one (every compute down)."""
     down = float(CONF.service_down_time)
     # The override itself: `utcnow()` would pop a listed one, which the test would miss.
     frozen = getattr(timeutils, "_override_time", None)
@@ -89,10 +91,12 @@ def service_down_time_s():
         frozen = frozen[0] if frozen else None
     if frozen is None:
         return down
-    if frozen not in _behind_s:
+    key = (Current.slug, frozen)
+    if key not in _behind_s:
         real = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
-        _behind_s[frozen] = math.ceil((real - frozen.replace(tzinfo=None)).total_seconds())
-    behind = _behind_s[frozen]
+        _behind_s.clear()
+        _behind_s[key] = math.ceil((real - frozen.replace(tzinfo=None)).total_seconds())
+    behind = _behind_s[key]
     return down + behind if behind > down else down
 
 
@@ -188,7 +192,8 @@ class ExternalScheduler:
                      "queue": self.queue, "dead_letter": self.dead_letter,
                      "fanout_exchange": f"{scheduler_rpcapi.RPC_TOPIC}_fanout",
                      "reconnect_min_s": 0.1, "reconnect_max_s": 1.0},
-            "rpc": {"enabled": True, "host": self.host, "topic": scheduler_rpcapi.RPC_TOPIC},
+            "rpc": {"enabled": True, "host": self.host, "topic": scheduler_rpcapi.RPC_TOPIC,
+                    **versioned_notifications()},
             # A test without Placement runs Parasol without it (an empty URL is refused).
             "placement": {"enabled": Served.url is not None, "url": Served.url or "",
                           "auth": "noauth",
@@ -212,6 +217,10 @@ class ExternalScheduler:
     def start(self):
         self.sections, record = self._sections()
         self.text = _text(self.sections)
+        rpc_section = self.sections["rpc"]
+        if rpc_section["versioned_notifications"]:
+            scheduler_notifications.open_relay(
+                CONF.control_exchange, rpc_section["versioned_notifications_topics"])
         _remember_settings(record)
         with open(self.config_path, "w") as f:
             f.write(self.text)
@@ -329,12 +338,24 @@ class ExternalScheduler:
         if self.proc is None:
             return
         self._end_process()
+        scheduler_notifications.close_relay()
         Current.record.setdefault("parasol", {})["log"] = self.log_path
         Current.record["parasol"]["dead_letters"] = _dead_letters(self.dead_letter)
         topic = scheduler_rpcapi.RPC_TOPIC
         transport.Broker.delete_queues({self.queue, self.dead_letter, topic,
                                         f"{topic}.{self.host}"})
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def versioned_notifications():
+    """`[rpc] versioned_notifications`: whether Nova's scheduler would emit its versioned
+    notifications (`nova.rpc.if_notifications_enabled`: `[notifications]
+    notification_format` versioned or both, and a notification driver other than noop)."""
+    drivers = [d for d in (CONF.oslo_messaging_notifications.driver or []) if d != "noop"]
+    enabled = CONF.notifications.notification_format in ("both", "versioned") and bool(drivers)
+    return {"versioned_notifications": enabled,
+            "versioned_notifications_topics":
+                list(CONF.notifications.versioned_notifications_topics)}
 
 
 def _text(sections):
@@ -469,5 +490,6 @@ def install(mode):
         nova_fixtures._use_file_backed_sqlite_with_wal = _record_cell_files(
             nova_fixtures._use_file_backed_sqlite_with_wal)
         nova_test.TestCase.start_service = _start_service(nova_test.TestCase.start_service)
+        scheduler_notifications.install()
         nova_test.TestCase.flags = _flags(nova_test.TestCase.flags)
         Served.listeners.append(_placement_started)
