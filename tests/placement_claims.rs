@@ -1308,6 +1308,43 @@ async fn two_processes_on_one_postgresql_ledger_and_one_placement_with_32_caller
     }
 }
 
+/// The `service.create` versioned notification of nova-compute's first start on `host`.
+fn service_created(host: &str) -> Value {
+    json!({
+        "message_id": "7d0c1d7e-5b7a-4c55-9d0e-8f3b2f0a0001",
+        "publisher_id": format!("nova-compute:{host}"),
+        "event_type": "service.create",
+        "priority": "INFO",
+        "timestamp": "2026-11-27 04:00:00.000000",
+        "payload": {"nova_object.name": "ServiceStatusPayload", "nova_object.namespace": "nova",
+                    "nova_object.version": "1.1",
+                    "nova_object.data": {"host": host, "binary": "nova-compute",
+                                         "disabled": false, "forced_down": false}},
+    })
+}
+
+/// A compute service announced by `service.create` is loaded by a Placement sync at once, not
+/// at the next interval (an hour here): its provider comes a moment after the notification
+/// (nova-compute makes it right after the service), and no call asks for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compute_service_announced_by_service_create_is_synced_before_the_interval() {
+    let placement = PlacementServer::start().await;
+    placement
+        .provider("host1", P1, room(4, 8192), &[], &[])
+        .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 1).await;
+    parasol.notify(&service_created("host2")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    placement
+        .provider("host2", P2, room(4, 8192), &[], &[])
+        .await;
+    eventually("host2 in Parasol's ledger", || async {
+        parasol.used().await.len() == 2
+    })
+    .await;
+    parasol.shutdown.stop().await;
+}
+
 /// nova-compute's start: `service.create` (versioned notification), then its compute node
 /// and resource provider, then it takes builds. A call that comes right after must see the
 /// new host, as Nova's scheduler (reading Placement on every call) does, or a reschedule has
@@ -1317,18 +1354,7 @@ async fn a_call_right_after_a_compute_service_started_waits_for_its_node() {
     // The spec is built first: Nova's objects take seconds to import, and the wait is for a
     // service announced less than `timeout_s` ago.
     let (placement, parasol, _db, specs) = one_host_synced_and_a_small_spec().await;
-    let created = json!({
-        "message_id": "7d0c1d7e-5b7a-4c55-9d0e-8f3b2f0a0001",
-        "publisher_id": "nova-compute:host2",
-        "event_type": "service.create",
-        "priority": "INFO",
-        "timestamp": "2026-11-27 04:00:00.000000",
-        "payload": {"nova_object.name": "ServiceStatusPayload", "nova_object.namespace": "nova",
-                    "nova_object.version": "1.1",
-                    "nova_object.data": {"host": "host2", "binary": "nova-compute",
-                                         "disabled": false, "forced_down": false}},
-    });
-    parasol.notify(&created).await;
+    parasol.notify(&service_created("host2")).await;
     placement
         .provider("host2", P2, room(4, 8192), &[], &[])
         .await;

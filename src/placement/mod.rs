@@ -316,6 +316,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     };
     // Consumers the last consistency check found missing from Placement.
     let mut missing = std::collections::HashSet::new();
+    let timeout_ms = (settings.timeout_s * 1000.0).round() as i64;
     while !shutdown.is_cancelled() {
         let sync = deps.resync.begin();
         let records_at_start = deps.ledger.table().records();
@@ -323,16 +324,39 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
         deps.resync
             .note_unloaded(deps.ledger.table(), records_at_start.as_deref());
         deps.resync.end(sync);
+        // A compute service announced in the last `timeout_s` whose node this sync did not
+        // load yet (nova-compute creates its node record and provider right after the
+        // service): look again soon rather than at the interval.
+        let now = deps.clock.now_ms();
+        let chasing = !deps
+            .ledger
+            .table()
+            .announced_not_loaded(now - timeout_ms)
+            .is_empty();
+        let wait_ms = if chasing {
+            interval_ms.min(ANNOUNCED_CHASE_MS)
+        } else {
+            interval_ms
+        };
         tokio::select! {
-            _ = deps.clock.sleep_ms(interval_ms) => {}
+            _ = deps.clock.sleep_ms(wait_ms) => {}
             _ = deps.resync.requested() => {
                 deps.stats.metrics().placement_resyncs.inc();
                 tracing::info!("Placement sync asked for by a request");
+            }
+            _ = deps.ledger.table().announcement() => {
+                deps.stats.metrics().placement_resyncs.inc();
+                tracing::info!("Placement sync for a compute service announced by service.create");
             }
             _ = shutdown.cancelled() => return,
         }
     }
 }
+
+/// How soon the sync looks again for the node of a compute service announced by
+/// `service.create` that the last sync did not find (at most `[placement] timeout_s` after
+/// the announcement, then at the interval again).
+const ANNOUNCED_CHASE_MS: u64 = 500;
 
 /// One sync with its metrics, log line and status update; with claims, the consistency check
 /// that repairs the ledger from Placement's allocations.

@@ -171,6 +171,9 @@ pub struct HostTable {
     /// nova-compute services announced by `service.create`, with when (ms), until a node of
     /// theirs is loaded with Nova's record ([`HostTable::announced_not_loaded`]).
     announced: parking_lot::Mutex<HashMap<String, i64>>,
+    /// Signalled by each announcement: the Placement sync loads the new node without
+    /// waiting for its interval ([`HostTable::announcement`]).
+    announcement: tokio::sync::Notify,
     /// The order of each host's host-state events, and the registration counters.
     events: events::EventClocks,
     /// What became of the usage readings (`table::usage`).
@@ -400,6 +403,14 @@ impl HostTable {
     /// host than the table holds.
     pub fn announce_service(&self, host: &str, now_ms: i64) {
         self.announced.lock().insert(host.to_string(), now_ms);
+        self.announcement.notify_one();
+        self.want_records();
+    }
+
+    /// Resolves after a `service.create` announced a compute service (one wake-up stored when
+    /// nobody waits, as `tokio::sync::Notify::notify_one`).
+    pub async fn announcement(&self) {
+        self.announcement.notified().await
     }
 
     /// A nova-compute service was deleted (`service.delete`): no node of it is awaited.
