@@ -6,7 +6,9 @@ use crate::domain::{HostState, RequestContext};
 /// Nova's `requested_destination` (a targeted live migration, evacuate or cold migrate):
 /// when it names a host, only that host remains; when it names a node, only that node; when
 /// it names a cell, only hosts of that cell (a host whose cell Parasol does not know, without
-/// `[nova_db]`, passes).
+/// `[nova_db]`, passes) — unless the move may cross cells (`allow_cross_cell_move`: the
+/// cell is then the source cell `CrossCellWeigher` prefers, not a limit, as Nova's
+/// `HostManager.get_host_states_by_uuids` reads it).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RequestedDestinationFilter;
 
@@ -21,9 +23,9 @@ impl Filter for RequestedDestinationFilter {
     }
 
     fn restricts(&self, req: &RequestContext) -> bool {
-        req.requested_destination
-            .as_ref()
-            .is_some_and(|d| d.host.is_some() || d.node.is_some() || d.cell.is_some())
+        req.requested_destination.as_ref().is_some_and(|d| {
+            d.host.is_some() || d.node.is_some() || (d.cell.is_some() && !req.cross_cell_move)
+        })
     }
 
     /// Nova's host manager narrows the hosts to these before any filter, a rebuild too.
@@ -42,10 +44,11 @@ impl Filter for RequestedDestinationFilter {
             .facts
             .as_ref()
             .and_then(|f| f.cell_uuid.as_deref());
-        let cell_ok = match (dest.cell.as_deref(), host_cell) {
-            (Some(wanted), Some(cell)) => wanted == cell,
-            _ => true,
-        };
+        let cell_ok = req.cross_cell_move
+            || match (dest.cell.as_deref(), host_cell) {
+                (Some(wanted), Some(cell)) => wanted == cell,
+                _ => true,
+            };
         host_ok && node_ok && cell_ok
     }
 }
@@ -109,5 +112,9 @@ mod tests {
             RequestedDestinationFilter.passes(&in_cell(None), &req, &env),
             "a host without Nova's records has no known cell"
         );
+        // A cross-cell resize names the source cell to prefer, not to stay in.
+        req.cross_cell_move = true;
+        assert!(!RequestedDestinationFilter.restricts(&req));
+        assert!(RequestedDestinationFilter.passes(&in_cell(Some("cell-2")), &req, &env));
     }
 }
