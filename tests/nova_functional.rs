@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// The fast subset, as `tests/nova_functional/suites.py` names it.
-const FAST_TESTS: usize = 7;
+const FAST_TESTS: usize = 8;
 
 #[test]
 fn novas_fast_functional_subset_passes_with_parasol_as_the_scheduler() {
