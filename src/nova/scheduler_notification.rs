@@ -174,14 +174,18 @@ pub fn request_spec_payload(spec_obj: &Value, required: &[String]) -> Value {
     payload("RequestSpecPayload", REQUEST_SPEC_PAYLOAD_VERSION, out)
 }
 
-/// The `nova_object.data` of each object of an object list's primitive (`objects`).
-fn objects(list: Option<&Value>) -> impl Iterator<Item = &Map<String, Value>> {
-    data(list)
-        .and_then(|l| l.get("objects"))
+/// The elements of the list field `key` of `source` (none when unset or not a list).
+fn items<'a>(source: Option<&'a Map<String, Value>>, key: &str) -> impl Iterator<Item = &'a Value> {
+    source
+        .and_then(|s| s.get(key))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|o| data(Some(o)))
+}
+
+/// The `nova_object.data` of each object of an object list's primitive (`objects`).
+fn objects(list: Option<&Value>) -> impl Iterator<Item = &Map<String, Value>> {
+    items(data(list), "objects").filter_map(|o| data(Some(o)))
 }
 
 /// `FlavorPayload` 1.4.
@@ -275,11 +279,7 @@ fn numa_topology_payload(topology: Option<&Map<String, Value>>, instance_uuid: &
         .unwrap_or(instance_uuid);
     out.insert("instance_uuid".into(), uuid.clone());
     schema(&mut out, topology, &["emulator_threads_policy"]);
-    let cells = topology
-        .and_then(|t| t.get("cells"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    let cells = items(topology, "cells")
         .map(|c| numa_cell_payload(data(Some(c))))
         .collect();
     out.insert("cells".into(), Value::Array(cells));
@@ -324,11 +324,7 @@ fn pci_requests_payload(requests: Option<&Map<String, Value>>, instance_uuid: &V
         .and_then(|r| r.get("instance_uuid"))
         .unwrap_or(instance_uuid);
     out.insert("instance_uuid".into(), uuid.clone());
-    let each = requests
-        .and_then(|r| r.get("requests"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    let each = items(requests, "requests")
         .map(|r| {
             let mut one = Map::new();
             schema(

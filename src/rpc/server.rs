@@ -331,8 +331,8 @@ async fn run(
                 server.deps.scheduler.select(*args).await
             });
             let answer = with_heartbeats(server, ch, msg, work).await;
-            notify_selection(server, ch, msg, started_ms, &answer).await;
             let no_candidate = matches!(&answer, Err(e) if e.no_allocation_candidate());
+            notify_selection(server, ch, msg, started_ms, &answer, no_candidate).await;
             match answer {
                 Ok(answer) => Ok(answer.to_text()),
                 Err(SelectError::NoValidHost { reason }) => {
@@ -392,6 +392,7 @@ async fn notify_selection(
     msg: &RpcMessage,
     started_ms: i64,
     answer: &Result<crate::scheduling::Answer, SelectError>,
+    no_candidate: bool,
 ) {
     let settings = server.deps.scheduler.settings();
     if !settings.rpc.versioned_notifications {
@@ -402,7 +403,7 @@ async fn notify_selection(
     };
     let phases: &[Phase] = match answer {
         Ok(_) => &[Phase::Start, Phase::End],
-        Err(e @ SelectError::NoValidHost { .. }) if !e.no_allocation_candidate() => &[Phase::Start],
+        Err(SelectError::NoValidHost { .. }) if !no_candidate => &[Phase::Start],
         Err(_) => return,
     };
     let aggregates = server.deps.cloud.aggregates();

@@ -57,8 +57,9 @@ THREADING_MODE = {
 }
 
 
-def _short_id(test_id):
-    return test_id.split("nova.tests.functional.", 1)[-1]
+def short_id(test_id):
+    """A test id without the `nova.tests.functional.` prefix (as the report writes ids)."""
+    return test_id.replace("nova.tests.functional.", "")
 
 
 def _selects(record):
@@ -143,7 +144,7 @@ def cause(nova, parasol):
     """(class, detail) of a test that passed with Nova's scheduler."""
     if parasol is None:
         return "harness", "not run with Parasol"
-    why = THREADING_MODE.get(_short_id(parasol.get("id", "")))
+    why = THREADING_MODE.get(short_id(parasol.get("id", "")))
     if why:
         return "threading-mode", why
     error = parasol.get("first_error", "") or ""

@@ -15,8 +15,7 @@ from nova_functional import agreement_report, causes
 OUTCOMES = ("pass", "fail", "error", "skip")
 
 
-def _short(test_id):
-    return test_id.replace("nova.tests.functional.", "")
+_short = causes.short_id
 
 
 def _run_line(doc, who):
