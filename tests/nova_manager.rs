@@ -326,6 +326,7 @@ async fn scheduler_for(c: &Case, backend: BackendKind, dir: &tempfile::TempDir) 
     ledger.table().set_records(Arc::new(NodeRecords {
         by_uuid: records,
         read: true,
+        began_ms: NOW_MS,
     }));
     let clock: SharedClock = Arc::new(ManualClock::new(NOW_MS));
     let mut settings = Settings::default();

@@ -116,7 +116,7 @@ impl HostRegistration {
         Ok(profile)
     }
 
-    fn names_json(names: &[String]) -> String {
+    pub(crate) fn names_json(names: &[String]) -> String {
         let mut sorted: Vec<&String> = names.iter().collect();
         sorted.sort();
         sorted.dedup();

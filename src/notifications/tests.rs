@@ -789,3 +789,135 @@ async fn a_batch_whose_group_fails_leaves_no_remembered_rows_behind() {
     assert_eq!(out, [Ok(Applied::Applied)]);
     assert_eq!(vcpu_row(&ledger, "a").await, (16, 16));
 }
+
+/// A `service.update` of nova-compute `host` (ServiceStatusPayload 1.1).
+fn service_update(id: &str, host: &str, disabled: bool) -> Value {
+    json!({"message_id": id, "event_type": "service.update", "payload": {
+        "nova_object.name": "ServiceStatusPayload", "nova_object.namespace": "nova",
+        "nova_object.version": "1.1", "nova_object.data": {
+            "host": host, "binary": "nova-compute", "disabled": disabled,
+            "forced_down": false}}})
+}
+
+/// With Nova's records laid over the table, an operator's disable (`service.update`) counts
+/// at once, as Nova's scheduler reads the service on every call: the records read before it
+/// say "enabled", and would otherwise until the next read. A read that began after the
+/// update replaces the note (it holds the same); one that began before does not.
+#[tokio::test]
+async fn a_service_update_counts_over_nova_s_records_read_before_it() {
+    use crate::table::{NodeRecord, NodeRecords};
+    use std::sync::Arc;
+    let (ledger, _dir) = ledger().await;
+    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 1).await.unwrap();
+    let table = ledger.table();
+    let records = |began_ms: i64, disabled: bool| {
+        let mut records = NodeRecords {
+            read: true,
+            began_ms,
+            ..NodeRecords::default()
+        };
+        let record = NodeRecord {
+            service_host: "a".into(),
+            facts: Arc::default(),
+            up: true,
+            disabled,
+            forced_down: false,
+        };
+        records.by_uuid.insert(uuid_of("a"), record);
+        Arc::new(records)
+    };
+    let disabled = || table.by_uuid(&uuid_of("a")).unwrap().disabled;
+    table.set_records(records(1_000, false));
+    assert!(!disabled());
+    let off = Notification::from_inner(&service_update("m2", "a", true)).unwrap();
+    assert_eq!(
+        apply_batch(&ledger, &[&off], 2_000).await.unwrap(),
+        [Ok(Applied::Applied)]
+    );
+    assert!(disabled(), "the disable counts before the next read");
+    // A later event of the host reloads it: the note still lies over the old records.
+    let beat = Notification::from_inner(&host_state("m3", "a", 16)).unwrap();
+    apply_batch(&ledger, &[&beat], 2_100).await.unwrap();
+    assert!(disabled(), "a reload keeps the disable");
+    // A read that began before the update (it finished after) does not undo it.
+    table.set_records(records(1_999, false));
+    assert!(disabled(), "an older read does not undo the disable");
+    // A read that began after it is Nova's word again.
+    table.set_records(records(2_001, true));
+    assert!(disabled());
+    table.set_records(records(2_500, false));
+    assert!(!disabled(), "a newer read replaces the note");
+}
+
+/// nova-compute keeps `COMPUTE_STATUS_DISABLED` on its provider equal to its service's
+/// state: a host the last sync read with the trait is schedulable as soon as its service is
+/// enabled again, and a disabled one has it before the next sync.
+#[tokio::test]
+async fn a_service_update_sets_and_clears_nova_s_status_trait() {
+    use crate::domain::{Mark, TraitId, COMPUTE_STATUS_DISABLED};
+    let (ledger, _dir) = ledger().await;
+    let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 1).await.unwrap();
+    let table = ledger.table();
+    let id = table.by_uuid(&uuid_of("a")).unwrap().id;
+    let has_status = || {
+        let status = TraitId::lookup(COMPUTE_STATUS_DISABLED).expect("interned");
+        let a = table.by_uuid(&uuid_of("a")).unwrap();
+        a.profile.traits.contains_all(&[status])
+    };
+    ledger
+        .set_traits(id, &[COMPUTE_STATUS_DISABLED.into(), "CUSTOM_GOLD".into()])
+        .await
+        .unwrap();
+    assert!(has_status());
+    let on = Notification::from_inner(&service_update("m2", "a", false)).unwrap();
+    apply_batch(&ledger, &[&on], 2).await.unwrap();
+    let a = table.by_uuid(&uuid_of("a")).unwrap();
+    assert!(!has_status() && !a.disabled, "enabled: the trait is gone");
+    let gold = TraitId::lookup("CUSTOM_GOLD").expect("interned");
+    assert!(a.profile.traits.contains_all(&[gold]), "other traits stay");
+    let off = Notification::from_inner(&service_update("m3", "a", true)).unwrap();
+    apply_batch(&ledger, &[&off], 3).await.unwrap();
+    assert!(has_status(), "disabled: the trait is set");
+    assert!(table.by_uuid(&uuid_of("a")).unwrap().disabled);
+}
+
+/// A service disabled right after its start, before Placement's sync loaded its node: with
+/// Nova's records read, the update is taken (not dead-lettered) and lies over the node once
+/// it loads; without them it is refused, naming the host.
+#[tokio::test]
+async fn a_service_update_before_its_node_is_loaded_counts_once_it_is() {
+    use crate::table::NodeRecords;
+    use std::sync::Arc;
+    let (ledger, _dir) = ledger().await;
+    let early = Notification::from_inner(&service_update("m1", "a", true)).unwrap();
+    let out = apply_batch(&ledger, &[&early], 1).await.unwrap();
+    let refused = out[0].as_ref().expect_err("no records: an unknown host");
+    assert!(refused.contains("\"a\""), "{refused}");
+    let table = ledger.table();
+    let mut records = NodeRecords {
+        read: true,
+        began_ms: 5,
+        ..NodeRecords::default()
+    };
+    records.by_uuid.insert(
+        uuid_of("a"),
+        crate::table::NodeRecord {
+            service_host: "a".into(),
+            facts: Arc::default(),
+            up: true,
+            disabled: false,
+            forced_down: false,
+        },
+    );
+    table.set_records(Arc::new(records));
+    let again = Notification::from_inner(&service_update("m2", "a", true)).unwrap();
+    assert_eq!(
+        apply_batch(&ledger, &[&again], 10).await.unwrap(),
+        [Ok(Applied::Applied)]
+    );
+    let first = Notification::from_inner(&host_state("m3", "a", 8)).unwrap();
+    apply_batch(&ledger, &[&first], 11).await.unwrap();
+    assert!(table.by_uuid(&uuid_of("a")).unwrap().disabled);
+}

@@ -25,6 +25,7 @@ pub fn node_records(
 ) -> NodeRecords {
     let mut records = NodeRecords {
         read: true,
+        began_ms: snapshot.began_ms,
         ..NodeRecords::default()
     };
     for view in snapshot.nodes() {

@@ -181,6 +181,7 @@ impl NovaDbReader {
     /// its error while the others are read (Nova skips such a cell with a warning). Only an
     /// unreadable API database fails the whole read.
     pub async fn read(&self) -> Result<NovaDbSnapshot, NovaDbError> {
+        let began_ms = self.clock.now_ms();
         let discovery = self.discover_cells().await?;
         let (disabled, enabled): (Vec<_>, Vec<_>) =
             discovery.cells.into_iter().partition(|c| c.disabled);
@@ -199,7 +200,7 @@ impl NovaDbReader {
         }
         self.forget_pools_except(&enabled);
         Ok(NovaDbSnapshot::new(
-            self.clock.now_ms(),
+            (began_ms, self.clock.now_ms()),
             cells,
             failed,
             disabled,

@@ -17,6 +17,8 @@ pub struct CellFailure {
 /// Every enabled cell's nodes at `read_at_ms`.
 #[derive(Debug)]
 pub struct NovaDbSnapshot {
+    /// When the read began, on the reader's clock: what Nova's databases held then is in it.
+    pub began_ms: i64,
     /// When the read finished, on the reader's clock.
     pub read_at_ms: i64,
     pub cells: Vec<CellSnapshot>,
@@ -48,7 +50,7 @@ impl NodeView<'_> {
 
 impl NovaDbSnapshot {
     pub fn new(
-        read_at_ms: i64,
+        (began_ms, read_at_ms): (i64, i64),
         cells: Vec<CellSnapshot>,
         failed_cells: Vec<CellFailure>,
         disabled_cells: Vec<CellMapping>,
@@ -62,6 +64,7 @@ impl NovaDbSnapshot {
             }
         }
         NovaDbSnapshot {
+            began_ms,
             read_at_ms,
             cells,
             failed_cells,

@@ -69,6 +69,9 @@ pub struct NodeRecords {
     /// False until Nova's databases were read once: meanwhile no host is schedulable, as
     /// nova-scheduler schedules nowhere without its databases.
     pub read: bool,
+    /// When (ms, the service's clock) the read these records come from began: a
+    /// `service.update` noted before it is in them ([`HostTable::note_service`]).
+    pub began_ms: i64,
 }
 
 impl NodeRecords {
@@ -103,10 +106,22 @@ impl NodeRecords {
     }
 }
 
+/// A service's state as a `service.update` said it, newer than the read of Nova's records
+/// laid over the table ([`HostTable::note_service`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ServiceNote {
+    disabled: bool,
+    forced_down: bool,
+    at_ms: i64,
+}
+
 #[derive(Default)]
 struct Inner {
     /// Nova's records, when Parasol reads them; `None` until the first read.
     records: Option<Arc<NodeRecords>>,
+    /// `service.update`s newer than `records`, by service host: laid over them until a read
+    /// that began after the note replaces them.
+    notes: HashMap<Arc<str>, ServiceNote>,
     hosts: Vec<HostState>,
     /// `rows[slot]` is `HostScan::of(&hosts[slot])`, rebuilt by [`Inner::touch`] after every
     /// change of a host: what a full scan reads, dense.
@@ -131,6 +146,14 @@ fn exceeds(used: &Resources, usable: &Resources) -> bool {
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 impl Inner {
+    /// Lays a `service.update` newer than Nova's records over a host of `host`.
+    fn lay_note(&self, host: &str, disabled: &mut bool, forced_down: &mut bool) {
+        if let Some(note) = self.notes.get(host) {
+            *disabled = note.disabled;
+            *forced_down = note.forced_down;
+        }
+    }
+
     /// Rebuilds the scan row of `slot` after its host changed.
     #[inline]
     fn touch(&mut self, slot: usize) {
@@ -225,6 +248,7 @@ impl HostTable {
                     &mut row.disabled,
                     &mut row.forced_down,
                 );
+                inner.lay_note(&row.profile.host, &mut row.disabled, &mut row.forced_down);
                 missing |= !records.by_uuid.contains_key(&*row.profile.uuid);
             }
             match inner.slot_of.get(&row.id).copied() {
@@ -319,15 +343,22 @@ impl HostTable {
     /// Replaces Nova's compute-node records and lays them over every host now (and over
     /// every later load): service host, facts, and the service's up / disabled / forced-down
     /// state, which from now on come from Nova's records only.
+    /// A `service.update` noted before the read began is in it and leaves; a later one stays
+    /// laid over it.
     pub fn set_records(&self, records: Arc<NodeRecords>) {
         let mut inner = self.inner.write();
         let mut changed = false;
         let mut missing = false;
+        inner.notes.retain(|_, note| note.at_ms >= records.began_ms);
         for slot in 0..inner.hosts.len() {
             let h = &mut inner.hosts[slot];
             let mut profile = h.profile.clone();
+            let (mut disabled, mut forced_down) = (h.disabled, h.forced_down);
             let renamed =
-                records.lay_over(&mut profile, &mut h.up, &mut h.disabled, &mut h.forced_down);
+                records.lay_over(&mut profile, &mut h.up, &mut disabled, &mut forced_down);
+            inner.lay_note(&profile.host, &mut disabled, &mut forced_down);
+            let h = &mut inner.hosts[slot];
+            (h.disabled, h.forced_down) = (disabled, forced_down);
             missing |= !records.by_uuid.contains_key(&*profile.uuid);
             if renamed {
                 inner.unindex_names(slot);
@@ -389,6 +420,30 @@ impl HostTable {
             .iter()
             .filter(|h| !records.by_uuid.contains_key(&*h.profile.uuid))
             .count()
+    }
+
+    /// A `service.update` of nova-compute service `host` committed at `at_ms`: with Nova's
+    /// records laid over the table, their read is older than this, so until a read that
+    /// began after it its nodes take this state (Nova's scheduler reads the service on every
+    /// call; an operator's disable counts on the next one). Without records the ledger's
+    /// rows carry it and this is a no-op. The caller reloads the nodes.
+    pub fn note_service(&self, host: &str, disabled: bool, forced_down: bool, at_ms: i64) {
+        let mut inner = self.inner.write();
+        if inner.records.is_none() {
+            return;
+        }
+        let note = ServiceNote {
+            disabled,
+            forced_down,
+            at_ms,
+        };
+        inner.notes.insert(Arc::from(host), note);
+        let slots = inner.by_host.get(host).cloned().unwrap_or_default();
+        for slot in slots {
+            let h = &mut inner.hosts[slot];
+            (h.disabled, h.forced_down) = (disabled, forced_down);
+            inner.touch(slot);
+        }
     }
 
     /// Asks for a read of Nova's records now (a `service.update` arrived); a no-op when

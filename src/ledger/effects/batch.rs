@@ -154,6 +154,14 @@ pub(super) fn settle_committed(
         takeover.log(reg);
         counters.node_replaced.inc();
     }
+    for service in &touched.services {
+        table.note_service(
+            &service.host,
+            service.disabled,
+            service.forced_down,
+            service.at_ms,
+        );
+    }
     for beat in &touched.heartbeats {
         if let Some(h) = table.get(beat.id) {
             table.set_liveness(beat.id, beat.up, beat.disabled, h.forced_down, beat.seen_ms);

@@ -28,13 +28,6 @@ const HOST_ID_BY_NAME: &str = "SELECT id FROM hosts WHERE host = $1 \
 /// Every node of a service host, when the live table does not know it yet.
 const HOST_IDS_OF_SERVICE: &str = "SELECT id FROM hosts WHERE host = $1 ORDER BY id";
 
-/// Whether Nova's compute-node records (`[nova_db]`) name this service host.
-fn known_to_nova(table: &HostTable, host: &str) -> bool {
-    table
-        .records()
-        .is_some_and(|r| r.by_uuid.values().any(|n| &*n.service_host == host))
-}
-
 /// Confirms an allocation an instance message names, which also makes it known as an
 /// instance (an imported consumer is counted once named).
 const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance = TRUE \
@@ -97,12 +90,43 @@ pub(super) struct Touched {
     /// Host-state events older than their host's newest (heartbeats only): counted once
     /// committed.
     pub older: u64,
+    /// `service.update`s applied, for the table's note over Nova's records once committed
+    /// ([`HostTable::note_service`]).
+    pub services: Vec<ServiceState>,
+}
+
+/// A nova-compute service's state as a `service.update` set it, at `at_ms`.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ServiceState {
+    pub host: String,
+    pub disabled: bool,
+    pub forced_down: bool,
+    pub at_ms: i64,
+}
+
+/// A host's traits (the ledger's JSON list of names) with nova-compute's
+/// `COMPUTE_STATUS_DISABLED` set when `disabled`, removed otherwise; `None` when they already
+/// say so or are not a list of names.
+fn with_status_trait(traits: &str, disabled: bool) -> Option<String> {
+    let mut names: Vec<String> = serde_json::from_str(traits).ok()?;
+    let status = crate::domain::COMPUTE_STATUS_DISABLED;
+    let has = names.iter().any(|n| n == status);
+    if has == disabled {
+        return None;
+    }
+    if disabled {
+        names.push(status.to_string());
+    } else {
+        names.retain(|n| n != status);
+    }
+    Some(HostRegistration::names_json(&names))
 }
 
 /// What [`Touched`] held before a message, to undo that message's part when it is rejected.
 pub(super) struct TouchedMark {
     reload: usize,
     replaced: usize,
+    services: usize,
     older: u64,
     heartbeats: Vec<Beat>,
     unwritten: Vec<Beat>,
@@ -114,6 +138,7 @@ impl Touched {
         TouchedMark {
             reload: self.reload.len(),
             replaced: self.replaced.len(),
+            services: self.services.len(),
             older: self.older,
             heartbeats: self.heartbeats.clone(),
             unwritten: self.unwritten.clone(),
@@ -123,6 +148,7 @@ impl Touched {
     pub fn rollback_to(&mut self, mark: TouchedMark) {
         self.reload.truncate(mark.reload);
         self.replaced.truncate(mark.replaced);
+        self.services.truncate(mark.services);
         self.older = mark.older;
         self.heartbeats = mark.heartbeats;
         self.unwritten = mark.unwritten;
@@ -630,26 +656,45 @@ macro_rules! define_effect {
             disabled: &bool,
             forced_down: &bool,
         ) -> Result<Applied, ApplyError> {
-            let Ctx { table, touched, .. } = cx;
+            let Ctx { table, now_ms, touched, .. } = cx;
             // Nova's records (when read) say the same sooner than the next refresh.
             table.want_records();
+            let noted = ServiceState {
+                host: host.to_string(),
+                disabled: *disabled,
+                forced_down: *forced_down,
+                at_ms: now_ms,
+            };
             let ids = service_ids!(tx, table, host);
             if ids.is_empty() {
-                if known_to_nova(table, host) {
-                    // Not in Placement yet; its state comes from Nova's records.
+                if table.records().is_some() {
+                    // Not in Placement yet (a service disabled right after its start): its
+                    // state comes from Nova's records, this update laid over them.
+                    touched.services.push(noted);
                     return Ok(Applied::Applied);
                 }
                 return Err(rejected(format!("service.update for unknown host {host:?}")));
             }
             for id in &ids {
+                // nova-compute keeps `COMPUTE_STATUS_DISABLED` on its providers equal to its
+                // service's state (set before the API answers the operator, or at its next
+                // start when it is down, when ComputeFilter turns it away anyway): the trait
+                // the last sync read would otherwise refuse a re-enabled host until the next.
+                let traits: String = sqlx::query_scalar("SELECT traits FROM hosts WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                let traits = with_status_trait(&traits, *disabled).unwrap_or(traits);
                 // A retired node (re-created under a new uuid) stays unschedulable.
-                sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2 WHERE id = $3 AND NOT retired")
+                sqlx::query("UPDATE hosts SET disabled = $1, forced_down = $2, traits = $3 WHERE id = $4 AND NOT retired")
                     .bind(*disabled)
                     .bind(*forced_down)
+                    .bind(traits)
                     .bind(id)
                     .execute(&mut **tx)
                     .await?;
             }
+            touched.services.push(noted);
             touched.reload.extend(ids.into_iter().map(HostId));
             Ok(Applied::Applied)
         }
