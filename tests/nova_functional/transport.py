@@ -21,7 +21,8 @@ differences a real broker makes, each handled here:
 
 Versioned notifications still reach `FakeVersionedNotifier` (the tests wait on it) and are
 also published with `messagingv2` on `versioned_notifications.info`, where an outside
-scheduler consumes them.
+scheduler consumes them; a test without Nova's notification fixture publishes them there too
+(`_versioned_on_the_broker`), as a deployment's notification driver would.
 """
 
 import importlib
@@ -140,6 +141,23 @@ def _deserialize_context(self, values):
     return ctxt
 
 
+def _versioned_on_the_broker():
+    """A test without Nova's `NotificationFixture` keeps `nova.rpc.NOTIFIER`, whose drivers
+    are none or oslo's in-memory `test` (`nova.test` sets it after `rpc.init`): its versioned
+    notifications (an operator's `service.update` among them) would reach no outside
+    scheduler, or not be emitted at all, where a deployment's `messagingv2` driver puts them
+    on the broker. The notifier gets that driver in place of its own (no functional test
+    reads oslo's in-memory list; the fixture, when a test uses it, replaces the notifier and
+    publishes through `_also_publish`)."""
+    if CONF.notifications.notification_format == "unversioned":
+        return
+    if "messagingv2" in rpc.NOTIFIER._driver_names:
+        return
+    rpc.NOTIFIER = messaging.Notifier(
+        rpc.NOTIFICATION_TRANSPORT, serializer=rpc.NOTIFIER._serializer,
+        driver="messagingv2", topics=CONF.notifications.versioned_notifications_topics)
+
+
 class RabbitRPCFixture(fixtures.Fixture):
     """`nova.tests.fixtures.RPCFixture` on the rabbit driver, in the worker's vhost."""
 
@@ -171,6 +189,7 @@ class RabbitRPCFixture(fixtures.Fixture):
         with mock.patch("nova.rpc.get_transport_url") as mock_gtu:
             mock_gtu.return_value = None
             rpc.init(CONF)
+        _versioned_on_the_broker()
 
     @staticmethod
     def _delete_declared_queues():
@@ -197,8 +216,8 @@ _publishers = {}
 
 
 def _broker_notifier(transport, serializer):
-    """A messagingv2 notifier on `transport` (one per transport)."""
-    key = id(transport)
+    """A messagingv2 notifier on `transport` (one per transport and serializer kind)."""
+    key = (id(transport), serializer is None)
     entry = _publishers.get(key)
     if entry is None or entry[0] is not transport:
         notifier = messaging.Notifier(
