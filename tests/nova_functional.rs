@@ -62,6 +62,26 @@ fn novas_fast_functional_subset_passes_with_a_pass_through_plugin_chain() {
     }
 }
 
+/// An operator's disable and enable of a compute service count on Nova's next call, on
+/// Parasol's shipped intervals (Nova's records and Placement read every 60 s): the disabled
+/// host of a zone turns an unshelve pinned to that zone away (NoValidHost, as Nova's
+/// `ComputeFilter`), and a host re-enabled after its `COMPUTE_STATUS_DISABLED` trait was
+/// read takes the next build (Nova's `compute_status_filter`), with Nova's own API, conductor,
+/// computes and Placement.
+#[test]
+fn a_disabled_or_re_enabled_compute_counts_on_the_next_call_with_shipped_intervals() {
+    run_harness_with(
+        &[
+            "nova.tests.functional.test_availability_zones.TestAvailabilityZoneScheduling.\
+             test_unshelve_to_az_server_without_az_constraint",
+            "nova.tests.functional.wsgi.test_services.ComputeStatusFilterTest.\
+             test_compute_status_filter",
+        ],
+        2,
+        &[("PARASOL_NF_SETTINGS", "shipped")],
+    );
+}
+
 /// Runs `--suite fast` with `PARASOL_NF_PLUGINS` = `plugins`; asserts every test passed and
 /// agreed; the results.
 fn run_fast_subset(plugins: Option<&str>) -> Value {
@@ -299,6 +319,47 @@ fn the_widened_suite_leaves_out_the_held_out_modules_and_samples_every_module_by
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "a held-out module was listed");
     assert!(said.contains("held-out"), "{said}");
+}
+
+/// The report's `scheduler-internals` count is what it takes out of the measure: a class named
+/// in `weight_classes` (test_cross_cell_migrate's `'nova.scheduler.weights.cross_cell.
+/// CrossCellWeigher'`) is configuration Parasol reads by name, not a reach into the scheduler;
+/// a patch of a filter's code, the scheduler service's manager or its host manager is.
+#[test]
+fn a_weigher_named_in_the_configuration_is_not_counted_as_reaching_into_the_scheduler() {
+    let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let probe = r#"
+import json
+from nova_functional import classify
+cases = {
+    "configured": "weight_classes = [\n    __name__ + '.HostNameWeigher',\n"
+                  "    'nova.scheduler.weights.cross_cell.CrossCellWeigher'\n]\n"
+                  "self.flags(weight_classes=weight_classes, group='filter_scheduler')",
+    "patched": "@mock.patch('nova.scheduler.filters.affinity_filter.'\n"
+               "            'ServerGroupAffinityFilter.host_passes', return_value=True)",
+    "patched_class": "@mock.patch('nova.scheduler.weights.affinity.ServerGroupSoftAffinityWeigher')",
+    "manager": "manager = self.scheduler_service.manager",
+    "host_manager": "self.scheduler.manager.host_manager.filter_cls_map",
+}
+print(json.dumps({k: classify.scheduler_reach(v) for k, v in cases.items()}))
+"#;
+    let done = harness_command(&tests_dir)
+        .args(["-c", probe])
+        .output()
+        .expect("python3 runs the classifier");
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let found: Value = serde_json::from_slice(&done.stdout).expect("JSON");
+    assert_eq!(found["configured"], serde_json::json!([]), "{found}");
+    for reach in ["patched", "patched_class", "manager", "host_manager"] {
+        assert!(
+            !found[reach].as_array().expect("a list").is_empty(),
+            "{reach}: {found}"
+        );
+    }
 }
 
 /// The harness's Python, from `tests/`.
