@@ -111,11 +111,26 @@ def placement_faults(source):
     return found
 
 
+# What a patch, stub or spy of the scheduler's code looks like just before its target.
+_PATCHING = re.compile(r"patch|stub_out|spy|[Mm]ock|wraps")
+
+
+def _names_a_configured_class(source, m):
+    """True when match `m` is a quoted class path (`'nova.scheduler.weights.cross_cell.
+    CrossCellWeigher'`) outside any patch: a value of `weight_classes` or `enabled_filters`,
+    which Parasol reads by name like any configuration, not a reach into the scheduler."""
+    text = m.group(0)
+    last = text.rstrip(".").rsplit(".", 1)[-1]
+    quoted = m.start() > 0 and source[m.start() - 1] in "'\""
+    before = source[max(0, m.start() - 120):m.start()]
+    return quoted and last[:1].isupper() and not _PATCHING.search(before)
+
+
 def scheduler_reach(source):
     """Distinct expressions in `source` that reach into the in-process scheduler."""
     found = []
     for m in SCHEDULER_REACH.finditer(source):
         text = m.group(0)
-        if text not in found:
+        if text not in found and not _names_a_configured_class(source, m):
             found.append(text)
     return found

@@ -215,6 +215,10 @@ class ExternalScheduler:
         return sections, record
 
     def start(self):
+        # A test may start the service again after stopping it (`test_service`: Nova's
+        # `Service.stop()` then `.start()`); the stop removed the directory with its ledger,
+        # so this start is on a new one, as a restarted nova-scheduler has no state either.
+        os.makedirs(self.dir, exist_ok=True)
         self.sections, record = self._sections()
         self.text = _text(self.sections)
         rpc_section = self.sections["rpc"]
@@ -315,10 +319,6 @@ class ExternalScheduler:
     def stop(self):
         self._test._service_fixture_count["scheduler"] -= 1
         self.kill()
-
-    def start_again(self):
-        self._test._service_fixture_count["scheduler"] += 1
-        self.start()
 
     def _end_process(self):
         """Ends the process (TERM, then KILL), keeping its ledger file and queues."""
