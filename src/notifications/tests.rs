@@ -799,34 +799,40 @@ fn service_update(id: &str, host: &str, disabled: bool) -> Value {
             "forced_down": false}}})
 }
 
+/// Nova's records of one node, of service `host` (enabled or not), from a read begun at
+/// `began_ms`.
+fn records_of(
+    host: &str,
+    began_ms: i64,
+    disabled: bool,
+) -> std::sync::Arc<crate::table::NodeRecords> {
+    let mut records = crate::table::NodeRecords {
+        read: true,
+        began_ms,
+        ..Default::default()
+    };
+    let record = crate::table::NodeRecord {
+        service_host: host.into(),
+        facts: std::sync::Arc::default(),
+        up: true,
+        disabled,
+        forced_down: false,
+    };
+    records.by_uuid.insert(uuid_of(host), record);
+    std::sync::Arc::new(records)
+}
+
 /// With Nova's records laid over the table, an operator's disable (`service.update`) counts
 /// at once, as Nova's scheduler reads the service on every call: the records read before it
 /// say "enabled", and would otherwise until the next read. A read that began after the
 /// update replaces the note (it holds the same); one that began before does not.
 #[tokio::test]
 async fn a_service_update_counts_over_nova_s_records_read_before_it() {
-    use crate::table::{NodeRecord, NodeRecords};
-    use std::sync::Arc;
     let (ledger, _dir) = ledger().await;
     let first = Notification::from_inner(&host_state("m1", "a", 8)).unwrap();
     apply_batch(&ledger, &[&first], 1).await.unwrap();
     let table = ledger.table();
-    let records = |began_ms: i64, disabled: bool| {
-        let mut records = NodeRecords {
-            read: true,
-            began_ms,
-            ..NodeRecords::default()
-        };
-        let record = NodeRecord {
-            service_host: "a".into(),
-            facts: Arc::default(),
-            up: true,
-            disabled,
-            forced_down: false,
-        };
-        records.by_uuid.insert(uuid_of("a"), record);
-        Arc::new(records)
-    };
+    let records = |began_ms: i64, disabled: bool| records_of("a", began_ms, disabled);
     let disabled = || table.by_uuid(&uuid_of("a")).unwrap().disabled;
     table.set_records(records(1_000, false));
     assert!(!disabled());
@@ -888,30 +894,13 @@ async fn a_service_update_sets_and_clears_nova_s_status_trait() {
 /// it loads; without them it is refused, naming the host.
 #[tokio::test]
 async fn a_service_update_before_its_node_is_loaded_counts_once_it_is() {
-    use crate::table::NodeRecords;
-    use std::sync::Arc;
     let (ledger, _dir) = ledger().await;
     let early = Notification::from_inner(&service_update("m1", "a", true)).unwrap();
     let out = apply_batch(&ledger, &[&early], 1).await.unwrap();
     let refused = out[0].as_ref().expect_err("no records: an unknown host");
     assert!(refused.contains("\"a\""), "{refused}");
     let table = ledger.table();
-    let mut records = NodeRecords {
-        read: true,
-        began_ms: 5,
-        ..NodeRecords::default()
-    };
-    records.by_uuid.insert(
-        uuid_of("a"),
-        crate::table::NodeRecord {
-            service_host: "a".into(),
-            facts: Arc::default(),
-            up: true,
-            disabled: false,
-            forced_down: false,
-        },
-    );
-    table.set_records(Arc::new(records));
+    table.set_records(records_of("a", 5, false));
     let again = Notification::from_inner(&service_update("m2", "a", true)).unwrap();
     assert_eq!(
         apply_batch(&ledger, &[&again], 10).await.unwrap(),
