@@ -30,6 +30,16 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
 
+def machine():
+    """The CPU model and the number of CPUs this run had (`/proc/cpuinfo`)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    except OSError:
+        models = []
+    return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} CPUs"
+
+
 def default_parasol_bin():
     if os.environ.get("PARASOL_BIN"):
         return Path(os.environ["PARASOL_BIN"])
@@ -88,6 +98,8 @@ def cmd_run(args):
         "excluded": exclude,
         "sample": {"per_module": args.sample, "seed": args.seed} if args.sample else None,
         "concurrency": args.concurrency,
+        # Time per test is compared between two runs only on the same machine.
+        "machine": machine(),
         "wall_s": round(wall, 1),
         "tests_run": len(run.results),
         "logs": str(run.dir),

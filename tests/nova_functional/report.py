@@ -93,7 +93,7 @@ def render(nova, parasol, command, nova_path="tests/nova_functional/results/nova
         "| Parasol | " + " | ".join(map(str, _counts(parasol))) + " |",
         "",
     ]
-    out += _time_table(nt, pt)
+    out += _time_table(nt, pt, nova, parasol)
     out += _cause_table(found)
     out += agreement_report.section(nova, parasol)
     out += _baseline_failures(nova)
@@ -102,7 +102,7 @@ def render(nova, parasol, command, nova_path="tests/nova_functional/results/nova
     return "\n".join(out) + "\n"
 
 
-def _time_table(nt, pt):
+def _time_table(nt, pt, nova_doc, parasol_doc):
     """Issue 42: the per-test time in Parasol mode against Nova mode, on the tests that pass
     in both (each test's own duration, setup and cleanups included, not the run's wall)."""
     both = [t for t, r in nt.items()
@@ -110,6 +110,12 @@ def _time_table(nt, pt):
     out = ["## Time per test", ""]
     if not both:
         return out + ["No test passed in both runs.", ""]
+    machines = (nova_doc.get("machine"), parasol_doc.get("machine"))
+    if None in machines or machines[0] != machines[1]:
+        return out + [
+            f"Not compared: the runs are not known to be from one machine (Nova mode: "
+            f"{machines[0] or 'not recorded'}; Parasol mode: {machines[1] or 'not recorded'}).",
+            ""]
     nova = sum(nt[t].get("duration_s", 0.0) for t in both)
     parasol = sum(pt[t].get("duration_s", 0.0) for t in both)
     ratios = sorted(pt[t]["duration_s"] / nt[t]["duration_s"] for t in both
