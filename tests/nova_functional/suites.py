@@ -20,10 +20,14 @@ VISIBLE = [
 
 # The fast subset `tests/nova_functional.rs` runs in `parasol` mode (issue 14: boot,
 # multi-create, anti-affinity, aggregate filter, resize, reschedule; issue 42: the scheduler's
-# versioned notifications checked against Nova's own samples; under 5 minutes).
+# versioned notifications checked against Nova's own samples, on a boot into an anti-affinity
+# group; under 5 minutes). Not `test_instance`'s `test_create_delete_server`: in the threading
+# mode Parasol mode needs, its volume attach's instance-action event can finish after the
+# delete that follows, adding a `compute.exception` notification (it failed once so in CI,
+# 2026-12-07, nothing of the scheduler's in it).
 FAST = [
-    "notification_sample_tests.test_instance.TestInstanceNotificationSample."
-    "test_create_delete_server",
+    "notification_sample_tests.test_server_group.TestServerGroupNotificationSample."
+    "test_server_group_add_member",
     "test_servers.ServersTest.test_create_and_delete_server",
     "test_servers.ServersTest.test_create_multiple_servers",
     "test_server_group.ServerGroupTestV21.test_boot_servers_with_anti_affinity",
