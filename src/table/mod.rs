@@ -342,7 +342,9 @@ impl HostTable {
 
     /// Replaces Nova's compute-node records and lays them over every host now (and over
     /// every later load): service host, facts, and the service's up / disabled / forced-down
-    /// state, which from now on come from Nova's records only.
+    /// state, which from now on come from Nova's records and the `service.update`s newer
+    /// than them ([`HostTable::note_service`]).
+    ///
     /// A `service.update` noted before the read began is in it and leaves; a later one stays
     /// laid over it.
     pub fn set_records(&self, records: Arc<NodeRecords>) {
