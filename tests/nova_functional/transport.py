@@ -216,8 +216,8 @@ _publishers = {}
 
 
 def _broker_notifier(transport, serializer):
-    """A messagingv2 notifier on `transport` (one per transport and serializer kind)."""
-    key = (id(transport), serializer is None)
+    """A messagingv2 notifier on `transport` (one per transport)."""
+    key = id(transport)
     entry = _publishers.get(key)
     if entry is None or entry[0] is not transport:
         notifier = messaging.Notifier(
