@@ -4,9 +4,12 @@
 //! lowest nova-compute service version when Nova's records are read. With `[nova_db]
 //! api_database_url`, the aggregates are first loaded from Nova's API database at start
 //! ([`Cloud::load_aggregates`]), as nova-scheduler's `HostManager._init_aggregates` does.
+//! Every change also lays Nova's membership of its aggregates over the live table's
+//! Placement aggregates ([`crate::domain::AggregateMembers`]).
 
-use crate::domain::{HostAggregateMetadata, HostZones};
+use crate::domain::{AggregateMembers, HostAggregateMetadata, HostZones};
 use crate::nova::Aggregate;
+use crate::table::HostTable;
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -32,6 +35,8 @@ pub struct Cloud {
     cast_at: parking_lot::Mutex<HashMap<String, u64>>,
     /// Whether the aggregates were loaded from Nova's API database (`/healthz`).
     loaded: AtomicBool,
+    /// The live table Nova's membership is laid over, when there is one.
+    table: Option<Arc<HostTable>>,
 }
 
 impl Cloud {
@@ -44,6 +49,15 @@ impl Cloud {
             casts: AtomicU64::new(0),
             cast_at: parking_lot::Mutex::default(),
             loaded: AtomicBool::new(false),
+            table: None,
+        }
+    }
+
+    /// A cloud view that lays Nova's aggregate membership over `table`'s hosts.
+    pub fn with_table(table: Arc<HostTable>) -> Self {
+        Cloud {
+            table: Some(table),
+            ..Cloud::new()
         }
     }
 
@@ -132,6 +146,11 @@ impl Cloud {
         let merged =
             HostAggregateMetadata::new(map.values().map(|a| (a.hosts.as_slice(), &a.metadata)));
         *self.host_metadata.write() = Arc::new(merged);
+        if let Some(table) = &self.table {
+            let members =
+                AggregateMembers::new(map.values().map(|a| (a.uuid.as_str(), a.hosts.as_slice())));
+            table.set_members(Arc::new(members));
+        }
     }
 
     /// Each host's aggregate metadata merged (Nova's `aggregate_metadata_get_by_host`).

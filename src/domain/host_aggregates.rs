@@ -1,6 +1,8 @@
 //! The metadata of each host's aggregates, merged (Nova's `aggregate_metadata_get_by_host`),
-//! which the per-aggregate isolation filters read.
+//! which the per-aggregate isolation filters read; and Nova's membership of its aggregates,
+//! which Parasol lays over the Placement aggregates its syncs read ([`AggregateMembers`]).
 
+use super::markers::{AggregateId, Aggregates, Mark};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -67,6 +69,75 @@ impl HostAggregateMetadata {
     }
 }
 
+/// Nova's membership of its own aggregates, by service host: what nova-api writes into
+/// Placement right after it casts the change to the schedulers (`API.add_host_to_aggregate`
+/// casts `update_aggregates`, then `aggregate_add_host` adds the aggregate's uuid to the
+/// host's provider; removal the other way round). Nova's scheduler reads Placement on every
+/// call, so it sees the change at once; Parasol reads Placement only in its syncs, so the
+/// live table lays this over the aggregates of the last sync (`HostTable::set_members`):
+/// for every aggregate Nova has, a node is a member exactly when its service host is in the
+/// aggregate's hosts. Placement aggregates Nova does not have (a sharing provider's, a
+/// routed network segment's) stay as Placement said.
+///
+/// A service with several nodes (Ironic) is not supported in aggregates by Nova (nova-api
+/// mirrors the membership to its first node only; `nova-manage placement sync_aggregates`
+/// refuses it); Parasol counts every node of the service, as Nova's own aggregate filters
+/// (by service host) do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AggregateMembers {
+    /// Every aggregate Nova has, sorted.
+    known: Vec<AggregateId>,
+    /// Per service host, the aggregates it is in, sorted.
+    by_host: HashMap<String, Vec<AggregateId>>,
+}
+
+impl AggregateMembers {
+    /// From `(uuid, hosts)` of every aggregate Nova has.
+    pub fn new<'a>(aggregates: impl IntoIterator<Item = (&'a str, &'a [String])>) -> Self {
+        let mut known = Vec::new();
+        let mut by_host: HashMap<String, Vec<AggregateId>> = HashMap::new();
+        for (uuid, hosts) in aggregates {
+            let id = AggregateId::intern(uuid);
+            known.push(id);
+            for host in hosts {
+                by_host.entry(host.clone()).or_default().push(id);
+            }
+        }
+        known.sort_unstable();
+        known.dedup();
+        for ids in by_host.values_mut() {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        AggregateMembers { known, by_host }
+    }
+
+    /// True when Nova has no aggregate: nothing is laid over Placement's membership.
+    pub fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
+    /// The aggregates of a node of service host `host` with Nova's membership laid over
+    /// `placement`'s (what the last sync read); `None` when they already agree.
+    pub fn lay_over(&self, host: &str, placement: &Aggregates) -> Option<Aggregates> {
+        if self.known.is_empty() {
+            return None;
+        }
+        let nova: &[AggregateId] = self.by_host.get(host).map_or(&[], Vec::as_slice);
+        let is_known = |id: &AggregateId| self.known.binary_search(id).is_ok();
+        let agrees = nova.iter().all(|id| placement.contains(*id))
+            && placement
+                .iter()
+                .filter(is_known)
+                .all(|id| nova.binary_search(&id).is_ok());
+        if agrees {
+            return None;
+        }
+        let others = placement.iter().filter(|id| !is_known(id));
+        Some(Aggregates::new(others.chain(nova.iter().copied())))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +182,44 @@ mod tests {
         assert_eq!(m.values_of("host2", "ssd"), None);
         assert!(!m.is_empty());
         assert!(HostAggregateMetadata::new(std::iter::empty()).is_empty());
+    }
+
+    #[test]
+    fn nova_s_membership_replaces_placement_s_for_nova_s_aggregates_only() {
+        let agg1 = hosts(&["host1"]);
+        let agg2 = hosts(&["host2"]);
+        let members =
+            AggregateMembers::new([("m-agg1", agg1.as_slice()), ("m-agg2", agg2.as_slice())]);
+        let names = |a: &Aggregates| a.names();
+        // The last sync read host1 in no aggregate and host2 in agg1 and a segment's.
+        let host1 = Aggregates::from_names([]);
+        let host2 = Aggregates::from_names(["m-agg1", "m-segment"]);
+        assert_eq!(
+            members.lay_over("host1", &host1).map(|a| names(&a)),
+            Some(vec!["m-agg1".to_string()]),
+            "a host nova-api added is a member before Placement's next read"
+        );
+        assert_eq!(
+            members.lay_over("host2", &host2).map(|a| names(&a)),
+            Some(vec!["m-agg2".to_string(), "m-segment".to_string()]),
+            "Nova's aggregates follow Nova, Placement's own stay"
+        );
+        let agreed = Aggregates::from_names(["m-agg2", "m-segment"]);
+        assert_eq!(members.lay_over("host2", &agreed), None);
+        assert_eq!(
+            members.lay_over("host3", &Aggregates::from_names(["m-segment"])),
+            None,
+            "a host in none of Nova's aggregates keeps Placement's"
+        );
+        assert_eq!(
+            members
+                .lay_over("host3", &Aggregates::from_names(["m-agg1"]))
+                .map(|a| a.len()),
+            Some(0),
+            "a host nova-api removed is no member"
+        );
+        let none = AggregateMembers::new(std::iter::empty());
+        assert!(none.is_empty());
+        assert_eq!(none.lay_over("host2", &host2), None);
     }
 }

@@ -43,7 +43,7 @@ pub use hints::SchedulerHints;
 pub use host::{
     ComputeFacts, EncodedOnce, HostId, HostProfile, HostScan, HostState, WeighBase, SCAN_CLASSES,
 };
-pub use host_aggregates::HostAggregateMetadata;
+pub use host_aggregates::{AggregateMembers, HostAggregateMetadata};
 pub use markers::{
     AggregateId, Aggregates, Mark, MarkSet, TraitId, Traits, COMPUTE_STATUS_DISABLED,
 };

@@ -87,9 +87,11 @@ impl Scheduler {
             instances: Arc::new(move |at, visit| signals.table().visit_instance_qos(at, visit)),
         };
         let flex = crate::backend::Flex::start(&settings, clock.clone(), inputs)?;
+        // Nova's aggregate membership is laid over the live table's hosts.
+        let cloud = Arc::new(crate::cloud::Cloud::with_table(ledger.table().clone()));
         Ok(Scheduler {
             ledger,
-            cloud: Arc::new(crate::cloud::Cloud::new()),
+            cloud,
             stats,
             clock,
             claims,

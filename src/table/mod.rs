@@ -11,7 +11,9 @@
 //! few hundred µs) share it, and each reserve, finalize or reload holds it for a few µs; it is
 //! never held across an await.
 
-use crate::domain::{ComputeFacts, HostId, HostProfile, HostScan, HostState, Resources};
+use crate::domain::{
+    AggregateMembers, ComputeFacts, HostId, HostProfile, HostScan, HostState, Resources,
+};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,6 +124,9 @@ struct Inner {
     /// `service.update`s newer than `records`, by service host: laid over them until a read
     /// that began after the note replaces them.
     notes: HashMap<Arc<str>, ServiceNote>,
+    /// Nova's membership of its aggregates, laid over the Placement aggregates of every
+    /// host loaded ([`HostTable::set_members`]).
+    members: Arc<AggregateMembers>,
     hosts: Vec<HostState>,
     /// `rows[slot]` is `HostScan::of(&hosts[slot])`, rebuilt by [`Inner::touch`] after every
     /// change of a host: what a full scan reads, dense.
@@ -151,6 +156,20 @@ impl Inner {
         if let Some(note) = self.notes.get(host) {
             *disabled = note.disabled;
             *forced_down = note.forced_down;
+        }
+    }
+
+    /// Lays Nova's aggregate membership over a profile's aggregates (by its service host,
+    /// so after Nova's records named it). Returns whether the profile changed.
+    fn lay_members(&self, profile: &mut Arc<HostProfile>) -> bool {
+        match self.members.lay_over(&profile.host, &profile.aggregates) {
+            Some(aggregates) => {
+                let p = Arc::make_mut(profile);
+                p.encoded.clear();
+                p.aggregates = aggregates;
+                true
+            }
+            None => false,
         }
     }
 
@@ -251,6 +270,7 @@ impl HostTable {
                 inner.lay_note(&row.profile.host, &mut row.disabled, &mut row.forced_down);
                 missing |= !records.by_uuid.contains_key(&*row.profile.uuid);
             }
+            inner.lay_members(&mut row.profile);
             match inner.slot_of.get(&row.id).copied() {
                 Some(slot) => {
                     let (pending, claims) = inner.pending[slot];
@@ -363,6 +383,8 @@ impl HostTable {
             (h.disabled, h.forced_down) = (disabled, forced_down);
             missing |= !records.by_uuid.contains_key(&*profile.uuid);
             if renamed {
+                // Nova's membership is by service host: the new name's.
+                inner.lay_members(&mut profile);
                 inner.unindex_names(slot);
                 inner.hosts[slot].profile = profile;
                 inner.index(slot);
@@ -445,6 +467,32 @@ impl HostTable {
             let h = &mut inner.hosts[slot];
             (h.disabled, h.forced_down) = (disabled, forced_down);
             inner.touch(slot);
+        }
+    }
+
+    /// Replaces Nova's membership of its aggregates (from nova-api's casts, or read from its
+    /// API database) and lays it over every host now and over every later load: a host
+    /// nova-api added to an aggregate is a member on the next call, as it is for Nova's
+    /// scheduler, which asks Placement on every call (nova-api writes Placement right after
+    /// its cast), where Parasol's sync would see it only at its next read.
+    pub fn set_members(&self, members: Arc<AggregateMembers>) {
+        let mut inner = self.inner.write();
+        if inner.members == members {
+            return;
+        }
+        inner.members = members;
+        let mut changed = false;
+        for slot in 0..inner.hosts.len() {
+            let mut profile = inner.hosts[slot].profile.clone();
+            if inner.lay_members(&mut profile) {
+                inner.hosts[slot].profile = profile;
+                inner.touch(slot);
+                changed = true;
+            }
+        }
+        drop(inner);
+        if changed {
+            self.generation.fetch_add(1, Ordering::AcqRel);
         }
     }
 

@@ -230,6 +230,59 @@ fn nova_s_records_rename_hosts_and_survive_reloads() {
 }
 
 #[test]
+fn nova_s_aggregate_membership_is_laid_over_every_load_by_service_host() {
+    use crate::domain::{AggregateMembers, Aggregates};
+    let t = HostTable::new();
+    // The last sync read c1 in no aggregate (nova-api had not written Placement yet).
+    t.load([row(1, "c1.example.org", 4, 0), row(2, "c2", 4, 0)]);
+    let mut records = NodeRecords::default();
+    records.by_uuid.insert(
+        "uuid-c1.example.org".into(),
+        record("c1", true, false, false),
+    );
+    records
+        .by_uuid
+        .insert("uuid-c2".into(), record("c2", true, false, false));
+    t.set_records(Arc::new(records));
+    let aggregates = |id: i64| {
+        t.get(HostId(id))
+            .expect("loaded")
+            .profile
+            .aggregates
+            .names()
+    };
+    let only_c1 = vec!["c1".to_string()];
+    let members = AggregateMembers::new([("t-only-c1", only_c1.as_slice())]);
+    let generation = t.generation();
+    t.set_members(Arc::new(members.clone()));
+    assert!(
+        t.generation() > generation,
+        "samplers see the new membership"
+    );
+    assert_eq!(
+        aggregates(1),
+        ["t-only-c1"],
+        "by Nova's service host, not the node"
+    );
+    assert!(aggregates(2).is_empty());
+    rows_agree(&t);
+    // A reload of the ledger's row (Placement's read, still without it) keeps Nova's.
+    let generation = t.generation();
+    t.load([row(1, "c1.example.org", 4, 1)]);
+    assert_eq!(aggregates(1), ["t-only-c1"]);
+    assert_eq!(t.generation(), generation, "nothing of the profile changed");
+    // The same membership again changes nothing; a removal takes it away.
+    t.set_members(Arc::new(members));
+    t.set_members(Arc::new(AggregateMembers::new([("t-only-c1", &[][..])])));
+    assert!(aggregates(1).is_empty());
+    // A sync that read the host in it after nova-api removed it does not bring it back.
+    let mut placement = row(1, "c1.example.org", 4, 1);
+    Arc::make_mut(&mut placement.profile).aggregates = Aggregates::from_names(["t-only-c1"]);
+    t.load([placement]);
+    assert!(aggregates(1).is_empty());
+}
+
+#[test]
 fn nodes_of_novas_records_not_loaded_yet_are_listed_until_loaded() {
     let t = HostTable::new();
     assert_eq!(t.nodes_not_loaded().2, Vec::<String>::new(), "no records");
