@@ -345,7 +345,10 @@ async fn captured_fanout_casts_reconcile_the_host_instance_set(engine: &str) {
     );
     assert_eq!(used(&s, CAPTURED_HOST).await, size);
     // delete_instance_info: the captured instance left compute1, where the ledger does not
-    // hold it: nothing changes. Once it is there, the same cast releases it.
+    // hold it: nothing changes. Once it is there, the same cast releases nothing either: it
+    // releases only a move's source held there (nova-compute sends it from a host the
+    // instance stays on after a resize to the same host); the instance's own allocation
+    // goes with its delete notification.
     p.fanout(&captured_delete_instance_info()).await;
     s.wait_settled(7).await;
     assert_eq!(
@@ -363,14 +366,24 @@ async fn captured_fanout_casts_reconcile_the_host_instance_set(engine: &str) {
     assert_eq!(used(&s, CAPTURED_HOST).await, Resources::new(2, 2048, 20));
     p.fanout(&fresh_cast(captured_delete_instance_info())).await;
     s.wait_settled(9).await;
-    assert_eq!(allocation(&s, CAPTURED_INSTANCE).await, None);
-    assert_eq!(used(&s, CAPTURED_HOST).await, size);
-    // The same cast again is a duplicate; a fresh one about a gone instance changes nothing.
+    assert_eq!(
+        allocation(&s, CAPTURED_INSTANCE).await,
+        Some((CAPTURED_HOST.into(), size, true))
+    );
+    assert_eq!(used(&s, CAPTURED_HOST).await, Resources::new(2, 2048, 20));
+    // The same cast again is a duplicate; its delete notification releases it.
     p.fanout(&captured_delete_instance_info()).await;
-    p.fanout(&fresh_cast(captured_delete_instance_info())).await;
+    p.notify(&instance_event(
+        "instance.delete.end",
+        CAPTURED_INSTANCE,
+        CAPTURED_HOST,
+        f,
+    ))
+    .await;
     s.wait_settled(11).await;
     assert_eq!(s.count("duplicate"), 1);
     assert_eq!(s.count("applied"), 10);
+    assert_eq!(allocation(&s, CAPTURED_INSTANCE).await, None);
     assert_eq!(used(&s, CAPTURED_HOST).await, size);
 }
 on_both_engines!(

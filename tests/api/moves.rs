@@ -388,6 +388,61 @@ on_both_engines!(
     super::issue_40_item_2_a_resize_on_the_same_host_holds_both_flavors
 );
 
+/// A resize on the same host, confirmed: nova-compute's `_confirm_resize` casts
+/// `delete_instance_info` from `self.host`, which is also where the instance stays. Whether the
+/// cast comes before or after `instance.resize_confirm.end` (a fanout queue and a notification
+/// queue: either order), the host keeps the new flavor. The cast used to release the
+/// instance's own allocation when it came second: the host counted nothing (Nova's functional
+/// `test_resize_confirm_server`, `VDPAServersTest.test_resize_same_host`: Placement 1 VCPU,
+/// Parasol's ledger 0).
+async fn a_confirmed_resize_on_the_same_host_keeps_the_new_flavor_whatever_the_order(engine: &str) {
+    let app = spawn_app(engine).await;
+    app.register("h", 4, 4096, 40).await;
+    let (small, big) = ((1, 512, 5), (2, 1024, 10));
+    for cast_first in [false, true] {
+        let x = new_id();
+        assert_eq!(
+            select_for(&app, &x, small, json!({})).await,
+            (200, "h".into())
+        );
+        notify(&app, &create_end(&x, "h", small)).await;
+        assert_eq!(
+            select_for(&app, &x, big, json!({})).await,
+            (200, "h".into())
+        );
+        notify(
+            &app,
+            &instance_event("instance.resize_finish.end", &x, "h", big),
+        )
+        .await;
+        assert_eq!(vcpus(&app).await, on(&[("h", 3)]), "both flavors held");
+        let confirm = instance_event("instance.resize_confirm.end", &x, "h", big);
+        if cast_first {
+            notify(&app, &delete_instance_info("h", &x)).await;
+            notify(&app, &confirm).await;
+        } else {
+            notify(&app, &confirm).await;
+            notify(&app, &delete_instance_info("h", &x)).await;
+        }
+        assert_eq!(
+            vcpus(&app).await,
+            on(&[("h", 2)]),
+            "the new flavor stays (cast first: {cast_first})"
+        );
+        let ledger = app.scheduler.ledger();
+        let a = ledger.allocation(&x).await.unwrap().expect("X stays on h");
+        assert_eq!(a.demand.to_map()["VCPU"], 2);
+        assert!(held_on(&app, "h").await.is_empty());
+        // Deleted: its own notification releases it.
+        notify(&app, &instance_event("instance.delete.end", &x, "h", big)).await;
+        assert_eq!(vcpus(&app).await, on(&[("h", 0)]));
+    }
+}
+on_both_engines!(
+    a_confirmed_resize_on_the_same_host_keeps_the_new_flavor_whatever_the_order,
+    super::a_confirmed_resize_on_the_same_host_keeps_the_new_flavor_whatever_the_order
+);
+
 async fn issue_40_item_2_a_live_migration_holds_its_source_until_post_or_rollback(engine: &str) {
     let app = spawn_app(engine).await;
     let x = moved_instance_on_ma(&app).await;

@@ -129,7 +129,8 @@ pub enum Effect {
         disabled: bool,
         forced_down: bool,
     },
-    /// The instance left `host` (`delete_instance_info`): released if the ledger holds it there.
+    /// The instance left `host` (`delete_instance_info`): a move's source held there is
+    /// released (never the instance's own allocation: a resize on the same host stays).
     LeftHost { host: String, instance: String },
     /// These instances run on `host` (`update_instance_info`, `sync_instance_info`): their
     /// claims there are confirmed; nothing is released or moved (issue 40, item 1).

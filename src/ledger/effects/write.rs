@@ -699,7 +699,14 @@ macro_rules! define_effect {
             Ok(Applied::Applied)
         }
 
-        /// The instance left `host`: released if the ledger holds it there.
+        /// nova-compute says the instance left `host` (`delete_instance_info`): a move's
+        /// source held there is released. The instance's own allocation is not: the cast is
+        /// Nova's scheduler's instance tracking, not usage, and `_confirm_resize` sends it
+        /// from `self.host` even when the instance was resized on that same host and stays
+        /// there (releasing it counted the host empty). Deletes and shelve offloads release
+        /// with their own notifications (`instance.delete.end`, `.shelve_offload.end`), a
+        /// move to an unclaimed host with the notification that places it there, and what
+        /// Placement freed otherwise with the repair.
         async fn left_host(
             tx: &mut sqlx::Transaction<'_, $db>,
             cx: Ctx<'_>,
@@ -714,22 +721,9 @@ macro_rules! define_effect {
             // A move's source held here: nova-compute's `confirm_resize` sends this cast from
             // the source once it dropped the source's allocation, so the move ended (as
             // `instance.resize_confirm.end` says); the instance keeps its destination.
-            let mut ended = false;
             for id in &ids {
                 let held = release_held_in_tx!($db, *tx, instance_uuid, on *id);
-                ended |= !held.is_empty();
                 touched.reload.extend(held.into_iter().map(|(h, _)| h));
-            }
-            if ended {
-                return Ok(Applied::Applied);
-            }
-            let on_host: Option<i64> = sqlx::query_scalar("SELECT host_id FROM allocations WHERE instance_uuid = $1")
-                .bind(instance_uuid)
-                .fetch_optional(&mut **tx)
-                .await?;
-            if let Some(on) = on_host.filter(|on| ids.contains(on)) {
-                release_in_tx!($db, *tx, instance_uuid);
-                touched.reload.push(HostId(on));
             }
             Ok(Applied::Applied)
         }
