@@ -49,13 +49,19 @@ const REMEMBER_GONE: &str = "INSERT INTO gone_instances (instance_uuid, gone_ms)
 /// Whether an instance's end-of-operation notification only confirms the allocation it holds
 /// on `host` — Parasol's own claim for the build or move. The claimed amounts stay (a
 /// notification's flavor knows neither extra specs nor boot-from-volume); only a notification
-/// for another host, or with other VCPU/MEMORY_MB/DISK_GB than held (a resize reverted on the
-/// same host), replaces the allocation.
+/// for another host, or with another size than held (a resize reverted on the same host),
+/// replaces the allocation. The size is compared as far as the notification can tell it: its
+/// `vcpus` are the claim's VCPU and PCPU together (`hw:cpu_policy=dedicated` claims PCPU), and
+/// a claim without local disk (boot from volume) matches any `root_gb`. Replacing such a claim
+/// with the notification's VCPU and disk used to drop a dedicated instance's PCPU (Nova's
+/// `test_resize_vcpu_to_pcpu`: Placement PCPU 2, the ledger VCPU 2).
 fn only_confirms(step: Placed, held: &Resources, notified: &Resources) -> bool {
+    let cpus = |r: &Resources| r.get(ClassId::VCPU) + r.get(ClassId::PCPU);
+    let disk = held.get(ClassId::DISK_GB);
     step == Placed::Built
-        || [ClassId::VCPU, ClassId::MEMORY_MB, ClassId::DISK_GB]
-            .iter()
-            .all(|c| held.get(*c) == notified.get(*c))
+        || (cpus(held) == cpus(notified)
+            && held.get(ClassId::MEMORY_MB) == notified.get(ClassId::MEMORY_MB)
+            && (disk == 0 || disk == notified.get(ClassId::DISK_GB)))
 }
 
 /// What a batch changed, for the table once it has committed, and what it has still to write.
@@ -1319,4 +1325,44 @@ fn settle_unreported<'a>(
         }
     }
     Ok(after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn amounts(pairs: &[(ClassId, i64)]) -> Resources {
+        Resources::from_pairs(pairs.iter().copied())
+    }
+
+    #[test]
+    fn a_notification_confirms_a_claim_of_its_size_dedicated_cpus_and_volumes_included() {
+        use ClassId as C;
+        let flavor = amounts(&[(C::VCPU, 2), (C::MEMORY_MB, 2048), (C::DISK_GB, 20)]);
+        let dedicated = amounts(&[(C::PCPU, 2), (C::MEMORY_MB, 2048), (C::DISK_GB, 20)]);
+        let from_volume = amounts(&[(C::VCPU, 2), (C::MEMORY_MB, 2048)]);
+        let step = Placed::ResizeFinished;
+        assert!(only_confirms(step, &flavor, &flavor));
+        assert!(
+            only_confirms(step, &dedicated, &flavor),
+            "PCPU is the flavor's vcpus"
+        );
+        assert!(
+            only_confirms(step, &from_volume, &flavor),
+            "no local disk claimed"
+        );
+        let smaller = amounts(&[(C::VCPU, 1), (C::MEMORY_MB, 2048), (C::DISK_GB, 20)]);
+        assert!(
+            !only_confirms(step, &smaller, &flavor),
+            "another size replaces"
+        );
+        let less_memory = amounts(&[(C::VCPU, 2), (C::MEMORY_MB, 1024), (C::DISK_GB, 20)]);
+        assert!(!only_confirms(step, &less_memory, &flavor));
+        let other_disk = amounts(&[(C::VCPU, 2), (C::MEMORY_MB, 2048), (C::DISK_GB, 10)]);
+        assert!(!only_confirms(step, &other_disk, &flavor));
+        assert!(
+            only_confirms(Placed::Built, &smaller, &flavor),
+            "a build only confirms"
+        );
+    }
 }
