@@ -86,6 +86,11 @@ def used_vcpus():
     raise AssertionError(f"the processes' host tables never agreed: {views}")
 
 
+def rpc_count(outcome):
+    """How many of Nova's RPC messages both processes counted under `outcome` (`/v1/stats`)."""
+    return sum(get("/v1/stats", b)["rpc"].get(outcome, 0) for b in HTTP)
+
+
 def ctx():
     from nova import context
     return context.get_admin_context()
@@ -171,16 +176,34 @@ def test_fanout_and_instance_info_casts(nova):
     api.sync_instance_info(ctx(), host, uuids)
     api.update_aggregates(ctx(), [])
     api.delete_aggregate(ctx(), objects.Aggregate(id=1, name="a"))
-    # The same casts point-to-point reach Parasol's topic queue and change its ledger.
+    # The same casts point-to-point reach Parasol's topic queue and change its ledger:
+    # update_instance_info confirms the claim (so a second call for the instance is a move, its
+    # source held on `host`); delete_instance_info from `host`, where nothing is held yet,
+    # frees nothing (it never frees the instance itself: after a resize on the same host the
+    # instance stays on the host that sends it).
+    applied = rpc_count("instance_info")
     cctxt = api.client.prepare(version="4.2")
     cctxt.cast(ctx(), "update_instance_info", host_name=host, instance_info=info)
     cctxt.cast(ctx(), "delete_instance_info", host_name=host, instance_uuid=uuids[0])
     api.client.prepare(version="4.1").cast(ctx(), "update_aggregates", aggregates=[])
     for _ in range(100):
+        if rpc_count("instance_info") >= applied + 2:
+            break
+        time.sleep(0.1)
+    assert rpc_count("instance_info") == applied + 2, "both casts applied"
+    assert used_vcpus()[host] == before[host], "delete_instance_info freed the instance"
+    # Migrated elsewhere: the source stays held until the source's delete_instance_info (what
+    # confirm_resize sends) releases it.
+    spec.ignore_hosts = [host]
+    [[moved, *_]] = api.select_destinations(ctx(), spec, uuids, return_objects=True, return_alternates=True)
+    assert moved.service_host != host
+    assert used_vcpus()[host] == before[host], "the source is held"
+    cctxt.cast(ctx(), "delete_instance_info", host_name=host, instance_uuid=uuids[0])
+    for _ in range(100):
         if used_vcpus()[host] == before[host] - 2:
             break
         time.sleep(0.1)
-    assert used_vcpus()[host] == before[host] - 2, "delete_instance_info freed the instance"
+    assert used_vcpus()[host] == before[host] - 2, "delete_instance_info released the held source"
     spec, uuids = request_spec(ctx())
     assert api.select_destinations(ctx(), spec, uuids, return_objects=True)
 
