@@ -17,7 +17,9 @@
 //! - `instance.resize_confirm.end`, `instance.live_migration_post.end` (and `_post_dest.end`)
 //!   and an evacuation's `instance.rebuild.end` end it: the source is released.
 //! - `instance.resize_revert.end` and `instance.live_migration_rollback.end` undo it: the
-//!   destination is released and the instance holds its source again.
+//!   destination is released and the instance holds its source again; so does
+//!   `instance.live_migration_abort.end` of a live migration that had not started (still
+//!   queued on its source, which nova-compute drops without a rollback notification).
 //! - A move whose destination claim expires (`[scheduler] claim_ttl_s`) before it started
 //!   failed: the destination is released and the source kept (`expiry`).
 //! - A deletion (or any release of the instance) releases both.

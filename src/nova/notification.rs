@@ -38,10 +38,11 @@ const RELEASE_EVENTS: [&str; 3] = [
 
 /// Steps of a live migration that move no allocation by themselves (docs: `ledger::moves`):
 /// the destination took the instance, the source let it go, or the move was undone.
-const MOVE_STEP_EVENTS: [(&str, MoveStep); 3] = [
+const MOVE_STEP_EVENTS: [(&str, MoveStep); 4] = [
     ("instance.live_migration_pre.end", MoveStep::Started),
     ("instance.live_migration_post.end", MoveStep::Ended),
     ("instance.live_migration_rollback.end", MoveStep::RolledBack),
+    ("instance.live_migration_abort.end", MoveStep::Aborted),
 ];
 
 /// A step of a move that a notification tells without placing the instance.
@@ -54,6 +55,11 @@ pub enum MoveStep {
     /// The move was undone: the instance stays on its source
     /// (`instance.live_migration_rollback.end`).
     RolledBack,
+    /// An operator aborted the move (`instance.live_migration_abort.end`). A migration still
+    /// queued on its source is dropped there and then (nova-compute's `live_migration_abort`
+    /// reverts its allocations, with no rollback notification); one that started rolls back
+    /// with its own `instance.live_migration_rollback.end`, or may still complete.
+    Aborted,
 }
 
 /// The payload of a `compute.host.state` event.

@@ -443,6 +443,53 @@ on_both_engines!(
     super::a_confirmed_resize_on_the_same_host_keeps_the_new_flavor_whatever_the_order
 );
 
+/// An operator aborts a live migration still queued on its source (Nova's
+/// `LiveMigrationQueuedAbortTest*`): nova-compute drops it, gives the source back and deletes
+/// the destination's allocation, and sends `instance.live_migration_abort.end` with no
+/// rollback notification. The destination's claim used to stay until its TTL or the repair.
+/// An abort of a migration that started changes nothing: its rollback (or its end) follows.
+async fn an_aborted_queued_live_migration_releases_its_destination(engine: &str) {
+    let app = spawn_app(engine).await;
+    let x = moved_instance_on_ma(&app).await;
+    assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
+    notify(
+        &app,
+        &instance_event("instance.live_migration_abort.end", &x, "ma", SMALL),
+    )
+    .await;
+    assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 0)]));
+    assert!(held_on(&app, "ma").await.is_empty());
+    let ledger = app.scheduler.ledger();
+    let a = ledger.allocation(&x).await.unwrap().expect("X on ma");
+    assert!(a.confirmed);
+    assert_eq!(ledger.allocation_count().await.unwrap(), 1);
+    // Moved again, started (pre_live_migration ran), then aborted: both stay held until the
+    // rollback says it is undone.
+    let moved = select_for(&app, &x, SMALL, json!({"ignore_hosts": ["ma"]})).await;
+    assert_eq!(moved, (200, "mb".into()));
+    notify(
+        &app,
+        &instance_event("instance.live_migration_pre.end", &x, "ma", SMALL),
+    )
+    .await;
+    notify(
+        &app,
+        &instance_event("instance.live_migration_abort.end", &x, "ma", SMALL),
+    )
+    .await;
+    assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
+    notify(
+        &app,
+        &instance_event("instance.live_migration_rollback.end", &x, "ma", SMALL),
+    )
+    .await;
+    assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 0)]));
+}
+on_both_engines!(
+    an_aborted_queued_live_migration_releases_its_destination,
+    super::an_aborted_queued_live_migration_releases_its_destination
+);
+
 async fn issue_40_item_2_a_live_migration_holds_its_source_until_post_or_rollback(engine: &str) {
     let app = spawn_app(engine).await;
     let x = moved_instance_on_ma(&app).await;

@@ -39,6 +39,10 @@ const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance =
 pub(super) const CONFIRM_OWN_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE \
     WHERE instance_uuid = $1 AND host_id = $2 AND instance";
 
+/// Whether instance `$1`'s move has started (its most recent held source; no row: no move).
+const MOVE_STARTED: &str = "SELECT move_started FROM allocations WHERE move_of = $1 \
+    ORDER BY created_ms DESC LIMIT 1";
+
 /// Whether Nova deleted the instance (`instance.delete.end`, migration 0012).
 const IS_GONE: &str = "SELECT 1 FROM gone_instances WHERE instance_uuid = $1";
 
@@ -608,6 +612,19 @@ macro_rules! define_effect {
                 }
                 MoveStep::RolledBack => {
                     touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid));
+                }
+                MoveStep::Aborted => {
+                    // Undone only while queued: the destination never took the instance
+                    // (no `instance.live_migration_pre.end`), and nova-compute has given the
+                    // source back and dropped the destination's allocation. A started move
+                    // is left to its rollback or its end.
+                    let started: Option<bool> = sqlx::query_scalar(MOVE_STARTED)
+                        .bind(instance_uuid)
+                        .fetch_optional(&mut **tx)
+                        .await?;
+                    if started == Some(false) {
+                        touched.reload.extend(restore_source_in_tx!($db, *tx, instance_uuid));
+                    }
                 }
             }
             Ok(Applied::Applied)
