@@ -84,7 +84,7 @@ async fn read_as_nova_does(engine: Engine) {
     );
     assert_cells(&snapshot, &nova, &db);
     assert_cases(&snapshot);
-    assert_named_cell_reads_the_same(&snapshot, &db, now_ms).await;
+    assert_named_cell_reads_the_same(&snapshot, &db, now_ms, &nova).await;
 }
 
 /// The aggregates `seed.py` made with Nova's objects, loaded into a `Cloud` as `parasol serve`
@@ -129,11 +129,14 @@ async fn assert_aggregates_load_as_nova_s(reader: &NovaDbReader, nova: &Value) {
     assert!(tenants.of("cmp2").expect("cmp2's metadata")["filter_tenant_id2"].contains("p2"));
 }
 
-/// `[nova_db] cells` instead of the API database: the same nodes for that cell.
+/// `[nova_db] cells` instead of the API database's mappings: the same nodes for that cell;
+/// with `api_database_url` too, only the named cell is read and the aggregates still load
+/// from the API database.
 async fn assert_named_cell_reads_the_same(
     discovered: &NovaDbSnapshot,
     db: &Databases,
     now_ms: i64,
+    nova: &Value,
 ) {
     let cell1 = &discovered.cells[0];
     let settings = NovaDbSettings {
@@ -145,17 +148,32 @@ async fn assert_named_cell_reads_the_same(
         }],
         ..Default::default()
     };
-    let reader = NovaDbReader::new(settings, Arc::new(ManualClock::new(now_ms))).expect("settings");
-    let named = reader.read().await.expect("reads");
-    reader.close().await;
-    assert!(named.failed_cells.is_empty() && named.disabled_cells.is_empty());
-    let [cell] = &named.cells[..] else {
-        panic!("one cell")
-    };
-    assert_eq!(
-        (cell.cell.uuid, &cell.nodes),
-        (cell1.cell.uuid, &cell1.nodes)
-    );
+    for with_api in [false, true] {
+        let mut settings = settings.clone();
+        if with_api {
+            settings.api_database_url = SecretUrl(db.url("api"));
+        }
+        let reader =
+            NovaDbReader::new(settings, Arc::new(ManualClock::new(now_ms))).expect("settings");
+        let named = reader.read().await.expect("reads");
+        if with_api {
+            assert_aggregates_load_as_nova_s(&reader, nova).await;
+        } else {
+            assert!(
+                reader.read_aggregates().await.expect("no error").is_none(),
+                "no API database, no aggregates"
+            );
+        }
+        reader.close().await;
+        assert!(named.failed_cells.is_empty() && named.disabled_cells.is_empty());
+        let [cell] = &named.cells[..] else {
+            panic!("one cell, the named one (API database too: {with_api})")
+        };
+        assert_eq!(
+            (cell.cell.uuid, &cell.nodes),
+            (cell1.cell.uuid, &cell1.nodes)
+        );
+    }
 }
 
 fn assert_cells(snapshot: &NovaDbSnapshot, nova: &Value, db: &Databases) {

@@ -65,10 +65,10 @@ impl NovaDbReader {
         self.clock.clone()
     }
 
-    /// The cells: every row of `cell_mappings` but cell0, or the configured list.
+    /// The cells: the configured list, else every row of `cell_mappings` but cell0.
     pub async fn discover_cells(&self) -> Result<Discovery, NovaDbError> {
         let mut found = Discovery::default();
-        if self.settings.api_database_url.is_empty() {
+        if !self.settings.cells.is_empty() {
             for cell in &self.settings.cells {
                 found.cells.push(CellMapping {
                     uuid: Uuid::parse_str(&cell.uuid).map_err(|e| NovaDbError::Cell {
@@ -136,7 +136,7 @@ impl NovaDbReader {
 
     /// Nova's host aggregates (uuid, hosts, metadata) from the API database, as
     /// nova-scheduler's `HostManager._init_aggregates` reads them at start
-    /// (`AggregateList.get_all`); `None` without `api_database_url` (named cells only).
+    /// (`AggregateList.get_all`); `None` without `api_database_url`.
     pub async fn read_aggregates(&self) -> Result<Option<AggregatesRead>, NovaDbError> {
         if self.settings.api_database_url.is_empty() {
             return Ok(None);

@@ -46,9 +46,11 @@ pub struct CellSetting {
 pub struct NovaDbSettings {
     /// Read compute nodes and services from Nova's cell databases.
     pub enabled: bool,
-    /// Nova's `[api_database] connection`; the cells come from its `cell_mappings`.
+    /// Nova's `[api_database] connection`; the cells come from its `cell_mappings` (unless
+    /// `cells` names them), the host aggregates from its aggregate tables.
     pub api_database_url: SecretUrl,
-    /// Or the cells themselves (instead of `api_database_url`).
+    /// Or the cells themselves: read instead of the API database's mappings (a replica, a
+    /// mapping whose address Parasol cannot reach, no access to the API database).
     pub cells: Vec<CellSetting>,
     /// Nova's `[database] connection`, only to fill in templated cell mappings
     /// (`{scheme}://{username}:{password}@{hostname}/…`).
@@ -120,17 +122,13 @@ impl NovaDbSettings {
         if !self.enabled {
             return Ok(());
         }
-        match (self.api_database_url.is_empty(), self.cells.is_empty()) {
-            (true, true) => Err((
+        if self.api_database_url.is_empty() && self.cells.is_empty() {
+            return Err((
                 "api_database_url".into(),
                 "or cells is required when enabled".into(),
-            )),
-            (false, false) => Err((
-                "cells".into(),
-                "and api_database_url are exclusive: give one".into(),
-            )),
-            _ => Ok(()),
+            ));
         }
+        Ok(())
     }
 }
 
@@ -157,15 +155,6 @@ mod tests {
                     ..Default::default()
                 },
                 "api_database_url",
-            ),
-            (
-                NovaDbSettings {
-                    enabled: true,
-                    api_database_url: SecretUrl(good.into()),
-                    cells: vec![cell(uuid, good)],
-                    ..Default::default()
-                },
-                "cells",
             ),
             (
                 NovaDbSettings {
