@@ -6,7 +6,8 @@ Parasol gets its own SQLite ledger in a temporary directory, Nova's RPC on the w
 (`[rpc]`, Nova's exchange and topic), the test's TCP Placement (`[placement]`, noauth), and
 the test's scheduler settings (`parasol_config`), and the test's cell databases
 (`[nova_db] cells`: in `parasol` mode Nova runs in threading mode, where Nova's
-`CellDatabases` fixture keeps each cell in a SQLite file, recorded here as it makes them), from
+`CellDatabases` fixture keeps each cell in a SQLite file, recorded here as it makes them, and
+the API database for the host aggregates, `api_database_url`), from
 which Parasol learns each compute node's service host, cell and service state as
 nova-scheduler's `HostManager` does. A `self.flags(...)` on a scheduler group
 while it runs rewrites the file and sends SIGHUP. The process is killed, by pid, when the test
@@ -112,8 +113,15 @@ def nova_db_section(test):
         cells.append({"uuid": mapping.uuid, "name": name, "database_url": url})
     if not cells:
         return {"enabled": False}
-    return {"enabled": True, "cells": cells, "service_down_time_s": service_down_time_s(),
-            **_fast({"refresh_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0})}
+    section = {"enabled": True, "cells": cells, "service_down_time_s": service_down_time_s(),
+               **_fast({"refresh_interval_s": SYNC_INTERVAL_S, "timeout_s": 5.0})}
+    # The test's API database (Nova's `Database(database='api')` fixture makes it the same
+    # way): Parasol loads Nova's host aggregates from it at start, as nova-scheduler does, so
+    # a scheduler the test restarts knows them before the next cast.
+    api = _cell_files.get("api")
+    if api is not None:
+        section["api_database_url"] = api
+    return section
 
 
 def parasol_url():
