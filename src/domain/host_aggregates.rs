@@ -118,12 +118,25 @@ impl AggregateMembers {
     }
 
     /// The aggregates of a node of service host `host` with Nova's membership laid over
-    /// `placement`'s (what the last sync read); `None` when they already agree.
-    pub fn lay_over(&self, host: &str, placement: &Aggregates) -> Option<Aggregates> {
+    /// `placement`'s (what the last sync read); `None` when they already agree, or when
+    /// `host` may not be Nova's name for the service: it is in none of Nova's aggregates and
+    /// not `named_by_nova` (its name read from Nova's records). A node known only by its
+    /// Placement provider name (a libvirt FQDN where the service is `CONF.host`'s short name)
+    /// would otherwise lose the memberships Placement gives it.
+    pub fn lay_over(
+        &self,
+        host: &str,
+        named_by_nova: bool,
+        placement: &Aggregates,
+    ) -> Option<Aggregates> {
         if self.known.is_empty() {
             return None;
         }
-        let nova: &[AggregateId] = self.by_host.get(host).map_or(&[], Vec::as_slice);
+        let nova: &[AggregateId] = match self.by_host.get(host) {
+            Some(ids) => ids,
+            None if named_by_nova => &[],
+            None => return None,
+        };
         let is_known = |id: &AggregateId| self.known.binary_search(id).is_ok();
         let agrees = nova.iter().all(|id| placement.contains(*id))
             && placement
@@ -195,31 +208,40 @@ mod tests {
         let host1 = Aggregates::from_names([]);
         let host2 = Aggregates::from_names(["m-agg1", "m-segment"]);
         assert_eq!(
-            members.lay_over("host1", &host1).map(|a| names(&a)),
+            members.lay_over("host1", true, &host1).map(|a| names(&a)),
             Some(vec!["m-agg1".to_string()]),
             "a host nova-api added is a member before Placement's next read"
         );
         assert_eq!(
-            members.lay_over("host2", &host2).map(|a| names(&a)),
+            members.lay_over("host2", true, &host2).map(|a| names(&a)),
             Some(vec!["m-agg2".to_string(), "m-segment".to_string()]),
             "Nova's aggregates follow Nova, Placement's own stay"
         );
         let agreed = Aggregates::from_names(["m-agg2", "m-segment"]);
-        assert_eq!(members.lay_over("host2", &agreed), None);
+        assert_eq!(members.lay_over("host2", true, &agreed), None);
         assert_eq!(
-            members.lay_over("host3", &Aggregates::from_names(["m-segment"])),
+            members.lay_over("host3", true, &Aggregates::from_names(["m-segment"])),
             None,
             "a host in none of Nova's aggregates keeps Placement's"
         );
         assert_eq!(
             members
-                .lay_over("host3", &Aggregates::from_names(["m-agg1"]))
+                .lay_over("host3", true, &Aggregates::from_names(["m-agg1"]))
                 .map(|a| a.len()),
             Some(0),
             "a host nova-api removed is no member"
         );
+        assert_eq!(
+            members.lay_over(
+                "host3.example.org",
+                false,
+                &Aggregates::from_names(["m-agg1"])
+            ),
+            None,
+            "a provider name Nova may not know keeps Placement's membership"
+        );
         let none = AggregateMembers::new(std::iter::empty());
         assert!(none.is_empty());
-        assert_eq!(none.lay_over("host2", &host2), None);
+        assert_eq!(none.lay_over("host2", true, &host2), None);
     }
 }

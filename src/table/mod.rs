@@ -162,7 +162,11 @@ impl Inner {
     /// Lays Nova's aggregate membership over a profile's aggregates (by its service host,
     /// so after Nova's records named it). Returns whether the profile changed.
     fn lay_members(&self, profile: &mut Arc<HostProfile>) -> bool {
-        match self.members.lay_over(&profile.host, &profile.aggregates) {
+        let named_by_nova = profile.facts.is_some();
+        match self
+            .members
+            .lay_over(&profile.host, named_by_nova, &profile.aggregates)
+        {
             Some(aggregates) => {
                 let p = Arc::make_mut(profile);
                 p.encoded.clear();

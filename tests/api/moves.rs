@@ -65,6 +65,11 @@ async fn notify(app: &TestApp, message: &Value) {
     assert!(body.contains("applied"), "{message}: {body}");
 }
 
+/// Nova's `event_type` for `instance` on `host` with flavor `f`, applied.
+async fn tell(app: &TestApp, event_type: &str, instance: &str, host: &str, f: (i64, i64, i64)) {
+    notify(app, &instance_event(event_type, instance, host, f)).await;
+}
+
 /// VCPU used per host name.
 async fn vcpus(app: &TestApp) -> Vec<(String, i64)> {
     app.used()
@@ -410,11 +415,7 @@ async fn a_confirmed_resize_on_the_same_host_keeps_the_new_flavor_whatever_the_o
             select_for(&app, &x, big, json!({})).await,
             (200, "h".into())
         );
-        notify(
-            &app,
-            &instance_event("instance.resize_finish.end", &x, "h", big),
-        )
-        .await;
+        tell(&app, "instance.resize_finish.end", &x, "h", big).await;
         assert_eq!(vcpus(&app).await, on(&[("h", 3)]), "both flavors held");
         let confirm = instance_event("instance.resize_confirm.end", &x, "h", big);
         if cast_first {
@@ -434,7 +435,7 @@ async fn a_confirmed_resize_on_the_same_host_keeps_the_new_flavor_whatever_the_o
         assert_eq!(a.demand.to_map()["VCPU"], 2);
         assert!(held_on(&app, "h").await.is_empty());
         // Deleted: its own notification releases it.
-        notify(&app, &instance_event("instance.delete.end", &x, "h", big)).await;
+        tell(&app, "instance.delete.end", &x, "h", big).await;
         assert_eq!(vcpus(&app).await, on(&[("h", 0)]));
     }
 }
@@ -452,11 +453,7 @@ async fn an_aborted_queued_live_migration_releases_its_destination(engine: &str)
     let app = spawn_app(engine).await;
     let x = moved_instance_on_ma(&app).await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
-    notify(
-        &app,
-        &instance_event("instance.live_migration_abort.end", &x, "ma", SMALL),
-    )
-    .await;
+    tell(&app, "instance.live_migration_abort.end", &x, "ma", SMALL).await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 0)]));
     assert!(held_on(&app, "ma").await.is_empty());
     let ledger = app.scheduler.ledger();
@@ -467,20 +464,15 @@ async fn an_aborted_queued_live_migration_releases_its_destination(engine: &str)
     // rollback says it is undone.
     let moved = select_for(&app, &x, SMALL, json!({"ignore_hosts": ["ma"]})).await;
     assert_eq!(moved, (200, "mb".into()));
-    notify(
-        &app,
-        &instance_event("instance.live_migration_pre.end", &x, "ma", SMALL),
-    )
-    .await;
-    notify(
-        &app,
-        &instance_event("instance.live_migration_abort.end", &x, "ma", SMALL),
-    )
-    .await;
+    tell(&app, "instance.live_migration_pre.end", &x, "ma", SMALL).await;
+    tell(&app, "instance.live_migration_abort.end", &x, "ma", SMALL).await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 2)]));
-    notify(
+    tell(
         &app,
-        &instance_event("instance.live_migration_rollback.end", &x, "ma", SMALL),
+        "instance.live_migration_rollback.end",
+        &x,
+        "ma",
+        SMALL,
     )
     .await;
     assert_eq!(vcpus(&app).await, on(&[("ma", 2), ("mb", 0)]));
