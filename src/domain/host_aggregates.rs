@@ -112,11 +112,6 @@ impl AggregateMembers {
         AggregateMembers { known, by_host }
     }
 
-    /// True when Nova has no aggregate: nothing is laid over Placement's membership.
-    pub fn is_empty(&self) -> bool {
-        self.known.is_empty()
-    }
-
     /// The aggregates of a node of service host `host` with Nova's membership laid over
     /// `placement`'s (what the last sync read); `None` when they already agree, or when
     /// `host` may not be Nova's name for the service: it is in none of Nova's aggregates and
@@ -241,7 +236,6 @@ mod tests {
             "a provider name Nova may not know keeps Placement's membership"
         );
         let none = AggregateMembers::new(std::iter::empty());
-        assert!(none.is_empty());
         assert_eq!(none.lay_over("host2", true, &host2), None);
     }
 }

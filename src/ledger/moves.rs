@@ -52,6 +52,11 @@ pub(crate) const HOLD_SOURCE: &str = "UPDATE allocations SET instance_uuid = $2,
 pub(crate) const SQLITE_HOLD_SOURCE: &str = "UPDATE allocations SET instance_uuid = ?2, \
     move_of = ?1, move_started = 0, created_ms = ?3 WHERE instance_uuid = ?1";
 
+/// Whether instance `$1`'s move has started (its most recent held source, as
+/// [`RESTORE_SOURCE`] takes it; no row: no move).
+pub(crate) const MOVE_STARTED: &str = "SELECT move_started FROM allocations WHERE move_of = $1 \
+    ORDER BY created_ms DESC LIMIT 1";
+
 /// The destination took instance `$1`: its move's source is no longer freed by a TTL.
 pub(crate) const START_MOVE: &str =
     "UPDATE allocations SET move_started = TRUE WHERE move_of = $1 AND NOT move_started";

@@ -12,8 +12,8 @@ use crate::ledger::claims::{parse_resources, record_in_tx, release_in_tx};
 use crate::ledger::hosts::{may_take_over, takeover, takeover_rusqlite, upsert_host, Takeover};
 use crate::ledger::messages::MARK_PROCESSED;
 use crate::ledger::moves::{
-    release_held_in_tx, restore_source_in_tx, CONFIRM_MOVING, START_MOVE, START_RESIZE,
-    START_RESIZE_LISTED,
+    release_held_in_tx, restore_source_in_tx, CONFIRM_MOVING, MOVE_STARTED, START_MOVE,
+    START_RESIZE, START_RESIZE_LISTED,
 };
 use crate::ledger::{HostRegistration, HostTable};
 use crate::nova::MoveStep;
@@ -38,10 +38,6 @@ const CONFIRM_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE, instance =
 /// path does for it, without reading the allocation first.
 pub(super) const CONFIRM_OWN_CLAIM: &str = "UPDATE allocations SET confirmed = TRUE \
     WHERE instance_uuid = $1 AND host_id = $2 AND instance";
-
-/// Whether instance `$1`'s move has started (its most recent held source; no row: no move).
-const MOVE_STARTED: &str = "SELECT move_started FROM allocations WHERE move_of = $1 \
-    ORDER BY created_ms DESC LIMIT 1";
 
 /// Whether Nova deleted the instance (`instance.delete.end`, migration 0012).
 const IS_GONE: &str = "SELECT 1 FROM gone_instances WHERE instance_uuid = $1";
