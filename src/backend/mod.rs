@@ -206,13 +206,13 @@ impl Backend {
         };
         if mode == BatchMode::Window && requests.len() == 1 && !requests[0].rebuild {
             let request = requests.into_iter().next().expect("one request");
-            return self.schedule_windowed(request).await;
+            return Box::pin(self.schedule_windowed(request)).await;
         }
         if mode != BatchMode::Off && requests.len() >= 2 {
-            match self
-                .schedule_batch(&requests, &mut counts, started, alternates)
-                .await
-            {
+            // Boxed, as the window's and the failure paths' futures below: a future holds room
+            // for its largest await, and the common path's is copied on every call.
+            let batch = Box::pin(self.schedule_batch(&requests, &mut counts, started, alternates));
+            match batch.await {
                 batch::Batched::Done(answer) => return answer,
                 batch::Batched::Fallback(reason) => {
                     tracing::info!(
@@ -281,7 +281,7 @@ impl Backend {
                     if req.owner.is_none() {
                         continue;
                     }
-                    if let Err(e) = placement.remove(&req.instance_uuid).await {
+                    if let Err(e) = Box::pin(placement.remove(&req.instance_uuid)).await {
                         tracing::warn!(instance = %req.instance_uuid, error = %e, "could not remove the claim in Placement of a failed multi-create; the next sync repairs the ledger");
                     }
                 }
@@ -290,7 +290,7 @@ impl Backend {
                 if req.rebuild {
                     continue; // nothing was claimed: the instance keeps its allocation
                 }
-                deps.ledger.release(&req.instance_uuid).await?;
+                Box::pin(deps.ledger.release(&req.instance_uuid)).await?;
             }
             match &err {
                 ScheduleError::NoValidHost { .. } => counts.no_valid_host = counts.requests,
@@ -506,7 +506,7 @@ impl Backend {
         if !plugins.has_candidate_plugins() {
             return Ok(candidates);
         }
-        match plugins.review(req, candidates).await {
+        match Box::pin(plugins.review(req, candidates)).await {
             Ok(kept) if !kept.is_empty() => Ok(kept),
             Ok(_) => {
                 counts.decline(DeclineCause::NoValidHost, false);
@@ -644,6 +644,17 @@ impl Backend {
         let (Some(placement), Some(owner)) = (&self.deps.placement, &req.owner) else {
             return Ok(HostClaim::Claimed);
         };
+        // Boxed: the HTTP call's future would otherwise size every claim's.
+        Box::pin(self.claim_in_placement_now(placement, owner, host, req)).await
+    }
+
+    async fn claim_in_placement_now(
+        &self,
+        placement: &PlacementClaims,
+        owner: &crate::domain::ConsumerOwner,
+        host: &HostState,
+        req: &RequestContext,
+    ) -> Result<HostClaim, ScheduleError> {
         let body = trees::allocation_request(req, host);
         let started = Instant::now();
         let answer = placement
@@ -732,4 +743,26 @@ pub(crate) fn worker_states(settings: &Settings, salt: u64, count: usize) -> Vec
     (0..count)
         .map(|i| WorkerState::new(settings.scheduler.seed, salt, i))
         .collect()
+}
+
+#[cfg(test)]
+impl Backend {
+    /// Bytes of the futures one instance's placement awaits on the common path (not polled),
+    /// for the size guard in `scheduling::select`'s tests.
+    pub(crate) fn future_sizes(
+        &self,
+        req: &RequestContext,
+        host: &HostState,
+    ) -> Vec<(&'static str, usize)> {
+        let mut counts = Counts::default();
+        let schedule = self.schedule_with(vec![req.clone()], Alternates::Wanted);
+        let mut sizes = vec![("Backend::schedule_with", std::mem::size_of_val(&schedule))];
+        drop(schedule);
+        let place = self.place(req, &mut counts, false);
+        sizes.push(("Backend::place", std::mem::size_of_val(&place)));
+        drop(place);
+        let claim = self.claim_on(host, req, &mut counts);
+        sizes.push(("Backend::claim_on", std::mem::size_of_val(&claim)));
+        sizes
+    }
 }

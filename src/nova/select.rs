@@ -11,7 +11,9 @@ use serde_json::Value;
 /// return_alternates=False)`, decoded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SelectDestinationsArgs {
-    pub spec: RequestSpec,
+    /// Boxed: the arguments travel by value through the call's futures, each of which holds
+    /// room for them (a `RequestSpec` is about 1.6 KB).
+    pub spec: Box<RequestSpec>,
     /// Uuids of the instances to place (may be empty; see [`RequestSpec::contexts`]): at
     /// most [`MAX_INSTANCES`], each a UUID (lowercased), none twice.
     pub instance_uuids: Vec<String>,
@@ -41,7 +43,7 @@ impl SelectDestinationsArgs {
                 decode_legacy(request_spec, a.field("filter_properties").value())?;
             check_instances("args.request_spec.instance_uuids", &instance_uuids)?;
             return Ok(SelectDestinationsArgs {
-                spec,
+                spec: Box::new(spec),
                 instance_uuids,
                 return_objects: false,
                 return_alternates: false,
@@ -66,7 +68,7 @@ impl SelectDestinationsArgs {
         let instance_uuids = a.opt_uuid_list("instance_uuids")?.unwrap_or_default();
         check_instances(&a.path_of("instance_uuids"), &instance_uuids)?;
         Ok(SelectDestinationsArgs {
-            spec,
+            spec: Box::new(spec),
             instance_uuids,
             return_objects: a.opt_bool("return_objects")?.unwrap_or(false),
             return_alternates: a.opt_bool("return_alternates")?.unwrap_or(false),

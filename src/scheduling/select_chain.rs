@@ -25,8 +25,7 @@ impl Scheduler {
         if !plugins.has_select() || args.spec.is_rebuild() {
             return Ok(Additions::default());
         }
-        plugins
-            .select(select_view(args, first))
+        Box::pin(plugins.select(select_view(args, first)))
             .await
             .map_err(|stopped| SelectError::Denied {
                 reason: stopped.to_string(),
