@@ -8,10 +8,9 @@ use super::dialect::{
 };
 use super::{read_pool, write_tx, Ledger, LedgerError};
 use crate::domain::{
-    AggregateId, Aggregates, ClassId, HostId, HostProfile, Inventory, MarkSet, Resources, TraitId,
-    Traits,
+    AggregateId, Aggregates, ClassId, HostId, HostProfile, HostState, Inventory, MarkSet,
+    Resources, TraitId, Traits,
 };
-use crate::table::HostRow;
 use sqlx::Row;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -444,7 +443,7 @@ fn names<M: crate::domain::Mark>(
 fn join(
     hosts: Vec<HostFields>,
     inventories: Vec<InventoryRow>,
-) -> Result<Vec<HostRow>, LedgerError> {
+) -> Result<Vec<HostState>, LedgerError> {
     let mut by_host: HashMap<i64, Vec<(String, Inventory, i64)>> = HashMap::new();
     for (host, class, inv, used) in inventories {
         by_host.entry(host).or_default().push((class, inv, used));
@@ -465,7 +464,7 @@ fn join(
             HostProfile::new(&h.host, &h.node, &h.uuid, &h.availability_zone, inventories);
         profile.traits = names::<TraitId>(&h.traits, "traits", h.id)?;
         profile.aggregates = names::<AggregateId>(&h.aggregates, "aggregates", h.id)?;
-        rows.push(HostRow {
+        rows.push(HostState {
             id: HostId(h.id),
             profile: Arc::new(profile),
             used,
@@ -521,7 +520,7 @@ impl Ledger {
     }
 
     /// The ledger's rows of the given hosts (every host when `ids` is `None`), in id order.
-    pub async fn load_hosts(&self, ids: Option<&[HostId]>) -> Result<Vec<HostRow>, LedgerError> {
+    pub async fn load_hosts(&self, ids: Option<&[HostId]>) -> Result<Vec<HostState>, LedgerError> {
         macro_rules! decode {
             ($hosts:expr, $inventories:expr) => {{
                 let mut h = Vec::with_capacity($hosts.len());
@@ -640,7 +639,7 @@ impl Ledger {
     }
 
     /// Every host's current state, in id order, from the live table (no database read).
-    pub async fn read_hosts(&self) -> Result<Vec<crate::domain::HostState>, LedgerError> {
+    pub async fn read_hosts(&self) -> Result<Vec<HostState>, LedgerError> {
         let mut hosts = self.table().snapshot();
         hosts.sort_by_key(|h| h.id);
         Ok(hosts)

@@ -38,7 +38,7 @@ mod moves;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use crate::table::{HostRow, HostTable};
+pub use crate::table::HostTable;
 pub use claims::{Allocation, ClaimOutcome};
 #[cfg(test)]
 pub(crate) use effects::heartbeat_of;

@@ -33,12 +33,6 @@ pub enum Reserve {
     NoRoom,
 }
 
-/// A host as the ledger holds it, to (re)load into the table: a [`HostState`] whose usage is
-/// the committed one (the table adds what it reserved and has not finalized). The same fields
-/// as the table's own hosts, so the same type; the name is kept for `ledger/`'s side of the
-/// seam (`load_hosts`) until its rewrite lands.
-pub type HostRow = HostState;
-
 /// A host this process re-registered, as the table takes it without reading it back
 /// ([`HostTable::load_profiles`]): its new profile and liveness.
 #[derive(Clone, Debug)]
