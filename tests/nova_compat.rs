@@ -1,13 +1,13 @@
 //! Compatibility with Nova's own code: `tests/nova_compat/*.py` drive Parasol through
 //! `nova.scheduler.rpcapi.SchedulerAPI` and Nova's objects (the `nova` package from PyPI,
-//! pinned in `tests/nova_compat/requirements.txt`) against the real RabbitMQ and PostgreSQL:
+//! pinned in `tests/nova_functional/requirements.txt`) against the real RabbitMQ and PostgreSQL:
 //! two `parasol serve` processes share the `scheduler` queue and the ledger, a third serves a
 //! slow topic (`[rpc] debug_delay_s`) for the heartbeat test. The shutdown test stops one of
 //! two processes with SIGTERM while Nova's client has 64 calls out (`shutdown_driver.py`).
 //!
-//! The virtualenv is cached outside the clone in
-//! `$HOME/.cache/parasol/nova-venv-<hash of requirements.txt>` and built (pip, a few minutes)
-//! only when that file changes.
+//! The virtualenv is Nova's functional harness's, cached outside the clone in
+//! `$HOME/.cache/parasol/nova-functional-venv-<hash>` and built (pip, a few minutes) only when
+//! its requirements change (`support/venv.rs`'s `nova_venv`).
 
 #[path = "support/mod.rs"]
 mod support;

@@ -1,5 +1,5 @@
-//! The real Nova around the reader: a cached virtualenv with `nova` and the MySQL and
-//! PostgreSQL drivers (pinned in `tests/nova_db/requirements.txt`), fresh databases on the
+//! The real Nova around the reader: Nova's cached virtualenv, with the MySQL and PostgreSQL
+//! drivers (pinned in `tests/nova_functional/requirements.txt`), fresh databases on the
 //! machine's MariaDB, PostgreSQL or a SQLite folder (dropped when the test ends, however it
 //! ends), `nova-manage` to make Nova's schema, and `seed.py` to map and fill the cells.
 
@@ -25,12 +25,9 @@ fn manifest(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// The virtualenv for the pinned requirements, built once per requirements hash in
-/// `$HOME/.cache/parasol/nova-db-venv-<hash>` (by the tests' one builder, `support/venv.rs`).
+/// Nova's virtualenv, the functional harness's (`support/venv.rs`'s [`venv::nova_venv`]).
 pub fn venv() -> PathBuf {
-    let reqs = manifest("tests/nova_db/requirements.txt");
-    let text = std::fs::read_to_string(&reqs).expect("requirements.txt");
-    venv::cached_venv("nova-db-venv", &text, &[])
+    venv::nova_venv()
 }
 
 /// The output of a command that must have succeeded.

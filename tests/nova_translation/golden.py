@@ -1,7 +1,7 @@
 """Nova's own resource request for RequestSpecs built with Nova's own objects.
 
 Run by ``tests/nova_translation.rs`` in the cached nova virtualenv (the pinned
-``tests/nova_compat/requirements.txt``). It sets up a real Nova API database and
+``tests/nova_functional/requirements.txt``). It sets up a real Nova API database and
 one cell database on SQLite files in ``argv[1]`` (Nova's alembic migrations),
 creates compute nodes, host mappings, services and host aggregates with Nova's
 objects, then for every case builds a ``RequestSpec`` and runs what

@@ -1,5 +1,6 @@
-//! The one builder of the tests' cached virtualenvs (Nova, Placement, Keystone, all from
-//! PyPI): `$HOME/.cache/parasol/<name>-<hash of the requirements>`, built (pip) only when the
+//! The builder of the tests' cached virtualenvs (Placement, Keystone, networkx, the
+//! OpenStack client, all from PyPI; Nova's is the functional harness's, [`nova_venv`]):
+//! `$HOME/.cache/parasol/<name>-<hash of the requirements>`, built (pip) only when the
 //! requirements change, aside and renamed into place so that a concurrent or interrupted run
 //! never sees half a venv. `PARASOL_PYTHON` picks the interpreter.
 #![allow(dead_code)]
@@ -66,17 +67,34 @@ fn name_the_final_path(building: &Path, venv: &Path) {
     }
 }
 
-/// The virtualenv of Nova's own code (`tests/nova_compat/requirements.txt`, pinned).
+/// The virtualenv of Nova's own code: the one Nova's functional harness runs in
+/// (`tests/nova_functional/requirements.txt`, pinned), built by the harness's own builder
+/// (`tests/nova_functional/venv.py`), so that every test running Nova's code, the harness's
+/// and this crate's, uses one venv built one way. Built once per process.
 pub fn nova_venv() -> PathBuf {
-    // The repository's root is this crate's manifest directory, or its parent when
-    // openstack-bench's `bench_nova_vs_parasol` example includes this file.
-    let reqs = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|dir| dir.join("tests/nova_compat/requirements.txt"))
-        .find(|path| path.exists())
-        .expect("tests/nova_compat/requirements.txt in the repository");
-    let text = std::fs::read_to_string(&reqs).expect("requirements.txt");
-    cached_venv("nova-venv", &text, &[])
+    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    VENV.get_or_init(|| {
+        // The repository's root is this crate's manifest directory, or its parent when
+        // openstack-bench's `bench_nova_vs_parasol` example includes this file.
+        let tests = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|dir| dir.join("tests"))
+            .find(|dir| dir.join("nova_functional/venv.py").exists())
+            .expect("tests/nova_functional/venv.py in the repository");
+        let python = std::env::var("PARASOL_PYTHON").unwrap_or_else(|_| "python3".into());
+        let script = "from nova_functional import venv; print(venv.ensure_venv())";
+        let printed = run(Command::new(python)
+            .current_dir(&tests)
+            .args(["-c", script]));
+        let venv = PathBuf::from(printed.trim());
+        assert!(
+            venv.join(".complete").exists(),
+            "the harness's venv at {}",
+            venv.display()
+        );
+        venv
+    })
+    .clone()
 }
 
 /// The virtualenv of Keystone (`tests/keystone/requirements.txt`: its pins name every
