@@ -140,6 +140,11 @@ struct Common {
     /// measured).
     #[arg(long, default_value_t = 5.0)]
     ingest_window_s: f64,
+    /// Milliseconds between two reads of the service's `/v1/stats` during the requests (the
+    /// backend's parameters over time, in the report); 0: none, so that nothing the service
+    /// does depends on the wall time (as when it is counted under callgrind).
+    #[arg(long, default_value_t = 250)]
+    stats_sample_ms: u64,
     /// The hosts use what they run by seed 002's demand model (`--seed`) and report their
     /// usage and each instance's QoS signals at every heartbeat (issue 45).
     #[arg(long)]
@@ -357,6 +362,8 @@ async fn bench(plan: Plan, common: Common) -> anyhow::Result<()> {
         run_id: run_id.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
         heartbeat: Duration::from_secs_f64(common.heartbeat_s.max(0.1)),
         ingest_window: Duration::from_secs_f64(common.ingest_window_s.max(0.0)),
+        stats_sample: (common.stats_sample_ms > 0)
+            .then(|| Duration::from_millis(common.stats_sample_ms)),
         demand: common
             .demand_model
             .then(|| demand::DemandModel::paper(common.seed, common.demand_period_s)),

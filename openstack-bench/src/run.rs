@@ -29,6 +29,9 @@ pub struct Env {
     pub heartbeat: Duration,
     /// How long the service's ingestion alone is measured before each run's requests.
     pub ingest_window: Duration,
+    /// How often the service's `/v1/stats` is read during the requests (`--stats-sample-ms`);
+    /// `None`: never.
+    pub stats_sample: Option<Duration>,
     /// The hosts' demand model (`--demand-model`), else none: hosts report no usage and
     /// take what they are given up to their capacity.
     pub demand: Option<crate::demand::DemandModel>,
@@ -282,12 +285,14 @@ pub async fn run_one(
     progress.set_message(format!("{label} n={hosts}: ingestion alone"));
     let ingestion = measure_ingestion(&client, &service, env.ingest_window).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-    let sampler = tokio::spawn(driver::sample_params(
-        service.base.clone(),
-        cfg.backend.clone(),
-        Duration::from_millis(250),
-        stop_rx,
-    ));
+    let sampler = env.stats_sample.map(|period| {
+        tokio::spawn(driver::sample_params(
+            service.base.clone(),
+            cfg.backend.clone(),
+            period,
+            stop_rx,
+        ))
+    });
     progress.set_message(format!("{label} n={hosts}"));
     let target = match &cfg.rpc_topic {
         Some(topic) => Target::Rpc {
@@ -308,7 +313,10 @@ pub async fn run_one(
     );
     let result = driver::drive(&target, ds, requests, fleet.clone(), spec, progress).await?;
     let _ = stop_tx.send(());
-    let params = sampler.await.unwrap_or_default();
+    let params = match sampler {
+        Some(sampler) => sampler.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
     // Let in-flight boots reach the hosts, then stop the fleet and drain the notifications.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let fleet = Arc::try_unwrap(fleet).map_err(|_| anyhow::anyhow!("fleet still shared"))?;
