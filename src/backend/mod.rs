@@ -648,6 +648,7 @@ impl Backend {
         Box::pin(self.claim_in_placement_now(placement, owner, host, req)).await
     }
 
+    /// [`Backend::claim_in_placement`] once a claim there is due.
     async fn claim_in_placement_now(
         &self,
         placement: &PlacementClaims,

@@ -886,49 +886,16 @@ mod future_sizes {
     //! request spec travels boxed; this keeps it so. (Sizes are the generator layout's,
     //! the same in debug and optimised builds.)
     use super::*;
-    use crate::clock::{ManualClock, SharedClock};
-    use crate::configuration::Settings;
-    use crate::ledger::{HostRegistration, Ledger};
-    use crate::stats::Stats;
+    use crate::scheduling::tests::{call, scheduler};
     use serde_json::json;
-    use std::sync::Arc;
-
-    fn args() -> SelectDestinationsArgs {
-        let object = |name: &str, version: &str, data: serde_json::Value| {
-            json!({"nova_object.name": name, "nova_object.namespace": "nova",
-                   "nova_object.version": version, "nova_object.data": data})
-        };
-        let uuid = "00000000-0000-4000-8000-000000000001";
-        let flavor = object(
-            "Flavor",
-            "1.2",
-            json!({"name": "f", "vcpus": 1, "memory_mb": 512, "root_gb": 1}),
-        );
-        let spec = object(
-            "RequestSpec",
-            "1.14",
-            json!({"flavor": flavor, "instance_uuid": uuid, "num_instances": 1,
-                   "project_id": "p", "user_id": "u"}),
-        );
-        let body = json!({"spec_obj": spec, "instance_uuids": [uuid],
-                          "return_objects": true, "return_alternates": true});
-        SelectDestinationsArgs::from_http_body(body.to_string().as_bytes()).unwrap()
-    }
 
     #[tokio::test]
     async fn a_call_s_futures_stay_small_whatever_its_rare_branches_await() {
+        // A future's size is its type's: what the call asks does not change it.
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-        let ledger = Ledger::open(&url, 2).await.unwrap();
-        let uuid = "00000000-0000-4000-8000-000000000101";
-        let reg = HostRegistration::simple("host1", uuid, 4, 8192, 100);
-        ledger.register_host(&reg, 1_000_000).await.unwrap();
-        let clock: SharedClock = Arc::new(ManualClock::new(1_000_000));
-        let stats = Arc::new(Stats::new(clock.clone(), 60));
-        let s = Scheduler::start(Arc::new(Settings::default()), ledger, stats, clock)
-            .await
-            .unwrap();
-        let args = args();
+        let s = scheduler(&dir).await;
+        let instance = "00000000-0000-4000-8000-000000000001";
+        let args = call(instance, 1, &[], &[], json!({}), json!({}));
         let requests = s.requests(&args, true, false).await.unwrap();
         let select = s.select(args.clone());
         let mut sizes = vec![("Scheduler::select", std::mem::size_of_val(&select))];

@@ -20,7 +20,7 @@ fn object(name: &str, version: &str, data: Value) -> Value {
 /// A `select_destinations` call for `instance` of flavor (vcpus, memory_mb) in an
 /// anti-affinity group whose members are `members` on `hosts`, with the group's `_rules`
 /// and the spec's other fields from `extra`.
-fn call(
+pub(super) fn call(
     instance: &str,
     vcpus: i64,
     members: &[&str],
@@ -54,7 +54,7 @@ fn uuid(n: u32) -> String {
     format!("00000000-0000-4000-8000-{n:012}")
 }
 
-async fn scheduler(dir: &tempfile::TempDir) -> Scheduler {
+pub(super) async fn scheduler(dir: &tempfile::TempDir) -> Scheduler {
     let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
     let ledger = Ledger::open(&url, 2).await.unwrap();
     for (name, n) in [("host1", 1), ("host2", 2)] {
