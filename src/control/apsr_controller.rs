@@ -75,7 +75,7 @@ impl ApsrController {
         self.plan = maximize_parallelism_with_min_hosts(
             hosts,
             self.params.epsilon,
-            self.params.budget.unwrap_or(hosts),
+            self.params.budget_for(hosts),
             k,
             self.params.max_schedulers,
             self.params.min_hosts_per_scheduler,
@@ -163,6 +163,37 @@ mod tests {
         let plan = controller.plan();
         let want = maximize_parallelism(1_000, 0.05, 1_000, previous_k, 64);
         assert_eq!(plan, want);
+    }
+
+    #[test]
+    fn an_unset_budget_is_n_up_to_ten_thousand_hosts() {
+        // Up to the cap the paper's B = n exactly; above it, d stops growing with the cloud
+        // and the plan still meets the SLA, when every host fits and when few do.
+        let small = ApsrController::new(ApsrParams::default(), 1_000).unwrap();
+        assert_eq!(
+            small.plan(),
+            maximize_parallelism(1_000, 0.05, 1_000, 1_000.0, 64)
+        );
+        let large = ApsrController::new(ApsrParams::default(), 100_000).unwrap();
+        let plan = large.plan();
+        assert_eq!(
+            plan,
+            maximize_parallelism(100_000, 0.05, 10_000, 100_000.0, 64)
+        );
+        assert_eq!((plan.schedulers, plan.hosts_per_scheduler), (64, 156));
+        let scarce = maximize_parallelism(100_000, 0.05, 10_000, 500.0, 64);
+        assert!(scarce.schedulers < 64, "{scarce:?}");
+        assert!(scarce.expected_decline_ratio <= 0.05, "{scarce:?}");
+        let set = ApsrParams {
+            budget: Some(100_000),
+            ..ApsrParams::default()
+        };
+        assert_eq!(
+            ApsrController::new(set, 100_000)
+                .unwrap()
+                .hosts_per_scheduler(),
+            1_562
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub use apsr_math::{
     expected_decline_ratio, expected_happy, expected_happy_summed, maximize_parallelism,
     maximize_parallelism_with_min_hosts, meets_sla, sample_hit_probability, Plan,
 };
-pub use apsr_params::ApsrParams;
+pub use apsr_params::{ApsrParams, DEFAULT_BUDGET_CAP};
 pub use asc_controller::{AscController, AscInterval};
 pub use asc_params::AscParams;
 pub use error::ControlError;

@@ -41,7 +41,13 @@ pub struct ApsrScheduler {
 impl ApsrScheduler {
     /// Errs when the parameters are invalid (ε outside (0, 1), …).
     pub fn new(n_hosts: usize, setup: &ApsrSetup) -> Result<Self, ControlError> {
-        let controller = ApsrController::new(setup.params.clone(), n_hosts as u64)?;
+        // The paper's B = n at every size, where the service caps an unset budget
+        // (`parasol::control::DEFAULT_BUDGET_CAP`).
+        let params = ApsrParams {
+            budget: Some(setup.params.budget.unwrap_or(n_hosts as u64)),
+            ..setup.params.clone()
+        };
+        let controller = ApsrController::new(params, n_hosts as u64)?;
         let plan = controller.plan();
         Ok(ApsrScheduler {
             policy: policy::build(Algorithm::Random, TieBreak::HostOrder),
