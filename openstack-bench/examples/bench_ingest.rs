@@ -57,6 +57,8 @@ struct Args {
     url: String,
     prefetch: u16,
     batch_size: usize,
+    /// `[amqp] batch_timeout_ms` of the consumer.
+    batch_timeout_ms: u64,
     /// `sqlite` (a fresh file) or `postgres` (a fresh database on `pg_url`'s server).
     ledger: String,
     pg_url: String,
@@ -89,7 +91,7 @@ struct NullOptions {
 }
 
 const USAGE: &str = "usage: bench_ingest [--events N] [--hosts N] [--url AMQP_URL] \
-     [--prefetch N] [--batch-size N] [--ledger sqlite|postgres] [--pg-url POSTGRES_URL] \
+     [--prefetch N] [--batch-size N] [--batch-timeout-ms N] [--ledger sqlite|postgres] [--pg-url POSTGRES_URL] \
      [--heartbeats] [--queue-type classic|quorum] \
      [--null-consumer [--queue-type classic|quorum|stream] [--queue-version N] \
      [--queue-mode lazy] [--no-ack] [--consumers N] [--persistent] [--lapin-executor]]";
@@ -101,6 +103,7 @@ fn parse_args() -> anyhow::Result<Args> {
         url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
         prefetch: AmqpSettings::default().prefetch,
         batch_size: AmqpSettings::default().batch_size,
+        batch_timeout_ms: AmqpSettings::default().batch_timeout_ms,
         ledger: "sqlite".into(),
         pg_url: "postgres://postgres@127.0.0.1:5432/test".into(),
         heartbeats: false,
@@ -123,6 +126,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--url" => args.url = value()?,
             "--prefetch" => args.prefetch = value()?.parse()?,
             "--batch-size" => args.batch_size = value()?.parse()?,
+            "--batch-timeout-ms" => args.batch_timeout_ms = value()?.parse()?,
             "--ledger" => args.ledger = value()?,
             "--pg-url" => args.pg_url = value()?,
             "--heartbeats" => args.heartbeats = true,
@@ -563,6 +567,7 @@ async fn main() -> anyhow::Result<()> {
         fanout_exchange: format!("bench.{id}.scheduler_fanout"),
         prefetch: args.prefetch,
         batch_size: args.batch_size,
+        batch_timeout_ms: args.batch_timeout_ms,
         queue_type: match args.queue_type.as_deref() {
             Some("quorum") => QueueType::Quorum,
             _ => QueueType::Classic,
@@ -591,9 +596,10 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     println!(
-        "          prefetch {} per queue, batch_size {} per transaction, publisher confirms on, {} queue",
+        "          prefetch {} per queue, batch_size {} per transaction (gathered for up to {} ms), publisher confirms on, {} queue",
         args.prefetch,
         args.batch_size,
+        args.batch_timeout_ms,
         settings.amqp.queue_type.as_str()
     );
     println!("machine:  {}", machine());

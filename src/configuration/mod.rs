@@ -366,6 +366,9 @@ pub struct AmqpSettings {
     pub prefetch: u16,
     /// Most messages applied in one ledger transaction (acknowledged together after commit).
     pub batch_size: usize,
+    /// How long a batch waits, from its first delivery, for more to join it before it is
+    /// applied (oslo.messaging's `batch_timeout`, in milliseconds; 0: what is ready at once).
+    pub batch_timeout_ms: u64,
     /// When a batch fails although the ledger takes writes, each of its messages is tried
     /// alone up to this many times before it is dead-lettered with the database's reason.
     pub attempts: u32,
@@ -407,6 +410,7 @@ impl Default for AmqpSettings {
             fanout_exchange: "scheduler_fanout".into(),
             prefetch: 2000,
             batch_size: 500,
+            batch_timeout_ms: 100,
             attempts: 3,
             reconnect_min_s: 0.5,
             reconnect_max_s: 30.0,

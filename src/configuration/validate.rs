@@ -9,6 +9,10 @@ use std::str::FromStr;
 /// could not even represent it.
 const MAX_SECONDS: f64 = 86_400.0;
 
+/// The longest `[amqp] batch_timeout_ms`: a batch held longer keeps what nova-compute reported
+/// from the scheduler for longer than any cloud would want (its heartbeats are a minute apart).
+const MAX_BATCH_TIMEOUT_MS: u64 = 10_000;
+
 impl Settings {
     /// Semantic checks serde cannot do, each error naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -124,6 +128,12 @@ impl Settings {
         }
         if self.amqp.batch_size == 0 {
             return key("amqp.batch_size", "must be at least 1");
+        }
+        if self.amqp.batch_timeout_ms > MAX_BATCH_TIMEOUT_MS {
+            return key(
+                "amqp.batch_timeout_ms",
+                &format!("must be at most {MAX_BATCH_TIMEOUT_MS} (milliseconds)"),
+            );
         }
         for (name, value) in [
             ("amqp.exchange", &self.amqp.exchange),

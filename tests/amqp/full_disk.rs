@@ -43,7 +43,9 @@ async fn a_batch_that_cannot_commit_on_a_full_disk_is_neither_acknowledged_nor_d
     let url = disk.sqlite_url();
     let mut amqp = isolated_amqp();
     amqp.attempts = 2;
-    // The consumer's waits sleep on this clock, which moves only when the test moves it.
+    // The consumer's waits sleep on this clock, which moves only when the test moves it: a
+    // batch is what is ready, without waiting for more.
+    amqp.batch_timeout_ms = 0;
     let clock = ManualClock::new(SystemClock.now_ms());
     let s = spawn_service_with_clock(
         crate::support::sqlite_at(&url),

@@ -17,7 +17,13 @@ async fn issue_40_item_6_a_stall_expires_no_claim_whose_confirmation_is_queued(e
     let clock = ManualClock::new(T0);
     let db = support::db(engine).await;
     let url = db.url.clone();
-    let mut s = spawn_service_with_clock(db, &url, isolated_amqp(), Arc::new(clock.clone())).await;
+    // The service's clock moves only when the test moves it: a batch is what is ready, without
+    // waiting for more.
+    let amqp = parasol::configuration::AmqpSettings {
+        batch_timeout_ms: 0,
+        ..isolated_amqp()
+    };
+    let mut s = spawn_service_with_clock(db, &url, amqp, Arc::new(clock.clone())).await;
     s.wait_connected().await;
     let p = Publisher::connect(&s.amqp).await;
     p.notify(&host_state("c1", 8, 8192, 80, true, false)).await;
