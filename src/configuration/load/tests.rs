@@ -188,3 +188,15 @@ fn a_map_table_takes_any_key_lowercased() {
     let err = refusal("[policy]\nhost_name_weights = { host1 = \"high\" }");
     assert!(err.contains("host_name_weights"), "{err}");
 }
+
+#[test]
+fn a_batch_timeout_past_ten_seconds_is_refused_by_name() {
+    let err = refusal("[amqp]\nbatch_timeout_ms = 10001");
+    assert!(
+        err.contains("amqp.batch_timeout_ms") && err.contains("at most 10000"),
+        "{err}"
+    );
+    let taken = Settings::from_toml("[amqp]\nbatch_timeout_ms = 0").unwrap();
+    assert_eq!(taken.amqp.batch_timeout_ms, 0);
+    assert_eq!(Settings::default().amqp.batch_timeout_ms, 100);
+}
