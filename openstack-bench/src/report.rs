@@ -173,7 +173,8 @@ pub fn table(runs: &[RunResult]) -> String {
              heartbeats at that cost (each decision's claim and build confirmation stay in it); \
              the driver and its emulated hosts used {:.0} µs of CPU per decision; of the \
              service's CPU over the run {:.0} % was in the kernel, and its threads switched {:.2} \
-             times per decision",
+             times per decision; its resident memory was {:.0} MiB after the run ({:.0} MiB at \
+             most)",
             r.label,
             i.settle_s,
             i.events,
@@ -182,7 +183,9 @@ pub fn table(runs: &[RunResult]) -> String {
             r.heartbeats_during_run,
             r.driver_cpu_us_per_decision,
             100.0 * r.service_system_cpu_s / r.service_cpu_s.max(f64::MIN_POSITIVE),
-            r.service_context_switches_per_decision
+            r.service_context_switches_per_decision,
+            r.service_rss_kb as f64 / 1024.0,
+            r.service_peak_rss_kb as f64 / 1024.0
         );
         if let Some(late) = &r.driver.release_late_ms {
             let _ = write!(

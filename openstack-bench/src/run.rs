@@ -84,6 +84,10 @@ pub struct RunResult {
     /// The same for this process (the driver and the emulated hosts), which shares the
     /// machine with the service: how much of it the measuring took.
     pub driver_cpu_us_per_decision: f64,
+    /// The service's resident memory once the run's notifications were applied (`VmRSS`) and
+    /// the most it held since it started (`VmHWM`), in kB.
+    pub service_rss_kb: u64,
+    pub service_peak_rss_kb: u64,
     /// Hosts whose ledger `used` differs from their own books after draining.
     pub ledger_mismatch_hosts: usize,
     /// placed + no_valid_host = requests, by the driver and by the service.
@@ -349,6 +353,10 @@ pub async fn run_one(
         1e6 * (service_cpu_s - beats_cpu_s) / (result.issued.max(1) as f64);
     let driver_cpu_us_per_decision = 1e6 * (process_cpu_seconds(std::process::id())? - own_before)
         / (result.issued.max(1) as f64);
+    let (service_rss_kb, service_peak_rss_kb) = (
+        crate::service::rss_kb(service.pid())?,
+        crate::service::peak_rss_kb(service.pid())?,
+    );
     let stats = get_json(&client, format!("{}/v1/stats", service.base)).await?;
     let ledger = get_json(&client, format!("{}/v1/hosts", service.base)).await?;
     let mismatch = mismatches(&ledger, &books);
@@ -385,6 +393,8 @@ pub async fn run_one(
         heartbeats_during_run,
         decision_cpu_us_per_decision,
         driver_cpu_us_per_decision,
+        service_rss_kb,
+        service_peak_rss_kb,
         ledger_mismatch_hosts: mismatch,
         accounted,
         params,

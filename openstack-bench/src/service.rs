@@ -293,6 +293,11 @@ pub fn rss_kb(pid: u32) -> anyhow::Result<u64> {
     proc_kb(pid, "status", "VmRSS")
 }
 
+/// The most resident memory process `pid` has held, in kB (`VmHWM` of `/proc/<pid>/status`).
+pub fn peak_rss_kb(pid: u32) -> anyhow::Result<u64> {
+    proc_kb(pid, "status", "VmHWM")
+}
+
 /// Anonymous memory of process `pid` the kernel backs with transparent huge pages, in kB
 /// (`AnonHugePages` of `/proc/<pid>/smaps_rollup`): a 2 MiB page stays whole in the RSS while
 /// any byte of it is in use.
