@@ -42,10 +42,10 @@ pub fn connection_name(amqp: &AmqpSettings) -> String {
 /// deliveries meanwhile (each would wake it): it looks at what is ready after 1 ms, then after
 /// twice as long each time up to a quarter of the timeout, so that a batch that fills fast (a
 /// backlog, a burst of builds) leaves within a few milliseconds of its first delivery, and a
-/// trickle wakes the consumer about eight times a batch. Returns the batch and the deliveries taken
-/// that would have made it larger than `batch_size`, which begin the next one. Ends at once on
-/// `stop` (the batch in hand is still applied) and when the deliveries end (the next read
-/// reports it).
+/// trickle wakes the consumer about eight times a batch. Returns the batch and the deliveries
+/// taken that would have made it larger than `batch_size`, which begin the next one. Ends at
+/// once on `stop` (the batch in hand is still applied) and when the deliveries end (the next
+/// read reports it).
 async fn gather<S, T>(
     mut batch: Vec<T>,
     batches: &mut S,
@@ -70,7 +70,8 @@ where
                     batch.extend(more)
                 }
                 Some(Some(more)) => return (batch, Some(more)),
-                Some(None) | None => break,
+                Some(None) => return (batch, None),
+                None => break,
             }
         }
         let waited = u64::try_from(clock.now_ms() - start).unwrap_or(0);
@@ -335,8 +336,20 @@ mod tests {
         let task = spawn_gather(vec![9], rx, &clock, settings(10, 100), stop.clone());
         asleep(&clock).await;
         stop.cancel();
-        let ((batch, carried), _) = task.await.unwrap();
+        let ((batch, carried), rx) = task.await.unwrap();
         assert_eq!((batch, carried), (vec![9, 2], None));
+
+        // Deliveries that end (the connection closed) end the wait too; the clock never moves.
         drop(tx);
+        let task = spawn_gather(
+            vec![10],
+            rx,
+            &clock,
+            settings(10, 100),
+            CancellationToken::new(),
+        );
+        let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
+        let ((batch, carried), _) = ended.expect("gather waited on ended deliveries").unwrap();
+        assert_eq!((batch, carried), (vec![10], None));
     }
 }
