@@ -20,6 +20,7 @@ mod concurrency;
 mod flex;
 mod helpers;
 mod host_events;
+mod hosts_paging;
 mod metrics;
 mod monitor_metrics;
 mod moves;
