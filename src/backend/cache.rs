@@ -58,10 +58,16 @@ impl Clone for Snapshot {
 }
 
 impl Snapshot {
-    /// Copies the live table and sorts it by `keys`.
+    /// Copies the live table and sorts it by `keys`; how long it took (wall time, for the
+    /// operator: a refresh should take far less than its interval) goes to `/v1/stats` as the
+    /// backend's `snapshot_ms` parameter.
     fn take(deps: &BackendDeps, keys: &[SortKey]) -> Snapshot {
+        let began = std::time::Instant::now();
         let (hosts, rows) = deps.ledger.table().snapshot_scan();
         let index = SortedIndex::build(&rows, keys);
+        let took_ms = began.elapsed().as_secs_f64() * 1_000.0;
+        deps.stats
+            .set_param("snapshot_ms", json!((took_ms * 100.0).round() / 100.0));
         Snapshot { hosts, rows, index }
     }
 

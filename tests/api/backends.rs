@@ -164,6 +164,13 @@ async fn asc_shrinks_its_interval_under_a_decline_burst(engine: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
     assert_eq!(stats["params"]["refresh_interval_s"], 0.2, "{stats}");
+    // How long the last snapshot took, for the operator (wall time).
+    assert!(
+        stats["params"]["snapshot_ms"]
+            .as_f64()
+            .is_some_and(|ms| (0.0..10_000.0).contains(&ms)),
+        "{stats}"
+    );
     let history = stats["params"]["interval_history"].as_array().unwrap();
     let last = history.last().expect("one adapted interval");
     assert_eq!(last["interval_ms"], 200, "{stats}");
