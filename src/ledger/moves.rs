@@ -186,9 +186,12 @@ impl Ledger {
     /// Every move's held source, by host then instance.
     pub async fn held_moves(&self) -> Result<Vec<HeldMove>, LedgerError> {
         read_pool!(self, pool => {
+            // `+host_id`: SQLite would otherwise walk every allocation in host order to spare
+            // itself the sort (150 ms at 547,000 allocations, on every `GET /v1/hosts`) rather
+            // than read the few held moves by the partial index `allocations_move_of`.
             let rows = sqlx::query(
                 "SELECT move_of, instance_uuid, host_id, resources, move_started, created_ms \
-                 FROM allocations WHERE move_of IS NOT NULL ORDER BY host_id, move_of",
+                 FROM allocations WHERE move_of IS NOT NULL ORDER BY +host_id, move_of",
             )
             .fetch_all(pool)
             .await?;
