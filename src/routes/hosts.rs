@@ -50,8 +50,12 @@ fn placement_view(placement: &PlacementStatus, uuid: &str, used: &Resources) -> 
 /// instances with a reading; the node's monitor metrics (`MetricsFilter`, `MetricsWeigher`),
 /// each with its time and whether it is fresh; its instances' QoS signals (Flex's
 /// `instance_signals`). `null` when no source reported any.
-fn measured_view(host: Option<crate::domain::HostState>, now_ms: i64, max_age_ms: i64) -> Value {
-    let Some(measured) = host.and_then(|h| h.measured) else {
+fn measured_view(
+    measured: Option<&crate::domain::MeasuredUsage>,
+    now_ms: i64,
+    max_age_ms: i64,
+) -> Value {
+    let Some(measured) = measured else {
         return Value::Null;
     };
     let classes: Map<String, Value> = measured
@@ -261,7 +265,7 @@ pub async fn list_hosts(
             "num_instances": h.num_instances,
             "held_moves": held.remove(&h.id.0).unwrap_or_default(),
             "placement_used": placement_view(&placement, h.uuid(), &h.used),
-            "measured": measured_view(ledger.table().get(h.id), now, max_age_ms),
+            "measured": measured_view(h.measured.as_deref(), now, max_age_ms),
         })
     };
     let mut body = Vec::with_capacity(64 + hosts.len() * 1_024);
