@@ -233,10 +233,12 @@ async fn session(
 mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock, SharedClock};
-    use futures::channel::mpsc::{unbounded, UnboundedReceiver};
+    use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
     use std::time::Duration;
 
     type Gathered = (Vec<u32>, Option<Vec<u32>>);
+    /// A `gather` on its own task; it gives the deliveries back with its answer.
+    type Gathering = tokio::task::JoinHandle<(Gathered, UnboundedReceiver<Vec<u32>>)>;
 
     fn settings(batch_size: usize, batch_timeout_ms: u64) -> AmqpSettings {
         AmqpSettings {
@@ -253,7 +255,7 @@ mod tests {
         clock: &ManualClock,
         amqp: AmqpSettings,
         stop: CancellationToken,
-    ) -> tokio::task::JoinHandle<(Gathered, UnboundedReceiver<Vec<u32>>)> {
+    ) -> Gathering {
         let clock: SharedClock = Arc::new(clock.clone());
         tokio::spawn(async move {
             let gathered = gather(first, &mut deliveries, &clock, &amqp, &stop).await;
@@ -273,18 +275,22 @@ mod tests {
         panic!("gather never waited on the clock");
     }
 
-    #[tokio::test]
-    async fn deliveries_within_the_timeout_join_the_batch_and_later_ones_begin_the_next() {
+    /// `gather` of a batch begun with `[1]`, `[2]` ready behind it, batches of up to 10 and
+    /// `batch_timeout_ms`; the clock stands at 0.
+    fn one_with_two_ready(
+        batch_timeout_ms: u64,
+    ) -> (ManualClock, UnboundedSender<Vec<u32>>, Gathering) {
         let clock = ManualClock::new(0);
         let (tx, rx) = unbounded();
         tx.unbounded_send(vec![2]).unwrap();
-        let task = spawn_gather(
-            vec![1],
-            rx,
-            &clock,
-            settings(10, 100),
-            CancellationToken::new(),
-        );
+        let stop = CancellationToken::new();
+        let task = spawn_gather(vec![1], rx, &clock, settings(10, batch_timeout_ms), stop);
+        (clock, tx, task)
+    }
+
+    #[tokio::test]
+    async fn deliveries_within_the_timeout_join_the_batch_and_later_ones_begin_the_next() {
+        let (clock, tx, task) = one_with_two_ready(100);
         asleep(&clock).await;
         clock.advance_ms(25);
         tx.unbounded_send(vec![3, 4]).unwrap();
@@ -318,16 +324,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_timeout_a_batch_is_what_was_ready_and_a_stop_ends_the_wait() {
-        let clock = ManualClock::new(0);
-        let (tx, rx) = unbounded();
-        tx.unbounded_send(vec![2]).unwrap();
-        let task = spawn_gather(
-            vec![1],
-            rx,
-            &clock,
-            settings(10, 0),
-            CancellationToken::new(),
-        );
+        let (clock, tx, task) = one_with_two_ready(0);
         let ((batch, carried), rx) = task.await.unwrap();
         // `first` is what the stream had ready; a timeout of 0 adds nothing to it.
         assert_eq!((batch, carried), (vec![1], None));

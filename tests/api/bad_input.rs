@@ -1,6 +1,6 @@
 //! Every bad input is answered 4xx with a JSON error naming what is wrong, and changes nothing.
 
-use super::helpers::{call_body, flavor, request_spec, spawn_app, uuids, TestApp};
+use super::helpers::{call_body, expect_error, flavor, request_spec, spawn_app, uuids, TestApp};
 use crate::on_both_engines;
 use serde_json::{json, Value};
 
@@ -8,16 +8,6 @@ async fn ledger_unchanged(app: &TestApp) {
     assert_eq!(app.used().await, vec![("c1".to_string(), 0, 0, 0)]);
     let placed = app.stats("filter").await["placed"].as_u64().unwrap_or(0);
     assert_eq!(placed, 0);
-}
-
-async fn expect_error(resp: reqwest::Response, status: u16, needle: &str) {
-    assert_eq!(resp.status().as_u16(), status);
-    let body: Value = resp.json().await.expect("JSON error body");
-    let message = body["error"]["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(message.contains(needle), "{needle:?} not in {message:?}");
 }
 
 async fn bad_select_destinations_bodies_get_400_and_change_nothing(engine: &str) {

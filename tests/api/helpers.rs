@@ -284,3 +284,14 @@ impl TestApp {
         self.get_json("/v1/stats").await["backends"][backend].clone()
     }
 }
+
+/// `resp` is a `status` whose JSON error's message contains `needle`.
+pub async fn expect_error(resp: reqwest::Response, status: u16, needle: &str) {
+    assert_eq!(resp.status().as_u16(), status);
+    let body: Value = resp.json().await.expect("JSON error body");
+    let message = body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains(needle), "{needle:?} not in {message:?}");
+}
