@@ -6,7 +6,9 @@ use parasol::clock::SystemClock;
 use parasol::configuration::Settings;
 use parasol::domain::Resources;
 use parasol::ledger::{ClaimOutcome, HostRegistration, Ledger};
-use parasol::placement::{sync_once, AuthKind, PlacementClient, PlacementSettings};
+use parasol::placement::{
+    sync, sync_once, AuthKind, PlacementClient, PlacementSettings, ProviderCache,
+};
 use parasol::startup::Application;
 use serde_json::{json, Value};
 use std::net::TcpListener;
@@ -329,6 +331,124 @@ async fn a_consumer_on_two_providers_is_held_on_both_until_placement_drops_one()
     let hosts = ledger.read_hosts().await.expect("hosts");
     assert_eq!(by_uuid(&hosts, C1), (Resources::new(1, 512, 1), 1));
     assert_eq!(by_uuid(&hosts, C2), (Resources::new(1, 512, 1), 0));
+}
+
+/// Later syncs list every provider and read only those whose generation changed: an
+/// inventory change and a new allocation are read at once; a consumer that left an unchanged
+/// provider for one just read (a move) has the provider it left read too; a host the ledger
+/// lost is read again. A deletion does not raise a provider's generation in Placement, so the
+/// provider it left is read at the next full sync, and the import is released then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_reads_only_providers_whose_generation_changed_and_a_full_one_reads_all() {
+    let placement = Placement::start().await;
+    provider(&placement, "compute1", C1, inventory(8, 1.0, 8192, 0, 100)).await;
+    provider(&placement, "compute2", C2, inventory(8, 1.0, 8192, 0, 100)).await;
+    provider(&placement, "nic-pf", NESTED, Value::Null).await;
+    let (ledger, _db) = ledger().await;
+    let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
+        .expect("client");
+    let mut cache = ProviderCache::default();
+    let usage_of = |report: &parasol::placement::SyncReport, provider: &str| {
+        report.placement_allocations[provider]
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+
+    let first = sync(&client, &ledger, &mut cache, false, 1000)
+        .await
+        .expect("first sync");
+    assert_eq!(
+        (first.listed_providers, first.read_providers, first.hosts),
+        (3, 3, 2),
+        "the first sync reads every provider: {first:?}"
+    );
+    assert_eq!(first.skipped_providers, 1);
+
+    let quiet = sync(&client, &ledger, &mut cache, false, 2000)
+        .await
+        .expect("second sync");
+    assert_eq!(
+        (quiet.listed_providers, quiet.read_providers, quiet.hosts),
+        (3, 0, 2),
+        "nothing changed, nothing read: {quiet:?}"
+    );
+    assert_eq!(quiet.skipped_providers, 1);
+    assert_eq!(quiet.placement_allocations.len(), 2, "both kept as read");
+
+    set_inventories(&placement, C1, inventory(16, 1.0, 8192, 0, 100)).await;
+    allocate(
+        &placement,
+        OLD_VM,
+        C2,
+        json!({"VCPU": 2, "MEMORY_MB": 1024}),
+    )
+    .await;
+    let changed = sync(&client, &ledger, &mut cache, false, 3000)
+        .await
+        .expect("third sync");
+    assert_eq!(changed.read_providers, 2, "{changed:?}");
+    assert_eq!(changed.imported_allocations, 1);
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    let c1 = hosts.iter().find(|h| &**h.uuid() == C1).expect("compute1");
+    assert_eq!(*c1.usable(), Resources::new(16, 8192, 100));
+    assert_eq!(usage_of(&changed, C2), [OLD_VM]);
+
+    // The instance moves to compute1 (one PUT: compute2's generation stays).
+    placement
+        .replace_allocations(
+            OLD_VM,
+            json!({C1: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}}}),
+        )
+        .await;
+    let moved = sync(&client, &ledger, &mut cache, false, 4000)
+        .await
+        .expect("sync after the move");
+    assert_eq!(
+        moved.read_providers, 2,
+        "compute1 changed, and compute2, which the instance left, is read too: {moved:?}"
+    );
+    assert_eq!(usage_of(&moved, C1), [OLD_VM]);
+    assert!(usage_of(&moved, C2).is_empty());
+    assert_eq!(
+        moved.released_allocations, 1,
+        "the import on compute2 released"
+    );
+    assert_eq!(moved.imported_allocations, 1, "and recorded on compute1");
+
+    // Deleted: Placement leaves compute1's generation as it was.
+    placement
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/allocations/{OLD_VM}"),
+            None,
+        )
+        .await;
+    let unseen = sync(&client, &ledger, &mut cache, false, 5000)
+        .await
+        .expect("sync after the deletion");
+    assert_eq!(unseen.read_providers, 0, "{unseen:?}");
+    assert_eq!(usage_of(&unseen, C1), [OLD_VM], "as last read");
+    let full = sync(&client, &ledger, &mut cache, true, 6000)
+        .await
+        .expect("full sync");
+    assert_eq!((full.read_providers, full.full), (3, true), "{full:?}");
+    assert!(usage_of(&full, C1).is_empty());
+    assert_eq!(full.released_allocations, 1, "the import released");
+    assert!(ledger.allocation(OLD_VM).await.expect("read").is_none());
+
+    // A host gone from the ledger is registered again though Placement did not change.
+    let c2 = ledger
+        .host_id_by_uuid(C2)
+        .await
+        .expect("read")
+        .expect("compute2");
+    ledger.table().forget(&[c2]);
+    let again = sync(&client, &ledger, &mut cache, false, 7000)
+        .await
+        .expect("sync after the host was forgotten");
+    assert_eq!(again.read_providers, 1, "{again:?}");
+    assert!(ledger.table().has_uuid(C2));
 }
 
 async fn healthz_placement(http: &reqwest::Client, address: &str) -> Value {

@@ -334,7 +334,12 @@ async fn claims_in_placement_match_the_ledger_after_a_seeded_series() {
         .await;
     let db = tempfile::tempdir().expect("temp dir");
     let ledger_url = format!("sqlite://{}", db.path().join("ledger.db").display());
-    let parasol = Parasol::start(&placement, &ledger_url, 0.3).await;
+    // Placement does not raise a provider's generation when an allocation is deleted: the
+    // deletions below reach the ledger at a full sync, every 3 s here (600 s by default).
+    let parasol = Parasol::start_with(&placement, &ledger_url, 0.3, |s| {
+        s.placement.full_sync_interval_s = 3.0;
+    })
+    .await;
     eventually("the first sync", || async {
         parasol.used().await.len() == 5
     })

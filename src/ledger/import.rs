@@ -169,6 +169,42 @@ impl Ledger {
         })
     }
 
+    /// [`Self::stored_allocations`] on `hosts` only, one read per host (a consistency check
+    /// of the few hosts a sync found changed).
+    pub async fn stored_allocations_on(
+        &self,
+        hosts: &[HostId],
+    ) -> Result<Vec<StoredAllocation>, LedgerError> {
+        let mut out = Vec::new();
+        for host in hosts {
+            read_pool!(self, pool => {
+                let rows = sqlx::query(
+                    "SELECT instance_uuid, host_id, resources, created_ms, imported, instance \
+                     FROM allocations WHERE host_id = $1 AND \
+                     NOT (move_of IS NOT NULL AND instance_uuid LIKE '%#source')",
+                )
+                .bind(host.0)
+                .fetch_all(pool)
+                .await?;
+                for row in rows {
+                    let json: String = row.try_get(2)?;
+                    out.push(StoredAllocation {
+                        instance_uuid: row.try_get(0)?,
+                        host_id: HostId(row.try_get(1)?),
+                        demand: super::claims::parse_resources(&json)?,
+                        resources_json: json,
+                        created_ms: row.try_get(3)?,
+                        imported: row.try_get(4)?,
+                        instance: row.try_get(5)?,
+                    });
+                }
+                Ok::<(), LedgerError>(())
+            })?;
+        }
+        out.sort_by(|a, b| a.instance_uuid.cmp(&b.instance_uuid));
+        Ok(out)
+    }
+
     /// Repairs `stored` from Placement's view, in one transaction, only if the ledger still
     /// holds it exactly (same host and amounts): released when `to` is `None`, otherwise
     /// recorded on `to`'s host with `to`'s amounts (no capacity check: Placement holds it

@@ -36,6 +36,10 @@ pub struct Provider {
     pub name: String,
     #[serde(default)]
     pub parent_provider_uuid: Option<String>,
+    /// Raised by Placement on every change of the provider's inventories, traits,
+    /// aggregates or allocations.
+    #[serde(default)]
+    pub generation: Option<i64>,
 }
 
 /// One consumer's allocation on a provider.

@@ -81,6 +81,80 @@ fn demand_of(resources: &BTreeMap<String, i64>) -> Option<Resources> {
     Some(demand)
 }
 
+/// What one consistency check compares.
+struct Compared<'a> {
+    /// The checked hosts' providers.
+    provider_of: HashMap<HostId, &'a str>,
+    /// The ledger's allocations on the checked hosts.
+    stored: Vec<crate::ledger::StoredAllocation>,
+    /// The hosts of the providers whose allocations are looked at.
+    host_of: HashMap<&'a str, HostId>,
+}
+
+/// The hosts a consistency check compares and what the ledger holds on them: every synced
+/// provider's, or (when the sync checks only the providers it read or found changed) those of
+/// the providers checked, with the providers where a consumer they hold is.
+async fn compared<'a>(
+    ledger: &Ledger,
+    report: &'a SyncReport,
+) -> Result<Compared<'a>, PlacementError> {
+    let table = ledger.table();
+    // Every synced provider's host, or (when the sync checks only the providers it read or
+    // found changed) those of the providers checked and of the providers where a consumer
+    // the checked hosts hold is.
+    Ok(match &report.checked {
+        None => {
+            let host_of: HashMap<&str, HostId> = table.with_hosts(|hosts| {
+                hosts
+                    .iter()
+                    .filter_map(|h| {
+                        report
+                            .placement_allocations
+                            .get_key_value(&**h.uuid())
+                            .map(|(uuid, _)| (uuid.as_str(), h.id))
+                    })
+                    .collect()
+            });
+            let provider_of = host_of.iter().map(|(u, id)| (*id, *u)).collect();
+            Compared {
+                provider_of,
+                stored: ledger.stored_allocations().await?,
+                host_of,
+            }
+        }
+        Some(checked) => {
+            let provider_of: HashMap<HostId, &str> = checked
+                .iter()
+                .filter(|uuid| report.placement_allocations.contains_key(*uuid))
+                .filter_map(|uuid| table.id_of_uuid(uuid).map(|id| (id, uuid.as_str())))
+                .collect();
+            let mut ids: Vec<HostId> = provider_of.keys().copied().collect();
+            ids.sort();
+            let stored = if ids.is_empty() {
+                Vec::new()
+            } else {
+                ledger.stored_allocations_on(&ids).await?
+            };
+            let wanted: HashSet<&str> = stored.iter().map(|s| s.instance_uuid.as_str()).collect();
+            let mut host_of = HashMap::new();
+            if !wanted.is_empty() {
+                for (provider, consumers) in report.placement_allocations.iter() {
+                    if consumers.keys().any(|c| wanted.contains(c.as_str())) {
+                        if let Some(id) = table.id_of_uuid(provider) {
+                            host_of.insert(provider.as_str(), id);
+                        }
+                    }
+                }
+            }
+            Compared {
+                provider_of,
+                stored,
+                host_of,
+            }
+        }
+    })
+}
+
 /// Compares the providers of `report` with the ledger and repairs the ledger (see the module
 /// documentation); `own_claims`: Parasol claims in Placement, so its own allocations are
 /// checked too.
@@ -97,29 +171,25 @@ pub async fn reconcile(
 ) -> Result<Repairs, PlacementError> {
     let seen_missing = std::mem::take(missing);
     let mut repairs = Repairs::default();
-    let host_of: HashMap<String, HostId> = ledger.table().with_hosts(|hosts| {
-        hosts
-            .iter()
-            .filter(|h| report.placement_allocations.contains_key(&**h.uuid()))
-            .map(|h| (h.uuid().to_string(), h.id))
-            .collect()
-    });
-    let provider_of: HashMap<HostId, &str> =
-        host_of.iter().map(|(u, id)| (*id, u.as_str())).collect();
+    let Compared {
+        provider_of,
+        stored,
+        host_of,
+    } = compared(ledger, report).await?;
     // Consumer → its allocations on synced providers, in provider order.
     let mut placed: HashMap<&str, Vec<HeldOn<'_>>> = HashMap::new();
-    for (provider, consumers) in &report.placement_allocations {
-        let Some(host) = host_of.get(provider) else {
+    for (provider, consumers) in report.placement_allocations.iter() {
+        let Some(host) = host_of.get(provider.as_str()) else {
             continue;
         };
-        for (consumer, resources) in consumers {
+        for (consumer, resources) in consumers.iter() {
             placed
                 .entry(consumer.as_str())
                 .or_default()
                 .push((*host, resources));
         }
     }
-    for stored in ledger.stored_allocations().await? {
+    for stored in stored {
         let Some(provider) = provider_of.get(&stored.host_id) else {
             continue; // a host this sync did not read
         };

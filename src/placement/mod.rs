@@ -6,7 +6,7 @@
 //! # Layout
 //! - `settings`: the `[placement]` section.
 //! - `client`: Keystone v3 password auth (or a static token, or noauth2) and the reads.
-//! - `sync`: one full sync, Placement → ledger.
+//! - `sync`: one sync, Placement → ledger (providers whose generation changed, or all).
 
 mod claims;
 mod client;
@@ -20,7 +20,7 @@ pub use client::PlacementClient;
 pub use consistency::{provider_usages, reconcile, Repairs};
 pub use ratios::{Penalty, RatioManager, RatioMetrics, RatioSettings};
 pub use settings::{AuthKind, PlacementSettings};
-pub use sync::{sync_once, SyncReport};
+pub use sync::{sync, sync_once, Amounts, ProviderAllocations, ProviderCache, SyncReport};
 
 use crate::clock::SharedClock;
 use crate::ledger::{Ledger, LedgerError};
@@ -82,8 +82,12 @@ struct StatusInner {
     syncs: u64,
     failures: u64,
     repairs: Repairs,
-    /// Each provider's usage in Placement at the last sync, by provider uuid.
-    usages: std::collections::BTreeMap<String, std::collections::BTreeMap<String, i64>>,
+    /// Each provider's allocations in Placement at the last sync, by provider uuid.
+    allocations: Arc<std::collections::BTreeMap<String, Arc<ProviderAllocations>>>,
+    /// Providers listed, and read, by the last sync; whether it read every one.
+    listed_providers: usize,
+    read_providers: usize,
+    full: bool,
 }
 
 impl PlacementStatus {
@@ -103,7 +107,10 @@ impl PlacementStatus {
                 s.released_allocations += report.released_allocations;
                 s.syncs += 1;
                 s.repairs.add(&report.repairs);
-                s.usages = provider_usages(report);
+                s.allocations = report.placement_allocations.clone();
+                s.listed_providers = report.listed_providers;
+                s.read_providers = report.read_providers;
+                s.full = report.full;
             }
             Err(e) => {
                 s.reachable = Some(false);
@@ -126,7 +133,14 @@ impl PlacementStatus {
 
     /// A provider's usage in Placement at the last sync (`None`: not read, or sync off).
     pub fn usage(&self, provider: &str) -> Option<std::collections::BTreeMap<String, i64>> {
-        self.inner.lock().usages.get(provider).cloned()
+        let consumers = self.inner.lock().allocations.get(provider)?.clone();
+        let mut usage = std::collections::BTreeMap::new();
+        for amounts in consumers.values() {
+            for (class, amount) in amounts {
+                *usage.entry(class.clone()).or_default() += amount;
+            }
+        }
+        Some(usage)
     }
 
     pub fn to_json(&self) -> Value {
@@ -145,6 +159,11 @@ impl PlacementStatus {
             "released_allocations": s.released_allocations,
             "syncs": s.syncs,
             "failures": s.failures,
+            "last_sync": {
+                "listed_providers": s.listed_providers,
+                "read_providers": s.read_providers,
+                "full": s.full,
+            },
             "repairs": s.repairs,
         })
     }
@@ -316,11 +335,12 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     };
     // Consumers the last consistency check found missing from Placement.
     let mut missing = std::collections::HashSet::new();
+    let mut providers = Rounds::new(&settings);
     let timeout_ms = (settings.timeout_s * 1000.0).round() as i64;
     while !shutdown.is_cancelled() {
         let sync = deps.resync.begin();
         let records_at_start = deps.ledger.table().records();
-        run_one(&deps, &client, &settings, &mut missing).await;
+        run_one(&deps, &client, &settings, &mut providers, &mut missing).await;
         deps.resync
             .note_unloaded(deps.ledger.table(), records_at_start.as_deref());
         deps.resync.end(sync);
@@ -358,17 +378,46 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
 /// the announcement, then at the interval again).
 const ANNOUNCED_CHASE_MS: u64 = 500;
 
+/// What the periodic sync keeps between rounds: what it read of each provider, and when it
+/// last read every one.
+struct Rounds {
+    cache: ProviderCache,
+    last_full_ms: Option<i64>,
+    full_interval_ms: i64,
+}
+
+impl Rounds {
+    fn new(settings: &PlacementSettings) -> Self {
+        Rounds {
+            cache: ProviderCache::default(),
+            last_full_ms: None,
+            full_interval_ms: (settings.full_sync_interval_s * 1000.0).round() as i64,
+        }
+    }
+
+    /// Whether the sync starting at `now_ms` reads every provider.
+    fn full_due(&self, now_ms: i64) -> bool {
+        self.last_full_ms
+            .is_none_or(|last| now_ms - last >= self.full_interval_ms)
+    }
+}
+
 /// One sync with its metrics, log line and status update; with claims, the consistency check
 /// that repairs the ledger from Placement's allocations.
 async fn run_one(
     deps: &SyncDeps,
     client: &PlacementClient,
     settings: &PlacementSettings,
+    rounds: &mut Rounds,
     missing: &mut std::collections::HashSet<String>,
 ) {
     let started = Instant::now();
     let now_ms = deps.clock.now_ms();
-    let mut outcome = sync_once(client, &deps.ledger, now_ms).await;
+    let full = rounds.full_due(now_ms);
+    let mut outcome = sync(client, &deps.ledger, &mut rounds.cache, full, now_ms).await;
+    if full && outcome.is_ok() {
+        rounds.last_full_ms = Some(now_ms);
+    }
     if let Ok(report) = &mut outcome {
         let grace_ms = (settings.repair_grace_s * 1000.0).round() as i64;
         match reconcile(
@@ -416,6 +465,10 @@ async fn run_one(
                     tracing::event!(
                         $level,
                         hosts = report.hosts,
+                        listed = report.listed_providers,
+                        read = report.read_providers,
+                        rewritten = report.rewritten_providers,
+                        full = report.full,
                         imported = report.imported_allocations,
                         released = report.released_allocations,
                         skipped = report.skipped_providers,
@@ -461,6 +514,26 @@ mod tests {
             last_seen_ms: 0,
             measured: None,
         }
+    }
+
+    #[test]
+    fn a_full_sync_is_due_first_then_once_per_full_sync_interval_and_always_at_zero() {
+        let mut settings = PlacementSettings {
+            full_sync_interval_s: 600.0,
+            ..Default::default()
+        };
+        let mut rounds = Rounds::new(&settings);
+        assert!(
+            rounds.full_due(5_000),
+            "the first sync reads every provider"
+        );
+        rounds.last_full_ms = Some(5_000);
+        assert!(!rounds.full_due(5_000 + 599_999));
+        assert!(rounds.full_due(5_000 + 600_000));
+        settings.full_sync_interval_s = 0.0;
+        let mut every = Rounds::new(&settings);
+        every.last_full_ms = Some(5_000);
+        assert!(every.full_due(5_000), "0: every sync is full");
     }
 
     fn record(service_host: &str) -> NodeRecord {

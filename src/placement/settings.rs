@@ -44,8 +44,15 @@ pub struct PlacementSettings {
     pub interface: String,
     /// The static token of `auth = "token"`.
     pub token: String,
-    /// Seconds between two full syncs.
+    /// Seconds between two syncs. A sync lists every provider and reads only those whose
+    /// generation changed since it last read them.
     pub sync_interval_s: f64,
+    /// Seconds between two syncs that read every provider whatever its generation (0: every
+    /// sync does). Placement does not raise a provider's generation when an allocation on it
+    /// is deleted (`DELETE /allocations/{consumer}`, or a move's `PUT` that leaves it), nor
+    /// when its aggregates are set below microversion 1.19: such a change reaches the ledger
+    /// at the next full sync (or by Nova's notification, as a deletion usually does).
+    pub full_sync_interval_s: f64,
     /// Seconds before a request to Placement or Keystone is abandoned; also the longest a
     /// call waits for a sync (no candidate host, or a just-started compute not loaded yet).
     pub timeout_s: f64,
@@ -71,6 +78,7 @@ impl Default for PlacementSettings {
             interface: "public".into(),
             token: String::new(),
             sync_interval_s: 60.0,
+            full_sync_interval_s: 600.0,
             timeout_s: 10.0,
             microversion: "1.28".into(),
             claims: true,
@@ -101,6 +109,12 @@ impl PlacementSettings {
     fn validate_keys(&self) -> Result<(), (&'static str, &'static str)> {
         if !(self.sync_interval_s.is_finite() && self.sync_interval_s > 0.0) {
             return Err(("sync_interval_s", "must be a positive number of seconds"));
+        }
+        if !(self.full_sync_interval_s.is_finite() && self.full_sync_interval_s >= 0.0) {
+            return Err((
+                "full_sync_interval_s",
+                "must be a number of seconds, 0 (every sync reads every provider) or more",
+            ));
         }
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
             return Err(("timeout_s", "must be a positive number of seconds"));
@@ -157,6 +171,24 @@ mod tests {
                 ..Default::default()
             };
             assert_eq!(s.validate().unwrap_err().0, key, "{auth:?}");
+        }
+    }
+
+    #[test]
+    fn a_full_sync_interval_below_zero_or_not_a_number_is_refused_naming_the_key() {
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let s = PlacementSettings {
+                full_sync_interval_s: bad,
+                ..Default::default()
+            };
+            assert_eq!(s.validate().unwrap_err().0, "full_sync_interval_s", "{bad}");
+        }
+        for good in [0.0, 600.0] {
+            let s = PlacementSettings {
+                full_sync_interval_s: good,
+                ..Default::default()
+            };
+            assert!(s.validate().is_ok(), "{good}");
         }
     }
 

@@ -1,72 +1,291 @@
-//! One full sync: read every provider, its inventories and allocations from Placement, then
-//! write them to the ledger. Everything is read before anything is written, so a Placement
-//! outage halfway through leaves the ledger as the last complete sync left it.
+//! One sync: list every provider, read the inventories, traits, aggregates and allocations of
+//! those whose generation changed since they were last read (all of them on the first sync and
+//! on a full one), then write what changed to the ledger. Everything is read before anything is
+//! written, so a Placement outage halfway through leaves the ledger as the last complete sync
+//! left it.
+//!
+//! Placement raises a provider's generation whenever its inventories, traits, aggregates (at
+//! microversion 1.19 and later, as Nova writes them) or allocations change, so a provider
+//! listed at the generation it was last read at is as it was then: its reads and ledger writes
+//! are skipped and what was read of it is used again (docs/architecture.md, "Placement sync").
 
-use super::client::{ConsumerAllocation, PlacementClient, Provider};
+use super::client::{PlacementClient, Provider};
 use super::PlacementError;
 use crate::domain::{ClassId, HostId, HostState, Inventory, Resources};
 use crate::ledger::{HostRegistration, Ledger};
-use std::collections::{BTreeMap, HashMap};
+use futures::{StreamExt, TryStreamExt};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// The trait of a provider that shares its inventory with an aggregate (shared storage):
 /// not a compute host.
 const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
 
+/// Providers whose details are read at once (each provider's four reads in turn).
+const READS_IN_FLIGHT: usize = 8;
+
+/// Above this many providers to write, the sync reads every host of the ledger at once
+/// rather than each by its uuid.
+const READ_ALL_HOSTS_ABOVE: usize = 256;
+
+/// One consumer's amounts on one provider, by resource class.
+pub type Amounts = BTreeMap<String, i64>;
+
+/// The allocations on one provider: each consumer's amounts there, by consumer uuid.
+pub type ProviderAllocations = BTreeMap<String, Amounts>;
+
 /// What a sync changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncReport {
-    /// Compute-node providers registered or refreshed in the ledger.
+    /// Compute-node providers registered or refreshed in the ledger, or known unchanged.
     pub hosts: usize,
     /// Providers that are not compute nodes: nested (child) providers, sharing providers and
     /// providers without inventory. Requests for their resources are out of scope.
     pub skipped_providers: usize,
+    /// Providers `GET /resource_providers` listed.
+    pub listed_providers: usize,
+    /// Root providers whose inventories, traits, aggregates and allocations were read: those
+    /// whose generation changed since they were last read, or all of them on a full sync.
+    pub read_providers: usize,
+    /// Root providers not read whose allocations were written to the ledger again, as last
+    /// read, because the ledger's usage of their host differed from Placement's.
+    pub rewritten_providers: usize,
+    /// The providers the consistency check compares with the ledger: those read or written
+    /// again; `None` (a full sync): every one.
+    pub checked: Option<HashSet<String>>,
+    /// Whether every provider was read, whatever its generation.
+    pub full: bool,
     /// Placement allocations of consumers the ledger did not know, now recorded.
     pub imported_allocations: usize,
     /// Allocations an earlier sync imported that Placement no longer has on that host (the
     /// instance was deleted or moved without Parasol hearing of it), now released.
     pub released_allocations: usize,
-    /// Placement's allocations on each compute-node provider read, by provider uuid, then
-    /// consumer, then class (the consistency check's input; the providers' usages).
-    pub placement_allocations: BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>,
+    /// Placement's allocations on each compute-node provider, by provider uuid (the
+    /// consistency check's input; the providers' usages): as read now, or as last read for a
+    /// provider whose generation did not change.
+    /// Shared, not copied, with `/v1/stats`' status.
+    pub placement_allocations: Arc<BTreeMap<String, Arc<ProviderAllocations>>>,
     /// What the consistency check after the sync repaired in the ledger (filled by
     /// [`super::reconcile`]).
     pub repairs: super::Repairs,
 }
 
 /// A compute-node provider as read from Placement.
+#[derive(Debug)]
 struct ProviderState {
     provider: Provider,
     inventories: BTreeMap<String, Inventory>,
     traits: Vec<String>,
     aggregates: Vec<String>,
-    allocations: BTreeMap<String, ConsumerAllocation>,
+    allocations: Arc<ProviderAllocations>,
+    /// The sum of `allocations` (classes Parasol cannot track left out).
+    usage: Resources,
 }
 
-/// Reads Placement, then registers each root compute-node provider as a host (node = provider
-/// name, uuid = compute_node_uuid; every resource class, Placement's unit rules, its traits and
-/// aggregates), releases the imported allocations Placement no longer has on it, and records
-/// allocations of consumers the ledger lacks. Releases come first, so an imported instance that
-/// moved to another provider is recorded there in the same sync.
+/// A root provider's reads: a compute node, or a provider skipped (sharing, or without
+/// inventory).
+enum Read {
+    Host(Box<ProviderState>),
+    Skipped(Provider),
+}
+
+/// What the syncs of one process last read of each root provider, by uuid: kept between
+/// syncs so that a provider whose generation did not change is not read again.
+#[derive(Debug, Default)]
+pub struct ProviderCache {
+    providers: HashMap<String, Cached>,
+    /// Syncs completed with this cache.
+    syncs: u64,
+}
+
+#[derive(Debug)]
+struct Cached {
+    generation: i64,
+    name: String,
+    /// The sync that last listed it.
+    listed: u64,
+    /// `None`: skipped (sharing, or without inventory).
+    state: Option<Arc<ProviderState>>,
+}
+
+impl ProviderCache {
+    /// Splits the root providers `listed` into those known unchanged (at the generation and
+    /// name last read, their host in `table`; never on a `full` sync) and those to read;
+    /// nested providers, and known skipped ones, are counted in `report`.
+    fn partition(
+        &mut self,
+        listed: Vec<Provider>,
+        full: bool,
+        table: &crate::table::HostTable,
+        report: &mut SyncReport,
+    ) -> (Vec<Arc<ProviderState>>, Vec<Provider>) {
+        let this_sync = self.syncs + 1;
+        let mut unchanged = Vec::new();
+        let mut to_read = Vec::new();
+        for provider in listed {
+            if provider.parent_provider_uuid.is_some() {
+                report.skipped_providers += 1;
+                continue;
+            }
+            let known = self.providers.get_mut(&provider.uuid).filter(|c| {
+                !full
+                    && provider.generation == Some(c.generation)
+                    && c.name == provider.name
+                    && c.state
+                        .as_ref()
+                        .is_none_or(|s| table.has_uuid(&s.provider.uuid))
+            });
+            match known {
+                Some(cached) => {
+                    cached.listed = this_sync;
+                    match &cached.state {
+                        Some(state) => unchanged.push(state.clone()),
+                        None => report.skipped_providers += 1,
+                    }
+                }
+                None => to_read.push(provider),
+            }
+        }
+        (unchanged, to_read)
+    }
+
+    /// Takes what a successful sync `read`, adding its hosts to `hosts`, and forgets the
+    /// providers it did not list.
+    fn keep(&mut self, read: Vec<Read>, hosts: &mut Vec<Arc<ProviderState>>) {
+        let this_sync = self.syncs + 1;
+        for r in read {
+            let (provider, state) = match r {
+                Read::Host(state) => (state.provider.clone(), Some(Arc::new(*state))),
+                Read::Skipped(provider) => (provider, None),
+            };
+            if let Some(state) = &state {
+                hosts.push(state.clone());
+            }
+            match provider.generation {
+                Some(generation) => {
+                    self.providers.insert(
+                        provider.uuid,
+                        Cached {
+                            generation,
+                            name: provider.name,
+                            listed: this_sync,
+                            state,
+                        },
+                    );
+                }
+                None => {
+                    self.providers.remove(&provider.uuid);
+                }
+            }
+        }
+        self.providers.retain(|_, c| c.listed == this_sync);
+        self.syncs = this_sync;
+    }
+
+    /// Root providers known.
+    pub fn len(&self) -> usize {
+        self.providers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.providers.is_empty()
+    }
+}
+
+/// A full sync with nothing known beforehand: every provider read.
 pub async fn sync_once(
     client: &PlacementClient,
     ledger: &Ledger,
     now_ms: i64,
 ) -> Result<SyncReport, PlacementError> {
-    let mut report = SyncReport::default();
-    let read = read_providers(client, &mut report).await?;
-    let known: HashMap<String, _> = ledger
-        .read_hosts()
-        .await?
-        .into_iter()
-        .map(|h| (h.uuid().to_string(), h))
+    sync(client, ledger, &mut ProviderCache::default(), true, now_ms).await
+}
+
+/// Lists Placement's providers, reads those not in `cache` at their listed generation (every
+/// one if `full`), then registers each root compute-node provider read as a host (node =
+/// provider name, uuid = compute_node_uuid; every resource class, Placement's unit rules, its
+/// traits and aggregates), releases the imported allocations Placement no longer has on it,
+/// and records allocations of consumers the ledger lacks. Releases come first, so an imported
+/// instance that moved to another provider is recorded there in the same sync. A provider
+/// known unchanged is read again if its host is no longer in the ledger. `cache` changes only
+/// when the sync succeeds.
+pub async fn sync(
+    client: &PlacementClient,
+    ledger: &Ledger,
+    cache: &mut ProviderCache,
+    full: bool,
+    now_ms: i64,
+) -> Result<SyncReport, PlacementError> {
+    let mut report = SyncReport {
+        full,
+        ..SyncReport::default()
+    };
+    let listed = client.providers().await?;
+    report.listed_providers = listed.len();
+    let table = ledger.table();
+    let (mut unchanged, to_read) = cache.partition(listed, full, table, &mut report);
+    let mut read = read_all(client, to_read).await?;
+    let left = left_behind(&read, &mut unchanged);
+    read.extend(read_all(client, left).await?);
+    report.read_providers = read.len();
+    let mut to_write: Vec<&ProviderState> = read
+        .iter()
+        .filter_map(|r| match r {
+            Read::Host(state) => Some(&**state),
+            Read::Skipped(_) => None,
+        })
         .collect();
+    report.skipped_providers += read.len() - to_write.len();
+    // The ledger changes between syncs where Placement does not (a notification releases a
+    // consumer, a repair moves one): an unchanged provider whose host the ledger holds at
+    // other amounts than Placement's allocations there sum to has what was last read of it
+    // written again, and is checked against the ledger after the sync.
+    let disagree: Vec<usize> = unchanged
+        .iter()
+        .enumerate()
+        .filter(|(_, state)| table.used_of_uuid(&state.provider.uuid) != Some(state.usage))
+        .map(|(i, _)| i)
+        .collect();
+    report.rewritten_providers = disagree.len();
+    to_write.extend(disagree.iter().map(|i| &*unchanged[*i]));
+    report.checked = (!full).then(|| {
+        to_write
+            .iter()
+            .map(|state| state.provider.uuid.clone())
+            .collect()
+    });
+    write_read(ledger, &to_write, &mut report, now_ms).await?;
+
+    // Everything written: the cache takes what was read.
+    cache.keep(read, &mut unchanged);
+    report.hosts = unchanged.len();
+    report.placement_allocations = Arc::new(
+        unchanged
+            .iter()
+            .map(|state| (state.provider.uuid.clone(), state.allocations.clone()))
+            .collect(),
+    );
+    Ok(report)
+}
+
+/// Registers the hosts just read, releases the imports Placement no longer has on them and
+/// imports what the ledger lacks.
+async fn write_read(
+    ledger: &Ledger,
+    read: &[&ProviderState],
+    report: &mut SyncReport,
+    now_ms: i64,
+) -> Result<(), PlacementError> {
+    if read.is_empty() {
+        return Ok(());
+    }
+    let known = known_hosts(ledger, read).await?;
     let mut hosts = Vec::with_capacity(read.len());
-    for state in &read {
+    for state in read {
         let p = &state.provider;
         let host = ledger
             .register_host(&registration(state, known.get(&p.uuid)), now_ms)
             .await?;
-        report.hosts += 1;
         // A consumer's allocation here may be held under its own uuid or, when the ledger
         // holds that consumer on another host, under its part's key.
         let parts: Vec<String> = state
@@ -98,50 +317,103 @@ pub async fn sync_once(
         )
         .await?;
     }
-    report.placement_allocations = read
-        .iter()
-        .map(|state| {
-            let consumers = state
-                .allocations
-                .iter()
-                .map(|(c, a)| (c.clone(), a.resources.clone()))
-                .collect();
-            (state.provider.uuid.clone(), consumers)
-        })
-        .collect();
-    Ok(report)
+    Ok(())
 }
 
-/// The root compute-node providers of Placement with their inventories, traits, aggregates
-/// and allocations; nested and sharing providers, and those without inventory, are counted as
-/// skipped.
-async fn read_providers(
-    client: &PlacementClient,
-    report: &mut SyncReport,
-) -> Result<Vec<ProviderState>, PlacementError> {
-    let mut read = Vec::new();
-    for provider in client.providers().await? {
-        if provider.parent_provider_uuid.is_some() {
-            report.skipped_providers += 1;
-            continue;
-        }
-        let inventories = client.inventories(&provider.uuid).await?;
-        let traits = client.traits(&provider.uuid).await?;
-        if inventories.is_empty() || traits.iter().any(|t| t == SHARING_TRAIT) {
-            report.skipped_providers += 1;
-            continue;
-        }
-        let aggregates = client.aggregates(&provider.uuid).await?;
-        let allocations = client.allocations(&provider.uuid).await?;
-        read.push(ProviderState {
-            provider,
-            inventories,
-            traits,
-            aggregates,
-            allocations,
-        });
+/// The providers of `unchanged` (taken out of it) that list a consumer now on a provider just
+/// `read`: it left them (a move, or the conductor's claim of an alternate), and Placement does
+/// not raise the generation of the provider an allocation leaves, so they are read again too.
+fn left_behind(read: &[Read], unchanged: &mut Vec<Arc<ProviderState>>) -> Vec<Provider> {
+    let moved: HashSet<&str> = read
+        .iter()
+        .filter_map(|r| match r {
+            Read::Host(state) => Some(state.allocations.keys().map(String::as_str)),
+            Read::Skipped(_) => None,
+        })
+        .flatten()
+        .collect();
+    if moved.is_empty() {
+        return Vec::new();
     }
-    Ok(read)
+    let (stale, kept): (Vec<_>, Vec<_>) = std::mem::take(unchanged)
+        .into_iter()
+        .partition(|state| state.allocations.keys().any(|c| moved.contains(c.as_str())));
+    *unchanged = kept;
+    stale.iter().map(|state| state.provider.clone()).collect()
+}
+
+/// The details of `providers`, [`READS_IN_FLIGHT`] providers at a time, in their order.
+async fn read_all(
+    client: &PlacementClient,
+    providers: Vec<Provider>,
+) -> Result<Vec<Read>, PlacementError> {
+    futures::stream::iter(providers.into_iter().map(|p| read_provider(client, p)))
+        .buffered(READS_IN_FLIGHT)
+        .try_collect()
+        .await
+}
+
+/// The ledger's hosts of the providers `read`, by uuid: every host at once when many were
+/// read (the first sync), else each by its uuid.
+async fn known_hosts(
+    ledger: &Ledger,
+    read: &[&ProviderState],
+) -> Result<HashMap<String, HostState>, PlacementError> {
+    let hosts = if read.len() > READ_ALL_HOSTS_ABOVE {
+        ledger.read_hosts().await?
+    } else {
+        let mut ids = Vec::with_capacity(read.len());
+        for state in read {
+            if let Some(id) = ledger.host_id_by_uuid(&state.provider.uuid).await? {
+                ids.push(id);
+            }
+        }
+        if ids.is_empty() {
+            Vec::new()
+        } else {
+            ledger.load_hosts(Some(&ids)).await?
+        }
+    };
+    Ok(hosts
+        .into_iter()
+        .map(|h| (h.uuid().to_string(), h))
+        .collect())
+}
+
+/// A root provider's inventories, traits, aggregates and allocations; a sharing provider or
+/// one without inventory is skipped after its first two reads.
+async fn read_provider(
+    client: &PlacementClient,
+    provider: Provider,
+) -> Result<Read, PlacementError> {
+    let inventories = client.inventories(&provider.uuid).await?;
+    let traits = client.traits(&provider.uuid).await?;
+    if inventories.is_empty() || traits.iter().any(|t| t == SHARING_TRAIT) {
+        return Ok(Read::Skipped(provider));
+    }
+    let aggregates = client.aggregates(&provider.uuid).await?;
+    let allocations: ProviderAllocations = client
+        .allocations(&provider.uuid)
+        .await?
+        .into_iter()
+        .map(|(consumer, a)| (consumer, a.resources))
+        .collect();
+    let mut usage = Resources::ZERO;
+    for amounts in allocations.values() {
+        for (class, amount) in amounts {
+            if let Ok(class) = ClassId::intern(class) {
+                usage.set(class, usage.get(class) + amount);
+            }
+        }
+    }
+    Ok(Read::Host(Box::new(ProviderState {
+        provider,
+        inventories,
+        traits,
+        aggregates,
+        allocations: Arc::new(allocations),
+        usage,
+    })))
 }
 
 /// The registration of `state`'s provider as a host: Placement knows neither zones nor
@@ -190,7 +462,7 @@ async fn import(
     ledger: &Ledger,
     host: HostId,
     provider: &str,
-    allocations: &BTreeMap<String, ConsumerAllocation>,
+    allocations: &ProviderAllocations,
     parts: &std::collections::HashSet<String>,
     now_ms: i64,
 ) -> Result<usize, PlacementError> {
@@ -232,9 +504,9 @@ async fn import(
 
 /// The amounts of an allocation, every class (a class Parasol cannot track is left out and
 /// logged).
-fn demand_of(allocation: &ConsumerAllocation) -> Resources {
+fn demand_of(amounts: &Amounts) -> Resources {
     let mut demand = Resources::ZERO;
-    for (class, amount) in &allocation.resources {
+    for (class, amount) in amounts {
         match ClassId::intern(class) {
             Ok(c) => demand.set(c, *amount),
             Err(e) => tracing::warn!(error = %e, "allocation amount left out"),
@@ -249,17 +521,15 @@ mod tests {
 
     #[test]
     fn demand_keeps_every_class() {
-        let allocation = ConsumerAllocation {
-            resources: [
-                ("VCPU", 2),
-                ("MEMORY_MB", 512),
-                ("DISK_GB", 10),
-                ("VGPU", 1),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-        };
+        let allocation: Amounts = [
+            ("VCPU", 2),
+            ("MEMORY_MB", 512),
+            ("DISK_GB", 10),
+            ("VGPU", 1),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
         let mut want = Resources::new(2, 512, 10);
         want.set(ClassId::intern("VGPU").unwrap(), 1);
         assert_eq!(demand_of(&allocation), want);

@@ -722,6 +722,23 @@ impl HostTable {
         inner.by_uuid.get(uuid).map(|s| inner.hosts[*s].clone())
     }
 
+    /// Whether a host has this compute-node (provider) uuid.
+    pub fn has_uuid(&self, uuid: &str) -> bool {
+        self.inner.read().by_uuid.contains_key(uuid)
+    }
+
+    /// The id of the host with this compute-node (provider) uuid.
+    pub fn id_of_uuid(&self, uuid: &str) -> Option<HostId> {
+        let inner = self.inner.read();
+        inner.by_uuid.get(uuid).map(|s| inner.hosts[*s].id)
+    }
+
+    /// What the ledger holds on the host with this compute-node (provider) uuid.
+    pub fn used_of_uuid(&self, uuid: &str) -> Option<Resources> {
+        let inner = self.inner.read();
+        inner.by_uuid.get(uuid).map(|s| inner.hosts[*s].used)
+    }
+
     /// The host of this service host and, when given, node; without a node the first of the
     /// service's nodes.
     pub fn by_name(&self, host: &str, node: Option<&str>) -> Option<HostState> {
