@@ -36,9 +36,10 @@ struct Args {
     /// Syncs after the first.
     #[arg(long, default_value_t = 5)]
     cycles: usize,
-    /// Providers given a new allocation before each of those syncs.
-    #[arg(long, default_value_t = 0)]
-    changes: usize,
+    /// Providers given a new allocation before each of those syncs, one figure per sync in
+    /// turn (`0,100,1000`: none before the first, 100 before the second, …, then again).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    changes: Vec<usize>,
     /// Only list the providers this many times (a profile of the listing), then stop.
     #[arg(long, default_value_t = 1)]
     listings: usize,
@@ -142,8 +143,13 @@ async fn main() {
     let mut rng = args.seed.unwrap_or(1);
     let providers: Vec<String> = first.placement_allocations.keys().cloned().collect();
     for cycle in 1..=args.cycles {
+        let changes = args
+            .changes
+            .get((cycle - 1) % args.changes.len().max(1))
+            .copied()
+            .unwrap_or(0);
         let changing = Instant::now();
-        for _ in 0..args.changes {
+        for _ in 0..changes {
             // A new 1-VCPU instance on a provider drawn by a small LCG (seeded).
             rng = rng
                 .wrapping_mul(6364136223846793005)
@@ -183,7 +189,7 @@ async fn main() {
             report.read_providers,
             report.rewritten_providers,
             report.imported_allocations,
-            args.changes
+            changes
         );
     }
 }
