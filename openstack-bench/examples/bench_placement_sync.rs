@@ -155,7 +155,8 @@ async fn main() {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let provider = &providers[(rng >> 33) as usize % providers.len()];
-            let consumer = uuid::Uuid::from_u64_pair(rng, cycle as u64);
+            // A new consumer each time, whatever instances earlier runs left in Placement.
+            let consumer = uuid::Uuid::new_v4();
             let body = json!({
                 "allocations": {provider: {"resources": {"VCPU": 1}}},
                 "project_id": "bench-project", "user_id": "bench-user",
