@@ -113,6 +113,24 @@ impl Ledger {
     }
 }
 
+/// A [`StoredAllocation`] from a row of `SELECT instance_uuid, host_id, resources, created_ms,
+/// imported, instance` (either database's row type).
+macro_rules! stored_row {
+    ($row:expr) => {{
+        let row = $row;
+        let json: String = row.try_get(2)?;
+        StoredAllocation {
+            instance_uuid: row.try_get(0)?,
+            host_id: HostId(row.try_get(1)?),
+            demand: super::claims::parse_resources(&json)?,
+            resources_json: json,
+            created_ms: row.try_get(3)?,
+            imported: row.try_get(4)?,
+            instance: row.try_get(5)?,
+        }
+    }};
+}
+
 /// One allocation as the ledger stores it, for the consistency check against Placement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredAllocation {
@@ -154,16 +172,7 @@ impl Ledger {
             .await?;
             let mut out = Vec::with_capacity(rows.len());
             for row in rows {
-                let json: String = row.try_get(2)?;
-                out.push(StoredAllocation {
-                    instance_uuid: row.try_get(0)?,
-                    host_id: HostId(row.try_get(1)?),
-                    demand: super::claims::parse_resources(&json)?,
-                    resources_json: json,
-                    created_ms: row.try_get(3)?,
-                    imported: row.try_get(4)?,
-                    instance: row.try_get(5)?,
-                });
+                out.push(stored_row!(row));
             }
             Ok(out)
         })
@@ -187,16 +196,7 @@ impl Ledger {
                 .fetch_all(pool)
                 .await?;
                 for row in rows {
-                    let json: String = row.try_get(2)?;
-                    out.push(StoredAllocation {
-                        instance_uuid: row.try_get(0)?,
-                        host_id: HostId(row.try_get(1)?),
-                        demand: super::claims::parse_resources(&json)?,
-                        resources_json: json,
-                        created_ms: row.try_get(3)?,
-                        imported: row.try_get(4)?,
-                        instance: row.try_get(5)?,
-                    });
+                    out.push(stored_row!(row));
                 }
                 Ok::<(), LedgerError>(())
             })?;
