@@ -437,6 +437,49 @@ async fn a_sync_reads_only_providers_whose_generation_changed_and_a_full_one_rea
     assert_eq!(full.released_allocations, 1, "the import released");
     assert!(ledger.allocation(OLD_VM).await.expect("read").is_none());
 
+    // An instance deleted as Nova does it: its allocation dropped in Placement (no generation
+    // raised) and its notification releasing it in the ledger. The host now disagrees with
+    // what was last read of it: read again, not imported again from that.
+    allocate(
+        &placement,
+        PARASOL_VM,
+        C2,
+        json!({"VCPU": 1, "MEMORY_MB": 256}),
+    )
+    .await;
+    let imported = sync(&client, &ledger, &mut cache, false, 6500)
+        .await
+        .expect("sync after a new allocation");
+    assert_eq!(imported.imported_allocations, 1, "{imported:?}");
+    placement
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/allocations/{PARASOL_VM}"),
+            None,
+        )
+        .await;
+    let held = ledger
+        .allocation(PARASOL_VM)
+        .await
+        .expect("read")
+        .expect("imported");
+    ledger.release(PARASOL_VM).await.expect("release");
+    ledger.reload(&[held.host_id]).await.expect("reload");
+    let after = sync(&client, &ledger, &mut cache, false, 6600)
+        .await
+        .expect("sync after the deletion and its notification");
+    assert_eq!(
+        (
+            after.read_providers,
+            after.disagreeing_providers,
+            after.imported_allocations
+        ),
+        (1, 1, 0),
+        "{after:?}"
+    );
+    assert!(ledger.allocation(PARASOL_VM).await.expect("read").is_none());
+    assert!(usage_of(&after, C2).is_empty());
+
     // A host gone from the ledger is registered again though Placement did not change.
     let c2 = ledger
         .host_id_by_uuid(C2)

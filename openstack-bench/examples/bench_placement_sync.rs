@@ -8,7 +8,8 @@
 //! read only those whose generation changed — `--changes` providers changed before each cycle by
 //! a new allocation (`PUT /allocations/{consumer}`, which raises their generation), timed apart
 //! from the cycle. For each sync: wall time, this process' CPU (Placement is another process),
-//! the listing's part of it, providers listed, read and written again, and the CPU per unchanged
+//! the listing's part of it, providers listed and read (and of those, how many because the ledger
+//! disagreed with what was last read), and the CPU per unchanged
 //! provider.
 //!
 //! `cargo run --release -p openstack-bench --example bench_placement_sync -- --placement-url http://127.0.0.1:8780`
@@ -179,7 +180,7 @@ async fn main() {
         let unchanged = report.listed_providers - report.read_providers;
         println!(
             "cycle {cycle}: {:.2} s, CPU sync {:.1} ms + check {:.1} ms = {:.2} µs per unchanged \
-             provider (sync alone {:.2}); listed {}, read {}, written again {}, imported {} \
+             provider (sync alone {:.2}); listed {}, read {}, of them disagreeing with the ledger {}, imported {} \
              ({} changes made in {changed_s:.1} s before it)",
             wall,
             cpu_sync as f64 / 1000.0,
@@ -188,7 +189,7 @@ async fn main() {
             cpu_sync as f64 / unchanged.max(1) as f64,
             report.listed_providers,
             report.read_providers,
-            report.rewritten_providers,
+            report.disagreeing_providers,
             report.imported_allocations,
             changes
         );

@@ -467,7 +467,7 @@ async fn run_one(
                         hosts = report.hosts,
                         listed = report.listed_providers,
                         read = report.read_providers,
-                        rewritten = report.rewritten_providers,
+                        disagreeing = report.disagreeing_providers,
                         full = report.full,
                         imported = report.imported_allocations,
                         released = report.released_allocations,

@@ -47,11 +47,11 @@ pub struct SyncReport {
     /// Root providers whose inventories, traits, aggregates and allocations were read: those
     /// whose generation changed since they were last read, or all of them on a full sync.
     pub read_providers: usize,
-    /// Root providers not read whose allocations were written to the ledger again, as last
-    /// read, because the ledger's usage of their host differed from Placement's.
-    pub rewritten_providers: usize,
-    /// The providers the consistency check compares with the ledger: those read or written
-    /// again; `None` (a full sync): every one.
+    /// Root providers of an unchanged generation read again because the ledger's usage of
+    /// their host differed from the sum of Placement's allocations there when last read.
+    pub disagreeing_providers: usize,
+    /// The providers the consistency check compares with the ledger: those read; `None` (a
+    /// full sync): every one.
     pub checked: Option<HashSet<String>>,
     /// Whether every provider was read, whatever its generation.
     pub full: bool,
@@ -223,12 +223,23 @@ pub async fn sync(
     let listed = client.providers().await?;
     report.listed_providers = listed.len();
     let table = ledger.table();
-    let (mut unchanged, to_read) = cache.partition(listed, full, table, &mut report);
+    let (mut unchanged, mut to_read) = cache.partition(listed, full, table, &mut report);
+    // The ledger changes where Placement's generation does not (a notification released a
+    // deleted instance whose allocation Placement dropped, which raises nothing): an unchanged
+    // provider whose host the table holds at other amounts than the sum of Placement's
+    // allocations there when last read is read again, so that what was last read is never
+    // written over a newer ledger.
+    let (agree, disagree): (Vec<_>, Vec<_>) = unchanged
+        .into_iter()
+        .partition(|state| table.used_of_uuid(&state.provider.uuid) == Some(state.usage));
+    unchanged = agree;
+    report.disagreeing_providers = disagree.len();
+    to_read.extend(disagree.iter().map(|state| state.provider.clone()));
     let mut read = read_all(client, to_read).await?;
     let left = left_behind(&read, &mut unchanged);
     read.extend(read_all(client, left).await?);
     report.read_providers = read.len();
-    let mut to_write: Vec<&ProviderState> = read
+    let to_write: Vec<&ProviderState> = read
         .iter()
         .filter_map(|r| match r {
             Read::Host(state) => Some(&**state),
@@ -236,18 +247,6 @@ pub async fn sync(
         })
         .collect();
     report.skipped_providers += read.len() - to_write.len();
-    // The ledger changes between syncs where Placement does not (a notification releases a
-    // consumer, a repair moves one): an unchanged provider whose host the ledger holds at
-    // other amounts than Placement's allocations there sum to has what was last read of it
-    // written again, and is checked against the ledger after the sync.
-    let disagree: Vec<usize> = unchanged
-        .iter()
-        .enumerate()
-        .filter(|(_, state)| table.used_of_uuid(&state.provider.uuid) != Some(state.usage))
-        .map(|(i, _)| i)
-        .collect();
-    report.rewritten_providers = disagree.len();
-    to_write.extend(disagree.iter().map(|i| &*unchanged[*i]));
     report.checked = (!full).then(|| {
         to_write
             .iter()
