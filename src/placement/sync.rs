@@ -5,9 +5,13 @@
 //! left it.
 //!
 //! Placement raises a provider's generation whenever its inventories, traits, aggregates (at
-//! microversion 1.19 and later, as Nova writes them) or allocations change, so a provider
-//! listed at the generation it was last read at is as it was then: its reads and ledger writes
-//! are skipped and what was read of it is used again (docs/architecture.md, "Placement sync").
+//! microversion 1.19 and later, as Nova writes them) are set or allocations are written on it,
+//! but not when an allocation leaves it (`DELETE /allocations/{consumer}`, or a `PUT` that
+//! moves the consumer elsewhere). So a provider listed at the generation it was last read at
+//! is reused as read unless a consumer it lists turned up on a provider just read, or its
+//! host's usage in the ledger no longer matches what was read; a full sync every
+//! `[placement] full_sync_interval_s` reads every provider (docs/architecture.md, "Placement
+//! sync").
 
 use super::client::{PlacementClient, Provider};
 use super::PlacementError;
