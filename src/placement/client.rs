@@ -36,8 +36,8 @@ pub struct Provider {
     pub name: String,
     #[serde(default)]
     pub parent_provider_uuid: Option<String>,
-    /// Raised by Placement on every change of the provider's inventories, traits,
-    /// aggregates or allocations.
+    /// Raised by Placement when the provider's inventories, traits or aggregates (≥ 1.19) are
+    /// set or allocations are written on it; not when an allocation leaves it.
     #[serde(default)]
     pub generation: Option<i64>,
 }

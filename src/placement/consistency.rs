@@ -17,7 +17,7 @@
 //! - Consumers the ledger lacks were already imported by the sync, and imported allocations
 //!   Placement no longer has released by it.
 
-use super::sync::SyncReport;
+use super::sync::{ProviderAllocations, SyncReport};
 use super::PlacementError;
 use crate::domain::{ClassId, HostId, Resources};
 use crate::ledger::Ledger;
@@ -58,16 +58,19 @@ pub fn provider_usages(report: &SyncReport) -> BTreeMap<String, BTreeMap<String,
     report
         .placement_allocations
         .iter()
-        .map(|(provider, consumers)| {
-            let mut usage: BTreeMap<String, i64> = BTreeMap::new();
-            for resources in consumers.values() {
-                for (class, amount) in resources {
-                    *usage.entry(class.clone()).or_default() += amount;
-                }
-            }
-            (provider.clone(), usage)
-        })
+        .map(|(provider, consumers)| (provider.clone(), usage_of(consumers)))
         .collect()
+}
+
+/// One provider's usage by class: the sum of its consumers' allocations.
+pub(super) fn usage_of(consumers: &ProviderAllocations) -> BTreeMap<String, i64> {
+    let mut usage: BTreeMap<String, i64> = BTreeMap::new();
+    for resources in consumers.values() {
+        for (class, amount) in resources {
+            *usage.entry(class.clone()).or_default() += amount;
+        }
+    }
+    usage
 }
 
 /// One consumer's allocation on one synced provider, as Placement has it.
@@ -99,9 +102,6 @@ async fn compared<'a>(
     report: &'a SyncReport,
 ) -> Result<Compared<'a>, PlacementError> {
     let table = ledger.table();
-    // Every synced provider's host, or (when the sync checks only the providers it read or
-    // found changed) those of the providers checked and of the providers where a consumer
-    // the checked hosts hold is.
     Ok(match &report.checked {
         None => {
             let host_of: HashMap<&str, HostId> = table.with_hosts(|hosts| {

@@ -20,7 +20,7 @@ pub use client::PlacementClient;
 pub use consistency::{provider_usages, reconcile, Repairs};
 pub use ratios::{Penalty, RatioManager, RatioMetrics, RatioSettings};
 pub use settings::{AuthKind, PlacementSettings};
-pub use sync::{sync, sync_once, Amounts, ProviderAllocations, ProviderCache, SyncReport};
+pub use sync::{sync, sync_once, ProviderAllocations, ProviderCache, SyncReport};
 
 use crate::clock::SharedClock;
 use crate::ledger::{Ledger, LedgerError};
@@ -134,13 +134,7 @@ impl PlacementStatus {
     /// A provider's usage in Placement at the last sync (`None`: not read, or sync off).
     pub fn usage(&self, provider: &str) -> Option<std::collections::BTreeMap<String, i64>> {
         let consumers = self.inner.lock().allocations.get(provider)?.clone();
-        let mut usage = std::collections::BTreeMap::new();
-        for amounts in consumers.values() {
-            for (class, amount) in amounts {
-                *usage.entry(class.clone()).or_default() += amount;
-            }
-        }
-        Some(usage)
+        Some(consistency::usage_of(&consumers))
     }
 
     pub fn to_json(&self) -> Value {

@@ -114,13 +114,12 @@ struct Cached {
 
 impl ProviderCache {
     /// Splits the root providers `listed` into those known unchanged (at the generation and
-    /// name last read, their host in `table`; never on a `full` sync) and those to read;
+    /// name last read; never on a `full` sync) and those to read;
     /// nested providers, and known skipped ones, are counted in `report`.
     fn partition(
         &mut self,
         listed: Vec<Provider>,
         full: bool,
-        table: &crate::table::HostTable,
         report: &mut SyncReport,
     ) -> (Vec<Arc<ProviderState>>, Vec<Provider>) {
         let this_sync = self.syncs + 1;
@@ -132,12 +131,7 @@ impl ProviderCache {
                 continue;
             }
             let known = self.providers.get_mut(&provider.uuid).filter(|c| {
-                !full
-                    && provider.generation == Some(c.generation)
-                    && c.name == provider.name
-                    && c.state
-                        .as_ref()
-                        .is_none_or(|s| table.has_uuid(&s.provider.uuid))
+                !full && provider.generation == Some(c.generation) && c.name == provider.name
             });
             match known {
                 Some(cached) => {
@@ -185,15 +179,6 @@ impl ProviderCache {
         self.providers.retain(|_, c| c.listed == this_sync);
         self.syncs = this_sync;
     }
-
-    /// Root providers known.
-    pub fn len(&self) -> usize {
-        self.providers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.providers.is_empty()
-    }
 }
 
 /// A full sync with nothing known beforehand: every provider read.
@@ -211,7 +196,8 @@ pub async fn sync_once(
 /// traits and aggregates), releases the imported allocations Placement no longer has on it,
 /// and records allocations of consumers the ledger lacks. Releases come first, so an imported
 /// instance that moved to another provider is recorded there in the same sync. A provider
-/// known unchanged is read again if its host is no longer in the ledger. `cache` changes only
+/// known unchanged is read again if its host's usage in the ledger is not what was read (or
+/// the host is gone). `cache` changes only
 /// when the sync succeeds.
 pub async fn sync(
     client: &PlacementClient,
@@ -227,7 +213,7 @@ pub async fn sync(
     let listed = client.providers().await?;
     report.listed_providers = listed.len();
     let table = ledger.table();
-    let (mut unchanged, mut to_read) = cache.partition(listed, full, table, &mut report);
+    let (mut unchanged, mut to_read) = cache.partition(listed, full, &mut report);
     // The ledger changes where Placement's generation does not (a notification released a
     // deleted instance whose allocation Placement dropped, which raises nothing): an unchanged
     // provider whose host the table holds at other amounts than the sum of Placement's

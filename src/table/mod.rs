@@ -722,11 +722,6 @@ impl HostTable {
         inner.by_uuid.get(uuid).map(|s| inner.hosts[*s].clone())
     }
 
-    /// Whether a host has this compute-node (provider) uuid.
-    pub fn has_uuid(&self, uuid: &str) -> bool {
-        self.inner.read().by_uuid.contains_key(uuid)
-    }
-
     /// The id of the host with this compute-node (provider) uuid.
     pub fn id_of_uuid(&self, uuid: &str) -> Option<HostId> {
         let inner = self.inner.read();
