@@ -111,7 +111,8 @@ async fn main() {
     for _ in 0..args.listings {
         let started = Instant::now();
         let cpu = cpu_us();
-        let listed = client.providers().await.expect("listing").len();
+        let listing = client.listing().await.expect("listing");
+        let listed = listing.providers().expect("a listing that parses").len();
         let spent = cpu_us() - cpu;
         println!(
             "listing: {listed} providers, {:.2} s, {:.1} ms CPU ({:.2} µs a provider)",

@@ -16,7 +16,7 @@ mod settings;
 mod sync;
 
 pub use claims::{PlacementClaim, PlacementClaims, CONSUMER_GENERATION_VERSION};
-pub use client::PlacementClient;
+pub use client::{Listed, Listing, PlacementClient};
 pub use consistency::{provider_usages, reconcile, Repairs};
 pub use ratios::{Penalty, RatioManager, RatioMetrics, RatioSettings};
 pub use settings::{AuthKind, PlacementSettings};
@@ -50,6 +50,8 @@ pub enum PlacementError {
     Keystone(#[from] crate::auth::KeystoneError),
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
+    #[error("Placement's provider listing does not parse: {0}")]
+    Listing(serde_json::Error),
 }
 
 impl PlacementError {

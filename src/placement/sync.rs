@@ -13,7 +13,7 @@
 //! `[placement] full_sync_interval_s` reads every provider (docs/architecture.md, "Placement
 //! sync").
 
-use super::client::{PlacementClient, Provider};
+use super::client::{Listed, PlacementClient, Provider};
 use super::PlacementError;
 use crate::domain::{ClassId, HostId, HostState, Inventory, Resources};
 use crate::ledger::{HostRegistration, Ledger};
@@ -100,6 +100,10 @@ pub struct ProviderCache {
     providers: HashMap<String, Cached>,
     /// Syncs completed with this cache.
     syncs: u64,
+    /// The last sync's allocations by provider ([`SyncReport::placement_allocations`]), shared
+    /// by the next sync that reads and forgets nothing (the same providers at the same
+    /// generations) instead of built again: 100,000 keys copied and sorted.
+    allocations: Option<Arc<BTreeMap<String, Arc<ProviderAllocations>>>>,
 }
 
 #[derive(Debug)]
@@ -118,19 +122,19 @@ impl ProviderCache {
     /// nested providers, and known skipped ones, are counted in `report`.
     fn partition(
         &mut self,
-        listed: Vec<Provider>,
+        listed: &[Listed<'_>],
         full: bool,
         report: &mut SyncReport,
     ) -> (Vec<Arc<ProviderState>>, Vec<Provider>) {
         let this_sync = self.syncs + 1;
-        let mut unchanged = Vec::new();
+        let mut unchanged = Vec::with_capacity(listed.len());
         let mut to_read = Vec::new();
         for provider in listed {
             if provider.parent_provider_uuid.is_some() {
                 report.skipped_providers += 1;
                 continue;
             }
-            let known = self.providers.get_mut(&provider.uuid).filter(|c| {
+            let known = self.providers.get_mut(&*provider.uuid).filter(|c| {
                 !full && provider.generation == Some(c.generation) && c.name == provider.name
             });
             match known {
@@ -141,16 +145,23 @@ impl ProviderCache {
                         None => report.skipped_providers += 1,
                     }
                 }
-                None => to_read.push(provider),
+                None => to_read.push(provider.to_provider()),
             }
         }
         (unchanged, to_read)
     }
 
     /// Takes what a successful sync `read`, adding its hosts to `hosts`, and forgets the
-    /// providers it did not list.
-    fn keep(&mut self, read: Vec<Read>, hosts: &mut Vec<Arc<ProviderState>>) {
+    /// providers it did not list; then each host's allocations by provider uuid, made again
+    /// only when the sync read or forgot a provider.
+    fn keep(
+        &mut self,
+        read: Vec<Read>,
+        hosts: &mut Vec<Arc<ProviderState>>,
+    ) -> Arc<BTreeMap<String, Arc<ProviderAllocations>>> {
         let this_sync = self.syncs + 1;
+        let before = self.providers.len();
+        let mut changed = !read.is_empty();
         for r in read {
             let (provider, state) = match r {
                 Read::Host(state) => (state.provider.clone(), Some(Arc::new(*state))),
@@ -177,7 +188,21 @@ impl ProviderCache {
             }
         }
         self.providers.retain(|_, c| c.listed == this_sync);
+        changed |= self.providers.len() != before;
         self.syncs = this_sync;
+        match &self.allocations {
+            Some(allocations) if !changed => allocations.clone(),
+            _ => {
+                let allocations: Arc<BTreeMap<_, _>> = Arc::new(
+                    hosts
+                        .iter()
+                        .map(|state| (state.provider.uuid.clone(), state.allocations.clone()))
+                        .collect(),
+                );
+                self.allocations = Some(allocations.clone());
+                allocations
+            }
+        }
     }
 }
 
@@ -210,10 +235,14 @@ pub async fn sync(
         full,
         ..SyncReport::default()
     };
-    let listed = client.providers().await?;
-    report.listed_providers = listed.len();
+    let listing = client.listing().await?;
+    let (mut unchanged, mut to_read) = {
+        let listed = listing.providers().map_err(PlacementError::Listing)?;
+        report.listed_providers = listed.len();
+        cache.partition(&listed, full, &mut report)
+    };
+    drop(listing);
     let table = ledger.table();
-    let (mut unchanged, mut to_read) = cache.partition(listed, full, &mut report);
     // The ledger changes where Placement's generation does not (a notification released a
     // deleted instance whose allocation Placement dropped, which raises nothing): an unchanged
     // provider whose host the table holds at other amounts than the sum of Placement's
@@ -246,14 +275,8 @@ pub async fn sync(
     write_read(ledger, &to_write, &mut report, now_ms).await?;
 
     // Everything written: the cache takes what was read.
-    cache.keep(read, &mut unchanged);
+    report.placement_allocations = cache.keep(read, &mut unchanged);
     report.hosts = unchanged.len();
-    report.placement_allocations = Arc::new(
-        unchanged
-            .iter()
-            .map(|state| (state.provider.uuid.clone(), state.allocations.clone()))
-            .collect(),
-    );
     Ok(report)
 }
 
