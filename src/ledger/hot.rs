@@ -207,9 +207,10 @@ fn open(file: &std::path::Path) -> Result<rusqlite::Connection, LedgerError> {
     db.busy_timeout(Duration::from_secs(10))?;
     db.execute_batch(
         "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
-         PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456; \
-         PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 0;",
+         PRAGMA cache_size = -32768; PRAGMA temp_store = MEMORY; \
+         PRAGMA wal_autocheckpoint = 0;",
     )?;
+    db.pragma_update(None, "mmap_size", super::MMAP_BYTES)?;
     db.pragma_update(None, "journal_size_limit", WAL_LIMIT_FRAMES * 4096)?;
     db.set_prepared_statement_cache_capacity(64);
     Ok(db)
