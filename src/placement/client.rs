@@ -99,15 +99,6 @@ impl Listing {
         de.end()?;
         Ok(listed)
     }
-
-    /// The body's length in bytes.
-    pub fn len(&self) -> usize {
-        self.body.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.body.is_empty()
-    }
 }
 
 /// `{"resource_providers": [...]}` into a list allocated once at `capacity`; other keys
