@@ -48,6 +48,10 @@ struct Args {
     warmup: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Decisions per block when the plugins' decisions alternate in blocks (A B B A …, each on a
+    /// scheduler of its own, started together); 0: one plugin after another.
+    #[arg(long, default_value_t = 0)]
+    interleave: usize,
 }
 
 /// CPU time in µs on `clock`: the process' (`CLOCK_PROCESS_CPUTIME_ID`) or a thread's.
@@ -174,97 +178,254 @@ fn spec(name: &str, transport: Transport, url: String, module: Option<String>) -
     }
 }
 
+/// One plugin's scheduler and what its decisions cost.
+struct Arm {
+    plugin: String,
+    scheduler: parasol::scheduling::Scheduler,
+    stats: Arc<Stats>,
+    lat: Vec<u64>,
+    /// The service's CPU over the measured decisions, µs.
+    cpu: u64,
+    decided: usize,
+    /// CPU per decision of each measured block, in order (`--interleave`).
+    blocks: Vec<f64>,
+    /// Page faults over the measured decisions (a fresh page the kernel zeroes is CPU too).
+    faults: u64,
+}
+
+/// A scheduler for `plugin` on `ledger`, as the service starts one.
+async fn arm(
+    args: &Args,
+    ledger: &parasol::ledger::Ledger,
+    plugin: &str,
+    dir: &std::path::Path,
+    webhook: &str,
+) -> Arm {
+    let chain = match plugin {
+        "none" => vec![],
+        "wasm-pass" => vec![spec(
+            plugin,
+            Transport::Wasm,
+            String::new(),
+            Some(wasm_module(dir, "pass")),
+        )],
+        "wasm-scan" => vec![spec(
+            plugin,
+            Transport::Wasm,
+            String::new(),
+            Some(wasm_module(dir, "scan_filter")),
+        )],
+        "webhook" => vec![spec(plugin, Transport::Http, webhook.to_string(), None)],
+        other => panic!("unknown plugin {other:?}: none, wasm-pass, wasm-scan, webhook"),
+    };
+    let mut settings = Settings::default();
+    settings.scheduler.backend = args.backend;
+    settings.scheduler.workers = 1;
+    settings.scheduler.seed = Some(args.seed);
+    settings.amqp.url = String::new();
+    settings.policy.host_timeout_s = 0;
+    settings.plugins.candidates = args.candidates;
+    settings.plugins.chain = chain;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let stats = Arc::new(Stats::new(clock.clone(), 60));
+    let scheduler = parasol::scheduling::Scheduler::start(
+        Arc::new(settings),
+        ledger.clone(),
+        stats.clone(),
+        clock,
+    )
+    .await
+    .expect("scheduler");
+    Arm {
+        plugin: plugin.to_string(),
+        scheduler,
+        stats,
+        lat: Vec::with_capacity(args.decisions),
+        cpu: 0,
+        decided: 0,
+        blocks: Vec::new(),
+        faults: 0,
+    }
+}
+
+/// Runs `n` decisions on `arm` (measured unless `warm`), then releases what they claimed
+/// (not measured); `tag` keeps instance names unique.
+async fn decide(
+    arm: &mut Arm,
+    ledger: &parasol::ledger::Ledger,
+    n: usize,
+    warm: bool,
+    tag: &str,
+    webhook_clock: libc::clockid_t,
+) {
+    let process = libc::CLOCK_PROCESS_CPUTIME_ID;
+    let names: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
+    let cpu = (cpu_us(process), cpu_us(webhook_clock));
+    let faults = page_faults();
+    for name in &names {
+        let req = RequestContext::with_demand(name.clone(), "m1.tiny", Resources::new(1, 512, 1));
+        let t = Instant::now();
+        arm.scheduler.schedule(vec![req]).await.expect("placed");
+        if !warm {
+            arm.lat.push(t.elapsed().as_micros() as u64);
+        }
+    }
+    let spent = (cpu_us(process) - cpu.0) - (cpu_us(webhook_clock) - cpu.1);
+    if !warm {
+        arm.faults += page_faults() - faults;
+        arm.cpu += spent;
+        arm.decided += n;
+        arm.blocks.push(spent as f64 / n as f64);
+    }
+    for name in names {
+        ledger.release(&name).await.expect("release");
+    }
+}
+
+/// The process' page faults so far, minor and major.
+fn page_faults() -> u64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage only writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid rusage to write to.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    (usage.ru_minflt + usage.ru_majflt) as u64
+}
+
+fn report(arm: &mut Arm) {
+    let call = arm.stats.plugin("filter", &arm.plugin).to_json();
+    let us = |q: &str| (call["latency_ms"][q].as_f64().unwrap_or(0.0) * 1000.0).round();
+    let calls = call["calls"].as_u64().unwrap_or(0);
+    assert_eq!(call["errors"], 0, "{}: {call}", arm.plugin);
+    println!(
+        "| {} | {} | {} | {:.1} | {:.3} | {} |",
+        arm.plugin,
+        pct(&mut arm.lat, 0.5),
+        pct(&mut arm.lat, 0.99),
+        arm.cpu as f64 / arm.decided as f64,
+        arm.faults as f64 / arm.decided as f64,
+        if calls > 0 {
+            format!("{} / {}", us("p50"), us("p99"))
+        } else {
+            "—".into()
+        }
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
     let dir = tempfile::tempdir().expect("tempdir");
     let ledger = ledger_with_hosts(dir.path(), args.hosts).await;
     let (webhook, webhook_clock) = start_webhook();
-    let process = libc::CLOCK_PROCESS_CPUTIME_ID;
     println!("# bench_plugins: one filter plugin's cost per decision, one caller, in process, SQLite ledger");
     println!(
-        "# hosts {}, backend {}, K = {} candidates, {} decisions after {} of warm-up, flavor 1 VCPU / 512 MB / 1 GB, seed {}",
+        "# hosts {}, backend {}, K = {} candidates, {} decisions after {} of warm-up, flavor 1 VCPU / 512 MB / 1 GB, seed {}{}",
         args.hosts,
         args.backend.as_str(),
         args.candidates,
         args.decisions,
         args.warmup,
-        args.seed
+        args.seed,
+        match args.interleave {
+            0 => String::new(),
+            b => format!(", interleaved in blocks of {b}"),
+        }
     );
-    println!("| plugin | p50 decision (µs) | p99 decision (µs) | CPU per decision (µs) | plugin call p50 / p99 (µs, Parasol's count) |");
-    println!("|---|---|---|---|---|");
-    for (round, plugin) in args.plugins.iter().enumerate() {
-        let chain = match plugin.as_str() {
-            "none" => vec![],
-            "wasm-pass" => vec![spec(
-                plugin,
-                Transport::Wasm,
-                String::new(),
-                Some(wasm_module(dir.path(), "pass")),
-            )],
-            "wasm-scan" => vec![spec(
-                plugin,
-                Transport::Wasm,
-                String::new(),
-                Some(wasm_module(dir.path(), "scan_filter")),
-            )],
-            "webhook" => vec![spec(plugin, Transport::Http, webhook.clone(), None)],
-            other => panic!("unknown plugin {other:?}: none, wasm-pass, wasm-scan, webhook"),
-        };
-        let mut settings = Settings::default();
-        settings.scheduler.backend = args.backend;
-        settings.scheduler.workers = 1;
-        settings.scheduler.seed = Some(args.seed);
-        settings.amqp.url = String::new();
-        settings.policy.host_timeout_s = 0;
-        settings.plugins.candidates = args.candidates;
-        settings.plugins.chain = chain;
-        let clock: SharedClock = Arc::new(SystemClock);
-        let stats = Arc::new(Stats::new(clock.clone(), 60));
-        let scheduler = parasol::scheduling::Scheduler::start(
-            Arc::new(settings),
-            ledger.clone(),
-            stats.clone(),
-            clock,
+    println!("| plugin | p50 decision (µs) | p99 decision (µs) | CPU per decision (µs) | page faults per decision | plugin call p50 / p99 (µs, Parasol's count) |");
+    println!("|---|---|---|---|---|---|");
+    if args.interleave == 0 {
+        // One plugin after another, each on a scheduler of its own.
+        for (round, plugin) in args.plugins.iter().enumerate() {
+            let mut arm = arm(&args, &ledger, plugin, dir.path(), &webhook).await;
+            let tag = format!("r{round}");
+            decide(
+                &mut arm,
+                &ledger,
+                args.warmup,
+                true,
+                &format!("{tag}w"),
+                webhook_clock,
+            )
+            .await;
+            decide(
+                &mut arm,
+                &ledger,
+                args.decisions,
+                false,
+                &tag,
+                webhook_clock,
+            )
+            .await;
+            report(&mut arm);
+            arm.scheduler.backend().stop();
+        }
+        return;
+    }
+    // Every plugin's scheduler at once, their decisions in alternating blocks (A B B A …):
+    // what drifts over a run (the allocator's arenas, caches, the machine) falls on each arm
+    // alike, where one arm after another gives the first the cold start.
+    let mut plugins: Vec<&String> = Vec::new();
+    for p in &args.plugins {
+        if !plugins.contains(&p) {
+            plugins.push(p);
+        }
+    }
+    let mut arms = Vec::new();
+    for plugin in &plugins {
+        arms.push(arm(&args, &ledger, plugin, dir.path(), &webhook).await);
+    }
+    for (a, arm) in arms.iter_mut().enumerate() {
+        decide(
+            arm,
+            &ledger,
+            args.warmup,
+            true,
+            &format!("w{a}"),
+            webhook_clock,
         )
-        .await
-        .expect("scheduler");
-        let mut lat = Vec::with_capacity(args.decisions);
-        let mut cpu = (0, 0);
-        let mut names = Vec::new();
-        for i in 0..args.warmup + args.decisions {
-            if i == args.warmup {
-                cpu = (cpu_us(process), cpu_us(webhook_clock));
-            }
-            let name = format!("r{round}-{i}");
-            let req =
-                RequestContext::with_demand(name.clone(), "m1.tiny", Resources::new(1, 512, 1));
-            names.push(name);
-            let t = Instant::now();
-            scheduler.schedule(vec![req]).await.expect("placed");
-            if i >= args.warmup {
-                lat.push(t.elapsed().as_micros() as u64);
-            }
+        .await;
+    }
+    let block = args.interleave;
+    let rounds = args.decisions.div_ceil(block);
+    for round in 0..rounds {
+        let n = block.min(args.decisions - round * block);
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..arms.len()).collect()
+        } else {
+            (0..arms.len()).rev().collect()
+        };
+        for a in order {
+            decide(
+                &mut arms[a],
+                &ledger,
+                n,
+                false,
+                &format!("b{round}-{a}"),
+                webhook_clock,
+            )
+            .await;
         }
-        let service_cpu = (cpu_us(process) - cpu.0) - (cpu_us(webhook_clock) - cpu.1);
-        let call = stats.plugin("filter", plugin).to_json();
-        let us = |q: &str| (call["latency_ms"][q].as_f64().unwrap_or(0.0) * 1000.0).round();
-        let calls = call["calls"].as_u64().unwrap_or(0);
-        assert_eq!(call["errors"], 0, "{plugin}: {call}");
+    }
+    for arm in &mut arms {
+        report(arm);
+    }
+    // Each plugin against the first arm, block by block: the mean difference and its spread.
+    let base = arms[0].blocks.clone();
+    for arm in &arms[1..] {
+        let d: Vec<f64> = arm.blocks.iter().zip(&base).map(|(x, b)| x - b).collect();
+        let mean = d.iter().sum::<f64>() / d.len() as f64;
+        let var =
+            d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (d.len() as f64 - 1.0).max(1.0);
         println!(
-            "| {plugin} | {} | {} | {:.1} | {} |",
-            pct(&mut lat, 0.5),
-            pct(&mut lat, 0.99),
-            service_cpu as f64 / args.decisions as f64,
-            if calls > 0 {
-                format!("{} / {}", us("p50"), us("p99"))
-            } else {
-                "—".into()
-            }
+            "# {} adds {:+.1} µs CPU per decision to {} (mean of {} paired blocks, standard error {:.1} µs)",
+            arm.plugin,
+            mean,
+            arms[0].plugin,
+            d.len(),
+            (var / d.len() as f64).sqrt()
         );
-        scheduler.backend().stop();
-        for name in names {
-            ledger.release(&name).await.expect("release");
-        }
+    }
+    for arm in &arms {
+        arm.scheduler.backend().stop();
     }
 }
