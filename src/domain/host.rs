@@ -78,20 +78,34 @@ pub struct HostProfile {
     pub encoded: EncodedOnce,
 }
 
-/// Bytes derived from a [`HostProfile`] once, on first use. Not part of what a host is: it
-/// compares equal to any other, and a copy starts empty (a copy is made to be changed).
-/// Whoever changes a profile in place goes through [`HostState::profile_mut`] or calls
-/// [`EncodedOnce::clear`].
+/// What operator plugins are offered of a [`HostProfile`] (`plugins::wire`), derived once on
+/// first use. Not part of what a host is: it compares equal to any other, and a copy starts
+/// empty (a copy is made to be changed). Whoever changes a profile in place goes through
+/// [`HostState::profile_mut`] or calls [`EncodedOnce::clear`].
 #[derive(Default)]
-pub struct EncodedOnce(std::sync::OnceLock<Box<[u8]>>);
+pub struct EncodedOnce(std::sync::OnceLock<Encoded>);
+
+/// A profile's part of a candidate, encoded: its unchanging keys as JSON, and its classes with
+/// usable capacity with their keys written out, so that a call writes a candidate's amounts
+/// without reading the profile's [`Resources`] again.
+pub struct Encoded {
+    /// The unchanging keys, as JSON without the braces.
+    pub json: Box<[u8]>,
+    /// Each class with usable capacity, in class order: the class, its usable amount, and
+    /// where its quoted key and colon (`"VCPU":`) lie in `keys`.
+    pub classes: Box<[(ClassId, i64, std::ops::Range<u32>)]>,
+    pub keys: Box<[u8]>,
+    /// Bit `i` set: class `i` has usable capacity (`classes`).
+    pub mask: u32,
+}
 
 impl EncodedOnce {
-    /// The bytes, computed by `encode` the first time.
-    pub fn get_or_init(&self, encode: impl FnOnce() -> Box<[u8]>) -> &[u8] {
+    /// The encoding, computed by `encode` the first time.
+    pub fn get_or_init(&self, encode: impl FnOnce() -> Encoded) -> &Encoded {
         self.0.get_or_init(encode)
     }
 
-    /// Forgets the bytes: the profile they came from changed.
+    /// Forgets the encoding: the profile it came from changed.
     pub fn clear(&mut self) {
         self.0 = std::sync::OnceLock::new();
     }

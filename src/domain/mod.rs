@@ -41,7 +41,8 @@ pub use classes::{is_valid_class_name, ClassError, ClassId, MAX_CLASSES, STANDAR
 pub use extra_specs::AggregateExtraSpecs;
 pub use hints::SchedulerHints;
 pub use host::{
-    ComputeFacts, EncodedOnce, HostId, HostProfile, HostScan, HostState, WeighBase, SCAN_CLASSES,
+    ComputeFacts, Encoded, EncodedOnce, HostId, HostProfile, HostScan, HostState, WeighBase,
+    SCAN_CLASSES,
 };
 pub use host_aggregates::{AggregateMembers, HostAggregateMetadata};
 pub use markers::{

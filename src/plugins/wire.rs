@@ -1,7 +1,7 @@
 //! The JSON a plugin is sent and answers (docs/plugins.md §5; the JSON Schema is
 //! `etc/plugin-schema.json`), and the checks an answer must pass before it counts.
 
-use crate::domain::{AggregateId, HostState, Mark, RequestContext, TraitId};
+use crate::domain::{AggregateId, Encoded, HostState, Mark, RequestContext, TraitId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -154,21 +154,71 @@ pub fn offer_body(
 /// One candidate as `etc/plugin-schema.json`'s `Candidate`.
 fn write_candidate(out: &mut Vec<u8>, h: &HostState, rank: usize) {
     let mut number = itoa::Buffer::new();
+    let encoded = h.profile.encoded.get_or_init(|| profile_part(h));
+    out.reserve(encoded.json.len() + 2 * encoded.keys.len() + 160);
     out.push(b'{');
-    out.extend_from_slice(h.profile.encoded.get_or_init(|| profile_part(h)));
+    out.extend_from_slice(&encoded.json);
     out.extend_from_slice(b",\"rank\":");
     out.extend_from_slice(number.format(rank).as_bytes());
-    out.extend_from_slice(b",\"used\":");
-    write_amounts(out, &h.used);
-    out.extend_from_slice(b",\"free\":");
-    write_amounts(out, &h.free());
+    if used_mask(&h.used) & !encoded.mask == 0 {
+        // Every class it uses has usable capacity, so the classes of `used` and `free` that
+        // are not zero are among the profile's: written from its encoding, in class order.
+        let used = &h.used.0;
+        let key =
+            |range: &std::ops::Range<u32>| &encoded.keys[range.start as usize..range.end as usize];
+        out.extend_from_slice(b",\"used\":{");
+        let open = out.len();
+        for (class, _, range) in encoded.classes.iter() {
+            let v = used[class.index()];
+            if v != 0 {
+                out.extend_from_slice(key(range));
+                out.extend_from_slice(number.format(v).as_bytes());
+                out.push(b',');
+            }
+        }
+        close_amounts(out, open);
+        out.extend_from_slice(b",\"free\":{");
+        let open = out.len();
+        for (class, usable, range) in encoded.classes.iter() {
+            let v = usable.saturating_sub(used[class.index()]);
+            if v != 0 {
+                out.extend_from_slice(key(range));
+                out.extend_from_slice(number.format(v).as_bytes());
+                out.push(b',');
+            }
+        }
+        close_amounts(out, open);
+    } else {
+        out.extend_from_slice(b",\"used\":");
+        write_amounts(out, &h.used);
+        out.extend_from_slice(b",\"free\":");
+        write_amounts(out, &h.free());
+    }
     out.extend_from_slice(b",\"num_instances\":");
     out.extend_from_slice(number.format(h.num_instances).as_bytes());
     out.push(b'}');
 }
 
-/// The keys of a candidate that come from its host's profile, without the braces.
-fn profile_part(h: &HostState) -> Box<[u8]> {
+/// Bit `i` set: class `i` of `amounts` is not zero.
+fn used_mask(amounts: &crate::domain::Resources) -> u32 {
+    amounts.0[..crate::domain::ClassId::count()]
+        .iter()
+        .enumerate()
+        .fold(0, |mask, (i, v)| mask | (u32::from(*v != 0) << i))
+}
+
+/// Ends an object of amounts opened at `open` (just after its `{`): the last comma becomes
+/// the closing brace.
+fn close_amounts(out: &mut Vec<u8>, open: usize) {
+    if out.len() > open {
+        out.pop();
+    }
+    out.push(b'}');
+}
+
+/// The keys of a candidate that come from its host's profile, without the braces, and its
+/// classes with usable capacity.
+fn profile_part(h: &HostState) -> Encoded {
     let mut out = Vec::with_capacity(256);
     let p = &h.profile;
     let names = [
@@ -188,32 +238,50 @@ fn profile_part(h: &HostState) -> Box<[u8]> {
     let _ = serde_json::to_writer(&mut out, &p.traits.names());
     out.extend_from_slice(b",\"aggregates\":");
     let _ = serde_json::to_writer(&mut out, &p.aggregates.names());
-    out.into()
+    let mut keys = Vec::new();
+    let mut classes = Vec::new();
+    let mut mask = 0u32;
+    for (class, v) in p.usable.nonzero() {
+        let start = keys.len() as u32;
+        write_key(&mut keys, class);
+        classes.push((class, v, start..keys.len() as u32));
+        mask |= 1 << class.index();
+    }
+    Encoded {
+        json: out.into(),
+        classes: classes.into(),
+        keys: keys.into(),
+        mask,
+    }
+}
+
+/// A class's key and colon: `"VCPU":`.
+fn write_key(out: &mut Vec<u8>, class: crate::domain::ClassId) {
+    match class.fixed_name() {
+        // Capital letters and underscores: nothing to escape.
+        Some(name) => {
+            out.push(b'"');
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'"');
+        }
+        None => {
+            let _ = serde_json::to_writer(&mut *out, &*class.name());
+        }
+    }
+    out.push(b':');
 }
 
 /// Resources as `{"VCPU": 4, …}`, the classes that are not zero.
 fn write_amounts(out: &mut Vec<u8>, amounts: &crate::domain::Resources) {
     let mut number = itoa::Buffer::new();
     out.push(b'{');
-    for (i, (class, v)) in amounts.nonzero().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        match class.fixed_name() {
-            // Capital letters and underscores: nothing to escape.
-            Some(name) => {
-                out.push(b'"');
-                out.extend_from_slice(name.as_bytes());
-                out.push(b'"');
-            }
-            None => {
-                let _ = serde_json::to_writer(&mut *out, &*class.name());
-            }
-        }
-        out.push(b':');
+    let open = out.len();
+    for (class, v) in amounts.nonzero() {
+        write_key(out, class);
         out.extend_from_slice(number.format(v).as_bytes());
+        out.push(b',');
     }
-    out.push(b'}');
+    close_amounts(out, open);
 }
 
 /// A `select` plugin's answer.

@@ -224,7 +224,8 @@ fn move_answers_approve_deny_or_name_another_host_of_the_plan() {
 /// keys, read from the host here field by field, a class beyond the fixed four (named through
 /// the class table) and marks included; [`candidate_view`] is the same; a
 /// profile changed after it was first offered (a trait, its host name) is offered as it is
-/// now, not as it was encoded.
+/// now, not as it was encoded. A class used up has no free key; one used without usable
+/// capacity is free below zero.
 #[test]
 fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
     use crate::domain::{ClassId, TraitId};
@@ -236,6 +237,11 @@ fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
         .collect();
     hosts[1].used.set(custom, 2);
     hosts[1].num_instances = 7;
+    // All of one class used (no free key for it), and a class used without usable capacity
+    // (free below zero: written the long way, from the host's amounts).
+    hosts[2].used.set(ClassId::from_index(2), 80);
+    let stray = ClassId::intern("CUSTOM_OFFER_STRAY").expect("a valid class");
+    hosts[3].used.set(stray, 1);
     hosts[2].profile_mut().traits = MarkSet::new([TraitId::intern("CUSTOM_MAINTENANCE")]);
     let instance = json!({"instance_uuid": "i-1", "resources": {"VCPU": 1}});
     let amounts = |r: &Resources| -> Value {
@@ -284,4 +290,6 @@ fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
     assert_eq!(again["candidates"][0]["traits"], json!(["HW_CPU_X86_AVX2"]));
     assert_eq!(again["candidates"][3]["availability_zone"], "az2");
     assert_eq!(again["candidates"][1]["used"]["CUSTOM_OFFER_TEST"], 2);
+    assert_eq!(again["candidates"][2]["free"].get("DISK_GB"), None);
+    assert_eq!(again["candidates"][3]["free"]["CUSTOM_OFFER_STRAY"], -1);
 }
