@@ -5,15 +5,12 @@
 //! `cargo run --release -p openstack-bench --example bench_decide -- --hosts 100,1000,10000 --backends filter,caching,asc,apsr`
 
 use clap::Parser;
-use parasol::clock::{SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::domain::{RequestContext, Resources};
-use parasol::stats::Stats;
-use std::sync::Arc;
 use std::time::Instant;
 
 mod common;
-use common::{ledger_with_hosts, pct};
+use common::{ledger_with_hosts, pct, scheduler_on};
 
 /// The service's allocator (`src/main.rs`), so that this measures what the service runs.
 #[global_allocator]
@@ -62,16 +59,7 @@ async fn main() {
             // The benchmark's hosts never heartbeat; registering 10,000 may outlast the timeout.
             settings.policy.host_timeout_s = 0;
             settings.apsr.budget = Some(args.apsr_max_d * settings.apsr.max_schedulers);
-            let clock: SharedClock = Arc::new(SystemClock);
-            let stats = Arc::new(Stats::new(clock.clone(), 60));
-            let scheduler = parasol::scheduling::Scheduler::start(
-                Arc::new(settings),
-                ledger.clone(),
-                stats.clone(),
-                clock,
-            )
-            .await
-            .expect("scheduler");
+            let (scheduler, stats) = scheduler_on(settings, &ledger).await;
             let mut lat = Vec::with_capacity(args.decisions);
             let started = Instant::now();
             for i in 0..args.decisions {

@@ -9,7 +9,6 @@
 //! `cargo run --profile perf -p openstack-bench --features wasm-plugins --example bench_plugins -- --hosts 10000 --candidates 64`
 
 use clap::Parser;
-use parasol::clock::{SharedClock, SystemClock};
 use parasol::configuration::{BackendKind, Settings};
 use parasol::domain::{RequestContext, Resources};
 use parasol::plugins::{PluginEvent, PluginSpec, Transport};
@@ -19,7 +18,7 @@ use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
-use common::{ledger_with_hosts, pct};
+use common::{ledger_with_hosts, pct, scheduler_on};
 
 /// The service's allocator (`src/main.rs`), so that this measures what the service runs.
 #[global_allocator]
@@ -226,16 +225,7 @@ async fn arm(
     settings.policy.host_timeout_s = 0;
     settings.plugins.candidates = args.candidates;
     settings.plugins.chain = chain;
-    let clock: SharedClock = Arc::new(SystemClock);
-    let stats = Arc::new(Stats::new(clock.clone(), 60));
-    let scheduler = parasol::scheduling::Scheduler::start(
-        Arc::new(settings),
-        ledger.clone(),
-        stats.clone(),
-        clock,
-    )
-    .await
-    .expect("scheduler");
+    let (scheduler, stats) = scheduler_on(settings, ledger).await;
     Arm {
         plugin: plugin.to_string(),
         scheduler,

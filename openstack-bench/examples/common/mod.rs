@@ -31,3 +31,24 @@ pub fn pct(v: &mut [u64], q: f64) -> u64 {
     v.sort_unstable();
     v[((v.len() as f64 - 1.0) * q).round() as usize]
 }
+
+/// The service's `Scheduler` on `ledger` with `settings`, a wall clock and its own stats.
+pub async fn scheduler_on(
+    settings: parasol::configuration::Settings,
+    ledger: &Ledger,
+) -> (
+    parasol::scheduling::Scheduler,
+    std::sync::Arc<parasol::stats::Stats>,
+) {
+    let clock: parasol::clock::SharedClock = std::sync::Arc::new(SystemClock);
+    let stats = std::sync::Arc::new(parasol::stats::Stats::new(clock.clone(), 60));
+    let scheduler = parasol::scheduling::Scheduler::start(
+        std::sync::Arc::new(settings),
+        ledger.clone(),
+        stats.clone(),
+        clock,
+    )
+    .await
+    .expect("scheduler");
+    (scheduler, stats)
+}
