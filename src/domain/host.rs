@@ -85,18 +85,17 @@ pub struct HostProfile {
 #[derive(Default)]
 pub struct EncodedOnce(std::sync::OnceLock<Encoded>);
 
-/// A profile's part of a candidate, encoded: its unchanging keys as JSON, and its classes with
-/// usable capacity with their keys written out, so that a call writes a candidate's amounts
-/// without reading the profile's [`Resources`] again.
+/// A profile's part of a candidate, encoded (`plugins::wire` writes and reads it): in one
+/// allocation, so that offering a candidate reads one run of bytes, its unchanging keys as
+/// JSON and, after them, its classes with usable capacity with their keys written out, so
+/// that a call writes a candidate's amounts without reading the profile's [`Resources`] again.
 pub struct Encoded {
-    /// The unchanging keys, as JSON without the braces.
-    pub json: Box<[u8]>,
-    /// Each class with usable capacity, in class order: the class, its usable amount, and
-    /// where its quoted key and colon (`"VCPU":`) lie in `keys`.
-    pub classes: Box<[(ClassId, i64, std::ops::Range<u32>)]>,
-    pub keys: Box<[u8]>,
-    /// Bit `i` set: class `i` has usable capacity (`classes`).
-    pub mask: u32,
+    /// The unchanging keys up to `head`, then the classes' records.
+    pub bytes: Box<[u8]>,
+    pub head: u32,
+    /// Bit `i` set: class `i` has a record; `None` when some class could not have one (its
+    /// amounts are then written the long way).
+    pub mask: Option<u32>,
 }
 
 impl EncodedOnce {

@@ -108,14 +108,14 @@ pub fn instance_view(req: &RequestContext) -> Value {
 /// One candidate host as a plugin sees it; `rank` is its place in Parasol's ranking (0 best).
 pub fn candidate_view(host: &HostState, rank: usize) -> Value {
     let mut out = Vec::new();
-    write_candidate(&mut out, host, rank);
+    write_candidate(&mut out, &mut [0; TAIL], host, rank);
     serde_json::from_slice(&out).unwrap_or(Value::Null)
 }
 
 /// The body of a `filter` or `weigh` call, written straight from the hosts: building a
 /// `Value` per candidate cost ~4 µs each, most of a call at K = 64 (docs/plugins.md §8). Each
 /// host's unchanging part (names, zone, usable amounts, traits, aggregates) is encoded once
-/// per profile ([`crate::domain::EncodedOnce`]); a call writes only the rank and the amounts
+/// per profile ([`crate::domain::Encoded`]); a call writes only the rank and the amounts
 /// that move.
 pub fn offer_body(
     event: &str,
@@ -141,62 +141,139 @@ pub fn offer_body(
         return Vec::new();
     }
     out.extend_from_slice(b",\"candidates\":[");
+    let mut tail = [0; TAIL];
     for (rank, h) in candidates.iter().enumerate() {
         if rank > 0 {
             out.push(b',');
         }
-        write_candidate(&mut out, h, rank);
+        write_candidate(&mut out, &mut tail, h, rank);
     }
     out.extend_from_slice(b"]}");
     out
 }
 
-/// One candidate as `etc/plugin-schema.json`'s `Candidate`.
-fn write_candidate(out: &mut Vec<u8>, h: &HostState, rank: usize) {
-    let mut number = itoa::Buffer::new();
+/// A class's record in [`Encoded::bytes`]: its usable amount (8 bytes, little-endian), its
+/// index, its key's length, and its key (`"VCPU":`) in [`KEY_WIDTH`] bytes, so that it is
+/// copied in one fixed-size move rather than a call to `memcpy`.
+const RECORD: usize = 10 + KEY_WIDTH;
+const KEY_WIDTH: usize = 30;
+/// A profile with more classes than this is written the long way.
+const MOST_RECORDS: usize = 8;
+/// Room for a candidate's changing part written from records: its rank, then `used` and
+/// `free` of at most [`MOST_RECORDS`] classes each, then `num_instances` (numbers of at most 20
+/// characters).
+const TAIL: usize = 1024;
+
+/// One candidate as `etc/plugin-schema.json`'s `Candidate`. Its changing part (rank, `used`,
+/// `free`, `num_instances`) is written into `tail` first, with fixed-size moves, then copied
+/// once: writing it into `out` piece by piece cost ~850 instructions a candidate, mostly
+/// `Vec` bookkeeping and `memcpy` calls around a dozen small copies.
+fn write_candidate(out: &mut Vec<u8>, tail: &mut [u8; TAIL], h: &HostState, rank: usize) {
     let encoded = h.profile.encoded.get_or_init(|| profile_part(h));
-    out.reserve(encoded.json.len() + 2 * encoded.keys.len() + 160);
-    out.push(b'{');
-    out.extend_from_slice(&encoded.json);
-    out.extend_from_slice(b",\"rank\":");
-    out.extend_from_slice(number.format(rank).as_bytes());
-    if used_mask(&h.used) & !encoded.mask == 0 {
+    let (head, records) = encoded.bytes.split_at(encoded.head as usize);
+    out.extend_from_slice(head);
+    match encoded.mask {
         // Every class it uses has usable capacity, so the classes of `used` and `free` that
-        // are not zero are among the profile's: written from its encoding, in class order.
-        let used = &h.used.0;
-        let key =
-            |range: &std::ops::Range<u32>| &encoded.keys[range.start as usize..range.end as usize];
-        out.extend_from_slice(b",\"used\":{");
-        let open = out.len();
-        for (class, _, range) in encoded.classes.iter() {
-            let v = used[class.index()];
-            if v != 0 {
-                out.extend_from_slice(key(range));
-                out.extend_from_slice(number.format(v).as_bytes());
-                out.push(b',');
-            }
+        // are not zero are among the records.
+        Some(mask) if used_mask(&h.used) & !mask == 0 => {
+            let len = write_tail(tail, records, h, rank);
+            out.extend_from_slice(&tail[..len]);
         }
-        close_amounts(out, open);
-        out.extend_from_slice(b",\"free\":{");
-        let open = out.len();
-        for (class, usable, range) in encoded.classes.iter() {
-            let v = usable.saturating_sub(used[class.index()]);
-            if v != 0 {
-                out.extend_from_slice(key(range));
-                out.extend_from_slice(number.format(v).as_bytes());
-                out.push(b',');
-            }
+        _ => {
+            let mut number = itoa::Buffer::new();
+            out.extend_from_slice(number.format(rank).as_bytes());
+            out.extend_from_slice(b",\"used\":");
+            write_amounts(out, &h.used);
+            out.extend_from_slice(b",\"free\":");
+            write_amounts(out, &h.free());
+            out.extend_from_slice(b",\"num_instances\":");
+            out.extend_from_slice(number.format(h.num_instances).as_bytes());
+            out.push(b'}');
         }
-        close_amounts(out, open);
-    } else {
-        out.extend_from_slice(b",\"used\":");
-        write_amounts(out, &h.used);
-        out.extend_from_slice(b",\"free\":");
-        write_amounts(out, &h.free());
     }
-    out.extend_from_slice(b",\"num_instances\":");
-    out.extend_from_slice(number.format(h.num_instances).as_bytes());
-    out.push(b'}');
+}
+
+/// A candidate's changing part, from the rank on, written from its profile's `records`
+/// into `tail`: its length.
+fn write_tail(tail: &mut [u8; TAIL], records: &[u8], h: &HostState, rank: usize) -> usize {
+    let used = &h.used.0;
+    let mut pos = put_int(tail, 0, rank as i64);
+    pos = put(tail, pos, b",\"used\":{");
+    let open = pos;
+    for record in records.chunks_exact(RECORD) {
+        let (class, _, key) = read_record(record);
+        pos = put_amount(tail, pos, key, used[class]);
+    }
+    pos = close(tail, open, pos);
+    pos = put(tail, pos, b",\"free\":{");
+    let open = pos;
+    for record in records.chunks_exact(RECORD) {
+        let (class, usable, key) = read_record(record);
+        pos = put_amount(tail, pos, key, usable.saturating_sub(used[class]));
+    }
+    pos = close(tail, open, pos);
+    pos = put(tail, pos, b",\"num_instances\":");
+    pos = put_int(tail, pos, h.num_instances);
+    put(tail, pos, b"}")
+}
+
+/// A record's class index, usable amount and key (padded to [`KEY_WIDTH`]: its length is
+/// the record's tenth byte).
+fn read_record(record: &[u8]) -> (usize, i64, (&[u8], usize)) {
+    let mut usable = [0; 8];
+    usable.copy_from_slice(&record[..8]);
+    let key = (&record[10..RECORD], usize::from(record[9]));
+    (usize::from(record[8]), i64::from_le_bytes(usable), key)
+}
+
+/// `"KEY":v,` at `pos` when `v` is not zero: where it ends.
+fn put_amount(tail: &mut [u8; TAIL], pos: usize, (key, len): (&[u8], usize), v: i64) -> usize {
+    if v == 0 {
+        return pos;
+    }
+    tail[pos..pos + KEY_WIDTH].copy_from_slice(key);
+    let pos = put_int(tail, pos + len, v);
+    put(tail, pos, b",")
+}
+
+/// `bytes` at `pos`: where they end.
+fn put(tail: &mut [u8; TAIL], pos: usize, bytes: &[u8]) -> usize {
+    tail[pos..pos + bytes.len()].copy_from_slice(bytes);
+    pos + bytes.len()
+}
+
+/// `v` in decimal at `pos`: where it ends. Two digits at a time, as `itoa` does (`itoa`
+/// into its own buffer and then a copy of the digits counted more instructions than this).
+fn put_int(tail: &mut [u8; TAIL], mut pos: usize, v: i64) -> usize {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    if v < 0 {
+        tail[pos] = b'-';
+        pos += 1;
+    }
+    let mut n = v.unsigned_abs();
+    let end = pos + n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    let mut at = end;
+    while n >= 10 {
+        let pair = (n % 100) as usize * 2;
+        at -= 2;
+        tail[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        n /= 100;
+    }
+    if at > pos {
+        tail[pos] = b'0' + n as u8;
+    }
+    end
+}
+
+/// Ends an object of amounts opened at `open` (just after its `{`) whose last amount ends
+/// at `pos`: the last comma becomes the closing brace.
+fn close(tail: &mut [u8; TAIL], open: usize, pos: usize) -> usize {
+    let pos = if pos > open { pos - 1 } else { pos };
+    put(tail, pos, b"}")
 }
 
 /// Bit `i` set: class `i` of `amounts` is not zero.
@@ -216,13 +293,14 @@ fn close_amounts(out: &mut Vec<u8>, open: usize) {
     out.push(b'}');
 }
 
-/// The keys of a candidate that come from its host's profile, without the braces, and its
-/// classes with usable capacity.
+/// A candidate's part that comes from its host's profile: `{`, the keys up to `"rank":`,
+/// then a record ([`RECORD`]) for each class with usable capacity, unless there are more
+/// than [`MOST_RECORDS`] or a key longer than [`KEY_WIDTH`].
 fn profile_part(h: &HostState) -> Encoded {
-    let mut out = Vec::with_capacity(256);
+    let mut out = Vec::with_capacity(512);
     let p = &h.profile;
     let names = [
-        ("\"uuid\":", &*p.uuid),
+        ("{\"uuid\":", &*p.uuid),
         (",\"host\":", &*p.host),
         (",\"node\":", &*p.node),
         (",\"availability_zone\":", &*p.availability_zone),
@@ -238,19 +316,28 @@ fn profile_part(h: &HostState) -> Encoded {
     let _ = serde_json::to_writer(&mut out, &p.traits.names());
     out.extend_from_slice(b",\"aggregates\":");
     let _ = serde_json::to_writer(&mut out, &p.aggregates.names());
-    let mut keys = Vec::new();
-    let mut classes = Vec::new();
-    let mut mask = 0u32;
+    out.extend_from_slice(b",\"rank\":");
+    let head = out.len() as u32;
+    let mut mask = Some(0u32);
+    let mut key = Vec::new();
     for (class, v) in p.usable.nonzero() {
-        let start = keys.len() as u32;
-        write_key(&mut keys, class);
-        classes.push((class, v, start..keys.len() as u32));
-        mask |= 1 << class.index();
+        key.clear();
+        write_key(&mut key, class);
+        let fits = key.len() <= KEY_WIDTH && (out.len() - head as usize) / RECORD < MOST_RECORDS;
+        mask = mask.filter(|_| fits).map(|m| m | 1 << class.index());
+        if mask.is_some() {
+            out.extend_from_slice(&v.to_le_bytes());
+            out.extend_from_slice(&[class.index() as u8, key.len() as u8]);
+            key.resize(KEY_WIDTH, b' ');
+            out.extend_from_slice(&key);
+        }
+    }
+    if mask.is_none() {
+        out.truncate(head as usize);
     }
     Encoded {
-        json: out.into(),
-        classes: classes.into(),
-        keys: keys.into(),
+        bytes: out.into(),
+        head,
         mask,
     }
 }

@@ -243,6 +243,33 @@ fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
     let stray = ClassId::intern("CUSTOM_OFFER_STRAY").expect("a valid class");
     hosts[3].used.set(stray, 1);
     hosts[2].profile_mut().traits = MarkSet::new([TraitId::intern("CUSTOM_MAINTENANCE")]);
+    // More used than usable of a class it has (free below zero, written from the encoding),
+    // and the widest numbers.
+    hosts[0].used.set(ClassId::VCPU, 10);
+    hosts[0].num_instances = i64::MAX;
+    let mut widest = usable;
+    widest.set(ClassId::MEMORY_MB, i64::MAX);
+    hosts.push(HostState::synthetic(5, widest, Resources::new(0, 1, 0)));
+    hosts[4].used.set(ClassId::VCPU, i64::MIN);
+    // A class whose key is too long to be encoded with the profile, and a profile with more
+    // classes than are: both written the long way.
+    let long = ClassId::intern("CUSTOM_A_CLASS_NAME_LONGER_THAN_A_RECORD").expect("a class");
+    let mut long_usable = usable;
+    long_usable.set(long, 4);
+    hosts.push(HostState::synthetic(
+        6,
+        long_usable,
+        Resources::new(1, 1, 1),
+    ));
+    hosts[5].used.set(long, 1);
+    let mut many = usable;
+    for i in 0..9 {
+        many.set(
+            ClassId::intern(&format!("CUSTOM_OFFER_MANY_{i}")).expect("a class"),
+            i + 1,
+        );
+    }
+    hosts.push(HostState::synthetic(7, many, Resources::new(2, 2, 2)));
     let instance = json!({"instance_uuid": "i-1", "resources": {"VCPU": 1}});
     let amounts = |r: &Resources| -> Value {
         r.nonzero()
@@ -292,4 +319,34 @@ fn offer_bodies_hold_the_candidates_views_and_follow_a_changed_profile() {
     assert_eq!(again["candidates"][1]["used"]["CUSTOM_OFFER_TEST"], 2);
     assert_eq!(again["candidates"][2]["free"].get("DISK_GB"), None);
     assert_eq!(again["candidates"][3]["free"]["CUSTOM_OFFER_STRAY"], -1);
+    assert_eq!(again["candidates"][0]["free"]["VCPU"], -2);
+    assert_eq!(again["candidates"][0]["num_instances"], i64::MAX);
+    assert_eq!(again["candidates"][4]["used"]["VCPU"], i64::MIN);
+    assert_eq!(again["candidates"][4]["free"]["MEMORY_MB"], i64::MAX - 1);
+    assert_eq!(
+        again["candidates"][5]["free"]["CUSTOM_A_CLASS_NAME_LONGER_THAN_A_RECORD"],
+        3
+    );
+    assert_eq!(again["candidates"][6]["usable"]["CUSTOM_OFFER_MANY_8"], 9);
+    let encoded = |h: &HostState| h.profile.encoded.get_or_init(|| unreachable!()).mask;
+    assert!(encoded(&hosts[4]).is_some(), "written from its records");
+    assert_eq!(encoded(&hosts[5]), None, "a key too long for a record");
+    assert_eq!(encoded(&hosts[6]), None, "more classes than records");
+}
+
+/// A candidate's numbers are written as Rust writes them, at each number of digits and
+/// both ends of `i64`.
+#[test]
+fn numbers_are_written_in_decimal_at_every_width() {
+    let mut values = vec![0, i64::MAX, i64::MIN, i64::MIN + 1];
+    let mut power = 1i64;
+    while let Some(next) = power.checked_mul(10) {
+        values.extend([power - 1, power, power + 1, -power, -(power - 1), 7 * power]);
+        power = next;
+    }
+    let mut tail = [0; super::TAIL];
+    for v in values {
+        let end = super::put_int(&mut tail, 3, v);
+        assert_eq!(std::str::from_utf8(&tail[3..end]), Ok(&*v.to_string()));
+    }
 }
