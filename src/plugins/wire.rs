@@ -320,20 +320,20 @@ fn profile_part(h: &HostState) -> Encoded {
     let head = out.len() as u32;
     let mut mask = Some(0u32);
     let mut key = Vec::new();
-    for (class, v) in p.usable.nonzero() {
+    for (records, (class, v)) in p.usable.nonzero().enumerate() {
         key.clear();
         write_key(&mut key, class);
-        let fits = key.len() <= KEY_WIDTH && (out.len() - head as usize) / RECORD < MOST_RECORDS;
-        mask = mask.filter(|_| fits).map(|m| m | 1 << class.index());
-        if mask.is_some() {
-            out.extend_from_slice(&v.to_le_bytes());
-            out.extend_from_slice(&[class.index() as u8, key.len() as u8]);
-            key.resize(KEY_WIDTH, b' ');
-            out.extend_from_slice(&key);
+        if records == MOST_RECORDS || key.len() > KEY_WIDTH {
+            // No records: its amounts are written the long way.
+            mask = None;
+            out.truncate(head as usize);
+            break;
         }
-    }
-    if mask.is_none() {
-        out.truncate(head as usize);
+        mask = mask.map(|m| m | 1 << class.index());
+        out.extend_from_slice(&v.to_le_bytes());
+        out.extend_from_slice(&[class.index() as u8, key.len() as u8]);
+        key.resize(KEY_WIDTH, b' ');
+        out.extend_from_slice(&key);
     }
     Encoded {
         bytes: out.into(),
