@@ -48,6 +48,63 @@ on_both_engines!(
     super::claim_succeeds_only_while_every_class_fits
 );
 
+/// A host whose provider left Placement goes with every allocation the ledger still held on
+/// it (claims, confirmed instances, a move's held source), out of the ledger and the table;
+/// the other hosts, their allocations and a uuid without a host are left as they are.
+async fn removing_a_providers_host_takes_what_it_held_and_nothing_else(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let gone = registration("gone", 8, 8192, 80);
+    let kept = registration("kept", 8, 8192, 80);
+    let g = ledger.register_host(&gone, 1).await.unwrap();
+    let k = ledger.register_host(&kept, 1).await.unwrap();
+    for (host, instance) in [(g, "on-gone"), (k, "on-kept"), (k, "mover")] {
+        let outcome = ledger
+            .claim(host, instance, &Resources::new(1, 512, 1), 2)
+            .await
+            .unwrap();
+        assert_eq!(outcome, ClaimOutcome::Claimed);
+    }
+    let built = create_end("built", "mover", "kept", Resources::new(1, 512, 1));
+    let out = parasol::notifications::apply_batch(&ledger, &[&built], 3)
+        .await
+        .unwrap();
+    assert!(out[0].is_ok(), "{out:?}");
+    // The mover moves from `kept` to `gone`: its source is held on `kept`.
+    ledger
+        .claim(g, "mover", &Resources::new(2, 1024, 1), 4)
+        .await
+        .unwrap();
+    let removed = ledger
+        .remove_hosts_of_providers(&[gone.uuid.clone(), "no-such-provider".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(
+        (removed[0].id, &*removed[0].host, removed[0].released),
+        (g, "gone", 2),
+        "the claim and the move's destination went with the host"
+    );
+    let hosts = ledger.read_hosts().await.unwrap();
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(hosts[0].id, k);
+    assert_eq!(
+        hosts[0].used,
+        Resources::new(2, 1024, 2),
+        "on-kept and the held source"
+    );
+    assert!(ledger.table().by_uuid(&gone.uuid).is_none());
+    assert!(ledger.allocation("on-gone").await.unwrap().is_none());
+    assert!(ledger.allocation("on-kept").await.unwrap().is_some());
+    // Registered again (a node re-created under its uuid): an empty host.
+    let again = ledger.register_host(&gone, 5).await.unwrap();
+    let h = ledger.table().by_uuid(&gone.uuid).expect("back");
+    assert_eq!((h.id, h.used), (again, Resources::ZERO));
+}
+on_both_engines!(
+    removing_a_providers_host_takes_what_it_held_and_nothing_else,
+    super::removing_a_providers_host_takes_what_it_held_and_nothing_else
+);
+
 async fn claim_honours_reserved_and_allocation_ratio(engine: &str) {
     let (ledger, _db) = ledger(engine).await;
     let mut reg = registration("c1", 8, 10_000, 100);

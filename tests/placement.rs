@@ -494,6 +494,107 @@ async fn a_sync_reads_only_providers_whose_generation_changed_and_a_full_one_rea
     assert!(ledger.table().id_of_uuid(C2).is_some());
 }
 
+/// A compute service deleted as nova-api deletes it: its provider's allocations, then the
+/// provider (`delete_resource_provider(cascade=True)`), then the service. The next sync takes
+/// the host out of the ledger and the live table with what the ledger still held there; a
+/// host Placement never had (known from notifications) and one still listed stay; the node
+/// re-created under the same uuid (Nova keeps a node's uuid in its `compute_id` file) is a
+/// host again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_deleted_from_placement_takes_its_host_and_what_it_held_out_of_the_ledger() {
+    const EMULATED: &str = "11111111-0000-4000-8000-0000000000e1";
+    let placement = Placement::start().await;
+    provider(&placement, "compute1", C1, inventory(8, 1.0, 8192, 0, 100)).await;
+    provider(&placement, "compute2", C2, inventory(8, 1.0, 8192, 0, 100)).await;
+    allocate(
+        &placement,
+        OLD_VM,
+        C2,
+        json!({"VCPU": 2, "MEMORY_MB": 1024}),
+    )
+    .await;
+    let (ledger, _db) = ledger().await;
+    let emulated = ledger
+        .register_host(
+            &HostRegistration::simple("emulated", EMULATED, 8, 8192, 100),
+            1,
+        )
+        .await
+        .expect("register");
+    let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
+        .expect("client");
+    let mut cache = ProviderCache::default();
+    let first = sync(&client, &ledger, &mut cache, false, 1000)
+        .await
+        .expect("first sync");
+    assert_eq!((first.hosts, first.removed_hosts), (2, 0), "{first:?}");
+    let c2 = ledger.table().id_of_uuid(C2).expect("compute2 registered");
+    let claimed = ledger
+        .claim(c2, PARASOL_VM, &Resources::new(1, 256, 1), 1100)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+
+    // nova-api's `_delete_compute_service`: the allocations, then the provider.
+    for consumer in [OLD_VM, PARASOL_VM] {
+        placement
+            .request(
+                reqwest::Method::DELETE,
+                &format!("/allocations/{consumer}"),
+                None,
+            )
+            .await;
+    }
+    placement
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/resource_providers/{C2}"),
+            None,
+        )
+        .await;
+    let after = sync(&client, &ledger, &mut cache, false, 2000)
+        .await
+        .expect("sync after the deletion");
+    assert_eq!((after.removed_hosts, after.hosts), (1, 1), "{after:?}");
+    assert!(ledger.table().id_of_uuid(C2).is_none(), "out of the table");
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    let mut uuids: Vec<&str> = hosts.iter().map(|h| &**h.uuid()).collect();
+    uuids.sort();
+    assert_eq!(
+        uuids,
+        [C1, EMULATED],
+        "compute2 out of the ledger, the others kept"
+    );
+    for consumer in [OLD_VM, PARASOL_VM] {
+        assert!(
+            ledger.allocation(consumer).await.expect("read").is_none(),
+            "{consumer} released with its host"
+        );
+    }
+    assert!(ledger
+        .table()
+        .by_uuid(EMULATED)
+        .is_some_and(|h| h.id == emulated));
+
+    // Nothing more to remove, and a new process (an empty cache) removes nothing it never saw.
+    let quiet = sync(&client, &ledger, &mut cache, false, 3000)
+        .await
+        .expect("quiet sync");
+    assert_eq!(quiet.removed_hosts, 0, "{quiet:?}");
+    let fresh = sync_once(&client, &ledger, 3500).await.expect("fresh sync");
+    assert_eq!(fresh.removed_hosts, 0, "{fresh:?}");
+    assert!(ledger.table().id_of_uuid(EMULATED).is_some());
+
+    // The node comes back under its uuid: a host again.
+    provider(&placement, "compute2", C2, inventory(8, 1.0, 8192, 0, 100)).await;
+    let back = sync(&client, &ledger, &mut cache, false, 4000)
+        .await
+        .expect("sync after the node came back");
+    assert_eq!(back.hosts, 2, "{back:?}");
+    let c2 = ledger.table().by_uuid(C2).expect("compute2 again");
+    assert_eq!(c2.used, Resources::ZERO, "nothing of before held on it");
+}
+
 async fn healthz_placement(http: &reqwest::Client, address: &str) -> Value {
     let body: Value = http
         .get(format!("{address}/healthz"))

@@ -255,6 +255,18 @@ impl Takeover {
     }
 }
 
+/// A host [`Ledger::remove_hosts_of_providers`] removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovedHost {
+    pub id: HostId,
+    /// Its compute-node provider's uuid.
+    pub uuid: String,
+    pub host: String,
+    pub node: String,
+    /// Allocations it still held, released with it.
+    pub released: u64,
+}
+
 /// Whether the (host, node) of `reg` may be held by another node than its own, as far as the
 /// table can tell: any registration of a node the table does not hold under these names.
 /// (One it holds so that another process changed meanwhile fails on `UNIQUE (host, node)`;
@@ -607,6 +619,58 @@ impl Ledger {
             upsert_inventories!(tx, host.0, inventories);
         });
         self.reload(&[host]).await
+    }
+
+    /// Removes the hosts of the compute-node providers `uuids` from the ledger, with every
+    /// allocation still recorded on them, and from the live table: the providers left
+    /// Placement. nova-api deletes a compute service's providers (`cascade`: with their
+    /// allocations) before the service itself, and Nova's scheduler stops reading a node its
+    /// cell no longer has; Parasol's sync sees it as a provider it read before and no longer
+    /// listed (`placement::sync`). A uuid without a host is skipped. A node re-created later,
+    /// under this uuid or another, registers as a new host.
+    pub async fn remove_hosts_of_providers(
+        &self,
+        uuids: &[String],
+    ) -> Result<Vec<RemovedHost>, LedgerError> {
+        if uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let removed = write_tx!(self, Db, tx => {
+            let mut removed = Vec::new();
+            for uuid in uuids {
+                let row: Option<(i64, String, String)> =
+                    sqlx::query_as("SELECT id, host, node FROM hosts WHERE uuid = $1")
+                        .bind(uuid)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((id, host, node)) = row else {
+                    continue;
+                };
+                // Held sources and claims included: Placement dropped them with the provider.
+                let released = sqlx::query("DELETE FROM allocations WHERE host_id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                // Its inventories go with it (`ON DELETE CASCADE`); a retired node's row may
+                // have gone already with its last allocation (migration 0014).
+                sqlx::query("DELETE FROM hosts WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                removed.push(RemovedHost {
+                    id: HostId(id),
+                    uuid: uuid.clone(),
+                    host,
+                    node,
+                    released,
+                });
+            }
+            removed
+        });
+        let ids: Vec<HostId> = removed.iter().map(|r| r.id).collect();
+        self.reload(&ids).await?;
+        Ok(removed)
     }
 
     /// Loads `ids` from the ledger into the live table; hosts the ledger no longer has (a

@@ -44,7 +44,7 @@ pub use claims::{Allocation, ClaimOutcome};
 pub(crate) use effects::heartbeat_of;
 pub use effects::{Applied, ApplyError, Effect, HotAnswer, Message, Outcome, Placed};
 pub use expiry::{run_claim_expiry, sweep_interval_ms, IngestMark};
-pub use hosts::HostRegistration;
+pub use hosts::{HostRegistration, RemovedHost};
 pub use import::StoredAllocation;
 pub use lock::{lock_for_process, ProcessLock};
 pub use messages::{retention_sweep_ms, run_message_retention, DeadLetter};

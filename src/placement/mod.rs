@@ -362,7 +362,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
             }
             _ = deps.ledger.table().announcement() => {
                 deps.stats.metrics().placement_resyncs.inc();
-                tracing::info!("Placement sync for a compute service announced by service.create");
+                tracing::info!("Placement sync for a compute service created or deleted (service.create, service.delete)");
             }
             _ = shutdown.cancelled() => return,
         }
@@ -455,6 +455,7 @@ async fn run_one(
             // an operator's INFO log, which then shows only the syncs that moved something.
             let changed = report.imported_allocations > 0
                 || report.released_allocations > 0
+                || report.removed_hosts > 0
                 || report.repairs.total() > 0;
             macro_rules! sync_done {
                 ($level:expr) => {
@@ -467,6 +468,7 @@ async fn run_one(
                         full = report.full,
                         imported = report.imported_allocations,
                         released = report.released_allocations,
+                        removed = report.removed_hosts,
                         skipped = report.skipped_providers,
                         repaired = report.repairs.total(),
                         "Placement sync done"

@@ -64,6 +64,10 @@ pub struct SyncReport {
     /// Allocations an earlier sync imported that Placement no longer has on that host (the
     /// instance was deleted or moved without Parasol hearing of it), now released.
     pub released_allocations: usize,
+    /// Hosts whose compute-node provider an earlier sync of this process read and this one's
+    /// listing no longer has (a deleted compute service), now gone from the ledger with
+    /// whatever it still held on them.
+    pub removed_hosts: usize,
     /// Placement's allocations on each compute-node provider, by provider uuid (the
     /// consistency check's input; the providers' usages): as read now, or as last read for a
     /// provider whose generation did not change.
@@ -134,21 +138,36 @@ impl ProviderCache {
                 report.skipped_providers += 1;
                 continue;
             }
-            let known = self.providers.get_mut(&*provider.uuid).filter(|c| {
-                !full && provider.generation == Some(c.generation) && c.name == provider.name
+            let known = self.providers.get_mut(&*provider.uuid).and_then(|c| {
+                // Listed again, changed or not: not a provider that left Placement.
+                c.listed = this_sync;
+                (!full && provider.generation == Some(c.generation) && c.name == provider.name)
+                    .then_some(c)
             });
             match known {
-                Some(cached) => {
-                    cached.listed = this_sync;
-                    match &cached.state {
-                        Some(state) => unchanged.push(state.clone()),
-                        None => report.skipped_providers += 1,
-                    }
-                }
+                Some(cached) => match &cached.state {
+                    Some(state) => unchanged.push(state.clone()),
+                    None => report.skipped_providers += 1,
+                },
                 None => to_read.push(provider.to_provider()),
             }
         }
         (unchanged, to_read)
+    }
+
+    /// The compute-node providers an earlier sync read that the listing [`Self::partition`]
+    /// just split no longer has: deleted from Placement (nova-api deletes a compute service's
+    /// providers, and their allocations with them, before the service).
+    fn vanished(&self) -> Vec<String> {
+        let this_sync = self.syncs + 1;
+        let mut gone: Vec<String> = self
+            .providers
+            .iter()
+            .filter(|(_, c)| c.listed != this_sync && c.state.is_some())
+            .map(|(uuid, _)| uuid.clone())
+            .collect();
+        gone.sort();
+        gone
     }
 
     /// Takes what a successful sync `read`, adding its hosts to `hosts`, and forgets the
@@ -241,6 +260,7 @@ pub async fn sync(
         report.listed_providers = listed.len();
         cache.partition(&listed, full, &mut report)
     };
+    let vanished = cache.vanished();
     drop(listing);
     let table = ledger.table();
     // The ledger changes where Placement's generation does not (a notification released a
@@ -273,6 +293,19 @@ pub async fn sync(
             .collect()
     });
     write_read(ledger, &to_write, &mut report, now_ms).await?;
+    if !vanished.is_empty() {
+        let removed = ledger.remove_hosts_of_providers(&vanished).await?;
+        for host in &removed {
+            tracing::info!(
+                provider = %host.uuid,
+                host = %host.host,
+                node = %host.node,
+                released = host.released,
+                "removed a host whose provider left Placement"
+            );
+        }
+        report.removed_hosts = removed.len();
+    }
 
     // Everything written: the cache takes what was read.
     report.placement_allocations = cache.keep(read, &mut unchanged);

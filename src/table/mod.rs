@@ -510,15 +510,18 @@ impl HostTable {
         self.want_records();
     }
 
-    /// Resolves after a `service.create` announced a compute service (one wake-up stored when
-    /// nobody waits, as `tokio::sync::Notify::notify_one`).
+    /// Resolves after a `service.create` announced a compute service or a `service.delete`
+    /// removed one (one wake-up stored when nobody waits, as `tokio::sync::Notify::notify_one`).
     pub async fn announcement(&self) {
         self.announcement.notified().await
     }
 
-    /// A nova-compute service was deleted (`service.delete`): no node of it is awaited.
+    /// A nova-compute service was deleted (`service.delete`): no node of it is awaited, and
+    /// the Placement sync runs without waiting for its interval (nova-api deleted the
+    /// service's providers before the service: the sync takes their hosts out).
     pub fn forget_service(&self, host: &str) {
         self.announced.lock().remove(host);
+        self.announcement.notify_one();
     }
 
     /// The services announced at or after `since_ms` that have no node in the table yet
