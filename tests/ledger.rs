@@ -105,6 +105,113 @@ on_both_engines!(
     super::removing_a_providers_host_takes_what_it_held_and_nothing_else
 );
 
+/// A failed operation's claim follows what Placement holds of the instance, as read after the
+/// failure (`Ledger::settle_failed`): a move that had not started goes back to its held source;
+/// a build's claim goes when Placement holds nothing; a claim Placement holds, one made after
+/// the failure (a retry), a confirmed allocation and a started move are left as they are.
+async fn a_failed_operation_s_claim_follows_placement_and_nothing_else(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let (reg_a, reg_b) = (
+        registration("a", 8, 8192, 80),
+        registration("b", 8, 8192, 80),
+    );
+    let a = ledger.register_host(&reg_a, 1).await.unwrap();
+    let b = ledger.register_host(&reg_b, 1).await.unwrap();
+    let small = Resources::new(1, 512, 1);
+    let claim = |host, id: &'static str, at: i64| {
+        let ledger = ledger.clone();
+        async move {
+            let outcome = ledger.claim(host, id, &small, at).await.unwrap();
+            assert_eq!(outcome, ClaimOutcome::Claimed, "{id}");
+        }
+    };
+    let confirm = |id: &'static str, host: &'static str, at: i64| {
+        let ledger = ledger.clone();
+        async move {
+            let built = create_end(&format!("built-{id}"), id, host, small);
+            let out = parasol::notifications::apply_batch(&ledger, &[&built], at)
+                .await
+                .unwrap();
+            assert!(out[0].is_ok(), "{out:?}");
+        }
+    };
+    // A move a → b not started; a build on b; a build Placement keeps; a confirmed instance.
+    claim(a, "mover", 10).await;
+    confirm("mover", "a", 11).await;
+    claim(b, "mover", 12).await;
+    claim(b, "build", 12).await;
+    claim(b, "held", 12).await;
+    claim(a, "running", 12).await;
+    confirm("running", "a", 13).await;
+    let used = |h| {
+        let uuid = if h == a { &reg_a.uuid } else { &reg_b.uuid };
+        ledger.table().by_uuid(uuid).unwrap().used
+    };
+    assert_eq!(used(b), Resources::new(3, 1536, 3));
+
+    // A retry's claim, made after the failure, and Placement's answer naming the host.
+    assert_eq!(ledger.settle_failed("mover", &[], 11).await.unwrap(), None);
+    assert_eq!(ledger.settle_failed("held", &[b], 20).await.unwrap(), None);
+    assert_eq!(
+        ledger.settle_failed("running", &[], 20).await.unwrap(),
+        None
+    );
+    assert_eq!(ledger.settle_failed("nobody", &[], 20).await.unwrap(), None);
+    // A build Placement holds elsewhere (an alternate the conductor claimed) is the repair's.
+    assert_eq!(ledger.settle_failed("build", &[a], 20).await.unwrap(), None);
+
+    assert_eq!(
+        ledger.settle_failed("mover", &[a], 20).await.unwrap(),
+        Some(parasol::ledger::Settled::MoveUndone {
+            destination: b,
+            source: a
+        })
+    );
+    let mover = ledger
+        .allocation("mover")
+        .await
+        .unwrap()
+        .expect("on its source");
+    assert_eq!((mover.host_id, mover.confirmed), (a, true));
+    assert_eq!(
+        ledger.settle_failed("build", &[], 20).await.unwrap(),
+        Some(parasol::ledger::Settled::Released { host: b })
+    );
+    assert!(ledger.allocation("build").await.unwrap().is_none());
+    assert_eq!(used(b), small, "only the build Placement holds");
+    assert_eq!(used(a), Resources::new(2, 1024, 2), "mover and running");
+    let hosts = ledger.read_hosts().await.unwrap();
+    let on = |h| hosts.iter().find(|r| r.id == h).unwrap();
+    assert_eq!(
+        (on(a).used, on(a).num_instances),
+        (Resources::new(2, 1024, 2), 2)
+    );
+    assert_eq!((on(b).used, on(b).num_instances), (small, 1));
+    assert!(ledger.held_moves().await.unwrap().is_empty());
+
+    // A started move is left to its rollback or end.
+    claim(b, "mover", 30).await;
+    let started = parasol::nova::Notification {
+        message_id: "pre".into(),
+        event_type: "instance.live_migration_pre.end".into(),
+        publisher_id: None,
+        timestamp: None,
+        event: parasol::nova::HostEvent::Move {
+            instance_uuid: "mover".into(),
+            step: parasol::nova::MoveStep::Started,
+        },
+    };
+    let out = parasol::notifications::apply_batch(&ledger, &[&started], 31)
+        .await
+        .unwrap();
+    assert!(out[0].is_ok(), "{out:?}");
+    assert_eq!(ledger.settle_failed("mover", &[a], 40).await.unwrap(), None);
+}
+on_both_engines!(
+    a_failed_operation_s_claim_follows_placement_and_nothing_else,
+    super::a_failed_operation_s_claim_follows_placement_and_nothing_else
+);
+
 async fn claim_honours_reserved_and_allocation_ratio(engine: &str) {
     let (ledger, _db) = ledger(engine).await;
     let mut reg = registration("c1", 8, 10_000, 100);

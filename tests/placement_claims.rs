@@ -1642,6 +1642,131 @@ async fn a_move_nova_undoes(resize: bool) {
     parasol.shutdown.stop().await;
 }
 
+/// Nova's conductor's versioned notification that its `method` failed for `instance`
+/// (`set_vm_state_and_notify`, after its task's rollback in Placement).
+fn compute_task_error(method: &str, instance: &str) -> Value {
+    json!({"message_id": uuid::Uuid::new_v4().to_string(),
+        "event_type": format!("compute_task.{method}.error"),
+        "publisher_id": "nova-conductor:conductor", "priority": "ERROR",
+        "payload": {"nova_object.name": "ComputeTaskPayload", "nova_object.namespace": "nova",
+            "nova_object.version": "1.0",
+            "nova_object.data": {"instance_uuid": instance, "state": "active",
+                "reason": {"nova_object.name": "ExceptionPayload",
+                    "nova_object.namespace": "nova", "nova_object.version": "1.1",
+                    "nova_object.data": {"exception": "NoValidHost",
+                        "exception_message": "No valid host was found.",
+                        "function_name": "_execute", "module_name": "nova.conductor",
+                        "traceback": ""}}}}})
+}
+
+/// A live migration whose conductor task failed after Parasol claimed the destination (a
+/// pre-check refused it, as nova-compute refuses a vGPU or SR-IOV instance's), and a build
+/// the conductor gave up on: Nova undid the claims in Placement and said so only with
+/// `compute_task.*.error`. With the sync 10 minutes away, the notification has the instance's
+/// allocations read in Placement at once: the move's destination goes and the instance
+/// holds its source again; the build's claim goes. A failure whose claim Placement still
+/// holds changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_operation_s_claim_follows_placement_at_its_failure_notification() {
+    let placement = PlacementServer::start().await;
+    placement.provider("a", P1, room(4, 8192), &[], &[]).await;
+    placement.provider("b", P2, room(4, 8192), &[], &[]).await;
+    let (parasol, _db) = parasol_syncing_every(&placement, 2, 600.0).await;
+    let (x, built, kept) = (instance(1), instance(2), instance(3));
+    let on = |id: &String, avoid: &str| {
+        json!({"instance_uuids": [id], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "ignore_hosts": [avoid]})
+    };
+    let specs = specs(vec![
+        on(&x, "b"),
+        on(&x, "a"),
+        on(&built, "a"),
+        on(&kept, "a"),
+    ])
+    .await;
+    let small = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
+    let (status, answer) = parasol.select(&specs[0], std::slice::from_ref(&x)).await;
+    assert_eq!(
+        (status, &data(&answer[0][0])["compute_node_uuid"]),
+        (200, &json!(P1))
+    );
+    parasol
+        .notify(&support::update_instance_info("a", &x))
+        .await;
+    let (status, answer) = parasol.select(&specs[1], std::slice::from_ref(&x)).await;
+    assert_eq!(
+        (status, &data(&answer[0][0])["compute_node_uuid"]),
+        (200, &json!(P2))
+    );
+    for (spec, id) in [(&specs[2], &built), (&specs[3], &kept)] {
+        let (status, answer) = parasol.select(spec, std::slice::from_ref(id)).await;
+        assert_eq!(
+            (status, &data(&answer[0][0])["compute_node_uuid"]),
+            (200, &json!(P2))
+        );
+    }
+    let twice = demand(&[("VCPU", 3), ("MEMORY_MB", 1536), ("DISK_GB", 3)]);
+    assert_eq!(
+        parasol.used().await[P2],
+        twice,
+        "x's destination and two builds"
+    );
+
+    // The conductor's rollbacks: x's allocation is the source's alone again, the build's gone.
+    placement
+        .replace_allocations(
+            &x,
+            json!({P1: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}}),
+        )
+        .await;
+    placement
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/allocations/{built}"),
+            None,
+        )
+        .await;
+    parasol
+        .notify(&compute_task_error("migrate_server", &x))
+        .await;
+    parasol
+        .notify(&compute_task_error("build_instances", &built))
+        .await;
+    parasol
+        .notify(&compute_task_error("build_instances", &kept))
+        .await;
+    eventually("the ledger to follow Placement", || async {
+        let used = parasol.used().await;
+        used.get(P1) == Some(&small) && used.get(P2) == Some(&small)
+    })
+    .await;
+    assert!(placement_matches_ledger(&placement, &parasol).await);
+    let ledger = parasol.handles.scheduler.ledger();
+    assert!(
+        ledger.allocation(&x).await.unwrap().unwrap().confirmed,
+        "x on its source"
+    );
+    assert!(ledger.allocation(&built).await.unwrap().is_none());
+    assert!(
+        ledger.allocation(&kept).await.unwrap().is_some(),
+        "Placement holds it"
+    );
+    let hosts = parasol.get("/v1/hosts").await;
+    for h in hosts["hosts"].as_array().unwrap() {
+        assert_eq!(h["held_moves"].as_array().map_or(0, Vec::len), 0, "{h}");
+    }
+    let metrics = parasol.metrics().await;
+    for kind in ["failed_move", "failed_build"] {
+        assert!(
+            metrics.contains(&format!(
+                "parasol_placement_repairs_total{{kind=\"{kind}\"}} 1"
+            )),
+            "{kind} counted once"
+        );
+    }
+    parasol.shutdown.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resize_on_the_same_host_nova_undoes_leaves_its_instance_once() {
     a_move_nova_undoes(true).await;

@@ -10,6 +10,10 @@ use lapin::{Channel, ExchangeKind};
 
 /// Routing key of Nova's versioned notifications.
 pub const NOVA_NOTIFICATIONS: &str = "versioned_notifications.info";
+/// Routing key of Nova's versioned notifications of priority ERROR (oslo.messaging's
+/// `<topic>.<priority>`): `instance.create.error`, `instance.rebuild.error`, the conductor's
+/// `compute_task.*.error`.
+pub const NOVA_ERROR_NOTIFICATIONS: &str = "versioned_notifications.error";
 /// Routing key of Parasol's host-state events.
 pub const HOST_STATE: &str = "parasol.host_state.info";
 /// Default of `[amqp] fanout_exchange`: nova-compute's fanout exchange for the scheduler topic.
@@ -89,7 +93,8 @@ pub fn fanout_queue_name(amqp: &AmqpSettings, process_id: &str) -> String {
     format!("{}_parasol_{process_id}", amqp.fanout_exchange)
 }
 
-/// Parasol's durable notification queue (of `[amqp] queue_type`) bound to both routing keys,
+/// Parasol's durable notification queue (of `[amqp] queue_type`) bound to Nova's versioned
+/// notifications (info and error) and Parasol's host-state events,
 /// its per-process fanout queue (classic, as oslo's are by default), and the dead-letter
 /// exchange and queue.
 pub async fn declare_notification_topology(
@@ -100,7 +105,7 @@ pub async fn declare_notification_topology(
     declare_nova_exchange(ch, amqp).await?;
     ch.queue_declare(&amqp.queue, durable(), amqp.queue_arguments())
         .await?;
-    for key in [NOVA_NOTIFICATIONS, HOST_STATE] {
+    for key in [NOVA_NOTIFICATIONS, NOVA_ERROR_NOTIFICATIONS, HOST_STATE] {
         bind(ch, &amqp.queue, &amqp.exchange, key).await?;
     }
     declare_fanout_exchange(ch, amqp).await?;

@@ -48,7 +48,7 @@ pub use hosts::{HostRegistration, RemovedHost};
 pub use import::StoredAllocation;
 pub use lock::{lock_for_process, ProcessLock};
 pub use messages::{retention_sweep_ms, run_message_retention, DeadLetter};
-pub use moves::HeldMove;
+pub use moves::{HeldMove, Settled};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};

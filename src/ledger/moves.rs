@@ -168,6 +168,88 @@ macro_rules! restore_source_in_tx {
 }
 pub(crate) use restore_source_in_tx;
 
+/// What [`Ledger::settle_failed`] did with a failed operation's claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// A move that never started: its destination claim released, the instance holds its
+    /// source again.
+    MoveUndone { destination: HostId, source: HostId },
+    /// A build's claim released: Placement holds nothing of the instance.
+    Released { host: HostId },
+}
+
+impl Ledger {
+    /// After Nova reported that an operation on `instance_uuid` failed (a conductor's
+    /// `compute_task.*.error`, an evacuation's `instance.rebuild.error`) and Placement was then
+    /// read to hold the instance on `placed_on` only: the instance's claim, if it is one this
+    /// process' Placement claim could not still be on its way for, follows Placement.
+    ///
+    /// Acts only on the instance's own allocation when it is an unconfirmed claim (not
+    /// imported, made at or before `before_ms`, the failure's time) on a host Placement no
+    /// longer has it on: a move not yet started goes back to its held source (as the
+    /// conductor's rollback did in Placement); a build's claim is released when Placement
+    /// holds nothing of the instance. Anything else (a confirmed allocation, a started move,
+    /// Placement holding the instance somewhere the ledger does not) is left to the
+    /// notifications and the sync's repair.
+    pub async fn settle_failed(
+        &self,
+        instance_uuid: &str,
+        placed_on: &[HostId],
+        before_ms: i64,
+    ) -> Result<Option<Settled>, LedgerError> {
+        let _shared = self.gate.read().await;
+        let settled = super::write_tx!(self, Db, tx => {
+            let own: Option<(i64, bool, bool, i64)> = sqlx::query_as(
+                "SELECT host_id, confirmed, imported, created_ms FROM allocations \
+                 WHERE instance_uuid = $1",
+            )
+            .bind(instance_uuid)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match own {
+                Some((host, false, false, created))
+                    if created <= before_ms && !placed_on.contains(&HostId(host)) =>
+                {
+                    let held: Option<(i64, bool)> = sqlx::query_as(
+                        "SELECT host_id, move_started FROM allocations WHERE move_of = $1 \
+                         ORDER BY created_ms DESC LIMIT 1",
+                    )
+                    .bind(instance_uuid)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    match held {
+                        Some((source, false)) => {
+                            restore_source_in_tx!(Db, tx, instance_uuid);
+                            Some(Settled::MoveUndone {
+                                destination: HostId(host),
+                                source: HostId(source),
+                            })
+                        }
+                        Some((_, true)) => None,
+                        None if placed_on.is_empty() => {
+                            super::claims::release_in_tx!(Db, tx, instance_uuid);
+                            Some(Settled::Released { host: HostId(host) })
+                        }
+                        None => None,
+                    }
+                }
+                _ => None,
+            }
+        });
+        drop(_shared);
+        let hosts: Vec<HostId> = match &settled {
+            Some(Settled::MoveUndone {
+                destination,
+                source,
+            }) => vec![*destination, *source],
+            Some(Settled::Released { host }) => vec![*host],
+            None => Vec::new(),
+        };
+        self.reload(&hosts).await?;
+        Ok(settled)
+    }
+}
+
 /// A move's source held on a host, as `/v1/hosts` and `/metrics` show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeldMove {

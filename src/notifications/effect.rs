@@ -110,9 +110,11 @@ fn effect_of(n: &Notification) -> Effect {
         },
         // Aggregates and measured usage are no ledger state either: `Ingest` hands them
         // to the cloud view and to the table's usage.
-        HostEvent::Unknown { .. } | HostEvent::Aggregates(_) | HostEvent::Metrics(_) => {
-            Effect::RecordOnly
-        }
+        // A failure changes the ledger once Placement was asked (`placement::check_failed`).
+        HostEvent::Unknown { .. }
+        | HostEvent::Aggregates(_)
+        | HostEvent::Metrics(_)
+        | HostEvent::Failed { .. } => Effect::RecordOnly,
     }
 }
 

@@ -45,6 +45,20 @@ const MOVE_STEP_EVENTS: [(&str, MoveStep); 4] = [
     ("instance.live_migration_abort.end", MoveStep::Aborted),
 ];
 
+/// Failures after which Nova has undone an operation's allocations in Placement (or left
+/// them, which the check finds): the conductor's live or cold migration, evacuation or build
+/// that failed after the scheduler claimed (`set_vm_state_and_notify`, after its task's
+/// rollback moved the instance's allocations back), and an evacuation's rebuild that failed
+/// on its destination (`delete_allocation_for_evacuated_instance`). None of them says what
+/// Placement now holds: Parasol asks Placement for the instance's allocations
+/// (`placement::check_failed`).
+const FAILED_EVENTS: [&str; 4] = [
+    "compute_task.migrate_server.error",
+    "compute_task.rebuild_server.error",
+    "compute_task.build_instances.error",
+    "instance.rebuild.error",
+];
+
 /// A step of a move that a notification tells without placing the instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoveStep {
@@ -327,6 +341,9 @@ pub enum HostEvent {
     /// nova-api's fanout `update_aggregates` / `delete_aggregate` to every scheduler: not
     /// host state of the ledger, but the aggregates the request filters and zones read.
     Aggregates(AggregateCast),
+    /// An operation on the instance failed after the scheduler claimed for it (one of
+    /// [`FAILED_EVENTS`]): what Placement holds of it now decides what its claim becomes.
+    Failed { instance_uuid: String },
     /// Anything else (including `service.update` of services other than nova-compute).
     Unknown { event_type: String },
 }
@@ -525,6 +542,18 @@ fn decode_payload(event_type: &str, payload: &Value) -> Result<HostEvent> {
     }
     if event_type == METRICS_UPDATE_EVENT {
         return MetricsPayload::from_payload(payload).map(HostEvent::Metrics);
+    }
+    if FAILED_EVENTS.contains(&event_type) {
+        let p = NovaObject::parse_any(payload, "payload")?.data;
+        // `ComputeTaskPayload` names it `instance_uuid`, an instance action's payload `uuid`.
+        let key = if event_type.starts_with("compute_task.") {
+            "instance_uuid"
+        } else {
+            "uuid"
+        };
+        return Ok(HostEvent::Failed {
+            instance_uuid: p.req_uuid(key)?,
+        });
     }
     let upsert = UPSERT_EVENTS.contains(&event_type);
     let release = RELEASE_EVENTS.contains(&event_type);

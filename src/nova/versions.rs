@@ -4,7 +4,7 @@
 use super::error::{CodecError, Result};
 
 /// `nova_object.name` → the major version Nova 34 writes (and this codec reads).
-const MAJORS: [(&str, u32); 37] = [
+const MAJORS: [(&str, u32); 38] = [
     ("Aggregate", 1),
     ("RequestSpec", 1),
     ("Flavor", 1),
@@ -42,6 +42,7 @@ const MAJORS: [(&str, u32); 37] = [
     ("ServiceStatusPayload", 1),
     ("MetricsPayload", 1),
     ("MetricPayload", 1),
+    ("ComputeTaskPayload", 1),
 ];
 
 /// The major this codec reads for `name`, when it reads that object at all.

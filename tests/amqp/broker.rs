@@ -264,27 +264,35 @@ impl Publisher {
         assert!(confirm.is_ack(), "broker refused the message");
     }
 
-    /// A versioned notification (`versioned_notifications.info`) or, for Parasol's own
-    /// `compute.host.state`, a host-state event (`parasol.host_state.info`).
+    /// A versioned notification (`versioned_notifications.info`, or `.error` for an error
+    /// event, as oslo.messaging routes by priority) or, for Parasol's own `compute.host.state`,
+    /// a host-state event (`parasol.host_state.info`).
     pub async fn notify(&self, inner: &Value) {
-        let key = if inner["event_type"] == "compute.host.state" {
+        self.publish_raw(
+            &self.amqp.exchange,
+            Self::key(inner),
+            &Self::envelope(inner),
+        )
+        .await;
+    }
+
+    /// The routing key Nova (or an emulated host) publishes `inner` with.
+    fn key(inner: &Value) -> &'static str {
+        let event = inner["event_type"].as_str().unwrap_or_default();
+        if event == "compute.host.state" {
             "parasol.host_state.info"
+        } else if event.ends_with(".error") {
+            "versioned_notifications.error"
         } else {
             "versioned_notifications.info"
-        };
-        self.publish_raw(&self.amqp.exchange, key, &Self::envelope(inner))
-            .await;
+        }
     }
 
     /// Many messages, confirmed together (fast enough for 10,000).
     pub async fn notify_all(&self, inners: &[Value]) {
         let mut confirms = Vec::with_capacity(inners.len());
         for inner in inners {
-            let key = if inner["event_type"] == "compute.host.state" {
-                "parasol.host_state.info"
-            } else {
-                "versioned_notifications.info"
-            };
+            let key = Self::key(inner);
             let props = BasicProperties::default().with_content_type("application/json".into());
             let confirm = self
                 .ch

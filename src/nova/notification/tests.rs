@@ -118,6 +118,57 @@ fn service_update_of_a_compute_service_becomes_a_service_update() {
 }
 
 #[test]
+fn failed_operations_name_their_instance_and_other_errors_are_unknown() {
+    let vm = "9a9a9a9a-0000-4000-8000-000000000001";
+    for method in ["migrate_server", "rebuild_server", "build_instances"] {
+        let n = notification(
+            &format!("compute_task.{method}.error"),
+            payload_object(
+                "ComputeTaskPayload",
+                json!({"instance_uuid": vm, "state": "active", "reason": null}),
+            ),
+        );
+        assert_eq!(
+            Notification::from_inner(&n).unwrap().event,
+            HostEvent::Failed {
+                instance_uuid: vm.into()
+            },
+            "{method}"
+        );
+    }
+    let rebuild = notification(
+        "instance.rebuild.error",
+        payload_object(
+            "InstanceActionRebuildPayload",
+            json!({"uuid": vm, "host": "compute2"}),
+        ),
+    );
+    assert_eq!(
+        Notification::from_inner(&rebuild).unwrap().event,
+        HostEvent::Failed {
+            instance_uuid: vm.into()
+        }
+    );
+    // The instance is what makes it actionable: a payload without it is refused.
+    let nameless = notification(
+        "compute_task.migrate_server.error",
+        payload_object("ComputeTaskPayload", json!({"state": "active"})),
+    );
+    let err = Notification::from_inner(&nameless).unwrap_err().to_string();
+    assert!(err.contains("instance_uuid"), "{err}");
+    let other = notification(
+        "compute.exception",
+        payload_object("ComputeTaskPayload", json!({"instance_uuid": vm})),
+    );
+    assert_eq!(
+        Notification::from_inner(&other).unwrap().event,
+        HostEvent::Unknown {
+            event_type: "compute.exception".into()
+        }
+    );
+}
+
+#[test]
 fn service_create_and_delete_of_a_compute_service_are_decoded_and_others_are_unknown() {
     let create = |binary: &str| {
         notification(
