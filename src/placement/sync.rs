@@ -108,6 +108,8 @@ pub struct ProviderCache {
     /// by the next sync that reads and forgets nothing (the same providers at the same
     /// generations) instead of built again: 100,000 keys copied and sorted.
     allocations: Option<Arc<BTreeMap<String, Arc<ProviderAllocations>>>>,
+    /// How many cached providers the last [`Self::partition`] found listed again.
+    listed_again: usize,
 }
 
 #[derive(Debug)]
@@ -133,6 +135,7 @@ impl ProviderCache {
         let this_sync = self.syncs + 1;
         let mut unchanged = Vec::with_capacity(listed.len());
         let mut to_read = Vec::new();
+        self.listed_again = 0;
         for provider in listed {
             if provider.parent_provider_uuid.is_some() {
                 report.skipped_providers += 1;
@@ -141,6 +144,7 @@ impl ProviderCache {
             let known = self.providers.get_mut(&*provider.uuid).and_then(|c| {
                 // Listed again, changed or not: not a provider that left Placement.
                 c.listed = this_sync;
+                self.listed_again += 1;
                 (!full && provider.generation == Some(c.generation) && c.name == provider.name)
                     .then_some(c)
             });
@@ -159,6 +163,10 @@ impl ProviderCache {
     /// just split no longer has: deleted from Placement (nova-api deletes a compute service's
     /// providers, and their allocations with them, before the service).
     fn vanished(&self) -> Vec<String> {
+        // The common case, every cached provider listed again, without a walk over them.
+        if self.listed_again == self.providers.len() {
+            return Vec::new();
+        }
         let this_sync = self.syncs + 1;
         let mut gone: Vec<String> = self
             .providers
