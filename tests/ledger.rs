@@ -151,17 +151,40 @@ async fn a_failed_operation_s_claim_follows_placement_and_nothing_else(engine: &
 
     // A retry's claim, made after the failure, and Placement's answer naming the host.
     assert_eq!(ledger.settle_failed("mover", &[], 11).await.unwrap(), None);
-    assert_eq!(ledger.settle_failed("held", &[b], 20).await.unwrap(), None);
+    assert_eq!(
+        ledger
+            .settle_failed("held", &[(b, small)], 20)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(
         ledger.settle_failed("running", &[], 20).await.unwrap(),
         None
     );
     assert_eq!(ledger.settle_failed("nobody", &[], 20).await.unwrap(), None);
     // A build Placement holds elsewhere (an alternate the conductor claimed) is the repair's.
-    assert_eq!(ledger.settle_failed("build", &[a], 20).await.unwrap(), None);
+    assert_eq!(
+        ledger
+            .settle_failed("build", &[(a, small)], 20)
+            .await
+            .unwrap(),
+        None
+    );
+    // A move Placement holds on a host other than its source (a reschedule's alternate, or the
+    // claim itself) is the notifications' and the repair's.
+    for placed in [vec![(a, small), (b, small)], vec![(b, small)]] {
+        assert_eq!(
+            ledger.settle_failed("mover", &placed, 20).await.unwrap(),
+            None
+        );
+    }
 
     assert_eq!(
-        ledger.settle_failed("mover", &[a], 20).await.unwrap(),
+        ledger
+            .settle_failed("mover", &[(a, small)], 20)
+            .await
+            .unwrap(),
         Some(parasol::ledger::Settled::MoveUndone {
             destination: b,
             source: a
@@ -205,7 +228,46 @@ async fn a_failed_operation_s_claim_follows_placement_and_nothing_else(engine: &
         .await
         .unwrap();
     assert!(out[0].is_ok(), "{out:?}");
-    assert_eq!(ledger.settle_failed("mover", &[a], 40).await.unwrap(), None);
+    assert_eq!(
+        ledger
+            .settle_failed("mover", &[(a, small)], 40)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A resize on its own host: Placement's amounts tell the claim from the source.
+    let big = Resources::new(2, 1024, 1);
+    claim(a, "resizer", 50).await;
+    confirm("resizer", "a", 51).await;
+    let outcome = ledger.claim(a, "resizer", &big, 52).await.unwrap();
+    assert_eq!(outcome, ClaimOutcome::Claimed);
+    assert_eq!(
+        ledger
+            .settle_failed("resizer", &[(a, big)], 60)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        ledger
+            .settle_failed("resizer", &[(a, small)], 60)
+            .await
+            .unwrap(),
+        Some(parasol::ledger::Settled::MoveUndone {
+            destination: a,
+            source: a
+        })
+    );
+    let resizer = ledger
+        .allocation("resizer")
+        .await
+        .unwrap()
+        .expect("its source");
+    assert_eq!(
+        (resizer.host_id, resizer.demand, resizer.confirmed),
+        (a, small, true)
+    );
 }
 on_both_engines!(
     a_failed_operation_s_claim_follows_placement_and_nothing_else,

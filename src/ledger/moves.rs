@@ -180,55 +180,64 @@ pub enum Settled {
 
 impl Ledger {
     /// After Nova reported that an operation on `instance_uuid` failed (a conductor's
-    /// `compute_task.*.error`, an evacuation's `instance.rebuild.error`) and Placement was then
-    /// read to hold the instance on `placed_on` only: the instance's claim, if it is one this
-    /// process' Placement claim could not still be on its way for, follows Placement.
+    /// `compute_task.*.error`, a compute's `instance.resize.error` or `instance.rebuild.error`)
+    /// and Placement was then read to hold the instance as `placed` (host, amounts): the
+    /// instance's claim, if it is one this process' Placement claim could not still be on its
+    /// way for, follows Placement.
     ///
     /// Acts only on the instance's own allocation when it is an unconfirmed claim (not
-    /// imported, made at or before `before_ms`, the failure's time) on a host Placement no
-    /// longer has it on: a move not yet started goes back to its held source (as the
-    /// conductor's rollback did in Placement); a build's claim is released when Placement
-    /// holds nothing of the instance. Anything else (a confirmed allocation, a started move,
-    /// Placement holding the instance somewhere the ledger does not) is left to the
-    /// notifications and the sync's repair.
+    /// imported, made at or before `before_ms`, the failure's time):
+    /// - a move not yet started, when Placement holds the instance on its source's host
+    ///   alone (or nowhere) and not as the claim: back to its held source, as the rollback
+    ///   did in Placement. On the source's own host (a resize there) Placement must hold the
+    ///   source's amounts there, not the claim's;
+    /// - a build's claim, when Placement holds nothing of the instance: released.
+    ///
+    /// Anything else (a confirmed allocation, a started move, Placement holding the instance
+    /// on another host: a reschedule's alternate, which the conductor claims itself) is left
+    /// to the notifications, the TTL and the sync's repair.
     pub async fn settle_failed(
         &self,
         instance_uuid: &str,
-        placed_on: &[HostId],
+        placed: &[(HostId, Resources)],
         before_ms: i64,
     ) -> Result<Option<Settled>, LedgerError> {
         let _shared = self.gate.read().await;
         let settled = super::write_tx!(self, Db, tx => {
-            let own: Option<(i64, bool, bool, i64)> = sqlx::query_as(
-                "SELECT host_id, confirmed, imported, created_ms FROM allocations \
+            let own: Option<(i64, String, bool, bool, i64)> = sqlx::query_as(
+                "SELECT host_id, resources, confirmed, imported, created_ms FROM allocations \
                  WHERE instance_uuid = $1",
             )
             .bind(instance_uuid)
             .fetch_optional(&mut *tx)
             .await?;
             match own {
-                Some((host, false, false, created))
-                    if created <= before_ms && !placed_on.contains(&HostId(host)) =>
-                {
-                    let held: Option<(i64, bool)> = sqlx::query_as(
-                        "SELECT host_id, move_started FROM allocations WHERE move_of = $1 \
-                         ORDER BY created_ms DESC LIMIT 1",
+                Some((host, json, false, false, created)) if created <= before_ms => {
+                    let claim = (HostId(host), parse_resources(&json)?);
+                    let held: Option<(i64, String, bool)> = sqlx::query_as(
+                        "SELECT host_id, resources, move_started FROM allocations \
+                         WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
                     )
                     .bind(instance_uuid)
                     .fetch_optional(&mut *tx)
                     .await?;
                     match held {
-                        Some((source, false)) => {
-                            restore_source_in_tx!(Db, tx, instance_uuid);
-                            Some(Settled::MoveUndone {
-                                destination: HostId(host),
-                                source: HostId(source),
-                            })
+                        Some((source, json, false)) => {
+                            let source = (HostId(source), parse_resources(&json)?);
+                            if move_undone(&claim, &source, placed) {
+                                restore_source_in_tx!(Db, tx, instance_uuid);
+                                Some(Settled::MoveUndone {
+                                    destination: claim.0,
+                                    source: source.0,
+                                })
+                            } else {
+                                None
+                            }
                         }
-                        Some((_, true)) => None,
-                        None if placed_on.is_empty() => {
+                        Some((_, _, true)) => None,
+                        None if placed.is_empty() => {
                             super::claims::release_in_tx!(Db, tx, instance_uuid);
-                            Some(Settled::Released { host: HostId(host) })
+                            Some(Settled::Released { host: claim.0 })
                         }
                         None => None,
                     }
@@ -248,6 +257,24 @@ impl Ledger {
         self.reload(&hosts).await?;
         Ok(settled)
     }
+}
+
+/// Whether Placement's `placed` (host, amounts) of a moving instance says its move was undone:
+/// nothing of it on any host but its held `source`'s, and, on the claim's host, not the
+/// claim. When the claim is on the source's own host (a resize there), Placement must hold
+/// the source's amounts there, and they must differ from the claim's (else it cannot tell).
+fn move_undone(
+    claim: &(HostId, Resources),
+    source: &(HostId, Resources),
+    placed: &[(HostId, Resources)],
+) -> bool {
+    if placed.iter().any(|(host, _)| *host != source.0) {
+        return false;
+    }
+    if claim.0 != source.0 {
+        return true;
+    }
+    claim.1 != source.1 && placed.iter().any(|(_, amounts)| *amounts == source.1)
 }
 
 /// A move's source held on a host, as `/v1/hosts` and `/metrics` show it.

@@ -48,14 +48,17 @@ const MOVE_STEP_EVENTS: [(&str, MoveStep); 4] = [
 /// Failures after which Nova has undone an operation's allocations in Placement (or left
 /// them, which the check finds): the conductor's live or cold migration, evacuation or build
 /// that failed after the scheduler claimed (`set_vm_state_and_notify`, after its task's
-/// rollback moved the instance's allocations back), and an evacuation's rebuild that failed
-/// on its destination (`delete_allocation_for_evacuated_instance`). None of them says what
-/// Placement now holds: Parasol asks Placement for the instance's allocations
+/// rollback moved the instance's allocations back), a resize or cold migration whose
+/// `prep_resize` failed on its destination (`_revert_allocation`, then
+/// `_reschedule_resize_or_reraise`), and an evacuation's rebuild that failed on its
+/// destination (`delete_allocation_for_evacuated_instance`). None of them says what Placement
+/// now holds: Parasol asks Placement for the instance's allocations
 /// (`placement::check_failed`).
-const FAILED_EVENTS: [&str; 4] = [
+const FAILED_EVENTS: [&str; 5] = [
     "compute_task.migrate_server.error",
     "compute_task.rebuild_server.error",
     "compute_task.build_instances.error",
+    "instance.resize.error",
     "instance.rebuild.error",
 ];
 

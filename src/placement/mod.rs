@@ -23,7 +23,7 @@ pub use settings::{AuthKind, PlacementSettings};
 pub use sync::{sync, sync_once, ProviderAllocations, ProviderCache, SyncReport};
 
 use crate::clock::SharedClock;
-use crate::domain::HostId;
+use crate::domain::{ClassId, HostId, Resources};
 use crate::ledger::{Ledger, LedgerError, Settled};
 use crate::stats::Stats;
 use parking_lot::Mutex;
@@ -450,10 +450,22 @@ async fn check_failed(deps: &SyncDeps, client: &PlacementClient) {
             continue;
         };
         let table = deps.ledger.table();
-        let placed: Vec<HostId> = providers
-            .keys()
-            .filter_map(|uuid| table.id_of_uuid(uuid))
-            .collect();
+        let mut placed: Vec<(HostId, Resources)> = Vec::with_capacity(providers.len());
+        for (uuid, allocation) in providers {
+            // A provider the table lacks (a child in a tree) is no host of a claim.
+            let Some(host) = table.id_of_uuid(uuid) else {
+                continue;
+            };
+            let mut amounts = Resources::ZERO;
+            if let Some(resources) = allocation["resources"].as_object() {
+                for (class, amount) in resources {
+                    if let (Ok(class), Some(amount)) = (ClassId::intern(class), amount.as_i64()) {
+                        amounts.set(class, amount);
+                    }
+                }
+            }
+            placed.push((host, amounts));
+        }
         match deps.ledger.settle_failed(&instance, &placed, at_ms).await {
             Ok(Some(settled)) => {
                 let kind = match settled {

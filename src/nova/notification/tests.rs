@@ -136,19 +136,22 @@ fn failed_operations_name_their_instance_and_other_errors_are_unknown() {
             "{method}"
         );
     }
-    let rebuild = notification(
-        "instance.rebuild.error",
-        payload_object(
-            "InstanceActionRebuildPayload",
-            json!({"uuid": vm, "host": "compute2"}),
-        ),
-    );
-    assert_eq!(
-        Notification::from_inner(&rebuild).unwrap().event,
-        HostEvent::Failed {
-            instance_uuid: vm.into()
-        }
-    );
+    for (event, payload) in [
+        ("instance.rebuild.error", "InstanceActionRebuildPayload"),
+        ("instance.resize.error", "InstanceActionPayload"),
+    ] {
+        let n = notification(
+            event,
+            payload_object(payload, json!({"uuid": vm, "host": "compute2"})),
+        );
+        assert_eq!(
+            Notification::from_inner(&n).unwrap().event,
+            HostEvent::Failed {
+                instance_uuid: vm.into()
+            },
+            "{event}"
+        );
+    }
     // The instance is what makes it actionable: a payload without it is refused.
     let nameless = notification(
         "compute_task.migrate_server.error",
