@@ -274,6 +274,80 @@ on_both_engines!(
     super::a_failed_operation_s_claim_follows_placement_and_nothing_else
 );
 
+/// An evacuation's end (`instance.rebuild.end` on the destination): Placement keeps the
+/// instance on its failed source until that compute restarts, so with a Placement sync that
+/// follows such parts the held source becomes the instance's part there
+/// (`<instance>@<provider uuid>`, imported, no instance), which the sync releases once
+/// Placement drops it; without one it is released, as before.
+async fn an_evacuation_keeps_its_source_as_placement_s_part_when_the_sync_follows_parts(
+    engine: &str,
+) {
+    for follows in [true, false] {
+        let (ledger, _db) = ledger(engine).await;
+        if follows {
+            ledger.table().set_follows_placement();
+        }
+        let (reg_a, reg_b) = (
+            registration("a", 8, 8192, 80),
+            registration("b", 8, 8192, 80),
+        );
+        let a = ledger.register_host(&reg_a, 1).await.unwrap();
+        let b = ledger.register_host(&reg_b, 1).await.unwrap();
+        let small = Resources::new(1, 512, 1);
+        assert_eq!(
+            ledger.claim(a, "vm", &small, 2).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let built = create_end("built", "vm", "a", small);
+        let out = parasol::notifications::apply_batch(&ledger, &[&built], 3)
+            .await
+            .unwrap();
+        assert!(out[0].is_ok(), "{out:?}");
+        // The evacuation to b: its destination claimed, the source held on a.
+        assert_eq!(
+            ledger.claim(b, "vm", &small, 4).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let mut rebuilt = create_end("rebuilt", "vm", "b", small);
+        rebuilt.event_type = "instance.rebuild.end".into();
+        let out = parasol::notifications::apply_batch(&ledger, &[&rebuilt], 5)
+            .await
+            .unwrap();
+        assert!(out[0].is_ok(), "{out:?}");
+        let vm = ledger.allocation("vm").await.unwrap().expect("on b");
+        assert_eq!((vm.host_id, vm.confirmed), (b, true));
+        assert!(
+            ledger.held_moves().await.unwrap().is_empty(),
+            "the move ended"
+        );
+        let hosts = ledger.read_hosts().await.unwrap();
+        let on = |h| hosts.iter().find(|r| r.id == h).unwrap();
+        assert_eq!((on(b).used, on(b).num_instances), (small, 1));
+        let part = format!("vm@{}", reg_a.uuid);
+        if follows {
+            assert_eq!(
+                (on(a).used, on(a).num_instances),
+                (small, 0),
+                "Placement's part on the failed source, no instance there"
+            );
+            assert_eq!(
+                ledger.part_keys().await.unwrap(),
+                std::slice::from_ref(&part)
+            );
+            let held = ledger.allocation(&part).await.unwrap().expect("the part");
+            assert_eq!(held.host_id, a);
+            assert!(ledger.table().by_uuid(&reg_a.uuid).unwrap().used == small);
+        } else {
+            assert_eq!((on(a).used, on(a).num_instances), (Resources::ZERO, 0));
+            assert!(ledger.allocation(&part).await.unwrap().is_none());
+        }
+    }
+}
+on_both_engines!(
+    an_evacuation_keeps_its_source_as_placement_s_part_when_the_sync_follows_parts,
+    super::an_evacuation_keeps_its_source_as_placement_s_part_when_the_sync_follows_parts
+);
+
 async fn claim_honours_reserved_and_allocation_ratio(engine: &str) {
     let (ledger, _db) = ledger(engine).await;
     let mut reg = registration("c1", 8, 10_000, 100);

@@ -333,6 +333,119 @@ async fn a_consumer_on_two_providers_is_held_on_both_until_placement_drops_one()
     assert_eq!(by_uuid(&hosts, C2), (Resources::new(1, 512, 1), 0));
 }
 
+/// An evacuation as Nova makes it: the instance's allocation in Placement spans its failed
+/// source and its destination until the source compute comes back and drops its part. At the
+/// evacuation's `instance.rebuild.end` the ledger keeps the source's amounts as that part
+/// (when a sync follows parts), so the ledger and Placement agree at once; later syncs see
+/// the part as known (counted once) and release it when Placement drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_dropped() {
+    let placement = Placement::start().await;
+    provider(&placement, "source", C1, inventory(8, 1.0, 16384, 0, 100)).await;
+    provider(&placement, "dest", C2, inventory(8, 1.0, 16384, 0, 100)).await;
+    let (ledger, _db) = ledger().await;
+    ledger.table().set_follows_placement();
+    let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
+        .expect("client");
+    let mut cache = ProviderCache::default();
+    sync(&client, &ledger, &mut cache, false, 1000)
+        .await
+        .expect("first sync");
+    let (c1, c2) = (
+        ledger.table().id_of_uuid(C1).unwrap(),
+        ledger.table().id_of_uuid(C2).unwrap(),
+    );
+    let small = Resources::new(1, 512, 1);
+    let amounts = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
+    let put = |allocations: Value, generation: Value| {
+        let placement = &placement;
+        async move {
+            let body = json!({"allocations": allocations, "project_id": "p", "user_id": "u",
+                "consumer_generation": generation});
+            let (status, answer) = placement
+                .request(
+                    reqwest::Method::PUT,
+                    &format!("/allocations/{PARASOL_VM}"),
+                    Some(body),
+                )
+                .await;
+            assert_eq!(status, 204, "{answer}");
+        }
+    };
+    let apply = |event: &str, host: &str, at: i64| {
+        let ledger = ledger.clone();
+        let n = parasol::nova::Notification {
+            message_id: format!("{event}-{at}"),
+            event_type: event.into(),
+            publisher_id: None,
+            timestamp: None,
+            event: parasol::nova::HostEvent::Upsert {
+                instance_uuid: PARASOL_VM.into(),
+                host: host.into(),
+                node: None,
+                demand: small,
+                flavor: "f".into(),
+            },
+        };
+        async move {
+            let out = parasol::notifications::apply_batch(&ledger, &[&n], at)
+                .await
+                .expect("apply");
+            assert!(out[0].is_ok(), "{out:?}");
+        }
+    };
+    let used = |host| {
+        let ledger = ledger.clone();
+        async move {
+            let hosts = ledger.read_hosts().await.expect("hosts");
+            let h = hosts.iter().find(|h| h.id == host).unwrap();
+            (h.used, h.num_instances)
+        }
+    };
+    // Built on the source.
+    let claimed = ledger
+        .claim(c1, PARASOL_VM, &small, 1100)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+    put(json!({C1: {"resources": amounts}}), Value::Null).await;
+    apply("instance.create.end", "source", 1200).await;
+    sync(&client, &ledger, &mut cache, false, 1300)
+        .await
+        .expect("sync");
+    // Evacuated: the destination claimed, Placement's allocation spans both.
+    let claimed = ledger
+        .claim(c2, PARASOL_VM, &small, 1400)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+    put(
+        json!({C1: {"resources": amounts}, C2: {"resources": amounts}}),
+        json!(1),
+    )
+    .await;
+    apply("instance.rebuild.end", "dest", 1500).await;
+    assert_eq!(used(c1).await, (small, 0), "the source's part, at once");
+    assert_eq!(used(c2).await, (small, 1));
+    let report = sync(&client, &ledger, &mut cache, false, 1600)
+        .await
+        .expect("sync");
+    assert_eq!(
+        (report.imported_allocations, report.released_allocations),
+        (0, 0),
+        "the part is known: {report:?}"
+    );
+    assert_eq!(used(c1).await, (small, 0), "counted once");
+    // The source compute comes back and drops its part.
+    put(json!({C2: {"resources": amounts}}), json!(2)).await;
+    let report = sync(&client, &ledger, &mut cache, false, 1700)
+        .await
+        .expect("sync");
+    assert_eq!(report.released_allocations, 1, "{report:?}");
+    assert_eq!(used(c1).await, (Resources::ZERO, 0));
+    assert_eq!(used(c2).await, (small, 1));
+}
+
 /// Later syncs list every provider and read only those whose generation changed: an
 /// inventory change and a new allocation are read at once; a consumer that left an unchanged
 /// provider for one just read (a move) has the provider it left read too; a host the ledger

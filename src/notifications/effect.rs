@@ -29,11 +29,12 @@ fn placed(event_type: &str) -> Placed {
         "instance.create.end" => Placed::Built,
         "instance.resize_finish.end" => Placed::ResizeFinished,
         "instance.resize_revert.end" => Placed::ResizeReverted,
-        // A confirmation, a live migration's end on its destination or an evacuation's
-        // rebuild ends the move.
-        "instance.resize_confirm.end"
-        | "instance.live_migration_post_dest.end"
-        | "instance.rebuild.end" => Placed::MoveEnded,
+        // A confirmation or a live migration's end on its destination ends the move; an
+        // evacuation's rebuild too, its source still held by Placement.
+        "instance.resize_confirm.end" | "instance.live_migration_post_dest.end" => {
+            Placed::MoveEnded
+        }
+        "instance.rebuild.end" => Placed::Evacuated,
         _ => Placed::Other,
     }
 }

@@ -363,6 +363,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
         return;
     }
     deps.status.enable();
+    deps.ledger.table().set_follows_placement();
     if settings.claims {
         deps.resync
             .failed_read

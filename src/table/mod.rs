@@ -214,6 +214,10 @@ pub struct HostTable {
     /// Signalled by each announcement: the Placement sync loads the new node without
     /// waiting for its interval ([`HostTable::announcement`]).
     announcement: tokio::sync::Notify,
+    /// Whether a Placement sync runs and keeps the parts of consumers held on several
+    /// providers (`<consumer>@<provider>`) in step with Placement: then an evacuation's held
+    /// source is kept as such a part ([`HostTable::follows_placement`]).
+    follows_placement: std::sync::atomic::AtomicBool,
     /// The order of each host's host-state events, and the registration counters.
     events: events::EventClocks,
     /// What became of the usage readings (`table::usage`).
@@ -514,6 +518,21 @@ impl HostTable {
     /// removed one (one wake-up stored when nobody waits, as `tokio::sync::Notify::notify_one`).
     pub async fn announcement(&self) {
         self.announcement.notified().await
+    }
+
+    /// A Placement sync runs from now on (`placement::run_sync`): it imports and releases the
+    /// parts of consumers Placement holds on several providers.
+    pub fn set_follows_placement(&self) {
+        self.follows_placement
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether a Placement sync keeps the parts of consumers held on several providers in
+    /// step with Placement (an evacuated instance's failed source, until that compute cleans
+    /// up): the ledger keeps such a part only then, since nothing else would release it.
+    pub fn follows_placement(&self) -> bool {
+        self.follows_placement
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// A nova-compute service was deleted (`service.delete`): no node of it is awaited, and

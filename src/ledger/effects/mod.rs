@@ -85,9 +85,16 @@ pub enum Placed {
     ResizeFinished,
     /// `instance.resize_revert.end`: the instance holds its held source again, then is placed.
     ResizeReverted,
-    /// `instance.resize_confirm.end`, `instance.live_migration_post_dest.end`, an
-    /// evacuation's `instance.rebuild.end`: the move's held source is released.
+    /// `instance.resize_confirm.end`, `instance.live_migration_post_dest.end`: the move's held
+    /// source is released.
     MoveEnded,
+    /// `instance.rebuild.end`: an evacuation's (a rebuild in place has no held source) ends
+    /// the move, but Placement keeps the instance on its failed source until that compute
+    /// restarts and cleans up (`_destroy_evacuated_instances`): when the Placement sync follows
+    /// such parts (`HostTable::follows_placement`), the held source becomes the instance's part
+    /// there (`<instance>@<provider uuid>`, as the sync imports it), which the sync releases
+    /// once Placement drops it; otherwise it is released.
+    Evacuated,
     /// Any other placement (an unshelve, a rebuild in place).
     Other,
 }

@@ -55,6 +55,14 @@ const REMEMBER_GONE: &str = "INSERT INTO gone_instances (instance_uuid, gone_ms)
 /// a claim without local disk (boot from volume) matches any `root_gb`. Replacing such a claim
 /// with the notification's VCPU and disk used to drop a dedicated instance's PCPU (Nova's
 /// `test_resize_vcpu_to_pcpu`: Placement PCPU 2, the ledger VCPU 2).
+/// An evacuation of instance `$1` ended (`Placed::Evacuated`): each held source becomes the
+/// instance's part on its host's provider, `<instance>@<provider uuid>`, imported (Placement's,
+/// released by the sync once Placement drops it) and no instance; evaluates to the hosts.
+const EVACUATED_TO_PART: &str = "UPDATE allocations SET instance_uuid = move_of || '@' || \
+    (SELECT h.uuid FROM hosts h WHERE h.id = allocations.host_id), move_of = NULL, \
+    move_started = FALSE, imported = TRUE, instance = FALSE, confirmed = TRUE \
+    WHERE move_of = $1 RETURNING host_id";
+
 fn only_confirms(step: Placed, held: &Resources, notified: &Resources) -> bool {
     let cpus = |r: &Resources| r.get(ClassId::VCPU) + r.get(ClassId::PCPU);
     let disk = held.get(ClassId::DISK_GB);
@@ -540,6 +548,20 @@ macro_rules! define_effect {
                     touched.reload.extend(sources.into_iter().map(HostId));
                 }
                 Placed::MoveEnded => {
+                    let held = release_held_in_tx!($db, *tx, instance_uuid);
+                    touched.reload.extend(held.into_iter().map(|(h, _)| h));
+                }
+                Placed::Evacuated if table.follows_placement() => {
+                    // The source's amounts stay where Placement keeps them, as the part the
+                    // sync would import; no longer an instance there (Nova's `instance.host` is
+                    // the destination).
+                    let parts: Vec<i64> = sqlx::query_scalar(EVACUATED_TO_PART)
+                        .bind(instance_uuid)
+                        .fetch_all(&mut **tx)
+                        .await?;
+                    touched.reload.extend(parts.into_iter().map(HostId));
+                }
+                Placed::Evacuated => {
                     let held = release_held_in_tx!($db, *tx, instance_uuid);
                     touched.reload.extend(held.into_iter().map(|(h, _)| h));
                 }
