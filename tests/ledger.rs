@@ -348,6 +348,70 @@ on_both_engines!(
     super::an_evacuation_keeps_its_source_as_placement_s_part_when_the_sync_follows_parts
 );
 
+/// A sync that reads Nova's conductor's swap (the instance's allocation moved to a migration
+/// record) before the move's claim: the instance's confirmed allocation, which Placement no
+/// longer lists there, is adopted as the move's source under the migration's key, not counted
+/// twice; a move that then fails before its claim gives it back when Placement does.
+async fn a_swapped_source_read_before_the_claim_is_adopted_and_given_back(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    let reg = registration("a", 8, 8192, 80);
+    let a = ledger.register_host(&reg, 1).await.unwrap();
+    let small = Resources::new(1, 512, 1);
+    assert_eq!(
+        ledger.claim(a, "vm", &small, 2).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let built = create_end("built", "vm", "a", small);
+    let out = parasol::notifications::apply_batch(&ledger, &[&built], 3)
+        .await
+        .unwrap();
+    assert!(out[0].is_ok(), "{out:?}");
+    // Placement still lists the instance there, or the amounts differ: nothing adopted.
+    let other = Resources::new(2, 512, 1);
+    for (demand, present) in [(small, vec!["vm", "mig"]), (other, vec!["mig"])] {
+        let adopted = ledger
+            .adopt_swapped_source(a, "mig", &demand, &present)
+            .await
+            .unwrap();
+        assert_eq!(adopted, None);
+    }
+    let adopted = ledger
+        .adopt_swapped_source(a, "mig", &small, &["mig"])
+        .await
+        .unwrap();
+    assert_eq!(adopted.as_deref(), Some("vm"));
+    let held = ledger.held_moves().await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!((&*held[0].instance_uuid, &*held[0].key), ("vm", "mig"));
+    assert!(ledger.allocation("vm").await.unwrap().is_none());
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!(
+        (h.used, h.num_instances),
+        (small, 1),
+        "once, still an instance"
+    );
+    // The move fails before any claim; Placement gives the instance its allocation back.
+    assert_eq!(ledger.settle_failed("vm", &[], 10).await.unwrap(), None);
+    assert_eq!(
+        ledger.settle_failed("vm", &[(a, small)], 10).await.unwrap(),
+        Some(parasol::ledger::Settled::SourceRestored { source: a })
+    );
+    let vm = ledger
+        .allocation("vm")
+        .await
+        .unwrap()
+        .expect("its own again");
+    assert_eq!((vm.host_id, vm.demand, vm.confirmed), (a, small, true));
+    assert!(ledger.allocation("mig").await.unwrap().is_none());
+    assert!(ledger.held_moves().await.unwrap().is_empty());
+    let h = &ledger.read_hosts().await.unwrap()[0];
+    assert_eq!((h.used, h.num_instances), (small, 1));
+}
+on_both_engines!(
+    a_swapped_source_read_before_the_claim_is_adopted_and_given_back,
+    super::a_swapped_source_read_before_the_claim_is_adopted_and_given_back
+);
+
 async fn claim_honours_reserved_and_allocation_ratio(engine: &str) {
     let (ledger, _db) = ledger(engine).await;
     let mut reg = registration("c1", 8, 10_000, 100);

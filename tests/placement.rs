@@ -446,6 +446,134 @@ async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_d
     assert_eq!(used(c2).await, (small, 1));
 }
 
+/// Nova's conductor moves a live-migrating instance's allocation to the migration record
+/// before it asks for the destination; a sync that reads that swap before Parasol's claim
+/// (a request that found no candidate asks for one) took the migration record for a second
+/// allocation of the same amounts on the source, held until a full sync. The instance's
+/// allocation there is now adopted as the move's source under the migration's key: counted
+/// once, then the claim, the move's end and Placement's cleanup leave nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_record_read_before_the_move_s_claim_is_the_instance_s_source() {
+    const MIGRATION: &str = "33333333-0000-4000-8000-000000000001";
+    let placement = Placement::start().await;
+    provider(&placement, "source", C1, inventory(8, 1.0, 16384, 0, 100)).await;
+    provider(&placement, "dest", C2, inventory(8, 1.0, 16384, 0, 100)).await;
+    let (ledger, _db) = ledger().await;
+    let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
+        .expect("client");
+    let mut cache = ProviderCache::default();
+    sync(&client, &ledger, &mut cache, false, 1000)
+        .await
+        .expect("first sync");
+    let (c1, c2) = (
+        ledger.table().id_of_uuid(C1).unwrap(),
+        ledger.table().id_of_uuid(C2).unwrap(),
+    );
+    let small = Resources::new(1, 512, 1);
+    let amounts = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
+    let claimed = ledger
+        .claim(c1, PARASOL_VM, &small, 1100)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+    allocate(&placement, PARASOL_VM, C1, amounts.clone()).await;
+    let built = parasol::nova::Notification {
+        message_id: "built".into(),
+        event_type: "instance.create.end".into(),
+        publisher_id: None,
+        timestamp: None,
+        event: parasol::nova::HostEvent::Upsert {
+            instance_uuid: PARASOL_VM.into(),
+            host: "source".into(),
+            node: None,
+            demand: small,
+            flavor: "f".into(),
+        },
+    };
+    let out = parasol::notifications::apply_batch(&ledger, &[&built], 1200)
+        .await
+        .expect("apply");
+    assert!(out[0].is_ok(), "{out:?}");
+    sync(&client, &ledger, &mut cache, false, 1300)
+        .await
+        .expect("sync");
+    let used = |host| {
+        let ledger = ledger.clone();
+        async move {
+            let hosts = ledger.read_hosts().await.expect("hosts");
+            let h = hosts.iter().find(|h| h.id == host).unwrap();
+            (h.used, h.num_instances)
+        }
+    };
+
+    // The conductor's swap, then a sync before the claim.
+    placement
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/allocations/{PARASOL_VM}"),
+            None,
+        )
+        .await;
+    allocate(&placement, MIGRATION, C1, amounts.clone()).await;
+    let swapped = sync(&client, &ledger, &mut cache, false, 1400)
+        .await
+        .expect("sync after the swap");
+    assert_eq!(swapped.imported_allocations, 0, "{swapped:?}");
+    assert_eq!(used(c1).await, (small, 1), "counted once");
+    let held = ledger.held_moves().await.expect("held");
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        (&*held[0].instance_uuid, &*held[0].key),
+        (PARASOL_VM, MIGRATION)
+    );
+
+    // The claim, the move's end and Placement's cleanup of the migration record.
+    let claimed = ledger
+        .claim(c2, PARASOL_VM, &small, 1500)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+    allocate(&placement, PARASOL_VM, C2, amounts).await;
+    assert_eq!(used(c1).await, (small, 1));
+    assert_eq!(used(c2).await.0, small);
+    let ended = parasol::nova::Notification {
+        message_id: "post".into(),
+        event_type: "instance.live_migration_post.end".into(),
+        publisher_id: None,
+        timestamp: None,
+        event: parasol::nova::HostEvent::Move {
+            instance_uuid: PARASOL_VM.into(),
+            step: parasol::nova::MoveStep::Ended,
+        },
+    };
+    let out = parasol::notifications::apply_batch(&ledger, &[&ended], 1600)
+        .await
+        .expect("apply");
+    assert!(out[0].is_ok(), "{out:?}");
+    placement
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/allocations/{MIGRATION}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        used(c1).await,
+        (Resources::ZERO, 0),
+        "nothing left on the source"
+    );
+    let last = sync(&client, &ledger, &mut cache, false, 1700)
+        .await
+        .expect("sync");
+    assert_eq!(
+        (last.imported_allocations, last.released_allocations),
+        (0, 0),
+        "{last:?}"
+    );
+    assert_eq!(used(c1).await, (Resources::ZERO, 0));
+    assert_eq!(used(c2).await.0, small);
+}
+
 /// Later syncs list every provider and read only those whose generation changed: an
 /// inventory change and a new allocation are read at once; a consumer that left an unchanged
 /// provider for one just read (a move) has the provider it left read too; a host the ledger

@@ -77,6 +77,51 @@ impl Ledger {
         Ok(recorded)
     }
 
+    /// A consumer new to the ledger on `host` with `demand` may be the migration record Nova's
+    /// conductor moved an instance's allocation to before it asked for the move's destination
+    /// (`replace_allocation_with_migration`), read by a sync that came before the move's claim:
+    /// the instance's confirmed allocation is on `host` with exactly these amounts and
+    /// Placement no longer lists the instance there (`present`: the consumers Placement has on
+    /// `host`). That allocation is then the move's source, held under the migration's key
+    /// (`move_of` the instance, imported: Placement's), as it is when the claim comes first
+    /// and the sync renames the held source ([`Ledger::record_existing_allocation`]); not a
+    /// second allocation of the same amounts. Returns the instance when it was so.
+    pub async fn adopt_swapped_source(
+        &self,
+        host: HostId,
+        consumer: &str,
+        demand: &Resources,
+        present: &[&str],
+    ) -> Result<Option<String>, LedgerError> {
+        let json = super::claims::resources_json(demand);
+        let adopted = write_tx!(self, Db, tx => {
+            let rows: Vec<String> = sqlx::query_scalar(
+                "SELECT instance_uuid FROM allocations WHERE host_id = $1 AND resources = $2 \
+                 AND confirmed AND instance AND NOT imported AND move_of IS NULL \
+                 ORDER BY created_ms",
+            )
+            .bind(host.0)
+            .bind(&json)
+            .fetch_all(&mut *tx)
+            .await?;
+            let swapped = rows
+                .into_iter()
+                .find(|uuid| !uuid.contains('@') && !present.contains(&uuid.as_str()));
+            if let Some(instance) = &swapped {
+                sqlx::query(
+                    "UPDATE allocations SET instance_uuid = $1, move_of = $2, \
+                     move_started = FALSE, imported = TRUE WHERE instance_uuid = $2",
+                )
+                .bind(consumer)
+                .bind(instance)
+                .execute(&mut *tx)
+                .await?;
+            }
+            swapped
+        });
+        Ok(adopted)
+    }
+
     /// Releases the imported allocations on `host` whose instance is not in `present` (the
     /// consumers Placement now has on that host), giving their usage back, in one
     /// transaction; returns what it released. Allocations Parasol made itself are never

@@ -176,6 +176,9 @@ pub enum Settled {
     MoveUndone { destination: HostId, source: HostId },
     /// A build's claim released: Placement holds nothing of the instance.
     Released { host: HostId },
+    /// A move that failed before its claim: its source, held under the migration's key, is
+    /// the instance's allocation again.
+    SourceRestored { source: HostId },
 }
 
 impl Ledger {
@@ -242,6 +245,38 @@ impl Ledger {
                         None => None,
                     }
                 }
+                // No claim yet (the move failed before Parasol was asked, or was refused),
+                // its source held under the migration's key since a sync read the conductor's
+                // swap (`Ledger::adopt_swapped_source`): Placement holding the instance on
+                // that host with those amounts again gives the instance its allocation back.
+                None => {
+                    let held: Option<(i64, String, bool, i64)> = sqlx::query_as(
+                        "SELECT host_id, resources, move_started, created_ms FROM allocations \
+                         WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
+                    )
+                    .bind(instance_uuid)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    match held {
+                        Some((source, json, false, created)) if created <= before_ms => {
+                            let amounts = parse_resources(&json)?;
+                            let back = placed.len() == 1
+                                && placed[0] == (HostId(source), amounts);
+                            if back {
+                                sqlx::query(RESTORE_SOURCE)
+                                    .bind(instance_uuid)
+                                    .execute(&mut *tx)
+                                    .await?;
+                                Some(Settled::SourceRestored {
+                                    source: HostId(source),
+                                })
+                            } else {
+                                None
+                            }
+                        }
+                        _ => None,
+                    }
+                }
                 _ => None,
             }
         });
@@ -251,7 +286,9 @@ impl Ledger {
                 destination,
                 source,
             }) => vec![*destination, *source],
-            Some(Settled::Released { host }) => vec![*host],
+            Some(Settled::Released { host }) | Some(Settled::SourceRestored { source: host }) => {
+                vec![*host]
+            }
             None => Vec::new(),
         };
         self.reload(&hosts).await?;

@@ -470,7 +470,7 @@ async fn check_failed(deps: &SyncDeps, client: &PlacementClient) {
         match deps.ledger.settle_failed(&instance, &placed, at_ms).await {
             Ok(Some(settled)) => {
                 let kind = match settled {
-                    Settled::MoveUndone { .. } => "failed_move",
+                    Settled::MoveUndone { .. } | Settled::SourceRestored { .. } => "failed_move",
                     Settled::Released { .. } => "failed_build",
                 };
                 deps.stats.metrics().placement_repairs(kind).inc();

@@ -521,7 +521,9 @@ async fn import(
 ) -> Result<usize, PlacementError> {
     let mut imported = 0;
     for (consumer, allocation) in allocations {
-        let key = match ledger.allocation(consumer).await? {
+        let unknown = ledger.allocation(consumer).await?;
+        let new_consumer = unknown.is_none();
+        let key = match unknown {
             None => consumer.clone(),
             Some(held) if held.host_id == host => {
                 // The consumer's own allocation is here now: a part imported while it was
@@ -544,6 +546,16 @@ async fn import(
         };
         let consumer = &key;
         let demand = demand_of(allocation);
+        if new_consumer {
+            let present: Vec<&str> = allocations.keys().map(String::as_str).collect();
+            if let Some(instance) = ledger
+                .adopt_swapped_source(host, consumer, &demand, &present)
+                .await?
+            {
+                tracing::info!(consumer = %consumer, %instance, host = host.0, "a migration record holds a moving instance's source: the instance's allocation there is that source now");
+                continue;
+            }
+        }
         if ledger
             .record_existing_allocation(host, consumer, &demand, now_ms)
             .await?
