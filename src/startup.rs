@@ -202,13 +202,8 @@ impl Application {
         let broker = Arc::new(BrokerStatus::new(stats.metrics().broker_connected.clone()));
         let scheduler =
             Arc::new(Scheduler::start(settings.clone(), ledger, stats, clock.clone()).await?);
-        // nova-api's aggregate casts come on the fanout queue the notification consumer reads;
-        // Nova's failed operations are read in Placement by the sync task.
-        let ingest = Arc::new(
-            ingest
-                .with_cloud(scheduler.cloud().clone())
-                .with_failure_checks(scheduler.resync().clone()),
-        );
+        // nova-api's aggregate casts come on the fanout queue the notification consumer reads.
+        let ingest = Arc::new(ingest.with_cloud(scheduler.cloud().clone()));
         let placement = Arc::new(PlacementStatus::default());
         register_flex_metrics(&scheduler);
         let rpc = Arc::new(RpcCounters::registered(scheduler.stats().metrics()));

@@ -51,9 +51,6 @@ pub struct Ingest {
     queue: JobQueue<Queued>,
     /// Consumer batches given back to the broker unapplied (the ledger out or full).
     requeued: std::sync::atomic::AtomicU64,
-    /// Where failed operations go to be read in Placement (`placement::check_failed`);
-    /// without it their claims are left to the TTL and the repair.
-    failures: Option<Arc<crate::placement::Resync>>,
 }
 
 /// A single message waiting for its group.
@@ -72,15 +69,7 @@ impl Ingest {
             outcomes: Mutex::new(BTreeMap::new()),
             queue: JobQueue::default(),
             requeued: std::sync::atomic::AtomicU64::new(0),
-            failures: None,
         }
-    }
-
-    /// Hands each failed operation Nova reports (`HostEvent::Failed`) to the Placement sync
-    /// task, which reads the instance's allocations and settles its claim.
-    pub fn with_failure_checks(mut self, resync: Arc<crate::placement::Resync>) -> Self {
-        self.failures = Some(resync);
-        self
     }
 
     /// Applies nova-api's aggregate casts to `cloud` (the scheduler's view of aggregates).
@@ -172,18 +161,16 @@ impl Ingest {
     }
 
     /// After the ledger recorded `n` (once per message id): a failed operation goes to the
-    /// Placement check (counted as applied once queued). Its time is the failure's as Nova
-    /// sent it, never later than now: a claim made after the failure (a retry) is never
-    /// settled by it.
+    /// Placement sync task's check (`table::FailedChecks`; counted as applied once queued).
+    /// Its time is the failure's as Nova sent it, never later than now: a claim made after the
+    /// failure (a retry) is never settled by it.
     fn to_failures(&self, n: &Notification, applied: Applied) -> Applied {
-        let (Some(resync), HostEvent::Failed { instance_uuid }, Applied::Unknown) =
-            (&self.failures, &n.event, applied)
-        else {
+        let (HostEvent::Failed { instance_uuid }, Applied::Unknown) = (&n.event, applied) else {
             return applied;
         };
         let now = self.clock.now_ms();
         let at_ms = n.sent_ms().map_or(now, |sent| sent.min(now));
-        match resync.check_failed(instance_uuid, at_ms) {
+        match self.ledger.table().failed().push(instance_uuid, at_ms) {
             Some(true) => Applied::Applied,
             Some(false) => {
                 tracing::warn!(instance = %instance_uuid, event_type = %n.event_type, "too many failed operations waiting for Placement; this one's claim is left to the TTL and the repair");

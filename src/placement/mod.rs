@@ -188,17 +188,7 @@ pub struct Resync {
     /// records it was computed from (cleared by each sync), so that a call costs no walk
     /// over every node while neither changes.
     since_cache: Mutex<Option<(u64, Arc<crate::table::NodeRecords>, bool)>>,
-    /// Failed operations whose instance's allocations the sync task reads in Placement
-    /// ([`Resync::check_failed`]), oldest first, with the time of each failure.
-    failed: Mutex<std::collections::VecDeque<(String, i64)>>,
-    failed_notify: tokio::sync::Notify,
-    /// Whether a sync task reads them: Placement enabled with Parasol's claims in it.
-    failed_read: std::sync::atomic::AtomicBool,
 }
-
-/// Most failed operations waiting for their Placement read; more are dropped (counted,
-/// logged), and their claims left to the TTL and the sync's repair.
-const MAX_FAILED_CHECKS: usize = 1024;
 
 impl Resync {
     pub fn new(min_interval_s: f64, clock: SharedClock) -> Self {
@@ -212,39 +202,7 @@ impl Resync {
             pending: Mutex::new(0),
             unloaded_at_sync: Mutex::new(Vec::new()),
             since_cache: Mutex::new(None),
-            failed: Mutex::new(std::collections::VecDeque::new()),
-            failed_notify: tokio::sync::Notify::new(),
-            failed_read: std::sync::atomic::AtomicBool::new(false),
         }
-    }
-
-    /// Nova reported at `at_ms` (this process' clock) that an operation on `instance` failed
-    /// after the scheduler claimed for it: the sync task reads the instance's allocations in
-    /// Placement and settles its claim ([`check_failed`]). `Some(false)` when the queue is
-    /// full (the claim is then left to the TTL and the repair); `None` when no sync task
-    /// reads them (Placement off, or Parasol's claims not in it).
-    pub fn check_failed(&self, instance: &str, at_ms: i64) -> Option<bool> {
-        if !self.failed_read.load(std::sync::atomic::Ordering::Acquire) {
-            return None;
-        }
-        let mut failed = self.failed.lock();
-        if failed.len() >= MAX_FAILED_CHECKS {
-            return Some(false);
-        }
-        failed.push_back((instance.to_string(), at_ms));
-        drop(failed);
-        self.failed_notify.notify_one();
-        Some(true)
-    }
-
-    /// The failed operations waiting, oldest first.
-    fn take_failed(&self) -> Vec<(String, i64)> {
-        self.failed.lock().drain(..).collect()
-    }
-
-    /// Resolves once a failed operation waits (one wake-up kept when nobody waits).
-    async fn failed_waiting(&self) {
-        self.failed_notify.notified().await
     }
 
     /// True when Nova's records name a compute node that the table lacks and that the last
@@ -365,9 +323,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
     deps.status.enable();
     deps.ledger.table().set_follows_placement();
     if settings.claims {
-        deps.resync
-            .failed_read
-            .store(true, std::sync::atomic::Ordering::Release);
+        deps.ledger.table().failed().enable();
     }
     let interval_ms = (settings.sync_interval_s * 1000.0).round() as u64;
     let client = match PlacementClient::new(settings.clone(), deps.clock.clone()) {
@@ -419,20 +375,20 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
                     break;
                 }
                 // Read between syncs, without a sync: one request per failed operation.
-                _ = deps.resync.failed_waiting() => check_failed(&deps, &client).await,
+                _ = deps.ledger.table().failed().waiting() => check_failed(&deps, &client).await,
                 _ = shutdown.cancelled() => return,
             }
         }
     }
 }
 
-/// The failed operations waiting ([`Resync::check_failed`]): each instance's allocations read
+/// The failed operations waiting (`table::FailedChecks`): each instance's allocations read
 /// in Placement (`GET /allocations/{consumer}`, as Nova reads them) and its claim settled by
 /// what Placement holds ([`Ledger::settle_failed`]). Only when Parasol claims in Placement
-/// ([`Resync::check_failed`] queues nothing otherwise): without, Placement never had the claim
-/// and its absence there says nothing.
+/// (nothing is queued otherwise): without, Placement never had the claim and its absence there
+/// says nothing.
 async fn check_failed(deps: &SyncDeps, client: &PlacementClient) {
-    for (instance, at_ms) in deps.resync.take_failed() {
+    for (instance, at_ms) in deps.ledger.table().failed().take() {
         let path = format!("/allocations/{instance}");
         let answer = client
             .send(

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod events;
+pub mod failed;
 mod usage;
 pub use events::{EventOrder, HostCounters};
 pub use usage::{Amount, NodeRef, PollOutcome, UsageCounters, UsageCounts, UsageReading};
@@ -218,6 +219,8 @@ pub struct HostTable {
     /// providers (`<consumer>@<provider>`) in step with Placement: then an evacuation's held
     /// source is kept as such a part ([`HostTable::follows_placement`]).
     follows_placement: std::sync::atomic::AtomicBool,
+    /// Failed operations waiting for the Placement sync task's read (`failed`).
+    failed: failed::FailedChecks,
     /// The order of each host's host-state events, and the registration counters.
     events: events::EventClocks,
     /// What became of the usage readings (`table::usage`).
@@ -518,6 +521,11 @@ impl HostTable {
     /// removed one (one wake-up stored when nobody waits, as `tokio::sync::Notify::notify_one`).
     pub async fn announcement(&self) {
         self.announcement.notified().await
+    }
+
+    /// Failed operations waiting for their instance's allocations to be read in Placement.
+    pub fn failed(&self) -> &failed::FailedChecks {
+        &self.failed
     }
 
     /// A Placement sync runs from now on (`placement::run_sync`): it imports and releases the
