@@ -333,18 +333,26 @@ async fn a_consumer_on_two_providers_is_held_on_both_until_placement_drops_one()
     assert_eq!(by_uuid(&hosts, C2), (Resources::new(1, 512, 1), 0));
 }
 
-/// An evacuation as Nova makes it: the instance's allocation in Placement spans its failed
-/// source and its destination until the source compute comes back and drops its part. At the
-/// evacuation's `instance.rebuild.end` the ledger keeps the source's amounts as that part
-/// (when a sync follows parts), so the ledger and Placement agree at once; later syncs see
-/// the part as known (counted once) and release it when Placement drops it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_dropped() {
+/// A source and a destination compute (`C1`, `C2`) in Placement, a ledger, its client and
+/// cache after a first sync, and the two hosts' ids.
+struct TwoHosts {
+    placement: Placement,
+    ledger: Ledger,
+    _db: tempfile::TempDir,
+    client: PlacementClient,
+    cache: ProviderCache,
+    c1: parasol::domain::HostId,
+    c2: parasol::domain::HostId,
+}
+
+async fn two_hosts_synced(follows_placement: bool) -> TwoHosts {
     let placement = Placement::start().await;
     provider(&placement, "source", C1, inventory(8, 1.0, 16384, 0, 100)).await;
     provider(&placement, "dest", C2, inventory(8, 1.0, 16384, 0, 100)).await;
     let (ledger, _db) = ledger().await;
-    ledger.table().set_follows_placement();
+    if follows_placement {
+        ledger.table().set_follows_placement();
+    }
     let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
         .expect("client");
     let mut cache = ProviderCache::default();
@@ -355,6 +363,66 @@ async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_d
         ledger.table().id_of_uuid(C1).unwrap(),
         ledger.table().id_of_uuid(C2).unwrap(),
     );
+    TwoHosts {
+        placement,
+        ledger,
+        _db,
+        client,
+        cache,
+        c1,
+        c2,
+    }
+}
+
+/// Applies Nova's `event` for `PARASOL_VM`, the given step, to the ledger as the consumer does.
+async fn apply_event(ledger: &Ledger, event: &str, at: i64, what: parasol::nova::HostEvent) {
+    let n = parasol::nova::Notification {
+        message_id: format!("{event}-{at}"),
+        event_type: event.into(),
+        publisher_id: None,
+        timestamp: None,
+        event: what,
+    };
+    let out = parasol::notifications::apply_batch(ledger, &[&n], at)
+        .await
+        .expect("apply");
+    assert!(out[0].is_ok(), "{out:?}");
+}
+
+/// `PARASOL_VM` of `demand` placed on `host` (an instance event's payload).
+fn placed_on(host: &str, demand: Resources) -> parasol::nova::HostEvent {
+    parasol::nova::HostEvent::Upsert {
+        instance_uuid: PARASOL_VM.into(),
+        host: host.into(),
+        node: None,
+        demand,
+        flavor: "f".into(),
+    }
+}
+
+/// A host's usage and instance count in the ledger.
+async fn used_on(ledger: &Ledger, host: parasol::domain::HostId) -> (Resources, i64) {
+    let hosts = ledger.read_hosts().await.expect("hosts");
+    let h = hosts.iter().find(|h| h.id == host).unwrap();
+    (h.used, h.num_instances)
+}
+
+/// An evacuation as Nova makes it: the instance's allocation in Placement spans its failed
+/// source and its destination until the source compute comes back and drops its part. At the
+/// evacuation's `instance.rebuild.end` the ledger keeps the source's amounts as that part
+/// (when a sync follows parts), so the ledger and Placement agree at once; later syncs see
+/// the part as known (counted once) and release it when Placement drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_dropped() {
+    let TwoHosts {
+        placement,
+        ledger,
+        client,
+        mut cache,
+        c1,
+        c2,
+        _db: _kept,
+    } = two_hosts_synced(true).await;
     let small = Resources::new(1, 512, 1);
     let amounts = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
     let put = |allocations: Value, generation: Value| {
@@ -372,36 +440,6 @@ async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_d
             assert_eq!(status, 204, "{answer}");
         }
     };
-    let apply = |event: &str, host: &str, at: i64| {
-        let ledger = ledger.clone();
-        let n = parasol::nova::Notification {
-            message_id: format!("{event}-{at}"),
-            event_type: event.into(),
-            publisher_id: None,
-            timestamp: None,
-            event: parasol::nova::HostEvent::Upsert {
-                instance_uuid: PARASOL_VM.into(),
-                host: host.into(),
-                node: None,
-                demand: small,
-                flavor: "f".into(),
-            },
-        };
-        async move {
-            let out = parasol::notifications::apply_batch(&ledger, &[&n], at)
-                .await
-                .expect("apply");
-            assert!(out[0].is_ok(), "{out:?}");
-        }
-    };
-    let used = |host| {
-        let ledger = ledger.clone();
-        async move {
-            let hosts = ledger.read_hosts().await.expect("hosts");
-            let h = hosts.iter().find(|h| h.id == host).unwrap();
-            (h.used, h.num_instances)
-        }
-    };
     // Built on the source.
     let claimed = ledger
         .claim(c1, PARASOL_VM, &small, 1100)
@@ -409,7 +447,8 @@ async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_d
         .expect("claim");
     assert_eq!(claimed, ClaimOutcome::Claimed);
     put(json!({C1: {"resources": amounts}}), Value::Null).await;
-    apply("instance.create.end", "source", 1200).await;
+    let built = placed_on("source", small);
+    apply_event(&ledger, "instance.create.end", 1200, built).await;
     sync(&client, &ledger, &mut cache, false, 1300)
         .await
         .expect("sync");
@@ -424,9 +463,14 @@ async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_d
         json!(1),
     )
     .await;
-    apply("instance.rebuild.end", "dest", 1500).await;
-    assert_eq!(used(c1).await, (small, 0), "the source's part, at once");
-    assert_eq!(used(c2).await, (small, 1));
+    let rebuilt = placed_on("dest", small);
+    apply_event(&ledger, "instance.rebuild.end", 1500, rebuilt).await;
+    assert_eq!(
+        used_on(&ledger, c1).await,
+        (small, 0),
+        "the source's part, at once"
+    );
+    assert_eq!(used_on(&ledger, c2).await, (small, 1));
     let report = sync(&client, &ledger, &mut cache, false, 1600)
         .await
         .expect("sync");
@@ -435,15 +479,15 @@ async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_d
         (0, 0),
         "the part is known: {report:?}"
     );
-    assert_eq!(used(c1).await, (small, 0), "counted once");
+    assert_eq!(used_on(&ledger, c1).await, (small, 0), "counted once");
     // The source compute comes back and drops its part.
     put(json!({C2: {"resources": amounts}}), json!(2)).await;
     let report = sync(&client, &ledger, &mut cache, false, 1700)
         .await
         .expect("sync");
     assert_eq!(report.released_allocations, 1, "{report:?}");
-    assert_eq!(used(c1).await, (Resources::ZERO, 0));
-    assert_eq!(used(c2).await, (small, 1));
+    assert_eq!(used_on(&ledger, c1).await, (Resources::ZERO, 0));
+    assert_eq!(used_on(&ledger, c2).await, (small, 1));
 }
 
 /// Nova's conductor moves a live-migrating instance's allocation to the migration record
@@ -455,20 +499,15 @@ async fn an_evacuation_s_source_is_placement_s_part_from_its_rebuild_end_until_d
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_record_read_before_the_move_s_claim_is_the_instance_s_source() {
     const MIGRATION: &str = "33333333-0000-4000-8000-000000000001";
-    let placement = Placement::start().await;
-    provider(&placement, "source", C1, inventory(8, 1.0, 16384, 0, 100)).await;
-    provider(&placement, "dest", C2, inventory(8, 1.0, 16384, 0, 100)).await;
-    let (ledger, _db) = ledger().await;
-    let client = PlacementClient::new(placement_settings(&placement), Arc::new(SystemClock))
-        .expect("client");
-    let mut cache = ProviderCache::default();
-    sync(&client, &ledger, &mut cache, false, 1000)
-        .await
-        .expect("first sync");
-    let (c1, c2) = (
-        ledger.table().id_of_uuid(C1).unwrap(),
-        ledger.table().id_of_uuid(C2).unwrap(),
-    );
+    let TwoHosts {
+        placement,
+        ledger,
+        client,
+        mut cache,
+        c1,
+        c2,
+        _db: _kept,
+    } = two_hosts_synced(false).await;
     let small = Resources::new(1, 512, 1);
     let amounts = json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1});
     let claimed = ledger
@@ -477,34 +516,11 @@ async fn a_migration_record_read_before_the_move_s_claim_is_the_instance_s_sourc
         .expect("claim");
     assert_eq!(claimed, ClaimOutcome::Claimed);
     allocate(&placement, PARASOL_VM, C1, amounts.clone()).await;
-    let built = parasol::nova::Notification {
-        message_id: "built".into(),
-        event_type: "instance.create.end".into(),
-        publisher_id: None,
-        timestamp: None,
-        event: parasol::nova::HostEvent::Upsert {
-            instance_uuid: PARASOL_VM.into(),
-            host: "source".into(),
-            node: None,
-            demand: small,
-            flavor: "f".into(),
-        },
-    };
-    let out = parasol::notifications::apply_batch(&ledger, &[&built], 1200)
-        .await
-        .expect("apply");
-    assert!(out[0].is_ok(), "{out:?}");
+    let built = placed_on("source", small);
+    apply_event(&ledger, "instance.create.end", 1200, built).await;
     sync(&client, &ledger, &mut cache, false, 1300)
         .await
         .expect("sync");
-    let used = |host| {
-        let ledger = ledger.clone();
-        async move {
-            let hosts = ledger.read_hosts().await.expect("hosts");
-            let h = hosts.iter().find(|h| h.id == host).unwrap();
-            (h.used, h.num_instances)
-        }
-    };
 
     // The conductor's swap, then a sync before the claim.
     placement
@@ -519,7 +535,7 @@ async fn a_migration_record_read_before_the_move_s_claim_is_the_instance_s_sourc
         .await
         .expect("sync after the swap");
     assert_eq!(swapped.imported_allocations, 0, "{swapped:?}");
-    assert_eq!(used(c1).await, (small, 1), "counted once");
+    assert_eq!(used_on(&ledger, c1).await, (small, 1), "counted once");
     let held = ledger.held_moves().await.expect("held");
     assert_eq!(held.len(), 1);
     assert_eq!(
@@ -534,22 +550,13 @@ async fn a_migration_record_read_before_the_move_s_claim_is_the_instance_s_sourc
         .expect("claim");
     assert_eq!(claimed, ClaimOutcome::Claimed);
     allocate(&placement, PARASOL_VM, C2, amounts).await;
-    assert_eq!(used(c1).await, (small, 1));
-    assert_eq!(used(c2).await.0, small);
-    let ended = parasol::nova::Notification {
-        message_id: "post".into(),
-        event_type: "instance.live_migration_post.end".into(),
-        publisher_id: None,
-        timestamp: None,
-        event: parasol::nova::HostEvent::Move {
-            instance_uuid: PARASOL_VM.into(),
-            step: parasol::nova::MoveStep::Ended,
-        },
+    assert_eq!(used_on(&ledger, c1).await, (small, 1));
+    assert_eq!(used_on(&ledger, c2).await.0, small);
+    let ended = parasol::nova::HostEvent::Move {
+        instance_uuid: PARASOL_VM.into(),
+        step: parasol::nova::MoveStep::Ended,
     };
-    let out = parasol::notifications::apply_batch(&ledger, &[&ended], 1600)
-        .await
-        .expect("apply");
-    assert!(out[0].is_ok(), "{out:?}");
+    apply_event(&ledger, "instance.live_migration_post.end", 1600, ended).await;
     placement
         .call(
             reqwest::Method::DELETE,
@@ -558,7 +565,7 @@ async fn a_migration_record_read_before_the_move_s_claim_is_the_instance_s_sourc
         )
         .await;
     assert_eq!(
-        used(c1).await,
+        used_on(&ledger, c1).await,
         (Resources::ZERO, 0),
         "nothing left on the source"
     );
@@ -570,8 +577,8 @@ async fn a_migration_record_read_before_the_move_s_claim_is_the_instance_s_sourc
         (0, 0),
         "{last:?}"
     );
-    assert_eq!(used(c1).await, (Resources::ZERO, 0));
-    assert_eq!(used(c2).await.0, small);
+    assert_eq!(used_on(&ledger, c1).await, (Resources::ZERO, 0));
+    assert_eq!(used_on(&ledger, c2).await.0, small);
 }
 
 /// Later syncs list every provider and read only those whose generation changed: an

@@ -547,10 +547,6 @@ macro_rules! define_effect {
                         .await?;
                     touched.reload.extend(sources.into_iter().map(HostId));
                 }
-                Placed::MoveEnded => {
-                    let held = release_held_in_tx!($db, *tx, instance_uuid);
-                    touched.reload.extend(held.into_iter().map(|(h, _)| h));
-                }
                 Placed::Evacuated if table.follows_placement() => {
                     // The source's amounts stay where Placement keeps them, as the part the
                     // sync would import; no longer an instance there (Nova's `instance.host` is
@@ -561,7 +557,8 @@ macro_rules! define_effect {
                         .await?;
                     touched.reload.extend(parts.into_iter().map(HostId));
                 }
-                Placed::Evacuated => {
+                // Without a sync to release a part, an evacuation's source goes too.
+                Placed::MoveEnded | Placed::Evacuated => {
                     let held = release_held_in_tx!($db, *tx, instance_uuid);
                     touched.reload.extend(held.into_iter().map(|(h, _)| h));
                 }
