@@ -343,6 +343,48 @@ async fn an_evacuation_keeps_its_source_as_placement_s_part_when_the_sync_follow
         }
     }
 }
+/// The same when the sync imported the source's part before `instance.rebuild.end` with other
+/// amounts than the held source (so it did not take the held source's key): the part stays,
+/// the held source goes, nothing counted twice, the notification applied.
+async fn an_evacuation_with_its_part_imported_already_keeps_the_part_alone(engine: &str) {
+    let (ledger, _db) = ledger(engine).await;
+    ledger.table().set_follows_placement();
+    let (reg_a, reg_b) = (
+        registration("a", 8, 8192, 80),
+        registration("b", 8, 8192, 80),
+    );
+    let a = ledger.register_host(&reg_a, 1).await.unwrap();
+    let b = ledger.register_host(&reg_b, 1).await.unwrap();
+    let (small, other) = (Resources::new(1, 512, 1), Resources::new(1, 512, 2));
+    ledger.claim(a, "vm", &small, 2).await.unwrap();
+    let built = create_end("built", "vm", "a", small);
+    parasol::notifications::apply_batch(&ledger, &[&built], 3)
+        .await
+        .unwrap();
+    ledger.claim(b, "vm", &small, 4).await.unwrap();
+    let part = format!("vm@{}", reg_a.uuid);
+    assert!(ledger
+        .record_existing_allocation(a, &part, &other, 5)
+        .await
+        .unwrap());
+    let mut rebuilt = create_end("rebuilt", "vm", "b", small);
+    rebuilt.event_type = "instance.rebuild.end".into();
+    let out = parasol::notifications::apply_batch(&ledger, &[&rebuilt], 6)
+        .await
+        .unwrap();
+    assert!(out[0].is_ok(), "{out:?}");
+    assert!(ledger.held_moves().await.unwrap().is_empty());
+    let held = ledger.allocation(&part).await.unwrap().expect("the part");
+    assert_eq!((held.host_id, held.demand), (a, other));
+    let hosts = ledger.read_hosts().await.unwrap();
+    let on = |h| hosts.iter().find(|r| r.id == h).unwrap();
+    assert_eq!((on(a).used, on(a).num_instances), (other, 0));
+    assert_eq!((on(b).used, on(b).num_instances), (small, 1));
+}
+on_both_engines!(
+    an_evacuation_with_its_part_imported_already_keeps_the_part_alone,
+    super::an_evacuation_with_its_part_imported_already_keeps_the_part_alone
+);
 on_both_engines!(
     an_evacuation_keeps_its_source_as_placement_s_part_when_the_sync_follows_parts,
     super::an_evacuation_keeps_its_source_as_placement_s_part_when_the_sync_follows_parts

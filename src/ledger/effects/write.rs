@@ -58,10 +58,14 @@ const REMEMBER_GONE: &str = "INSERT INTO gone_instances (instance_uuid, gone_ms)
 /// An evacuation of instance `$1` ended (`Placed::Evacuated`): each held source becomes the
 /// instance's part on its host's provider, `<instance>@<provider uuid>`, imported (Placement's,
 /// released by the sync once Placement drops it) and no instance; evaluates to the hosts.
+/// A part the sync imported already (its amounts unlike the held source's) stays, and the
+/// held source then goes with the release that follows.
 const EVACUATED_TO_PART: &str = "UPDATE allocations SET instance_uuid = move_of || '@' || \
     (SELECT h.uuid FROM hosts h WHERE h.id = allocations.host_id), move_of = NULL, \
     move_started = FALSE, imported = TRUE, instance = FALSE, confirmed = TRUE \
-    WHERE move_of = $1 RETURNING host_id";
+    WHERE move_of = $1 AND NOT EXISTS (SELECT 1 FROM allocations p WHERE p.instance_uuid = \
+    allocations.move_of || '@' || (SELECT h.uuid FROM hosts h WHERE h.id = allocations.host_id) \
+    AND p.move_of IS NULL) RETURNING host_id";
 
 fn only_confirms(step: Placed, held: &Resources, notified: &Resources) -> bool {
     let cpus = |r: &Resources| r.get(ClassId::VCPU) + r.get(ClassId::PCPU);
@@ -556,6 +560,8 @@ macro_rules! define_effect {
                         .fetch_all(&mut **tx)
                         .await?;
                     touched.reload.extend(parts.into_iter().map(HostId));
+                    let held = release_held_in_tx!($db, *tx, instance_uuid);
+                    touched.reload.extend(held.into_iter().map(|(h, _)| h));
                 }
                 // Without a sync to release a part, an evacuation's source goes too.
                 Placed::MoveEnded | Placed::Evacuated => {
