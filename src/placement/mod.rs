@@ -321,10 +321,6 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
         return;
     }
     deps.status.enable();
-    deps.ledger.table().set_follows_placement();
-    if settings.claims {
-        deps.ledger.table().failed().enable();
-    }
     let interval_ms = (settings.sync_interval_s * 1000.0).round() as u64;
     let client = match PlacementClient::new(settings.clone(), deps.clock.clone()) {
         Ok(client) => client,
@@ -334,6 +330,12 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
             return;
         }
     };
+    // Only a sync that runs releases the parts an evacuation keeps and reads failed
+    // operations: said once the client exists.
+    deps.ledger.table().set_follows_placement();
+    if settings.claims {
+        deps.ledger.table().failed().enable();
+    }
     // Consumers the last consistency check found missing from Placement.
     let mut missing = std::collections::HashSet::new();
     let mut providers = Rounds::new(&settings);
