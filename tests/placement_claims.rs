@@ -1350,6 +1350,93 @@ async fn a_compute_service_announced_by_service_create_is_synced_before_the_inte
     parasol.shutdown.stop().await;
 }
 
+/// A versioned notification of nova-compute on `host` about `instance` of flavor 1/512/1.
+fn instance_action(event: &str, host: &str, instance: &str) -> Value {
+    json!({
+        "message_id": uuid::Uuid::new_v4().to_string(),
+        "publisher_id": format!("nova-compute:{host}"),
+        "event_type": event,
+        "priority": "INFO",
+        "payload": {"nova_object.name": "InstanceActionRebuildPayload",
+            "nova_object.namespace": "nova", "nova_object.version": "1.10",
+            "nova_object.data": {"uuid": instance, "host": host, "node": host,
+                "flavor": {"nova_object.name": "FlavorPayload", "nova_object.namespace": "nova",
+                    "nova_object.version": "1.4",
+                    "nova_object.data": {"name": "small", "flavorid": "1", "vcpus": 1,
+                        "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}}}},
+    })
+}
+
+/// An evacuation keeps its failed source as Placement's part; the source compute, restarted,
+/// drops that part in Placement, and the operator clears its forced-down flag. That
+/// `service.update` brings the sync forward (an hour away here), which releases the part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compute_back_after_an_evacuation_has_its_part_released_at_its_service_update() {
+    let placement = PlacementServer::start().await;
+    placement
+        .provider("host1", P1, room(4, 8192), &[], &[])
+        .await;
+    placement
+        .provider("host2", P2, room(4, 8192), &[], &[])
+        .await;
+    let (parasol, _db) = parasol_after_first_sync(&placement, 2).await;
+    let x = instance(1);
+    let on = |avoid: &str| {
+        json!({"instance_uuids": [x], "vcpus": 1, "memory_mb": 512, "root_gb": 1,
+               "ignore_hosts": [avoid]})
+    };
+    let specs = specs(vec![on("host2"), on("host1")]).await;
+    let small = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
+    let (status, answer) = parasol.select(&specs[0], std::slice::from_ref(&x)).await;
+    assert_eq!(
+        (status, &data(&answer[0][0])["compute_node_uuid"]),
+        (200, &json!(P1))
+    );
+    parasol
+        .notify(&support::update_instance_info("host1", &x))
+        .await;
+    // The evacuation: Placement holds the instance on both hosts.
+    let (status, answer) = parasol.select(&specs[1], std::slice::from_ref(&x)).await;
+    assert_eq!(
+        (status, &data(&answer[0][0])["compute_node_uuid"]),
+        (200, &json!(P2))
+    );
+    placement
+        .replace_allocations(
+            &x,
+            json!({P1: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}},
+                   P2: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}}),
+        )
+        .await;
+    parasol
+        .notify(&instance_action("instance.rebuild.end", "host2", &x))
+        .await;
+    let used = parasol.used().await;
+    assert_eq!(
+        (&used[P1], &used[P2]),
+        (&small, &small),
+        "the source's part kept"
+    );
+    assert!(placement_matches_ledger(&placement, &parasol).await);
+    // The source compute is back: its part dropped, then the operator's service.update.
+    placement
+        .replace_allocations(
+            &x,
+            json!({P2: {"resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}}),
+        )
+        .await;
+    let mut update = service_created("host1");
+    update["event_type"] = json!("service.update");
+    update["message_id"] = json!(uuid::Uuid::new_v4().to_string());
+    parasol.notify(&update).await;
+    eventually("the part released", || async {
+        parasol.used().await.get(P1).is_none_or(BTreeMap::is_empty)
+    })
+    .await;
+    assert!(placement_matches_ledger(&placement, &parasol).await);
+    parasol.shutdown.stop().await;
+}
+
 /// nova-compute's start: `service.create` (versioned notification), then its compute node
 /// and resource provider, then it takes builds. A call that comes right after must see the
 /// new host, as Nova's scheduler (reading Placement on every call) does, or a reschedule has

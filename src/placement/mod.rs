@@ -373,7 +373,7 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
                 }
                 _ = deps.ledger.table().announcement() => {
                     deps.stats.metrics().placement_resyncs.inc();
-                    tracing::info!("Placement sync for a compute service created or deleted (service.create, service.delete)");
+                    tracing::info!("Placement sync for a compute service created, updated or deleted (service.create, .update, .delete)");
                     break;
                 }
                 // Read between syncs, without a sync: one request per failed operation.

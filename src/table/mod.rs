@@ -517,10 +517,20 @@ impl HostTable {
         self.want_records();
     }
 
-    /// Resolves after a `service.create` announced a compute service or a `service.delete`
-    /// removed one (one wake-up stored when nobody waits, as `tokio::sync::Notify::notify_one`).
+    /// Resolves after a `service.create` announced a compute service, a `service.update`
+    /// changed one or a `service.delete` removed one (one wake-up stored when nobody waits, as
+    /// `tokio::sync::Notify::notify_one`).
     pub async fn announcement(&self) {
         self.announcement.notified().await
+    }
+
+    /// A nova-compute service changed state (`service.update`: enabled, disabled, forced down
+    /// or back up): the Placement sync runs without waiting for its interval. A compute that
+    /// comes back after an evacuation has dropped its part of the evacuated instances'
+    /// allocations (`_destroy_evacuated_instances`) by the time the operator clears its
+    /// forced-down flag; the sync then releases those parts.
+    pub fn want_placement_sync(&self) {
+        self.announcement.notify_one();
     }
 
     /// Failed operations waiting for their instance's allocations to be read in Placement.

@@ -701,8 +701,10 @@ macro_rules! define_effect {
             forced_down: &bool,
         ) -> Result<Applied, ApplyError> {
             let Ctx { table, now_ms, touched, .. } = cx;
-            // Nova's records (when read) say the same sooner than the next refresh.
+            // Nova's records (when read) say the same sooner than the next refresh, and so
+            // does Placement (an evacuated source's cleanup, a status trait).
             table.want_records();
+            table.want_placement_sync();
             let noted = ServiceState {
                 host: host.to_string(),
                 disabled: *disabled,
