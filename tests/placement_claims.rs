@@ -1387,20 +1387,12 @@ async fn a_compute_back_after_an_evacuation_has_its_part_released_at_its_service
     };
     let specs = specs(vec![on("host2"), on("host1")]).await;
     let small = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
-    let (status, answer) = parasol.select(&specs[0], std::slice::from_ref(&x)).await;
-    assert_eq!(
-        (status, &data(&answer[0][0])["compute_node_uuid"]),
-        (200, &json!(P1))
-    );
+    assert_eq!(selected_node(&parasol, &specs[0], &x).await, P1);
     parasol
         .notify(&support::update_instance_info("host1", &x))
         .await;
     // The evacuation: Placement holds the instance on both hosts.
-    let (status, answer) = parasol.select(&specs[1], std::slice::from_ref(&x)).await;
-    assert_eq!(
-        (status, &data(&answer[0][0])["compute_node_uuid"]),
-        (200, &json!(P2))
-    );
+    assert_eq!(selected_node(&parasol, &specs[1], &x).await, P2);
     placement
         .replace_allocations(
             &x,
@@ -1729,6 +1721,13 @@ async fn a_move_nova_undoes(resize: bool) {
     parasol.shutdown.stop().await;
 }
 
+/// The node Parasol placed `id` on for `spec` (the call must succeed).
+async fn selected_node(parasol: &Parasol, spec: &Value, id: &str) -> Value {
+    let (status, answer) = parasol.select(spec, &[id.to_string()]).await;
+    assert_eq!(status, 200, "{answer}");
+    data(&answer[0][0])["compute_node_uuid"].clone()
+}
+
 /// Nova's conductor's versioned notification that its `method` failed for `instance`
 /// (`set_vm_state_and_notify`, after its task's rollback in Placement).
 fn compute_task_error(method: &str, instance: &str) -> Value {
@@ -1772,25 +1771,13 @@ async fn a_failed_operation_s_claim_follows_placement_at_its_failure_notificatio
     ])
     .await;
     let small = demand(&[("VCPU", 1), ("MEMORY_MB", 512), ("DISK_GB", 1)]);
-    let (status, answer) = parasol.select(&specs[0], std::slice::from_ref(&x)).await;
-    assert_eq!(
-        (status, &data(&answer[0][0])["compute_node_uuid"]),
-        (200, &json!(P1))
-    );
+    assert_eq!(selected_node(&parasol, &specs[0], &x).await, P1);
     parasol
         .notify(&support::update_instance_info("a", &x))
         .await;
-    let (status, answer) = parasol.select(&specs[1], std::slice::from_ref(&x)).await;
-    assert_eq!(
-        (status, &data(&answer[0][0])["compute_node_uuid"]),
-        (200, &json!(P2))
-    );
+    assert_eq!(selected_node(&parasol, &specs[1], &x).await, P2);
     for (spec, id) in [(&specs[2], &built), (&specs[3], &kept)] {
-        let (status, answer) = parasol.select(spec, std::slice::from_ref(id)).await;
-        assert_eq!(
-            (status, &data(&answer[0][0])["compute_node_uuid"]),
-            (200, &json!(P2))
-        );
+        assert_eq!(selected_node(&parasol, spec, id).await, P2);
     }
     let twice = demand(&[("VCPU", 3), ("MEMORY_MB", 1536), ("DISK_GB", 3)]);
     assert_eq!(

@@ -214,69 +214,52 @@ impl Ledger {
             .bind(instance_uuid)
             .fetch_optional(&mut *tx)
             .await?;
+            // Its move's source, the most recent (as `RESTORE_SOURCE` takes it).
+            let held: Option<(i64, String, bool, i64)> = sqlx::query_as(
+                "SELECT host_id, resources, move_started, created_ms FROM allocations \
+                 WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
+            )
+            .bind(instance_uuid)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let source = match &held {
+                Some((host, json, false, created)) if *created <= before_ms => {
+                    Some((HostId(*host), parse_resources(json)?))
+                }
+                _ => None,
+            };
             match own {
                 Some((host, json, false, false, created)) if created <= before_ms => {
                     let claim = (HostId(host), parse_resources(&json)?);
-                    let held: Option<(i64, String, bool)> = sqlx::query_as(
-                        "SELECT host_id, resources, move_started FROM allocations \
-                         WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
-                    )
-                    .bind(instance_uuid)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    match held {
-                        Some((source, json, false)) => {
-                            let source = (HostId(source), parse_resources(&json)?);
-                            if move_undone(&claim, &source, placed) {
-                                restore_source_in_tx!(Db, tx, instance_uuid);
-                                Some(Settled::MoveUndone {
-                                    destination: claim.0,
-                                    source: source.0,
-                                })
-                            } else {
-                                None
-                            }
+                    match source {
+                        Some(source) if move_undone(&claim, &source, placed) => {
+                            restore_source_in_tx!(Db, tx, instance_uuid);
+                            Some(Settled::MoveUndone {
+                                destination: claim.0,
+                                source: source.0,
+                            })
                         }
-                        Some((_, _, true)) => None,
-                        None if placed.is_empty() => {
+                        None if held.is_none() && placed.is_empty() => {
                             super::claims::release_in_tx!(Db, tx, instance_uuid);
                             Some(Settled::Released { host: claim.0 })
                         }
-                        None => None,
+                        _ => None,
                     }
                 }
                 // No claim yet (the move failed before Parasol was asked, or was refused),
                 // its source held under the migration's key since a sync read the conductor's
                 // swap (`Ledger::adopt_swapped_source`): Placement holding the instance on
                 // that host with those amounts again gives the instance its allocation back.
-                None => {
-                    let held: Option<(i64, String, bool, i64)> = sqlx::query_as(
-                        "SELECT host_id, resources, move_started, created_ms FROM allocations \
-                         WHERE move_of = $1 ORDER BY created_ms DESC LIMIT 1",
-                    )
-                    .bind(instance_uuid)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    match held {
-                        Some((source, json, false, created)) if created <= before_ms => {
-                            let amounts = parse_resources(&json)?;
-                            let back = placed.len() == 1
-                                && placed[0] == (HostId(source), amounts);
-                            if back {
-                                sqlx::query(RESTORE_SOURCE)
-                                    .bind(instance_uuid)
-                                    .execute(&mut *tx)
-                                    .await?;
-                                Some(Settled::SourceRestored {
-                                    source: HostId(source),
-                                })
-                            } else {
-                                None
-                            }
-                        }
-                        _ => None,
+                None => match source {
+                    Some(source) if placed == [source] => {
+                        sqlx::query(RESTORE_SOURCE)
+                            .bind(instance_uuid)
+                            .execute(&mut *tx)
+                            .await?;
+                        Some(Settled::SourceRestored { source: source.0 })
                     }
-                }
+                    _ => None,
+                },
                 _ => None,
             }
         });

@@ -249,6 +249,16 @@ impl PlacementClient {
         Ok(self.get::<Allocations>(&path).await?.allocations)
     }
 
+    /// A consumer's allocations, by provider uuid (`GET /allocations/{consumer}`: none when
+    /// Placement holds nothing of it).
+    pub async fn consumer_allocations(
+        &self,
+        consumer: &str,
+    ) -> Result<BTreeMap<String, ConsumerAllocation>, PlacementError> {
+        let path = format!("/allocations/{consumer}");
+        Ok(self.get::<Allocations>(&path).await?.allocations)
+    }
+
     /// One request at microversion `version` with an optional JSON body, authenticating again
     /// once if the token was refused: the status and the body (`null` when empty or not
     /// JSON). Only a transport failure or a refused authentication is an error; the caller

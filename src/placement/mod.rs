@@ -23,7 +23,7 @@ pub use settings::{AuthKind, PlacementSettings};
 pub use sync::{sync, sync_once, ProviderAllocations, ProviderCache, SyncReport};
 
 use crate::clock::SharedClock;
-use crate::domain::{ClassId, HostId, Resources};
+use crate::domain::{HostId, Resources};
 use crate::ledger::{Ledger, LedgerError, Settled};
 use crate::stats::Stats;
 use parking_lot::Mutex;
@@ -391,40 +391,19 @@ pub async fn run_sync(settings: PlacementSettings, deps: SyncDeps, shutdown: Can
 /// says nothing.
 async fn check_failed(deps: &SyncDeps, client: &PlacementClient) {
     for (instance, at_ms) in deps.ledger.table().failed().take() {
-        let path = format!("/allocations/{instance}");
-        let answer = client
-            .send(
-                reqwest::Method::GET,
-                &path,
-                claims::CONSUMER_GENERATION_VERSION,
-                None,
-            )
-            .await;
-        let providers = match &answer {
-            Ok((200, body)) => body["allocations"].as_object(),
-            _ => None,
-        };
-        let Some(providers) = providers else {
-            tracing::warn!(%instance, answer = ?answer.map(|(status, _)| status), "cannot read a failed operation's allocations in Placement; its claim is left to the TTL and the repair");
-            continue;
+        let allocations = match client.consumer_allocations(&instance).await {
+            Ok(allocations) => allocations,
+            Err(e) => {
+                tracing::warn!(%instance, error = %e, "cannot read a failed operation's allocations in Placement; its claim is left to the TTL and the repair");
+                continue;
+            }
         };
         let table = deps.ledger.table();
-        let mut placed: Vec<(HostId, Resources)> = Vec::with_capacity(providers.len());
-        for (uuid, allocation) in providers {
-            // A provider the table lacks (a child in a tree) is no host of a claim.
-            let Some(host) = table.id_of_uuid(uuid) else {
-                continue;
-            };
-            let mut amounts = Resources::ZERO;
-            if let Some(resources) = allocation["resources"].as_object() {
-                for (class, amount) in resources {
-                    if let (Ok(class), Some(amount)) = (ClassId::intern(class), amount.as_i64()) {
-                        amounts.set(class, amount);
-                    }
-                }
-            }
-            placed.push((host, amounts));
-        }
+        // A provider the table lacks (a child in a tree) is no host of a claim.
+        let placed: Vec<(HostId, Resources)> = allocations
+            .iter()
+            .filter_map(|(uuid, a)| Some((table.id_of_uuid(uuid)?, sync::demand_of(&a.resources))))
+            .collect();
         match deps.ledger.settle_failed(&instance, &placed, at_ms).await {
             Ok(Some(settled)) => {
                 let kind = match settled {

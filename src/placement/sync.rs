@@ -569,7 +569,7 @@ async fn import(
 
 /// The amounts of an allocation, every class (a class Parasol cannot track is left out and
 /// logged).
-fn demand_of(amounts: &Amounts) -> Resources {
+pub(super) fn demand_of(amounts: &Amounts) -> Resources {
     let mut demand = Resources::ZERO;
     for (class, amount) in amounts {
         match ClassId::intern(class) {

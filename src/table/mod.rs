@@ -558,7 +558,7 @@ impl HostTable {
     /// service's providers before the service: the sync takes their hosts out).
     pub fn forget_service(&self, host: &str) {
         self.announced.lock().remove(host);
-        self.announcement.notify_one();
+        self.want_placement_sync();
     }
 
     /// The services announced at or after `since_ms` that have no node in the table yet
